@@ -1,0 +1,60 @@
+/* cli/main.c - `sqz`: dispatch to the subcommands registered in one table. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const sqz_cmd commands[] = {
+    {"inspect", "show a checkpoint's architecture, parameters and tensors", sqz_cmd_inspect, sqz_cmd_inspect_usage},
+    {"convert", "convert between llama2.c, GGUF and HF safetensors", sqz_cmd_convert, sqz_cmd_convert_usage},
+};
+static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
+
+int sqz_cli_fail(sqz_status s) {
+    const char *msg = sqz_last_error();
+    fprintf(stderr, "sqz: error: %s\n", *msg ? msg : sqz_status_message(s));
+    return 1;
+}
+
+int sqz_cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "sqz %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see 'sqz %s --help')\n", cmd);
+    va_end(ap);
+    return 2;
+}
+
+static void usage(FILE *out) {
+    fprintf(out, "sqz %s - compress transformer checkpoints and measure what it cost\n\n", SQZ_VERSION_STRING);
+    fprintf(out, "usage: sqz <command> [options]\n\ncommands:\n");
+    for (int i = 0; i < n_commands; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n'sqz <command> --help' describes a command.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("sqz %s\n", SQZ_VERSION_STRING);
+        return 0;
+    }
+    for (int i = 0; i < n_commands; i++) {
+        if (strcmp(argv[1], commands[i].name) != 0) continue;
+        for (int a = 2; a < argc; a++) {
+            if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
+                commands[i].usage(stdout);
+                return 0;
+            }
+        }
+        sqz_io_cleanup_on_signals();
+        return commands[i].run(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "sqz: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,60 @@
+/*
+ * core/blocks.h - block layouts of the quantized types, shared by C and CUDA.
+ *
+ * Exactly llama.cpp's (ggml-common.h) so that GGUF tensors are used byte for byte.
+ * Half-precision values are stored as raw IEEE binary16 bits (uint16_t).
+ */
+#ifndef SQZ_CORE_BLOCKS_H
+#define SQZ_CORE_BLOCKS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+#define SQZ__STATIC_ASSERT static_assert
+#else
+#include <assert.h>
+#define SQZ__STATIC_ASSERT _Static_assert
+#endif
+
+#define SQZ_QK8_0 32
+#define SQZ_QK4_0 32
+#define SQZ_QK4_1 32
+#define SQZ_QK_K 256
+#define SQZ_K_SCALE_SIZE 12
+
+typedef struct {
+    uint16_t d;               /* scale */
+    int8_t qs[SQZ_QK8_0];     /* values: x = d * q */
+} sqz_block_q8_0;
+SQZ__STATIC_ASSERT(sizeof(sqz_block_q8_0) == 2 + SQZ_QK8_0, "wrong q8_0 block size");
+
+typedef struct {
+    uint16_t d;               /* scale */
+    uint8_t qs[SQZ_QK4_0 / 2]; /* nibbles: low = element j, high = element j + 16; x = d * (q - 8) */
+} sqz_block_q4_0;
+SQZ__STATIC_ASSERT(sizeof(sqz_block_q4_0) == 2 + SQZ_QK4_0 / 2, "wrong q4_0 block size");
+
+typedef struct {
+    uint16_t d;               /* scale */
+    uint16_t m;               /* minimum: x = d * q + m */
+    uint8_t qs[SQZ_QK4_1 / 2];
+} sqz_block_q4_1;
+SQZ__STATIC_ASSERT(sizeof(sqz_block_q4_1) == 4 + SQZ_QK4_1 / 2, "wrong q4_1 block size");
+
+typedef struct {
+    uint16_t d;               /* super-block scale for the quantized scales */
+    uint16_t dmin;            /* super-block scale for the quantized minimums */
+    uint8_t scales[SQZ_K_SCALE_SIZE]; /* 8 scales and 8 minimums, 6 bits each */
+    uint8_t qs[SQZ_QK_K / 2]; /* 4-bit values */
+} sqz_block_q4_K;
+SQZ__STATIC_ASSERT(sizeof(sqz_block_q4_K) == 4 + SQZ_K_SCALE_SIZE + SQZ_QK_K / 2, "wrong q4_K block size");
+
+typedef struct {
+    uint8_t ql[SQZ_QK_K / 2];     /* lower 4 bits */
+    uint8_t qh[SQZ_QK_K / 4];     /* upper 2 bits */
+    int8_t scales[SQZ_QK_K / 16]; /* 8-bit sub-block scales */
+    uint16_t d;                   /* super-block scale */
+} sqz_block_q6_K;
+SQZ__STATIC_ASSERT(sizeof(sqz_block_q6_K) == SQZ_QK_K / 2 + SQZ_QK_K / 4 + SQZ_QK_K / 16 + 2, "wrong q6_K block size");
+
+#endif

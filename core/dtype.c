@@ -1,0 +1,123 @@
+/* core/dtype.c - the dtype traits table: one row per storage type. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/blocks.h"
+#include "core/quant_ref.h"
+#include "sqz/dtype.h"
+
+static void f32_to_f32(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
+static void f32_from_f32(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
+
+static void f16_to_f32(const void *src, float *dst, int64_t n) {
+    const uint16_t *s = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = sqz_fp16_to_fp32(s[i]);
+}
+static void f16_from_f32(const float *src, void *dst, int64_t n) {
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < n; i++) d[i] = sqz_fp32_to_fp16(src[i]);
+}
+static void bf16_to_f32(const void *src, float *dst, int64_t n) {
+    const uint16_t *s = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = sqz_bf16_to_fp32(s[i]);
+}
+static void bf16_from_f32(const float *src, void *dst, int64_t n) {
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < n; i++) d[i] = sqz_fp32_to_bf16(src[i]);
+}
+static void f64_to_f32(const void *src, float *dst, int64_t n) {
+    const double *s = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = (float)s[i];
+}
+static void f64_from_f32(const float *src, void *dst, int64_t n) {
+    double *d = dst;
+    for (int64_t i = 0; i < n; i++) d[i] = src[i];
+}
+
+/* Integer types convert exactly within float's 24-bit mantissa; wider values round. */
+#define INT_CONVERTERS(T, suffix)                                                    \
+    static void suffix##_to_f32(const void *src, float *dst, int64_t n) {            \
+        const T *s = src;                                                            \
+        for (int64_t i = 0; i < n; i++) dst[i] = (float)s[i];                        \
+    }
+INT_CONVERTERS(int8_t, i8)
+INT_CONVERTERS(int16_t, i16)
+INT_CONVERTERS(int32_t, i32)
+INT_CONVERTERS(int64_t, i64)
+
+/* GGML type ids (ggml.h enum ggml_type), fixed by the GGUF format. */
+enum {
+    GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q8_0 = 8, GGML_Q4_K = 12,
+    GGML_Q6_K = 14, GGML_I8 = 24, GGML_I16 = 25, GGML_I32 = 26, GGML_I64 = 27, GGML_F64 = 28,
+    GGML_BF16 = 30,
+};
+
+static const sqz_dtype_traits traits[SQZ_DTYPE_COUNT] = {
+    [SQZ_DTYPE_F32] = {.name = "f32", .block_size = 1, .type_size = 4, .gguf_type = GGML_F32,
+                       .st_name = "F32", .is_float = true, .to_f32 = f32_to_f32, .from_f32 = f32_from_f32},
+    [SQZ_DTYPE_F16] = {.name = "f16", .block_size = 1, .type_size = 2, .gguf_type = GGML_F16,
+                       .st_name = "F16", .is_float = true, .to_f32 = f16_to_f32, .from_f32 = f16_from_f32},
+    [SQZ_DTYPE_BF16] = {.name = "bf16", .block_size = 1, .type_size = 2, .gguf_type = GGML_BF16,
+                        .st_name = "BF16", .is_float = true, .to_f32 = bf16_to_f32, .from_f32 = bf16_from_f32},
+    [SQZ_DTYPE_I8] = {.name = "i8", .block_size = 1, .type_size = 1, .gguf_type = GGML_I8,
+                      .st_name = "I8", .to_f32 = i8_to_f32},
+    [SQZ_DTYPE_I32] = {.name = "i32", .block_size = 1, .type_size = 4, .gguf_type = GGML_I32,
+                       .st_name = "I32", .to_f32 = i32_to_f32},
+    [SQZ_DTYPE_Q8_0] = {.name = "q8_0", .block_size = SQZ_QK8_0, .type_size = sizeof(sqz_block_q8_0),
+                        .gguf_type = GGML_Q8_0, .is_quantized = true,
+                        .to_f32 = sqz_dequantize_q8_0, .from_f32 = sqz_quantize_q8_0_ref},
+    [SQZ_DTYPE_Q4_0] = {.name = "q4_0", .block_size = SQZ_QK4_0, .type_size = sizeof(sqz_block_q4_0),
+                        .gguf_type = GGML_Q4_0, .is_quantized = true,
+                        .to_f32 = sqz_dequantize_q4_0, .from_f32 = sqz_quantize_q4_0_ref},
+    [SQZ_DTYPE_Q4_1] = {.name = "q4_1", .block_size = SQZ_QK4_1, .type_size = sizeof(sqz_block_q4_1),
+                        .gguf_type = GGML_Q4_1, .is_quantized = true,
+                        .to_f32 = sqz_dequantize_q4_1, .from_f32 = sqz_quantize_q4_1_ref},
+    [SQZ_DTYPE_Q4_K] = {.name = "q4_k", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_q4_K),
+                        .gguf_type = GGML_Q4_K, .is_quantized = true, .to_f32 = sqz_dequantize_q4_K},
+    [SQZ_DTYPE_Q6_K] = {.name = "q6_k", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_q6_K),
+                        .gguf_type = GGML_Q6_K, .is_quantized = true, .to_f32 = sqz_dequantize_q6_K},
+    [SQZ_DTYPE_I16] = {.name = "i16", .block_size = 1, .type_size = 2, .gguf_type = GGML_I16,
+                       .st_name = "I16", .to_f32 = i16_to_f32},
+    [SQZ_DTYPE_I64] = {.name = "i64", .block_size = 1, .type_size = 8, .gguf_type = GGML_I64,
+                       .st_name = "I64", .to_f32 = i64_to_f32},
+    [SQZ_DTYPE_F64] = {.name = "f64", .block_size = 1, .type_size = 8, .gguf_type = GGML_F64,
+                       .st_name = "F64", .is_float = true, .to_f32 = f64_to_f32, .from_f32 = f64_from_f32},
+};
+
+const sqz_dtype_traits *sqz_dtype_info(sqz_dtype t) {
+    if ((unsigned)t >= SQZ_DTYPE_COUNT) return NULL;
+    return &traits[t];
+}
+
+const char *sqz_dtype_name(sqz_dtype t) {
+    const sqz_dtype_traits *tr = sqz_dtype_info(t);
+    return tr ? tr->name : "invalid";
+}
+
+bool sqz_dtype_from_name(const char *name, sqz_dtype *out) {
+    for (int i = 0; i < SQZ_DTYPE_COUNT; i++) {
+        if (strcasecmp(name, traits[i].name) == 0) { *out = (sqz_dtype)i; return true; }
+    }
+    return false;
+}
+
+bool sqz_dtype_from_gguf(int gguf_type, sqz_dtype *out) {
+    for (int i = 0; i < SQZ_DTYPE_COUNT; i++) {
+        if (traits[i].gguf_type == gguf_type) { *out = (sqz_dtype)i; return true; }
+    }
+    return false;
+}
+
+bool sqz_dtype_from_st(const char *st_name, sqz_dtype *out) {
+    for (int i = 0; i < SQZ_DTYPE_COUNT; i++) {
+        if (traits[i].st_name && strcmp(traits[i].st_name, st_name) == 0) { *out = (sqz_dtype)i; return true; }
+    }
+    return false;
+}
+
+bool sqz_dtype_nbytes(sqz_dtype t, int64_t n, size_t *out) {
+    const sqz_dtype_traits *tr = sqz_dtype_info(t);
+    if (!tr || n < 0 || n % tr->block_size != 0) return false;
+    return !__builtin_mul_overflow((uint64_t)(n / tr->block_size), (uint64_t)tr->type_size, out);
+}

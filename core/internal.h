@@ -1,0 +1,133 @@
+/*
+ * core/internal.h - helpers every module of libsqz uses internally (not public).
+ *
+ * Error recording: SQZ_RETURN_IF(cond, status, fmt, ...) records a formatted message
+ * with the source location and returns the status; SQZ_TRY(expr) forwards a failing
+ * status unchanged (zstd's RETURN_ERROR_IF / FORWARD_IF_ERROR).
+ * Untrusted bytes are read with the explicit little-endian helpers below, never by
+ * casting to a struct; every size computation uses the overflow-checked helpers.
+ */
+#ifndef SQZ_CORE_INTERNAL_H
+#define SQZ_CORE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sqz/status.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SQZ__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define SQZ__PRINTF(a, b)
+#endif
+
+/* Records status + message for this thread and returns status. */
+sqz_status sqz__error(sqz_status s, const char *file, int line, const char *fmt, ...) SQZ__PRINTF(4, 5);
+/* Prepends "prefix: " to the thread's current message (adds context on the way up). */
+void sqz__error_prefix(const char *fmt, ...) SQZ__PRINTF(1, 2);
+
+#define SQZ_ERROR(status, ...) sqz__error((status), __FILE__, __LINE__, __VA_ARGS__)
+
+#define SQZ_RETURN_IF(cond, status, ...)                                           \
+    do {                                                                           \
+        if (cond) return sqz__error((status), __FILE__, __LINE__, __VA_ARGS__);    \
+    } while (0)
+
+#define SQZ_TRY(expr)                                                              \
+    do {                                                                           \
+        sqz_status sqz__s = (expr);                                                \
+        if (sqz__s != SQZ_OK) return sqz__s;                                       \
+    } while (0)
+
+/* Allocation that records SQZ_ERR_NOMEM on failure. */
+void *sqz__malloc(size_t n);
+void *sqz__calloc(size_t count, size_t size);
+void *sqz__realloc(void *p, size_t n);
+char *sqz__strdup(const char *s);
+char *sqz__strndup(const char *s, size_t n);
+/* malloc'd printf. NULL on failure (error set). */
+char *sqz__asprintf(const char *fmt, ...) SQZ__PRINTF(1, 2);
+
+/* Overflow-checked arithmetic: return false on overflow. */
+static inline bool sqz__mul_size(size_t a, size_t b, size_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static inline bool sqz__add_size(size_t a, size_t b, size_t *out) { return !__builtin_add_overflow(a, b, out); }
+static inline bool sqz__mul_i64(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+
+/* Little-endian loads and stores (unaligned safe). */
+static inline uint16_t sqz__rd_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t sqz__rd_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t sqz__rd_u64(const uint8_t *p) {
+    return (uint64_t)sqz__rd_u32(p) | ((uint64_t)sqz__rd_u32(p + 4) << 32);
+}
+static inline float sqz__rd_f32(const uint8_t *p) {
+    uint32_t u = sqz__rd_u32(p);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline void sqz__wr_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void sqz__wr_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void sqz__wr_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A bounds-checked little-endian reader over untrusted bytes. Every read checks the
+ * bytes left; the first failure is sticky (ok = false) so a parser can read a
+ * whole record and check once. */
+typedef struct sqz__reader {
+    const uint8_t *p;
+    size_t size;
+    size_t pos;
+    bool ok;
+} sqz__reader;
+
+static inline void sqz__reader_init(sqz__reader *r, const void *p, size_t size) {
+    r->p = (const uint8_t *)p; r->size = size; r->pos = 0; r->ok = true;
+}
+static inline size_t sqz__reader_left(const sqz__reader *r) { return r->size - r->pos; }
+static inline bool sqz__reader_need(sqz__reader *r, size_t n) {
+    if (!r->ok || n > r->size - r->pos) { r->ok = false; return false; }
+    return true;
+}
+static inline uint8_t sqz__reader_u8(sqz__reader *r) {
+    if (!sqz__reader_need(r, 1)) return 0;
+    return r->p[r->pos++];
+}
+static inline uint32_t sqz__reader_u32(sqz__reader *r) {
+    if (!sqz__reader_need(r, 4)) return 0;
+    uint32_t v = sqz__rd_u32(r->p + r->pos); r->pos += 4; return v;
+}
+static inline uint64_t sqz__reader_u64(sqz__reader *r) {
+    if (!sqz__reader_need(r, 8)) return 0;
+    uint64_t v = sqz__rd_u64(r->p + r->pos); r->pos += 8; return v;
+}
+static inline float sqz__reader_f32(sqz__reader *r) {
+    if (!sqz__reader_need(r, 4)) return 0;
+    float v = sqz__rd_f32(r->p + r->pos); r->pos += 4; return v;
+}
+/* Returns a pointer to the next n bytes and advances, or NULL (ok = false). */
+static inline const uint8_t *sqz__reader_bytes(sqz__reader *r, size_t n) {
+    if (!sqz__reader_need(r, n)) return NULL;
+    const uint8_t *q = r->p + r->pos; r->pos += n; return q;
+}
+
+/* True if s[0..n) is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
+bool sqz__utf8_valid(const char *s, size_t n);
+
+/* The final path component (pointer into path). */
+const char *sqz__basename(const char *path);
+/* dir + "/" + name, malloc'd. */
+char *sqz__path_join(const char *dir, const char *name);
+/* The directory part of path, malloc'd ("." if none). */
+char *sqz__dirname(const char *path);
+/* True if path names an existing directory / regular file. */
+bool sqz__is_dir(const char *path);
+bool sqz__is_file(const char *path);
+
+#endif

@@ -1,0 +1,88 @@
+/* core/tensor.c - tensor roles, element counts and dtype conversion. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "sqz/tensor.h"
+
+static const char *const role_names[] = {
+#define X(name, gguf, per_layer) gguf,
+    SQZ_ROLE_MAP(X)
+#undef X
+};
+static const bool role_per_layer[] = {
+#define X(name, gguf, per_layer) per_layer,
+    SQZ_ROLE_MAP(X)
+#undef X
+};
+
+const char *sqz_role_name(sqz_role r) {
+    if ((unsigned)r >= SQZ_ROLE_COUNT) return "invalid";
+    return role_names[r];
+}
+
+bool sqz_role_per_layer(sqz_role r) { return (unsigned)r < SQZ_ROLE_COUNT && role_per_layer[r]; }
+
+bool sqz_role_from_name(const char *name, sqz_role *out) {
+    for (int i = 0; i < SQZ_ROLE_COUNT; i++) {
+        if (strcmp(name, role_names[i]) == 0) { *out = (sqz_role)i; return true; }
+    }
+    return false;
+}
+
+int64_t sqz_tensor_nelements(const sqz_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+int64_t sqz_tensor_row_len(const sqz_tensor *t) { return t->ndim > 0 ? t->shape[t->ndim - 1] : 1; }
+
+int64_t sqz_tensor_nrows(const sqz_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i + 1 < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+sqz_status sqz_tensor_to_f32(const sqz_tensor *t, float *dst) {
+    const sqz_dtype_traits *tr = sqz_dtype_info(t->dtype);
+    SQZ_RETURN_IF(!tr || !tr->to_f32, SQZ_ERR_UNSUPPORTED, "tensor '%s': dtype %s has no float view",
+                  t->name, sqz_dtype_name(t->dtype));
+    SQZ_RETURN_IF(!t->data, SQZ_ERR_INVALID_ARG, "tensor '%s' has no data", t->name);
+    tr->to_f32(t->data, dst, sqz_tensor_nelements(t));
+    return SQZ_OK;
+}
+
+sqz_status sqz_convert(sqz_dtype from, const void *src, sqz_dtype to, void *dst, int64_t n, float *scratch) {
+    const sqz_dtype_traits *tf = sqz_dtype_info(from), *tt = sqz_dtype_info(to);
+    SQZ_RETURN_IF(!tf || !tt, SQZ_ERR_INVALID_ARG, "invalid dtype in conversion");
+    size_t nb;
+    SQZ_RETURN_IF(!sqz_dtype_nbytes(from, n, &nb) || !sqz_dtype_nbytes(to, n, &nb), SQZ_ERR_SHAPE,
+                  "cannot convert %lld elements from %s to %s: not a whole number of blocks", (long long)n,
+                  tf->name, tt->name);
+    if (from == to) {
+        memcpy(dst, src, nb);
+        return SQZ_OK;
+    }
+    SQZ_RETURN_IF(!tf->to_f32, SQZ_ERR_UNSUPPORTED, "dtype %s has no float view", tf->name);
+    SQZ_RETURN_IF(!tt->from_f32, SQZ_ERR_UNSUPPORTED, "sqz cannot produce dtype %s", tt->name);
+    float *buf = scratch;
+    if (from == SQZ_DTYPE_F32) {
+        tt->from_f32(src, dst, n);
+        return SQZ_OK;
+    }
+    if (to == SQZ_DTYPE_F32) {
+        tf->to_f32(src, dst, n);
+        return SQZ_OK;
+    }
+    if (!buf) {
+        size_t fb;
+        SQZ_RETURN_IF(!sqz__mul_size((size_t)n, sizeof(float), &fb), SQZ_ERR_SHAPE, "conversion size overflows");
+        buf = sqz__malloc(fb);
+        if (!buf) return SQZ_ERR_NOMEM;
+    }
+    tf->to_f32(src, buf, n);
+    tt->from_f32(buf, dst, n);
+    if (buf != scratch) free(buf);
+    return SQZ_OK;
+}

@@ -1,0 +1,108 @@
+/* formats/detect.c - format detection by content, and the public open entry point. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "formats/formats_internal.h"
+
+const char *sqz_format_name(sqz_format f) {
+    switch (f) {
+    case SQZ_FORMAT_SAFETENSORS: return "safetensors";
+    case SQZ_FORMAT_GGUF: return "gguf";
+    case SQZ_FORMAT_LLAMA2C: return "llama2c";
+    default: return "unknown";
+    }
+}
+
+bool sqz_format_from_name(const char *name, sqz_format *out) {
+    for (int f = SQZ_FORMAT_SAFETENSORS; f <= SQZ_FORMAT_LLAMA2C; f++) {
+        if (strcasecmp(name, sqz_format_name((sqz_format)f)) == 0) { *out = (sqz_format)f; return true; }
+    }
+    if (strcasecmp(name, "hf") == 0) { *out = SQZ_FORMAT_SAFETENSORS; return true; }
+    return false;
+}
+
+bool sqz__looks_gguf(const uint8_t *p, size_t n) { return n >= 4 && memcmp(p, "GGUF", 4) == 0; }
+
+/* safetensors: u64 header length N, then N bytes of JSON starting with '{'. */
+bool sqz__looks_safetensors(const uint8_t *p, size_t n, uint64_t file_size) {
+    if (n < 9) return false;
+    uint64_t hl = sqz__rd_u64(p);
+    if (hl < 2 || hl > file_size - 8) return false;
+    size_t i = 8;
+    while (i < n && (p[i] == ' ' || p[i] == '\n' || p[i] == '\r' || p[i] == '\t')) i++;
+    return i < n && p[i] == '{';
+}
+
+/* llama2.c legacy: seven int32 (dim, hidden, layers, heads, kv_heads, vocab, seq) with
+ * plausible values, then float32 weights whose count the header predicts. */
+bool sqz__looks_llama2c(const uint8_t *p, size_t n, uint64_t file_size) {
+    if (n < 28) return false;
+    int32_t h[7];
+    for (int i = 0; i < 7; i++) h[i] = (int32_t)sqz__rd_u32(p + 4 * i);
+    if (h[0] <= 0 || h[1] <= 0 || h[2] <= 0 || h[3] <= 0 || h[4] <= 0 || h[6] <= 0 || h[5] == 0) return false;
+    if (h[0] > (1 << 20) || h[1] > (1 << 22) || h[2] > 4096 || h[3] > 4096 || h[4] > h[3]) return false;
+    if (h[0] % h[3] != 0 || (file_size - 28) % 4 != 0) return false;
+    return true;
+}
+
+static sqz_status sniff_file(const char *path, sqz_format *out) {
+    FILE *f = fopen(path, "rb");
+    SQZ_RETURN_IF(!f, SQZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    uint8_t head[64] = {0};
+    size_t n = fread(head, 1, sizeof head, f);
+    struct stat st;
+    int ok = fstat(fileno(f), &st) == 0;
+    fclose(f);
+    SQZ_RETURN_IF(!ok, SQZ_ERR_IO, "%s: cannot stat", path);
+    uint64_t size = (uint64_t)st.st_size;
+    SQZ_RETURN_IF(n == 0, SQZ_ERR_FORMAT, "%s: empty file", path);
+    if (sqz__looks_gguf(head, n)) *out = SQZ_FORMAT_GGUF;
+    else if (sqz__looks_safetensors(head, n, size)) *out = SQZ_FORMAT_SAFETENSORS;
+    else if (sqz__looks_llama2c(head, n, size)) *out = SQZ_FORMAT_LLAMA2C;
+    else return SQZ_ERROR(SQZ_ERR_FORMAT, "%s: not a GGUF, safetensors or llama2.c checkpoint (first bytes "
+                          "%02x %02x %02x %02x)", path, head[0], head[1], head[2], head[3]);
+    return SQZ_OK;
+}
+
+sqz_status sqz_detect_format(const char *path, sqz_format *out) {
+    *out = SQZ_FORMAT_UNKNOWN;
+    if (sqz__is_dir(path)) {
+        char *cfg = sqz__path_join(path, "config.json");
+        if (!cfg) return SQZ_ERR_NOMEM;
+        bool has = sqz__is_file(cfg);
+        free(cfg);
+        SQZ_RETURN_IF(!has, SQZ_ERR_FORMAT, "%s: a directory without config.json is not an HF checkpoint", path);
+        *out = SQZ_FORMAT_SAFETENSORS;
+        return SQZ_OK;
+    }
+    return sniff_file(path, out);
+}
+
+sqz_status sqz_model_open(const char *path, const sqz_open_opts *opts, sqz_model **out) {
+    *out = NULL;
+    sqz_format fmt;
+    SQZ_TRY(sqz_detect_format(path, &fmt));
+    sqz_model *m = sqz_model_new();
+    if (!m) return SQZ_ERR_NOMEM;
+    m->source_path = sqz__strdup(path);
+    m->source_format = fmt;
+    sqz_status s = m->source_path ? SQZ_OK : SQZ_ERR_NOMEM;
+    if (s == SQZ_OK) {
+        switch (fmt) {
+        case SQZ_FORMAT_SAFETENSORS: s = sqz__st_open(path, m); break;
+        case SQZ_FORMAT_GGUF: s = sqz__gguf_open(path, m); break;
+        case SQZ_FORMAT_LLAMA2C: s = sqz__llama2c_open(path, opts ? opts->tokenizer_path : NULL, m); break;
+        default: s = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: unknown format", path);
+        }
+    }
+    if (s == SQZ_OK) s = sqz_model_validate(m);
+    if (s != SQZ_OK) {
+        sqz_model_free(m);
+        return s;
+    }
+    *out = m;
+    return SQZ_OK;
+}

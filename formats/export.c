@@ -1,0 +1,92 @@
+/* formats/export.c - what every writer shares: the public save entry point, the
+ * dtype each tensor is written with, and the q/k row order for rotary embeddings. */
+#include <stdlib.h>
+
+#include "formats/formats_internal.h"
+
+sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_opts *o) {
+    SQZ_RETURN_IF(!o, SQZ_ERR_INVALID_ARG, "sqz_model_save: options are required");
+    SQZ_RETURN_IF(o->dtype >= SQZ_DTYPE_COUNT, SQZ_ERR_INVALID_ARG, "sqz_model_save: invalid dtype %d", o->dtype);
+    switch (o->format) {
+    case SQZ_FORMAT_GGUF: return sqz__gguf_save(m, path, o);
+    case SQZ_FORMAT_SAFETENSORS: return sqz__st_save(m, path, o);
+    default:
+        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: sqz cannot write the %s format", path,
+                         sqz_format_name(o->format));
+    }
+}
+
+sqz_rope_layout sqz__target_rope(const sqz_model *m, sqz_format target) {
+    if (m->hp.family != SQZ_FAMILY_LLAMA) return SQZ_ROPE_NONE;
+    if (target == SQZ_FORMAT_SAFETENSORS) return SQZ_ROPE_HALF;
+    /* llama.cpp: "llama" uses LLAMA_ROPE_TYPE_NORM (interleaved, q/k permuted by
+     * convert_hf_to_gguf.py); qwen2 uses NEOX (HF order, not permuted). */
+    if (target == SQZ_FORMAT_GGUF && strcmp(m->hp.arch, "qwen2") == 0) return SQZ_ROPE_HALF;
+    return SQZ_ROPE_INTERLEAVED;
+}
+
+static bool is_matrix_role(const sqz_tensor *t) { return t->param == SQZ_PARAM_WEIGHT && t->ndim == 2; }
+
+sqz_dtype sqz__export_dtype(const sqz_tensor *t, const sqz_save_opts *o, sqz_format target) {
+    sqz_dtype d = t->dtype;
+    if (o->dtype >= 0) {
+        const sqz_dtype_traits *want = sqz_dtype_info((sqz_dtype)o->dtype);
+        bool applies = target == SQZ_FORMAT_SAFETENSORS ? sqz_dtype_info(t->dtype)->is_float || sqz_dtype_info(t->dtype)->is_quantized
+                                                        : is_matrix_role(t);
+        if (applies && sqz_tensor_row_len(t) % want->block_size == 0) d = (sqz_dtype)o->dtype;
+        else if (target == SQZ_FORMAT_GGUF && !is_matrix_role(t)) d = SQZ_DTYPE_F32;
+    }
+    const sqz_dtype_traits *tr = sqz_dtype_info(d);
+    if (target == SQZ_FORMAT_SAFETENSORS && !tr->st_name) d = SQZ_DTYPE_F32;
+    if (target == SQZ_FORMAT_GGUF && tr->gguf_type < 0) d = SQZ_DTYPE_F32;
+    return d;
+}
+
+void sqz__rope_permute_rows(const uint8_t *src, uint8_t *dst, int64_t n_heads, int64_t head_dim, size_t row_bytes,
+                            sqz_rope_layout from, sqz_rope_layout to) {
+    const int64_t half = head_dim / 2;
+    for (int64_t h = 0; h < n_heads; h++) {
+        for (int64_t i = 0; i < 2; i++) {
+            for (int64_t j = 0; j < half; j++) {
+                /* HALF row i*half + j <-> INTERLEAVED row 2*j + i (convert_hf_to_gguf.py permute) */
+                int64_t r_half = h * head_dim + i * half + j;
+                int64_t r_int = h * head_dim + 2 * j + i;
+                int64_t r_src = from == SQZ_ROPE_HALF ? r_half : r_int;
+                int64_t r_dst = to == SQZ_ROPE_HALF ? r_half : r_int;
+                memcpy(dst + (size_t)r_dst * row_bytes, src + (size_t)r_src * row_bytes, row_bytes);
+            }
+        }
+    }
+    (void)from;
+}
+
+sqz_status sqz__tensor_export(const sqz_model *m, const sqz_tensor *t, sqz_dtype to, sqz_rope_layout rope, void *dst,
+                              size_t cap, float *scratch) {
+    int64_t n = sqz_tensor_nelements(t);
+    size_t nb;
+    SQZ_RETURN_IF(!sqz_dtype_nbytes(to, n, &nb) || nb > cap, SQZ_ERR_SHAPE, "tensor '%s': cannot hold %lld elements "
+                  "of %s in %zu bytes", t->name, (long long)n, sqz_dtype_name(to), cap);
+    bool permute = (t->role == SQZ_ROLE_ATTN_Q || t->role == SQZ_ROLE_ATTN_K) && rope != SQZ_ROPE_NONE &&
+                   m->hp.rope_layout != SQZ_ROPE_NONE && rope != m->hp.rope_layout;
+    if (!permute) {
+        sqz_status s = sqz_convert(t->dtype, t->data, to, dst, n, scratch);
+        if (s != SQZ_OK) sqz__error_prefix("tensor '%s'", t->name);
+        return s;
+    }
+    const sqz_layer_dims *ld = &m->layers[t->layer];
+    int64_t heads = t->role == SQZ_ROLE_ATTN_Q ? ld->n_heads : ld->n_kv_heads;
+    int64_t hd = m->hp.head_dim;
+    SQZ_RETURN_IF(t->shape[0] != heads * hd || hd % 2 != 0, SQZ_ERR_SHAPE,
+                  "tensor '%s': %lld rows are not %lld heads of %lld", t->name, (long long)t->shape[0],
+                  (long long)heads, (long long)hd);
+    uint8_t *tmp = sqz__malloc(nb);
+    if (!tmp) return SQZ_ERR_NOMEM;
+    sqz_status s = sqz_convert(t->dtype, t->data, to, tmp, n, scratch);
+    if (s == SQZ_OK) {
+        sqz__rope_permute_rows(tmp, dst, heads, hd, nb / (size_t)t->shape[0], m->hp.rope_layout, rope);
+    } else {
+        sqz__error_prefix("tensor '%s'", t->name);
+    }
+    free(tmp);
+    return s;
+}

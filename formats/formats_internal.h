@@ -1,0 +1,72 @@
+/*
+ * formats/formats_internal.h - what the readers and writers of formats/ share.
+ * Not public: the public entry points are sqz_model_open / sqz_model_save.
+ */
+#ifndef SQZ_FORMATS_INTERNAL_H
+#define SQZ_FORMATS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/internal.h"
+#include "sqz/formats.h"
+#include "sqz/model.h"
+
+/* Limits that turn absurd headers into clear errors before any allocation. */
+#define SQZ__MAX_TENSORS (1 << 20)          /* tensors in one checkpoint */
+#define SQZ__MAX_KV (1 << 20)               /* GGUF metadata entries */
+#define SQZ__MAX_ARRAY (1 << 28)            /* elements in one GGUF metadata array */
+#define SQZ__MAX_STRING (1 << 26)           /* bytes in one GGUF string */
+#define SQZ__MAX_JSON ((size_t)1 << 28)     /* bytes of a JSON file or safetensors header */
+#define SQZ__MAX_VOCAB (1 << 22)            /* tokens */
+
+/* ---- detection (detect.c): look at the first bytes of a file ---- */
+bool sqz__looks_gguf(const uint8_t *p, size_t n);
+bool sqz__looks_safetensors(const uint8_t *p, size_t n, uint64_t file_size);
+bool sqz__looks_llama2c(const uint8_t *p, size_t n, uint64_t file_size);
+
+/* ---- readers: fill an empty model (m->source_path is set by the caller) ---- */
+/* path: an HF directory, or a .safetensors file (config.json and tokenizer files beside it). */
+sqz_status sqz__st_open(const char *path, sqz_model *m);
+sqz_status sqz__gguf_open(const char *path, sqz_model *m);
+sqz_status sqz__llama2c_open(const char *path, const char *tokenizer_path, sqz_model *m);
+
+/* ---- writers ---- */
+sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opts *o);
+sqz_status sqz__gguf_save(const sqz_model *m, const char *path, const sqz_save_opts *o);
+
+/* ---- HF config.json (hf_config.c) ---- */
+/* Fills m->hp (and calls sqz_model_init_layers) from config.json text. `path` names the file in errors. */
+sqz_status sqz__hf_config_read(const char *json, size_t len, const char *path, sqz_model *m);
+/* config.json text for the model (malloc'd, caller frees); NULL on error. */
+char *sqz__hf_config_write(const sqz_model *m);
+
+/* ---- tokenizer files (tokenizer_*.c) ---- */
+/* HF tokenizer.json (+ tokenizer_config.json text, may be NULL) into v; keeps the texts verbatim. */
+sqz_status sqz__tokenizer_json_read(const char *json, size_t len, const char *config_json, const char *path,
+                                    sqz_vocab *v);
+/* tokenizer.json text for v: the verbatim original when v->hf_json is set, else synthesised
+ * from the vocab (SPM -> BPE with byte fallback and merges derived from the scores, BPE ->
+ * byte-level BPE, WPM -> WordPiece). malloc'd; NULL on error. */
+char *sqz__tokenizer_json_write(const sqz_vocab *v);
+/* tokenizer_config.json text (verbatim or synthesised). malloc'd; NULL on error. */
+char *sqz__tokenizer_config_write(const sqz_vocab *v);
+/* llama2.c tokenizer.bin with vocab_size entries into v (kind SPM). */
+sqz_status sqz__llama2c_tokenizer_read(const char *path, int32_t vocab_size, sqz_vocab *v);
+
+/* ---- names and layouts shared by the writers (export.c) ---- */
+/* Rotary layout a target expects for this model's architecture. */
+sqz_rope_layout sqz__target_rope(const sqz_model *m, sqz_format target);
+/* dtype a tensor is written with in `target` under the options. */
+sqz_dtype sqz__export_dtype(const sqz_tensor *t, const sqz_save_opts *o, sqz_format target);
+/* Converts tensor t to dtype `to` into dst (capacity cap bytes), permuting q/k rows from the
+ * model's rotary layout to `rope`. `scratch` holds nelements floats or is NULL. */
+sqz_status sqz__tensor_export(const sqz_model *m, const sqz_tensor *t, sqz_dtype to, sqz_rope_layout rope,
+                              void *dst, size_t cap, float *scratch);
+/* Row permutation between rotary layouts for a (n_heads*head_dim, ...) tensor of
+ * row_bytes-sized rows (works for any dtype: whole rows move). */
+void sqz__rope_permute_rows(const uint8_t *src, uint8_t *dst, int64_t n_heads, int64_t head_dim, size_t row_bytes,
+                            sqz_rope_layout from, sqz_rope_layout to);
+
+#endif

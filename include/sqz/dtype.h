@@ -1,0 +1,86 @@
+/*
+ * sqz/dtype.h - element types and their traits table.
+ *
+ * Every storage type sqz reads or writes is one row of a table indexed by the enum
+ * (ggml's type_traits idea): adding a format is adding a row. Quantized types store
+ * fixed-size blocks of `block_size` elements in `type_size` bytes; their layouts
+ * are exactly llama.cpp's (see core/blocks.h), so GGUF tensors are used as they are.
+ *
+ * Enum values are append-only: they may be stored in sqz's own files.
+ */
+#ifndef SQZ_DTYPE_H
+#define SQZ_DTYPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum sqz_dtype {
+    SQZ_DTYPE_F32 = 0,
+    SQZ_DTYPE_F16 = 1,
+    SQZ_DTYPE_BF16 = 2,
+    SQZ_DTYPE_I8 = 3,
+    SQZ_DTYPE_I32 = 4,
+    SQZ_DTYPE_Q8_0 = 5, /* 32 x int8 + fp16 scale                 (llama.cpp block_q8_0) */
+    SQZ_DTYPE_Q4_0 = 6, /* 32 x 4-bit, offset 8, + fp16 scale      (block_q4_0) */
+    SQZ_DTYPE_Q4_1 = 7, /* 32 x 4-bit + fp16 scale + fp16 minimum  (block_q4_1) */
+    SQZ_DTYPE_Q4_K = 8, /* 256-element super-blocks, 6-bit sub-scales (block_q4_K) */
+    SQZ_DTYPE_Q6_K = 9, /* 256-element super-blocks, 6-bit values  (block_q6_K) */
+    SQZ_DTYPE_I16 = 10,
+    SQZ_DTYPE_I64 = 11,
+    SQZ_DTYPE_F64 = 12,
+    SQZ_DTYPE_COUNT
+} sqz_dtype;
+
+/* Converts n elements (n a multiple of block_size) of this type to float. */
+typedef void (*sqz_to_f32_fn)(const void *src, float *dst, int64_t n);
+/* Converts n floats (n a multiple of block_size) to this type: the plain scalar
+ * reference ("deterministic creation of model files"); fast paths are tested
+ * against it. */
+typedef void (*sqz_from_f32_fn)(const float *src, void *dst, int64_t n);
+
+typedef struct sqz_dtype_traits {
+    const char *name;          /* lower case: "f32", "q4_0" */
+    int64_t block_size;        /* elements per block; 1 for scalar types */
+    size_t type_size;          /* bytes per block */
+    int gguf_type;             /* GGML type id in GGUF files; -1 if GGUF has none */
+    const char *st_name;       /* safetensors dtype string ("F32", "BF16"); NULL if none */
+    bool is_quantized;         /* block-quantized (block_size > 1) */
+    bool is_float;             /* F16/BF16/F32/F64 */
+    sqz_to_f32_fn to_f32;      /* NULL if no float view exists (never for listed types) */
+    sqz_from_f32_fn from_f32;  /* NULL if sqz cannot produce this type (Q4_K, Q6_K for now) */
+} sqz_dtype_traits;
+
+/* The traits row of t; NULL if t is out of range. Static storage. */
+const sqz_dtype_traits *sqz_dtype_info(sqz_dtype t);
+
+/* Name of t ("q4_0"), or "invalid". */
+const char *sqz_dtype_name(sqz_dtype t);
+
+/* Parses a name as printed by sqz_dtype_name (case-insensitive). Returns false if unknown. */
+bool sqz_dtype_from_name(const char *name, sqz_dtype *out);
+
+/* The sqz dtype of a GGML type id; false if sqz does not support it. */
+bool sqz_dtype_from_gguf(int gguf_type, sqz_dtype *out);
+
+/* The sqz dtype of a safetensors dtype string ("F32"); false if unsupported. */
+bool sqz_dtype_from_st(const char *st_name, sqz_dtype *out);
+
+/* Bytes taken by n elements of t. Sets *out and returns true; returns false when n
+ * is negative, not a multiple of the block size, or the size overflows. */
+bool sqz_dtype_nbytes(sqz_dtype t, int64_t n, size_t *out);
+
+/* Scalar conversions, IEEE round-to-nearest-even (bit-identical to ggml's). */
+uint16_t sqz_fp32_to_fp16(float f);
+float sqz_fp16_to_fp32(uint16_t h);
+uint16_t sqz_fp32_to_bf16(float f);
+float sqz_bf16_to_fp32(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,68 @@
+/*
+ * sqz/formats.h - opening checkpoints and writing them.
+ *
+ * Formats are detected by content (magic bytes, header shape), never by file name
+ * alone. A path may be an HF directory (config.json + *.safetensors, sharded with
+ * model.safetensors.index.json), a .safetensors file (config.json beside it), a
+ * GGUF v3 file, or a llama2.c checkpoint (tokenizer.bin beside it, or given).
+ */
+#ifndef SQZ_FORMATS_H
+#define SQZ_FORMATS_H
+
+#include "sqz/dtype.h"
+#include "sqz/model.h"
+#include "sqz/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum sqz_format {
+    SQZ_FORMAT_UNKNOWN = 0,
+    SQZ_FORMAT_SAFETENSORS = 1, /* HF: safetensors (+ config.json, tokenizer.json) */
+    SQZ_FORMAT_GGUF = 2,        /* GGUF v3 */
+    SQZ_FORMAT_LLAMA2C = 3,     /* llama2.c legacy .bin (+ tokenizer.bin) */
+} sqz_format;
+
+/* "safetensors", "gguf", "llama2c", "unknown". */
+const char *sqz_format_name(sqz_format f);
+/* Parses a format name as printed above. */
+bool sqz_format_from_name(const char *name, sqz_format *out);
+
+/* Looks at the content of `path` (a file, or a directory holding config.json) and
+ * says which format it is. SQZ_ERR_FORMAT with a reason if none matches. */
+sqz_status sqz_detect_format(const char *path, sqz_format *out);
+
+typedef struct sqz_open_opts {
+    const char *tokenizer_path; /* llama2.c tokenizer.bin; NULL: look beside the checkpoint */
+} sqz_open_opts;
+
+/* Opens a checkpoint: detects its format, reads its headers, maps its data (nothing
+ * is read yet), maps tensor names to roles and checks every shape against the
+ * architecture. opts may be NULL. On success *out is owned by the caller
+ * (sqz_model_free). On error nothing is allocated and sqz_last_error() names the
+ * file, the tensor and the reason. */
+sqz_status sqz_model_open(const char *path, const sqz_open_opts *opts, sqz_model **out);
+
+/* Progress callback: done and total in bytes of tensor data. */
+typedef void (*sqz_progress_fn)(void *user, int64_t done, int64_t total);
+
+typedef struct sqz_save_opts {
+    sqz_format format;      /* SQZ_FORMAT_GGUF or SQZ_FORMAT_SAFETENSORS */
+    int dtype;              /* an sqz_dtype for weight matrices, or -1 to keep each tensor's */
+    sqz_progress_fn progress; /* optional */
+    void *progress_user;
+} sqz_save_opts;
+
+/* Writes the model, one tensor at a time (memory stays at one tensor beyond the
+ * mappings). GGUF goes to a single file; safetensors to a directory with
+ * model.safetensors, config.json and tokenizer files. q/k rows are permuted to the
+ * target's rotary layout. Quantized tensors that the target cannot hold are
+ * dequantized to f32 (safetensors) unless opts->dtype says otherwise. The output is
+ * atomic: on error nothing is left at `path`. */
+sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

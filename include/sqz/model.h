@@ -1,0 +1,136 @@
+/*
+ * sqz/model.h - the one model representation every loader fills and every pass,
+ * runtime and writer reads.
+ *
+ * A model is an architecture (family + hyperparameters, with per-layer dimensions so
+ * that pruned layers may differ in width), its tensors by (layer, role, param), the
+ * tokenizer data and the names the source checkpoint used. Tensor data stays in the
+ * memory-mapped source file until something reads it: opening a model reads headers
+ * only.
+ *
+ *   sqz_model *m;
+ *   if (sqz_model_open("models/tinystories-656K", NULL, &m) != SQZ_OK) {
+ *       fprintf(stderr, "%s\n", sqz_last_error());
+ *       return 1;
+ *   }
+ *   const sqz_tensor *wq = sqz_model_get(m, SQZ_ROLE_ATTN_Q, 0, SQZ_PARAM_WEIGHT);
+ *   printf("%s: %lld params\n", m->hp.arch, (long long)sqz_model_param_count(m));
+ *   sqz_model_free(m);
+ */
+#ifndef SQZ_MODEL_H
+#define SQZ_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sqz/io.h"
+#include "sqz/status.h"
+#include "sqz/tensor.h"
+#include "sqz/vocab.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum sqz_family {
+    SQZ_FAMILY_LLAMA = 0, /* decoder: RMSNorm, RoPE, GQA, SwiGLU (llama, mistral, qwen2, smollm) */
+    SQZ_FAMILY_BERT = 1,  /* encoder: LayerNorm, absolute positions, GELU (BERT, MiniLM) */
+} sqz_family;
+
+/*
+ * How the rows of the q and k projections are ordered for rotary embeddings.
+ * INTERLEAVED: Meta/llama2.c/GGUF-llama order, rotation pairs (2i, 2i+1) in each head.
+ * HALF: HF transformers order (rotate_half), pairs (i, i + head_dim/2).
+ * Converting between them permutes whole rows of attn_q and attn_k (formats/rope.c).
+ */
+typedef enum sqz_rope_layout {
+    SQZ_ROPE_NONE = 0,
+    SQZ_ROPE_INTERLEAVED = 1,
+    SQZ_ROPE_HALF = 2,
+} sqz_rope_layout;
+
+typedef enum sqz_act { SQZ_ACT_SILU = 0, SQZ_ACT_GELU = 1 } sqz_act;
+
+/* Dimensions that may differ from layer to layer after pruning. */
+typedef struct sqz_layer_dims {
+    int64_t n_heads;
+    int64_t n_kv_heads;
+    int64_t d_ff;
+} sqz_layer_dims;
+
+typedef struct sqz_hparams {
+    char arch[32];        /* GGUF general.architecture / HF model_type: "llama", "qwen2", "bert" ... */
+    sqz_family family;
+    int64_t n_layers;
+    int64_t d_model;      /* hidden size */
+    int64_t n_heads;      /* default per-layer value */
+    int64_t n_kv_heads;   /* default per-layer value */
+    int64_t head_dim;
+    int64_t d_ff;         /* default per-layer value */
+    int64_t vocab_size;
+    int64_t ctx_len;      /* trained context length */
+    int64_t n_token_types; /* BERT token_type vocabulary, 0 otherwise */
+    float norm_eps;
+    float rope_theta;     /* 0 when the family has no rotary embeddings */
+    sqz_rope_layout rope_layout; /* how THIS model's attn_q/attn_k rows are stored */
+    sqz_act act;
+    bool tied_embeddings; /* the classifier is the token embedding */
+    bool attn_bias;       /* q/k/v carry biases (qwen2, BERT) */
+} sqz_hparams;
+
+typedef struct sqz_model_store sqz_model_store; /* internal: mappings and owned buffers */
+
+typedef struct sqz_model {
+    sqz_hparams hp;
+    sqz_layer_dims *layers; /* hp.n_layers entries */
+    sqz_tensor *tensors;    /* n_tensors entries, in source order */
+    int64_t n_tensors;
+    sqz_vocab vocab;
+    char *name;             /* general.name / model name, or NULL */
+    char *source_path;      /* what was opened */
+    int source_format;      /* an sqz_format (sqz/formats.h) */
+    sqz_model_store *store;
+} sqz_model;
+
+/* An empty model (no tensors, empty vocab). Free with sqz_model_free. NULL on out of memory. */
+sqz_model *sqz_model_new(void);
+/* Frees the model, its tensors' owned data, its mappings and its vocab. NULL is fine. */
+void sqz_model_free(sqz_model *m);
+
+/* The tensor for (role, layer, param) or NULL. layer is -1 for global roles. */
+sqz_tensor *sqz_model_get(const sqz_model *m, sqz_role role, int32_t layer, sqz_param param);
+/* Index of the tensor named `name` (source name) or -1. */
+int64_t sqz_model_find(const sqz_model *m, const char *name);
+
+/* Appends a tensor. Copies `name`; the data pointer is stored as given (ownership
+ * passes to the model if t->owned). Returns the new tensor or NULL (error set). */
+sqz_tensor *sqz_model_add_tensor(sqz_model *m, const sqz_tensor *t);
+
+/* Allocates model->layers for hp.n_layers and fills them with the default dims. */
+sqz_status sqz_model_init_layers(sqz_model *m);
+
+/* Number of parameters, tied tensors counted once. */
+int64_t sqz_model_param_count(const sqz_model *m);
+/* Bytes of tensor data, tied tensors counted once. */
+int64_t sqz_model_data_bytes(const sqz_model *m);
+
+/* Checks that every tensor's shape agrees with the hyperparameters and per-layer dims
+ * and that the roles a family needs are present. Returns SQZ_ERR_SHAPE/SQZ_ERR_FORMAT
+ * with a message naming the tensor. */
+sqz_status sqz_model_validate(const sqz_model *m);
+
+/* Makes the model own `buf` (freed with the model; freed at once on failure).
+ * For loaders and passes. */
+sqz_status sqz_model_keep(sqz_model *m, void *buf);
+/* Makes the model own a file mapping its tensors borrow from (unmapped with the
+ * model; at once on failure). */
+sqz_status sqz_model_keep_mapping(sqz_model *m, sqz_mapping *map);
+
+/* Family name: "llama" / "bert". */
+const char *sqz_family_name(sqz_family f);
+const char *sqz_rope_layout_name(sqz_rope_layout r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,31 @@
+/*
+ * sqz/progress.h - a progress line on a terminal for long work.
+ *
+ * Prints "\r<label>  41.2% 123.4/299.0 MB  56.7 MB/s  eta 3s" to stderr at most
+ * ten times a second, and only when stderr is a terminal (or SQZ_PROGRESS=1 is set);
+ * otherwise it is silent, so logs and pipes stay clean.
+ */
+#ifndef SQZ_PROGRESS_H
+#define SQZ_PROGRESS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sqz_progress sqz_progress;
+
+/* Starts a progress line. unit is "B" (shown as MB) or a word such as "tokens".
+ * Returns NULL on out of memory; every function below accepts NULL. */
+sqz_progress *sqz_progress_start(const char *label, int64_t total, const char *unit);
+void sqz_progress_update(sqz_progress *p, int64_t done);
+/* Ends the line (prints the final state and a newline when shown) and frees p. */
+void sqz_progress_end(sqz_progress *p);
+/* An sqz_progress_fn adapter: user is an sqz_progress*. */
+void sqz_progress_cb(void *user, int64_t done, int64_t total);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

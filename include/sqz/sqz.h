@@ -1,0 +1,42 @@
+/*
+ * sqz/sqz.h - the umbrella header of libsqz, the sqz model compression library.
+ *
+ * libsqz reads transformer checkpoints (safetensors/HF, GGUF, llama2.c) into one model
+ * representation (sqz/model.h), transforms them, and writes them back out. Every
+ * fallible call returns an sqz_status (sqz/status.h); sqz_last_error() holds the
+ * detailed message.
+ *
+ *   #include <sqz/sqz.h>
+ *
+ *   sqz_model *m;
+ *   if (sqz_model_open("stories260K.bin", NULL, &m) != SQZ_OK) {
+ *       fprintf(stderr, "sqz: %s\n", sqz_last_error());
+ *       return 1;
+ *   }
+ *   sqz_save_opts o = {.format = SQZ_FORMAT_GGUF, .dtype = -1};
+ *   sqz_status s = sqz_model_save(m, "stories260K.gguf", &o);  // atomic: all or nothing
+ *   sqz_model_free(m);
+ *
+ * Ownership: objects returned through an `out` parameter belong to the caller and are
+ * released with their *_free function, which accepts NULL. Strings returned as
+ * `const char *` belong to the library.
+ */
+#ifndef SQZ_H
+#define SQZ_H
+
+#define SQZ_VERSION_MAJOR 0
+#define SQZ_VERSION_MINOR 1
+#define SQZ_VERSION_PATCH 0
+#define SQZ_VERSION_STRING "0.1.0"
+
+#include "sqz/backend.h"
+#include "sqz/dtype.h"
+#include "sqz/formats.h"
+#include "sqz/io.h"
+#include "sqz/model.h"
+#include "sqz/progress.h"
+#include "sqz/status.h"
+#include "sqz/tensor.h"
+#include "sqz/vocab.h"
+
+#endif
