@@ -1,1 +1,1 @@
-#include "formats/formats_internal.h"
+/* formats/gguf_names.c - placeholder. */

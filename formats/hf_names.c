@@ -1,1 +1,1 @@
-#include "formats/formats_internal.h"
+/* formats/hf_names.c - placeholder. */
