@@ -231,6 +231,7 @@ sqz_status sqz_outdir_open(const char *path, sqz_outdir **out) {
         sqz_outdir_abort(d);
         return SQZ_ERROR(SQZ_ERR_IO, "%s: cannot create a temporary directory beside it: %s", path, strerror(e));
     }
+    chmod(d->tmp, 0755); /* mkdtemp makes it 0700; an output directory is an ordinary directory */
     d->slot = temp_register(d->tmp, 1);
     *out = d;
     return SQZ_OK;

@@ -42,6 +42,23 @@ sqz_status sqz__hf_config_read(const char *json, size_t len, const char *path, s
 /* config.json text for the model (malloc'd, caller frees); NULL on error. */
 char *sqz__hf_config_write(const sqz_model *m);
 
+/* ---- HF tensor names (hf_names.c) ---- */
+typedef enum sqz__hf_name_kind {
+    SQZ__HF_TENSOR = 0,  /* a model tensor: role, layer (-1 for global roles) and param are set */
+    SQZ__HF_IGNORED = 1, /* a buffer transformers derives at load time (rotary inv_freq, position_ids) */
+    SQZ__HF_UNKNOWN = 2, /* not a name of this family */
+} sqz__hf_name_kind;
+/* Maps an HF tensor name of the family ("model.layers.3.self_attn.q_proj.weight",
+ * "encoder.layer.0.attention.self.query.bias", optional "bert."/"model." prefix for BERT). */
+sqz__hf_name_kind sqz__hf_name_parse(sqz_family family, const char *name, sqz_role *role, int32_t *layer,
+                                     sqz_param *param);
+/* Canonical HF name of (role, layer, param) into buf (cap bytes, NUL-terminated). False if the
+ * role has no HF name in the family, the layer does not fit the role, or buf is too small. */
+bool sqz__hf_name_make(sqz_family family, sqz_role role, int32_t layer, sqz_param param, char *buf, size_t cap);
+/* config.json text as sqz__hf_config_write, with torch_dtype naming `weight_dtype` (the dtype
+ * the writer stores the weight matrices in). malloc'd; NULL on error. */
+char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype);
+
 /* ---- tokenizer files (tokenizer_*.c) ---- */
 /* HF tokenizer.json (+ tokenizer_config.json text, may be NULL) into v; keeps the texts verbatim. */
 sqz_status sqz__tokenizer_json_read(const char *json, size_t len, const char *config_json, const char *path,

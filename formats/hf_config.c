@@ -1,4 +1,390 @@
-/* formats/hf_config.c - placeholder until its owner lands it. */
+/* formats/hf_config.c - HF config.json <-> sqz_hparams.
+ *
+ * Reading accepts what transformers writes for LlamaConfig, MistralConfig, Qwen2Config
+ * and BertConfig (defaults are transformers' own where a key is missing) and checks every
+ * value before it sizes anything. Writing produces a config.json that transformers loads
+ * with the matching *ForCausalLM / BertModel class. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cjson/cJSON.h>
+
 #include "formats/formats_internal.h"
-sqz_status sqz__hf_config_read(const char *json, size_t len, const char *path, sqz_model *m) { (void)json; (void)len; (void)m; return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: not built yet", path); }
-char *sqz__hf_config_write(const sqz_model *m) { (void)m; SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "not built yet"); return NULL; }
+
+/* One row per HF model_type sqz reads. */
+typedef struct hf_arch {
+    const char *model_type;   /* config.json "model_type" */
+    const char *class_prefix; /* "architectures" entries starting with this name the same arch */
+    const char *arch;         /* sqz_hparams.arch (GGUF general.architecture where one exists) */
+    const char *hf_class;     /* what the writer puts in "architectures" */
+    sqz_family family;
+    bool tie_default;         /* transformers' default for tie_word_embeddings */
+    bool qkv_bias;            /* q/k/v always carry biases (not a config key) */
+    bool has_bias_key;        /* config has "attention_bias" */
+} hf_arch;
+
+static const hf_arch archs[] = {
+    {"llama", "Llama", "llama", "LlamaForCausalLM", SQZ_FAMILY_LLAMA, false, false, true},
+    {"mistral", "Mistral", "mistral", "MistralForCausalLM", SQZ_FAMILY_LLAMA, false, false, false},
+    {"qwen2", "Qwen2For", "qwen2", "Qwen2ForCausalLM", SQZ_FAMILY_LLAMA, false, true, false},
+    /* SmolLM checkpoints are llama models; GGUF calls them "llama" too */
+    {"smollm", "SmolLM", "llama", "LlamaForCausalLM", SQZ_FAMILY_LLAMA, false, false, true},
+    {"bert", "Bert", "bert", "BertModel", SQZ_FAMILY_BERT, false, true, false},
+};
+#define N_ARCHS (sizeof archs / sizeof archs[0])
+
+/* Integers in JSON are doubles: only values below 2^53 are exact. */
+#define JSON_INT_MAX 9007199254740991.0
+
+/* ---- reading ---- */
+
+typedef struct cfg {
+    const cJSON *root;
+    const char *path;
+} cfg;
+
+/* The value of key, NULL when absent or null. A key given twice takes its last value, as
+ * Python's json module (and so transformers) does. */
+static const cJSON *item(const cfg *c, const char *key) {
+    const cJSON *found = NULL;
+    for (const cJSON *it = c->root->child; it; it = it->next) {
+        if (it->string && strcmp(it->string, key) == 0) found = it;
+    }
+    return cJSON_IsNull(found) ? NULL : found;
+}
+
+static sqz_status get_int(const cfg *c, const char *key, bool required, int64_t def, int64_t lo, int64_t hi,
+                          int64_t *out) {
+    const cJSON *it = item(c, key);
+    if (!it) {
+        SQZ_RETURN_IF(required, SQZ_ERR_FORMAT, "%s: missing \"%s\"", c->path, key);
+        *out = def;
+        return SQZ_OK;
+    }
+    double d = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+    SQZ_RETURN_IF(!isfinite(d) || d != floor(d) || fabs(d) > JSON_INT_MAX, SQZ_ERR_FORMAT,
+                  "%s: \"%s\" must be an integer", c->path, key);
+    SQZ_RETURN_IF(d < (double)lo || d > (double)hi, SQZ_ERR_FORMAT,
+                  "%s: \"%s\" = %.0f is out of range [%lld, %lld]", c->path, key, d, (long long)lo, (long long)hi);
+    *out = (int64_t)d;
+    return SQZ_OK;
+}
+
+/* A float in (lo, hi]. */
+static sqz_status get_float(const cfg *c, const char *key, double def, double lo, double hi, float *out) {
+    const cJSON *it = item(c, key);
+    double d = def;
+    if (it) {
+        SQZ_RETURN_IF(!cJSON_IsNumber(it), SQZ_ERR_FORMAT, "%s: \"%s\" must be a number", c->path, key);
+        d = it->valuedouble;
+    }
+    /* the range holds for the float that is kept (1e-85 would become 0) */
+    const float f = (float)d;
+    SQZ_RETURN_IF(!isfinite(d) || d <= lo || d > hi || !((double)f > lo), SQZ_ERR_FORMAT,
+                  "%s: \"%s\" = %g is out of range (%g, %g]", c->path, key, d, lo, hi);
+    *out = f;
+    return SQZ_OK;
+}
+
+static sqz_status get_bool(const cfg *c, const char *key, bool def, bool *out) {
+    const cJSON *it = item(c, key);
+    if (!it) {
+        *out = def;
+        return SQZ_OK;
+    }
+    SQZ_RETURN_IF(!cJSON_IsBool(it), SQZ_ERR_FORMAT, "%s: \"%s\" must be true or false", c->path, key);
+    *out = cJSON_IsTrue(it);
+    return SQZ_OK;
+}
+
+static const char *get_string(const cfg *c, const char *key) {
+    const cJSON *it = item(c, key);
+    return cJSON_IsString(it) ? it->valuestring : NULL;
+}
+
+/* A token id key: an integer, or a list whose first entry is taken (eos lists). -1 if absent
+ * or not a valid id for the vocabulary (transformers does not check these either). */
+static int32_t token_id(const cfg *c, const char *key, int64_t vocab) {
+    const cJSON *it = item(c, key);
+    if (cJSON_IsArray(it)) it = it->child;
+    if (!cJSON_IsNumber(it)) return -1;
+    double d = it->valuedouble;
+    if (!(d >= 0 && d < (double)vocab && d == floor(d))) return -1;
+    return (int32_t)d;
+}
+
+static sqz_status find_arch(const cfg *c, const hf_arch **out) {
+    const char *mt = get_string(c, "model_type");
+    if (mt) {
+        for (size_t i = 0; i < N_ARCHS; i++) {
+            if (strcmp(mt, archs[i].model_type) == 0) { *out = &archs[i]; return SQZ_OK; }
+        }
+        return SQZ_ERROR(SQZ_ERR_ARCH, "%s: model_type \"%.64s\" is not supported (sqz reads llama, mistral, qwen2, "
+                         "smollm and bert)", c->path, mt);
+    }
+    const cJSON *list = item(c, "architectures");
+    const cJSON *a = cJSON_IsArray(list) ? list->child : NULL;
+    if (cJSON_IsString(a)) {
+        for (size_t i = 0; i < N_ARCHS; i++) {
+            if (strncmp(a->valuestring, archs[i].class_prefix, strlen(archs[i].class_prefix)) == 0) {
+                *out = &archs[i];
+                return SQZ_OK;
+            }
+        }
+        return SQZ_ERROR(SQZ_ERR_ARCH, "%s: architecture \"%.64s\" is not supported (sqz reads llama, mistral, "
+                         "qwen2, smollm and bert)", c->path, a->valuestring);
+    }
+    return SQZ_ERROR(SQZ_ERR_ARCH, "%s: neither \"model_type\" nor \"architectures\" names the architecture", c->path);
+}
+
+static sqz_status read_act(const cfg *c, const char *def, sqz_act *out) {
+    const char *a = get_string(c, "hidden_act");
+    if (!a) a = item(c, "hidden_act") ? "" : def;
+    if (strcmp(a, "silu") == 0 || strcmp(a, "swish") == 0) *out = SQZ_ACT_SILU;
+    else if (strcmp(a, "gelu") == 0 || strcmp(a, "gelu_new") == 0 || strcmp(a, "gelu_pytorch_tanh") == 0 ||
+             strcmp(a, "gelu_fast") == 0)
+        *out = SQZ_ACT_GELU;
+    else return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: hidden_act \"%.64s\" is not supported", c->path, a);
+    return SQZ_OK;
+}
+
+static sqz_status read_hparams(const cfg *c, sqz_model *m) {
+    const hf_arch *a = NULL;
+    SQZ_TRY(find_arch(c, &a));
+    sqz_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    snprintf(hp.arch, sizeof hp.arch, "%s", a->arch);
+    hp.family = a->family;
+    const bool bert = a->family == SQZ_FAMILY_BERT;
+
+    SQZ_TRY(get_int(c, "hidden_size", true, 0, 1, 1 << 20, &hp.d_model));
+    SQZ_TRY(get_int(c, "num_hidden_layers", true, 0, 1, 10000, &hp.n_layers));
+    SQZ_TRY(get_int(c, "num_attention_heads", true, 0, 1, 1 << 14, &hp.n_heads));
+    SQZ_TRY(get_int(c, "num_key_value_heads", false, hp.n_heads, 1, hp.n_heads, &hp.n_kv_heads));
+    SQZ_RETURN_IF(hp.n_heads % hp.n_kv_heads != 0, SQZ_ERR_FORMAT,
+                  "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld", c->path,
+                  (long long)hp.n_heads, (long long)hp.n_kv_heads);
+    /* BertConfig has no head_dim (transformers derives it); the llama family may set it */
+    bool explicit_hd = !bert && item(c, "head_dim") != NULL;
+    hp.head_dim = hp.d_model / hp.n_heads;
+    if (explicit_hd) SQZ_TRY(get_int(c, "head_dim", false, 0, 1, 1 << 16, &hp.head_dim));
+    SQZ_RETURN_IF(!explicit_hd && hp.d_model % hp.n_heads != 0, SQZ_ERR_FORMAT,
+                  "%s: hidden_size %lld is not a multiple of num_attention_heads %lld", c->path,
+                  (long long)hp.d_model, (long long)hp.n_heads);
+    SQZ_TRY(get_int(c, "intermediate_size", true, 0, 1, 1 << 24, &hp.d_ff));
+    SQZ_TRY(get_int(c, "vocab_size", true, 0, 1, SQZ__MAX_VOCAB, &hp.vocab_size));
+    SQZ_TRY(get_int(c, "max_position_embeddings", false, bert ? 512 : 2048, 1, 1 << 24, &hp.ctx_len));
+    SQZ_TRY(read_act(c, bert ? "gelu" : "silu", &hp.act));
+
+    if (bert) {
+        SQZ_RETURN_IF(hp.n_kv_heads != hp.n_heads, SQZ_ERR_FORMAT, "%s: BERT has no grouped-query attention "
+                      "(num_key_value_heads %lld != num_attention_heads %lld)", c->path, (long long)hp.n_kv_heads,
+                      (long long)hp.n_heads);
+        SQZ_TRY(get_int(c, "type_vocab_size", false, 2, 0, 1 << 16, &hp.n_token_types));
+        SQZ_TRY(get_float(c, "layer_norm_eps", 1e-12, 0.0, 1.0, &hp.norm_eps));
+        const char *pe = get_string(c, "position_embedding_type");
+        SQZ_RETURN_IF(pe && strcmp(pe, "absolute") != 0, SQZ_ERR_UNSUPPORTED,
+                      "%s: position_embedding_type \"%.64s\" is not supported (only \"absolute\")", c->path, pe);
+        hp.rope_layout = SQZ_ROPE_NONE;
+        hp.attn_bias = true;
+        hp.tied_embeddings = false;
+        m->vocab.pad = token_id(c, "pad_token_id", hp.vocab_size);
+    } else {
+        SQZ_RETURN_IF(hp.head_dim % 2 != 0, SQZ_ERR_FORMAT, "%s: head_dim %lld is odd: rotary embeddings need pairs",
+                      c->path, (long long)hp.head_dim);
+        SQZ_TRY(get_float(c, "rms_norm_eps", 1e-6, 0.0, 1.0, &hp.norm_eps));
+        SQZ_TRY(get_float(c, "rope_theta", 10000.0, 0.0, 1e12, &hp.rope_theta));
+        const cJSON *rs = item(c, "rope_scaling");
+        if (rs) {
+            const char *kind = NULL;
+            if (cJSON_IsObject(rs)) {
+                const cJSON *k = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+                if (!cJSON_IsString(k)) k = cJSON_GetObjectItemCaseSensitive(rs, "type");
+                kind = cJSON_IsString(k) ? k->valuestring : NULL;
+            }
+            bool plain = kind && strcmp(kind, "default") == 0;
+            SQZ_RETURN_IF(!plain, SQZ_ERR_UNSUPPORTED, "%s: rope_scaling \"%.64s\" is not supported", c->path,
+                          kind ? kind : "(malformed)");
+        }
+        hp.rope_layout = SQZ_ROPE_HALF;
+        bool bias = a->qkv_bias;
+        if (a->has_bias_key) SQZ_TRY(get_bool(c, "attention_bias", false, &bias));
+        hp.attn_bias = bias;
+        SQZ_TRY(get_bool(c, "tie_word_embeddings", a->tie_default, &hp.tied_embeddings));
+    }
+    m->hp = hp;
+    m->vocab.bos = token_id(c, "bos_token_id", hp.vocab_size);
+    m->vocab.eos = token_id(c, "eos_token_id", hp.vocab_size);
+    const char *name = get_string(c, "_name_or_path");
+    if (name && *name && sqz__utf8_valid(name, strlen(name))) {
+        char *dup = sqz__strdup(name);
+        if (!dup) return SQZ_ERR_NOMEM;
+        free(m->name);
+        m->name = dup;
+    }
+    return sqz_model_init_layers(m);
+}
+
+sqz_status sqz__hf_config_read(const char *json, size_t len, const char *path, sqz_model *m) {
+    SQZ_RETURN_IF(len > SQZ__MAX_JSON, SQZ_ERR_FORMAT, "%s: %zu bytes is too large for a config.json", path, len);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
+    if (!root) {
+        size_t at = end && end >= json ? (size_t)(end - json) : 0;
+        return SQZ_ERROR(SQZ_ERR_FORMAT, "%s: not valid JSON (error near byte %zu)", path, at);
+    }
+    sqz_status s = SQZ_OK;
+    size_t used = (size_t)(end - json);
+    for (size_t i = used; i < len && s == SQZ_OK; i++) {
+        if (json[i] != ' ' && json[i] != '\n' && json[i] != '\r' && json[i] != '\t' && json[i] != 0)
+            s = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: trailing bytes after the JSON object at byte %zu", path, i);
+    }
+    if (s == SQZ_OK && !cJSON_IsObject(root)) s = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: not a JSON object", path);
+    if (s == SQZ_OK) {
+        cfg c = {root, path};
+        s = read_hparams(&c, m);
+    }
+    cJSON_Delete(root);
+    return s;
+}
+
+/* ---- writing ---- */
+
+/* The double closest to f with the fewest digits that still rounds to f (1e-06, not
+ * 9.9999999747524271e-07), so that config.json shows what the model was trained with. */
+static double short_float(float f) {
+    char buf[32];
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        double d = strtod(buf, NULL);
+        if ((float)d == f) return d;
+    }
+    return (double)f;
+}
+
+static const char *torch_dtype_name(sqz_dtype d) {
+    switch (d) {
+    case SQZ_DTYPE_F16: return "float16";
+    case SQZ_DTYPE_BF16: return "bfloat16";
+    case SQZ_DTYPE_F64: return "float64";
+    default: return "float32";
+    }
+}
+
+static const hf_arch *arch_for(const sqz_hparams *hp) {
+    for (size_t i = 0; i < N_ARCHS; i++) {
+        if (archs[i].family == hp->family && strcmp(archs[i].arch, hp->arch) == 0) return &archs[i];
+    }
+    /* e.g. a GGUF model whose architecture has no HF model_type of its own */
+    for (size_t i = 0; i < N_ARCHS; i++) {
+        if (archs[i].family == hp->family) return &archs[i];
+    }
+    return NULL;
+}
+
+/* A JSON object under construction; ok turns false at the first allocation failure. */
+typedef struct jw {
+    cJSON *o;
+    bool ok;
+} jw;
+
+static void add_item(jw *w, const char *k, cJSON *v) {
+    if (!v || !w->o || !cJSON_AddItemToObject(w->o, k, v)) {
+        cJSON_Delete(v);
+        w->ok = false;
+    }
+}
+static void add_num(jw *w, const char *k, double v) { add_item(w, k, cJSON_CreateNumber(v)); }
+static void add_str(jw *w, const char *k, const char *v) { add_item(w, k, cJSON_CreateString(v)); }
+static void add_bool(jw *w, const char *k, bool v) { add_item(w, k, cJSON_CreateBool(v)); }
+
+char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype) {
+    const sqz_hparams *hp = &m->hp;
+    const hf_arch *a = arch_for(hp);
+    if (!a) {
+        SQZ_ERROR(SQZ_ERR_ARCH, "config.json: no HF architecture for family %d", (int)hp->family);
+        return NULL;
+    }
+    if (!m->layers || hp->n_layers <= 0) {
+        SQZ_ERROR(SQZ_ERR_INVALID_ARG, "config.json: the model has no layers");
+        return NULL;
+    }
+    const sqz_layer_dims *l0 = &m->layers[0];
+    for (int64_t l = 1; l < hp->n_layers; l++) {
+        const sqz_layer_dims *ld = &m->layers[l];
+        if (ld->n_heads != l0->n_heads || ld->n_kv_heads != l0->n_kv_heads || ld->d_ff != l0->d_ff) {
+            SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: layer %lld has %lld heads, %lld KV heads, d_ff %lld but "
+                      "layer 0 has %lld, %lld, %lld: a plain HF config cannot express per-layer dimensions",
+                      (long long)l, (long long)ld->n_heads, (long long)ld->n_kv_heads, (long long)ld->d_ff,
+                      (long long)l0->n_heads, (long long)l0->n_kv_heads, (long long)l0->d_ff);
+            return NULL;
+        }
+    }
+    const bool bert = hp->family == SQZ_FAMILY_BERT;
+    if (bert && (l0->n_kv_heads != l0->n_heads || l0->n_heads * hp->head_dim != hp->d_model)) {
+        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: BertModel cannot express %lld heads of %lld (%lld KV heads) "
+                  "in a hidden size of %lld", (long long)l0->n_heads, (long long)hp->head_dim,
+                  (long long)l0->n_kv_heads, (long long)hp->d_model);
+        return NULL;
+    }
+    if (!bert && !a->has_bias_key && hp->attn_bias != a->qkv_bias) {
+        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: %s cannot express q/k/v biases %s", a->hf_class,
+                  hp->attn_bias ? "present" : "absent");
+        return NULL;
+    }
+    jw w = {cJSON_CreateObject(), true};
+    w.ok = w.o != NULL;
+    cJSON *classes = cJSON_CreateArray();
+    if (classes && !cJSON_AddItemToArray(classes, cJSON_CreateString(a->hf_class))) w.ok = false;
+    add_item(&w, "architectures", classes);
+    add_str(&w, "model_type", a->model_type);
+    add_num(&w, "hidden_size", (double)hp->d_model);
+    add_num(&w, "intermediate_size", (double)l0->d_ff);
+    add_num(&w, "num_hidden_layers", (double)hp->n_layers);
+    add_num(&w, "num_attention_heads", (double)l0->n_heads);
+    add_num(&w, "vocab_size", (double)hp->vocab_size);
+    add_num(&w, "max_position_embeddings", (double)hp->ctx_len);
+    add_str(&w, "hidden_act", hp->act == SQZ_ACT_GELU ? "gelu" : "silu");
+    add_num(&w, "initializer_range", 0.02);
+    if (bert) {
+        add_num(&w, "type_vocab_size", (double)hp->n_token_types);
+        add_num(&w, "layer_norm_eps", short_float(hp->norm_eps));
+        add_num(&w, "pad_token_id", m->vocab.pad >= 0 ? m->vocab.pad : 0);
+        add_str(&w, "position_embedding_type", "absolute");
+        add_num(&w, "hidden_dropout_prob", 0.1);
+        add_num(&w, "attention_probs_dropout_prob", 0.1);
+    } else {
+        add_num(&w, "num_key_value_heads", (double)l0->n_kv_heads);
+        add_num(&w, "head_dim", (double)hp->head_dim);
+        add_num(&w, "rms_norm_eps", short_float(hp->norm_eps));
+        add_num(&w, "rope_theta", short_float(hp->rope_theta > 0 ? hp->rope_theta : 10000.0f));
+        add_item(&w, "rope_scaling", cJSON_CreateNull());
+        if (a->has_bias_key) {
+            add_bool(&w, "attention_bias", hp->attn_bias);
+            add_bool(&w, "mlp_bias", false);
+        }
+        add_num(&w, "attention_dropout", 0.0);
+        add_bool(&w, "tie_word_embeddings", hp->tied_embeddings);
+        add_bool(&w, "use_cache", true);
+    }
+    if (m->vocab.bos >= 0) add_num(&w, "bos_token_id", m->vocab.bos);
+    if (m->vocab.eos >= 0) add_num(&w, "eos_token_id", m->vocab.eos);
+    add_str(&w, "torch_dtype", torch_dtype_name(weight_dtype));
+    char *text = w.ok ? cJSON_Print(w.o) : NULL;
+    cJSON_Delete(w.o);
+    if (!text) {
+        SQZ_ERROR(SQZ_ERR_NOMEM, "config.json: out of memory");
+        return NULL;
+    }
+    /* Hand back memory the caller frees with free(), not cJSON_free. */
+    char *out = sqz__strdup(text);
+    cJSON_free(text);
+    return out;
+}
+
+char *sqz__hf_config_write(const sqz_model *m) {
+    const sqz_tensor *e = sqz_model_get(m, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT);
+    sqz_dtype d = e && sqz_dtype_info(e->dtype)->is_float ? e->dtype : SQZ_DTYPE_F32;
+    return sqz__hf_config_write_dtype(m, d);
+}

@@ -1,1 +1,170 @@
-/* formats/hf_names.c - placeholder. */
+/* formats/hf_names.c - Hugging Face tensor names <-> (role, layer, param).
+ *
+ * Two families of names are known, each a table (adding a name is adding a row):
+ *   llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM):
+ *     model.embed_tokens.weight, model.norm.weight, lm_head.weight,
+ *     model.layers.N.<base>.{weight,bias}
+ *   BERT (BertModel, as in all-MiniLM-L6-v2), with an optional "bert." or "model." prefix:
+ *     embeddings.*, pooler.dense.*, encoder.layer.N.<base>.{weight,bias}
+ *     (old TF-converted checkpoints name LayerNorm parameters gamma/beta).
+ * Buffers that transformers derives at load time (rotary inv_freq, BERT position_ids)
+ * are recognised and ignored. The writer asks for the canonical name of a role with
+ * sqz__hf_name_make, so reading what we wrote gives back the same roles. */
+#include <stdio.h>
+
+#include "formats/formats_internal.h"
+
+typedef struct hf_name_row {
+    const char *base; /* without the layer prefix and without ".weight" / ".bias" */
+    sqz_role role;
+} hf_name_row;
+
+static const hf_name_row llama_global[] = {
+    {"model.embed_tokens", SQZ_ROLE_TOKEN_EMBD},
+    {"model.norm", SQZ_ROLE_OUTPUT_NORM},
+    {"lm_head", SQZ_ROLE_OUTPUT},
+};
+static const hf_name_row llama_layer[] = {
+    {"input_layernorm", SQZ_ROLE_ATTN_NORM},
+    {"self_attn.q_proj", SQZ_ROLE_ATTN_Q},
+    {"self_attn.k_proj", SQZ_ROLE_ATTN_K},
+    {"self_attn.v_proj", SQZ_ROLE_ATTN_V},
+    {"self_attn.o_proj", SQZ_ROLE_ATTN_OUT},
+    {"post_attention_layernorm", SQZ_ROLE_FFN_NORM},
+    {"mlp.gate_proj", SQZ_ROLE_FFN_GATE},
+    {"mlp.up_proj", SQZ_ROLE_FFN_UP},
+    {"mlp.down_proj", SQZ_ROLE_FFN_DOWN},
+};
+static const hf_name_row bert_global[] = {
+    {"embeddings.word_embeddings", SQZ_ROLE_TOKEN_EMBD},
+    {"embeddings.position_embeddings", SQZ_ROLE_POS_EMBD},
+    {"embeddings.token_type_embeddings", SQZ_ROLE_TYPE_EMBD},
+    {"embeddings.LayerNorm", SQZ_ROLE_EMBD_NORM},
+    {"pooler.dense", SQZ_ROLE_POOLER},
+};
+static const hf_name_row bert_layer[] = {
+    {"attention.self.query", SQZ_ROLE_ATTN_Q},
+    {"attention.self.key", SQZ_ROLE_ATTN_K},
+    {"attention.self.value", SQZ_ROLE_ATTN_V},
+    {"attention.output.dense", SQZ_ROLE_ATTN_OUT},
+    {"attention.output.LayerNorm", SQZ_ROLE_ATTN_OUT_NORM},
+    {"intermediate.dense", SQZ_ROLE_FFN_UP},
+    {"output.dense", SQZ_ROLE_FFN_DOWN},
+    {"output.LayerNorm", SQZ_ROLE_LAYER_OUT_NORM},
+};
+
+typedef struct hf_family_names {
+    const char *const *prefixes; /* optional model prefixes stripped before matching (NULL-terminated) */
+    const char *layer_prefix;    /* "model.layers." : followed by the layer index and "." */
+    const hf_name_row *global;
+    size_t n_global;
+    const hf_name_row *layer;
+    size_t n_layer;
+    const char *const *ignored_global; /* derived buffers (full names after the prefix) */
+    const char *const *ignored_layer;  /* derived buffers (names after "<layer_prefix>N.") */
+} hf_family_names;
+
+static const char *const no_prefixes[] = {NULL};
+static const char *const bert_prefixes[] = {"bert.", "model.", NULL};
+static const char *const llama_ignored_global[] = {"model.rotary_emb.inv_freq", NULL};
+static const char *const llama_ignored_layer[] = {"self_attn.rotary_emb.inv_freq", NULL};
+static const char *const bert_ignored_global[] = {"embeddings.position_ids", NULL};
+static const char *const none_ignored[] = {NULL};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static const hf_family_names families[] = {
+    [SQZ_FAMILY_LLAMA] = {no_prefixes, "model.layers.", llama_global, N_OF(llama_global), llama_layer,
+                          N_OF(llama_layer), llama_ignored_global, llama_ignored_layer},
+    [SQZ_FAMILY_BERT] = {bert_prefixes, "encoder.layer.", bert_global, N_OF(bert_global), bert_layer,
+                         N_OF(bert_layer), bert_ignored_global, none_ignored},
+};
+
+static bool starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+static bool in_list(const char *const *list, const char *s) {
+    for (; *list; list++) {
+        if (strcmp(*list, s) == 0) return true;
+    }
+    return false;
+}
+
+/* Splits "<base>.<param>" and looks base up in rows. */
+static bool match_rows(const hf_name_row *rows, size_t n, const char *s, sqz_role *role, sqz_param *param) {
+    const char *dot = strrchr(s, '.');
+    if (!dot) return false;
+    const char *p = dot + 1;
+    bool legacy = strcmp(p, "gamma") == 0 || strcmp(p, "beta") == 0;
+    if (strcmp(p, "weight") == 0 || strcmp(p, "gamma") == 0) *param = SQZ_PARAM_WEIGHT;
+    else if (strcmp(p, "bias") == 0 || strcmp(p, "beta") == 0) *param = SQZ_PARAM_BIAS;
+    else return false;
+    size_t blen = (size_t)(dot - s);
+    for (size_t i = 0; i < n; i++) {
+        if (strlen(rows[i].base) == blen && memcmp(rows[i].base, s, blen) == 0) {
+            /* gamma/beta only ever named LayerNorm parameters */
+            if (legacy && !strstr(rows[i].base, "LayerNorm")) return false;
+            *role = rows[i].role;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Parses a decimal layer index "N." at s: no sign, no leading zeros, at most 6 digits.
+ * Returns the characters consumed including the dot, or 0. */
+static size_t parse_layer(const char *s, int32_t *layer) {
+    size_t i = 0;
+    int32_t v = 0;
+    while (s[i] >= '0' && s[i] <= '9') {
+        if (i == 6) return 0;
+        v = v * 10 + (s[i] - '0');
+        i++;
+    }
+    if (i == 0 || s[i] != '.' || (i > 1 && s[0] == '0')) return 0;
+    *layer = v;
+    return i + 1;
+}
+
+sqz__hf_name_kind sqz__hf_name_parse(sqz_family family, const char *name, sqz_role *role, int32_t *layer,
+                                     sqz_param *param) {
+    if ((unsigned)family >= N_OF(families)) return SQZ__HF_UNKNOWN;
+    const hf_family_names *f = &families[family];
+    const char *s = name;
+    for (const char *const *p = f->prefixes; *p; p++) {
+        if (starts_with(s, *p)) {
+            s += strlen(*p);
+            break;
+        }
+    }
+    if (starts_with(s, f->layer_prefix)) {
+        int32_t l;
+        size_t n = parse_layer(s + strlen(f->layer_prefix), &l);
+        if (n == 0) return SQZ__HF_UNKNOWN;
+        const char *rest = s + strlen(f->layer_prefix) + n;
+        if (in_list(f->ignored_layer, rest)) return SQZ__HF_IGNORED;
+        if (!match_rows(f->layer, f->n_layer, rest, role, param)) return SQZ__HF_UNKNOWN;
+        *layer = l;
+        return SQZ__HF_TENSOR;
+    }
+    if (in_list(f->ignored_global, s)) return SQZ__HF_IGNORED;
+    if (!match_rows(f->global, f->n_global, s, role, param)) return SQZ__HF_UNKNOWN;
+    *layer = -1;
+    return SQZ__HF_TENSOR;
+}
+
+bool sqz__hf_name_make(sqz_family family, sqz_role role, int32_t layer, sqz_param param, char *buf, size_t cap) {
+    if ((unsigned)family >= N_OF(families) || cap == 0) return false;
+    const hf_family_names *f = &families[family];
+    const char *suffix = param == SQZ_PARAM_BIAS ? "bias" : "weight";
+    bool per_layer = sqz_role_per_layer(role);
+    if (per_layer != (layer >= 0)) return false;
+    const hf_name_row *rows = per_layer ? f->layer : f->global;
+    size_t n = per_layer ? f->n_layer : f->n_global;
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i].role != role) continue;
+        int k = per_layer ? snprintf(buf, cap, "%s%d.%s.%s", f->layer_prefix, (int)layer, rows[i].base, suffix)
+                          : snprintf(buf, cap, "%s.%s", rows[i].base, suffix);
+        return k > 0 && (size_t)k < cap;
+    }
+    return false;
+}

@@ -1,3 +1,253 @@
-/* formats/safetensors_write.c - placeholder until its owner lands it. */
+/* formats/safetensors_write.c - an HF directory: model.safetensors, config.json,
+ * generation_config.json and the tokenizer files, written atomically (sqz_outdir).
+ *
+ * The header is computed first from the tensors' export dtypes and shapes, then the data
+ * streams one tensor at a time (memory: one converted tensor beyond the mappings). The
+ * header is padded with spaces so the data section starts 8-byte aligned, as the
+ * safetensors reference writer does; tensors are written in model order, each size a
+ * multiple of its element size, with __metadata__ {"format": "pt"} so that
+ * transformers' safetensors loader accepts the file. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "formats/formats_internal.h"
-sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opts *o) { (void)m; (void)o; return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: safetensors writer not built yet", path); }
+
+#define ST_NAME_CAP 128
+
+typedef struct st_plan {
+    const sqz_tensor *t;
+    char name[ST_NAME_CAP];
+    sqz_dtype dtype;
+    size_t nbytes;
+} st_plan;
+
+/* A growable string; ok turns false at the first allocation failure. */
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    bool ok;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (!b->ok) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = sqz__realloc(b->p, cap);
+        if (!p) { b->ok = false; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void sb_printf(sbuf *b, const char *fmt, ...) SQZ__PRINTF(2, 3);
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= sizeof tmp) { b->ok = false; return; }
+    sb_put(b, tmp, (size_t)k);
+}
+
+/* A JSON string literal (names are UTF-8; only quotes, backslashes and controls need escapes). */
+static void sb_json_str(sbuf *b, const char *s) {
+    sb_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { sb_put(b, "\\", 1); sb_put(b, (const char *)&c, 1); }
+        else if (c < 0x20) sb_printf(b, "\\u%04x", c);
+        else sb_put(b, (const char *)&c, 1);
+    }
+    sb_put(b, "\"", 1);
+}
+
+/* Which tensors are written, under which names and dtypes. */
+static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, st_plan **out, size_t *n_out) {
+    *out = NULL;
+    *n_out = 0;
+    st_plan *plan = sqz__calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof *plan);
+    if (!plan) return SQZ_ERR_NOMEM;
+    size_t n = 0;
+    sqz_status st = SQZ_OK;
+    for (int64_t i = 0; i < m->n_tensors && st == SQZ_OK; i++) {
+        const sqz_tensor *t = &m->tensors[i];
+        if (t->tied_to >= 0) continue;
+        if (t->role == SQZ_ROLE_OUTPUT && m->hp.tied_embeddings) continue; /* tie_word_embeddings says it */
+        st_plan *p = &plan[n];
+        p->t = t;
+        p->dtype = sqz__export_dtype(t, o, SQZ_FORMAT_SAFETENSORS);
+        if (!sqz__hf_name_make(m->hp.family, t->role, t->layer, t->param, p->name, sizeof p->name))
+            st = SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "model.safetensors: tensor '%s': role %s has no HF name in a %s "
+                           "model", t->name, sqz_role_name(t->role), sqz_family_name(m->hp.family));
+        else if (!t->data)
+            st = SQZ_ERROR(SQZ_ERR_INVALID_ARG, "model.safetensors: tensor '%s' has no data", t->name);
+        else if (!sqz_dtype_nbytes(p->dtype, sqz_tensor_nelements(t), &p->nbytes))
+            st = SQZ_ERROR(SQZ_ERR_SHAPE, "model.safetensors: tensor '%s': %" PRId64 " elements do not fit %s",
+                           t->name, sqz_tensor_nelements(t), sqz_dtype_name(p->dtype));
+        else
+            n++;
+    }
+    if (st != SQZ_OK) {
+        free(plan);
+        return st;
+    }
+    *out = plan;
+    *n_out = n;
+    return SQZ_OK;
+}
+
+/* The header JSON, padded with spaces so that 8 + its length is a multiple of 8. */
+static sqz_status make_header(const st_plan *plan, size_t n, sbuf *b, uint64_t *data_bytes) {
+    uint64_t off = 0;
+    sb_put(b, "{\"__metadata__\":{\"format\":\"pt\"}", 31);
+    for (size_t i = 0; i < n; i++) {
+        const st_plan *p = &plan[i];
+        sb_put(b, ",", 1);
+        sb_json_str(b, p->name);
+        sb_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", sqz_dtype_info(p->dtype)->st_name);
+        for (int d = 0; d < p->t->ndim; d++) sb_printf(b, "%s%" PRId64, d ? "," : "", p->t->shape[d]);
+        SQZ_RETURN_IF(off + p->nbytes < off, SQZ_ERR_SHAPE, "model.safetensors: data size overflows");
+        sb_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + (uint64_t)p->nbytes);
+        off += p->nbytes;
+    }
+    sb_put(b, "}", 1);
+    while (b->ok && (8 + b->n) % 8 != 0) sb_put(b, " ", 1);
+    if (!b->ok) return SQZ_ERR_NOMEM;
+    *data_bytes = off;
+    return SQZ_OK;
+}
+
+static sqz_status write_weights(const sqz_model *m, const sqz_save_opts *o, const st_plan *plan, size_t n,
+                                sqz_outdir *d) {
+    sbuf h = {NULL, 0, 0, true};
+    uint64_t total = 0;
+    sqz_status st = make_header(plan, n, &h, &total);
+    if (st != SQZ_OK) { free(h.p); return st; }
+    size_t max_bytes = 1;
+    for (size_t i = 0; i < n; i++) max_bytes = plan[i].nbytes > max_bytes ? plan[i].nbytes : max_bytes;
+    uint8_t *buf = sqz__malloc(max_bytes);
+    sqz_outfile *f = NULL;
+    st = buf ? sqz_outdir_file(d, "model.safetensors", &f) : SQZ_ERR_NOMEM;
+    if (st == SQZ_OK) {
+        uint8_t len[8];
+        sqz__wr_u64(len, (uint64_t)h.n);
+        st = sqz_outfile_write(f, len, 8);
+    }
+    if (st == SQZ_OK) st = sqz_outfile_write(f, h.p, h.n);
+    const sqz_rope_layout rope = sqz__target_rope(m, SQZ_FORMAT_SAFETENSORS);
+    uint64_t done = 0;
+    if (st == SQZ_OK && o->progress) o->progress(o->progress_user, 0, (int64_t)total);
+    for (size_t i = 0; i < n && st == SQZ_OK; i++) {
+        st = sqz__tensor_export(m, plan[i].t, plan[i].dtype, rope, buf, plan[i].nbytes, NULL);
+        if (st != SQZ_OK) {
+            sqz__error_prefix("model.safetensors");
+            break;
+        }
+        st = sqz_outfile_write(f, buf, plan[i].nbytes);
+        done += plan[i].nbytes;
+        if (st == SQZ_OK && o->progress) o->progress(o->progress_user, (int64_t)done, (int64_t)total);
+    }
+    if (st == SQZ_OK) {
+        st = sqz_outfile_commit(f);
+    } else {
+        sqz_outfile_abort(f);
+    }
+    free(buf);
+    free(h.p);
+    return st;
+}
+
+static sqz_status write_text(sqz_outdir *d, const char *name, const char *text) {
+    sqz_outfile *f;
+    SQZ_TRY(sqz_outdir_file(d, name, &f));
+    sqz_status st = sqz_outfile_write(f, text, strlen(text));
+    if (st == SQZ_OK) st = sqz_outfile_write(f, "\n", 1);
+    if (st != SQZ_OK) {
+        sqz_outfile_abort(f);
+        return st;
+    }
+    return sqz_outfile_commit(f);
+}
+
+/* Writes text produced by a generator (NULL = failed, error set) and frees it. */
+static sqz_status write_generated(sqz_outdir *d, const char *name, char *text) {
+    if (!text) {
+        sqz__error_prefix("%s", name);
+        return SQZ_ERR_UNSUPPORTED;
+    }
+    sqz_status st = write_text(d, name, text);
+    free(text);
+    return st;
+}
+
+static sqz_status write_side_files(const sqz_model *m, const st_plan *plan, size_t n, sqz_outdir *d) {
+    /* torch_dtype: what the token embedding (the largest common matrix) is written in */
+    sqz_dtype wd = SQZ_DTYPE_F32;
+    for (size_t i = 0; i < n; i++) {
+        if (plan[i].t->role == SQZ_ROLE_TOKEN_EMBD && sqz_dtype_info(plan[i].dtype)->is_float) wd = plan[i].dtype;
+    }
+    char *cfg = sqz__hf_config_write_dtype(m, wd);
+    if (!cfg) return SQZ_ERR_UNSUPPORTED; /* the generator's message says why */
+    SQZ_TRY(write_generated(d, "config.json", cfg));
+    if (m->hp.family == SQZ_FAMILY_LLAMA && (m->vocab.bos >= 0 || m->vocab.eos >= 0)) {
+        char gen[160];
+        int k = snprintf(gen, sizeof gen, "{\n  \"_from_model_config\": true");
+        if (m->vocab.bos >= 0)
+            k += snprintf(gen + k, sizeof gen - (size_t)k, ",\n  \"bos_token_id\": %d", m->vocab.bos);
+        if (m->vocab.eos >= 0)
+            k += snprintf(gen + k, sizeof gen - (size_t)k, ",\n  \"eos_token_id\": %d", m->vocab.eos);
+        snprintf(gen + k, sizeof gen - (size_t)k, "\n}");
+        SQZ_TRY(write_text(d, "generation_config.json", gen));
+    }
+    /* Without a vocabulary (no tokenizer file was read) there is nothing to write. */
+    if (m->vocab.n_tokens > 0 || m->vocab.hf_json) {
+        SQZ_TRY(write_generated(d, "tokenizer.json", sqz__tokenizer_json_write(&m->vocab)));
+        SQZ_TRY(write_generated(d, "tokenizer_config.json", sqz__tokenizer_config_write(&m->vocab)));
+    }
+    return SQZ_OK;
+}
+
+sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opts *o) {
+    sqz_status st = sqz_model_validate(m);
+    if (st != SQZ_OK) {
+        sqz__error_prefix("%s: cannot write", path);
+        return st;
+    }
+    /* config.json first: a model it cannot describe fails before any weight is written */
+    char *probe = sqz__hf_config_write(m);
+    if (!probe) {
+        sqz__error_prefix("%s", path);
+        return SQZ_ERR_UNSUPPORTED;
+    }
+    free(probe);
+    st_plan *plan;
+    size_t n;
+    st = make_plan(m, o, &plan, &n);
+    if (st != SQZ_OK) {
+        sqz__error_prefix("%s", path);
+        return st;
+    }
+    sqz_outdir *d = NULL;
+    st = sqz_outdir_open(path, &d);
+    if (st != SQZ_OK) {
+        free(plan);
+        return st;
+    }
+    st = write_weights(m, o, plan, n, d);
+    if (st == SQZ_OK) st = write_side_files(m, plan, n, d);
+    if (st == SQZ_OK) {
+        st = sqz_outdir_commit(d);
+    } else {
+        sqz__error_prefix("%s", path);
+        sqz_outdir_abort(d);
+    }
+    free(plan);
+    return st;
+}
