@@ -1,3 +1,352 @@
-/* formats/gguf_read.c - placeholder until its owner lands it. */
-#include "formats/formats_internal.h"
-sqz_status sqz__gguf_open(const char *path, sqz_model *m) { (void)m; return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: GGUF reader not built yet", path); }
+/*
+ * formats/gguf_read.c - GGUF v3 (and v2) checkpoints into an sqz_model.
+ *
+ * The file is mapped and parsed by gguf_kv.c (every count, length and byte range is
+ * checked there); this file turns the checked container into the model: the
+ * architecture's hyperparameters (per-layer arrays included), tensors by role (data
+ * pointers into the mapping, nothing is read), and the tokenizer.* vocabulary.
+ * Key names follow llama.cpp's llama-arch.cpp / gguf-py constants.py.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "formats/gguf_internal.h"
+
+#define MAX_DIM ((int64_t)INT32_MAX) /* hyperparameters are kept below this so products fit int64 */
+
+typedef struct reader_ctx {
+    const sqz__gguf *g;
+    const char *arch;
+    sqz_model *m;
+} reader_ctx;
+
+static const char *arch_key(const reader_ctx *c, const char *suffix, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s.%s", c->arch, suffix);
+    return buf;
+}
+
+/* An integer <arch>.<suffix> in [lo, MAX_DIM]; *found tells whether it was there. */
+static sqz_status get_dim(const reader_ctx *c, const char *suffix, bool required, int64_t lo, bool *found,
+                          int64_t *out) {
+    char key[128];
+    arch_key(c, suffix, key, sizeof key);
+    SQZ_TRY(sqz__gguf_get_int(c->g, key, found, out));
+    SQZ_RETURN_IF(!*found && required, SQZ_ERR_FORMAT, "%s: metadata '%s' is missing", c->g->path, key);
+    SQZ_RETURN_IF(*found && (*out < lo || *out > MAX_DIM), SQZ_ERR_FORMAT,
+                  "%s: metadata '%s' = %" PRId64 " is out of range", c->g->path, key, *out);
+    return SQZ_OK;
+}
+
+enum { DIM_HEADS, DIM_KV_HEADS, DIM_FF };
+
+static void set_layer_dim(sqz_layer_dims *ld, int which, int64_t v) {
+    if (which == DIM_HEADS) ld->n_heads = v;
+    else if (which == DIM_KV_HEADS) ld->n_kv_heads = v;
+    else ld->d_ff = v;
+}
+
+/* A per-layer dimension stored as a scalar or as an array of n_layers integers (pruned
+ * models, llama.cpp's get_key_or_arr). Fills field `which` of every m->layers entry
+ * and returns the largest value as the default. */
+static sqz_status get_layer_dim(const reader_ctx *c, const char *suffix, int which, bool *found, int64_t *dflt) {
+    char key[128];
+    arch_key(c, suffix, key, sizeof key);
+    const sqz__gguf_kv *kv = sqz__gguf_find(c->g, key);
+    *found = kv != NULL;
+    if (!kv) return SQZ_OK;
+    sqz_model *m = c->m;
+    if (kv->type != SQZ__GGUF_ARRAY) {
+        SQZ_TRY(get_dim(c, suffix, true, 0, found, dflt));
+        for (int64_t l = 0; l < m->hp.n_layers; l++) set_layer_dim(&m->layers[l], which, *dflt);
+        return SQZ_OK;
+    }
+    SQZ_RETURN_IF(kv->n != (uint64_t)m->hp.n_layers, SQZ_ERR_FORMAT,
+                  "%s: metadata '%s' has %" PRIu64 " entries for %" PRId64 " layers", c->g->path, key, kv->n,
+                  m->hp.n_layers);
+    *dflt = 0;
+    for (int64_t l = 0; l < m->hp.n_layers; l++) {
+        int64_t v;
+        SQZ_TRY(sqz__gguf_arr_int(c->g, kv, (uint64_t)l, &v));
+        SQZ_RETURN_IF(v < 0 || v > MAX_DIM, SQZ_ERR_FORMAT, "%s: metadata '%s'[%" PRId64 "] = %" PRId64
+                      " is out of range", c->g->path, key, l, v);
+        set_layer_dim(&m->layers[l], which, v);
+        if (v > *dflt) *dflt = v;
+    }
+    return SQZ_OK;
+}
+
+static sqz_status get_eps(const reader_ctx *c, const char *suffix, float dflt, float *out) {
+    char key[128];
+    bool found;
+    double v = dflt;
+    SQZ_TRY(sqz__gguf_get_float(c->g, arch_key(c, suffix, key, sizeof key), &found, &v));
+    SQZ_RETURN_IF(found && !(v > 0 && v < 1), SQZ_ERR_FORMAT, "%s: metadata '%s' = %g is not a valid epsilon",
+                  c->g->path, key, v);
+    *out = (float)v;
+    return SQZ_OK;
+}
+
+static sqz_status read_hparams(const reader_ctx *c, const sqz__gguf_arch *a) {
+    sqz_model *m = c->m;
+    sqz_hparams *hp = &m->hp;
+    bool found;
+    snprintf(hp->arch, sizeof hp->arch, "%s", a->name);
+    hp->family = a->family;
+    hp->rope_layout = a->rope;
+    hp->act = a->act;
+    SQZ_TRY(get_dim(c, "block_count", true, 1, &found, &hp->n_layers));
+    SQZ_RETURN_IF(hp->n_layers > 65536, SQZ_ERR_FORMAT, "%s: %s.block_count %" PRId64 " is absurd", c->g->path,
+                  c->arch, hp->n_layers);
+    SQZ_TRY(get_dim(c, "embedding_length", true, 1, &found, &hp->d_model));
+    SQZ_TRY(get_dim(c, "context_length", true, 0, &found, &hp->ctx_len));
+    SQZ_TRY(sqz_model_init_layers(m));
+    SQZ_TRY(get_layer_dim(c, "attention.head_count", DIM_HEADS, &found, &hp->n_heads));
+    SQZ_RETURN_IF(!found, SQZ_ERR_FORMAT, "%s: metadata '%s.attention.head_count' is missing", c->g->path, c->arch);
+    SQZ_TRY(get_layer_dim(c, "attention.head_count_kv", DIM_KV_HEADS, &found, &hp->n_kv_heads));
+    if (!found) { /* no GQA: as many KV heads as heads, layer by layer */
+        hp->n_kv_heads = hp->n_heads;
+        for (int64_t l = 0; l < hp->n_layers; l++) m->layers[l].n_kv_heads = m->layers[l].n_heads;
+    }
+    SQZ_TRY(get_layer_dim(c, "feed_forward_length", DIM_FF, &found, &hp->d_ff));
+    SQZ_RETURN_IF(!found, SQZ_ERR_FORMAT, "%s: metadata '%s.feed_forward_length' is missing", c->g->path, c->arch);
+    SQZ_TRY(get_dim(c, "attention.key_length", false, 1, &found, &hp->head_dim));
+    if (!found) {
+        SQZ_RETURN_IF(hp->n_heads <= 0 || hp->d_model % hp->n_heads != 0, SQZ_ERR_FORMAT,
+                      "%s: embedding length %" PRId64 " is not a multiple of %" PRId64 " heads and %s.attention."
+                      "key_length is missing", c->g->path, hp->d_model, hp->n_heads, c->arch);
+        hp->head_dim = hp->d_model / hp->n_heads;
+    }
+    if (hp->family == SQZ_FAMILY_LLAMA) {
+        char key[128];
+        double theta = 10000.0;
+        SQZ_TRY(sqz__gguf_get_float(c->g, arch_key(c, "rope.freq_base", key, sizeof key), &found, &theta));
+        SQZ_RETURN_IF(!(theta > 0 && theta < 1e30), SQZ_ERR_FORMAT, "%s: metadata '%s' = %g is out of range",
+                      c->g->path, key, theta);
+        hp->rope_theta = (float)theta;
+        SQZ_TRY(get_eps(c, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->norm_eps));
+    } else {
+        hp->rope_theta = 0;
+        SQZ_TRY(get_eps(c, "attention.layer_norm_epsilon", 1e-12f, &hp->norm_eps));
+    }
+    SQZ_TRY(get_dim(c, "vocab_size", false, 1, &found, &hp->vocab_size));
+    if (!found) hp->vocab_size = 0; /* from the tokenizer or the embedding, later */
+    if (hp->family == SQZ_FAMILY_BERT) {
+        SQZ_TRY(sqz__gguf_get_int(c->g, "tokenizer.ggml.token_type_count", &found, &hp->n_token_types));
+        if (!found) SQZ_TRY(get_dim(c, "token_type_count", false, 0, &found, &hp->n_token_types));
+        SQZ_RETURN_IF(found && (hp->n_token_types < 0 || hp->n_token_types > MAX_DIM), SQZ_ERR_FORMAT,
+                      "%s: token type count %" PRId64 " is out of range", c->g->path, hp->n_token_types);
+        if (!found) hp->n_token_types = -1; /* from the token_types tensor, later */
+    }
+    return SQZ_OK;
+}
+
+static sqz_status read_tensors(const reader_ctx *c) {
+    const sqz__gguf *g = c->g;
+    sqz_model *m = c->m;
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        const sqz__gguf_tinfo *ti = &g->ti[i];
+        char name[SQZ__GGUF_MAX_NAME + 1];
+        memcpy(name, ti->name, ti->name_len); /* name_len <= SQZ__GGUF_MAX_NAME, no NUL inside */
+        name[ti->name_len] = 0;
+        sqz_tensor t = {.name = name, .dtype = ti->dtype, .ndim = (int32_t)ti->n_dims, .nbytes = ti->nbytes,
+                        .owned = false, .tied_to = -1};
+        if (strcmp(name, "rope_freqs.weight") == 0) {
+            /* llama 3.x rope scaling factors: not derivable from the metadata sqz keeps, so
+             * dropping them would change the model. */
+            return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': rotary frequency factors (llama 3 rope "
+                             "scaling) are not supported", g->path, name);
+        }
+        if (!sqz__gguf_parse_tensor_name(name, &t.role, &t.layer, &t.param)) {
+            return SQZ_ERROR(SQZ_ERR_FORMAT, "%s: tensor '%s' is not part of a %s model as sqz knows it "
+                             "(unknown name)", g->path, name, c->arch);
+        }
+        SQZ_RETURN_IF(t.layer >= m->hp.n_layers, SQZ_ERR_FORMAT, "%s: tensor '%s': layer %d beyond %s.block_count %"
+                      PRId64, g->path, name, (int)t.layer, c->arch, m->hp.n_layers);
+        for (uint32_t d = 0; d < ti->n_dims; d++) t.shape[d] = ti->ne[ti->n_dims - 1 - d];
+        t.data = (void *)(uintptr_t)(g->data + g->data_start + ti->offset);
+        if (!sqz_model_add_tensor(m, &t)) return SQZ_ERR_NOMEM;
+    }
+    return SQZ_OK;
+}
+
+static sqz_status vocab_kind(const reader_ctx *c, const char *model, sqz_vocab_kind *k) {
+    if (strcmp(model, "llama") == 0) *k = SQZ_VOCAB_SPM;
+    else if (strcmp(model, "gpt2") == 0) *k = SQZ_VOCAB_BPE;
+    else if (strcmp(model, "bert") == 0) *k = SQZ_VOCAB_WPM;
+    else if (strcmp(model, "no") == 0 || strcmp(model, "none") == 0) *k = SQZ_VOCAB_NONE;
+    else return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model '%s' is not supported (sqz reads llama, "
+                          "gpt2, bert)", c->g->path, model);
+    return SQZ_OK;
+}
+
+/* An array of n strings into a new char*[n]; every entry valid UTF-8 without NUL. wpm: turn
+ * llama.cpp's WordPiece spelling back into HF's. */
+static sqz_status read_str_array(const sqz__gguf *g, const sqz__gguf_kv *kv, const char *key, bool wpm,
+                                 char ***out) {
+    SQZ_RETURN_IF(kv->type != SQZ__GGUF_ARRAY || kv->arr_type != SQZ__GGUF_STRING, SQZ_ERR_FORMAT,
+                  "%s: metadata '%s' is not an array of strings", g->path, key);
+    char **a = sqz__calloc(kv->n ? (size_t)kv->n : 1, sizeof *a);
+    if (!a) return SQZ_ERR_NOMEM;
+    *out = a; /* the caller owns it from here, filled or not */
+    sqz__gguf_str_iter it;
+    sqz__gguf_str_iter_init(g, kv, &it);
+    for (uint64_t i = 0; i < kv->n; i++) {
+        size_t len = 0;
+        const char *s = sqz__gguf_str_next(&it, &len);
+        SQZ_RETURN_IF(!s, SQZ_ERR_FORMAT, "%s: metadata '%s'[%" PRIu64 "] is truncated", g->path, key, i);
+        SQZ_RETURN_IF(memchr(s, 0, len) || !sqz__utf8_valid(s, len), SQZ_ERR_FORMAT,
+                      "%s: metadata '%s'[%" PRIu64 "] is not valid UTF-8 text", g->path, key, i);
+        a[i] = wpm ? sqz__wpm_from_gguf(s, len) : sqz__strndup(s, len);
+        if (!a[i]) return SQZ_ERR_NOMEM;
+    }
+    return SQZ_OK;
+}
+
+static sqz_status read_token_id(const reader_ctx *c, const char *key, int32_t *out) {
+    bool found;
+    int64_t v;
+    SQZ_TRY(sqz__gguf_get_int(c->g, key, &found, &v));
+    if (!found) return SQZ_OK;
+    SQZ_RETURN_IF(v < 0 || v >= c->m->vocab.n_tokens, SQZ_ERR_FORMAT,
+                  "%s: metadata '%s' = %" PRId64 " is not a token id (vocabulary of %d)", c->g->path, key, v,
+                  (int)c->m->vocab.n_tokens);
+    *out = (int32_t)v;
+    return SQZ_OK;
+}
+
+static sqz_status read_vocab(const reader_ctx *c) {
+    const sqz__gguf *g = c->g;
+    sqz_vocab *v = &c->m->vocab;
+    bool found;
+    char *model = NULL;
+    SQZ_TRY(sqz__gguf_get_str(g, "tokenizer.ggml.model", &found, &model));
+    if (!found) return SQZ_OK;
+    sqz_status s = vocab_kind(c, model, &v->kind);
+    free(model);
+    SQZ_TRY(s);
+    if (v->kind == SQZ_VOCAB_NONE) return SQZ_OK;
+
+    const sqz__gguf_kv *kv = sqz__gguf_find(g, "tokenizer.ggml.tokens");
+    SQZ_RETURN_IF(!kv, SQZ_ERR_FORMAT, "%s: tokenizer.ggml.model is set but tokenizer.ggml.tokens is missing", g->path);
+    SQZ_RETURN_IF(kv->type == SQZ__GGUF_ARRAY && (kv->n == 0 || kv->n > SQZ__MAX_VOCAB), SQZ_ERR_FORMAT,
+                  "%s: tokenizer.ggml.tokens has %" PRIu64 " entries (1 to %d allowed)", g->path, kv->n,
+                  SQZ__MAX_VOCAB);
+    s = read_str_array(g, kv, "tokenizer.ggml.tokens", v->kind == SQZ_VOCAB_WPM, &v->tokens);
+    if (v->tokens) v->n_tokens = (int32_t)kv->n; /* NULL entries past a failure are fine to free */
+    SQZ_TRY(s);
+
+    if ((kv = sqz__gguf_find(g, "tokenizer.ggml.scores")) != NULL) {
+        SQZ_RETURN_IF(kv->type != SQZ__GGUF_ARRAY ||
+                          (kv->arr_type != SQZ__GGUF_FLOAT32 && kv->arr_type != SQZ__GGUF_FLOAT64) ||
+                          kv->n != (uint64_t)v->n_tokens,
+                      SQZ_ERR_FORMAT, "%s: tokenizer.ggml.scores is not an array of %d floats", g->path,
+                      (int)v->n_tokens);
+        v->scores = sqz__malloc((size_t)v->n_tokens * sizeof *v->scores);
+        if (!v->scores) return SQZ_ERR_NOMEM;
+        for (int32_t i = 0; i < v->n_tokens; i++) v->scores[i] = (float)sqz__gguf_arr_float(g, kv, (uint64_t)i);
+    }
+    if ((kv = sqz__gguf_find(g, "tokenizer.ggml.token_type")) != NULL) {
+        SQZ_RETURN_IF(kv->type != SQZ__GGUF_ARRAY || kv->n != (uint64_t)v->n_tokens, SQZ_ERR_FORMAT,
+                      "%s: tokenizer.ggml.token_type is not an array of %d integers", g->path, (int)v->n_tokens);
+        v->types = sqz__malloc((size_t)v->n_tokens * sizeof *v->types);
+        if (!v->types) return SQZ_ERR_NOMEM;
+        for (int32_t i = 0; i < v->n_tokens; i++) {
+            int64_t t;
+            SQZ_TRY(sqz__gguf_arr_int(g, kv, (uint64_t)i, &t));
+            SQZ_RETURN_IF(t < INT32_MIN || t > INT32_MAX, SQZ_ERR_FORMAT, "%s: tokenizer.ggml.token_type[%d] = %"
+                          PRId64 " is out of range", g->path, (int)i, t);
+            v->types[i] = (int32_t)t;
+        }
+    }
+    if ((kv = sqz__gguf_find(g, "tokenizer.ggml.merges")) != NULL) {
+        s = read_str_array(g, kv, "tokenizer.ggml.merges", false, &v->merges);
+        if (v->merges) v->n_merges = (int32_t)kv->n; /* n <= SQZ__MAX_ARRAY */
+        SQZ_TRY(s);
+    }
+    SQZ_TRY(read_token_id(c, "tokenizer.ggml.bos_token_id", &v->bos));
+    SQZ_TRY(read_token_id(c, "tokenizer.ggml.eos_token_id", &v->eos));
+    SQZ_TRY(read_token_id(c, "tokenizer.ggml.unknown_token_id", &v->unk));
+    SQZ_TRY(read_token_id(c, "tokenizer.ggml.padding_token_id", &v->pad));
+    SQZ_TRY(read_token_id(c, "tokenizer.ggml.seperator_token_id", &v->sep)); /* sic, as llama.cpp spells it */
+    SQZ_TRY(read_token_id(c, "tokenizer.ggml.cls_token_id", &v->cls));
+    SQZ_TRY(read_token_id(c, "tokenizer.ggml.mask_token_id", &v->mask));
+    /* llama.cpp's defaults when the flags are absent. */
+    v->add_bos = v->kind == SQZ_VOCAB_SPM || v->kind == SQZ_VOCAB_WPM;
+    v->add_eos = false;
+    v->add_space_prefix = v->kind == SQZ_VOCAB_SPM;
+    SQZ_TRY(sqz__gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &found, &v->add_bos));
+    SQZ_TRY(sqz__gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &found, &v->add_eos));
+    SQZ_TRY(sqz__gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &found, &v->add_space_prefix));
+    SQZ_TRY(sqz__gguf_get_str(g, "tokenizer.ggml.pre", &found, &v->pre));
+    SQZ_TRY(sqz__gguf_get_str(g, "tokenizer.chat_template", &found, &v->chat_template));
+    return SQZ_OK;
+}
+
+/* What the metadata left open, from the tensors and the vocabulary. */
+static sqz_status finish_hparams(const reader_ctx *c) {
+    sqz_model *m = c->m;
+    sqz_hparams *hp = &m->hp;
+    const sqz_tensor *embd = sqz_model_get(m, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT);
+    if (hp->vocab_size == 0) {
+        if (m->vocab.n_tokens > 0) hp->vocab_size = m->vocab.n_tokens;
+        else if (embd) hp->vocab_size = embd->shape[0];
+    }
+    SQZ_RETURN_IF(hp->vocab_size <= 0, SQZ_ERR_FORMAT, "%s: vocabulary size unknown (no %s.vocab_size, no "
+                  "tokenizer.ggml.tokens, no token_embd.weight)", c->g->path, c->arch);
+    if (hp->family == SQZ_FAMILY_LLAMA) {
+        hp->tied_embeddings = sqz_model_get(m, SQZ_ROLE_OUTPUT, -1, SQZ_PARAM_WEIGHT) == NULL;
+    }
+    if (hp->family == SQZ_FAMILY_BERT && hp->n_token_types < 0) {
+        const sqz_tensor *tt = sqz_model_get(m, SQZ_ROLE_TYPE_EMBD, -1, SQZ_PARAM_WEIGHT);
+        hp->n_token_types = tt ? tt->shape[0] : 0;
+    }
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const sqz_tensor *t = &m->tensors[i];
+        if (t->param == SQZ_PARAM_BIAS && (t->role == SQZ_ROLE_ATTN_Q || t->role == SQZ_ROLE_ATTN_K ||
+                                           t->role == SQZ_ROLE_ATTN_V)) {
+            hp->attn_bias = true;
+        }
+    }
+    return SQZ_OK;
+}
+
+static sqz_status read_model(const sqz__gguf *g, sqz_model *m) {
+    bool found;
+    char *arch = NULL;
+    SQZ_TRY(sqz__gguf_get_str(g, "general.architecture", &found, &arch));
+    SQZ_RETURN_IF(!found, SQZ_ERR_FORMAT, "%s: metadata 'general.architecture' is missing", g->path);
+    const sqz__gguf_arch *a = sqz__gguf_arch_find(arch);
+    if (!a) {
+        sqz_status s = SQZ_ERROR(SQZ_ERR_ARCH, "%s: architecture '%.64s' is not supported (sqz reads: %s)", g->path,
+                                 arch, sqz__gguf_arch_list());
+        free(arch);
+        return s;
+    }
+    free(arch);
+    reader_ctx c = {.g = g, .arch = a->name, .m = m};
+    SQZ_TRY(read_hparams(&c, a));
+    SQZ_TRY(read_tensors(&c));
+    SQZ_TRY(read_vocab(&c));
+    SQZ_TRY(finish_hparams(&c));
+    free(m->name);
+    m->name = NULL;
+    SQZ_TRY(sqz__gguf_get_str(g, "general.name", &found, &m->name));
+    return SQZ_OK;
+}
+
+sqz_status sqz__gguf_read_mem(const char *path, const uint8_t *data, size_t size, sqz_model *m) {
+    sqz__gguf g;
+    SQZ_TRY(sqz__gguf_parse(path, data, size, &g));
+    sqz_status s = read_model(&g, m);
+    sqz__gguf_free(&g);
+    return s;
+}
+
+sqz_status sqz__gguf_open(const char *path, sqz_model *m) {
+    sqz_mapping *map;
+    SQZ_TRY(sqz_map(path, &map));
+    SQZ_TRY(sqz_model_keep_mapping(m, map)); /* unmapped with the model, or at once on failure */
+    return sqz__gguf_read_mem(path, map->data, map->size, m);
+}

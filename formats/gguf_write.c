@@ -1,3 +1,368 @@
-/* formats/gguf_write.c - placeholder until its owner lands it. */
-#include "formats/formats_internal.h"
-sqz_status sqz__gguf_save(const sqz_model *m, const char *path, const sqz_save_opts *o) { (void)m; (void)o; return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: GGUF writer not built yet", path); }
+/*
+ * formats/gguf_write.c - an sqz_model as a GGUF v3 file that llama.cpp loads unchanged.
+ *
+ * Every tensor's name, dtype, shape and offset is decided first; the header (metadata and
+ * tensor infos) is built in memory, then the tensors are converted and streamed one at a
+ * time through an atomic sqz_outfile, so memory stays at one tensor. Metadata keys and
+ * types are what llama.cpp's loader reads (llama-arch.cpp, gguf-py constants.py):
+ * per-layer head counts and FFN widths become uint32 arrays when pruning made layers
+ * differ. q/k rows are permuted to the layout llama.cpp expects for the architecture.
+ * The BERT pooler is not written: llama.cpp's bert graph has no place for it and
+ * refuses files with tensors it does not use.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "formats/gguf_internal.h"
+
+/* ---- a growable byte buffer for the header ---- */
+
+typedef struct gbuf {
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;
+    uint64_t n_kv; /* metadata entries written so far */
+} gbuf;
+
+static void put(gbuf *b, const void *src, size_t n) {
+    if (b->oom) return;
+    if (n > b->cap - b->n) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (n > cap - b->n) {
+            if (cap > SIZE_MAX / 2) { b->oom = true; return; }
+            cap *= 2;
+        }
+        uint8_t *p = sqz__realloc(b->p, cap);
+        if (!p) { b->oom = true; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+
+static void put_u32(gbuf *b, uint32_t v) {
+    uint8_t x[4];
+    sqz__wr_u32(x, v);
+    put(b, x, 4);
+}
+static void put_u64(gbuf *b, uint64_t v) {
+    uint8_t x[8];
+    sqz__wr_u64(x, v);
+    put(b, x, 8);
+}
+static void put_f32(gbuf *b, float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    put_u32(b, u);
+}
+static void put_str(gbuf *b, const char *s) {
+    size_t n = strlen(s);
+    put_u64(b, n);
+    put(b, s, n);
+}
+
+static void kv_head(gbuf *b, const char *key, sqz__gguf_type type) {
+    put_str(b, key);
+    put_u32(b, type);
+    b->n_kv++;
+}
+static void kv_u32(gbuf *b, const char *key, uint32_t v) { kv_head(b, key, SQZ__GGUF_UINT32); put_u32(b, v); }
+static void kv_f32(gbuf *b, const char *key, float v) { kv_head(b, key, SQZ__GGUF_FLOAT32); put_f32(b, v); }
+static void kv_bool(gbuf *b, const char *key, bool v) {
+    kv_head(b, key, SQZ__GGUF_BOOL);
+    uint8_t x = v ? 1 : 0;
+    put(b, &x, 1);
+}
+static void kv_str(gbuf *b, const char *key, const char *s) { kv_head(b, key, SQZ__GGUF_STRING); put_str(b, s); }
+static void kv_arr_head(gbuf *b, const char *key, sqz__gguf_type et, uint64_t n) {
+    kv_head(b, key, SQZ__GGUF_ARRAY);
+    put_u32(b, et);
+    put_u64(b, n);
+}
+/* wpm: WordPiece tokens in llama.cpp's spelling (sqz__wpm_to_gguf). */
+static void kv_arr_str(gbuf *b, const char *key, char *const *s, int64_t n, bool wpm) {
+    kv_arr_head(b, key, SQZ__GGUF_STRING, (uint64_t)n);
+    for (int64_t i = 0; i < n && !b->oom; i++) {
+        if (!wpm) {
+            put_str(b, s[i] ? s[i] : "");
+            continue;
+        }
+        char *t = sqz__wpm_to_gguf(s[i] ? s[i] : "");
+        if (!t) b->oom = true;
+        else put_str(b, t);
+        free(t);
+    }
+}
+
+/* ---- what gets written ---- */
+
+typedef struct wtensor {
+    const sqz_tensor *t;
+    char name[SQZ__GGUF_MAX_NAME + 1];
+    sqz_dtype dtype;
+    uint64_t offset; /* in the data section */
+    size_t nbytes;
+} wtensor;
+
+typedef struct writer {
+    const sqz_model *m;
+    const char *path;
+    const sqz_save_opts *o;
+    const sqz__gguf_arch *arch;
+    wtensor *w;
+    int64_t n_w;
+    uint64_t data_size;
+    size_t max_nbytes;
+    gbuf kv;
+} writer;
+
+static bool skip_tensor(const sqz_model *m, const sqz_tensor *t) {
+    /* tied classifier: llama.cpp uses token_embd when output.weight is absent (the embedding
+     * itself is always written, even when the source stored it under the classifier's name) */
+    if (t->role == SQZ_ROLE_OUTPUT && (t->tied_to >= 0 || m->hp.tied_embeddings) &&
+        sqz_model_get(m, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT)) {
+        return true;
+    }
+    return t->role == SQZ_ROLE_POOLER; /* llama.cpp's bert has no pooler tensor */
+}
+
+static sqz_status plan_tensors(writer *wr) {
+    const sqz_model *m = wr->m;
+    wr->w = sqz__calloc(m->n_tensors ? (size_t)m->n_tensors : 1, sizeof *wr->w);
+    if (!wr->w) return SQZ_ERR_NOMEM;
+    uint64_t off = 0;
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const sqz_tensor *t = &m->tensors[i];
+        if (skip_tensor(m, t)) continue;
+        wtensor *w = &wr->w[wr->n_w];
+        w->t = t;
+        SQZ_RETURN_IF(t->ndim < 1 || t->ndim > SQZ_MAX_DIMS, SQZ_ERR_INVALID_ARG, "%s: tensor '%s' has %d dimensions",
+                      wr->path, t->name, (int)t->ndim);
+        SQZ_RETURN_IF(!sqz__gguf_tensor_name(t->role, t->layer, t->param, w->name, sizeof w->name),
+                      SQZ_ERR_INVALID_ARG, "%s: tensor '%s': GGUF name too long", wr->path, t->name);
+        SQZ_RETURN_IF(!t->data && t->nbytes > 0, SQZ_ERR_INVALID_ARG, "%s: tensor '%s' has no data", wr->path,
+                      t->name);
+        w->dtype = sqz__export_dtype(t, wr->o, SQZ_FORMAT_GGUF);
+        const sqz_dtype_traits *to = sqz_dtype_info(w->dtype), *from = sqz_dtype_info(t->dtype);
+        SQZ_RETURN_IF(w->dtype != t->dtype && (!from->to_f32 || !to->from_f32), SQZ_ERR_UNSUPPORTED,
+                      "%s: tensor '%s': sqz cannot convert %s to %s", wr->path, t->name, from->name, to->name);
+        SQZ_RETURN_IF(!sqz_dtype_nbytes(w->dtype, sqz_tensor_nelements(t), &w->nbytes), SQZ_ERR_SHAPE,
+                      "%s: tensor '%s': %lld elements are not whole %s blocks", wr->path, t->name,
+                      (long long)sqz_tensor_nelements(t), to->name);
+        w->offset = off;
+        off += w->nbytes;
+        off += (SQZ__GGUF_DEFAULT_ALIGNMENT - off % SQZ__GGUF_DEFAULT_ALIGNMENT) % SQZ__GGUF_DEFAULT_ALIGNMENT;
+        if (w->nbytes > wr->max_nbytes) wr->max_nbytes = w->nbytes;
+        wr->n_w++;
+    }
+    wr->data_size = off;
+    return SQZ_OK;
+}
+
+/* The dtype holding the most matrix elements decides general.file_type. */
+static sqz_dtype dominant_dtype(const writer *wr, bool *any_quant) {
+    int64_t count[SQZ_DTYPE_COUNT] = {0};
+    *any_quant = false;
+    for (int64_t i = 0; i < wr->n_w; i++) {
+        const wtensor *w = &wr->w[i];
+        if (sqz_dtype_info(w->dtype)->is_quantized) *any_quant = true;
+        if (w->t->ndim == 2 && w->t->param == SQZ_PARAM_WEIGHT) count[w->dtype] += sqz_tensor_nelements(w->t);
+    }
+    int best = SQZ_DTYPE_F32;
+    for (int d = 0; d < SQZ_DTYPE_COUNT; d++) {
+        if (count[d] > count[best]) best = d;
+    }
+    return (sqz_dtype)best;
+}
+
+static bool fits_u32(int64_t v) { return v >= 0 && v <= (int64_t)UINT32_MAX; }
+
+static sqz_status check_u32(const writer *wr, const char *what, int64_t v) {
+    SQZ_RETURN_IF(!fits_u32(v), SQZ_ERR_INVALID_ARG, "%s: %s = %lld does not fit GGUF's uint32", wr->path, what,
+                  (long long)v);
+    return SQZ_OK;
+}
+
+static int64_t layer_dim(const sqz_layer_dims *ld, int which) {
+    return which == 0 ? ld->n_heads : which == 1 ? ld->n_kv_heads : ld->d_ff;
+}
+
+/* A per-layer dimension: a scalar when every layer agrees, else a uint32 array. */
+static sqz_status kv_layer_dim(writer *wr, const char *key, int which, bool *uniform) {
+    const sqz_model *m = wr->m;
+    int64_t n = m->hp.n_layers;
+    *uniform = true;
+    for (int64_t l = 0; l < n; l++) {
+        SQZ_TRY(check_u32(wr, key, layer_dim(&m->layers[l], which)));
+        if (layer_dim(&m->layers[l], which) != layer_dim(&m->layers[0], which)) *uniform = false;
+    }
+    if (*uniform) {
+        kv_u32(&wr->kv, key, (uint32_t)layer_dim(&m->layers[0], which));
+        return SQZ_OK;
+    }
+    kv_arr_head(&wr->kv, key, SQZ__GGUF_UINT32, (uint64_t)n);
+    for (int64_t l = 0; l < n; l++) put_u32(&wr->kv, (uint32_t)layer_dim(&m->layers[l], which));
+    return SQZ_OK;
+}
+
+static sqz_status write_arch_kv(writer *wr) {
+    const sqz_model *m = wr->m;
+    const sqz_hparams *hp = &m->hp;
+    gbuf *b = &wr->kv;
+    const char *a = wr->arch->name;
+    char key[128];
+#define AKEY(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
+    SQZ_RETURN_IF(hp->n_layers <= 0 || !m->layers, SQZ_ERR_INVALID_ARG, "%s: the model has no layers", wr->path);
+    SQZ_TRY(check_u32(wr, "context length", hp->ctx_len));
+    SQZ_TRY(check_u32(wr, "embedding length", hp->d_model));
+    SQZ_TRY(check_u32(wr, "block count", hp->n_layers));
+    SQZ_TRY(check_u32(wr, "head dim", hp->head_dim));
+    SQZ_TRY(check_u32(wr, "vocab size", hp->vocab_size));
+    kv_u32(b, AKEY("context_length"), (uint32_t)hp->ctx_len);
+    kv_u32(b, AKEY("embedding_length"), (uint32_t)hp->d_model);
+    kv_u32(b, AKEY("block_count"), (uint32_t)hp->n_layers);
+    bool heads_uniform, kv_uniform, ff_uniform;
+    SQZ_TRY(kv_layer_dim(wr, AKEY("feed_forward_length"), 2, &ff_uniform));
+    SQZ_TRY(kv_layer_dim(wr, AKEY("attention.head_count"), 0, &heads_uniform));
+    SQZ_TRY(kv_layer_dim(wr, AKEY("attention.head_count_kv"), 1, &kv_uniform));
+    if (!heads_uniform || m->layers[0].n_heads * hp->head_dim != hp->d_model) {
+        /* llama.cpp derives head_dim as embd / heads unless told */
+        kv_u32(b, AKEY("attention.key_length"), (uint32_t)hp->head_dim);
+        kv_u32(b, AKEY("attention.value_length"), (uint32_t)hp->head_dim);
+    }
+    if (hp->family == SQZ_FAMILY_LLAMA) {
+        kv_u32(b, AKEY("rope.dimension_count"), (uint32_t)hp->head_dim);
+        kv_f32(b, AKEY("rope.freq_base"), hp->rope_theta > 0 ? hp->rope_theta : 10000.0f);
+        kv_f32(b, AKEY("attention.layer_norm_rms_epsilon"), hp->norm_eps);
+    } else {
+        kv_f32(b, AKEY("attention.layer_norm_epsilon"), hp->norm_eps);
+        kv_bool(b, AKEY("attention.causal"), false);
+        kv_u32(b, AKEY("pooling_type"), 1); /* LLAMA_POOLING_TYPE_MEAN: sentence-transformers' pooling */
+    }
+    kv_u32(b, AKEY("vocab_size"), (uint32_t)hp->vocab_size);
+#undef AKEY
+    return SQZ_OK;
+}
+
+static void write_vocab_kv(writer *wr) {
+    const sqz_vocab *v = &wr->m->vocab;
+    gbuf *b = &wr->kv;
+    if (v->kind == SQZ_VOCAB_NONE || v->n_tokens <= 0 || !v->tokens) return;
+    kv_str(b, "tokenizer.ggml.model", sqz_vocab_kind_name(v->kind));
+    if (v->pre) kv_str(b, "tokenizer.ggml.pre", v->pre);
+    kv_arr_str(b, "tokenizer.ggml.tokens", v->tokens, v->n_tokens, v->kind == SQZ_VOCAB_WPM);
+    if (v->scores) {
+        kv_arr_head(b, "tokenizer.ggml.scores", SQZ__GGUF_FLOAT32, (uint64_t)v->n_tokens);
+        for (int32_t i = 0; i < v->n_tokens; i++) put_f32(b, v->scores[i]);
+    }
+    if (v->types) {
+        kv_arr_head(b, "tokenizer.ggml.token_type", SQZ__GGUF_INT32, (uint64_t)v->n_tokens);
+        for (int32_t i = 0; i < v->n_tokens; i++) put_u32(b, (uint32_t)v->types[i]);
+    }
+    if (v->merges && v->n_merges > 0) kv_arr_str(b, "tokenizer.ggml.merges", v->merges, v->n_merges, false);
+    static const struct { const char *key; size_t off; } ids[] = {
+        {"tokenizer.ggml.bos_token_id", offsetof(sqz_vocab, bos)},
+        {"tokenizer.ggml.eos_token_id", offsetof(sqz_vocab, eos)},
+        {"tokenizer.ggml.unknown_token_id", offsetof(sqz_vocab, unk)},
+        {"tokenizer.ggml.padding_token_id", offsetof(sqz_vocab, pad)},
+        {"tokenizer.ggml.seperator_token_id", offsetof(sqz_vocab, sep)}, /* sic */
+        {"tokenizer.ggml.cls_token_id", offsetof(sqz_vocab, cls)},
+        {"tokenizer.ggml.mask_token_id", offsetof(sqz_vocab, mask)},
+    };
+    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+        int32_t id;
+        memcpy(&id, (const char *)v + ids[i].off, sizeof id);
+        if (id >= 0 && id < v->n_tokens) kv_u32(b, ids[i].key, (uint32_t)id);
+    }
+    kv_bool(b, "tokenizer.ggml.add_bos_token", v->add_bos);
+    kv_bool(b, "tokenizer.ggml.add_eos_token", v->add_eos);
+    kv_bool(b, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
+    if (wr->m->hp.family == SQZ_FAMILY_BERT && fits_u32(wr->m->hp.n_token_types) && wr->m->hp.n_token_types > 0) {
+        kv_u32(b, "tokenizer.ggml.token_type_count", (uint32_t)wr->m->hp.n_token_types);
+    }
+    if (v->chat_template) kv_str(b, "tokenizer.chat_template", v->chat_template);
+}
+
+static sqz_status build_metadata(writer *wr) {
+    const sqz_model *m = wr->m;
+    gbuf *b = &wr->kv;
+    kv_str(b, "general.architecture", wr->arch->name);
+    if (m->name && sqz__utf8_valid(m->name, strlen(m->name))) kv_str(b, "general.name", m->name);
+    kv_u32(b, "general.alignment", SQZ__GGUF_DEFAULT_ALIGNMENT);
+    bool any_quant;
+    int ftype = sqz__gguf_file_type(dominant_dtype(wr, &any_quant));
+    if (ftype >= 0) kv_u32(b, "general.file_type", (uint32_t)ftype);
+    if (any_quant) kv_u32(b, "general.quantization_version", 2); /* GGML_QNT_VERSION */
+    SQZ_TRY(write_arch_kv(wr));
+    write_vocab_kv(wr);
+    return b->oom ? SQZ_ERROR(SQZ_ERR_NOMEM, "%s: out of memory building the GGUF header", wr->path) : SQZ_OK;
+}
+
+static sqz_status build_header(writer *wr, gbuf *h) {
+    put(h, SQZ__GGUF_MAGIC, 4);
+    put_u32(h, SQZ__GGUF_VERSION);
+    put_u64(h, (uint64_t)wr->n_w);
+    put_u64(h, wr->kv.n_kv);
+    put(h, wr->kv.p, wr->kv.n);
+    for (int64_t i = 0; i < wr->n_w; i++) {
+        const wtensor *w = &wr->w[i];
+        const sqz_tensor *t = w->t;
+        put_str(h, w->name);
+        put_u32(h, (uint32_t)t->ndim);
+        for (int d = t->ndim - 1; d >= 0; d--) put_u64(h, (uint64_t)t->shape[d]); /* innermost first */
+        put_u32(h, (uint32_t)sqz_dtype_info(w->dtype)->gguf_type);
+        put_u64(h, w->offset);
+    }
+    return h->oom ? SQZ_ERROR(SQZ_ERR_NOMEM, "%s: out of memory building the GGUF header", wr->path) : SQZ_OK;
+}
+
+static sqz_status stream_tensors(writer *wr, sqz_outfile *f) {
+    uint8_t *buf = sqz__malloc(wr->max_nbytes ? wr->max_nbytes : 1);
+    if (!buf) return SQZ_ERR_NOMEM;
+    sqz_rope_layout rope = sqz__target_rope(wr->m, SQZ_FORMAT_GGUF);
+    sqz_status s = SQZ_OK;
+    uint64_t done = 0;
+    for (int64_t i = 0; i < wr->n_w && s == SQZ_OK; i++) {
+        const wtensor *w = &wr->w[i];
+        if (w->nbytes > 0) s = sqz__tensor_export(wr->m, w->t, w->dtype, rope, buf, w->nbytes, NULL);
+        if (s != SQZ_OK) {
+            sqz__error_prefix("%s", wr->path);
+            break;
+        }
+        s = sqz_outfile_write(f, buf, w->nbytes);
+        if (s == SQZ_OK) s = sqz_outfile_pad(f, SQZ__GGUF_DEFAULT_ALIGNMENT);
+        done += w->nbytes;
+        if (s == SQZ_OK && wr->o->progress) {
+            wr->o->progress(wr->o->progress_user, (int64_t)done, (int64_t)wr->data_size);
+        }
+    }
+    free(buf);
+    return s;
+}
+
+static sqz_status write_file(writer *wr) {
+    SQZ_TRY(plan_tensors(wr));
+    SQZ_TRY(build_metadata(wr));
+    gbuf h = {0};
+    sqz_status s = build_header(wr, &h);
+    sqz_outfile *f = NULL;
+    if (s == SQZ_OK) s = sqz_outfile_open(wr->path, &f);
+    if (s == SQZ_OK) s = sqz_outfile_write(f, h.p, h.n);
+    free(h.p);
+    if (s == SQZ_OK) s = sqz_outfile_pad(f, SQZ__GGUF_DEFAULT_ALIGNMENT);
+    if (s == SQZ_OK) s = stream_tensors(wr, f);
+    if (s == SQZ_OK) return sqz_outfile_commit(f);
+    sqz_outfile_abort(f);
+    return s;
+}
+
+sqz_status sqz__gguf_save(const sqz_model *m, const char *path, const sqz_save_opts *o) {
+    SQZ_RETURN_IF(!m || !path || !o, SQZ_ERR_INVALID_ARG, "sqz__gguf_save: NULL argument");
+    writer wr = {.m = m, .path = path, .o = o, .arch = sqz__gguf_arch_for_model(m)};
+    sqz_status s = write_file(&wr);
+    free(wr.w);
+    free(wr.kv.p);
+    return s;
+}
