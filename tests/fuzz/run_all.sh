@@ -14,7 +14,8 @@ for h in "$build"/tests/fuzz/fuzz_*; do
   fmt=${name#fuzz_}
   corpus=$(mktemp -d)
   seeds=()
-  [ -d "$here/../data/hostile/$fmt" ] && seeds+=("$here/../data/hostile/$fmt")
+  # seeds: the format's hostile corpus and its small valid samples
+  for d in "$here/../data/hostile/$fmt" "$here/../data/$fmt"; do [ -d "$d" ] && seeds+=("$d"); done
   echo "fuzz: $name for ${secs}s"
   if ! "$h" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -print_final_stats=0 \
         "$corpus" "${seeds[@]}" > "$corpus.log" 2>&1; then
