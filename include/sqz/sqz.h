@@ -31,12 +31,15 @@
 
 #include "sqz/backend.h"
 #include "sqz/dtype.h"
+#include "sqz/eval.h"
 #include "sqz/formats.h"
 #include "sqz/io.h"
 #include "sqz/model.h"
 #include "sqz/progress.h"
+#include "sqz/runtime.h"
 #include "sqz/status.h"
 #include "sqz/tensor.h"
+#include "sqz/tokenizer.h"
 #include "sqz/vocab.h"
 
 #endif
