@@ -38,6 +38,21 @@ typedef enum sqz_op {
     SQZ_OP_COUNT
 } sqz_op;
 
+/* Kernel variants behind one GEMM op (the `variant` field of the GEMM args). AUTO (0)
+ * lets the backend pick per shape; any other value forces that variant and fails with
+ * SQZ_ERR_UNSUPPORTED where the backend or the shape cannot run it (tests and
+ * `sqz bench kernels` use this to check and time every path). The CPU backend has one
+ * variant per op and accepts only AUTO. Values are append-only. */
+typedef enum sqz_kernel_variant {
+    SQZ_KVAR_AUTO = 0,
+    SQZ_KVAR_I8_CUBLASLT = 1,     /* CUDA: cuBLASLt IMMA (int32 out) + scale epilogue kernel */
+    SQZ_KVAR_I8_MMA = 2,          /* CUDA: own mma.sync m16n8k32 kernel; x_f32 is quantized by a
+                                   * separate per-token kernel first */
+    SQZ_KVAR_I8_MMA_FUSED = 3,    /* CUDA: own mma kernel quantizing x_f32 in its prologue (needs x_f32) */
+    SQZ_KVAR_W4_MMA = 4,          /* CUDA: int4 dequantized in registers into mma.sync m16n8k16 fragments */
+    SQZ_KVAR_W4_DEQUANT_F16 = 5   /* CUDA: int4 -> fp16 scratch, then cuBLAS fp16 GEMM (fp32 accumulate) */
+} sqz_kernel_variant;
+
 /* Y = X . W^T (+ bias). x: (m, k) f32; w: (n, k) of w_dtype; bias: (n) f32 or NULL; y: (m, n) f32. */
 typedef struct sqz_matmul_args {
     int64_t m, n, k;
@@ -51,7 +66,14 @@ typedef struct sqz_matmul_args {
 /* Y[i][j] = x_scale[i] * w_scale[j] * sum_k X[i][k] * W[j][k], int32 accumulation.
  * When x_f32 is non-NULL the backend quantizes it per token (absmax / 127, round to
  * nearest even) into x / x_scale itself (fused prologue); otherwise x and x_scale are
- * given. y is f32 or f16 (y_dtype). */
+ * given. y is f32 or f16 (y_dtype).
+ * Exact definition, shared by every backend (kernels/cpu/gemm_ref.h is the reference):
+ * x_scale[i] = absmax_k(x_f32[i][k]) / 127 (IEEE division); x[i][k] = clamp(rint(x_f32[i][k]
+ * / x_scale[i]), -127, 127) (round half to even; 0 for a zero row); a row holding a NaN or
+ * an infinity gets x_scale NaN and x = 0, so all its outputs are NaN.
+ * y[i][j] = ((float)acc * x_scale[i]) * w_scale[j], rounded to f16 (RNE) when y is f16.
+ * k <= SQZ_GEMM_I8_MAX_K so that the int32 accumulator cannot overflow. */
+#define SQZ_GEMM_I8_MAX_K 131071 /* 131071 * 128 * 128 < 2^31 */
 typedef struct sqz_gemm_i8_args {
     int64_t m, n, k;
     const float *x_f32;    /* optional (m, k) */
@@ -61,15 +83,18 @@ typedef struct sqz_gemm_i8_args {
     const float *w_scale;  /* (n) */
     void *y;               /* (m, n) */
     sqz_dtype y_dtype;     /* SQZ_DTYPE_F32 or SQZ_DTYPE_F16 */
+    sqz_kernel_variant variant; /* SQZ_KVAR_AUTO (0): the backend picks per shape */
 } sqz_gemm_i8_args;
 
-/* Y = X . dequant(W)^T with W int4 per group along k, prepared by prepare_w4. */
+/* Y = X . dequant(W)^T with W int4 per group along k, prepared by prepare_w4; n and k
+ * must be those given to prepare_w4 (backends check). k is a multiple of 32. */
 typedef struct sqz_gemm_w4_args {
     int64_t m, n, k;
     const uint16_t *x;     /* (m, k) fp16 */
     const void *w;         /* prepared weights (backend layout) */
     void *y;               /* (m, n) */
     sqz_dtype y_dtype;     /* SQZ_DTYPE_F32 or SQZ_DTYPE_F16 */
+    sqz_kernel_variant variant; /* SQZ_KVAR_AUTO (0): the backend picks per shape */
 } sqz_gemm_w4_args;
 
 typedef struct sqz_backend_ops {
@@ -104,6 +129,62 @@ void sqz_backend_free(sqz_backend *b);
 
 /* True if the backend has the op for that weight dtype (slot present and supports() says so). */
 bool sqz_backend_supports(const sqz_backend *b, sqz_op op, sqz_dtype w_dtype);
+
+/* ---- CUDA device facts and kernel timing (what `sqz bench kernels` prints) ----------
+ * Built without CUDA: sqz_cuda_device_count() is 0 and the others return
+ * SQZ_ERR_UNSUPPORTED. */
+
+typedef struct sqz_cuda_device_info {
+    char name[256];
+    int cc_major, cc_minor;      /* compute capability */
+    int sm_count;
+    double sm_clock_ghz;         /* peak SM clock (cudaDevAttrClockRate) */
+    double mem_bandwidth_gbs;    /* theoretical DRAM bandwidth: 2 x memory clock x bus width */
+    size_t mem_bytes;            /* global memory */
+    size_t l2_bytes;             /* L2 cache */
+    /* Dense tensor-core peaks: sqz's per-architecture table of operations per SM per clock
+     * (docs/kernels.md) x SMs x clock; 0 when the architecture is not in the table. */
+    double peak_f16_tflops;      /* fp16 inputs, fp32 accumulate */
+    double peak_i8_tops;         /* int8 inputs, int32 accumulate */
+} sqz_cuda_device_info;
+
+/* Number of usable CUDA devices: 0 without CUDA support, driver or device. Never fails. */
+int sqz_cuda_device_count(void);
+/* Facts about `device` (0-based). SQZ_ERR_DEVICE with the CUDA error text on failure. */
+sqz_status sqz_cuda_device_info_get(int device, sqz_cuda_device_info *out);
+
+/* The kernels sqz_cuda_bench_gemm can time. Values are append-only. */
+typedef enum sqz_bench_kernel {
+    SQZ_BENCH_CUBLAS_F16 = 0,    /* baseline: cublasGemmEx fp16 x fp16 -> fp16, fp32 accumulate */
+    SQZ_BENCH_CUBLASLT_I8 = 1,   /* baseline: cuBLASLt IMMA int8 x int8 -> int32, no scales */
+    SQZ_BENCH_I8_LT = 2,         /* gemm_i8, SQZ_KVAR_I8_CUBLASLT (int8 in, f16 out, scales applied) */
+    SQZ_BENCH_I8_MMA = 3,        /* gemm_i8, SQZ_KVAR_I8_MMA (int8 in, f16 out) */
+    SQZ_BENCH_I8_MMA_FUSED = 4,  /* gemm_i8, SQZ_KVAR_I8_MMA_FUSED (f32 in, quantized in the prologue) */
+    SQZ_BENCH_W4_Q4_0 = 5,       /* gemm_w4, SQZ_KVAR_W4_MMA on Q4_0 weights, f16 out */
+    SQZ_BENCH_W4_Q4_1 = 6,       /* gemm_w4, SQZ_KVAR_W4_MMA on Q4_1 weights, f16 out */
+    SQZ_BENCH_W4_DEQUANT_F16 = 7,/* gemm_w4, SQZ_KVAR_W4_DEQUANT_F16 on Q4_0 weights, f16 out */
+    SQZ_BENCH_KERNEL_COUNT
+} sqz_bench_kernel;
+
+typedef struct sqz_bench_result {
+    double seconds;  /* median time of one call */
+    double ops;      /* 2 m n k */
+    double bytes;    /* minimum DRAM traffic of one call: inputs read once, output written once */
+    int calls;       /* calls timed */
+} sqz_bench_result;
+
+/* A short name of the kernel ("cublas_f16", "w4_q4_0"), or "invalid". */
+const char *sqz_bench_kernel_name(sqz_bench_kernel kernel);
+
+/* Times `kernel` on the CUDA backend `b` (from sqz_backend_cuda) for Y(m, n) = X(m, k) .
+ * W(n, k)^T on random data: the weights are replicated in as many buffers as it takes to
+ * exceed twice the L2 cache (at most 8) and used in turn so that they come from DRAM;
+ * after a warm-up, batches of calls are timed with CUDA events until min_seconds have
+ * passed; result->seconds is the median batch time per call. SQZ_ERR_UNSUPPORTED when the
+ * kernel cannot run that shape (e.g. cuBLASLt IMMA needs n and k multiples of 4),
+ * SQZ_ERR_NOMEM when the device memory does not suffice. */
+sqz_status sqz_cuda_bench_gemm(sqz_backend *b, sqz_bench_kernel kernel, int64_t m, int64_t n, int64_t k,
+                               double min_seconds, sqz_bench_result *result);
 
 #ifdef __cplusplus
 }

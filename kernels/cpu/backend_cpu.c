@@ -1,11 +1,18 @@
 /*
  * kernels/cpu/backend_cpu.c - the CPU backend: float GEMM through OpenBLAS.
  * Weights in f16/bf16 are widened to f32 in row panels so that memory stays bounded.
+ * W8A8 is exact (gemm_i8.c: AVX2, bit-identical to the scalar reference of gemm_ref.c);
+ * W4A16 keeps its weights in the same prepared layout as CUDA (w4_pack.h) and widens them
+ * in panels for sgemm.
  */
 #include <cblas.h>
+#include <limits.h>
 #include <stdlib.h>
 
 #include "core/internal.h"
+#include "kernels/cpu/gemm_i8.h"
+#include "kernels/cpu/gemm_ref.h"
+#include "kernels/cpu/w4_pack.h"
 #include "sqz/backend.h"
 
 typedef struct cpu_ctx {
@@ -15,6 +22,8 @@ typedef struct cpu_ctx {
 static bool cpu_supports(void *ctx, sqz_op op, sqz_dtype w) {
     (void)ctx;
     if (op == SQZ_OP_MATMUL) return w == SQZ_DTYPE_F32 || w == SQZ_DTYPE_F16 || w == SQZ_DTYPE_BF16;
+    if (op == SQZ_OP_GEMM_I8) return w == SQZ_DTYPE_I8;
+    if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
     return false;
 }
 
@@ -69,6 +78,95 @@ static sqz_status cpu_matmul(void *ctx, const sqz_matmul_args *a) {
     return SQZ_OK;
 }
 
+static sqz_status check_out_dtype(const char *op, sqz_dtype t) {
+    SQZ_RETURN_IF(t != SQZ_DTYPE_F32 && t != SQZ_DTYPE_F16, SQZ_ERR_INVALID_ARG,
+                  "CPU %s: output dtype %s (f32 or f16 expected)", op, sqz_dtype_name(t));
+    return SQZ_OK;
+}
+
+static sqz_status cpu_gemm_i8(void *ctx, const sqz_gemm_i8_args *a) {
+    (void)ctx;
+    SQZ_RETURN_IF(a->variant != SQZ_KVAR_AUTO, SQZ_ERR_UNSUPPORTED, "CPU gemm_i8: kernel variant %d (only auto)",
+                  (int)a->variant);
+    SQZ_RETURN_IF(a->m < 0 || a->n < 0 || a->k < 0, SQZ_ERR_INVALID_ARG, "CPU gemm_i8: negative dimension");
+    SQZ_TRY(check_out_dtype("gemm_i8", a->y_dtype));
+    SQZ_RETURN_IF(a->m > 0 && (!a->x || !a->x_scale || (a->n > 0 && (!a->w || !a->w_scale || !a->y))),
+                  SQZ_ERR_INVALID_ARG, "CPU gemm_i8: a NULL buffer");
+    if (a->x_f32) sqz_quantize_rows_i8_ref(a->x_f32, a->m, a->k, a->x, a->x_scale);
+    /* AVX2 when the CPU has it, bit-identical to sqz_gemm_i8_ref (kernels/cpu/gemm_i8.h) */
+    return sqz_gemm_i8_cpu(SQZ_I8_PATH_AUTO, a->m, a->n, a->k, a->x, a->x_scale, a->w, a->w_scale, a->y,
+                           a->y_dtype);
+}
+
+/* The CPU's prepared int4 weight: this header, then the layout of w4_pack.h. */
+enum { W4_HEADER = 64 };
+static const char w4_magic[8] = {'S', 'Q', 'Z', 'W', '4', 'C', 'P', 'U'};
+
+static sqz_status cpu_prepare_w4(void *ctx, const void *src, sqz_dtype t, int64_t n, int64_t k, void **prepared) {
+    *prepared = NULL;
+    sqz_w4_layout L;
+    SQZ_TRY(sqz_w4_layout_init(t, n, k, &L));
+    size_t bytes;
+    SQZ_RETURN_IF(!sqz__add_size(L.total, W4_HEADER, &bytes), SQZ_ERR_INVALID_ARG, "prepare_w4: size overflows");
+    uint8_t *p = cpu_alloc(ctx, bytes);
+    if (!p) return SQZ_ERR_NOMEM;
+    memset(p, 0, W4_HEADER);
+    memcpy(p, w4_magic, sizeof w4_magic);
+    sqz__wr_u32(p + 8, (uint32_t)t);
+    sqz__wr_u64(p + 16, (uint64_t)n);
+    sqz__wr_u64(p + 24, (uint64_t)k);
+    sqz_w4_pack(&L, src, p + W4_HEADER);
+    *prepared = p;
+    return SQZ_OK;
+}
+
+enum { W4_PANEL = 4 * SQZ_W4_TILE_N };
+
+static sqz_status cpu_gemm_w4(void *ctx, const sqz_gemm_w4_args *a) {
+    (void)ctx;
+    SQZ_RETURN_IF(a->variant != SQZ_KVAR_AUTO, SQZ_ERR_UNSUPPORTED, "CPU gemm_w4: kernel variant %d (only auto)",
+                  (int)a->variant);
+    SQZ_RETURN_IF(!a->w, SQZ_ERR_INVALID_ARG, "CPU gemm_w4: no prepared weights");
+    SQZ_TRY(check_out_dtype("gemm_w4", a->y_dtype));
+    const uint8_t *p = a->w;
+    SQZ_RETURN_IF(memcmp(p, w4_magic, sizeof w4_magic) != 0, SQZ_ERR_INVALID_ARG,
+                  "CPU gemm_w4: weights were not prepared by the CPU backend's prepare_w4");
+    const sqz_dtype t = (sqz_dtype)sqz__rd_u32(p + 8);
+    const int64_t n = (int64_t)sqz__rd_u64(p + 16), k = (int64_t)sqz__rd_u64(p + 24);
+    SQZ_RETURN_IF(n != a->n || k != a->k, SQZ_ERR_SHAPE,
+                  "CPU gemm_w4: weights prepared as (%lld, %lld), called with n = %lld, k = %lld", (long long)n,
+                  (long long)k, (long long)a->n, (long long)a->k);
+    SQZ_RETURN_IF(a->m < 0 || a->m > INT_MAX || n > INT_MAX || k > INT_MAX, SQZ_ERR_INVALID_ARG,
+                  "CPU gemm_w4: m = %lld out of range (BLAS takes int sizes)", (long long)a->m);
+    if (a->m == 0) return SQZ_OK;
+    SQZ_RETURN_IF(!a->x || !a->y, SQZ_ERR_INVALID_ARG, "CPU gemm_w4: a NULL buffer");
+    sqz_w4_layout L;
+    SQZ_TRY(sqz_w4_layout_init(t, n, k, &L));
+    size_t xn, yn, panel_n, total;
+    SQZ_RETURN_IF(!sqz__mul_size((size_t)a->m, (size_t)k, &xn) || !sqz__mul_size((size_t)a->m, (size_t)n, &yn) ||
+                      !sqz__mul_size(W4_PANEL, (size_t)k, &panel_n) || !sqz__add_size(xn, panel_n, &total) ||
+                      !sqz__add_size(total, a->y_dtype == SQZ_DTYPE_F16 ? yn : 0, &total) ||
+                      !sqz__mul_size(total, sizeof(float), &total),
+                  SQZ_ERR_INVALID_ARG, "CPU gemm_w4: sizes overflow");
+    float *xf = sqz__malloc(total);
+    if (!xf) return SQZ_ERR_NOMEM;
+    float *panel = xf + xn;
+    float *yf = a->y_dtype == SQZ_DTYPE_F32 ? (float *)a->y : panel + panel_n;
+    for (size_t i = 0; i < xn; i++) xf[i] = sqz_fp16_to_fp32(a->x[i]);
+    for (int64_t j0 = 0; j0 < n; j0 += W4_PANEL) {
+        const int64_t nj = n - j0 < W4_PANEL ? n - j0 : W4_PANEL;
+        sqz_w4_dequant_rows(&L, p + W4_HEADER, j0, nj, panel);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->m, (int)nj, (int)k, 1.0f, xf, (int)k, panel,
+                    (int)k, 0.0f, yf + j0, (int)n);
+    }
+    if (a->y_dtype == SQZ_DTYPE_F16) {
+        uint16_t *y = a->y;
+        for (size_t i = 0; i < yn; i++) y[i] = sqz_fp32_to_fp16(yf[i]);
+    }
+    free(xf);
+    return SQZ_OK;
+}
+
 static void cpu_destroy(void *ctx) { free(ctx); }
 
 static const sqz_backend_ops cpu_ops = {
@@ -80,9 +178,9 @@ static const sqz_backend_ops cpu_ops = {
     /* .download = */ cpu_copy,
     /* .synchronize = */ cpu_sync,
     /* .matmul = */ cpu_matmul,
-    /* .gemm_i8 = */ NULL,
-    /* .prepare_w4 = */ NULL,
-    /* .gemm_w4 = */ NULL,
+    /* .gemm_i8 = */ cpu_gemm_i8,
+    /* .prepare_w4 = */ cpu_prepare_w4,
+    /* .gemm_w4 = */ cpu_gemm_w4,
     /* .destroy = */ cpu_destroy,
 };
 

@@ -1,0 +1,60 @@
+/*
+ * kernels/cuda/backend_cuda.cuh - the CUDA backend's context and the helpers its kernel
+ * families share (device, stream, handles, scratch memory, registry of prepared int4
+ * weights). The public face is plain C: sqz_backend_cuda() in sqz/backend.h.
+ */
+#ifndef SQZ_KERNELS_CUDA_BACKEND_CUDA_CUH
+#define SQZ_KERNELS_CUDA_BACKEND_CUDA_CUH
+
+#include "kernels/cuda/cuda_common.cuh"
+
+struct sqz__lt_plan; /* gemm_i8_lt.cu */
+
+typedef struct sqz__w4_entry {
+    const void *ptr;      /* device pointer returned by prepare_w4 */
+    sqz_w4_layout layout; /* its shape and dtype */
+} sqz__w4_entry;
+
+enum { SQZ__LT_PLANS = 32, SQZ__I8_CHOICES = 64 };
+
+/* The W8A8 variant AUTO measured fastest for a shape (m rounded up to a power of two). */
+typedef struct sqz__i8_choice {
+    int64_t m_bucket, n, k;
+    int f32_input;
+    sqz_kernel_variant variant; /* SQZ_KVAR_AUTO: empty slot */
+} sqz__i8_choice;
+
+/* One context is driven by one host thread at a time (one stream, one scratch buffer). */
+typedef struct sqz_cuda_ctx {
+    int device;
+    int mem_pools;              /* cudaMallocAsync available (stream-ordered scratch) */
+    int cc_major, cc_minor;
+    int sm_count;
+    size_t smem_optin;          /* max dynamic shared memory per block */
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cublasLtHandle_t lt;
+    void *lt_ws;                /* cuBLASLt workspace */
+    size_t lt_ws_bytes;
+    void *scratch;              /* stream-ordered scratch for one op at a time */
+    size_t scratch_bytes;
+    struct sqz__lt_plan *plans; /* SQZ__LT_PLANS cached cuBLASLt plans */
+    int next_plan;
+    sqz__i8_choice i8_choices[SQZ__I8_CHOICES]; /* round-robin cache of AUTO's picks */
+    int next_choice;
+    sqz__w4_entry *w4;          /* prepared int4 weights owned by this context */
+    size_t n_w4, cap_w4;
+} sqz_cuda_ctx;
+
+/* Makes ctx's device current. */
+sqz_status sqz__cuda_enter(sqz_cuda_ctx *c);
+/* A scratch buffer of at least `bytes` (valid until the next call; stream-ordered). */
+sqz_status sqz__cuda_scratch(sqz_cuda_ctx *c, size_t bytes, void **out);
+/* The registered layout of a prepared int4 weight, or NULL. */
+const sqz__w4_entry *sqz__cuda_w4_find(const sqz_cuda_ctx *c, const void *ptr);
+/* Registers a device buffer holding a prepared int4 weight of layout L. */
+sqz_status sqz__cuda_w4_register(sqz_cuda_ctx *c, const void *ptr, const sqz_w4_layout *L);
+/* The context of a CUDA backend, or NULL when b is not one. */
+sqz_cuda_ctx *sqz__cuda_ctx_of(sqz_backend *b);
+
+#endif
