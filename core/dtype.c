@@ -46,6 +46,15 @@ INT_CONVERTERS(int16_t, i16)
 INT_CONVERTERS(int32_t, i32)
 INT_CONVERTERS(int64_t, i64)
 
+/* U4: the raw codes (their meaning needs the tensor's qparams, sqz/quant.h). */
+static void u4_to_f32(const void *src, float *dst, int64_t n) {
+    const uint8_t *s = src;
+    for (int64_t i = 0; i < n / 2; i++) {
+        dst[2 * i] = (float)(s[i] & 0x0F);
+        dst[2 * i + 1] = (float)(s[i] >> 4);
+    }
+}
+
 /* GGML type ids (ggml.h enum ggml_type), fixed by the GGUF format. */
 enum {
     GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q8_0 = 8, GGML_Q4_K = 12,
@@ -83,6 +92,7 @@ static const sqz_dtype_traits traits[SQZ_DTYPE_COUNT] = {
                        .st_name = "I64", .to_f32 = i64_to_f32},
     [SQZ_DTYPE_F64] = {.name = "f64", .block_size = 1, .type_size = 8, .gguf_type = GGML_F64,
                        .st_name = "F64", .is_float = true, .to_f32 = f64_to_f32, .from_f32 = f64_from_f32},
+    [SQZ_DTYPE_U4] = {.name = "u4", .block_size = 2, .type_size = 1, .gguf_type = -1, .to_f32 = u4_to_f32},
 };
 
 const sqz_dtype_traits *sqz_dtype_info(sqz_dtype t) {

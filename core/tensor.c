@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "sqz/quant.h"
 #include "sqz/tensor.h"
 
 static const char *const role_names[] = {
@@ -49,6 +50,11 @@ sqz_status sqz_tensor_to_f32(const sqz_tensor *t, float *dst) {
     SQZ_RETURN_IF(!tr || !tr->to_f32, SQZ_ERR_UNSUPPORTED, "tensor '%s': dtype %s has no float view",
                   t->name, sqz_dtype_name(t->dtype));
     SQZ_RETURN_IF(!t->data, SQZ_ERR_INVALID_ARG, "tensor '%s' has no data", t->name);
+    if (t->qp) { /* integer values + scales (sqz/quant.h, quant/formats.c) */
+        sqz_status st = sqz_qparams_to_f32(t->qp, t->dtype, t->data, t->nbytes, dst);
+        if (st != SQZ_OK) sqz__error_prefix("tensor '%s'", t->name);
+        return st;
+    }
     tr->to_f32(t->data, dst, sqz_tensor_nelements(t));
     return SQZ_OK;
 }

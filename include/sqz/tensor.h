@@ -78,6 +78,9 @@ typedef struct sqz_tensor {
     size_t nbytes;       /* exactly sqz_dtype_nbytes(dtype, nelements) */
     bool owned;          /* data is heap memory freed with the model (else borrowed from a mapping) */
     int32_t tied_to;     /* index of the tensor whose data this one shares (tied embeddings), or -1 */
+    const struct sqz_qparams *qp; /* scales / zero points / groups of a quantized weight whose dtype
+                                     holds only integer values (I8 per row, U4 per group; see
+                                     sqz/quant.h), owned by the model; NULL for every other tensor */
 } sqz_tensor;
 
 /* Number of elements (product of the shape). */
@@ -87,8 +90,8 @@ int64_t sqz_tensor_row_len(const sqz_tensor *t);
 /* Number of rows (product of all but the innermost dimension). */
 int64_t sqz_tensor_nrows(const sqz_tensor *t);
 
-/* Converts the whole tensor to float into dst, which holds nelements floats.
- * Returns SQZ_ERR_UNSUPPORTED for dtypes without a float view. */
+/* Converts the whole tensor to float into dst, which holds nelements floats (dequantizing
+ * through t->qp when it is set). Returns SQZ_ERR_UNSUPPORTED for dtypes without a float view. */
 sqz_status sqz_tensor_to_f32(const sqz_tensor *t, float *dst);
 
 /* Converts n elements from src (of dtype `from`) to dst (of dtype `to`), through float

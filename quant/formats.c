@@ -1,0 +1,318 @@
+/*
+ * quant/formats.c - sqz's quantized storage: qparams (I8 per row, U4 per group), their
+ * checks and dequantizers, format names, and sqz_qmatrix (alloc, dequantize, size, attach
+ * to a model). The layouts are documented in sqz/quant.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/blocks.h"
+#include "quant/quant_internal.h"
+
+/* ---- U4 packing -------------------------------------------------------------------------- */
+
+void sqz_u4_pack(const uint8_t *codes, int64_t n, uint8_t *packed) {
+    for (int64_t i = 0; i < n / 2; i++) packed[i] = (uint8_t)((codes[2 * i] & 0x0F) | (codes[2 * i + 1] << 4));
+}
+
+void sqz_u4_unpack(const uint8_t *packed, int64_t n, uint8_t *codes) {
+    for (int64_t i = 0; i < n / 2; i++) {
+        codes[2 * i] = packed[i] & 0x0F;
+        codes[2 * i + 1] = packed[i] >> 4;
+    }
+}
+
+/* ---- qparams ----------------------------------------------------------------------------- */
+
+static bool finite_nonneg_count(const float *v, int64_t n, bool nonzero) {
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(v[i]) || (nonzero && v[i] == 0.0f)) return false;
+    }
+    return true;
+}
+
+sqz_status sqz_qparams_check(const sqz_qparams *qp, sqz_dtype dtype, size_t nbytes, const char *what) {
+    const char *w = what ? what : "quantized weight";
+    SQZ_RETURN_IF(!qp, SQZ_ERR_INVALID_ARG, "%s: no quantization parameters", w);
+    SQZ_RETURN_IF(qp->n_out < 1 || qp->n_in < 1, SQZ_ERR_INVALID_ARG, "%s: shape (%lld, %lld)", w,
+                  (long long)qp->n_out, (long long)qp->n_in);
+    int64_t ne;
+    SQZ_RETURN_IF(!sqz__mul_i64(qp->n_out, qp->n_in, &ne), SQZ_ERR_INVALID_ARG, "%s: shape overflows", w);
+    size_t want;
+    if (qp->scheme == SQZ_QSCHEME_I8_ROW) {
+        SQZ_RETURN_IF(dtype != SQZ_DTYPE_I8, SQZ_ERR_INVALID_ARG, "%s: scheme i8_row stores i8, not %s", w,
+                      sqz_dtype_name(dtype));
+        SQZ_RETURN_IF(qp->group_size != qp->n_in || qp->n_groups != 1 || qp->zeros || qp->g_idx,
+                      SQZ_ERR_INVALID_ARG, "%s: i8_row has one group per row and no zero points", w);
+    } else if (qp->scheme == SQZ_QSCHEME_U4_GROUP) {
+        SQZ_RETURN_IF(dtype != SQZ_DTYPE_U4, SQZ_ERR_INVALID_ARG, "%s: scheme u4_group stores u4, not %s", w,
+                      sqz_dtype_name(dtype));
+        SQZ_RETURN_IF(qp->group_size < 2 || qp->group_size % 2 || qp->n_in % qp->group_size ||
+                          qp->n_groups != qp->n_in / qp->group_size,
+                      SQZ_ERR_INVALID_ARG, "%s: group size %d does not divide %lld columns into %lld groups", w,
+                      (int)qp->group_size, (long long)qp->n_in, (long long)qp->n_groups);
+    } else {
+        return SQZ_ERROR(SQZ_ERR_INVALID_ARG, "%s: unknown quantization scheme %d", w, (int)qp->scheme);
+    }
+    SQZ_RETURN_IF(!sqz_dtype_nbytes(dtype, ne, &want) || want != nbytes, SQZ_ERR_INVALID_ARG,
+                  "%s: %zu bytes of data, %lld x %lld %s values need %zu", w, nbytes, (long long)qp->n_out,
+                  (long long)qp->n_in, sqz_dtype_name(dtype), want);
+    int64_t ns;
+    SQZ_RETURN_IF(!sqz__mul_i64(qp->n_out, qp->n_groups, &ns), SQZ_ERR_INVALID_ARG, "%s: groups overflow", w);
+    SQZ_RETURN_IF(!qp->scales || !finite_nonneg_count(qp->scales, ns, false), SQZ_ERR_INVALID_ARG,
+                  "%s: scales missing or not finite", w);
+    if (qp->zeros) {
+        for (int64_t i = 0; i < ns; i++)
+            SQZ_RETURN_IF(qp->zeros[i] > 15, SQZ_ERR_INVALID_ARG, "%s: zero point %d at %lld exceeds 15", w,
+                          qp->zeros[i], (long long)i);
+    }
+    if (qp->g_idx) {
+        for (int64_t c = 0; c < qp->n_in; c++)
+            SQZ_RETURN_IF(qp->g_idx[c] < 0 || qp->g_idx[c] >= qp->n_groups, SQZ_ERR_INVALID_ARG,
+                          "%s: g_idx[%lld] = %d outside [0, %lld)", w, (long long)c, qp->g_idx[c],
+                          (long long)qp->n_groups);
+    }
+    SQZ_RETURN_IF(qp->act_mode != SQZ_ACT_FLOAT && qp->act_mode != SQZ_ACT_DYNAMIC_TOKEN &&
+                      qp->act_mode != SQZ_ACT_STATIC_TENSOR,
+                  SQZ_ERR_INVALID_ARG, "%s: unknown activation mode %d", w, (int)qp->act_mode);
+    if (qp->act_mode == SQZ_ACT_STATIC_TENSOR)
+        SQZ_RETURN_IF(!(qp->act_scale > 0.0f) || !isfinite(qp->act_scale), SQZ_ERR_INVALID_ARG,
+                      "%s: static activation scale %g must be positive", w, (double)qp->act_scale);
+    else
+        SQZ_RETURN_IF(qp->act_scale != 0.0f, SQZ_ERR_INVALID_ARG, "%s: activation scale set without static mode",
+                      w);
+    if (qp->in_scale)
+        SQZ_RETURN_IF(!finite_nonneg_count(qp->in_scale, qp->n_in, true), SQZ_ERR_INVALID_ARG,
+                      "%s: input scales must be finite and non-zero", w);
+    return SQZ_OK;
+}
+
+void sqz_qparams_rows_to_f32(const sqz_qparams *qp, const void *data, int64_t row0, int64_t n_rows, float *out) {
+    const int64_t n_in = qp->n_in;
+    if (qp->scheme == SQZ_QSCHEME_I8_ROW) {
+        const int8_t *q = (const int8_t *)data;
+        for (int64_t r = 0; r < n_rows; r++) {
+            const int8_t *qr = q + (row0 + r) * n_in;
+            const float s = qp->scales[row0 + r];
+            float *o = out + r * n_in;
+            for (int64_t c = 0; c < n_in; c++) o[c] = (float)qr[c] * s;
+        }
+        return;
+    }
+    const uint8_t *p = (const uint8_t *)data;
+    const int64_t ng = qp->n_groups, gs = qp->group_size;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const int64_t row = row0 + r;
+        const uint8_t *pr = p + row * (n_in / 2);
+        const float *sc = qp->scales + row * ng;
+        const uint8_t *zr = qp->zeros ? qp->zeros + row * ng : NULL;
+        float *o = out + r * n_in;
+        for (int64_t c = 0; c < n_in; c++) {
+            const int code = (c & 1) ? (pr[c >> 1] >> 4) : (pr[c >> 1] & 0x0F);
+            const int64_t g = qp->g_idx ? qp->g_idx[c] : c / gs;
+            const int z = zr ? zr[g] : 8;
+            o[c] = sc[g] * (float)(code - z);
+        }
+    }
+}
+
+sqz_status sqz_qparams_to_f32(const sqz_qparams *qp, sqz_dtype dtype, const void *data, size_t nbytes, float *out) {
+    SQZ_TRY(sqz_qparams_check(qp, dtype, nbytes, NULL));
+    sqz_qparams_rows_to_f32(qp, data, 0, qp->n_out, out);
+    return SQZ_OK;
+}
+
+/* ---- formats and targets ----------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    sqz_dtype dtype;
+} fmt_table[SQZ_QFMT_COUNT] = {
+    [SQZ_QFMT_I8] = {"i8", SQZ_DTYPE_I8},         [SQZ_QFMT_I4_SYM] = {"i4_sym", SQZ_DTYPE_U4},
+    [SQZ_QFMT_I4_ASYM] = {"i4_asym", SQZ_DTYPE_U4}, [SQZ_QFMT_Q8_0] = {"q8_0", SQZ_DTYPE_Q8_0},
+    [SQZ_QFMT_Q4_0] = {"q4_0", SQZ_DTYPE_Q4_0},     [SQZ_QFMT_Q4_1] = {"q4_1", SQZ_DTYPE_Q4_1},
+};
+
+const char *sqz_qformat_name(sqz_qformat f) {
+    return (unsigned)f < SQZ_QFMT_COUNT ? fmt_table[f].name : "invalid";
+}
+
+bool sqz_qformat_from_name(const char *name, sqz_qformat *out) {
+    for (int i = 0; i < SQZ_QFMT_COUNT; i++) {
+        if (strcmp(name, fmt_table[i].name) == 0) { *out = (sqz_qformat)i; return true; }
+    }
+    return false;
+}
+
+sqz_dtype sqz_qformat_dtype(sqz_qformat f) {
+    return (unsigned)f < SQZ_QFMT_COUNT ? fmt_table[f].dtype : SQZ_DTYPE_F32;
+}
+
+sqz_status sqz_qtarget_check(sqz_qtarget *t) {
+    SQZ_RETURN_IF((unsigned)t->fmt >= SQZ_QFMT_COUNT, SQZ_ERR_INVALID_ARG, "unknown quantization format %d",
+                  (int)t->fmt);
+    if (t->fmt == SQZ_QFMT_I4_SYM || t->fmt == SQZ_QFMT_I4_ASYM) {
+        SQZ_RETURN_IF(t->group != 32 && t->group != 64 && t->group != 128, SQZ_ERR_INVALID_ARG,
+                      "%s: group size %d (32, 64 or 128)", sqz_qformat_name(t->fmt), (int)t->group);
+    } else if (t->fmt == SQZ_QFMT_I8) {
+        t->group = 0;
+    } else {
+        t->group = 32;
+    }
+    return SQZ_OK;
+}
+
+bool sqz_qtarget_fits(const sqz_qtarget *t, int64_t n_in) {
+    if (n_in < 1 || (unsigned)t->fmt >= SQZ_QFMT_COUNT) return false;
+    if (t->fmt == SQZ_QFMT_I8) return true;
+    const int64_t g = t->fmt == SQZ_QFMT_I4_SYM || t->fmt == SQZ_QFMT_I4_ASYM ? t->group : 32;
+    return g > 0 && n_in % g == 0;
+}
+
+/* ---- sqz_qmatrix -------------------------------------------------------------------------- */
+
+void sqz_qmatrix_free(sqz_qmatrix *q) {
+    if (!q) return;
+    free(q->data);
+    free(q->scales_buf);
+    free(q->zeros_buf);
+    free(q->g_idx_buf);
+    free(q->in_scale_buf);
+    memset(q, 0, sizeof *q);
+}
+
+sqz_status sqz_qmatrix_alloc(sqz_qmatrix *q, const sqz_qtarget *target, int64_t n_out, int64_t n_in) {
+    memset(q, 0, sizeof *q);
+    sqz_qtarget t = *target;
+    SQZ_TRY(sqz_qtarget_check(&t));
+    SQZ_RETURN_IF(n_out < 1 || !sqz_qtarget_fits(&t, n_in), SQZ_ERR_SHAPE,
+                  "a (%lld, %lld) weight cannot be quantized to %s (group %d)", (long long)n_out, (long long)n_in,
+                  sqz_qformat_name(t.fmt), (int)t.group);
+    int64_t ne;
+    size_t nbytes;
+    q->dtype = sqz_qformat_dtype(t.fmt);
+    SQZ_RETURN_IF(!sqz__mul_i64(n_out, n_in, &ne) || !sqz_dtype_nbytes(q->dtype, ne, &nbytes), SQZ_ERR_SHAPE,
+                  "weight (%lld, %lld) too large", (long long)n_out, (long long)n_in);
+    q->target = t;
+    q->n_out = n_out;
+    q->n_in = n_in;
+    q->nbytes = nbytes;
+    q->data = sqz__malloc(nbytes ? nbytes : 1);
+    if (!q->data) return SQZ_ERR_NOMEM;
+    q->qp.n_out = n_out;
+    q->qp.n_in = n_in;
+    if (t.fmt == SQZ_QFMT_I8 || t.fmt == SQZ_QFMT_I4_SYM || t.fmt == SQZ_QFMT_I4_ASYM) {
+        const bool i8 = t.fmt == SQZ_QFMT_I8;
+        q->qp.scheme = i8 ? SQZ_QSCHEME_I8_ROW : SQZ_QSCHEME_U4_GROUP;
+        q->qp.group_size = i8 ? (int32_t)n_in : t.group;
+        q->qp.n_groups = i8 ? 1 : n_in / t.group;
+        const size_t ns = (size_t)n_out * (size_t)q->qp.n_groups; /* <= ne: no overflow */
+        q->scales_buf = sqz__calloc(ns, sizeof(float));
+        if (!q->scales_buf) { sqz_qmatrix_free(q); return SQZ_ERR_NOMEM; }
+        q->qp.scales = q->scales_buf;
+        if (t.fmt == SQZ_QFMT_I4_ASYM) {
+            q->zeros_buf = sqz__calloc(ns, 1);
+            if (!q->zeros_buf) { sqz_qmatrix_free(q); return SQZ_ERR_NOMEM; }
+            q->qp.zeros = q->zeros_buf;
+        }
+    }
+    return SQZ_OK;
+}
+
+sqz_status sqz_qmatrix_to_f32(const sqz_qmatrix *q, float *out) {
+    SQZ_RETURN_IF(!q->data, SQZ_ERR_INVALID_ARG, "quantized weight has no data");
+    if (q->qp.scheme != SQZ_QSCHEME_NONE) return sqz_qparams_to_f32(&q->qp, q->dtype, q->data, q->nbytes, out);
+    const sqz_dtype_traits *tr = sqz_dtype_info(q->dtype);
+    SQZ_RETURN_IF(!tr || !tr->to_f32, SQZ_ERR_UNSUPPORTED, "dtype %s has no float view", sqz_dtype_name(q->dtype));
+    tr->to_f32(q->data, out, q->n_out * q->n_in);
+    return SQZ_OK;
+}
+
+double sqz_qmatrix_bits_per_weight(const sqz_qmatrix *q) {
+    const double ne = (double)q->n_out * (double)q->n_in;
+    if (ne <= 0) return 0;
+    double bits = 8.0 * (double)q->nbytes;
+    if (q->qp.scheme == SQZ_QSCHEME_I8_ROW) bits += 32.0 * (double)q->n_out;             /* f32 scales */
+    if (q->qp.scheme == SQZ_QSCHEME_U4_GROUP) {
+        const double ng = (double)q->n_out * (double)q->qp.n_groups;
+        bits += 16.0 * ng;                                 /* fp16-exact scales */
+        if (q->qp.zeros) bits += 4.0 * ng;                 /* packed 4-bit zero points */
+        if (q->qp.g_idx) bits += 32.0 * (double)q->n_in;  /* int32 g_idx */
+    }
+    if (q->qp.in_scale) bits += 32.0 * (double)q->n_in;
+    return bits / ne;
+}
+
+sqz_status sqz_qmatrix_set_in_scale(sqz_qmatrix *q, const float *s) {
+    SQZ_RETURN_IF(q->qp.scheme == SQZ_QSCHEME_NONE, SQZ_ERR_UNSUPPORTED,
+                  "%s blocks cannot carry an input scale: fold the smoothing vector into the previous op",
+                  sqz_dtype_name(q->dtype));
+    for (int64_t i = 0; i < q->n_in; i++)
+        SQZ_RETURN_IF(!isfinite(s[i]) || s[i] == 0.0f, SQZ_ERR_INVALID_ARG, "input scale %lld is %g", (long long)i,
+                      (double)s[i]);
+    float *b = q->in_scale_buf ? q->in_scale_buf : sqz__malloc((size_t)q->n_in * sizeof(float));
+    if (!b) return SQZ_ERR_NOMEM;
+    memcpy(b, s, (size_t)q->n_in * sizeof(float));
+    q->in_scale_buf = b;
+    q->qp.in_scale = b;
+    return SQZ_OK;
+}
+
+/* One heap block holding the qparams and copies of its arrays (owned by the model). */
+static sqz_qparams *clone_qparams(const sqz_qparams *qp) {
+    const size_t ns = (size_t)qp->n_out * (size_t)qp->n_groups;
+    const size_t n_in = (size_t)qp->n_in;
+    size_t off_s = (sizeof(sqz_qparams) + 15) & ~(size_t)15;
+    size_t off_i = off_s + ns * sizeof(float);
+    size_t off_g = off_i + (qp->in_scale ? n_in * sizeof(float) : 0);
+    size_t off_z = off_g + (qp->g_idx ? n_in * sizeof(int32_t) : 0);
+    size_t total = off_z + (qp->zeros ? ns : 0);
+    uint8_t *b = sqz__malloc(total);
+    if (!b) return NULL;
+    sqz_qparams *c = (sqz_qparams *)(void *)b;
+    *c = *qp;
+    memcpy(b + off_s, qp->scales, ns * sizeof(float));
+    c->scales = (const float *)(void *)(b + off_s);
+    if (qp->in_scale) {
+        memcpy(b + off_i, qp->in_scale, n_in * sizeof(float));
+        c->in_scale = (const float *)(void *)(b + off_i);
+    }
+    if (qp->g_idx) {
+        memcpy(b + off_g, qp->g_idx, n_in * sizeof(int32_t));
+        c->g_idx = (const int32_t *)(void *)(b + off_g);
+    }
+    if (qp->zeros) {
+        memcpy(b + off_z, qp->zeros, ns);
+        c->zeros = b + off_z;
+    }
+    return c;
+}
+
+sqz_status sqz_qmatrix_attach(sqz_model *m, sqz_tensor *t, sqz_qmatrix *q) {
+    SQZ_RETURN_IF(!q->data, SQZ_ERR_INVALID_ARG, "tensor '%s': nothing to attach", t->name);
+    SQZ_RETURN_IF(t->ndim != 2 || t->shape[0] != q->n_out || t->shape[1] != q->n_in, SQZ_ERR_SHAPE,
+                  "tensor '%s': quantized weight is (%lld, %lld), the tensor is not", t->name, (long long)q->n_out,
+                  (long long)q->n_in);
+    const int64_t idx = t - m->tensors;
+    SQZ_RETURN_IF(idx < 0 || idx >= m->n_tensors, SQZ_ERR_INVALID_ARG, "tensor '%s' is not in this model", t->name);
+    SQZ_RETURN_IF(t->tied_to >= 0, SQZ_ERR_UNSUPPORTED, "tensor '%s' shares its data (tied): not quantized", t->name);
+    for (int64_t i = 0; i < m->n_tensors; i++)
+        SQZ_RETURN_IF(m->tensors[i].tied_to == idx, SQZ_ERR_UNSUPPORTED,
+                      "tensor '%s' is tied to '%s': not quantized", m->tensors[i].name, t->name);
+    sqz_qparams *qp = NULL;
+    if (q->qp.scheme != SQZ_QSCHEME_NONE) {
+        SQZ_TRY(sqz_qparams_check(&q->qp, q->dtype, q->nbytes, t->name));
+        qp = clone_qparams(&q->qp);
+        if (!qp) return SQZ_ERR_NOMEM;
+        SQZ_TRY(sqz_model_keep(m, qp)); /* frees qp on failure */
+    }
+    if (t->owned) free(t->data);
+    t->data = q->data;
+    t->owned = true;
+    t->nbytes = q->nbytes;
+    t->dtype = q->dtype;
+    t->qp = qp;
+    q->data = NULL;
+    sqz_qmatrix_free(q);
+    return SQZ_OK;
+}

@@ -1,0 +1,241 @@
+/*
+ * quant/gptq.c - GPTQ (Frantar, Ashkboos, Hoefler, Alistarh 2022; the IST-DASLab gptq.py
+ * fasterquant and AutoGPTQ): quantize the columns of W one at a time and spread each
+ * column's error over the columns not yet quantized, weighted by the inverse Hessian of the
+ * layer's input, H = X^T X (any positive scale: the damping is relative).
+ *
+ *   dead columns (H_jj = 0): H_jj = 1, W[:, j] = 0
+ *   act-order: columns by decreasing H_jj (stable)
+ *   H += percdamp * mean(diag H) * I;  U = chol(H^-1) upper       (cholesky.c, double)
+ *   for blocks of `blocksize` columns:                           (lazy batch updates)
+ *       for each column p of the block, each row r:
+ *           q = Q(w_rp) on the row's grid for that column's group
+ *           e = (w_rp - q) / U_pp;  w_r,p+1..block end -= e * U_p,p+1..
+ *       W[:, after the block] -= E . U[block, after the block]  (one sgemm)
+ *
+ * Grids (per row and group, grid.c): dynamic groups are built when a group starts, from the
+ * CURRENT (error-updated) weights of its columns; the reference builds them from the
+ * not-yet-updated matrix (W instead of W1 when the group starts inside a block), we use the
+ * values the rows really hold at that point. Static groups are built from the original W
+ * before any update (always for I8, whose grid is the whole row, and for GGUF targets with
+ * act-order, which cannot store a permutation). I4 with act-order and dynamic groups forms
+ * groups of consecutive columns in processing order and records g_idx (AutoGPTQ desc_act).
+ * GGUF targets pin each grid's anchors to their extreme codes (sqz/quant.h, the invariant).
+ *
+ * Rows are independent given U: within a block each row walks its columns in turn with the
+ * block's 128 x 128 corner of U in cache; across blocks the update is a GEMM.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/quant_internal.h"
+
+typedef struct gptq_ctx {
+    int64_t n;          /* columns */
+    const int64_t *perm; /* processing position -> original column */
+    const uint8_t *dead; /* by original column */
+    const float *u;     /* (n, n) upper factor of H^-1 in processing order */
+    sqz_qformat fmt;
+    int64_t gs, ng;     /* group columns, groups per row */
+    bool static_grids;
+    bool act_order;
+    int32_t blocksize;
+} gptq_ctx;
+
+/* argsort of diag(H) descending, ties by index (a stable order every libc agrees on). */
+typedef struct diag_key {
+    double d;
+    int64_t i;
+} diag_key;
+static int cmp_key(const void *a, const void *b) {
+    const diag_key *x = a, *y = b;
+    if (x->d != y->d) return x->d > y->d ? -1 : 1;
+    return x->i < y->i ? -1 : (x->i > y->i);
+}
+
+/* Builds U (float) and perm / dead for the shared input. Peak: n^2 doubles (the damped,
+ * permuted Hessian, factored in place) + n^2 floats (U). */
+static sqz_status prepare(const sqz_qstats *st, const sqz_quant_opts *o, float **u_out, int64_t **perm_out,
+                          uint8_t **dead_out) {
+    const int64_t n = st->n_in;
+    size_t nn;
+    SQZ_RETURN_IF(!sqz__mul_size((size_t)n, (size_t)n, &nn) || nn > ((size_t)1 << 34), SQZ_ERR_INVALID_ARG,
+                  "gptq: %lld input columns are too many for a dense Hessian", (long long)n);
+    double *work = sqz__malloc(nn * sizeof(double));
+    int64_t *perm = sqz__malloc((size_t)n * sizeof(int64_t));
+    uint8_t *dead = sqz__calloc((size_t)n, 1);
+    diag_key *keys = sqz__malloc((size_t)n * sizeof(diag_key));
+    float *u = NULL;
+    sqz_status s = SQZ_ERR_NOMEM;
+    if (!work || !perm || !dead || !keys) goto done;
+    double mean = 0;
+    for (int64_t j = 0; j < n; j++) {
+        const double d = st->xtx[j * n + j];
+        s = SQZ_ERROR(SQZ_ERR_NUMERIC, "gptq: Hessian diagonal %lld is %g", (long long)j, d);
+        if (!(d >= 0) || !isfinite(d)) goto done;
+        dead[j] = d == 0;
+        keys[j] = (diag_key){dead[j] ? 1.0 : d, j};
+        perm[j] = j;
+        mean += dead[j] ? 1.0 : d;
+    }
+    mean /= (double)n;
+    if (o->act_order) {
+        qsort(keys, (size_t)n, sizeof *keys, cmp_key);
+        for (int64_t j = 0; j < n; j++) perm[j] = keys[j].i;
+    }
+    double damp = o->percdamp * mean;
+    if (!(damp > 0)) damp = 1e-8 * (mean > 0 ? mean : 1.0);
+    for (int attempt = 0;; attempt++) { /* AutoGPTQ fails here; we raise the damping tenfold a few times */
+        for (int64_t a = 0; a < n; a++) { /* H[perm][perm], dead rows/columns -> identity, + damping */
+            const int64_t ia = perm[a];
+            for (int64_t b = 0; b < n; b++) {
+                const int64_t ib = perm[b];
+                work[a * n + b] = dead[ia] || dead[ib] ? (a == b ? 1.0 : 0.0) : st->xtx[ia * n + ib];
+            }
+            work[a * n + a] += damp;
+        }
+        sqz_clear_error();
+        s = sqz__chol_inverse_upper(work, n);
+        if (s != SQZ_ERR_NUMERIC || attempt == 4) break;
+        damp *= 10;
+    }
+    if (s != SQZ_OK) { sqz__error_prefix("gptq"); goto done; }
+    if (!(u = sqz__malloc(nn * sizeof(float)))) { s = SQZ_ERR_NOMEM; goto done; }
+    for (size_t i = 0; i < nn; i++) u[i] = (float)work[i];
+    *u_out = u;
+    *perm_out = perm;
+    *dead_out = dead;
+    perm = NULL;
+    dead = NULL;
+done:
+    free(work);
+    free(keys);
+    free(perm);
+    free(dead);
+    return s;
+}
+
+/* Group id and grid of the element at processing position p of row r. */
+static inline sqz__grid *grid_at(const gptq_ctx *c, sqz__grid *grids, int64_t r, int64_t p) {
+    const int64_t g = c->static_grids ? c->perm[p] / c->gs : p / c->gs;
+    return &grids[r * c->ng + g];
+}
+
+static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz_qmatrix *out) {
+    const int64_t n = c->n, B = c->blocksize;
+    float *wp = sqz__malloc((size_t)n_out * (size_t)n * sizeof(float));
+    int8_t *codes = sqz__malloc((size_t)n_out * (size_t)n);
+    sqz__grid *grids = sqz__malloc((size_t)n_out * (size_t)c->ng * sizeof(sqz__grid));
+    float *err = sqz__malloc((size_t)n_out * (size_t)B * sizeof(float));
+    float *tmp = sqz__malloc((size_t)n * sizeof(float));
+    if (!wp || !codes || !grids || !err || !tmp) {
+        free(wp); free(codes); free(grids); free(err); free(tmp);
+        return SQZ_ERR_NOMEM;
+    }
+    /* permuted, dead columns zeroed */
+    for (int64_t r = 0; r < n_out; r++)
+        for (int64_t p = 0; p < n; p++) {
+            const int64_t col = c->perm[p];
+            wp[r * n + p] = c->dead[col] ? 0.0f : w[r * n + col];
+        }
+    if (c->static_grids) { /* from the original (dead-zeroed) weights, in original column order */
+        for (int64_t r = 0; r < n_out; r++) {
+            for (int64_t p = 0; p < n; p++) tmp[c->perm[p]] = wp[r * n + p];
+            for (int64_t g = 0; g < c->ng; g++) sqz__grid_make(c->fmt, tmp + g * c->gs, (int)c->gs, &grids[r * c->ng + g]);
+        }
+    }
+    double loss = 0;
+    for (int64_t i1 = 0; i1 < n; i1 += B) {
+        const int64_t i2 = i1 + B < n ? i1 + B : n, cnt = i2 - i1;
+        for (int64_t r = 0; r < n_out; r++) {
+            float *wr = wp + r * n + i1;
+            float *er = err + r * cnt;
+            for (int64_t i = 0; i < cnt; i++) {
+                const int64_t p = i1 + i, col = c->perm[p];
+                if (!c->static_grids && p % c->gs == 0)
+                    sqz__grid_make(c->fmt, wr + i, (int)c->gs, &grids[r * c->ng + p / c->gs]);
+                const sqz__grid *g = grid_at(c, grids, r, p);
+                const float v = wr[i];
+                int code = sqz__grid_code(g, c->fmt, v);
+                /* anchors: the column (within its group, original order == processing order for
+                 * dynamic GGUF grids) that defined the grid takes the extreme code */
+                const int64_t within = c->static_grids ? col % c->gs : p % c->gs;
+                if (within == g->anchor[0]) code = g->anchor_code[0];
+                else if (within == g->anchor[1]) code = g->anchor_code[1];
+                const float q = sqz__grid_value(g, c->fmt, code);
+                codes[r * n + col] = (int8_t)code;
+                const float d = c->u[p * n + p];
+                const float e = (v - q) / d;
+                loss += 0.5 * (double)e * (double)e;
+                er[i] = e;
+                const float *urow = c->u + p * n + i1;
+                for (int64_t j = i + 1; j < cnt; j++) wr[j] -= e * urow[j];
+            }
+        }
+        if (i2 < n)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n_out, (int)(n - i2), (int)cnt, -1.0f, err,
+                        (int)cnt, c->u + i1 * n + i2, (int)n, 1.0f, wp + i2, (int)n);
+    }
+    sqz__encode(out, codes, grids);
+    out->loss = loss;
+    free(wp); free(codes); free(grids); free(err); free(tmp);
+    return SQZ_OK;
+}
+
+sqz_status sqz_quant_gptq(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
+                          sqz_qmatrix *out, float *smooth) {
+    SQZ_TRY(sqz__check_method_args("gptq", lin, n_lin, st, o, SQZ_QSTAT_XTX, smooth, false));
+    sqz_qtarget t = o->target;
+    SQZ_TRY(sqz_qtarget_check(&t));
+    const int64_t n = st->n_in;
+    const int64_t gs = sqz__group_cols(&t, n);
+    SQZ_RETURN_IF(o->blocksize < 1 || (t.fmt != SQZ_QFMT_I8 && o->blocksize % gs != 0), SQZ_ERR_INVALID_ARG,
+                  "gptq: block size %d must be a positive multiple of the group (%lld)", (int)o->blocksize,
+                  (long long)gs);
+    SQZ_RETURN_IF(!(o->percdamp >= 0), SQZ_ERR_INVALID_ARG, "gptq: damping %g", o->percdamp);
+    float act_scale = 0.0f;
+    if (o->act_mode == SQZ_ACT_STATIC_TENSOR) SQZ_TRY(sqz__act_scale_for(st, o, NULL, &act_scale));
+    const double t0 = sqz__now();
+    float *u = NULL;
+    int64_t *perm = NULL;
+    uint8_t *dead = NULL;
+    SQZ_TRY(prepare(st, o, &u, &perm, &dead));
+    const bool gguf = t.fmt == SQZ_QFMT_Q8_0 || t.fmt == SQZ_QFMT_Q4_0 || t.fmt == SQZ_QFMT_Q4_1;
+    gptq_ctx c = {.n = n, .perm = perm, .dead = dead, .u = u, .fmt = t.fmt, .gs = gs, .ng = n / gs,
+                  .static_grids = t.fmt == SQZ_QFMT_I8 || o->static_groups || (gguf && o->act_order),
+                  .act_order = o->act_order, .blocksize = o->blocksize};
+    const double t_prep = sqz__now() - t0;
+    sqz_status s = SQZ_OK;
+    int done = 0;
+    for (; done < n_lin; done++) {
+        const double t1 = sqz__now();
+        sqz_qmatrix *q = &out[done];
+        s = sqz_qmatrix_alloc(q, &t, lin[done].n_out, n);
+        if (s == SQZ_OK) s = gptq_one(&c, lin[done].w, lin[done].n_out, q);
+        if (s == SQZ_OK && !c.static_grids && o->act_order && !gguf) { /* I4 desc_act: groups by position */
+            q->g_idx_buf = sqz__malloc((size_t)n * sizeof(int32_t));
+            if (!q->g_idx_buf) s = SQZ_ERR_NOMEM;
+            for (int64_t p = 0; s == SQZ_OK && p < n; p++) q->g_idx_buf[perm[p]] = (int32_t)(p / gs);
+            q->qp.g_idx = q->g_idx_buf;
+        }
+        if (s != SQZ_OK) {
+            sqz_qmatrix_free(q);
+            if (lin[done].name) sqz__error_prefix("%s", lin[done].name);
+            break;
+        }
+        q->qp.act_mode = o->act_mode;
+        q->qp.act_scale = act_scale;
+        q->seconds = sqz__now() - t1 + t_prep / n_lin;
+    }
+    free(u);
+    free(perm);
+    free(dead);
+    if (s != SQZ_OK) {
+        for (int j = 0; j < done; j++) sqz_qmatrix_free(&out[j]);
+        return s;
+    }
+    if (smooth)
+        for (int64_t j = 0; j < n; j++) smooth[j] = 1.0f;
+    return SQZ_OK;
+}

@@ -1,0 +1,116 @@
+/*
+ * quant/quant_internal.h - what the files of quant/ share (not public).
+ *
+ * Grids: a "grid" is the (d, m, zero) of one group of one row under a target format, and the
+ * rule mapping a value to a code and a code back to the value the dequantizer produces.
+ * RTN uses the reference quantizers directly; GPTQ builds a grid when a group starts and
+ * quantizes column by column with it (grid.c).
+ */
+#ifndef SQZ_QUANT_INTERNAL_H
+#define SQZ_QUANT_INTERNAL_H
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "core/internal.h"
+#include "sqz/quant.h"
+
+/* v rounded to the nearest binary16, as a float (what a block or an fp16 scale stores). */
+static inline float sqz__fp16_round(float v) { return sqz_fp16_to_fp32(sqz_fp32_to_fp16(v)); }
+
+static inline double sqz__now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline int sqz__clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+/* rintf (round half to even) into an int, saturating far outside int8 range (NaN -> 0).
+ * Adding and subtracting 1.5 * 2^23 rounds |v| < 2^22 to an integer in the current (nearest-
+ * even) mode exactly as rintf does, without the libm call baseline x86-64 makes for rintf. */
+static inline int sqz__rint_sat(float v) {
+    if (!(v == v)) return 0;
+    if (v > 1e6f) return 1000000;
+    if (v < -1e6f) return -1000000;
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+    const float r = (v + 12582912.0f) - 12582912.0f; /* IEEE: not simplified without -ffast-math */
+    return (int)r;
+#else
+    return (int)rintf(v);
+#endif
+}
+
+/* ---- grids (grid.c) ---- */
+typedef struct sqz__grid {
+    float d;        /* the stored scale (fp16-exact for I4/Q formats; f32 for I8) */
+    float m;        /* Q4_1: the stored minimum; else 0 */
+    int zero;       /* I4: the zero point (8 when symmetric); else 0 */
+    int lo, hi;     /* code range */
+    int anchor[2];  /* GGUF formats: columns (within the group) forced to the extreme codes, or -1 */
+    int anchor_code[2];
+} sqz__grid;
+
+/* Grid of one group x[0..n) under format f, exactly as that format's reference quantizer
+ * chooses it (n is the group: 32 for Q formats, the group size for I4, the row for I8). */
+void sqz__grid_make(sqz_qformat f, const float *x, int n, sqz__grid *g);
+/* The code of value v on grid g (nearest stored value, clamped to the code range). */
+static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
+    if (g->d == 0.0f) return f == SQZ_QFMT_Q4_0 || f == SQZ_QFMT_I4_SYM ? 8 : g->zero;
+    int c;
+    if (f == SQZ_QFMT_Q4_1) c = sqz__rint_sat((v - g->m) / g->d);
+    else c = sqz__rint_sat(v / g->d) + g->zero;
+    return sqz__clampi(c, g->lo, g->hi);
+}
+
+/* The value the dequantizer produces for code c (bit-exact with the format's dequantizer). */
+static inline float sqz__grid_value(const sqz__grid *g, sqz_qformat f, int c) {
+    if (f == SQZ_QFMT_Q4_1) {
+        const float p = (float)c * g->d; /* exact: fp16 times a 4-bit integer */
+        return p + g->m;                 /* one rounding, as (q & 15) * d + m in the dequantizer */
+    }
+    return (float)(c - g->zero) * g->d;
+}
+
+/* Writes codes (one int8 per element, row-major (n_out, n_in)) and the grids (n_out, n_groups)
+ * into q's storage (blocks, packed nibbles, scales, zeros). */
+void sqz__encode(sqz_qmatrix *q, const int8_t *codes, const sqz__grid *grids);
+
+/* Group size of a target in columns (I8: n_in). */
+static inline int64_t sqz__group_cols(const sqz_qtarget *t, int64_t n_in) {
+    return t->fmt == SQZ_QFMT_I8 ? n_in : (int64_t)t->group;
+}
+
+/* Quantize-dequantize rows of w (n_out, n_in) with the target's reference quantizer into out
+ * (fake quantization: the values the stored weight would dequantize to). scratch: NULL or
+ * room for the encoded matrix (allocated otherwise). */
+sqz_status sqz__fake_quant(const float *w, int64_t n_out, int64_t n_in, const sqz_qtarget *t, float *out);
+
+/* Common argument checks of the methods: n_lin >= 1, weights present, st->n_in fits the target. */
+sqz_status sqz__check_method_args(const char *method, const sqz_qlinear *lin, int n_lin, const sqz_qstats *st,
+                                  const sqz_quant_opts *o, unsigned needs, float *smooth, bool smooths);
+
+/* The input rows the searches (AWQ, SmoothQuant) use: all of st->x when n_x <= max_search_rows
+ * (or max_search_rows <= 0), else max_search_rows evenly spaced rows copied into *owned (free it).
+ * NULL on out of memory. */
+const float *sqz__search_rows(const sqz_qstats *st, const sqz_quant_opts *o, int64_t *nx, float **owned);
+
+/* Sum of squared differences between X . A^T and X . B^T over the sample rows (n_x, n_in),
+ * A and B (n_out, n_in); ya and yb are scratch of n_x * n_out floats (ya may hold X . A^T
+ * already when have_ya). */
+double sqz__out_err2(const float *x, int64_t n_x, int64_t n_in, const float *a, const float *b, int64_t n_out,
+                     float *ya, float *yb, bool have_ya);
+
+/* The static activation scale (threshold / 127) of a layer's input for o->act_calib, from the
+ * statistics; with smooth (n_in, may be NULL) the input is x / smooth: MINMAX then uses
+ * max_j absmax_j / smooth_j exactly, PERCENTILE and KL a histogram of the smoothed sample rows. */
+sqz_status sqz__act_scale_for(const sqz_qstats *st, const sqz_quant_opts *o, const float *smooth, float *scale);
+
+/* ---- Cholesky helpers (cholesky.c) ---- */
+/* The upper Cholesky factor U of H^-1 (H^-1 = U^T U) for a symmetric positive definite
+ * H (n, n) double row-major, overwritten. SQZ_ERR_NUMERIC when H is not positive definite. */
+sqz_status sqz__chol_inverse_upper(double *h, int64_t n);
+
+#endif

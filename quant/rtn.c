@@ -1,0 +1,104 @@
+/*
+ * quant/rtn.c - round-to-nearest with each format's reference quantizer, and plain W8A8
+ * (INT8 weights per channel + static or dynamic activation scales, no smoothing).
+ *
+ * Q8_0/Q4_0/Q4_1 call llama.cpp's reference quantizers (core/quant_ref.c) so the bytes are
+ * exactly what llama-quantize writes without an importance matrix; I8 is
+ * sqz_quantize_rows_i8_ref, the weight quantizer of the W8A8 GEMM; I4 groups follow the grids
+ * of grid.c (documented in sqz/quant.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/blocks.h"
+#include "core/quant_ref.h"
+#include "kernels/cpu/gemm_ref.h"
+#include "quant/quant_internal.h"
+
+static void rtn_i4(const float *w, int64_t n_out, int64_t n_in, sqz_qmatrix *q) {
+    const sqz_qformat f = q->target.fmt;
+    const int64_t gs = q->qp.group_size, ng = q->qp.n_groups;
+    uint8_t *p = q->data;
+    for (int64_t r = 0; r < n_out; r++) {
+        const float *wr = w + r * n_in;
+        uint8_t *pr = p + r * (n_in / 2);
+        for (int64_t gi = 0; gi < ng; gi++) {
+            sqz__grid g;
+            sqz__grid_make(f, wr + gi * gs, (int)gs, &g);
+            q->scales_buf[r * ng + gi] = g.d;
+            if (q->zeros_buf) q->zeros_buf[r * ng + gi] = (uint8_t)g.zero;
+            for (int64_t c = gi * gs; c < (gi + 1) * gs; c += 2) {
+                const int c0 = sqz__grid_code(&g, f, wr[c]), c1 = sqz__grid_code(&g, f, wr[c + 1]);
+                pr[c / 2] = (uint8_t)(c0 | (c1 << 4));
+            }
+        }
+    }
+}
+
+/* llama.cpp's quantize_row_q8_0_ref, bit for bit, without a libm call per element: roundf
+ * (half away from zero) of |v| <= 127 * (1 + 2^-23) is the truncation plus one when the
+ * fraction is >= 0.5 (v - trunc(v) is exact). The test compares it with core/quant_ref.c. */
+static void q8_0_rows(const float *x, void *vy, int64_t n) {
+    sqz_block_q8_0 *y = vy;
+    for (int64_t i = 0; i < n / SQZ_QK8_0; i++) {
+        const float *xb = x + i * SQZ_QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < SQZ_QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = sqz_fp32_to_fp16(d);
+        for (int j = 0; j < SQZ_QK8_0; j++) {
+            const float v = xb[j] * id;
+            const int t = (int)v;
+            const float frac = v - (float)t;
+            y[i].qs[j] = (int8_t)(t + (frac >= 0.5f) - (frac <= -0.5f));
+        }
+    }
+}
+
+sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const sqz_qtarget *t, sqz_qmatrix *out) {
+    const double t0 = sqz__now();
+    memset(out, 0, sizeof *out);
+    for (int64_t i = 0; i < n_out * n_in; i++)
+        SQZ_RETURN_IF(!isfinite(w[i]), SQZ_ERR_NUMERIC, "rtn: the weight holds a NaN or an infinity (row %lld)",
+                      (long long)(n_in > 0 ? i / n_in : 0));
+    SQZ_TRY(sqz_qmatrix_alloc(out, t, n_out, n_in));
+    const int64_t ne = n_out * n_in;
+    switch (out->target.fmt) {
+    case SQZ_QFMT_I8: sqz_quantize_rows_i8_ref(w, n_out, n_in, out->data, out->scales_buf); break;
+    case SQZ_QFMT_I4_SYM:
+    case SQZ_QFMT_I4_ASYM: rtn_i4(w, n_out, n_in, out); break;
+    case SQZ_QFMT_Q8_0: q8_0_rows(w, out->data, ne); break;
+    case SQZ_QFMT_Q4_0: sqz_quantize_q4_0_ref(w, out->data, ne); break;
+    case SQZ_QFMT_Q4_1: sqz_quantize_q4_1_ref(w, out->data, ne); break;
+    default: sqz_qmatrix_free(out); return SQZ_ERROR(SQZ_ERR_INVALID_ARG, "rtn: unknown format");
+    }
+    for (int64_t r = 0; out->scales_buf && r < out->n_out * out->qp.n_groups; r++) {
+        if (!isfinite(out->scales_buf[r])) {
+            sqz_qmatrix_free(out);
+            return SQZ_ERROR(SQZ_ERR_NUMERIC, "rtn: a scale overflows (weights beyond the fp16 range)");
+        }
+    }
+    out->seconds = sqz__now() - t0;
+    return SQZ_OK;
+}
+
+sqz_status sqz_quant_rtn(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
+                         sqz_qmatrix *out, float *smooth) {
+    SQZ_TRY(sqz__check_method_args("rtn", lin, n_lin, st, o, 0, smooth, false));
+    float act_scale = 0.0f;
+    if (o->act_mode == SQZ_ACT_STATIC_TENSOR) SQZ_TRY(sqz__act_scale_for(st, o, NULL, &act_scale));
+    for (int i = 0; i < n_lin; i++) {
+        sqz_status s = sqz_quant_rtn_one(lin[i].w, lin[i].n_out, st->n_in, &o->target, &out[i]);
+        if (s != SQZ_OK) {
+            for (int j = 0; j < i; j++) sqz_qmatrix_free(&out[j]);
+            if (lin[i].name) sqz__error_prefix("%s", lin[i].name);
+            return s;
+        }
+        out[i].qp.act_mode = o->act_mode;
+        out[i].qp.act_scale = act_scale;
+    }
+    if (smooth)
+        for (int64_t j = 0; j < st->n_in; j++) smooth[j] = 1.0f;
+    return SQZ_OK;
+}

@@ -1,0 +1,355 @@
+/* tests/unit/test_quant_formats.c - quantized storage (I8 per row, U4 per group), RTN of every
+ * format against its scalar reference (exact bytes), dequantization, qparams checks, attaching
+ * to a real model (sqz_tensor_to_f32 and the runtime read it), the default policy, activation
+ * scales (minmax / percentile / KL) and the method table. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/blocks.h"
+#include "core/quant_ref.h"
+#include "kernels/cpu/gemm_ref.h"
+#include "real_weights.h"
+#include "sqz/quant.h"
+#include "test_util.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float rndn(void) { /* roughly N(0, 1) */
+    float s = 0;
+    for (int i = 0; i < 4; i++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        s += (float)(rng >> 40) / 16777216.0f - 0.5f;
+    }
+    return s * 1.732f;
+}
+
+static float fp16r(float v) { return sqz_fp16_to_fp32(sqz_fp32_to_fp16(v)); }
+
+/* The documented I4 grids, written out plainly as the oracle for rtn.c / grid.c. */
+static void oracle_i4(const float *w, int64_t n_out, int64_t n_in, int gs, int asym, uint8_t *codes, float *scales,
+                      uint8_t *zeros) {
+    const int64_t ng = n_in / gs;
+    for (int64_t r = 0; r < n_out; r++)
+        for (int64_t g = 0; g < ng; g++) {
+            const float *x = w + r * n_in + g * gs;
+            float s;
+            int z;
+            if (!asym) {
+                float amax = 0, m = 0;
+                for (int i = 0; i < gs; i++)
+                    if (fabsf(x[i]) > amax) { amax = fabsf(x[i]); m = x[i]; }
+                s = fp16r(m / -8.0f);
+                z = 8;
+            } else {
+                float lo = 0, hi = 0;
+                for (int i = 0; i < gs; i++) { lo = fminf(lo, x[i]); hi = fmaxf(hi, x[i]); }
+                s = fp16r((hi - lo) / 15.0f);
+                z = s != 0 ? (int)fminf(15, fmaxf(0, rintf(-lo / s))) : 0;
+            }
+            scales[r * ng + g] = s;
+            if (zeros) zeros[r * ng + g] = (uint8_t)z;
+            for (int i = 0; i < gs; i++) {
+                int c = s != 0 ? (int)rintf(x[i] / s) + z : (asym ? 0 : 8);
+                codes[r * n_in + g * gs + i] = (uint8_t)(c < 0 ? 0 : (c > 15 ? 15 : c));
+            }
+        }
+}
+
+static void test_u4_pack(void **state) {
+    (void)state;
+    const uint8_t codes[6] = {1, 2, 15, 0, 7, 8};
+    uint8_t p[3], back[6];
+    sqz_u4_pack(codes, 6, p);
+    assert_int_equal(p[0], 0x21); /* element 0 in the low nibble */
+    assert_int_equal(p[1], 0x0F);
+    assert_int_equal(p[2], 0x87);
+    sqz_u4_unpack(p, 6, back);
+    assert_memory_equal(codes, back, 6);
+    float f[6];
+    sqz_dtype_info(SQZ_DTYPE_U4)->to_f32(p, f, 6);
+    for (int i = 0; i < 6; i++) assert_true(f[i] == codes[i]);
+    size_t nb;
+    assert_true(sqz_dtype_nbytes(SQZ_DTYPE_U4, 6, &nb) && nb == 3);
+    assert_false(sqz_dtype_nbytes(SQZ_DTYPE_U4, 5, &nb));
+}
+
+/* Every format's RTN against its reference on real weights (stories260K wq: 5 x (64, 64) as one
+ * (320, 64) matrix, and w1 (860, 64)), plus a block of synthetic values with zeros and ties. */
+static void check_rtn_formats(const float *w, int64_t n_out, int64_t n_in) {
+    const int64_t ne = n_out * n_in;
+    float *deq = malloc((size_t)ne * 4), *ref = malloc((size_t)ne * 4);
+    for (int f = 0; f < SQZ_QFMT_COUNT; f++) {
+        const int groups[3] = {32, 64, 128};
+        for (int gi = 0; gi < 3; gi++) {
+            sqz_qtarget t = {(sqz_qformat)f, groups[gi]};
+            if (!sqz_qtarget_fits(&t, n_in)) continue;
+            if (gi > 0 && f != SQZ_QFMT_I4_SYM && f != SQZ_QFMT_I4_ASYM) continue;
+            sqz_qmatrix q, q2;
+            SQZ_ASSERT_OK(sqz_quant_rtn_one(w, n_out, n_in, &t, &q));
+            SQZ_ASSERT_OK(sqz_quant_rtn_one(w, n_out, n_in, &t, &q2));
+            assert_int_equal(q.nbytes, q2.nbytes); /* determinism */
+            assert_memory_equal(q.data, q2.data, q.nbytes);
+            void *rb = malloc(q.nbytes);
+            switch (f) {
+            case SQZ_QFMT_I8: {
+                float *sc = malloc((size_t)n_out * 4);
+                sqz_quantize_rows_i8_ref(w, n_out, n_in, rb, sc);
+                assert_memory_equal(q.qp.scales, sc, (size_t)n_out * 4);
+                for (int64_t i = 0; i < ne; i++) ref[i] = (float)((int8_t *)rb)[i] * sc[i / n_in];
+                free(sc);
+                break;
+            }
+            case SQZ_QFMT_Q8_0: sqz_quantize_q8_0_ref(w, rb, ne); sqz_dequantize_q8_0(rb, ref, ne); break;
+            case SQZ_QFMT_Q4_0: sqz_quantize_q4_0_ref(w, rb, ne); sqz_dequantize_q4_0(rb, ref, ne); break;
+            case SQZ_QFMT_Q4_1: sqz_quantize_q4_1_ref(w, rb, ne); sqz_dequantize_q4_1(rb, ref, ne); break;
+            default: {
+                const int asym = f == SQZ_QFMT_I4_ASYM;
+                const int64_t ng = n_in / t.group;
+                uint8_t *codes = malloc((size_t)ne), *zeros = malloc((size_t)(n_out * ng));
+                float *sc = malloc((size_t)(n_out * ng) * 4);
+                oracle_i4(w, n_out, n_in, t.group, asym, codes, sc, asym ? zeros : NULL);
+                sqz_u4_pack(codes, ne, rb);
+                assert_memory_equal(q.qp.scales, sc, (size_t)(n_out * ng) * 4);
+                if (asym) assert_memory_equal(q.qp.zeros, zeros, (size_t)(n_out * ng));
+                else assert_null(q.qp.zeros);
+                for (int64_t i = 0; i < ne; i++) {
+                    const int64_t g = (i % n_in) / t.group, r = i / n_in;
+                    ref[i] = sc[r * ng + g] * (float)(codes[i] - (asym ? zeros[r * ng + g] : 8));
+                    assert_true(sc[r * ng + g] == fp16r(sc[r * ng + g])); /* fp16-exact scales */
+                }
+                free(codes); free(zeros); free(sc);
+            }
+            }
+            assert_memory_equal(q.data, rb, q.nbytes);
+            SQZ_ASSERT_OK(sqz_qmatrix_to_f32(&q, deq));
+            assert_memory_equal(deq, ref, (size_t)ne * 4);
+            const double bpw = sqz_qmatrix_bits_per_weight(&q);
+            const double want[SQZ_QFMT_COUNT] = {8.0 + 32.0 / n_in, 4.0 + 16.0 / t.group, 4.0 + 20.0 / t.group,
+                                                 8.5, 4.5, 5.0};
+            assert_true(fabs(bpw - want[f]) < 1e-9);
+            free(rb);
+            sqz_qmatrix_free(&q);
+            sqz_qmatrix_free(&q2);
+        }
+    }
+    free(deq);
+    free(ref);
+}
+
+static void test_rtn_vs_reference(void **state) {
+    (void)state;
+    float *rw = sqz_rw_load();
+    if (!rw) { print_message("skipping: stories260K not found\n"); skip(); }
+    check_rtn_formats(rw + SQZ_RW_WQ, 320, 64);
+    check_rtn_formats(rw + SQZ_RW_W1, 860, 64);
+    check_rtn_formats(rw + SQZ_RW_W2, 64, 172); /* I8 only: 172 is no multiple of 32 */
+    free(rw);
+    /* zeros, ties, one-sign groups, a zero row */
+    float w[4 * 128];
+    for (int i = 0; i < 4 * 128; i++) w[i] = (i % 7 == 0) ? 0.0f : (float)((i % 19) - 9) * 0.25f;
+    for (int i = 128; i < 256; i++) w[i] = 0;
+    for (int i = 256; i < 384; i++) w[i] = fabsf(w[i]) + 0.5f;
+    check_rtn_formats(w, 4, 128);
+}
+
+static void test_qparams_check(void **state) {
+    (void)state;
+    const float w[2 * 64] = {1, -2, 3};
+    sqz_qmatrix q;
+    sqz_qtarget t = {SQZ_QFMT_I4_ASYM, 32};
+    SQZ_ASSERT_OK(sqz_quant_rtn_one(w, 2, 64, &t, &q));
+    SQZ_ASSERT_OK(sqz_qparams_check(&q.qp, q.dtype, q.nbytes, "x"));
+    assert_int_equal(sqz_qparams_check(&q.qp, q.dtype, q.nbytes - 1, "x"), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz_qparams_check(&q.qp, SQZ_DTYPE_I8, q.nbytes, "x"), SQZ_ERR_INVALID_ARG);
+    q.zeros_buf[1] = 16;
+    assert_int_equal(sqz_qparams_check(&q.qp, q.dtype, q.nbytes, "x"), SQZ_ERR_INVALID_ARG);
+    assert_non_null(strstr(sqz_last_error(), "zero point"));
+    q.zeros_buf[1] = 3;
+    int32_t g_idx[64] = {0};
+    g_idx[5] = 2;
+    q.qp.g_idx = g_idx;
+    assert_int_equal(sqz_qparams_check(&q.qp, q.dtype, q.nbytes, "x"), SQZ_ERR_INVALID_ARG);
+    g_idx[5] = 1;
+    SQZ_ASSERT_OK(sqz_qparams_check(&q.qp, q.dtype, q.nbytes, "x"));
+    q.qp.g_idx = NULL;
+    q.qp.act_mode = SQZ_ACT_STATIC_TENSOR;
+    assert_int_equal(sqz_qparams_check(&q.qp, q.dtype, q.nbytes, "x"), SQZ_ERR_INVALID_ARG);
+    q.qp.act_scale = 0.5f;
+    SQZ_ASSERT_OK(sqz_qparams_check(&q.qp, q.dtype, q.nbytes, "x"));
+    float s[64];
+    for (int i = 0; i < 64; i++) s[i] = 1.0f;
+    s[3] = 0;
+    assert_int_equal(sqz_qmatrix_set_in_scale(&q, s), SQZ_ERR_INVALID_ARG);
+    s[3] = 2;
+    SQZ_ASSERT_OK(sqz_qmatrix_set_in_scale(&q, s));
+    sqz_qmatrix_free(&q);
+    sqz_qmatrix_free(NULL);
+    /* GGUF blocks take no input scale; shapes must fit the group */
+    t = (sqz_qtarget){SQZ_QFMT_Q4_0, 0};
+    SQZ_ASSERT_OK(sqz_quant_rtn_one(w, 2, 64, &t, &q));
+    assert_int_equal(sqz_qmatrix_set_in_scale(&q, s), SQZ_ERR_UNSUPPORTED);
+    sqz_qmatrix_free(&q);
+    assert_int_equal(sqz_quant_rtn_one(w, 2, 48, &t, &q), SQZ_ERR_SHAPE);
+    t = (sqz_qtarget){SQZ_QFMT_I4_SYM, 48};
+    assert_int_equal(sqz_quant_rtn_one(w, 2, 48, &t, &q), SQZ_ERR_INVALID_ARG);
+    float bad[64] = {NAN};
+    t = (sqz_qtarget){SQZ_QFMT_I4_SYM, 32};
+    assert_int_equal(sqz_quant_rtn_one(bad, 1, 64, &t, &q), SQZ_ERR_NUMERIC);
+    /* names */
+    sqz_qformat f;
+    for (int i = 0; i < SQZ_QFMT_COUNT; i++) {
+        assert_true(sqz_qformat_from_name(sqz_qformat_name((sqz_qformat)i), &f));
+        assert_int_equal(f, i);
+    }
+    assert_false(sqz_qformat_from_name("q5_0", &f));
+}
+
+/* Attach I8 / U4 / Q4_0 results to stories260K, read them back through sqz_tensor_to_f32 and
+ * run the model: W8A16 keeps the greedy continuation close to the float model's. */
+static void test_attach_and_run(void **state) {
+    (void)state;
+    const char *path = sqz_test_data("models/stories260K/stories260K.bin");
+    SQZ_SKIP_UNLESS(path);
+    sqz_model *m;
+    SQZ_ASSERT_OK(sqz_model_open(path, NULL, &m));
+    const int32_t prompt[4] = {1, 403, 407, 261};
+    float *l0 = malloc(4 * 512 * sizeof(float)), *l1 = malloc(4 * 512 * sizeof(float));
+    sqz_session *s;
+    SQZ_ASSERT_OK(sqz_session_new(m, NULL, &s));
+    SQZ_ASSERT_OK(sqz_forward(s, prompt, 4, 0, 0, l0));
+    sqz_session_free(s);
+    int n_q = 0;
+    const sqz_qtarget targets[3] = {{SQZ_QFMT_I8, 0}, {SQZ_QFMT_I4_ASYM, 32}, {SQZ_QFMT_Q4_0, 32}};
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        sqz_tensor *t = &m->tensors[i];
+        const char *why = NULL;
+        const sqz_qtarget *tg = &targets[t->layer >= 0 ? t->layer % 3 : 0];
+        if (!sqz_quant_policy_wants(t, tg, NULL, &why)) {
+            if (t->role == SQZ_ROLE_FFN_DOWN) assert_non_null(strstr(why, "multiple")); /* 172 columns */
+            if (t->role == SQZ_ROLE_TOKEN_EMBD) assert_non_null(strstr(why, "embeddings"));
+            continue;
+        }
+        float *w = malloc((size_t)sqz_tensor_nelements(t) * 4), *back = malloc((size_t)sqz_tensor_nelements(t) * 4);
+        SQZ_ASSERT_OK(sqz_tensor_to_f32(t, w));
+        sqz_qmatrix q;
+        SQZ_ASSERT_OK(sqz_quant_rtn_one(w, t->shape[0], t->shape[1], tg, &q));
+        float *want = malloc((size_t)sqz_tensor_nelements(t) * 4);
+        SQZ_ASSERT_OK(sqz_qmatrix_to_f32(&q, want));
+        SQZ_ASSERT_OK(sqz_qmatrix_attach(m, t, &q));
+        assert_null(q.data);
+        assert_int_equal(t->dtype, sqz_qformat_dtype(tg->fmt));
+        assert_true((t->qp != NULL) == (tg->fmt != SQZ_QFMT_Q4_0));
+        SQZ_ASSERT_OK(sqz_tensor_to_f32(t, back));
+        assert_memory_equal(back, want, (size_t)sqz_tensor_nelements(t) * 4);
+        free(w); free(back); free(want);
+        n_q++;
+    }
+    assert_int_equal(n_q, 7 + 6 + 6 + 7 + 6); /* i8 layers 0, 3 take down (172 columns); i4 and q4_0 layers cannot */
+    SQZ_ASSERT_OK(sqz_session_new(m, NULL, &s));
+    SQZ_ASSERT_OK(sqz_forward(s, prompt, 4, 0, 0, l1));
+    sqz_session_free(s);
+    double num = 0, den = 0;
+    for (int i = 0; i < 4 * 512; i++) { num += (l0[i] - l1[i]) * (double)(l0[i] - l1[i]); den += l0[i] * (double)l0[i]; }
+    print_message("stories260K mixed i8/i4/q4_0 RTN: relative logit error %.4f\n", sqrt(num / den));
+    assert_true(sqrt(num / den) < 0.5);
+    free(l0);
+    free(l1);
+    sqz_model_free(m);
+}
+
+/* Activation scales: a Gaussian with a few outliers. */
+static void test_act_scales(void **state) {
+    (void)state;
+    const int64_t n = 200000;
+    float *x = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) x[i] = rndn();
+    for (int64_t i = 0; i < 20; i++) x[i * 997] = 40.0f + (float)i;
+    sqz_act_hist h;
+    sqz_act_hist_init(&h);
+    SQZ_ASSERT_OK(sqz_act_hist_add(&h, x, n / 2));
+    SQZ_ASSERT_OK(sqz_act_hist_add(&h, x + n / 2, n - n / 2)); /* may grow the range */
+    assert_true(h.total == (double)n);
+    double sum = 0;
+    for (int b = 0; b < h.n_bins; b++) sum += h.counts[b];
+    assert_true(sum == (double)n);
+    float t_max, t_pct, t_kl;
+    SQZ_ASSERT_OK(sqz_act_threshold(&h, SQZ_ACT_CALIB_MINMAX, 0, &t_max));
+    SQZ_ASSERT_OK(sqz_act_threshold(&h, SQZ_ACT_CALIB_PERCENTILE, 99.99, &t_pct));
+    SQZ_ASSERT_OK(sqz_act_threshold(&h, SQZ_ACT_CALIB_KL, 0, &t_kl));
+    print_message("thresholds: max %.3f, p99.99 %.3f, kl %.3f\n", t_max, t_pct, t_kl);
+    assert_true(t_max == 59.0f);
+    assert_true(t_pct > 3.0f && t_pct < 10.0f);
+    assert_true(t_kl > 2.0f && t_kl < t_max);
+    /* merging two halves gives the same counts as one histogram */
+    sqz_act_hist a, b;
+    sqz_act_hist_init(&a);
+    sqz_act_hist_init(&b);
+    SQZ_ASSERT_OK(sqz_act_hist_add(&a, x, n / 2));
+    SQZ_ASSERT_OK(sqz_act_hist_add(&b, x + n / 2, n - n / 2));
+    SQZ_ASSERT_OK(sqz_act_hist_merge(&a, &b));
+    assert_true(a.total == (double)n && a.absmax == h.absmax);
+    sqz_act_hist empty;
+    sqz_act_hist_init(&empty);
+    assert_int_equal(sqz_act_threshold(&empty, SQZ_ACT_CALIB_KL, 0, &t_kl), SQZ_ERR_INVALID_ARG);
+    sqz_act_hist_free(&a);
+    sqz_act_hist_free(&b);
+    sqz_act_hist_free(&h);
+    /* static quantization */
+    const float v[5] = {1.0f, -2.5f, 1000.0f, NAN, 0.25f};
+    int8_t q[5];
+    sqz_quantize_act_static(v, 1, 5, 0.5f, q);
+    assert_int_equal(q[0], 2);
+    assert_int_equal(q[1], -5);
+    assert_int_equal(q[2], 127);
+    assert_int_equal(q[3], 0);
+    assert_int_equal(q[4], 0); /* 0.5 rounds to even */
+    free(x);
+}
+
+static void test_method_table(void **state) {
+    (void)state;
+    int n;
+    const sqz_qmethod *t = sqz_qmethods(&n);
+    assert_int_equal(n, 5);
+    for (int i = 0; i < n; i++) {
+        assert_ptr_equal(sqz_qmethod_find(t[i].name), &t[i]);
+        assert_non_null(t[i].run);
+        assert_non_null(t[i].summary);
+    }
+    assert_null(sqz_qmethod_find("nope"));
+    assert_true(sqz_qmethod_find("gptq")->needs & SQZ_QSTAT_XTX);
+    assert_true(sqz_qmethod_find("awq")->smooths);
+    /* missing statistics are reported, not crashed on */
+    const float w[64] = {1};
+    sqz_qlinear lin = {w, 1, "x", false};
+    sqz_qstats st = {.n_in = 64};
+    sqz_quant_opts o = sqz_quant_default_opts();
+    sqz_qmatrix out = {0};
+    float smooth[64];
+    assert_int_equal(sqz_quant_gptq(&lin, 1, &st, &o, &out, smooth), SQZ_ERR_INVALID_ARG);
+    assert_non_null(strstr(sqz_last_error(), "Hessian"));
+    assert_int_equal(sqz_quant_awq(&lin, 1, &st, &o, &out, NULL), SQZ_ERR_INVALID_ARG);
+    o.target = (sqz_qtarget){SQZ_QFMT_Q4_0, 32};
+    o.act_mode = SQZ_ACT_DYNAMIC_TOKEN;
+    assert_int_equal(sqz_quant_rtn(&lin, 1, &st, &o, &out, smooth), SQZ_ERR_UNSUPPORTED);
+    o.act_mode = SQZ_ACT_FLOAT;
+    SQZ_ASSERT_OK(sqz_quant_rtn(&lin, 1, &st, &o, &out, smooth));
+    assert_true(smooth[0] == 1.0f && smooth[63] == 1.0f);
+    sqz_qmatrix_free(&out);
+    assert_int_equal(sqz_quant_imatrix(&lin, 1, &st, &o, &out, smooth), SQZ_ERR_INVALID_ARG);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_u4_pack),
+        cmocka_unit_test(test_rtn_vs_reference),
+        cmocka_unit_test(test_qparams_check),
+        cmocka_unit_test(test_attach_and_run),
+        cmocka_unit_test(test_act_scales),
+        cmocka_unit_test(test_method_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
