@@ -1,0 +1,273 @@
+/* cli/cmd_eval.c - `sqz eval MODEL --text FILE`: perplexity with llama.cpp's protocol, and with
+ * a base model (or its saved logits) the KL divergence, top-1 agreement and delta perplexity;
+ * for encoders, the cosine similarity of sentence embeddings against a base. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "sqz/tokenizer.h"
+
+void sqz_cmd_eval_usage(FILE *out) {
+    fprintf(out,
+            "usage: sqz eval MODEL --text FILE [--ctx N] [--chunks K] [--base BASE | --base-logits F]\n"
+            "                [--save-base F] [--json OUT] [--threads N] [--tokenizer FILE]\n"
+            "                [--dump-tokens F] [--stream-weights]\n\n"
+            "Decoders: perplexity of FILE as llama.cpp's perplexity tool computes it (the text is\n"
+            "tokenized once, cut into chunks of N tokens whose first token becomes BOS when the\n"
+            "vocabulary adds BOS, and the second half of each chunk is scored), with its standard\n"
+            "error. With a base: delta ppl, KL divergence (base || model: mean, 99th and 99.9th\n"
+            "percentiles, maximum), top-1 agreement and RMS of the change in p(next token).\n"
+            "Encoders: cosine similarity of the sentence embeddings of model and base over the\n"
+            "non-blank lines of FILE (mean, 1st percentile, minimum).\n\n"
+            "  --text FILE        the text (e.g. wiki.test.raw)\n"
+            "  --ctx N            chunk length (decoders, default 512) or longest sentence\n"
+            "                     (encoders, default 256 tokens, as sentence-transformers)\n"
+            "  --chunks K         evaluate the first K chunks (encoders: K lines) only\n"
+            "  --base BASE        the reference model\n"
+            "  --base-logits F    a base's logits saved with --save-base (same text, ctx, chunks)\n"
+            "  --save-base F      save the base's logits (the model's own without --base) to F\n"
+            "  --json OUT         write the report as JSON\n"
+            "  --threads N        CPU threads (default: all cores)\n"
+            "  --tokenizer FILE   llama2.c tokenizer.bin (default: beside the checkpoint)\n"
+            "  --dump-tokens F    write the text's token ids to F (int32 little-endian), to check\n"
+            "                     the numbers with another implementation\n"
+            "  --stream-weights   dequantize weights at every use instead of once (less memory)\n");
+}
+
+typedef struct eval_args {
+    const char *path, *text, *base, *base_logits, *save_base, *json, *tokpath, *dump;
+    int64_t ctx, chunks, threads;
+    bool stream;
+} eval_args;
+
+static bool parse_i64(const char *s, int64_t *v) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || end == s || *end) return false;
+    *v = x;
+    return true;
+}
+
+static int parse_args(int argc, char **argv, eval_args *a) {
+    memset(a, 0, sizeof *a);
+    a->ctx = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        bool has = i + 1 < argc;
+        if (!strcmp(o, "--text") && has) a->text = argv[++i];
+        else if (!strcmp(o, "--base") && has) a->base = argv[++i];
+        else if (!strcmp(o, "--base-logits") && has) a->base_logits = argv[++i];
+        else if (!strcmp(o, "--save-base") && has) a->save_base = argv[++i];
+        else if (!strcmp(o, "--json") && has) a->json = argv[++i];
+        else if (!strcmp(o, "--tokenizer") && has) a->tokpath = argv[++i];
+        else if (!strcmp(o, "--dump-tokens") && has) a->dump = argv[++i];
+        else if (!strcmp(o, "--stream-weights")) a->stream = true;
+        else if (!strcmp(o, "--ctx") && has) {
+            if (!parse_i64(argv[++i], &a->ctx) || a->ctx < 4 || a->ctx > (1 << 20))
+                return sqz_cli_usage_error("eval", "bad --ctx '%s' (4 or more)", argv[i]);
+        } else if (!strcmp(o, "--chunks") && has) {
+            if (!parse_i64(argv[++i], &a->chunks) || a->chunks < 1)
+                return sqz_cli_usage_error("eval", "bad --chunks '%s'", argv[i]);
+        } else if (!strcmp(o, "--threads") && has) {
+            if (!parse_i64(argv[++i], &a->threads) || a->threads < 0 || a->threads > 1024)
+                return sqz_cli_usage_error("eval", "bad --threads '%s'", argv[i]);
+        } else if (o[0] == '-' && o[1]) return sqz_cli_usage_error("eval", "unknown option or missing value '%s'", o);
+        else if (!a->path) a->path = o;
+        else return sqz_cli_usage_error("eval", "more than one MODEL given ('%s')", o);
+    }
+    if (!a->path) return sqz_cli_usage_error("eval", "no MODEL given");
+    if (!a->text) return sqz_cli_usage_error("eval", "no --text FILE given");
+    if (a->base && a->base_logits) return sqz_cli_usage_error("eval", "--base and --base-logits exclude each other");
+    return 0;
+}
+
+/* The resources of one run, freed together. */
+typedef struct eval_ctx {
+    sqz_model *m, *mb;
+    sqz_tokenizer *tok;
+    sqz_backend *be;
+    sqz_session *s, *sb;
+    char *text;
+    size_t text_len;
+    int32_t *ids;
+    size_t n_ids;
+    sqz_eval_result r;
+} eval_ctx;
+
+static void eval_ctx_free(eval_ctx *c) {
+    sqz_eval_result_free(&c->r);
+    sqz_session_free(c->s);
+    sqz_session_free(c->sb);
+    sqz_backend_free(c->be);
+    sqz_tokenizer_free(c->tok);
+    sqz_model_free(c->m);
+    sqz_model_free(c->mb);
+    free(c->text);
+    free(c->ids);
+}
+
+static sqz_status write_file(const char *path, const void *data, size_t n) {
+    sqz_outfile *f;
+    sqz_status st = sqz_outfile_open(path, &f);
+    if (st != SQZ_OK) return st;
+    st = sqz_outfile_write(f, data, n);
+    if (st != SQZ_OK) {
+        sqz_outfile_abort(f);
+        return st;
+    }
+    return sqz_outfile_commit(f);
+}
+
+static sqz_status dump_tokens(const char *path, const int32_t *ids, size_t n) {
+    uint8_t *b = malloc(n * 4 + 1);
+    if (!b) return SQZ_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)ids[i];
+        for (int k = 0; k < 4; k++) b[4 * i + (size_t)k] = (uint8_t)(u >> (8 * k));
+    }
+    sqz_status st = write_file(path, b, n * 4);
+    free(b);
+    return st;
+}
+
+static sqz_status new_session(const sqz_model *m, const eval_args *a, sqz_backend *be, int64_t max_tokens,
+                              sqz_session **s) {
+    sqz_session_opts so = sqz_session_default_opts();
+    so.n_threads = (int)a->threads;
+    so.max_tokens = max_tokens;
+    so.weights = a->stream ? SQZ_WEIGHTS_STREAM : SQZ_WEIGHTS_CACHE;
+    so.backend = be;
+    return sqz_session_new(m, &so, s);
+}
+
+static sqz_status open_session(const char *path, const eval_args *a, sqz_backend *be, int64_t max_tokens,
+                               sqz_model **m, sqz_session **s) {
+    sqz_open_opts oo = {.tokenizer_path = a->tokpath};
+    sqz_status st = sqz_model_open(path, &oo, m);
+    return st == SQZ_OK ? new_session(*m, a, be, max_tokens, s) : st;
+}
+
+static void print_decoder(const eval_args *a, const sqz_eval_result *r) {
+    printf("model        %s\n", a->path);
+    printf("text         %s: %lld tokens, ctx %lld, %lld chunks, %lld tokens scored\n", a->text,
+           (long long)r->n_tokens, (long long)r->ctx, (long long)r->n_chunks, (long long)r->tokens_scored);
+    printf("ppl          %.4f +/- %.4f\n", r->ppl, r->ppl_stderr);
+    if (r->has_base) {
+        printf("base         %s\n", a->base ? a->base : a->base_logits);
+        printf("ppl_base     %.4f +/- %.4f\n", r->ppl_base, r->ppl_base_stderr);
+        printf("delta_ppl    %+.4f (%+.3f%%)\n", r->delta_ppl, 100.0 * r->delta_ppl / r->ppl_base);
+        printf("kld          mean %.6f +/- %.6f  p99 %.6f  p99.9 %.6f  max %.6f\n", r->kld_mean, r->kld_stderr,
+               r->kld_p99, r->kld_p999, r->kld_max);
+        printf("same top     %.3f%%\n", 100.0 * r->top1_agree);
+        printf("rms dp       %.4f%%  (max %.4f%%)\n", 100.0 * r->rms_dp, 100.0 * r->max_dp);
+    }
+    printf("time         %.2f s, %.1f tokens/s\n", r->seconds, r->tokens_per_s);
+}
+
+static sqz_status eval_decoder(const eval_args *a, eval_ctx *c) {
+    int64_t ctx = a->ctx > 0 ? a->ctx : 512;
+    sqz_status st = sqz_tokenize(c->tok, c->text, c->text_len, true, &c->ids, &c->n_ids);
+    if (st == SQZ_OK && a->dump) st = dump_tokens(a->dump, c->ids, c->n_ids);
+    if (st == SQZ_OK) st = new_session(c->m, a, c->be, ctx, &c->s);
+    if (st == SQZ_OK && a->base) st = open_session(a->base, a, c->be, ctx, &c->mb, &c->sb);
+    if (st != SQZ_OK) return st;
+    sqz_eval_opts o = sqz_eval_default_opts();
+    o.ctx = ctx;
+    o.max_chunks = a->chunks;
+    o.base = c->sb;
+    o.base_logits = a->base_logits;
+    o.save_base = a->save_base;
+    int64_t n_chunks = (int64_t)c->n_ids / ctx;
+    if (a->chunks > 0 && a->chunks < n_chunks) n_chunks = a->chunks;
+    sqz_progress *p = sqz_progress_start("eval", n_chunks * ctx, "tokens");
+    o.progress = sqz_progress_cb;
+    o.progress_user = p;
+    st = sqz_eval_perplexity(c->s, c->ids, (int64_t)c->n_ids, &o, &c->r);
+    sqz_progress_end(p);
+    if (st == SQZ_OK) print_decoder(a, &c->r);
+    return st;
+}
+
+/* Encoders: one sequence per non-blank line of the text. */
+static sqz_status eval_encoder(const eval_args *a, eval_ctx *c) {
+    int64_t ctx = a->ctx > 0 ? a->ctx : 256;
+    sqz_status st = new_session(c->m, a, c->be, ctx, &c->s);
+    if (st == SQZ_OK) st = open_session(a->base, a, c->be, ctx, &c->mb, &c->sb);
+    int64_t cap = 64, n = 0;
+    int32_t **seqs = calloc((size_t)cap, sizeof *seqs);
+    int64_t *lens = calloc((size_t)cap, sizeof *lens);
+    if (!seqs || !lens) st = SQZ_ERR_NOMEM;
+    for (size_t i = 0; st == SQZ_OK && i < c->text_len && (a->chunks <= 0 || n < a->chunks);) {
+        size_t j = i;
+        while (j < c->text_len && c->text[j] != '\n') j++;
+        bool blank = true;
+        for (size_t k = i; k < j && blank; k++) blank = c->text[k] == ' ' || c->text[k] == '\t' || c->text[k] == '\r';
+        if (!blank) {
+            if (n == cap) {
+                cap *= 2;
+                int32_t **ns = realloc(seqs, (size_t)cap * sizeof *ns);
+                int64_t *nl = ns ? realloc(lens, (size_t)cap * sizeof *nl) : NULL;
+                if (ns) seqs = ns;
+                if (nl) lens = nl;
+                if (!ns || !nl) { st = SQZ_ERR_NOMEM; break; }
+            }
+            size_t len;
+            st = sqz_tokenize(c->tok, c->text + i, j - i, true, &seqs[n], &len);
+            if (st != SQZ_OK) break;
+            /* Truncate as sentence-transformers does, keeping the final [SEP]. */
+            if ((int64_t)len > ctx) {
+                seqs[n][ctx - 1] = seqs[n][len - 1];
+                len = (size_t)ctx;
+            }
+            lens[n++] = (int64_t)len;
+        }
+        i = j + 1;
+    }
+    if (st == SQZ_OK) st = sqz_eval_embeddings(c->s, c->sb, (const int32_t *const *)seqs, lens, n, &c->r);
+    for (int64_t i = 0; seqs && i < n; i++) free(seqs[i]);
+    free(seqs);
+    free(lens);
+    if (st == SQZ_OK) {
+        printf("model        %s\n", a->path);
+        printf("base         %s\n", a->base);
+        printf("text         %s: %lld sentences, %lld tokens\n", a->text, (long long)c->r.n_sentences,
+               (long long)c->r.n_tokens);
+        printf("cosine       mean %.6f  p1 %.6f  min %.6f\n", c->r.cos_mean, c->r.cos_p1, c->r.cos_min);
+        printf("time         %.2f s, %.1f tokens/s\n", c->r.seconds, c->r.tokens_per_s);
+    }
+    return st;
+}
+
+int sqz_cmd_eval(int argc, char **argv) {
+    eval_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc;
+    eval_ctx c;
+    memset(&c, 0, sizeof c);
+    sqz_open_opts oo = {.tokenizer_path = a.tokpath};
+    sqz_status st = sqz_read_file(a.text, (size_t)1 << 31, &c.text, &c.text_len);
+    if (st == SQZ_OK) st = sqz_backend_cpu((int)a.threads, &c.be);
+    if (st == SQZ_OK) st = sqz_model_open(a.path, &oo, &c.m);
+    if (st == SQZ_OK) st = sqz_tokenizer_new(&c.m->vocab, &c.tok);
+    if (st == SQZ_OK) {
+        if (c.m->hp.family == SQZ_FAMILY_BERT) {
+            if (!a.base) {
+                eval_ctx_free(&c);
+                return sqz_cli_usage_error("eval", "an encoder is evaluated against a base: give --base BASE");
+            }
+            st = eval_encoder(&a, &c);
+        } else {
+            st = eval_decoder(&a, &c);
+        }
+    }
+    if (st == SQZ_OK && a.json) {
+        char *j = sqz_eval_report_json(&c.r, a.path, a.base ? a.base : a.base_logits, a.text);
+        st = j ? write_file(a.json, j, strlen(j)) : SQZ_ERR_NOMEM;
+        free(j);
+    }
+    rc = st == SQZ_OK ? 0 : sqz_cli_fail(st);
+    eval_ctx_free(&c);
+    return rc;
+}

@@ -1,0 +1,77 @@
+/*
+ * runtime/llama.c - one decoder block of the llama family and the classifier head.
+ *
+ *   h = RMSNorm(x) * attn_norm
+ *   q = h Wq^T (+bq), k = h Wk^T (+bk), v = h Wv^T (+bv)      (biases: qwen2)
+ *   q, k rotated (RoPE, the model's row layout); k, v stored in the cache
+ *   x += Attention(q, K, V) Wo^T                              (causal, GQA)
+ *   h = RMSNorm(x) * ffn_norm
+ *   x += (silu(h Wg^T) * (h Wu^T)) Wd^T                       (SwiGLU)
+ * and the head: logits = RMSNorm(x) * output_norm . Wout^T, Wout = output or the
+ * token embedding when tied. This is modeling_llama.py's LlamaDecoderLayer and
+ * llama2.c's forward(), over a whole window at once.
+ */
+#include <string.h>
+
+#include "runtime/runtime_internal.h"
+
+#define ROLE_BIT(r) (1u << (unsigned)(r))
+
+/* y = x W^T (+ b) for the linear layer of role r (its bias when the model has one). */
+static sqz_status linear_role(sqz_session *s, sqz_role r, int32_t layer, const float *x, int64_t n, float *y) {
+    const float *b;
+    SQZ_TRY(sqz__param(s, r, layer, SQZ_PARAM_BIAS, &b));
+    return sqz__linear(s, x, n, sqz__st(s, r, layer, SQZ_PARAM_WEIGHT), b, y);
+}
+
+sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos) {
+    const sqz_hparams *hp = &s->m->hp;
+    const sqz_layer_dims *ld = &s->m->layers[layer];
+    int64_t d = s->d, hd = s->hd, qd = ld->n_heads * hd, kvd = ld->n_kv_heads * hd, ff = ld->d_ff;
+    float *kc = s->kcache + s->kv_off[layer] + pos * kvd, *vc = s->vcache + s->kv_off[layer] + pos * kvd;
+
+    SQZ_TRY(sqz__hook(s, SQZ_HOOK_BLOCK_IN, layer, 0, x, n, d, pos));
+
+    /* attention */
+    const float *w_an, *w_fn;
+    SQZ_TRY(sqz__param(s, SQZ_ROLE_ATTN_NORM, layer, SQZ_PARAM_WEIGHT, &w_an));
+    SQZ_TRY(sqz__param(s, SQZ_ROLE_FFN_NORM, layer, SQZ_PARAM_WEIGHT, &w_fn));
+    sqz__rmsnorm(s->pool, x, w_an, hp->norm_eps, n, d, s->h);
+    SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, layer,
+                      ROLE_BIT(SQZ_ROLE_ATTN_Q) | ROLE_BIT(SQZ_ROLE_ATTN_K) | ROLE_BIT(SQZ_ROLE_ATTN_V), s->h, n, d,
+                      pos));
+    SQZ_TRY(linear_role(s, SQZ_ROLE_ATTN_Q, layer, s->h, n, s->q));
+    SQZ_TRY(linear_role(s, SQZ_ROLE_ATTN_K, layer, s->h, n, kc));
+    SQZ_TRY(linear_role(s, SQZ_ROLE_ATTN_V, layer, s->h, n, vc));
+    sqz__rope(s->pool, s->q, qd, n, ld->n_heads, hd, pos, hp->rope_layout, s->rope_cos, s->rope_sin);
+    sqz__rope(s->pool, kc, kvd, n, ld->n_kv_heads, hd, pos, hp->rope_layout, s->rope_cos, s->rope_sin);
+    s->kv_valid[layer] = pos + n;
+    sqz__attention(s, layer, s->q, qd, n, pos, true, s->att, qd);
+    SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, layer, ROLE_BIT(SQZ_ROLE_ATTN_OUT), s->att, n, qd, pos));
+    SQZ_TRY(linear_role(s, SQZ_ROLE_ATTN_OUT, layer, s->att, n, s->h));
+    sqz__add(s->pool, x, s->h, n, d);
+
+    /* feed-forward */
+    sqz__rmsnorm(s->pool, x, w_fn, hp->norm_eps, n, d, s->h);
+    SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, layer, ROLE_BIT(SQZ_ROLE_FFN_GATE) | ROLE_BIT(SQZ_ROLE_FFN_UP), s->h, n,
+                      d, pos));
+    SQZ_TRY(linear_role(s, SQZ_ROLE_FFN_GATE, layer, s->h, n, s->ff_a));
+    SQZ_TRY(linear_role(s, SQZ_ROLE_FFN_UP, layer, s->h, n, s->ff_b));
+    sqz__silu_mul(s->pool, s->ff_a, s->ff_b, n, ff);
+    SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, layer, ROLE_BIT(SQZ_ROLE_FFN_DOWN), s->ff_a, n, ff, pos));
+    SQZ_TRY(linear_role(s, SQZ_ROLE_FFN_DOWN, layer, s->ff_a, n, s->h));
+    sqz__add(s->pool, x, s->h, n, d);
+
+    return sqz__hook(s, SQZ_HOOK_BLOCK_OUT, layer, 0, x, n, d, pos);
+}
+
+sqz_status sqz__llama_head(sqz_session *s, const float *x, int64_t n, int64_t logits_from, float *logits) {
+    int64_t d = s->d, rows = n - logits_from;
+    if (rows <= 0 || !logits) return SQZ_OK;
+    const float *w, *b;
+    SQZ_TRY(sqz__param(s, SQZ_ROLE_OUTPUT_NORM, -1, SQZ_PARAM_WEIGHT, &w));
+    SQZ_TRY(sqz__param(s, SQZ_ROLE_OUTPUT, -1, SQZ_PARAM_BIAS, &b));
+    sqz__rmsnorm(s->pool, x + logits_from * d, w, s->m->hp.norm_eps, rows, d, s->h);
+    SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, -1, ROLE_BIT(SQZ_ROLE_OUTPUT), s->h, rows, d, logits_from));
+    return sqz__linear(s, s->h, rows, s->classifier, b, logits);
+}

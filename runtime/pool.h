@@ -1,0 +1,28 @@
+/*
+ * runtime/pool.h - a small fork-join thread pool for the runtime's element-wise work
+ * and attention (matrix products run on OpenBLAS's own threads).
+ */
+#ifndef SQZ_RUNTIME_POOL_H
+#define SQZ_RUNTIME_POOL_H
+
+#include <stdint.h>
+
+#include "sqz/status.h"
+
+typedef struct sqz__pool sqz__pool;
+
+/* fn processes items [begin, end) on worker `thread` (0 = the calling thread). */
+typedef void (*sqz__pool_fn)(void *ctx, int64_t begin, int64_t end, int thread);
+
+/* A pool of n_threads threads counting the caller (n_threads - 1 are started). n_threads <= 0:
+ * the number of online cores. */
+sqz_status sqz__pool_new(int n_threads, sqz__pool **out);
+/* Joins and frees. NULL is fine. */
+void sqz__pool_free(sqz__pool *p);
+/* Threads including the caller. */
+int sqz__pool_threads(const sqz__pool *p);
+/* Runs fn over [0, n) split in chunks of at least `grain` items, and returns when all are done.
+ * Runs inline when one chunk covers everything. Not reentrant. */
+void sqz__pool_for(sqz__pool *p, int64_t n, int64_t grain, sqz__pool_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * runtime/runtime_internal.h - what the files of runtime/ share: the session and the
+ * helpers the llama and BERT passes are built from. Not public.
+ */
+#ifndef SQZ_RUNTIME_INTERNAL_H
+#define SQZ_RUNTIME_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/internal.h"
+#include "runtime/ops.h"
+#include "runtime/pool.h"
+#include "sqz/runtime.h"
+
+/* The tensors of one layer by (role, param), resolved once when the session is made. */
+typedef struct sqz__layer_tensors {
+    const sqz_tensor *t[SQZ_ROLE_COUNT][2];
+} sqz__layer_tensors;
+
+struct sqz_session {
+    const sqz_model *m;
+    sqz_backend *be;
+    bool own_be;
+    sqz__pool *pool;
+    int64_t max_tokens;
+    sqz_weight_mode wmode;
+    sqz_hook_fn hook;
+    void *hook_user;
+
+    sqz__layer_tensors *lt;      /* n_layers entries */
+    const sqz_tensor *glob[SQZ_ROLE_COUNT][2]; /* global tensors */
+    const sqz_tensor *classifier; /* OUTPUT, or TOKEN_EMBD when tied */
+
+    void **wcache;               /* per tensor index: float copy (f32) or NULL; matrices and vectors */
+    int64_t wcache_bytes;
+
+    /* dims: maxima over the layers */
+    int64_t d, hd, max_q, max_kv, max_ff;
+
+    float *rope_cos, *rope_sin;  /* (max_tokens, hd/2) */
+    float *kcache, *vcache;      /* per layer (max_tokens, kv_dim_l), at kv_off[l] */
+    int64_t *kv_off;
+    int64_t *kv_valid;           /* per layer: positions [0, kv_valid) hold keys/values */
+
+    /* scratch, each for max_tokens rows */
+    float *h;                    /* (T, d): normed input / block temporaries */
+    float *q;                    /* (T, max_q) */
+    float *att;                  /* (T, max_q): attention output */
+    float *ff_a, *ff_b;          /* (T, max_ff) */
+    float *scores;               /* (max_group * QB, T) attention scores of one query block */
+    float *qg;                   /* (max_group * QB, hd) gathered queries / attention output */
+    int64_t max_group;           /* largest n_heads / n_kv_heads over the layers */
+    float *panel;                /* stream mode: (PANEL_ROWS, max k) dequantized rows */
+    float *panel_out;            /* stream mode: (T, PANEL_ROWS) */
+    float *xq;                   /* (T, max_k): the input of a scheme-quantized layer, made on first use */
+    int64_t max_k;               /* the largest in_features among the matrices */
+    int64_t scratch_bytes;
+};
+
+enum {
+    SQZ__QBLOCK = 128,     /* queries per attention block (causal blocking) */
+    SQZ__PANEL_ROWS = 256, /* rows per dequantized panel in stream mode */
+};
+
+/* The tensor of (role, layer, param) from the session's tables; NULL if absent. layer -1: global. */
+const sqz_tensor *sqz__st(const sqz_session *s, sqz_role role, int32_t layer, sqz_param param);
+
+/* A 1-D parameter (norm weight, bias) as f32 in *out: the tensor's own data when f32, else a
+ * cached conversion. t NULL gives *out NULL and SQZ_OK. */
+sqz_status sqz__vec(sqz_session *s, const sqz_tensor *t, const float **out);
+/* sqz__vec of (role, layer, param). */
+sqz_status sqz__param(sqz_session *s, sqz_role role, int32_t layer, sqz_param param, const float **out);
+
+/* y (m, n) = x (m, k) . W^T + bias, W = t (n, k), through the backend; bias may be NULL.
+ * Handles weights of any dtype with a float view (cache or stream mode). */
+sqz_status sqz__linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, const float *bias, float *y);
+
+/* Checks every tensor once: quantization parameters (sqz_qparams_check), in_scale > 0, a float
+ * view for every dtype. */
+sqz_status sqz__check_weights(const sqz_session *s);
+
+/* Embedding rows: out[i] = row tokens[i] of t (any dtype), for n tokens (ids checked by caller). */
+sqz_status sqz__embed_rows(const sqz_tensor *t, const int32_t *tokens, int64_t n, float *out);
+
+/* Multi-head attention of n queries at positions [pos, pos+n) of layer `layer`:
+ * q (n, n_heads*hd) row stride ldq, keys/values from the layer's cache rows [0, pos+n),
+ * causal or not; out (n, n_heads*hd) row stride ldo. */
+void sqz__attention(sqz_session *s, int32_t layer, const float *q, int64_t ldq, int64_t n, int64_t pos, bool causal,
+                    float *out, int64_t ldo);
+
+/* Calls the hook, if any. */
+sqz_status sqz__hook(sqz_session *s, sqz_hook_point pt, int32_t layer, uint32_t roles, const float *x, int64_t n,
+                     int64_t dim, int64_t pos);
+
+/* The per-family passes (llama.c, bert.c). */
+sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos);
+sqz_status sqz__llama_head(sqz_session *s, const float *x, int64_t n, int64_t logits_from, float *logits);
+sqz_status sqz__bert_embed(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n, int64_t pos,
+                           float *x);
+sqz_status sqz__bert_block(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos);
+
+#endif
