@@ -21,7 +21,23 @@ typedef struct st_plan {
     char name[ST_NAME_CAP];
     sqz_dtype dtype;
     size_t nbytes;
+    int32_t ndim;                 /* the shape written (t's, or a part's) */
+    int64_t shape[SQZ_MAX_DIMS];
+    const sqz__st_part *part;     /* a part of an sqz-quantized weight (st_qpack.c), written as it is */
 } st_plan;
+
+/* The parts of the sqz-quantized weights of a plan (owned by the plan). */
+typedef struct st_parts {
+    sqz__st_part *p;
+    size_t n;
+} st_parts;
+
+static void parts_free(st_parts *ps) {
+    for (size_t i = 0; i < ps->n; i++) sqz__st_qpack_parts_free(&ps->p[i], 1);
+    free(ps->p);
+    ps->p = NULL;
+    ps->n = 0;
+}
 
 /* A growable string; ok turns false at the first allocation failure. */
 typedef struct sbuf {
@@ -69,11 +85,18 @@ static void sb_json_str(sbuf *b, const char *s) {
 }
 
 /* Which tensors are written, under which names and dtypes. */
-static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, st_plan **out, size_t *n_out) {
+static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, st_plan **out, size_t *n_out,
+                            st_parts *ps) {
     *out = NULL;
     *n_out = 0;
-    st_plan *plan = sqz__calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof *plan);
-    if (!plan) return SQZ_ERR_NOMEM;
+    size_t n_q = 0;
+    for (int64_t i = 0; i < m->n_tensors; i++) n_q += m->tensors[i].qp != NULL;
+    st_plan *plan = sqz__calloc((size_t)m->n_tensors + n_q * (SQZ__ST_MAX_PARTS - 1) + 1, sizeof *plan);
+    ps->p = n_q ? sqz__calloc(n_q * SQZ__ST_MAX_PARTS, sizeof *ps->p) : NULL;
+    if (!plan || (n_q && !ps->p)) {
+        free(plan);
+        return SQZ_ERR_NOMEM;
+    }
     size_t n = 0;
     sqz_status st = SQZ_OK;
     for (int64_t i = 0; i < m->n_tensors && st == SQZ_OK; i++) {
@@ -88,14 +111,39 @@ static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, st_plan 
                            "model", t->name, sqz_role_name(t->role), sqz_family_name(m->hp.family));
         else if (!t->data)
             st = SQZ_ERROR(SQZ_ERR_INVALID_ARG, "model.safetensors: tensor '%s' has no data", t->name);
+        else if (t->qp) { /* sqz's INT8 / INT4 layout: the values and side tensors, as they are */
+            int np = 0;
+            sqz__st_part *pp = ps->p + ps->n;
+            st = sqz__st_qpack_parts(t, pp, &np);
+            if (st == SQZ_OK) ps->n += (size_t)np;
+            char stem[ST_NAME_CAP]; /* p->name up to ".weight"; a copy, as q may alias p's array */
+            snprintf(stem, sizeof stem, "%.*s", (int)(strlen(p->name) - strlen("weight")), p->name);
+            for (int k = 0; k < np && st == SQZ_OK; k++) {
+                st_plan *q = &plan[n++];
+                q->t = t;
+                q->part = &pp[k];
+                q->dtype = pp[k].dtype;
+                q->nbytes = pp[k].nbytes;
+                q->ndim = pp[k].ndim;
+                q->shape[0] = pp[k].shape[0];
+                q->shape[1] = pp[k].shape[1];
+                if (k > 0 && (size_t)snprintf(q->name, sizeof q->name, "%s%s", stem, pp[k].suffix) >=
+                                 sizeof q->name)
+                    st = SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "model.safetensors: tensor '%s': name too long", t->name);
+            }
+        }
         else if (!sqz_dtype_nbytes(p->dtype, sqz_tensor_nelements(t), &p->nbytes))
             st = SQZ_ERROR(SQZ_ERR_SHAPE, "model.safetensors: tensor '%s': %" PRId64 " elements do not fit %s",
                            t->name, sqz_tensor_nelements(t), sqz_dtype_name(p->dtype));
-        else
+        else {
+            p->ndim = t->ndim;
+            memcpy(p->shape, t->shape, sizeof p->shape);
             n++;
+        }
     }
     if (st != SQZ_OK) {
         free(plan);
+        parts_free(ps);
         return st;
     }
     *out = plan;
@@ -112,7 +160,7 @@ static sqz_status make_header(const st_plan *plan, size_t n, sbuf *b, uint64_t *
         sb_put(b, ",", 1);
         sb_json_str(b, p->name);
         sb_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", sqz_dtype_info(p->dtype)->st_name);
-        for (int d = 0; d < p->t->ndim; d++) sb_printf(b, "%s%" PRId64, d ? "," : "", p->t->shape[d]);
+        for (int d = 0; d < p->ndim; d++) sb_printf(b, "%s%" PRId64, d ? "," : "", p->shape[d]);
         SQZ_RETURN_IF(off + p->nbytes < off, SQZ_ERR_SHAPE, "model.safetensors: data size overflows");
         sb_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + (uint64_t)p->nbytes);
         off += p->nbytes;
@@ -121,6 +169,26 @@ static sqz_status make_header(const st_plan *plan, size_t n, sbuf *b, uint64_t *
     while (b->ok && (8 + b->n) % 8 != 0) sb_put(b, " ", 1);
     if (!b->ok) return SQZ_ERR_NOMEM;
     *data_bytes = off;
+    return SQZ_OK;
+}
+
+/* A part of an sqz-quantized weight: its bytes, rows permuted with q/k when the rotary layouts
+ * differ (scales and zero points follow their rows; column vectors do not move). */
+static sqz_status export_part(const sqz_model *m, const st_plan *p, sqz_rope_layout rope, uint8_t *dst) {
+    const sqz_tensor *t = p->t;
+    const sqz__st_part *q = p->part;
+    const bool permute = q->per_row && (t->role == SQZ_ROLE_ATTN_Q || t->role == SQZ_ROLE_ATTN_K) &&
+                         rope != SQZ_ROPE_NONE && m->hp.rope_layout != SQZ_ROPE_NONE && rope != m->hp.rope_layout;
+    if (!permute) {
+        memcpy(dst, q->data, q->nbytes);
+        return SQZ_OK;
+    }
+    const int64_t heads = t->role == SQZ_ROLE_ATTN_Q ? m->layers[t->layer].n_heads : m->layers[t->layer].n_kv_heads;
+    const int64_t hd = m->hp.head_dim;
+    SQZ_RETURN_IF(q->shape[0] != heads * hd || hd % 2 != 0, SQZ_ERR_SHAPE,
+                  "tensor '%s': %lld rows are not %lld heads of %lld", t->name, (long long)q->shape[0],
+                  (long long)heads, (long long)hd);
+    sqz__rope_permute_rows(q->data, dst, heads, hd, q->nbytes / (size_t)q->shape[0], m->hp.rope_layout, rope);
     return SQZ_OK;
 }
 
@@ -145,7 +213,8 @@ static sqz_status write_weights(const sqz_model *m, const sqz_save_opts *o, cons
     uint64_t done = 0;
     if (st == SQZ_OK && o->progress) o->progress(o->progress_user, 0, (int64_t)total);
     for (size_t i = 0; i < n && st == SQZ_OK; i++) {
-        st = sqz__tensor_export(m, plan[i].t, plan[i].dtype, rope, buf, plan[i].nbytes, NULL);
+        if (plan[i].part) st = export_part(m, &plan[i], rope, buf);
+        else st = sqz__tensor_export(m, plan[i].t, plan[i].dtype, rope, buf, plan[i].nbytes, NULL);
         if (st != SQZ_OK) {
             sqz__error_prefix("model.safetensors");
             break;
@@ -193,7 +262,7 @@ static sqz_status write_side_files(const sqz_model *m, const st_plan *plan, size
     for (size_t i = 0; i < n; i++) {
         if (plan[i].t->role == SQZ_ROLE_TOKEN_EMBD && sqz_dtype_info(plan[i].dtype)->is_float) wd = plan[i].dtype;
     }
-    char *cfg = sqz__hf_config_write_dtype(m, wd);
+    char *cfg = sqz__st_qpack_config(m, sqz__hf_config_write_dtype(m, wd));
     if (!cfg) return SQZ_ERR_UNSUPPORTED; /* the generator's message says why */
     SQZ_TRY(write_generated(d, "config.json", cfg));
     if (m->hp.family == SQZ_FAMILY_LLAMA && (m->vocab.bos >= 0 || m->vocab.eos >= 0)) {
@@ -229,7 +298,8 @@ sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opt
     free(probe);
     st_plan *plan;
     size_t n;
-    st = make_plan(m, o, &plan, &n);
+    st_parts parts = {NULL, 0};
+    st = make_plan(m, o, &plan, &n, &parts);
     if (st != SQZ_OK) {
         sqz__error_prefix("%s", path);
         return st;
@@ -238,6 +308,7 @@ sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opt
     st = sqz_outdir_open(path, &d);
     if (st != SQZ_OK) {
         free(plan);
+        parts_free(&parts);
         return st;
     }
     st = write_weights(m, o, plan, n, d);
@@ -249,5 +320,6 @@ sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opt
         sqz_outdir_abort(d);
     }
     free(plan);
+    parts_free(&parts);
     return st;
 }
