@@ -14,7 +14,7 @@ bash scripts/build.sh release
 
 echo "== ASan+UBSan build"
 bash scripts/build.sh asan
-(cd build-asan && ctest --output-on-failure -j "$jobs")
+(cd build-asan && ctest --output-on-failure -j "$jobs" -LE heavy)
 
 echo "== fuzz harnesses (${SQZ_FUZZ_SECONDS:=20} s each)"
 bash scripts/build.sh fuzz

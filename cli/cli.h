@@ -23,5 +23,46 @@ int sqz_cmd_inspect(int argc, char **argv);
 void sqz_cmd_inspect_usage(FILE *out);
 int sqz_cmd_convert(int argc, char **argv);
 void sqz_cmd_convert_usage(FILE *out);
+int sqz_cmd_generate(int argc, char **argv);
+void sqz_cmd_generate_usage(FILE *out);
+int sqz_cmd_eval(int argc, char **argv);
+void sqz_cmd_eval_usage(FILE *out);
+/* `sqz bench eval` (cli/bench_eval.c), a row of the bench table; argv[0] is "eval". */
+int sqz_bench_eval(int argc, char **argv);
+void sqz_bench_eval_usage(FILE *out);
 
+/* ---- calibration and compression (cli/calib_common.c, cmd_calibrate.c, cmd_compress.c,
+ * report_html.c) ---- */
+int sqz_cmd_calibrate(int argc, char **argv);
+void sqz_cmd_calibrate_usage(FILE *out);
+int sqz_cmd_compress(int argc, char **argv);
+void sqz_cmd_compress_usage(FILE *out);
+/* `sqz bench compress` (cli/bench_compress.c), a row of the bench table; argv[0] is "compress". */
+int sqz_bench_compress(int argc, char **argv);
+void sqz_bench_compress_usage(FILE *out);
+
+/* The calibration options both commands take. */
+typedef struct sqz_cli_calib {
+    const char *text;       /* --calib FILE (alias --text) */
+    const char *tokenizer;  /* --tokenizer FILE (llama2.c) */
+    int64_t samples, ctx;   /* --calib-samples N, --calib-ctx T */
+    uint64_t seed;          /* --seed S */
+    int64_t sample_rows;    /* --sample-rows R; -1 = the command's default */
+    int threads;            /* --threads N */
+} sqz_cli_calib;
+void sqz_cli_calib_defaults(sqz_cli_calib *c);
+/* Consumes argv[*i] (and its value) when it is a calibration option: returns 0, or 2 after a
+ * usage error; -1 when argv[*i] is not one. */
+int sqz_cli_calib_option(const char *cmd, sqz_cli_calib *c, int argc, char **argv, int *i);
+/* Reads and tokenizes the text into windows and makes a session able to run them. */
+sqz_status sqz_cli_calib_open(const sqz_cli_calib *c, const sqz_model *m, sqz_backend *be, sqz_calib_windows *w,
+                              sqz_session **s);
+/* The compress report as a self-contained HTML page (inline SVG plot of the per-layer output
+ * error); malloc'd, NULL on out of memory. */
+char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const char *out);
+/* Writes a whole file atomically. */
+sqz_status sqz_cli_write_file(const char *path, const void *data, size_t n);
+
+int sqz_cmd_bench(int argc, char **argv);
+void sqz_cmd_bench_usage(FILE *out);
 #endif

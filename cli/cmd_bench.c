@@ -31,6 +31,8 @@ static const bench_sub subs[] = {
     {"kernels", "INT8 / INT4 GEMM kernels vs cuBLAS (GPU); CPU W8A8 reference and W4A16 vs OpenBLAS", bench_kernels,
      bench_kernels_usage},
     {"eval", "forward-pass throughput of the runtime vs OpenBLAS sgemm", sqz_bench_eval, sqz_bench_eval_usage},
+    {"compress", "RTN GB/s vs memcpy, GPTQ s/block vs RTN, peak memory of compress vs the checkpoint",
+     sqz_bench_compress, sqz_bench_compress_usage},
 };
 static const int n_subs = (int)(sizeof subs / sizeof subs[0]);
 

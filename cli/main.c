@@ -8,6 +8,14 @@
 static const sqz_cmd commands[] = {
     {"inspect", "show a checkpoint's architecture, parameters and tensors", sqz_cmd_inspect, sqz_cmd_inspect_usage},
     {"convert", "convert between llama2.c, GGUF and HF safetensors", sqz_cmd_convert, sqz_cmd_convert_usage},
+    {"generate", "generate text from a decoder (greedy at temperature 0)", sqz_cmd_generate, sqz_cmd_generate_usage},
+    {"eval", "perplexity, KL divergence and top-1 agreement against a base; embedding similarity", sqz_cmd_eval,
+     sqz_cmd_eval_usage},
+    {"calibrate", "run calibration text through a model and save the activation statistics", sqz_cmd_calibrate,
+     sqz_cmd_calibrate_usage},
+    {"compress", "quantize a model (int8, w8a8, int4, q4_0, ...; RTN, GPTQ, AWQ, SmoothQuant) with a report",
+     sqz_cmd_compress, sqz_cmd_compress_usage},
+    {"bench", "benchmarks: GEMM kernels (GPU and CPU) against cuBLAS / OpenBLAS", sqz_cmd_bench, sqz_cmd_bench_usage},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 

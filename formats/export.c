@@ -28,10 +28,11 @@ sqz_rope_layout sqz__target_rope(const sqz_model *m, sqz_format target) {
 static bool is_matrix_role(const sqz_tensor *t) { return t->param == SQZ_PARAM_WEIGHT && t->ndim == 2; }
 
 sqz_dtype sqz__export_dtype(const sqz_tensor *t, const sqz_save_opts *o, sqz_format target) {
-    sqz_dtype d = t->dtype;
+    /* sqz's INT8/INT4 schemes (t->qp) have no dtype of their own elsewhere: their dequantized values */
+    sqz_dtype d = t->qp ? SQZ_DTYPE_F32 : t->dtype;
     if (o->dtype >= 0) {
         const sqz_dtype_traits *want = sqz_dtype_info((sqz_dtype)o->dtype);
-        bool applies = target == SQZ_FORMAT_SAFETENSORS ? sqz_dtype_info(t->dtype)->is_float || sqz_dtype_info(t->dtype)->is_quantized
+        bool applies = target == SQZ_FORMAT_SAFETENSORS ? sqz_dtype_info(d)->is_float || sqz_dtype_info(d)->is_quantized
                                                         : is_matrix_role(t);
         if (applies && sqz_tensor_row_len(t) % want->block_size == 0) d = (sqz_dtype)o->dtype;
         else if (target == SQZ_FORMAT_GGUF && !is_matrix_role(t)) d = SQZ_DTYPE_F32;
@@ -60,6 +61,17 @@ void sqz__rope_permute_rows(const uint8_t *src, uint8_t *dst, int64_t n_heads, i
     (void)from;
 }
 
+/* sqz_convert of a tensor's values; a scheme-quantized tensor (t->qp) is dequantized first. */
+static sqz_status convert_values(const sqz_tensor *t, sqz_dtype to, void *dst, int64_t n, float *scratch) {
+    if (!t->qp) return sqz_convert(t->dtype, t->data, to, dst, n, scratch);
+    float *f = sqz__malloc((size_t)n * sizeof(float));
+    if (!f) return SQZ_ERR_NOMEM;
+    sqz_status s = sqz_tensor_to_f32(t, f);
+    if (s == SQZ_OK) s = sqz_convert(SQZ_DTYPE_F32, f, to, dst, n, scratch);
+    free(f);
+    return s;
+}
+
 sqz_status sqz__tensor_export(const sqz_model *m, const sqz_tensor *t, sqz_dtype to, sqz_rope_layout rope, void *dst,
                               size_t cap, float *scratch) {
     int64_t n = sqz_tensor_nelements(t);
@@ -69,7 +81,7 @@ sqz_status sqz__tensor_export(const sqz_model *m, const sqz_tensor *t, sqz_dtype
     bool permute = (t->role == SQZ_ROLE_ATTN_Q || t->role == SQZ_ROLE_ATTN_K) && rope != SQZ_ROPE_NONE &&
                    m->hp.rope_layout != SQZ_ROPE_NONE && rope != m->hp.rope_layout;
     if (!permute) {
-        sqz_status s = sqz_convert(t->dtype, t->data, to, dst, n, scratch);
+        sqz_status s = convert_values(t, to, dst, n, scratch);
         if (s != SQZ_OK) sqz__error_prefix("tensor '%s'", t->name);
         return s;
     }
@@ -81,7 +93,7 @@ sqz_status sqz__tensor_export(const sqz_model *m, const sqz_tensor *t, sqz_dtype
                   (long long)heads, (long long)hd);
     uint8_t *tmp = sqz__malloc(nb);
     if (!tmp) return SQZ_ERR_NOMEM;
-    sqz_status s = sqz_convert(t->dtype, t->data, to, tmp, n, scratch);
+    sqz_status s = convert_values(t, to, tmp, n, scratch);
     if (s == SQZ_OK) {
         sqz__rope_permute_rows(tmp, dst, heads, hd, nb / (size_t)t->shape[0], m->hp.rope_layout, rope);
     } else {

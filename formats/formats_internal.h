@@ -86,4 +86,42 @@ sqz_status sqz__tensor_export(const sqz_model *m, const sqz_tensor *t, sqz_dtype
 void sqz__rope_permute_rows(const uint8_t *src, uint8_t *dst, int64_t n_heads, int64_t head_dim, size_t row_bytes,
                             sqz_rope_layout from, sqz_rope_layout to);
 
+/* ---- sqz's quantized weights in safetensors (st_qpack.c; layout in docs/quantization.md) ---- */
+/* One tensor of the file a scheme-quantized weight is written as: the values under "P.weight",
+ * side tensors under "P.<suffix>". */
+typedef struct sqz__st_part {
+    char suffix[24];        /* "weight", "weight_scale", "weight_zero_point", "weight_g_idx", ... */
+    sqz_dtype dtype;
+    int32_t ndim;
+    int64_t shape[2];
+    void *data;             /* nbytes, little-endian, as written */
+    size_t nbytes;
+    bool owned;             /* data was allocated for the part (sqz__st_qpack_parts_free) */
+    bool per_row;           /* one row per output row: permuted with q/k rows */
+} sqz__st_part;
+#define SQZ__ST_MAX_PARTS 6
+/* The parts of tensor t (t->qp set), at most SQZ__ST_MAX_PARTS. */
+sqz_status sqz__st_qpack_parts(const sqz_tensor *t, sqz__st_part *parts, int *n);
+void sqz__st_qpack_parts_free(sqz__st_part *parts, int n);
+/* config.json text with "quantization_config" added when the model holds scheme-quantized
+ * tensors (cfg is freed; NULL with the error set on failure; cfg itself when there are none). */
+char *sqz__st_qpack_config(const sqz_model *m, char *cfg);
+/* True for a side tensor name (P.weight_scale, P.weight_zero_point, P.weight_g_idx,
+ * P.input_scale, P.input_smooth). */
+bool sqz__st_qpack_is_part(const char *name);
+/* True if config.json says quant_method "sqz". */
+bool sqz__st_qpack_enabled(const char *cfg, size_t len);
+/* A tensor entry of the files, for the reader. */
+typedef struct sqz__st_view {
+    const char *name;
+    sqz_dtype dtype;
+    int32_t ndim;
+    const int64_t *shape;
+    const uint8_t *data;
+    const char *file;
+} sqz__st_view;
+/* Attaches qparams to every weight of m that has side tensors among v[0..n), turning I32
+ * words into U4 codes; checks every side tensor's dtype, shape and values (SQZ_ERR_FORMAT). */
+sqz_status sqz__st_qpack_attach(sqz_model *m, const sqz__st_view *v, size_t n);
+
 #endif

@@ -375,7 +375,7 @@ static bool aliased(const st_set *s, const char *a, const char *b) {
     return false;
 }
 
-static sqz_status add_tensors(const st_set *s, sqz_model *m) {
+static sqz_status add_tensors(const st_set *s, sqz_model *m, bool qpack) {
     const sqz_family fam = m->hp.family;
     char embd_name[64], head_name[64];
     bool llama = fam == SQZ_FAMILY_LLAMA;
@@ -395,6 +395,7 @@ static sqz_status add_tensors(const st_set *s, sqz_model *m) {
         const st_entry *e = &s->e[i];
         sqz_tensor t;
         memset(&t, 0, sizeof t);
+        if (qpack && sqz__st_qpack_is_part(e->name)) continue; /* sqz's quantization side tensors */
         sqz__hf_name_kind k = sqz__hf_name_parse(fam, e->name, &t.role, &t.layer, &t.param);
         if (k == SQZ__HF_IGNORED) continue;
         SQZ_RETURN_IF(k != SQZ__HF_TENSOR, SQZ_ERR_FORMAT, "%s: tensor '%s': not a known %s tensor name", e->file,
@@ -430,6 +431,17 @@ static sqz_status add_tensors(const st_set *s, sqz_model *m) {
         }
     }
     return SQZ_OK;
+}
+
+/* sqz's quantized weights (st_qpack.c): scales and the rest from the side tensors. */
+static sqz_status attach_qpack(const st_set *s, sqz_model *m) {
+    sqz__st_view *v = sqz__calloc(s->n ? s->n : 1, sizeof *v);
+    if (!v) return SQZ_ERR_NOMEM;
+    for (size_t i = 0; i < s->n; i++)
+        v[i] = (sqz__st_view){s->e[i].name, s->e[i].dtype, s->e[i].ndim, s->e[i].shape, s->e[i].data, s->e[i].file};
+    sqz_status st = sqz__st_qpack_attach(m, v, s->n);
+    free(v);
+    return st;
 }
 
 /* tokenizer.json (+ tokenizer_config.json) from dir, if present. */
@@ -502,7 +514,9 @@ static sqz_status open_checkpoint(const char *path, sqz_model *m, st_set *s) {
     size_t len;
     st = sqz_read_file(cfg_path, MAX_CONFIG_BYTES, &cfg, &len);
     if (st == SQZ_OK) st = sqz__hf_config_read(cfg, len, cfg_path, m);
-    if (st == SQZ_OK) st = add_tensors(s, m);
+    const bool qpack = st == SQZ_OK && sqz__st_qpack_enabled(cfg, len);
+    if (st == SQZ_OK) st = add_tensors(s, m, qpack);
+    if (st == SQZ_OK && qpack) st = attach_qpack(s, m);
     if (st == SQZ_OK) st = read_tokenizer(dir, m);
     if (st == SQZ_OK && !m->name) {
         m->name = sqz__strdup(sqz__basename(is_dir ? dir : path));

@@ -1,0 +1,374 @@
+/*
+ * calib/compress.c - compressing one block: the linear layers grouped by shared input, a
+ * method of sqz/quant.h per group, smoothing vectors folded into the operation that
+ * produces the input, every compressed layer validated on calibration rows, the results
+ * attached to the model.
+ *
+ * Order (llama): o, down, q|k|v, gate|up. AWQ/SmoothQuant's vector s of o's input is folded
+ * into v's rows (only when every head has its own v: n_heads == n_kv_heads) and down's into
+ * up's rows (silu(g) * u / s = silu(g) * (u / s)); both must happen before v and up are
+ * quantized, hence o and down first. q|k|v and gate|up fold into the RMSNorm weight before
+ * them. (BERT: only v before o; down reads gelu(up), which does not commute with a scale.)
+ * Where no fold is possible the vector stays as the layer's in_scale (sqz formats) or,
+ * for GGUF blocks which cannot carry it, AWQ searches no scale (alpha 0, its clipping search
+ * still runs). llm-awq's auto_scale_block makes the same choices.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "calib/calib_internal.h"
+
+int sqz__block_groups(const sqz_model *m, int32_t layer, sqz__lgroup *g) {
+    const sqz_layer_dims *ld = &m->layers[layer];
+    const bool mha = ld->n_heads == ld->n_kv_heads;
+    int n = 0;
+    if (m->hp.family == SQZ_FAMILY_BERT) {
+        /* post-norm: the inputs of q|k|v and up are also the residual stream, and down reads
+         * gelu(up): nothing to fold into but v (before o, one v row per o input: MHA) */
+        g[n++] = (sqz__lgroup){{SQZ_ROLE_ATTN_OUT}, 1, mha ? SQZ__FOLD_LINEAR : SQZ__FOLD_NONE,
+                               mha ? SQZ_ROLE_ATTN_V : SQZ_ROLE_COUNT};
+        g[n++] = (sqz__lgroup){{SQZ_ROLE_FFN_DOWN}, 1, SQZ__FOLD_NONE, SQZ_ROLE_COUNT};
+        g[n++] = (sqz__lgroup){{SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V}, 3, SQZ__FOLD_NONE, SQZ_ROLE_COUNT};
+        g[n++] = (sqz__lgroup){{SQZ_ROLE_FFN_UP}, 1, SQZ__FOLD_NONE, SQZ_ROLE_COUNT};
+        return n;
+    }
+    g[n++] = (sqz__lgroup){{SQZ_ROLE_ATTN_OUT}, 1, mha ? SQZ__FOLD_LINEAR : SQZ__FOLD_NONE,
+                           mha ? SQZ_ROLE_ATTN_V : SQZ_ROLE_COUNT};
+    g[n++] = (sqz__lgroup){{SQZ_ROLE_FFN_DOWN}, 1, SQZ__FOLD_LINEAR, SQZ_ROLE_FFN_UP};
+    g[n++] = (sqz__lgroup){{SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V}, 3, SQZ__FOLD_NORM, SQZ_ROLE_ATTN_NORM};
+    g[n++] = (sqz__lgroup){{SQZ_ROLE_FFN_GATE, SQZ_ROLE_FFN_UP}, 2, SQZ__FOLD_NORM, SQZ_ROLE_FFN_NORM};
+    return n;
+}
+
+sqz_status sqz__tensor_set_f32(sqz_model *m, sqz_tensor *t, const float *values) {
+    const int64_t n = sqz_tensor_nelements(t), idx = t - m->tensors;
+    SQZ_RETURN_IF(t->tied_to >= 0, SQZ_ERR_UNSUPPORTED, "tensor '%s' shares its data: cannot rewrite it", t->name);
+    for (int64_t i = 0; i < m->n_tensors; i++)
+        SQZ_RETURN_IF(m->tensors[i].tied_to == idx, SQZ_ERR_UNSUPPORTED,
+                      "tensor '%s' is tied to '%s': cannot rewrite it", m->tensors[i].name, t->name);
+    float *d = sqz__malloc((size_t)n * sizeof(float));
+    if (!d) return SQZ_ERR_NOMEM;
+    memcpy(d, values, (size_t)n * sizeof(float));
+    if (t->owned) free(t->data);
+    t->data = d;
+    t->owned = true;
+    t->dtype = SQZ_DTYPE_F32;
+    t->nbytes = (size_t)n * sizeof(float);
+    t->qp = NULL;
+    return SQZ_OK;
+}
+
+/* Drops the whole pages of [p, p + n) from the resident set: the source data of a tensor that
+ * now holds its compressed version. Borrowed tensor data (owned == false) always lies in a
+ * read-only private file mapping (sqz/tensor.h), whose clean pages MADV_DONTNEED only unmaps
+ * (a later access reads them from the file again), so nothing is lost; it keeps the memory
+ * of a compress run near one block of the source plus the compressed model instead of the
+ * whole checkpoint. (MADV_PAGEOUT leaves page-cache pages resident on current kernels.) */
+static void release_pages(const void *p, size_t n) {
+    const long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0 || !p) return;
+    uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+    uintptr_t b = ((uintptr_t)p + n) & ~((uintptr_t)pg - 1);
+    if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* Does the --keep-float list name tensor t? Items: a role ("attn_v"), "blk.N", "blk.N.role". */
+static bool keep_float_match(const char *list, const sqz_tensor *t) {
+    if (!list) return false;
+    const char *p = list;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char item[64];
+        if (n > 0 && n < sizeof item) {
+            memcpy(item, p, n);
+            item[n] = 0;
+            const char *role = item;
+            bool layer_ok = true;
+            if (!strncmp(item, "blk.", 4)) {
+                char *end;
+                long l = strtol(item + 4, &end, 10);
+                layer_ok = end != item + 4 && l == t->layer;
+                role = *end == '.' ? end + 1 : (*end ? "?" : NULL);
+            }
+            if (layer_ok && (!role || !strcmp(role, sqz_role_name(t->role)))) return true;
+        }
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
+/* ||a - b|| / ||b|| over n values (NaN when b is zero). */
+static double rel_err(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
+}
+
+static sqz_status report_add(sqz_compress_report *rep, const sqz_layer_report *row) {
+    if (rep->n_layers % 64 == 0) {
+        sqz_layer_report *n = sqz__realloc(rep->layers, (size_t)(rep->n_layers + 64) * sizeof *n);
+        if (!n) return SQZ_ERR_NOMEM;
+        rep->layers = n;
+    }
+    rep->layers[rep->n_layers++] = *row;
+    return SQZ_OK;
+}
+
+static void row_init(sqz_layer_report *r, const sqz_tensor *t) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->tensor, sizeof r->tensor, "%s", t->name);
+    r->layer = t->layer;
+    r->role = t->role;
+    r->n_out = t->shape[0];
+    r->n_in = t->shape[1];
+    r->out_err = NAN;
+    r->weight_err = NAN;
+}
+
+/* Validation of one compressed layer: relative output error on the sample rows x (n_x, n_in)
+ * against the float layer w; xs = x / smooth when the smoothing was folded (else x). */
+static sqz_status validate(const sqz_qmatrix *q, const float *w, const float *x, const float *xs, int64_t n_x,
+                           const float *smooth, sqz_layer_report *row) {
+    const int64_t no = q->n_out, ni = q->n_in;
+    float *deq = sqz__malloc((size_t)no * (size_t)ni * sizeof(float));
+    float *ws = sqz__malloc((size_t)no * (size_t)ni * sizeof(float));
+    float *yr = n_x ? sqz__malloc((size_t)n_x * (size_t)no * sizeof(float)) : NULL;
+    float *yq = n_x ? sqz__malloc((size_t)n_x * (size_t)no * sizeof(float)) : NULL;
+    sqz_status st = (!deq || !ws || (n_x && (!yr || !yq))) ? SQZ_ERR_NOMEM : SQZ_OK;
+    if (st == SQZ_OK) st = sqz_qmatrix_to_f32(q, deq);
+    if (st == SQZ_OK) {
+        memcpy(ws, w, (size_t)no * (size_t)ni * sizeof(float));
+        if (smooth) sqz_scale_columns(ws, no, ni, smooth);
+        row->weight_err = rel_err(deq, ws, no * ni);
+    }
+    if (st == SQZ_OK && n_x) {
+        /* the float layer on the original input */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n_x, (int)no, (int)ni, 1.0f, x, (int)ni, w, (int)ni,
+                    0.0f, yr, (int)no);
+        st = sqz_qmatrix_forward(q, xs, n_x, yq);
+        if (st == SQZ_OK) row->out_err = rel_err(yq, yr, n_x * no);
+    }
+    free(deq);
+    free(ws);
+    free(yr);
+    free(yq);
+    return st;
+}
+
+/* The block's working state: f32 copies of the weights that a fold may change before they
+ * are quantized. */
+typedef struct block_ctx {
+    sqz_model *m;
+    int32_t layer;
+    const sqz_compress_opts *o;
+    float *w[SQZ_ROLE_COUNT];   /* f32 copy, when made */
+    bool dirty[SQZ_ROLE_COUNT]; /* changed by a fold and not quantized yet */
+    bool quantized[SQZ_ROLE_COUNT];
+} block_ctx;
+
+static sqz_status weight_f32(block_ctx *c, sqz_role r, float **out) {
+    if (!c->w[r]) {
+        sqz_tensor *t = sqz_model_get(c->m, r, c->layer, SQZ_PARAM_WEIGHT);
+        c->w[r] = sqz__malloc((size_t)sqz_tensor_nelements(t) * sizeof(float));
+        if (!c->w[r]) return SQZ_ERR_NOMEM;
+        SQZ_TRY(sqz_tensor_to_f32(t, c->w[r]));
+    }
+    *out = c->w[r];
+    return SQZ_OK;
+}
+
+static bool all_ones(const float *s, int64_t n) {
+    for (int64_t j = 0; j < n; j++)
+        if (s[j] != 1.0f) return false;
+    return true;
+}
+
+/* Divides a 1-D f32 copy of tensor t by s and writes it back. */
+static sqz_status fold_vector(sqz_model *m, sqz_tensor *t, const float *s, int64_t n) {
+    if (!t) return SQZ_OK;
+    SQZ_RETURN_IF(sqz_tensor_nelements(t) != n, SQZ_ERR_SHAPE, "tensor '%s': %lld values, smoothing has %lld",
+                  t->name, (long long)sqz_tensor_nelements(t), (long long)n);
+    float *v = sqz__malloc((size_t)n * sizeof(float));
+    if (!v) return SQZ_ERR_NOMEM;
+    sqz_status st = sqz_tensor_to_f32(t, v);
+    if (st == SQZ_OK) {
+        for (int64_t j = 0; j < n; j++) v[j] /= s[j];
+        st = sqz__tensor_set_f32(m, t, v);
+    }
+    free(v);
+    return st;
+}
+
+static sqz_status compress_group(block_ctx *c, const sqz__lgroup *g, const sqz_calib_block *stats,
+                                 sqz_compress_report *rep, double *t_quant, double *t_valid) {
+    sqz_model *m = c->m;
+    const sqz_compress_opts *o = c->o;
+    const sqz_compress_spec *sp = &o->spec;
+    sqz_tensor *t[3] = {0};
+    sqz_layer_report rows[3];
+    sqz_qlinear lin[3];
+    int qidx[3], n_q = 0;
+    int64_t n_in = 0;
+    for (int i = 0; i < g->n; i++) {
+        t[i] = sqz_model_get(m, g->roles[i], c->layer, SQZ_PARAM_WEIGHT);
+        if (!t[i]) continue;
+        row_init(&rows[i], t[i]);
+        n_in = t[i]->shape[1];
+        const char *why = NULL;
+        if (keep_float_match(o->keep_float, t[i])) why = "kept float (--keep-float)";
+        else if (!sqz_quant_policy_wants(t[i], &sp->q.target, &o->policy, &why)) {}
+        else if (t[i]->qp) why = "already quantized by sqz";
+        if (why) {
+            snprintf(rows[i].why, sizeof rows[i].why, "%s", why);
+            snprintf(rows[i].method, sizeof rows[i].method, "float");
+            snprintf(rows[i].format, sizeof rows[i].format, "%s", sqz_dtype_name(t[i]->dtype));
+            const sqz_dtype_traits *tr = sqz_dtype_info(t[i]->dtype);
+            rows[i].bits_per_weight = 8.0 * (double)tr->type_size / (double)tr->block_size;
+            continue;
+        }
+        float *w = NULL;
+        SQZ_TRY(weight_f32(c, g->roles[i], &w));
+        lin[n_q] = (sqz_qlinear){w, t[i]->shape[0], t[i]->name,
+                                 g->roles[i] == SQZ_ROLE_ATTN_Q || g->roles[i] == SQZ_ROLE_ATTN_K};
+        qidx[n_q++] = i;
+    }
+    const sqz_calib_input *in = stats ? sqz_calib_block_input(stats, g->roles[0]) : NULL;
+    sqz_status st = SQZ_OK;
+    float *smooth = NULL;
+    sqz_qmatrix out[3];
+    memset(out, 0, sizeof out);
+    if (n_q > 0) {
+        sqz_qstats qs = in ? in->st : (sqz_qstats){.n_in = n_in};
+        SQZ_RETURN_IF(qs.n_in != n_in, SQZ_ERR_SHAPE, "block %d: statistics of %lld channels for %s (%lld)",
+                      (int)c->layer, (long long)qs.n_in, t[qidx[0]]->name, (long long)n_in);
+        sqz_quant_opts qo = sp->q;
+        const bool gguf = qo.target.fmt == SQZ_QFMT_Q8_0 || qo.target.fmt == SQZ_QFMT_Q4_0 ||
+                          qo.target.fmt == SQZ_QFMT_Q4_1;
+        const bool no_fold = g->fold == SQZ__FOLD_NONE ||
+                             (g->fold == SQZ__FOLD_LINEAR && !sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT));
+        if (sp->method->smooths && no_fold && gguf) qo.awq_grid = 1; /* alpha 0 only: s = 1 */
+        smooth = sqz__malloc((size_t)n_in * sizeof(float));
+        if (!smooth) return SQZ_ERR_NOMEM;
+        const double t0 = sqz__calib_now();
+        st = sp->method->run(lin, n_q, &qs, &qo, out, smooth);
+        *t_quant += sqz__calib_now() - t0;
+        if (st != SQZ_OK) sqz__error_prefix("block %d", (int)c->layer);
+        const bool smoothed = st == SQZ_OK && sp->method->smooths && !all_ones(smooth, n_in);
+        bool folded = false;
+        if (smoothed && no_fold) { /* keep s as the layers' in_scale */
+            for (int k = 0; k < n_q && st == SQZ_OK; k++) st = sqz_qmatrix_set_in_scale(&out[k], smooth);
+        } else if (smoothed && g->fold == SQZ__FOLD_NORM) {
+            folded = true;
+            sqz_tensor *nw = sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT);
+            sqz_tensor *nb = sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_BIAS);
+            st = fold_vector(m, nw, smooth, n_in);
+            if (st == SQZ_OK) st = fold_vector(m, nb, smooth, n_in);
+        } else if (smoothed && g->fold == SQZ__FOLD_LINEAR) {
+            folded = true;
+            float *wp = NULL;
+            sqz_tensor *tp = sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT);
+            st = tp->shape[0] == n_in ? weight_f32(c, g->fold_role, &wp)
+                                      : SQZ_ERROR(SQZ_ERR_SHAPE, "block %d: %s has %lld rows, %s reads %lld",
+                                                  (int)c->layer, tp->name, (long long)tp->shape[0],
+                                                  t[qidx[0]]->name, (long long)n_in);
+            if (st == SQZ_OK) {
+                sqz_fold_smooth_into_linear(wp, NULL, tp->shape[0], tp->shape[1], smooth);
+                c->dirty[g->fold_role] = true;
+                st = fold_vector(m, sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_BIAS), smooth, n_in);
+            }
+        }
+        /* members kept float read x / s too: W := W diag(s) */
+        for (int i = 0; folded && st == SQZ_OK && i < g->n; i++) {
+            bool q = false;
+            for (int k = 0; k < n_q; k++) q = q || qidx[k] == i;
+            if (!t[i] || q) continue;
+            float *w = NULL;
+            st = weight_f32(c, g->roles[i], &w);
+            if (st == SQZ_OK) {
+                sqz_scale_columns(w, t[i]->shape[0], n_in, smooth);
+                c->dirty[g->roles[i]] = true;
+            }
+        }
+        /* validation on the sample rows */
+        const double t1 = sqz__calib_now();
+        float *xs = NULL;
+        const int64_t n_x = in && in->x ? in->st.n_x : 0;
+        if (st == SQZ_OK && n_x && folded) {
+            xs = sqz__malloc((size_t)n_x * (size_t)n_in * sizeof(float));
+            if (!xs) st = SQZ_ERR_NOMEM;
+            for (int64_t r = 0; xs && r < n_x; r++)
+                for (int64_t j = 0; j < n_in; j++) xs[r * n_in + j] = in->x[r * n_in + j] / smooth[j];
+        }
+        for (int k = 0; k < n_q && st == SQZ_OK; k++) {
+            sqz_layer_report *r = &rows[qidx[k]];
+            r->quantized = true;
+            snprintf(r->method, sizeof r->method, "%s", sp->method->name);
+            snprintf(r->format, sizeof r->format, "%s", sqz_qformat_name(out[k].target.fmt));
+            r->bits_per_weight = sqz_qmatrix_bits_per_weight(&out[k]);
+            r->seconds = out[k].seconds;
+            r->alpha = out[k].alpha;
+            r->act_scale = out[k].qp.act_scale;
+            st = validate(&out[k], lin[k].w, n_x ? in->x : NULL, xs ? xs : (n_x ? in->x : NULL), n_x,
+                          smoothed ? smooth : NULL, r);
+        }
+        free(xs);
+        *t_valid += sqz__calib_now() - t1;
+        for (int k = 0; k < n_q && st == SQZ_OK; k++) {
+            const void *old = t[qidx[k]]->data;
+            const size_t old_n = t[qidx[k]]->nbytes;
+            const bool borrowed = !t[qidx[k]]->owned;
+            st = sqz_qmatrix_attach(m, t[qidx[k]], &out[k]);
+            if (st == SQZ_OK && borrowed) release_pages(old, old_n);
+            c->quantized[g->roles[qidx[k]]] = true;
+            c->dirty[g->roles[qidx[k]]] = false;
+        }
+    }
+    for (int k = 0; k < n_q; k++) sqz_qmatrix_free(&out[k]);
+    free(smooth);
+    for (int i = 0; i < g->n && st == SQZ_OK; i++)
+        if (t[i]) st = report_add(rep, &rows[i]);
+    return st;
+}
+
+sqz_status sqz_compress_block(sqz_model *m, int32_t layer, const sqz_calib_block *stats, const sqz_compress_opts *o,
+                              sqz_compress_report *rep) {
+    SQZ_RETURN_IF(layer < 0 || layer >= m->hp.n_layers, SQZ_ERR_INVALID_ARG, "compress: block %d of %lld",
+                  (int)layer, (long long)m->hp.n_layers);
+    SQZ_RETURN_IF(!o->spec.method, SQZ_ERR_INVALID_ARG, "compress: no SPEC");
+    const double t0 = sqz__calib_now();
+    block_ctx c;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.layer = layer;
+    c.o = o;
+    sqz__lgroup g[SQZ_CALIB_MAX_INPUTS];
+    const int ng = sqz__block_groups(m, layer, g);
+    double tq = 0, tv = 0;
+    sqz_status st = SQZ_OK;
+    for (int i = 0; i < ng && st == SQZ_OK; i++) st = compress_group(&c, &g[i], stats, rep, &tq, &tv);
+    /* weights a fold changed but that stay float */
+    for (int r = 0; r < SQZ_ROLE_COUNT && st == SQZ_OK; r++)
+        if (c.dirty[r]) st = sqz__tensor_set_f32(m, sqz_model_get(m, (sqz_role)r, layer, SQZ_PARAM_WEIGHT), c.w[r]);
+    for (int r = 0; r < SQZ_ROLE_COUNT; r++) free(c.w[r]);
+    rep->seconds_quant += tq;
+    rep->seconds_validate += tv;
+    if (st == SQZ_OK) {
+        if (rep->n_blocks % 16 == 0) {
+            sqz_block_report *nb = sqz__realloc(rep->blocks, (size_t)(rep->n_blocks + 16) * sizeof *nb);
+            if (!nb) return SQZ_ERR_NOMEM;
+            rep->blocks = nb;
+        }
+        rep->blocks[rep->n_blocks++] = (sqz_block_report){layer, stats ? stats->cos_mean : NAN,
+                                                          stats ? stats->cos_min : NAN, sqz__calib_now() - t0};
+    }
+    return st;
+}

@@ -1,0 +1,301 @@
+/*
+ * calib/observe.c - observers on the activations of one block: per-channel absmax, E[x^2]
+ * (llama.cpp's importance matrix: imatrix.cpp sums x^2 over the tokens of the input of
+ * every matrix), E|x| (AWQ's activation magnitude), the Hessian sum x x^T in double (GPTQ:
+ * H = 2 X^T X, the factor cancels against the relative damping), |x| histograms (TensorRT's
+ * HistogramCalibrator, through sqz_act_hist) and a strided sample of input rows; and the
+ * cosine similarity between the block's input and output residual streams.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/calib_internal.h"
+
+enum { XTX_CHUNK = 256 }; /* rows converted to double per dsyrk call */
+
+typedef struct obs_input {
+    uint32_t roles;
+    int64_t n_in;
+    int64_t n_tokens;
+    double *xtx;           /* (n_in, n_in): upper triangle accumulated */
+    double *sum_x2, *sum_abs;
+    float *absmax;
+    float *x;              /* (x_cap, n_in) */
+    int64_t n_x, x_cap;
+    sqz_act_hist hist;
+    bool hist_init;
+} obs_input;
+
+struct sqz_calib_observer {
+    int32_t layer;
+    sqz_calib_observe_opts o;
+    int64_t stride;        /* sample every stride-th row */
+    obs_input in[SQZ_CALIB_MAX_INPUTS];
+    int n_inputs;
+    double *dbuf;          /* (XTX_CHUNK, max n_in) */
+    int64_t dbuf_n_in;
+    float *blk_in;         /* copy of the block input of the current window */
+    size_t blk_cap;        /* floats */
+    int64_t blk_n, blk_d;
+    double cos_sum, cos_min;
+    int64_t cos_n;
+};
+
+static void input_free(obs_input *in) {
+    free(in->xtx);
+    free(in->sum_x2);
+    free(in->sum_abs);
+    free(in->absmax);
+    free(in->x);
+    if (in->hist_init) sqz_act_hist_free(&in->hist);
+    memset(in, 0, sizeof *in);
+}
+
+void sqz_calib_observer_free(sqz_calib_observer *ob) {
+    if (!ob) return;
+    for (int i = 0; i < ob->n_inputs; i++) input_free(&ob->in[i]);
+    free(ob->dbuf);
+    free(ob->blk_in);
+    free(ob);
+}
+
+sqz_status sqz_calib_observer_new(int32_t layer, const sqz_calib_observe_opts *o, sqz_calib_observer **out) {
+    *out = NULL;
+    SQZ_RETURN_IF(!o || o->sample_rows < 0, SQZ_ERR_INVALID_ARG, "calibration: bad observer options");
+    sqz_calib_observer *ob = sqz__calloc(1, sizeof *ob);
+    if (!ob) return SQZ_ERR_NOMEM;
+    ob->layer = layer;
+    ob->o = *o;
+    if (!(o->needs & SQZ_QSTAT_SAMPLE) || o->sample_rows == 0) ob->o.needs &= ~(unsigned)SQZ_QSTAT_SAMPLE;
+    ob->stride = 1;
+    if (o->expected_tokens > 0 && o->sample_rows > 0)
+        ob->stride = (o->expected_tokens + o->sample_rows - 1) / o->sample_rows;
+    ob->cos_min = 1.0;
+    *out = ob;
+    return SQZ_OK;
+}
+
+static sqz_status input_alloc(sqz_calib_observer *ob, obs_input *in, uint32_t roles, int64_t n_in) {
+    unsigned nd = ob->o.needs;
+    in->roles = roles;
+    in->n_in = n_in;
+    size_t nn;
+    if (nd & SQZ_QSTAT_XTX) {
+        SQZ_RETURN_IF(!sqz__mul_size((size_t)n_in, (size_t)n_in, &nn) || !sqz__mul_size(nn, sizeof(double), &nn),
+                      SQZ_ERR_NOMEM, "calibration: Hessian of %lld inputs overflows", (long long)n_in);
+        if (!(in->xtx = sqz__calloc(1, nn))) return SQZ_ERR_NOMEM;
+    }
+    if (nd & SQZ_QSTAT_X2 && !(in->sum_x2 = sqz__calloc((size_t)n_in, sizeof(double)))) return SQZ_ERR_NOMEM;
+    if (nd & SQZ_QSTAT_ABSMEAN && !(in->sum_abs = sqz__calloc((size_t)n_in, sizeof(double)))) return SQZ_ERR_NOMEM;
+    if (nd & SQZ_QSTAT_ABSMAX && !(in->absmax = sqz__calloc((size_t)n_in, sizeof(float)))) return SQZ_ERR_NOMEM;
+    if (nd & SQZ_QSTAT_SAMPLE) {
+        in->x_cap = ob->o.sample_rows;
+        SQZ_RETURN_IF(!sqz__mul_size((size_t)in->x_cap, (size_t)n_in, &nn) || !sqz__mul_size(nn, sizeof(float), &nn),
+                      SQZ_ERR_NOMEM, "calibration: %lld sample rows of %lld overflow", (long long)in->x_cap,
+                      (long long)n_in);
+        if (!(in->x = sqz__malloc(nn))) return SQZ_ERR_NOMEM;
+    }
+    if (nd & SQZ_QSTAT_HIST) {
+        sqz_act_hist_init(&in->hist);
+        in->hist_init = true;
+    }
+    if ((nd & SQZ_QSTAT_XTX) && n_in > ob->dbuf_n_in) {
+        free(ob->dbuf);
+        ob->dbuf = sqz__malloc((size_t)XTX_CHUNK * (size_t)n_in * sizeof(double));
+        if (!ob->dbuf) return SQZ_ERR_NOMEM;
+        ob->dbuf_n_in = n_in;
+    }
+    return SQZ_OK;
+}
+
+static sqz_status find_input(sqz_calib_observer *ob, uint32_t roles, int64_t n_in, obs_input **out) {
+    for (int i = 0; i < ob->n_inputs; i++) {
+        if (ob->in[i].roles != roles) continue;
+        SQZ_RETURN_IF(ob->in[i].n_in != n_in, SQZ_ERR_INVALID_ARG,
+                      "calibration: block %d: an input changed width from %lld to %lld", (int)ob->layer,
+                      (long long)ob->in[i].n_in, (long long)n_in);
+        *out = &ob->in[i];
+        return SQZ_OK;
+    }
+    SQZ_RETURN_IF(ob->n_inputs == SQZ_CALIB_MAX_INPUTS, SQZ_ERR_INVALID_ARG,
+                  "calibration: block %d has more than %d distinct linear inputs", (int)ob->layer,
+                  SQZ_CALIB_MAX_INPUTS);
+    SQZ_RETURN_IF(n_in < 1 || n_in > SQZ_CALIB_MAX_N_IN, SQZ_ERR_INVALID_ARG,
+                  "calibration: block %d: input width %lld out of range", (int)ob->layer, (long long)n_in);
+    obs_input *in = &ob->in[ob->n_inputs++];
+    sqz_status st = input_alloc(ob, in, roles, n_in);
+    if (st != SQZ_OK) return st;
+    *out = in;
+    return SQZ_OK;
+}
+
+static sqz_status observe_linear(sqz_calib_observer *ob, const sqz_hook_event *e) {
+    obs_input *in = NULL;
+    SQZ_TRY(find_input(ob, e->roles, e->dim, &in));
+    const int64_t k = e->dim, n = e->n_tokens;
+    for (int64_t t = 0; t < n; t++) {
+        const float *r = e->x + t * k;
+        if (in->sum_x2)
+            for (int64_t j = 0; j < k; j++) in->sum_x2[j] += (double)r[j] * (double)r[j];
+        if (in->sum_abs)
+            for (int64_t j = 0; j < k; j++) in->sum_abs[j] += fabs((double)r[j]);
+        if (in->absmax)
+            for (int64_t j = 0; j < k; j++) {
+                float a = fabsf(r[j]);
+                if (a > in->absmax[j]) in->absmax[j] = a;
+            }
+        if (in->x && in->n_x < in->x_cap && (in->n_tokens + t) % ob->stride == 0)
+            memcpy(in->x + in->n_x++ * k, r, (size_t)k * sizeof(float));
+    }
+    if (in->xtx) {
+        for (int64_t t0 = 0; t0 < n; t0 += XTX_CHUNK) {
+            int64_t nr = n - t0 < XTX_CHUNK ? n - t0 : XTX_CHUNK;
+            const float *src = e->x + t0 * k;
+            for (int64_t i = 0; i < nr * k; i++) ob->dbuf[i] = (double)src[i];
+            /* upper triangle of xtx += D^T D, D (nr, k) row-major */
+            cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)k, (int)nr, 1.0, ob->dbuf, (int)k, 1.0, in->xtx,
+                        (int)k);
+        }
+    }
+    if (in->hist_init) SQZ_TRY(sqz_act_hist_add(&in->hist, e->x, n * k));
+    in->n_tokens += n;
+    return SQZ_OK;
+}
+
+static sqz_status observe_block_in(sqz_calib_observer *ob, const sqz_hook_event *e) {
+    size_t need;
+    SQZ_RETURN_IF(!sqz__mul_size((size_t)e->n_tokens, (size_t)e->dim, &need), SQZ_ERR_NOMEM,
+                  "calibration: block input too large");
+    if (need > ob->blk_cap) {
+        free(ob->blk_in);
+        ob->blk_in = sqz__malloc(need * sizeof(float));
+        if (!ob->blk_in) {
+            ob->blk_cap = 0;
+            return SQZ_ERR_NOMEM;
+        }
+        ob->blk_cap = need;
+    }
+    memcpy(ob->blk_in, e->x, need * sizeof(float));
+    ob->blk_n = e->n_tokens;
+    ob->blk_d = e->dim;
+    return SQZ_OK;
+}
+
+static void observe_block_out(sqz_calib_observer *ob, const sqz_hook_event *e) {
+    if (ob->blk_n != e->n_tokens || ob->blk_d != e->dim) return; /* no matching input seen */
+    for (int64_t t = 0; t < e->n_tokens; t++) {
+        const float *a = ob->blk_in + t * e->dim, *b = e->x + t * e->dim;
+        double ab = 0, aa = 0, bb = 0;
+        for (int64_t j = 0; j < e->dim; j++) {
+            ab += (double)a[j] * b[j];
+            aa += (double)a[j] * a[j];
+            bb += (double)b[j] * b[j];
+        }
+        double c = aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 1.0;
+        ob->cos_sum += c;
+        if (c < ob->cos_min) ob->cos_min = c;
+        ob->cos_n++;
+    }
+    ob->blk_n = 0;
+}
+
+sqz_status sqz_calib_observer_hook(void *observer, const sqz_hook_event *e) {
+    sqz_calib_observer *ob = observer;
+    if (e->layer != ob->layer) return SQZ_OK;
+    switch (e->point) {
+    case SQZ_HOOK_LINEAR_IN: return e->roles ? observe_linear(ob, e) : SQZ_OK;
+    case SQZ_HOOK_BLOCK_IN: return ob->o.block_io ? observe_block_in(ob, e) : SQZ_OK;
+    case SQZ_HOOK_BLOCK_OUT:
+        if (ob->o.block_io) observe_block_out(ob, e);
+        return SQZ_OK;
+    }
+    return SQZ_OK;
+}
+
+static float *mean_of(const double *sum, int64_t n, int64_t count) {
+    float *v = sqz__malloc((size_t)n * sizeof(float));
+    if (!v) return NULL;
+    for (int64_t j = 0; j < n; j++) v[j] = count > 0 ? (float)(sum[j] / (double)count) : 0.0f;
+    return v;
+}
+
+sqz_status sqz_calib_observer_finish(sqz_calib_observer *ob, sqz_calib_block *out) {
+    memset(out, 0, sizeof *out);
+    out->layer = ob->layer;
+    out->cos_mean = ob->cos_n ? ob->cos_sum / (double)ob->cos_n : 0.0;
+    out->cos_min = ob->cos_n ? ob->cos_min : 0.0;
+    for (int i = 0; i < ob->n_inputs; i++) {
+        obs_input *in = &ob->in[i];
+        sqz_calib_input *d = &out->in[i];
+        out->n_inputs = i + 1;
+        d->roles = in->roles;
+        d->st.n_in = in->n_in;
+        d->st.n_tokens = in->n_tokens;
+        if (in->n_tokens > out->n_tokens) out->n_tokens = in->n_tokens;
+        if (in->sum_x2) {
+            if (!(d->x2 = mean_of(in->sum_x2, in->n_in, in->n_tokens))) goto nomem;
+            d->have |= SQZ_QSTAT_X2;
+        }
+        if (in->sum_abs) {
+            if (!(d->absmean = mean_of(in->sum_abs, in->n_in, in->n_tokens))) goto nomem;
+            d->have |= SQZ_QSTAT_ABSMEAN;
+        }
+        if (in->absmax) {
+            d->absmax = in->absmax;
+            in->absmax = NULL;
+            d->have |= SQZ_QSTAT_ABSMAX;
+        }
+        if (in->xtx) {
+            const int64_t k = in->n_in;
+            for (int64_t r = 0; r < k; r++)
+                for (int64_t c = 0; c < r; c++) in->xtx[r * k + c] = in->xtx[c * k + r];
+            d->xtx = in->xtx;
+            in->xtx = NULL;
+            d->have |= SQZ_QSTAT_XTX;
+        }
+        if (in->x) {
+            d->x = in->x;
+            d->st.n_x = in->n_x;
+            in->x = NULL;
+            d->have |= SQZ_QSTAT_SAMPLE;
+        }
+        if (in->hist_init) {
+            d->hist = in->hist;
+            in->hist_init = false;
+            memset(&in->hist, 0, sizeof in->hist);
+            d->have |= SQZ_QSTAT_HIST;
+        }
+        d->st.xtx = d->xtx;
+        d->st.x2 = d->x2;
+        d->st.absmax = d->absmax;
+        d->st.absmean = d->absmean;
+        d->st.x = d->x;
+        d->st.hist = (d->have & SQZ_QSTAT_HIST) ? &d->hist : NULL;
+    }
+    return SQZ_OK;
+nomem:
+    sqz_calib_block_free(out);
+    return SQZ_ERR_NOMEM;
+}
+
+const sqz_calib_input *sqz_calib_block_input(const sqz_calib_block *b, sqz_role role) {
+    if (!b) return NULL;
+    for (int i = 0; i < b->n_inputs; i++)
+        if (b->in[i].roles & SQZ__ROLE_BIT(role)) return &b->in[i];
+    return NULL;
+}
+
+void sqz_calib_block_free(sqz_calib_block *b) {
+    if (!b) return;
+    for (int i = 0; i < b->n_inputs && i < SQZ_CALIB_MAX_INPUTS; i++) {
+        sqz_calib_input *in = &b->in[i];
+        free(in->xtx);
+        free(in->x2);
+        free(in->absmax);
+        free(in->absmean);
+        free(in->x);
+        if (in->have & SQZ_QSTAT_HIST) sqz_act_hist_free(&in->hist);
+    }
+    memset(b, 0, sizeof *b);
+}

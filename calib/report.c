@@ -1,0 +1,83 @@
+/*
+ * calib/report.c - the compress report as JSON.
+ */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+
+#include "calib/calib_internal.h"
+
+/* JSON has no NaN/inf: they become null. */
+static bool num(cJSON *o, const char *k, double v) {
+    return isfinite(v) ? cJSON_AddNumberToObject(o, k, v) != NULL : cJSON_AddNullToObject(o, k) != NULL;
+}
+
+char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, const char *out) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    bool ok = true;
+    if (model) ok &= cJSON_AddStringToObject(o, "model", model) != NULL;
+    if (out) ok &= cJSON_AddStringToObject(o, "output", out) != NULL;
+    ok &= cJSON_AddStringToObject(o, "spec", r->spec) != NULL;
+    cJSON *t = cJSON_AddObjectToObject(o, "totals");
+    ok &= t != NULL;
+    if (t) {
+        ok &= num(t, "bytes_before", (double)r->bytes_before);
+        ok &= num(t, "bytes_after", (double)r->bytes_after);
+        ok &= num(t, "ratio", r->bytes_after ? (double)r->bytes_before / (double)r->bytes_after : NAN);
+        ok &= num(t, "params", (double)r->params);
+        ok &= num(t, "params_quantized", (double)r->params_quantized);
+        ok &= num(t, "bpw_quantized", r->bpw_quantized);
+        ok &= num(t, "bpw_model", r->bpw_model);
+        ok &= num(t, "seconds_total", r->seconds_total);
+        ok &= num(t, "seconds_forward", r->seconds_forward);
+        ok &= num(t, "seconds_quant", r->seconds_quant);
+        ok &= num(t, "seconds_validate", r->seconds_validate);
+        ok &= num(t, "activation_bytes", (double)r->activation_bytes);
+        ok &= num(t, "calib_windows", (double)r->n_windows);
+        ok &= num(t, "calib_ctx", (double)r->ctx);
+    }
+    cJSON *ls = cJSON_AddArrayToObject(o, "layers");
+    ok &= ls != NULL;
+    for (int64_t i = 0; ls && ok && i < r->n_layers; i++) {
+        const sqz_layer_report *l = &r->layers[i];
+        cJSON *e = cJSON_CreateObject();
+        if (!e || !cJSON_AddItemToArray(ls, e)) {
+            cJSON_Delete(e);
+            ok = false;
+            break;
+        }
+        ok &= cJSON_AddStringToObject(e, "tensor", l->tensor) != NULL;
+        ok &= num(e, "layer", l->layer);
+        ok &= cJSON_AddStringToObject(e, "role", sqz_role_name(l->role)) != NULL;
+        ok &= cJSON_AddBoolToObject(e, "quantized", l->quantized) != NULL;
+        ok &= cJSON_AddStringToObject(e, "method", l->method) != NULL;
+        ok &= cJSON_AddStringToObject(e, "format", l->format) != NULL;
+        if (l->why[0]) ok &= cJSON_AddStringToObject(e, "why", l->why) != NULL;
+        ok &= num(e, "n_out", (double)l->n_out);
+        ok &= num(e, "n_in", (double)l->n_in);
+        ok &= num(e, "bits_per_weight", l->bits_per_weight);
+        ok &= num(e, "out_err", l->out_err);
+        ok &= num(e, "weight_err", l->weight_err);
+        ok &= num(e, "seconds", l->seconds);
+        if (l->alpha != 0) ok &= num(e, "alpha", l->alpha);
+        if (l->act_scale != 0) ok &= num(e, "act_scale", l->act_scale);
+    }
+    cJSON *bs = cJSON_AddArrayToObject(o, "blocks");
+    ok &= bs != NULL;
+    for (int64_t i = 0; bs && ok && i < r->n_blocks; i++) {
+        const sqz_block_report *b = &r->blocks[i];
+        cJSON *e = cJSON_CreateObject();
+        if (!e || !cJSON_AddItemToArray(bs, e)) {
+            cJSON_Delete(e);
+            ok = false;
+            break;
+        }
+        ok &= num(e, "layer", b->layer);
+        ok &= num(e, "cos_mean", b->cos_mean);
+        ok &= num(e, "cos_min", b->cos_min);
+        ok &= num(e, "seconds", b->seconds);
+    }
+    char *s = ok ? cJSON_Print(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}

@@ -1,0 +1,107 @@
+/* cli/cmd_calibrate.c - `sqz calibrate MODEL --text FILE -o stats.sqzs`: runs the calibration
+ * windows through the model block by block and writes the statistics of every linear
+ * layer's input (and each block's input/output similarity) to a statistics file that
+ * `sqz compress --stats` reuses. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+void sqz_cmd_calibrate_usage(FILE *out) {
+    fprintf(out,
+            "usage: sqz calibrate MODEL --text FILE -o STATS [--calib-samples N] [--calib-ctx T] [--seed S]\n"
+            "                     [--hessian] [--sample-rows R] [--threads N] [--tokenizer FILE]\n\n"
+            "Runs N windows of T tokens of FILE (spread over the whole text; default 128 x 512) through\n"
+            "the model one block at a time and writes, for the input of every linear layer, E[x^2]\n"
+            "(llama.cpp's importance matrix), max |x| and E|x| per channel and a |x| histogram; with\n"
+            "--hessian also X^T X (large: n_in^2 doubles per input); with --sample-rows R > 0 also R\n"
+            "input rows (SmoothQuant's alpha search and validation; default 128). Each block's input/\n"
+            "output cosine similarity is printed and stored (layer importance). The file format is\n"
+            "documented in docs/quantization.md; `sqz compress --stats STATS` reuses it for\n"
+            "q4_0:imatrix, w8a8 (static scales) and w8a8:smoothquant without running the model.\n"
+            "  --text FILE (or --calib FILE)  calibration text\n"
+            "  -o STATS                       output file (.sqzs)\n");
+}
+
+typedef struct cal_ctx {
+    sqz_stats_writer *wr;
+    double *cos;
+} cal_ctx;
+
+static sqz_status on_block(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *b) {
+    (void)s;
+    cal_ctx *c = user;
+    c->cos[layer] = b->cos_mean;
+    return sqz_stats_writer_add(c->wr, b);
+}
+
+int sqz_cmd_calibrate(int argc, char **argv) {
+    sqz_cli_calib cc;
+    sqz_cli_calib_defaults(&cc);
+    const char *path = NULL, *out = NULL;
+    bool hessian = false;
+    for (int i = 1; i < argc; i++) {
+        int rc = sqz_cli_calib_option("calibrate", &cc, argc, argv, &i);
+        if (rc > 0) return rc;
+        if (rc == 0) continue;
+        const char *o = argv[i];
+        if ((!strcmp(o, "-o") || !strcmp(o, "--output")) && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(o, "--hessian")) hessian = true;
+        else if (o[0] == '-' && o[1]) return sqz_cli_usage_error("calibrate", "unknown option or missing value '%s'", o);
+        else if (!path) path = o;
+        else return sqz_cli_usage_error("calibrate", "more than one MODEL given ('%s')", o);
+    }
+    if (!path) return sqz_cli_usage_error("calibrate", "no MODEL given");
+    if (!cc.text) return sqz_cli_usage_error("calibrate", "no --text FILE given");
+    if (!out) return sqz_cli_usage_error("calibrate", "no output given (-o STATS)");
+    if (cc.sample_rows < 0) cc.sample_rows = 128;
+
+    sqz_model *m = NULL;
+    sqz_backend *be = NULL;
+    sqz_session *s = NULL;
+    sqz_calib_windows w;
+    memset(&w, 0, sizeof w);
+    cal_ctx c = {0};
+    sqz_open_opts oo = {.tokenizer_path = cc.tokenizer};
+    sqz_status st = sqz_model_open(path, &oo, &m);
+    if (st == SQZ_OK) st = sqz_backend_cpu(cc.threads, &be);
+    if (st == SQZ_OK) st = sqz_cli_calib_open(&cc, m, be, &w, &s);
+    unsigned have = SQZ_QSTAT_X2 | SQZ_QSTAT_ABSMAX | SQZ_QSTAT_ABSMEAN | SQZ_QSTAT_HIST |
+                    (hessian ? SQZ_QSTAT_XTX : 0) | (cc.sample_rows > 0 ? SQZ_QSTAT_SAMPLE : 0);
+    if (st == SQZ_OK) st = sqz_stats_writer_open(out, m, &w, have, cc.sample_rows, &c.wr);
+    if (st == SQZ_OK && !(c.cos = calloc((size_t)m->hp.n_layers, sizeof(double)))) st = SQZ_ERR_NOMEM;
+    if (st == SQZ_OK) {
+        sqz_calib_run_opts ro;
+        memset(&ro, 0, sizeof ro);
+        ro.observe.needs = have;
+        ro.observe.sample_rows = cc.sample_rows;
+        ro.observe.block_io = true;
+        ro.on_block = on_block;
+        ro.user = &c;
+        sqz_progress *p = sqz_progress_start("calibrate", m->hp.n_layers * w.n_windows, "passes");
+        ro.progress = sqz_progress_cb;
+        ro.progress_user = p;
+        st = sqz_calib_run(s, &w, &ro);
+        sqz_progress_end(p);
+    }
+    if (st == SQZ_OK) {
+        st = sqz_stats_writer_commit(c.wr);
+        c.wr = NULL;
+    }
+    if (st == SQZ_OK) {
+        printf("model        %s\n", path);
+        printf("calibration  %s: %lld windows x %lld tokens (of %lld), seed %llu\n", cc.text, (long long)w.n_windows,
+               (long long)w.ctx, (long long)w.n_text_tokens, (unsigned long long)w.seed);
+        printf("statistics   %s\n", out);
+        printf("block  cos(in, out)  1 - cos (importance)\n");
+        for (int64_t l = 0; l < m->hp.n_layers; l++)
+            printf("%5lld  %12.6f  %12.6f\n", (long long)l, c.cos[l], 1.0 - c.cos[l]);
+    }
+    sqz_stats_writer_abort(c.wr);
+    free(c.cos);
+    sqz_calib_windows_free(&w);
+    sqz_session_free(s);
+    sqz_backend_free(be);
+    sqz_model_free(m);
+    return st == SQZ_OK ? 0 : sqz_cli_fail(st);
+}

@@ -1,0 +1,378 @@
+/*
+ * sqz/calib.h - calibration: text to token windows, observers on the activations of every
+ * linear layer, the sequential block-by-block driver, the statistics file (.sqzs), and
+ * `compress` (SPEC grammar, compressing a block with the methods of sqz/quant.h, validating
+ * every compressed layer, the report).
+ *
+ * The whole job, as `sqz compress` does it:
+ *
+ *   sqz_calib_windows w;                       // 128 windows of 512 tokens, spread over the text
+ *   sqz_calib_windows_make(tok, text, len, 128, 512, 1234, &w);
+ *   sqz_compress_opts o = sqz_compress_default_opts();
+ *   sqz_compress_spec_parse("int4:gptq:g128", &o.spec);
+ *   sqz_compress_report rep;
+ *   sqz_compress_model(model, session, &w, NULL, &o, &rep);   // the model now holds the result
+ *   sqz_model_save(model, "out.gguf", &save_opts);
+ *
+ * ---- Sequential calibration (GPTQ / AWQ style) -------------------------------------------
+ * sqz_calib_run embeds every window once into a buffer X of n_windows x ctx x d_model floats,
+ * then for each block l:
+ *   1. runs every window of X through block l (sqz_session_block) with observers on the
+ *      inputs of its linear layers (SQZ_HOOK_LINEAR_IN) and on its input and output
+ *      (SQZ_HOOK_BLOCK_IN / _OUT), on a copy of the window;
+ *   2. hands the block's statistics to a callback, which may compress block l and write the
+ *      result back into the model (then calls sqz_session_invalidate(s, l));
+ *   3. runs block l again on X in place: X becomes the input of block l + 1 as the COMPRESSED
+ *      block l produces it. (Without a callback that changes weights, 1 and 3 are one pass.)
+ * Only X, one window of scratch and one block's statistics are held at a time.
+ * Memory of X: n_windows * ctx * d_model * 4 bytes: 128 x 512 x 576 floats = 151 MB for
+ * SmolLM2-135M at the default 128 x 512; 16 x 256 = 9.4 MB. The statistics of one block:
+ * per distinct input (q|k|v, o, gate|up, down) n_in^2 doubles for the Hessian (SmolLM2: 2.6 MB
+ * for d_model 576, 18.9 MB for d_ff 1536), a few n_in vectors, a 2048-bin histogram and the
+ * sample rows (sample_rows x n_in floats).
+ *
+ * ---- Observers ---------------------------------------------------------------------------
+ * For every input x (n_tokens, n_in) of a linear layer (layers sharing an input, q|k|v and
+ * gate|up, see it once), over all calibration tokens:
+ *   absmax[j]  = max_t |x_tj|                          (SQZ_QSTAT_ABSMAX)
+ *   x2[j]      = (1/T) sum_t x_tj^2                    (SQZ_QSTAT_X2, llama.cpp's imatrix)
+ *   absmean[j] = (1/T) sum_t |x_tj|                    (SQZ_QSTAT_ABSMEAN, AWQ)
+ *   xtx        = sum_t x_t x_t^T, in double            (SQZ_QSTAT_XTX, GPTQ's Hessian / 2)
+ *   hist       = |x| histogram, 2048 bins (grows)      (SQZ_QSTAT_HIST, percentile / entropy)
+ *   x          = every k-th row, k = max(1, T / sample_rows) (SQZ_QSTAT_SAMPLE; AWQ and
+ *                SmoothQuant searches, validation)
+ * and for the block: cos(x_in_t, x_out_t) of the residual stream, mean and minimum over
+ * tokens (ShortGPT's block influence is 1 - cos_mean: for layer importance).
+ *
+ * ---- Statistics file (.sqzs), version 1, little-endian -------------------------------------
+ *   header (104 bytes):
+ *     char magic[8] "SQZSTAT1" | u32 version 1 | u32 have (SQZ_QSTAT_* bits stored)
+ *     | u32 n_layers | u32 d_model | u32 vocab | u32 reserved 0 | char arch[32] (NUL-padded)
+ *     | u64 n_windows | u64 ctx | u64 seed | u64 n_text_tokens | u32 sample_rows
+ *     | u32 crc32 (zlib) of the 100 bytes before it
+ *   records, each: u32 tag | u32 reserved 0 | u64 len | payload (len bytes) | u32 crc32(payload)
+ *     tag "BLK0": i32 layer | u32 n_inputs | u64 n_tokens | f64 cos_mean | f64 cos_min
+ *     tag "LIN0": i32 layer | u32 roles | u64 n_in | u64 n_tokens | u32 have, then in this order
+ *       the arrays that `have` lists: x2 f32[n_in] | absmax f32[n_in] | absmean f32[n_in]
+ *       | xtx f64[n_in (n_in + 1) / 2] (upper triangle, row by row)
+ *       | sample: u64 n_x, f32[n_x n_in] | hist: u32 n_bins, u32 0, f64 width, f64 total,
+ *         f32 absmax, u32 0, u64 n_zero, f64 counts[n_bins]
+ *     tag "END0": u64 n_records (the records before it); nothing may follow.
+ *   A block's BLK0 record comes first, then its LIN0 records; blocks in increasing order.
+ * Readers check every length against the bytes left, every count against n_in and the caps
+ * below, and every crc32.
+ *
+ * Threads: a session, an observer or a writer is used by one thread at a time.
+ */
+#ifndef SQZ_CALIB_H
+#define SQZ_CALIB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sqz/formats.h"
+#include "sqz/model.h"
+#include "sqz/quant.h"
+#include "sqz/runtime.h"
+#include "sqz/status.h"
+#include "sqz/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ======================================================================================
+ * Calibration windows
+ * ====================================================================================== */
+
+#define SQZ_CALIB_DEFAULT_SAMPLES 128
+#define SQZ_CALIB_DEFAULT_CTX 512
+#define SQZ_CALIB_DEFAULT_SEED 1234u
+
+typedef struct sqz_calib_windows {
+    int32_t *tokens;       /* (n_windows, ctx) token ids, owned */
+    int64_t *starts;       /* (n_windows) where each window starts in the text's token ids, owned */
+    int64_t n_windows;
+    int64_t ctx;
+    int64_t n_text_tokens; /* tokens of the whole text */
+    uint64_t seed;
+} sqz_calib_windows;
+
+/* Cuts n_windows windows of ctx tokens out of ids[0..n_ids): the span [0, n_ids - ctx] of
+ * possible starts is split into n_windows equal strata and each window starts at a point of
+ * its stratum drawn from `seed` (splitmix64), so the windows cover the whole text and the
+ * same (ids, n_windows, ctx, seed) always give the same windows. Windows overlap when the
+ * text is shorter than n_windows * ctx. When bos >= 0 the first token of each window is
+ * replaced by bos (as sqz_eval_perplexity does for its chunks).
+ * Errors: SQZ_ERR_INVALID_ARG for n_windows < 1, ctx < 2, or n_ids < ctx (the message gives
+ * both counts); SQZ_ERR_NOMEM. On success *out owns its arrays (sqz_calib_windows_free). */
+sqz_status sqz_calib_windows_from_ids(const int32_t *ids, int64_t n_ids, int32_t bos, int64_t n_windows, int64_t ctx,
+                                      uint64_t seed, sqz_calib_windows *out);
+
+/* Tokenizes text[0..len) once (special tokens added as the vocabulary asks) and calls
+ * sqz_calib_windows_from_ids with the tokenizer's BOS when it adds one, else -1. */
+sqz_status sqz_calib_windows_make(const sqz_tokenizer *tok, const char *text, size_t len, int64_t n_windows,
+                                  int64_t ctx, uint64_t seed, sqz_calib_windows *out);
+
+/* Frees the arrays and zeroes w. NULL is fine. */
+void sqz_calib_windows_free(sqz_calib_windows *w);
+
+/* ======================================================================================
+ * Statistics of one block
+ * ====================================================================================== */
+
+#define SQZ_CALIB_MAX_INPUTS 4     /* distinct linear inputs per block (q|k|v, o, gate|up, down) */
+#define SQZ_CALIB_MAX_N_IN (1 << 20) /* largest in_features accepted (also when reading files) */
+
+/* The statistics of one linear input. `st` is the view the methods of sqz/quant.h read; its
+ * pointers point at the arrays below (owned) or are NULL when not collected. */
+typedef struct sqz_calib_input {
+    uint32_t roles;    /* bit (1u << sqz_role) of every linear layer reading this input */
+    unsigned have;     /* SQZ_QSTAT_* present */
+    sqz_qstats st;     /* n_in, n_tokens, and the arrays that `have` lists */
+    double *xtx;       /* (n_in, n_in), both triangles */
+    float *x2, *absmax, *absmean;
+    float *x;          /* (st.n_x, n_in) sample rows */
+    sqz_act_hist hist; /* st.hist points here when HIST is present */
+} sqz_calib_input;
+
+typedef struct sqz_calib_block {
+    int32_t layer;      /* block index; -1 for the classifier's input */
+    int64_t n_tokens;   /* tokens that went through the block */
+    double cos_mean;    /* mean over tokens of cos(block input, block output); 0 if not observed */
+    double cos_min;
+    int n_inputs;
+    sqz_calib_input in[SQZ_CALIB_MAX_INPUTS];
+} sqz_calib_block;
+
+/* The input read by the linear layer of `role` (ATTN_Q/K/V, ATTN_OUT, FFN_GATE/UP/DOWN,
+ * OUTPUT), or NULL when the block has no statistics for it. */
+const sqz_calib_input *sqz_calib_block_input(const sqz_calib_block *b, sqz_role role);
+/* Frees what b owns and zeroes it. NULL is fine. */
+void sqz_calib_block_free(sqz_calib_block *b);
+
+/* ---- observers ---- */
+typedef struct sqz_calib_observer sqz_calib_observer;
+
+typedef struct sqz_calib_observe_opts {
+    unsigned needs;           /* SQZ_QSTAT_* to collect */
+    int64_t sample_rows;      /* SAMPLE: about this many rows are kept (every k-th row) */
+    int64_t expected_tokens;  /* tokens that will be observed (sets k); 0 = keep the first rows */
+    bool block_io;            /* observe BLOCK_IN / BLOCK_OUT for the cosine similarity */
+} sqz_calib_observe_opts;
+
+/* An observer of block `layer` (-1: the classifier input). Events for other layers are
+ * ignored. On success *out is owned by the caller (sqz_calib_observer_free). */
+sqz_status sqz_calib_observer_new(int32_t layer, const sqz_calib_observe_opts *o, sqz_calib_observer **out);
+/* The hook to install with sqz_session_set_hook(s, sqz_calib_observer_hook, observer).
+ * Errors: SQZ_ERR_NOMEM; SQZ_ERR_INVALID_ARG when an input changes width between events or
+ * a block has more than SQZ_CALIB_MAX_INPUTS inputs. */
+sqz_status sqz_calib_observer_hook(void *observer, const sqz_hook_event *e);
+/* Ends the observation: x2 and absmean become means, the Hessian is made symmetric, and the
+ * statistics move into *out (zeroed first; the observer may then only be freed). */
+sqz_status sqz_calib_observer_finish(sqz_calib_observer *ob, sqz_calib_block *out);
+/* NULL is fine. */
+void sqz_calib_observer_free(sqz_calib_observer *ob);
+
+/* ======================================================================================
+ * The sequential driver
+ * ====================================================================================== */
+
+/* Called once per block with its statistics (owned by the driver, valid during the call).
+ * It may rewrite the block's tensors in the model; it must then call
+ * sqz_session_invalidate(s, layer) before returning. */
+typedef sqz_status (*sqz_calib_block_fn)(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *stats);
+
+typedef struct sqz_calib_run_opts {
+    sqz_calib_observe_opts observe;
+    bool recompute;             /* run each block again after on_block (it changed the block) */
+    sqz_calib_block_fn on_block; /* may be NULL */
+    void *user;
+    sqz_progress_fn progress;   /* optional: done / total in window-block passes */
+    void *progress_user;
+} sqz_calib_run_opts;
+
+/* Runs every window of w through the decoder or encoder of session s block by block as the
+ * header comment describes. The session's max_tokens must be >= w->ctx; the session's hook
+ * is replaced during the call and removed at the end.
+ * Errors: SQZ_ERR_INVALID_ARG (window longer than the session's cache, token ids out of
+ * range), SQZ_ERR_NOMEM (X does not fit: the message gives its size), the forward pass's
+ * errors, on_block's status. */
+sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_calib_run_opts *o);
+
+/* ======================================================================================
+ * Statistics file (.sqzs)
+ * ====================================================================================== */
+
+typedef struct sqz_stats_writer sqz_stats_writer;
+
+/* Starts writing statistics for model m calibrated on w (atomic output: nothing appears
+ * at path before commit). `have` is what the records will hold (SQZ_QSTAT_*; records may
+ * hold less). */
+sqz_status sqz_stats_writer_open(const char *path, const sqz_model *m, const sqz_calib_windows *w, unsigned have,
+                                 int64_t sample_rows, sqz_stats_writer **out);
+/* Appends one block (its BLK0 record and one LIN0 record per input). */
+sqz_status sqz_stats_writer_add(sqz_stats_writer *wr, const sqz_calib_block *b);
+/* Writes the END0 record and commits; frees wr in every case. */
+sqz_status sqz_stats_writer_commit(sqz_stats_writer *wr);
+/* Removes the temporary file and frees wr. NULL is fine. */
+void sqz_stats_writer_abort(sqz_stats_writer *wr);
+
+typedef struct sqz_calib_stats {
+    unsigned have;
+    int64_t n_layers, d_model, vocab;
+    char arch[33];
+    int64_t n_windows, ctx, n_text_tokens, sample_rows;
+    uint64_t seed;
+    sqz_calib_block *blocks;   /* n_blocks, in file order */
+    int64_t n_blocks;
+} sqz_calib_stats;
+
+/* Reads a whole statistics file. Every length, count and checksum is checked; errors are
+ * SQZ_ERR_FORMAT naming the file, the record and the reason (SQZ_ERR_IO when unreadable).
+ * On success *out is owned by the caller (sqz_calib_stats_free). */
+sqz_status sqz_calib_stats_read(const char *path, sqz_calib_stats **out);
+/* SQZ_ERR_INVALID_ARG unless the file was made for a model of m's shape (layers, d_model,
+ * vocabulary, every input's width). `path` names the file in the message. */
+sqz_status sqz_calib_stats_check_model(const sqz_calib_stats *st, const sqz_model *m, const char *path);
+/* The statistics of block `layer`, or NULL. */
+const sqz_calib_block *sqz_calib_stats_block(const sqz_calib_stats *st, int32_t layer);
+/* NULL is fine. */
+void sqz_calib_stats_free(sqz_calib_stats *st);
+
+/* ======================================================================================
+ * compress: SPEC, one block, the whole model, the report
+ * ====================================================================================== */
+
+/*
+ * SPEC grammar (parts separated by ':'; the first names the format, the others are options
+ * in any order; an unknown or misplaced part is an error naming it):
+ *   SPEC    := FORMAT (':' PART)*
+ *   FORMAT  := int8        INT8 per output channel, weight-only (W8A16)
+ *            | w8a8        INT8 weights per channel + INT8 activations
+ *            | int4        INT4 per group (sqz's U4 layout), default g128, symmetric
+ *            | q8_0 | q4_0 | q4_1   GGUF blocks of 32 (llama.cpp's exact grids)
+ *   PART    := METHOD | ACT | 'g32' | 'g64' | 'g128' | 'sym' | 'asym' | 'act-order'
+ *            | 'no-act-order' | 'static-groups' | 'dynamic-groups' | 'damp=' NUMBER | 'alpha=' NUMBER
+ *            | 'pct=' NUMBER
+ *   METHOD  := rtn | imatrix | gptq | awq | smoothquant       (default rtn)
+ *   ACT     := minmax | percentile | entropy | dynamic         (w8a8 only; default minmax)
+ * Examples: int8, w8a8, w8a8:percentile, w8a8:smoothquant, w8a8:smoothquant:alpha=0.5,
+ * int4:rtn:g128, int4:awq:g64, int4:gptq:g128:act-order:asym, q8_0, q4_0:imatrix,
+ * q4_0:gptq, q4_1:awq.
+ * Group size and sym/asym apply to int4 only; smoothquant needs w8a8; imatrix needs q4_0 or
+ * q4_1; alpha (SmoothQuant's fixed migration strength; default: searched per layer) needs
+ * smoothquant; pct (the percentile, default 99.99) needs percentile; damp (GPTQ's relative
+ * damping, default 0.01) needs gptq; so do act-order (the default: columns by decreasing
+ * Hessian diagonal), no-act-order, static-groups (the default: grids from the original weights,
+ * natural column groups) and dynamic-groups (grids built as the columns are reached; with
+ * act-order, int4 then records every column's group in g_idx, AutoGPTQ's desc_act).
+ */
+typedef struct sqz_compress_spec {
+    char text[128];             /* the SPEC as given */
+    const sqz_qmethod *method;  /* from sqz_qmethod_find */
+    sqz_quant_opts q;           /* target, act_mode / act_calib, method options */
+} sqz_compress_spec;
+
+/* Parses a SPEC. Errors: SQZ_ERR_INVALID_ARG with a message naming the offending part
+ * ("SPEC 'int4:gptq:g96': unknown part 'g96' (group sizes: g32, g64, g128)"). */
+sqz_status sqz_compress_spec_parse(const char *spec, sqz_compress_spec *out);
+
+/* The layers a method treats together, in the order they are compressed (smoothing of a
+ * later group may be folded into an earlier group's weights, so down comes before gate|up). */
+
+/* One linear layer in the report. */
+typedef struct sqz_layer_report {
+    char tensor[96];        /* the tensor's name */
+    int32_t layer;
+    sqz_role role;
+    bool quantized;
+    char method[16];        /* "gptq", "awq", ...; "float" when kept */
+    char format[16];        /* sqz_qformat_name, or the kept dtype's name */
+    char why[64];           /* why it stayed float, or "" */
+    int64_t n_out, n_in;
+    double bits_per_weight; /* storage bits of this weight (scales etc. included) */
+    double out_err;         /* ||Y_q - Y||_F / ||Y||_F on the calibration sample rows (the layer
+                               run through the CPU kernels as it would run); NaN if no rows */
+    double weight_err;      /* ||W_q - W||_F / ||W||_F */
+    double seconds;         /* method time for this matrix (shared time split evenly) */
+    float alpha;            /* AWQ / SmoothQuant exponent, else 0 */
+    float act_scale;        /* W8A8 static activation scale, else 0 */
+} sqz_layer_report;
+
+typedef struct sqz_block_report {
+    int32_t layer;
+    double cos_mean, cos_min;  /* block input/output similarity on the calibration windows */
+    double seconds;            /* compressing this block (methods, folding, validation) */
+} sqz_block_report;
+
+typedef struct sqz_compress_report {
+    char spec[128];
+    sqz_layer_report *layers;  /* n_layers entries (owned) */
+    int64_t n_layers;
+    sqz_block_report *blocks;  /* n_blocks entries (owned) */
+    int64_t n_blocks;
+    int64_t bytes_before;      /* tensor data of the model before (tied tensors once) */
+    int64_t bytes_after;
+    int64_t params;            /* parameters of the model */
+    int64_t params_quantized;  /* parameters in quantized matrices */
+    double bits_quantized;     /* storage bits of the quantized matrices */
+    double bpw_quantized;      /* bits_quantized / params_quantized */
+    double bpw_model;          /* 8 * bytes_after / params */
+    double seconds_total;      /* the whole sqz_compress_model call */
+    double seconds_forward;    /* forward passes and observers */
+    double seconds_quant;      /* the methods */
+    double seconds_validate;
+    int64_t activation_bytes;  /* the driver's buffer X */
+    int64_t n_windows, ctx;    /* calibration (0 without) */
+} sqz_compress_report;
+
+void sqz_compress_report_free(sqz_compress_report *r);
+
+typedef struct sqz_compress_opts {
+    sqz_compress_spec spec;
+    sqz_quant_policy policy;
+    const char *keep_float;  /* comma-separated list of what stays float beyond the policy:
+                                role names (attn_q, ffn_down, ...), "blk.N" (a whole block) or
+                                "blk.N.role"; NULL for none */
+    int64_t sample_rows;     /* rows kept per input for the searches and validation; 512 */
+    sqz_progress_fn progress; /* optional, done / total in blocks */
+    void *progress_user;
+} sqz_compress_opts;
+
+/* spec = int8 (rtn), the default policy, no keep_float, sample_rows 512. */
+sqz_compress_opts sqz_compress_default_opts(void);
+
+/* What statistics the SPEC needs (SQZ_QSTAT_*), sample rows for validation included. */
+unsigned sqz_compress_needs(const sqz_compress_spec *spec);
+
+/* Compresses block `layer` of m from its statistics (stats may be NULL for methods that need
+ * none; then there is no validation on activations). The linear layers are quantized in
+ * groups that share an input (o, down, q|k|v, gate|up: a smoothing vector of down is folded
+ * into up's rows before gate|up is quantized); smoothing vectors are folded into the norm
+ * before q|k|v and gate|up, into v's rows before o when n_heads == n_kv_heads, and kept as
+ * the layer's in_scale otherwise (sqz formats) or not searched (GGUF formats: AWQ's scale
+ * search is skipped for that group, its clipping search still runs). Results are attached to
+ * the model (sqz_qmatrix_attach); rows are appended to rep->layers. */
+sqz_status sqz_compress_block(sqz_model *m, int32_t layer, const sqz_calib_block *stats, const sqz_compress_opts *o,
+                              sqz_compress_report *rep);
+
+/* The whole model: with windows (s and w non-NULL) block by block on the calibration windows
+ * with recomputation (sqz_calib_run), or from a statistics file (stats non-NULL; no forward
+ * pass), or, for methods that need no statistics, without either (validation then reports
+ * weight errors only). *rep is filled (caller frees with sqz_compress_report_free) also on
+ * failure, with what was done. Errors: SQZ_ERR_INVALID_ARG when the method needs statistics
+ * that were not given or the file lacks (the message says which), the driver's and the
+ * methods' errors. */
+sqz_status sqz_compress_model(sqz_model *m, sqz_session *s, const sqz_calib_windows *w, const sqz_calib_stats *stats,
+                              const sqz_compress_opts *o, sqz_compress_report *rep);
+
+/* The report as JSON text ({"spec", "totals": {...}, "layers": [...], "blocks": [...]}, field
+ * names as in the structs above). model and out label the paths (may be NULL). Returns a
+ * malloc'd string (caller frees) or NULL on out of memory. */
+char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, const char *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,12 @@
+# Tests that take minutes under AddressSanitizer (whole-model numerics, Python oracles on
+# 100+ MB models, compress runs). They carry the label "heavy": the Release run executes
+# them; the ASan+UBSan run (test.sh) leaves them out with `ctest -LE heavy` to stay within
+# CI time. Each was run under ASan+UBSan by hand when it was written.
+foreach(t py_gguf_llamacpp py_gguf_oracle py_eval_ppl test_quant_gptq test_quant_awq test_runtime_llama
+          test_calib_compress cli_compress cli_compress_smollm2 py_compress_gguf py_qpack_hostile
+          py_tokenizer_json py_quant_oracle)
+  if(TEST ${t})
+    get_test_property(${t} LABELS _labels)
+    set_tests_properties(${t} PROPERTIES LABELS "${_labels};heavy")
+  endif()
+endforeach()
