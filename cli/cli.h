@@ -18,6 +18,10 @@ typedef struct sqz_cmd {
 int sqz_cli_fail(sqz_status s);
 /* Prints "sqz <cmd>: <printf message>" to stderr and returns 2 (usage error). */
 int sqz_cli_usage_error(const char *cmd, const char *fmt, ...);
+/* Monotonic clock in seconds. */
+double sqz_cli_now_s(void);
+/* Where scripts/setup.sh puts SmolLM2-135M ($SQZ_PYMODELS or ~/.cache/sqz/pymodels); static buffer. */
+const char *sqz_cli_default_smollm2(void);
 
 int sqz_cmd_inspect(int argc, char **argv);
 void sqz_cmd_inspect_usage(FILE *out);

