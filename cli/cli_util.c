@@ -18,3 +18,16 @@ const char *sqz_cli_default_smollm2(void) {
                   home ? home : "");
     return buf;
 }
+
+/* Writes a small file atomically (temporary + fsync + rename). */
+sqz_status sqz_cli_write_file(const char *path, const void *data, size_t n) {
+    sqz_outfile *f;
+    sqz_status st = sqz_outfile_open(path, &f);
+    if (st != SQZ_OK) return st;
+    st = sqz_outfile_write(f, data, n);
+    if (st != SQZ_OK) {
+        sqz_outfile_abort(f);
+        return st;
+    }
+    return sqz_outfile_commit(f);
+}

@@ -44,18 +44,6 @@ static bool ends_with(const char *s, const char *suf) {
     return n >= k && strcmp(s + n - k, suf) == 0;
 }
 
-sqz_status sqz_cli_write_file(const char *path, const void *data, size_t n) {
-    sqz_outfile *f;
-    sqz_status st = sqz_outfile_open(path, &f);
-    if (st != SQZ_OK) return st;
-    st = sqz_outfile_write(f, data, n);
-    if (st != SQZ_OK) {
-        sqz_outfile_abort(f);
-        return st;
-    }
-    return sqz_outfile_commit(f);
-}
-
 static void print_summary(const char *path, const char *out, sqz_format fmt, const sqz_cli_calib *cc,
                           const sqz_compress_report *r) {
     int64_t nq = 0, nf = 0;

@@ -108,18 +108,6 @@ static void eval_ctx_free(eval_ctx *c) {
     free(c->ids);
 }
 
-static sqz_status write_file(const char *path, const void *data, size_t n) {
-    sqz_outfile *f;
-    sqz_status st = sqz_outfile_open(path, &f);
-    if (st != SQZ_OK) return st;
-    st = sqz_outfile_write(f, data, n);
-    if (st != SQZ_OK) {
-        sqz_outfile_abort(f);
-        return st;
-    }
-    return sqz_outfile_commit(f);
-}
-
 static sqz_status dump_tokens(const char *path, const int32_t *ids, size_t n) {
     uint8_t *b = malloc(n * 4 + 1);
     if (!b) return SQZ_ERR_NOMEM;
@@ -127,7 +115,7 @@ static sqz_status dump_tokens(const char *path, const int32_t *ids, size_t n) {
         uint32_t u = (uint32_t)ids[i];
         for (int k = 0; k < 4; k++) b[4 * i + (size_t)k] = (uint8_t)(u >> (8 * k));
     }
-    sqz_status st = write_file(path, b, n * 4);
+    sqz_status st = sqz_cli_write_file(path, b, n * 4);
     free(b);
     return st;
 }
@@ -264,7 +252,7 @@ int sqz_cmd_eval(int argc, char **argv) {
     }
     if (st == SQZ_OK && a.json) {
         char *j = sqz_eval_report_json(&c.r, a.path, a.base ? a.base : a.base_logits, a.text);
-        st = j ? write_file(a.json, j, strlen(j)) : SQZ_ERR_NOMEM;
+        st = j ? sqz_cli_write_file(a.json, j, strlen(j)) : SQZ_ERR_NOMEM;
         free(j);
     }
     rc = st == SQZ_OK ? 0 : sqz_cli_fail(st);
