@@ -42,7 +42,6 @@ static void sum_by_dtype(const sqz_model *m, dtype_sum *s) {
     memset(s, 0, sizeof(dtype_sum) * SQZ_DTYPE_COUNT);
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const sqz_tensor *t = &m->tensors[i];
-        if (t->tied_to >= 0) continue;
         s[t->dtype].params += sqz_tensor_nelements(t);
         s[t->dtype].bytes += (int64_t)t->nbytes;
         s[t->dtype].tensors++;
@@ -126,7 +125,6 @@ static int print_json(const sqz_model *m, bool tensors) {
             cJSON *sh = cJSON_AddArrayToObject(e, "shape");
             for (int k = 0; k < t->ndim; k++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[k]));
             cJSON_AddNumberToObject(e, "bytes", (double)t->nbytes);
-            if (t->tied_to >= 0) cJSON_AddStringToObject(e, "tied_to", m->tensors[t->tied_to].name);
             cJSON_AddItemToArray(ts, e);
         }
     }
@@ -197,8 +195,7 @@ static void print_text(const sqz_model *m, bool tensors) {
         int off = 0;
         for (int k = 0; k < t->ndim; k++)
             off += snprintf(shape + off, sizeof shape - (size_t)off, "%s%" PRId64, k ? " x " : "", t->shape[k]);
-        printf("    %-52s %-22s %-6s %-20s %zu%s\n", t->name, role, sqz_dtype_name(t->dtype), shape, t->nbytes,
-               t->tied_to >= 0 ? " (tied)" : "");
+        printf("    %-52s %-22s %-6s %-20s %zu\n", t->name, role, sqz_dtype_name(t->dtype), shape, t->nbytes);
     }
 }
 

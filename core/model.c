@@ -116,7 +116,7 @@ sqz_status sqz_model_init_layers(sqz_model *m) {
 int64_t sqz_model_param_count(const sqz_model *m) {
     int64_t n = 0;
     for (int64_t i = 0; i < m->n_tensors; i++) {
-        if (m->tensors[i].tied_to < 0) n += sqz_tensor_nelements(&m->tensors[i]);
+        n += sqz_tensor_nelements(&m->tensors[i]);
     }
     return n;
 }
@@ -124,7 +124,7 @@ int64_t sqz_model_param_count(const sqz_model *m) {
 int64_t sqz_model_data_bytes(const sqz_model *m) {
     int64_t n = 0;
     for (int64_t i = 0; i < m->n_tensors; i++) {
-        if (m->tensors[i].tied_to < 0) n += (int64_t)m->tensors[i].nbytes;
+        n += (int64_t)m->tensors[i].nbytes;
     }
     return n;
 }

@@ -151,7 +151,7 @@ static sqz_status read_tensors(const reader_ctx *c) {
         memcpy(name, ti->name, ti->name_len); /* name_len <= SQZ__GGUF_MAX_NAME, no NUL inside */
         name[ti->name_len] = 0;
         sqz_tensor t = {.name = name, .dtype = ti->dtype, .ndim = (int32_t)ti->n_dims, .nbytes = ti->nbytes,
-                        .owned = false, .tied_to = -1};
+                        .owned = false};
         if (strcmp(name, "rope_freqs.weight") == 0) {
             /* llama 3.x rope scaling factors: not derivable from the metadata sqz keeps, so
              * dropping them would change the model. */

@@ -121,7 +121,7 @@ typedef struct writer {
 static bool skip_tensor(const sqz_model *m, const sqz_tensor *t) {
     /* tied classifier: llama.cpp uses token_embd when output.weight is absent (the embedding
      * itself is always written, even when the source stored it under the classifier's name) */
-    if (t->role == SQZ_ROLE_OUTPUT && (t->tied_to >= 0 || m->hp.tied_embeddings) &&
+    if (t->role == SQZ_ROLE_OUTPUT && m->hp.tied_embeddings &&
         sqz_model_get(m, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT)) {
         return true;
     }

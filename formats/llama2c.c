@@ -222,7 +222,6 @@ sqz_status sqz__llama2c_open(const char *path, const char *tokenizer_path, sqz_m
             t.nbytes = (size_t)per * 4;
             t.data = (void *)(map->data + off); /* borrowed, read-only */
             t.owned = false;
-            t.tied_to = -1;
             if (!sqz_model_add_tensor(m, &t)) return SQZ_ERR_NOMEM;
             off += t.nbytes;
         }

@@ -411,7 +411,6 @@ static sqz_status add_tensors(const st_set *s, sqz_model *m, bool qpack) {
         t.ndim = e->ndim;
         memcpy(t.shape, e->shape, sizeof t.shape);
         t.nbytes = (size_t)(e->end - e->begin);
-        t.tied_to = -1;
         t.name = (char *)name;
         size_t align = sqz_dtype_info(e->dtype)->type_size;
         if (t.nbytes > 0 && align > 1 && align <= 8 && (uintptr_t)e->data % align != 0) {

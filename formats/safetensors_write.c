@@ -101,7 +101,6 @@ static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, st_plan 
     sqz_status st = SQZ_OK;
     for (int64_t i = 0; i < m->n_tensors && st == SQZ_OK; i++) {
         const sqz_tensor *t = &m->tensors[i];
-        if (t->tied_to >= 0) continue;
         if (t->role == SQZ_ROLE_OUTPUT && m->hp.tied_embeddings) continue; /* tie_word_embeddings says it */
         st_plan *p = &plan[n];
         p->t = t;

@@ -295,10 +295,6 @@ sqz_status sqz_qmatrix_attach(sqz_model *m, sqz_tensor *t, sqz_qmatrix *q) {
                   (long long)q->n_in);
     const int64_t idx = t - m->tensors;
     SQZ_RETURN_IF(idx < 0 || idx >= m->n_tensors, SQZ_ERR_INVALID_ARG, "tensor '%s' is not in this model", t->name);
-    SQZ_RETURN_IF(t->tied_to >= 0, SQZ_ERR_UNSUPPORTED, "tensor '%s' shares its data (tied): not quantized", t->name);
-    for (int64_t i = 0; i < m->n_tensors; i++)
-        SQZ_RETURN_IF(m->tensors[i].tied_to == idx, SQZ_ERR_UNSUPPORTED,
-                      "tensor '%s' is tied to '%s': not quantized", m->tensors[i].name, t->name);
     sqz_qparams *qp = NULL;
     if (q->qp.scheme != SQZ_QSCHEME_NONE) {
         SQZ_TRY(sqz_qparams_check(&q->qp, q->dtype, q->nbytes, t->name));

@@ -23,7 +23,6 @@ bool sqz_quant_policy_wants(const sqz_tensor *t, const sqz_qtarget *target, cons
         case SQZ_ROLE_FFN_DOWN: break;
         case SQZ_ROLE_OUTPUT:
             if (!p || !p->quant_output) r = "the classifier stays float (quant_output)";
-            else if (t->tied_to >= 0) r = "the classifier is tied to the embedding";
             break;
         case SQZ_ROLE_TOKEN_EMBD: {
             const bool gguf = target && (target->fmt == SQZ_QFMT_Q8_0 || target->fmt == SQZ_QFMT_Q4_0 ||

@@ -109,9 +109,9 @@ sqz_tensor *sqz_model_add_tensor(sqz_model *m, const sqz_tensor *t);
 /* Allocates model->layers for hp.n_layers and fills them with the default dims. */
 sqz_status sqz_model_init_layers(sqz_model *m);
 
-/* Number of parameters, tied tensors counted once. */
+/* Number of parameters (a tied classifier is absent, so nothing is counted twice). */
 int64_t sqz_model_param_count(const sqz_model *m);
-/* Bytes of tensor data, tied tensors counted once. */
+/* Bytes of tensor data. */
 int64_t sqz_model_data_bytes(const sqz_model *m);
 
 /* Checks that every tensor's shape agrees with the hyperparameters and per-layer dims

@@ -31,6 +31,7 @@
 
 #include "sqz/backend.h"
 #include "sqz/calib.h"
+#include "sqz/compress.h"
 #include "sqz/dtype.h"
 #include "sqz/eval.h"
 #include "sqz/formats.h"

@@ -77,7 +77,6 @@ typedef struct sqz_tensor {
     void *data;          /* nbytes of dense row-major data; NULL until loaded */
     size_t nbytes;       /* exactly sqz_dtype_nbytes(dtype, nelements) */
     bool owned;          /* data is heap memory freed with the model (else borrowed from a mapping) */
-    int32_t tied_to;     /* index of the tensor whose data this one shares (tied embeddings), or -1 */
     const struct sqz_qparams *qp; /* scales / zero points / groups of a quantized weight whose dtype
                                      holds only integer values (I8 per row, U4 per group; see
                                      sqz/quant.h), owned by the model; NULL for every other tensor */

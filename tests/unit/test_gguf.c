@@ -67,7 +67,7 @@ static void add_f32(sqz_model *m, sqz_role role, int32_t layer, sqz_param param,
     char name[96];
     assert_true(sqz__gguf_tensor_name(role, layer, param, name, sizeof name));
     sqz_tensor t = {.name = name, .role = role, .param = param, .layer = layer, .dtype = SQZ_DTYPE_F32,
-                    .ndim = d1 ? 2 : 1, .shape = {d0, d1 ? d1 : 1, 1, 1}, .owned = true, .tied_to = -1};
+                    .ndim = d1 ? 2 : 1, .shape = {d0, d1 ? d1 : 1, 1, 1}, .owned = true};
     int64_t n = d0 * (d1 ? d1 : 1);
     float *p = malloc((size_t)n * sizeof *p);
     assert_non_null(p);

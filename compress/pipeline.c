@@ -1,12 +1,12 @@
 /*
- * calib/compress_model.c - compressing a whole model: sequentially on calibration windows
+ * compress/pipeline.c - compressing a whole model: sequentially on calibration windows
  * (each block calibrated on the output of the compressed blocks before it), from a
  * statistics file, or without statistics; totals of the report.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "calib/calib_internal.h"
+#include "compress/compress_internal.h"
 
 sqz_compress_opts sqz_compress_default_opts(void) {
     sqz_compress_opts o;

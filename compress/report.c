@@ -1,10 +1,10 @@
 /*
- * calib/report.c - the compress report as JSON.
+ * compress/report.c - the compress report as JSON.
  */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 
-#include "calib/calib_internal.h"
+#include "compress/compress_internal.h"
 
 /* JSON has no NaN/inf: they become null. */
 static bool num(cJSON *o, const char *k, double v) {

@@ -1,12 +1,12 @@
 /*
- * calib/spec.c - the SPEC grammar of `sqz compress --quant` (documented in sqz/calib.h and
+ * compress/spec.c - the SPEC grammar of `sqz compress --quant` (documented in sqz/calib.h and
  * docs/quantization.md): a format, then options in any order. Every error names the part.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "calib/calib_internal.h"
+#include "compress/compress_internal.h"
 
 #define FMT_BIT(f) (1u << (unsigned)(f))
 

@@ -1,0 +1,15 @@
+/*
+ * sqz/api.h - SQZ_API marks what libsqz exports. The shared library is built with hidden
+ * visibility: only declarations in include/sqz/ carrying SQZ_API are visible to programs,
+ * so the sqz__ internals shared between the library's own modules stay private.
+ */
+#ifndef SQZ_API_H
+#define SQZ_API_H
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SQZ_API __attribute__((visibility("default")))
+#else
+#define SQZ_API
+#endif
+
+#endif
