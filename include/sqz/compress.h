@@ -83,6 +83,23 @@ typedef struct sqz_block_report {
     double seconds;            /* compressing this block (methods, folding, validation) */
 } sqz_block_report;
 
+/* What the compressed model cost, measured against the original on held-out text
+ * (`sqz compress --eval TEXT`, sqz_compress_eval). */
+typedef struct sqz_compress_eval {
+    bool done;                 /* false: not evaluated */
+    bool encoder;              /* encoder (BERT): cosine of the embeddings instead of ppl/KLD */
+    char text[256];            /* the evaluated text's path (label) */
+    int64_t ctx;               /* chunk length in tokens */
+    int64_t n_chunks;          /* chunks evaluated */
+    int64_t n_held_out;        /* chunks skipped because they overlap a calibration window */
+    int64_t tokens_scored;
+    double ppl_base, ppl, delta_ppl;   /* perplexity of the original, of the result, difference */
+    double kld_mean, kld_p99;  /* KL(original || result) per token, nats */
+    double top1;               /* fraction of tokens where both predict the same next token */
+    double cos_mean, cos_min;  /* encoders: embedding cosine similarity over sentences */
+    double seconds;
+} sqz_compress_eval;
+
 typedef struct sqz_compress_report {
     char spec[128];
     sqz_layer_report *layers;  /* n_layers entries (owned) */
@@ -102,6 +119,7 @@ typedef struct sqz_compress_report {
     double seconds_validate;
     int64_t activation_bytes;  /* the driver's buffer X */
     int64_t n_windows, ctx;    /* calibration (0 without) */
+    sqz_compress_eval eval;    /* the result against the original (eval.done false when not run) */
 } sqz_compress_report;
 
 void sqz_compress_report_free(sqz_compress_report *r);
