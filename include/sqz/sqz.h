@@ -37,6 +37,7 @@
 #include "sqz/formats.h"
 #include "sqz/io.h"
 #include "sqz/model.h"
+#include "sqz/options.h"
 #include "sqz/progress.h"
 #include "sqz/quant.h"
 #include "sqz/runtime.h"

@@ -1,0 +1,393 @@
+/*
+ * core/options.c - options declared as data (sqz/options.h): defaults, one value, a SPEC, a
+ * command line, and the help text of both, all from the same sqz_opt rows.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "sqz/options.h"
+
+/* ---- choices ------------------------------------------------------------------------- */
+
+/* Index of `word` in the '|'-separated list, or -1. */
+static int choice_index(const char *choices, const char *word) {
+    const size_t wn = strlen(word);
+    int i = 0;
+    for (const char *p = choices; p && *p; i++) {
+        const char *e = strchr(p, '|');
+        const size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == wn && !strncmp(p, word, n)) return i;
+        if (!e) break;
+        p = e + 1;
+    }
+    return -1;
+}
+
+/* "a, b or c" of a choice list, into buf. */
+static const char *choice_words(const char *choices, char *buf, size_t cap) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (const char *p = choices; p && *p && k + 1 < cap;) {
+        const char *e = strchr(p, '|');
+        const size_t n = e ? (size_t)(e - p) : strlen(p);
+        const char *sep = k == 0 ? "" : e ? ", " : " or ";
+        int w = snprintf(buf + k, cap - k, "%s%.*s", sep, (int)n, p);
+        if (w < 0 || (size_t)w >= cap - k) break;
+        k += (size_t)w;
+        if (!e) break;
+        p = e + 1;
+    }
+    return buf;
+}
+
+/* ---- one value --------------------------------------------------------------------------- */
+
+static bool ranged(const sqz_opt *o) { return o->min != 0 || o->max != 0; }
+
+static const char *range_text(const sqz_opt *o, char *buf, size_t cap) {
+    if (o->type == SQZ_OPT_INT)
+        snprintf(buf, cap, "an integer in [%.0f, %.0f]", o->min, o->max);
+    else
+        snprintf(buf, cap, "a number in %c%g, %g]", (o->flags & SQZ_OPT_OPEN_MIN) ? '(' : '[', o->min, o->max);
+    return buf;
+}
+
+static sqz_status set_int(const sqz_opt *o, void *dst, const char *v, const char *what) {
+    char *end, r[96];
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    const bool ok = !errno && end != v && !*end && (!ranged(o) || ((double)x >= o->min && (double)x <= o->max));
+    SQZ_RETURN_IF(!ok, SQZ_ERR_INVALID_ARG, "%s: bad %s '%s' (%s)", what, o->name, v,
+                  ranged(o) ? range_text(o, r, sizeof r) : "an integer");
+    memcpy((char *)dst + o->offset, &(int64_t){x}, sizeof(int64_t));
+    return SQZ_OK;
+}
+
+static sqz_status set_float(const sqz_opt *o, void *dst, const char *v, const char *what) {
+    char *end, r[96];
+    errno = 0;
+    double x = strtod(v, &end);
+    bool ok = !errno && end != v && !*end && isfinite(x);
+    if (ok && ranged(o)) ok = ((o->flags & SQZ_OPT_OPEN_MIN) ? x > o->min : x >= o->min) && x <= o->max;
+    SQZ_RETURN_IF(!ok, SQZ_ERR_INVALID_ARG, "%s: bad %s '%s' (%s)", what, o->name, v,
+                  ranged(o) ? range_text(o, r, sizeof r) : "a number");
+    memcpy((char *)dst + o->offset, &x, sizeof x);
+    return SQZ_OK;
+}
+
+sqz_status sqz_opt_set(const sqz_opt *o, void *dst, const char *value, const char *what) {
+    if (o->set) return o->set(dst, o, value);
+    char w[256];
+    switch (o->type) {
+    case SQZ_OPT_FLAG: memcpy((char *)dst + o->offset, &(bool){true}, sizeof(bool)); return SQZ_OK;
+    case SQZ_OPT_INT: return set_int(o, dst, value, what);
+    case SQZ_OPT_FLOAT: return set_float(o, dst, value, what);
+    case SQZ_OPT_STRING:
+        SQZ_RETURN_IF(!value || !*value, SQZ_ERR_INVALID_ARG, "%s: empty %s", what, o->name);
+        memcpy((char *)dst + o->offset, &value, sizeof value);
+        return SQZ_OK;
+    case SQZ_OPT_CHOICE: {
+        const int i = choice_index(o->choices, value ? value : "");
+        SQZ_RETURN_IF(i < 0, SQZ_ERR_INVALID_ARG, "%s: unknown %s '%s' (%s)", what, o->name, value ? value : "",
+                      choice_words(o->choices, w, sizeof w));
+        const int v = o->values ? o->values[i] : i;
+        memcpy((char *)dst + o->offset, &v, sizeof v);
+        return SQZ_OK;
+    }
+    }
+    return SQZ_ERROR(SQZ_ERR_INVALID_ARG, "option '%s': unknown type", o->name);
+}
+
+sqz_status sqz_opts_defaults(const sqz_opt *t, int n, void *dst) {
+    for (int i = 0; i < n; i++) {
+        if (!t[i].def || t[i].set) continue;
+        if (t[i].type == SQZ_OPT_FLAG) {
+            memcpy((char *)dst + t[i].offset, &(bool){!strcmp(t[i].def, "true")}, sizeof(bool));
+            continue;
+        }
+        if (sqz_opt_set(&t[i], dst, t[i].def, "default") != SQZ_OK)
+            return SQZ_ERROR(SQZ_ERR_INVALID_ARG, "option '%s': default '%s' does not parse", t[i].name, t[i].def);
+    }
+    return SQZ_OK;
+}
+
+const sqz_opt *sqz_opts_find(const sqz_opt *t, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name) || (t[i].alias && !strcmp(t[i].alias, name))) return &t[i];
+    return NULL;
+}
+
+/* ---- SPEC ------------------------------------------------------------------------------- */
+
+/* Everything a SPEC accepts, for the "unknown part" message. */
+static const char *spec_allowed(const sqz_opt *t, int n, char *buf, size_t cap) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && k + 1 < cap; i++) {
+        if (t[i].flags & SQZ_OPT_POSITIONAL) continue;
+        int w;
+        if (t[i].type == SQZ_OPT_CHOICE && (t[i].flags & SQZ_OPT_BARE))
+            w = snprintf(buf + k, cap - k, "%s%s: %s", k ? "; " : "", t[i].name, t[i].choices);
+        else if (t[i].type == SQZ_OPT_FLAG)
+            w = snprintf(buf + k, cap - k, "%s%s", k ? "; " : "", t[i].name);
+        else
+            w = snprintf(buf + k, cap - k, "%s%s=%s", k ? "; " : "", t[i].name,
+                         t[i].metavar ? t[i].metavar : t[i].type == SQZ_OPT_CHOICE ? t[i].choices : "X");
+        if (w < 0 || (size_t)w >= cap - k) break;
+        k += (size_t)w;
+    }
+    return buf;
+}
+
+/* Which row a bare word sets: a BARE choice listing it, or a FLAG of that name. */
+static int bare_row(const sqz_opt *t, int n, const char *word) {
+    for (int i = 0; i < n; i++) {
+        if (t[i].type == SQZ_OPT_CHOICE && (t[i].flags & SQZ_OPT_BARE) && choice_index(t[i].choices, word) >= 0)
+            return i;
+        if (t[i].type == SQZ_OPT_FLAG && !strcmp(t[i].name, word)) return i;
+    }
+    return -1;
+}
+
+static _Thread_local char spec_copy[1024];
+
+static sqz_status spec_part(const sqz_opt *t, int n, char *part, bool first, const char *what, void *dst,
+                            uint64_t *given, const char **prev) {
+    char allowed[768];
+    int row = -1;
+    const char *value = part;
+    char *eq = strchr(part, '=');
+    if (eq) {
+        *eq = 0;
+        value = eq + 1;
+        const sqz_opt *o = sqz_opts_find(t, n, part);
+        row = o ? (int)(o - t) : -1;
+        SQZ_RETURN_IF(row < 0 || (t[row].flags & SQZ_OPT_POSITIONAL) || t[row].type == SQZ_OPT_FLAG,
+                      SQZ_ERR_INVALID_ARG, "%s: unknown part '%s=%s' (%s)", what, part, value,
+                      spec_allowed(t, n, allowed, sizeof allowed));
+    } else if (first && (row = bare_row(t, n, part)) < 0) {
+        for (int i = 0; i < n && row < 0; i++)
+            if (t[i].flags & SQZ_OPT_POSITIONAL) row = i;
+    } else if (!first) {
+        row = bare_row(t, n, part);
+    }
+    SQZ_RETURN_IF(row < 0, SQZ_ERR_INVALID_ARG, "%s: unknown part '%s' (%s)", what, part,
+                  spec_allowed(t, n, allowed, sizeof allowed));
+    SQZ_RETURN_IF(*given & (1ull << row), SQZ_ERR_INVALID_ARG, "%s: %s given twice ('%s' and '%s')", what,
+                  t[row].name, prev[row], value);
+    prev[row] = value;
+    *given |= 1ull << row;
+    return sqz_opt_set(&t[row], dst, value, what);
+}
+
+sqz_status sqz_opts_parse_spec(const sqz_opt *t, int n, const char *spec, const char *label, void *dst,
+                               uint64_t *given_out) {
+    SQZ_RETURN_IF(n > SQZ_OPT_MAX, SQZ_ERR_INVALID_ARG, "%s: option table of %d rows", label, n);
+    char what[sizeof spec_copy + 64];
+    snprintf(what, sizeof what, "%s '%s'", label, spec ? spec : "");
+    SQZ_RETURN_IF(!spec || !*spec, SQZ_ERR_INVALID_ARG, "%s is empty", label);
+    SQZ_RETURN_IF(strlen(spec) >= sizeof spec_copy, SQZ_ERR_INVALID_ARG, "%s '%.40s...' is too long", label, spec);
+    memcpy(spec_copy, spec, strlen(spec) + 1);
+    uint64_t given = 0;
+    const char *prev[SQZ_OPT_MAX] = {0};
+    bool first = true;
+    for (char *p = spec_copy; p;) {
+        char *e = strchr(p, ':');
+        if (e) *e = 0;
+        SQZ_RETURN_IF(!*p, SQZ_ERR_INVALID_ARG, "%s: empty part", what);
+        SQZ_TRY(spec_part(t, n, p, first, what, dst, &given, prev));
+        first = false;
+        p = e ? e + 1 : NULL;
+    }
+    for (int i = 0; i < n; i++)
+        SQZ_RETURN_IF((t[i].flags & SQZ_OPT_REQUIRED) && !(given & (1ull << i)), SQZ_ERR_INVALID_ARG,
+                      "%s: no %s given", what, t[i].name);
+    if (given_out) *given_out = given;
+    return SQZ_OK;
+}
+
+/* ---- command lines ------------------------------------------------------------------------ */
+
+static const sqz_opt *argv_find(const sqz_opt_group *g, int ng, const char *arg, int *gi) {
+    for (int k = 0; k < ng; k++) {
+        for (int i = 0; i < g[k].n; i++) {
+            const sqz_opt *o = &g[k].opts[i];
+            if (o->flags & SQZ_OPT_POSITIONAL) continue;
+            bool hit = arg[1] == '-' ? (!strcmp(arg + 2, o->name) || (o->alias && !strcmp(arg + 2, o->alias)))
+                                     : (o->short_name && arg[1] == o->short_name && !arg[2]);
+            if (hit) {
+                *gi = k;
+                return o;
+            }
+        }
+    }
+    return NULL;
+}
+
+static sqz_status argv_positional(const sqz_opt_group *g, int ng, const char *word, uint64_t *given) {
+    for (int k = 0; k < ng; k++)
+        for (int i = 0; i < g[k].n; i++) {
+            const sqz_opt *o = &g[k].opts[i];
+            if (!(o->flags & SQZ_OPT_POSITIONAL) || (given[k] & (1ull << i))) continue;
+            given[k] |= 1ull << i;
+            return sqz_opt_set(o, g[k].dst, word, o->metavar ? o->metavar : o->name);
+        }
+    return SQZ_ERROR(SQZ_ERR_INVALID_ARG, "unexpected argument '%s'", word);
+}
+
+static sqz_status argv_option(const sqz_opt_group *g, int ng, int argc, char **argv, int *i, uint64_t *given) {
+    char name[128];
+    const char *arg = argv[*i], *value = NULL, *eq = strchr(arg, '=');
+    if (eq && arg[1] == '-') { /* --name=value */
+        snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+        arg = name;
+        value = eq + 1;
+    }
+    int k = 0;
+    const sqz_opt *o = argv_find(g, ng, arg, &k);
+    SQZ_RETURN_IF(!o, SQZ_ERR_INVALID_ARG, "unknown option '%s'", argv[*i]);
+    const uint64_t bit = 1ull << (o - g[k].opts);
+    SQZ_RETURN_IF((given[k] & bit) && !(o->flags & SQZ_OPT_REPEAT), SQZ_ERR_INVALID_ARG, "%s given twice", arg);
+    given[k] |= bit;
+    if (o->type == SQZ_OPT_FLAG) {
+        SQZ_RETURN_IF(value, SQZ_ERR_INVALID_ARG, "%s takes no value", arg);
+        return sqz_opt_set(o, g[k].dst, NULL, arg);
+    }
+    if (!value) {
+        SQZ_RETURN_IF(*i + 1 >= argc, SQZ_ERR_INVALID_ARG, "missing value for %s", arg);
+        value = argv[++*i];
+    }
+    return sqz_opt_set(o, g[k].dst, value, arg);
+}
+
+sqz_status sqz_opts_parse_argv(const sqz_opt_group *g, int ng, int argc, char **argv, uint64_t *given_out) {
+    uint64_t given[16] = {0};
+    SQZ_RETURN_IF(ng > 16, SQZ_ERR_INVALID_ARG, "command line: %d option groups", ng);
+    for (int k = 0; k < ng; k++) SQZ_TRY(sqz_opts_defaults(g[k].opts, g[k].n, g[k].dst));
+    bool words_only = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!words_only && !strcmp(a, "--")) words_only = true;
+        else if (!words_only && a[0] == '-' && a[1]) SQZ_TRY(argv_option(g, ng, argc, argv, &i, given));
+        else SQZ_TRY(argv_positional(g, ng, a, given));
+    }
+    for (int k = 0; k < ng; k++)
+        for (int i = 0; i < g[k].n; i++) {
+            const sqz_opt *o = &g[k].opts[i];
+            SQZ_RETURN_IF((o->flags & SQZ_OPT_REQUIRED) && !(given[k] & (1ull << i)), SQZ_ERR_INVALID_ARG,
+                          (o->flags & SQZ_OPT_POSITIONAL) ? "no %s given" : "no --%s given",
+                          (o->flags & SQZ_OPT_POSITIONAL) && o->metavar ? o->metavar : o->name);
+        }
+    if (given_out) memcpy(given_out, given, (size_t)ng * sizeof *given);
+    return SQZ_OK;
+}
+
+/* ---- help -------------------------------------------------------------------------------- */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    bool ok;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    if (!b->ok) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (k < 0) { b->ok = false; return; }
+    if (b->n + (size_t)k + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->n + (size_t)k + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) { b->ok = false; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)k;
+}
+
+static char *sb_done(sbuf *b) {
+    if (!b->ok || !b->p) {
+        free(b->p);
+        return NULL;
+    }
+    return b->p;
+}
+
+/* " (default X; range)" after an option's help. */
+static void help_tail(sbuf *b, const sqz_opt *o) {
+    char r[96];
+    const bool has_range = (o->type == SQZ_OPT_INT || o->type == SQZ_OPT_FLOAT) && ranged(o);
+    if (!o->def && !has_range && !(o->flags & SQZ_OPT_REQUIRED)) return;
+    sb_printf(b, " (");
+    if (o->flags & SQZ_OPT_REQUIRED) sb_printf(b, "required%s", o->def || has_range ? "; " : "");
+    if (o->def && o->type != SQZ_OPT_FLAG) sb_printf(b, "default %s%s", o->def, has_range ? "; " : "");
+    if (has_range) sb_printf(b, "%s", range_text(o, r, sizeof r));
+    sb_printf(b, ")");
+}
+
+static const char *type_metavar(const sqz_opt *o) {
+    if (o->metavar) return o->metavar;
+    switch (o->type) {
+    case SQZ_OPT_INT: return "N";
+    case SQZ_OPT_FLOAT: return "X";
+    case SQZ_OPT_CHOICE: return o->choices;
+    default: return "VALUE";
+    }
+}
+
+char *sqz_opts_help_argv(const sqz_opt_group *g, int ng) {
+    sbuf b = {.ok = true};
+    for (int k = 0; k < ng; k++) {
+        if (g[k].title) sb_printf(&b, "\n%s:\n", g[k].title);
+        for (int i = 0; i < g[k].n; i++) {
+            const sqz_opt *o = &g[k].opts[i];
+            char left[160];
+            if (o->flags & SQZ_OPT_POSITIONAL) snprintf(left, sizeof left, "%s", type_metavar(o));
+            else if (o->type == SQZ_OPT_FLAG)
+                snprintf(left, sizeof left, "%s%c%s--%s", o->short_name ? "-" : "", o->short_name ? o->short_name : ' ',
+                         o->short_name ? ", " : "", o->name);
+            else
+                snprintf(left, sizeof left, "%s%c%s--%s %s", o->short_name ? "-" : "", o->short_name ? o->short_name : ' ',
+                         o->short_name ? ", " : "", o->name, type_metavar(o));
+            const char *l = left[0] == ' ' ? left + 1 : left;
+            sb_printf(&b, "  %-26s%s%s", l, strlen(l) >= 26 ? "\n                            " : "", o->help ? o->help : "");
+            help_tail(&b, o);
+            if (o->alias) sb_printf(&b, "; also --%s", o->alias);
+            if (o->flags & SQZ_OPT_REPEAT) sb_printf(&b, "; may be repeated");
+            sb_printf(&b, "\n");
+        }
+    }
+    return sb_done(&b);
+}
+
+char *sqz_opts_help_spec(const sqz_opt *t, int n, int indent) {
+    sbuf b = {.ok = true};
+    for (int i = 0; i < n; i++) {
+        const sqz_opt *o = &t[i];
+        char left[256];
+        if (o->flags & SQZ_OPT_POSITIONAL) snprintf(left, sizeof left, "%s (first)", o->name);
+        else if (o->type == SQZ_OPT_CHOICE && (o->flags & SQZ_OPT_BARE)) snprintf(left, sizeof left, "%s", o->name);
+        else if (o->type == SQZ_OPT_FLAG) snprintf(left, sizeof left, "%s", o->name);
+        else snprintf(left, sizeof left, "%s=%s", o->name, type_metavar(o));
+        sb_printf(&b, "%*s%-18s", indent, "", left);
+        if (o->type == SQZ_OPT_CHOICE) sb_printf(&b, "%s%s", o->choices, o->help ? ": " : "");
+        if (strlen(left) >= 18) sb_printf(&b, "\n%*s", indent + 18, "");
+        sb_printf(&b, "%s", o->help ? o->help : "");
+        help_tail(&b, o);
+        sb_printf(&b, "\n");
+    }
+    return sb_done(&b);
+}
