@@ -132,6 +132,58 @@ static sqz_status run_chunks(run *R, const int32_t *tokens, int64_t n_chunks, in
     return SQZ_OK;
 }
 
+/* True if [s, e) overlaps one of the non-empty excluded spans. */
+static bool excluded(const sqz_eval_opts *o, int64_t s, int64_t e) {
+    for (int64_t i = 0; i < o->n_exclude; i++) {
+        const int64_t a = o->exclude[i][0], b = o->exclude[i][1];
+        if (a < b && a < e && s < b) return true;
+    }
+    return false;
+}
+
+/* The chunks to evaluate, back to back in *sel: without spans the first n_chunks chunks of the
+ * text in place (*sel = tokens, *owned NULL); with spans those of the text's chunks that overlap
+ * none, copied into *owned (malloc'd; the caller frees it). */
+static sqz_status select_chunks(const int32_t *tokens, int64_t n_tokens, const sqz_eval_opts *o, const int32_t **sel,
+                                int32_t **owned, int64_t *n_chunks, int64_t *n_excluded) {
+    const int64_t ctx = o->ctx, n_grid = n_tokens / ctx;
+    *sel = tokens;
+    *owned = NULL;
+    *n_excluded = 0;
+    if (o->n_exclude == 0) {
+        *n_chunks = o->max_chunks > 0 && o->max_chunks < n_grid ? o->max_chunks : n_grid;
+        return SQZ_OK;
+    }
+    SQZ_RETURN_IF(o->n_exclude < 0 || !o->exclude, SQZ_ERR_INVALID_ARG, "eval: %lld excluded spans at %p",
+                  (long long)o->n_exclude, (const void *)o->exclude);
+    for (int64_t i = 0; i < o->n_exclude; i++)
+        SQZ_RETURN_IF(o->exclude[i][0] < 0 || o->exclude[i][1] < o->exclude[i][0], SQZ_ERR_INVALID_ARG,
+                      "eval: excluded span %lld is [%lld, %lld): not a range of token positions", (long long)i,
+                      (long long)o->exclude[i][0], (long long)o->exclude[i][1]);
+    int32_t *buf = sqz__malloc((size_t)(n_grid * ctx) * sizeof *buf);
+    if (!buf) return SQZ_ERR_NOMEM;
+    int64_t k = 0;
+    for (int64_t c = 0; c < n_grid && (o->max_chunks <= 0 || k < o->max_chunks); c++) {
+        if (excluded(o, c * ctx, (c + 1) * ctx)) {
+            (*n_excluded)++;
+            continue;
+        }
+        memcpy(buf + k * ctx, tokens + c * ctx, (size_t)ctx * sizeof *buf);
+        k++;
+    }
+    if (k == 0) {
+        free(buf);
+        return SQZ_ERROR(SQZ_ERR_INVALID_ARG,
+                         "eval: every one of the %lld chunks of %lld tokens overlaps one of the %lld excluded spans: "
+                         "no held-out text is left (a longer text, or a smaller ctx)",
+                         (long long)n_grid, (long long)ctx, (long long)o->n_exclude);
+    }
+    *sel = buf;
+    *owned = buf;
+    *n_chunks = k;
+    return SQZ_OK;
+}
+
 sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_t n_tokens, const sqz_eval_opts *opts,
                                sqz_eval_result *r) {
     memset(r, 0, sizeof *r);
@@ -157,8 +209,10 @@ sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_
     int add_bos = o.add_bos >= 0 ? (o.add_bos != 0) : m->vocab.add_bos;
     int32_t bos = o.bos >= 0 ? o.bos : m->vocab.bos;
     SQZ_RETURN_IF(add_bos && (bos < 0 || bos >= vocab), SQZ_ERR_INVALID_ARG, "eval: no valid BOS id (%d)", bos);
-    int64_t n_chunks = n_tokens / o.ctx;
-    if (o.max_chunks > 0 && o.max_chunks < n_chunks) n_chunks = o.max_chunks;
+    const int32_t *sel = NULL;
+    int32_t *owned = NULL;
+    int64_t n_chunks = 0, n_excluded = 0;
+    SQZ_TRY(select_chunks(tokens, n_tokens, &o, &sel, &owned, &n_chunks, &n_excluded));
 
     run R;
     memset(&R, 0, sizeof R);
@@ -171,20 +225,23 @@ sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_
     R.n_score = o.ctx - 1 - R.first;
     size_t rows = (size_t)(o.ctx - R.first), bytes;
     sqz_status st = SQZ_OK;
-    if (!sqz__mul_size(rows * (size_t)vocab, sizeof(float), &bytes)) return SQZ_ERROR(SQZ_ERR_NOMEM, "eval: too large");
+    if (!sqz__mul_size(rows * (size_t)vocab, sizeof(float), &bytes)) {
+        free(owned);
+        return SQZ_ERROR(SQZ_ERR_NOMEM, "eval: too large");
+    }
     R.lm = sqz__malloc(bytes);
     R.lb = o.base ? sqz__malloc(bytes) : NULL;
     R.chunk = sqz__malloc((size_t)o.ctx * sizeof *R.chunk);
     R.kld_values = sqz__malloc((size_t)(n_chunks * R.n_score) * sizeof(float));
     if (!R.lm || (o.base && !R.lb) || !R.chunk || !R.kld_values) st = SQZ_ERR_NOMEM;
-    if (st == SQZ_OK && o.base_logits) st = open_base_logits(&R, tokens, n_chunks, add_bos, bos);
+    if (st == SQZ_OK && o.base_logits) st = open_base_logits(&R, sel, n_chunks, add_bos, bos);
     if (st == SQZ_OK && o.save_base) {
         sqz__logits_header h = {(uint32_t)vocab, (uint32_t)o.ctx, (uint32_t)n_chunks, (uint32_t)R.first,
                                 (uint32_t)add_bos, bos, (uint64_t)(n_chunks * o.ctx)};
-        st = sqz__logits_writer_open(o.save_base, &h, tokens, &R.wr);
+        st = sqz__logits_writer_open(o.save_base, &h, sel, &R.wr);
     }
     double t0 = now_s();
-    if (st == SQZ_OK) st = run_chunks(&R, tokens, n_chunks, add_bos, bos);
+    if (st == SQZ_OK) st = run_chunks(&R, sel, n_chunks, add_bos, bos);
     if (R.wr) {
         sqz_status ws = sqz__logits_writer_close(R.wr, st == SQZ_OK);
         if (st == SQZ_OK) st = ws;
@@ -195,6 +252,7 @@ sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_
         r->ctx = o.ctx;
         r->n_chunks = n_chunks;
         r->n_tokens = n_tokens;
+        r->n_excluded = n_excluded;
         r->tokens_scored = n;
         r->tokens_per_s = r->seconds > 0 ? (double)(n_chunks * o.ctx) / r->seconds : 0;
         double err;
@@ -224,5 +282,6 @@ sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_
     free(R.lb);
     free(R.chunk);
     free(R.kld_values);
+    free(owned);
     return st;
 }

@@ -49,15 +49,25 @@ typedef struct sqz_eval_opts {
                                   model's own when there is no base) for later --base-logits use */
     sqz_progress_fn progress;  /* optional: done/total in tokens processed */
     void *progress_user;
+    /* Optional held-out evaluation: n_exclude spans [exclude[i][0], exclude[i][1]) of token
+     * positions in tokens[] (e.g. the calibration windows: starts[i], starts[i] + ctx). A chunk
+     * [c * ctx, (c + 1) * ctx) that overlaps one is skipped (counted in n_excluded); the others
+     * keep their places in the text, so the chunks evaluated are a subset of those evaluated
+     * without spans. max_chunks then caps the chunks evaluated (skipped ones do not count).
+     * Base logits saved with spans hold the evaluated chunks only: read them back with the
+     * same spans. Empty spans (start == end) exclude nothing. NULL / 0 = none: every chunk. */
+    const int64_t (*exclude)[2];
+    int64_t n_exclude;
 } sqz_eval_opts;
 
-/* ctx 512, max_chunks 0, bos -1, add_bos -1, everything else NULL. */
+/* ctx 512, max_chunks 0, bos -1, add_bos -1, everything else NULL / 0. */
 sqz_eval_opts sqz_eval_default_opts(void);
 
 typedef struct sqz_eval_result {
     /* perplexity (decoders) */
     double ppl, ppl_stderr, nll_mean;
     int64_t tokens_scored, n_chunks, ctx, n_tokens; /* n_tokens: the text's token count */
+    int64_t n_excluded;                             /* chunks skipped: they overlap o->exclude */
     /* with a base */
     bool has_base;
     double ppl_base, ppl_base_stderr, delta_ppl;  /* delta_ppl = ppl - ppl_base */
@@ -84,7 +94,8 @@ void sqz_eval_result_free(sqz_eval_result *r);
  * *r is filled (and owns kld_values; free with sqz_eval_result_free) on success.
  * Errors: SQZ_ERR_INVALID_ARG (fewer than 2 * ctx tokens, as llama.cpp requires; ctx beyond a
  * session's max_tokens; vocabularies of different sizes; saved base logits for other tokens or
- * another ctx), SQZ_ERR_FORMAT (a corrupt base logits file), SQZ_ERR_IO, the forward pass's errors.
+ * another ctx; an exclusion span with start < 0 or end < start; every chunk excluded),
+ * SQZ_ERR_FORMAT (a corrupt base logits file), SQZ_ERR_IO, the forward pass's errors.
  * A file written through o->save_base is atomic: it exists only if the whole run succeeded.
  */
 sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_t n_tokens, const sqz_eval_opts *o,
@@ -101,8 +112,9 @@ sqz_status sqz_eval_embeddings(sqz_session *model, sqz_session *base, const int3
 
 /*
  * The report as JSON text: {"model": .., "base": .., "text": .., "ppl": .., "ppl_stderr": ..,
- * "tokens_scored": .., "n_chunks": .., "ctx": .., and with a base "ppl_base", "delta_ppl",
- * "kld_mean", "kld_p99", "kld_p999", "kld_max", "top1_agree", "rms_dp"; for encoders
+ * "tokens_scored": .., "n_chunks": .., "ctx": .., "n_excluded" (only when chunks were skipped),
+ * and with a base "ppl_base", "delta_ppl", "kld_mean", "kld_p99", "kld_p999", "kld_max",
+ * "top1_agree", "rms_dp"; for encoders
  * "cos_mean", "cos_p1", "cos_min", "n_sentences"; "seconds", "tokens_per_s"}.
  * model, base and text are labels (paths) and may be NULL. Returns a malloc'd string the caller
  * frees with free(), or NULL on out of memory.

@@ -3,6 +3,7 @@
  *   saved base logits (SQZLOGB1) read back give the same ppl_base and top-1, KLD ~0, and are
  *   refused for other tokens, another ctx, or when corrupt;
  *   the protocol's counts (chunks, scored tokens) and the JSON report's keys;
+ *   exclusion spans (held-out evaluation) skip exactly the chunks they overlap;
  *   percentiles. (The perplexity value itself is checked against an independent numpy
  *   implementation by tests/py/test_eval_ppl.py.) */
 #include <math.h>
@@ -172,6 +173,118 @@ static void test_protocol_limits(void **state) {
     assert_int_equal(sqz_eval_perplexity(f->s, f->ids, (int64_t)f->n_ids, &o, &r), SQZ_ERR_INVALID_ARG);
 }
 
+/* The kept chunks of a 64-token grid, back to back (n_keep of them). */
+static int32_t *gather(const int32_t *ids, const int *keep, int n_keep) {
+    int32_t *g = malloc((size_t)n_keep * 64 * sizeof *g);
+    for (int k = 0; k < n_keep; k++) memcpy(g + k * 64, ids + keep[k] * 64, 64 * sizeof *g);
+    return g;
+}
+
+/* Exclusion spans skip exactly the chunks they overlap; the others are evaluated as if they
+ * were the whole text (same numbers bit for bit), and the two sets add up to the whole run. */
+static void test_exclude_spans(void **state) {
+    fixture *f = *state;
+    NEED_FIXTURE(f);
+    const int64_t n = 20 * 64 + 17; /* 20 chunks of 64 and a partial one */
+    assert_true((int64_t)f->n_ids >= n);
+    sqz_eval_opts o = sqz_eval_default_opts();
+    o.ctx = 64;
+    o.base = f->s2;
+    sqz_eval_result all, ex, kept, gone;
+    SQZ_ASSERT_OK(sqz_eval_perplexity(f->s, f->ids, n, &o, &all));
+    assert_int_equal(all.n_chunks, 20);
+    assert_int_equal(all.n_excluded, 0);
+    /* chunk 0 (one token), 3 (inside), 4 and 5 (a span across their border); an empty span
+     * inside chunk 7 and one past the text exclude nothing */
+    const int64_t spans[][2] = {{0, 1}, {3 * 64 + 10, 3 * 64 + 20}, {5 * 64 - 1, 5 * 64 + 1}, {7 * 64 + 5, 7 * 64 + 5},
+                                {20 * 64, 20 * 64 + 500}};
+    o.exclude = spans;
+    o.n_exclude = 5;
+    SQZ_ASSERT_OK(sqz_eval_perplexity(f->s, f->ids, n, &o, &ex));
+    assert_int_equal(ex.n_excluded, 4);
+    assert_int_equal(ex.n_chunks, 16);
+    assert_int_equal(ex.n_chunks + ex.n_excluded, all.n_chunks);
+    assert_int_equal(ex.tokens_scored, 16 * (64 - 1 - 32));
+    assert_int_equal(ex.n_tokens, n);
+    assert_true(ex.kld_mean == 0.0 && ex.top1_agree == 1.0);
+    int keep[16], drop[4] = {0, 3, 4, 5}, nk = 0;
+    for (int c = 0; c < 20; c++)
+        if (c != 0 && (c < 3 || c > 5)) keep[nk++] = c;
+    int32_t *gk = gather(f->ids, keep, 16), *gd = gather(f->ids, drop, 4);
+    o.exclude = NULL;
+    o.n_exclude = 0;
+    SQZ_ASSERT_OK(sqz_eval_perplexity(f->s, gk, 16 * 64, &o, &kept));
+    SQZ_ASSERT_OK(sqz_eval_perplexity(f->s, gd, 4 * 64, &o, &gone));
+    assert_true(ex.ppl == kept.ppl && ex.nll_mean == kept.nll_mean && ex.ppl_stderr == kept.ppl_stderr);
+    print_message("ppl: all %.4f, held-out %.4f (16 chunks), excluded %.4f (4 chunks)\n", all.ppl, ex.ppl, gone.ppl);
+    assert_true(fabs(16 * kept.nll_mean + 4 * gone.nll_mean - 20 * all.nll_mean) < 1e-9 * 20 * all.nll_mean);
+    assert_true(ex.ppl != all.ppl);
+    /* max_chunks counts evaluated chunks: chunk 0 is skipped, 1 and 2 are evaluated */
+    o.exclude = spans;
+    o.n_exclude = 5;
+    o.max_chunks = 2;
+    sqz_eval_result two;
+    SQZ_ASSERT_OK(sqz_eval_perplexity(f->s, f->ids, n, &o, &two));
+    assert_int_equal(two.n_chunks, 2);
+    assert_int_equal(two.n_excluded, 1);
+    char *j = sqz_eval_report_json(&two, NULL, NULL, NULL);
+    assert_non_null(strstr(j, "\"n_excluded\""));
+    free(j);
+    j = sqz_eval_report_json(&all, NULL, NULL, NULL);
+    assert_null(strstr(j, "\"n_excluded\""));
+    free(j);
+    sqz_eval_result_free(&two);
+    sqz_eval_result_free(&all);
+    sqz_eval_result_free(&ex);
+    sqz_eval_result_free(&kept);
+    sqz_eval_result_free(&gone);
+    free(gk);
+    free(gd);
+}
+
+/* Base logits saved with spans hold the kept chunks: read back with the same spans. Spans that
+ * are not ranges, or that leave nothing, are refused. */
+static void test_exclude_spans_errors_and_saved_base(void **state) {
+    fixture *f = *state;
+    NEED_FIXTURE(f);
+    const int64_t n = 8 * 64;
+    const char *dir = sqz_test_tmpdir();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/held.logits", dir);
+    const int64_t spans[][2] = {{64, 130}};
+    sqz_eval_opts o = sqz_eval_default_opts();
+    o.ctx = 64;
+    o.exclude = spans;
+    o.n_exclude = 1;
+    o.save_base = path;
+    sqz_eval_result a, b, r;
+    SQZ_ASSERT_OK(sqz_eval_perplexity(f->s, f->ids, n, &o, &a));
+    assert_int_equal(a.n_chunks, 6); /* not chunk 1 (64..128) nor 2 (128..192, which holds 128 and 129) */
+    assert_int_equal(a.n_excluded, 2);
+    o.save_base = NULL;
+    o.base_logits = path;
+    SQZ_ASSERT_OK(sqz_eval_perplexity(f->s2, f->ids, n, &o, &b));
+    assert_true(fabs(b.ppl_base - a.ppl) / a.ppl < 1e-6 && b.top1_agree == 1.0);
+    o.n_exclude = 0; /* without the spans the file's tokens are not the text's first chunks */
+    assert_int_equal(sqz_eval_perplexity(f->s2, f->ids, n, &o, &r), SQZ_ERR_INVALID_ARG);
+    unlink(path);
+    rmdir(dir);
+    o.base_logits = NULL;
+    const int64_t everything[][2] = {{0, n}}, backwards[][2] = {{10, 5}}, negative[][2] = {{-1, 5}};
+    o.n_exclude = 1;
+    o.exclude = everything;
+    assert_int_equal(sqz_eval_perplexity(f->s, f->ids, n, &o, &r), SQZ_ERR_INVALID_ARG);
+    assert_non_null(strstr(sqz_last_error(), "no held-out text"));
+    o.exclude = backwards;
+    assert_int_equal(sqz_eval_perplexity(f->s, f->ids, n, &o, &r), SQZ_ERR_INVALID_ARG);
+    o.exclude = negative;
+    assert_int_equal(sqz_eval_perplexity(f->s, f->ids, n, &o, &r), SQZ_ERR_INVALID_ARG);
+    o.exclude = NULL;
+    assert_int_equal(sqz_eval_perplexity(f->s, f->ids, n, &o, &r), SQZ_ERR_INVALID_ARG);
+    sqz_eval_result_free(&a);
+    sqz_eval_result_free(&b);
+}
+
 static void test_percentile(void **state) {
     (void)state;
     float v[5] = {5, 1, 4, 2, 3};
@@ -189,6 +302,8 @@ int main(void) {
         cmocka_unit_test(test_self_base_is_exact),
         cmocka_unit_test(test_saved_base_logits),
         cmocka_unit_test(test_protocol_limits),
+        cmocka_unit_test(test_exclude_spans),
+        cmocka_unit_test(test_exclude_spans_errors_and_saved_base),
         cmocka_unit_test(test_percentile),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
