@@ -1,52 +1,47 @@
 /* cli/calib_common.c - what `sqz calibrate` and `sqz compress` share: the calibration
- * options, reading the text into windows, and the session that runs them. */
-#include <errno.h>
+ * options (one table, a group of both commands' command lines), reading the text into windows, and the session that runs them. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 
-static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *v) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || end == s || *end || x < lo || x > hi) return false;
-    *v = x;
-    return true;
-}
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+const sqz_opt sqz_cli_calib_opts[] = {
+    {.name = "calib", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_calib, text), .metavar = "FILE",
+     .alias = "text", .help = "calibration text (windows spread over the whole of it)"},
+    {.name = "calib-samples", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, samples), .min = 1,
+     .max = 1 << 20, .def = STR(SQZ_CALIB_DEFAULT_SAMPLES), .metavar = "N", .alias = "samples",
+     .help = "calibration windows"},
+    {.name = "calib-ctx", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, ctx), .min = 2, .max = 1 << 20,
+     .def = STR(SQZ_CALIB_DEFAULT_CTX), .metavar = "T", .alias = "ctx", .help = "tokens per window"},
+    {.name = "seed", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, seed), .min = 0,
+     .max = (double)INT64_MAX, .def = "1234" /* SQZ_CALIB_DEFAULT_SEED */, .metavar = "S",
+     .help = "where the windows start in the text"},
+    {.name = "sample-rows", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, sample_rows), .min = 0,
+     .max = 1 << 20, .metavar = "R",
+     .help = "input rows kept per layer for the searches and validation (calibrate 128, compress 512)"},
+    {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, threads), .min = 0, .max = 1024,
+     .def = "0", .metavar = "N", .help = "CPU threads (0: all cores)"},
+    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_calib, tokenizer), .metavar = "FILE",
+     .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
+};
+const int sqz_cli_calib_n_opts = (int)(sizeof sqz_cli_calib_opts / sizeof sqz_cli_calib_opts[0]);
 
 void sqz_cli_calib_defaults(sqz_cli_calib *c) {
     memset(c, 0, sizeof *c);
-    c->samples = SQZ_CALIB_DEFAULT_SAMPLES;
-    c->ctx = SQZ_CALIB_DEFAULT_CTX;
-    c->seed = SQZ_CALIB_DEFAULT_SEED;
+    (void)sqz_opts_defaults(sqz_cli_calib_opts, sqz_cli_calib_n_opts, c); /* the table's own: cannot fail */
     c->sample_rows = -1;
 }
 
 int sqz_cli_calib_option(const char *cmd, sqz_cli_calib *c, int argc, char **argv, int *i) {
-    const char *o = argv[*i];
-    bool has = *i + 1 < argc;
-    int64_t v;
-    if ((!strcmp(o, "--calib") || !strcmp(o, "--text")) && has) c->text = argv[++*i];
-    else if (!strcmp(o, "--tokenizer") && has) c->tokenizer = argv[++*i];
-    else if ((!strcmp(o, "--calib-samples") || !strcmp(o, "--samples")) && has) {
-        if (!parse_i64(argv[++*i], 1, 1 << 20, &c->samples))
-            return sqz_cli_usage_error(cmd, "bad %s '%s' (1 or more windows)", o, argv[*i]);
-    } else if ((!strcmp(o, "--calib-ctx") || !strcmp(o, "--ctx")) && has) {
-        if (!parse_i64(argv[++*i], 2, 1 << 20, &c->ctx))
-            return sqz_cli_usage_error(cmd, "bad %s '%s' (2 or more tokens)", o, argv[*i]);
-    } else if (!strcmp(o, "--seed") && has) {
-        if (!parse_i64(argv[++*i], 0, INT64_MAX, &v)) return sqz_cli_usage_error(cmd, "bad --seed '%s'", argv[*i]);
-        c->seed = (uint64_t)v;
-    } else if (!strcmp(o, "--sample-rows") && has) {
-        if (!parse_i64(argv[++*i], 0, 1 << 20, &c->sample_rows))
-            return sqz_cli_usage_error(cmd, "bad --sample-rows '%s'", argv[*i]);
-    } else if (!strcmp(o, "--threads") && has) {
-        if (!parse_i64(argv[++*i], 0, 1024, &v)) return sqz_cli_usage_error(cmd, "bad --threads '%s'", argv[*i]);
-        c->threads = (int)v;
-    } else {
-        return -1;
-    }
+    const char *a = argv[*i];
+    const sqz_opt *o = a[0] == '-' && a[1] == '-' ? sqz_opts_find(sqz_cli_calib_opts, sqz_cli_calib_n_opts, a + 2)
+                                                  : NULL;
+    if (!o || *i + 1 >= argc) return -1;
+    if (sqz_opt_set(o, c, argv[++*i], a) != SQZ_OK) return sqz_cli_usage_error(cmd, "%s", sqz_last_error());
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #define SQZ_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "sqz/sqz.h"
@@ -16,8 +17,17 @@ typedef struct sqz_cmd {
 
 /* Prints "sqz: error: <last error>" (or msg) to stderr and returns 1. */
 int sqz_cli_fail(sqz_status s);
-/* Prints "sqz <cmd>: <printf message>" to stderr and returns 2 (usage error). */
+/* Prints "sqz <cmd>: <printf message> (see 'sqz <cmd> --help')" to stderr and returns 2
+ * (usage error). */
 int sqz_cli_usage_error(const char *cmd, const char *fmt, ...);
+/* Parses a command line (argv[0] is the command's name) against option tables
+ * (sqz_opts_parse_argv: each group's defaults first, then the words). Returns 0, or prints
+ * the usage error ("sqz <cmd>: unknown option '--frob' (see ...)") and returns 2. given[g]
+ * (may be NULL) gets the bits of the rows of group g that were given. */
+int sqz_cli_parse(const char *cmd, const sqz_opt_group *g, int ng, int argc, char **argv, uint64_t *given);
+/* A command's --help: the hand-written usage line and description (ending in a newline),
+ * then "options:" and the list generated from the tables. */
+void sqz_cli_help(FILE *out, const char *usage_and_description, const sqz_opt_group *g, int ng);
 /* Monotonic clock in seconds. */
 double sqz_cli_now_s(void);
 /* Where scripts/setup.sh puts SmolLM2-135M ($SQZ_PYMODELS or ~/.cache/sqz/pymodels); static buffer. */
@@ -45,18 +55,24 @@ void sqz_cmd_compress_usage(FILE *out);
 int sqz_bench_compress(int argc, char **argv);
 void sqz_bench_compress_usage(FILE *out);
 
-/* The calibration options both commands take. */
+/* The calibration options both commands take (filled through sqz_cli_calib_opts). */
 typedef struct sqz_cli_calib {
     const char *text;       /* --calib FILE (alias --text) */
     const char *tokenizer;  /* --tokenizer FILE (llama2.c) */
     int64_t samples, ctx;   /* --calib-samples N, --calib-ctx T */
-    uint64_t seed;          /* --seed S */
+    int64_t seed;           /* --seed S */
     int64_t sample_rows;    /* --sample-rows R; -1 = the command's default */
-    int threads;            /* --threads N */
+    int64_t threads;        /* --threads N */
 } sqz_cli_calib;
+/* The rows of sqz_cli_calib, a group of its own in a command's tables:
+ *   {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, &cc} */
+extern const sqz_opt sqz_cli_calib_opts[];
+extern const int sqz_cli_calib_n_opts;
+/* The table's defaults, and sample_rows -1 (the command's default). Call before parsing. */
 void sqz_cli_calib_defaults(sqz_cli_calib *c);
 /* Consumes argv[*i] (and its value) when it is a calibration option: returns 0, or 2 after a
- * usage error; -1 when argv[*i] is not one. */
+ * usage error; -1 when argv[*i] is not one (or its value is missing). For commands not yet
+ * parsed with the tables; sqz_cli_parse with the group above replaces it. */
 int sqz_cli_calib_option(const char *cmd, sqz_cli_calib *c, int argc, char **argv, int *i);
 /* Reads and tokenizes the text into windows and makes a session able to run them. */
 sqz_status sqz_cli_calib_open(const sqz_cli_calib *c, const sqz_model *m, sqz_backend *be, sqz_calib_windows *w,

@@ -19,6 +19,17 @@ const char *sqz_cli_default_smollm2(void) {
     return buf;
 }
 
+int sqz_cli_parse(const char *cmd, const sqz_opt_group *g, int ng, int argc, char **argv, uint64_t *given) {
+    if (sqz_opts_parse_argv(g, ng, argc, argv, given) == SQZ_OK) return 0;
+    return sqz_cli_usage_error(cmd, "%s", sqz_last_error());
+}
+
+void sqz_cli_help(FILE *out, const char *usage_and_description, const sqz_opt_group *g, int ng) {
+    char *list = sqz_opts_help_argv(g, ng);
+    fprintf(out, "%s\noptions:\n%s", usage_and_description, list ? list : "  (out of memory)\n");
+    free(list);
+}
+
 /* Writes a small file atomically (temporary + fsync + rename). */
 sqz_status sqz_cli_write_file(const char *path, const void *data, size_t n) {
     sqz_outfile *f;
