@@ -29,4 +29,39 @@ int sqz__block_groups(const sqz_model *m, int32_t layer, sqz__lgroup *g);
 /* Replaces tensor t's data with an owned f32 copy of values (n elements), dtype F32. */
 sqz_status sqz__tensor_set_f32(sqz_model *m, sqz_tensor *t, const float *values);
 
+/* ---- passes: each pass's arguments, option rows and functions (the table: passes.c) ---- */
+
+/* What the SPEC's parts fill; check() turns it into an sqz_compress_spec. */
+typedef struct sqz__quant_args {
+    int format;  /* index into FORMATS */
+    int method;  /* index into the method table (sqz_qmethods) */
+    int act;     /* SQZ_ACT_CALIB_* or ACT_DYNAMIC */
+    int group;   /* 32, 64, 128 */
+    int asym;    /* 0 sym, 1 asym */
+    int order;   /* 1 act-order, 0 no-act-order */
+    int groups;  /* 1 static-groups, 0 dynamic-groups */
+    double damp, alpha, pct;
+    sqz_compress_spec spec; /* the result */
+} sqz__quant_args;
+#define SQZ__QUANT_N_OPTS 10
+extern sqz_opt sqz__quant_opts[SQZ__QUANT_N_OPTS];
+void sqz__quant_opts_init(void);
+sqz_status sqz__quant_check(void *args, uint64_t given, const char *spec);
+unsigned sqz__quant_needs(const void *args, unsigned *required);
+sqz_status sqz__quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args);
+/* Statistics a quantization SPEC cannot run without. */
+unsigned sqz__quant_required(const sqz_compress_spec *sp);
+/* The SPEC of a quant stage, or NULL for a stage of another pass. */
+const sqz_compress_spec *sqz__quant_stage_spec(const sqz_stage *s);
+
+typedef struct sqz__drop_args {
+    const char *list;     /* as given (points into the stage's SPEC copy only during parsing) */
+    int32_t layers[256];  /* the blocks to remove, sorted, distinct */
+    int n;
+} sqz__drop_args;
+#define SQZ__DROP_N_OPTS 1
+extern const sqz_opt sqz__drop_opts[SQZ__DROP_N_OPTS];
+sqz_status sqz__drop_check(void *args, uint64_t given, const char *spec);
+sqz_status sqz__drop_model_step(sqz_pass_ctx *c, const void *args);
+
 #endif

@@ -1,7 +1,8 @@
 /*
- * compress/pipeline.c - compressing a whole model: sequentially on calibration windows
- * (each block calibrated on the output of the compressed blocks before it), from a
- * statistics file, or without statistics; totals of the report.
+ * compress/pipeline.c - running a recipe: whole-model steps as barriers, consecutive block
+ * stages fused into one sequential calibration loop (each block calibrated on the output of
+ * the already compressed blocks), or fed from a statistics file, or run without statistics;
+ * the totals of the report. sqz_compress_model is the one-stage recipe of a quantization SPEC.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,19 +21,8 @@ void sqz_compress_report_free(sqz_compress_report *r) {
     if (!r) return;
     free(r->layers);
     free(r->blocks);
+    free(r->stages);
     memset(r, 0, sizeof *r);
-}
-
-typedef struct run_ctx {
-    sqz_model *m;
-    const sqz_compress_opts *o;
-    sqz_compress_report *rep;
-} run_ctx;
-
-static sqz_status on_block(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *stats) {
-    run_ctx *c = user;
-    sqz_session_invalidate(s, layer); /* its float copies of the old weights: not needed any more */
-    return sqz_compress_block(c->m, layer, stats, c->o, c->rep);
 }
 
 /* The names of the statistics in bits, into buf (cap 128). */
@@ -46,14 +36,6 @@ static const char *stat_names(unsigned bits, char *buf) {
         strncat(buf, names[i], cap - strlen(buf) - 1);
     }
     return buf;
-}
-
-/* Statistics without which the method cannot run (sample rows only for validation otherwise). */
-static unsigned required_stats(const sqz_compress_spec *sp) {
-    unsigned need = sqz_compress_needs(sp);
-    if (!(sp->method->needs & SQZ_QSTAT_SAMPLE)) need &= ~(unsigned)SQZ_QSTAT_SAMPLE;
-    need &= ~(unsigned)SQZ_QSTAT_ABSMEAN; /* AWQ falls back to the sample rows */
-    return need;
 }
 
 static void totals(sqz_model *m, sqz_compress_report *rep) {
@@ -75,63 +57,191 @@ static void totals(sqz_model *m, sqz_compress_report *rep) {
     rep->bits_quantized = bits;
     rep->bpw_quantized = params_q ? bits / (double)params_q : 0.0;
     rep->bpw_model = rep->params ? 8.0 * (double)after / (double)rep->params : 0.0;
+    rep->n_layers_after = m->hp.n_layers;
+}
+
+/* ---- one loop over the blocks for stages [first, last) ---------------------------------- */
+
+typedef struct loop {
+    sqz_model *m;
+    const sqz_recipe *r;
+    int first, last;
+    const sqz_compress_opts *o;
+    sqz_compress_report *rep;
+    const sqz_calib_windows *w;
+    sqz_stage_report *stage_rep; /* rows of stages [first, last) */
+} loop;
+
+static sqz_status loop_block(loop *L, int32_t layer, const sqz_calib_block *stats) {
+    for (int k = L->first; k < L->last; k++) {
+        const sqz_stage *s = &L->r->stages[k];
+        sqz_pass_ctx c = {L->m, L->o, L->rep, L->w, &L->stage_rep[k - L->first]};
+        const double t0 = sqz__calib_now();
+        SQZ_TRY(s->pass->run_block(&c, layer, stats, s->args));
+        c.stage->seconds += sqz__calib_now() - t0;
+    }
+    return SQZ_OK;
+}
+
+static sqz_status on_block(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *stats) {
+    sqz_session_invalidate(s, layer); /* its float copies of the old weights: not needed any more */
+    return loop_block(user, layer, stats);
+}
+
+static unsigned loop_needs(const loop *L, unsigned *required) {
+    unsigned need = 0;
+    *required = 0;
+    for (int k = L->first; k < L->last; k++) {
+        const sqz_stage *s = &L->r->stages[k];
+        unsigned req = 0;
+        if (s->pass->needs) need |= s->pass->needs(s->args, &req);
+        *required |= req;
+    }
+    return need;
+}
+
+static sqz_status loop_calibrated(loop *L, const sqz_compress_env *env, bool fresh) {
+    unsigned required;
+    sqz_calib_run_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.observe.needs = loop_needs(L, &required);
+    ro.observe.sample_rows = L->o->sample_rows;
+    ro.observe.block_io = true;
+    ro.recompute = true;
+    ro.on_block = on_block;
+    ro.user = L;
+    ro.progress = L->o->progress;
+    ro.progress_user = L->o->progress_user;
+    sqz_session *s = fresh ? NULL : env->session, *own = NULL;
+    if (!s) {
+        sqz_session_opts so = env->session_opts;
+        so.max_tokens = L->w->ctx;
+        SQZ_TRY(sqz_session_new(L->m, &so, &own));
+        s = own;
+    }
+    SQZ_RETURN_IF(sqz_session_model(s) != L->m, SQZ_ERR_INVALID_ARG, "compress: the session runs another model");
+    L->rep->n_windows = L->w->n_windows;
+    L->rep->ctx = L->w->ctx;
+    L->rep->activation_bytes = L->w->n_windows * L->w->ctx * L->m->hp.d_model * (int64_t)sizeof(float);
+    const double t0 = sqz__calib_now(), q0 = L->rep->seconds_quant + L->rep->seconds_validate;
+    sqz_status st = sqz_calib_run(s, L->w, &ro);
+    L->rep->seconds_forward += sqz__calib_now() - t0 - (L->rep->seconds_quant + L->rep->seconds_validate - q0);
+    sqz_session_free(own);
+    return st;
+}
+
+static sqz_status loop_from_file(loop *L, const sqz_calib_stats *stats, bool reshaped) {
+    unsigned required;
+    const unsigned need = loop_needs(L, &required);
+    char b1[128], b2[128];
+    SQZ_RETURN_IF(reshaped && need, SQZ_ERR_INVALID_ARG,
+                  "compress: a statistics file describes the model before its structure changed: stage '%s' needs "
+                  "calibration after it (use --calib FILE)", L->r->stages[L->first].pass->name);
+    SQZ_TRY(sqz_calib_stats_check_model(stats, L->m, "statistics"));
+    SQZ_RETURN_IF(required & ~stats->have, SQZ_ERR_INVALID_ARG,
+                  "compress: %s needs %s, which the statistics file lacks (it has: %s); run 'sqz compress' with "
+                  "--calib, or 'sqz calibrate' with the statistics it needs",
+                  L->r->stages[L->first].spec, stat_names(required & ~stats->have, b1), stat_names(stats->have, b2));
+    L->rep->n_windows = stats->n_windows;
+    L->rep->ctx = stats->ctx;
+    sqz_status st = SQZ_OK;
+    for (int32_t l = 0; l < L->m->hp.n_layers && st == SQZ_OK; l++) {
+        const sqz_calib_block *b = sqz_calib_stats_block(stats, l);
+        if (!b && required) st = SQZ_ERROR(SQZ_ERR_INVALID_ARG, "compress: the statistics file has no block %d", (int)l);
+        if (st == SQZ_OK) st = loop_block(L, l, b);
+        if (L->o->progress) L->o->progress(L->o->progress_user, l + 1, L->m->hp.n_layers);
+    }
+    return st;
+}
+
+static sqz_status loop_plain(loop *L) {
+    unsigned required;
+    (void)loop_needs(L, &required);
+    char b1[128];
+    SQZ_RETURN_IF(required, SQZ_ERR_INVALID_ARG,
+                  "compress: %s needs calibration statistics (%s): give --calib FILE or --stats FILE",
+                  L->r->stages[L->first].spec, stat_names(required, b1));
+    sqz_status st = SQZ_OK;
+    for (int32_t l = 0; l < L->m->hp.n_layers && st == SQZ_OK; l++) {
+        st = loop_block(L, l, NULL);
+        if (L->o->progress) L->o->progress(L->o->progress_user, l + 1, L->m->hp.n_layers);
+    }
+    return st;
+}
+
+/* ---- the recipe -------------------------------------------------------------------------- */
+
+static sqz_status stage_rows(const sqz_recipe *r, sqz_compress_report *rep) {
+    rep->stages = sqz__calloc((size_t)(r->n ? r->n : 1), sizeof *rep->stages);
+    if (!rep->stages) return SQZ_ERR_NOMEM;
+    rep->n_stages = r->n;
+    size_t k = 0;
+    for (int i = 0; i < r->n; i++) {
+        snprintf(rep->stages[i].pass, sizeof rep->stages[i].pass, "%s", r->stages[i].pass->name);
+        snprintf(rep->stages[i].spec, sizeof rep->stages[i].spec, "%s", r->stages[i].spec);
+        int w = snprintf(rep->recipe + k, sizeof rep->recipe - k, "%s%s %s", i ? ", " : "", r->stages[i].pass->name,
+                         r->stages[i].spec);
+        if (w > 0 && (size_t)w < sizeof rep->recipe - k) k += (size_t)w;
+        const sqz_compress_spec *qs = sqz__quant_stage_spec(&r->stages[i]);
+        if (qs && !rep->spec[0]) snprintf(rep->spec, sizeof rep->spec, "%s", qs->text);
+    }
+    return SQZ_OK;
+}
+
+sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compress_env *env,
+                            const sqz_compress_opts *o, sqz_compress_report *rep) {
+    memset(rep, 0, sizeof *rep);
+    SQZ_RETURN_IF(!m || !r || !env || !o || r->n < 1, SQZ_ERR_INVALID_ARG, "compress: no model or no stages");
+    const double t0 = sqz__calib_now();
+    SQZ_TRY(stage_rows(r, rep));
+    rep->bytes_before = sqz_model_data_bytes(m);
+    rep->params = sqz_model_param_count(m);
+    rep->n_layers_before = m->hp.n_layers;
+    sqz_status st = SQZ_OK;
+    bool reshaped = false;
+    for (int i = 0; i < r->n && st == SQZ_OK;) {
+        const sqz_stage *s = &r->stages[i];
+        if (s->pass->model_step) {
+            sqz_pass_ctx c = {m, o, rep, env->windows, &rep->stages[i]};
+            const double ts = sqz__calib_now();
+            st = s->pass->model_step(&c, s->args);
+            rep->stages[i].seconds += sqz__calib_now() - ts;
+            if (st != SQZ_OK) break;
+        }
+        if (!s->pass->run_block) {
+            reshaped = reshaped || s->pass->reshapes;
+            i++;
+            continue;
+        }
+        /* stages i..j-1 share one block loop: up to a whole-model step or past a reshaping stage */
+        int j = i + 1;
+        while (j < r->n && r->stages[j].pass->run_block && !r->stages[j].pass->model_step &&
+               !r->stages[j - 1].pass->reshapes)
+            j++;
+        loop L = {m, r, i, j, o, rep, env->windows, &rep->stages[i]};
+        if (env->windows) st = loop_calibrated(&L, env, reshaped);
+        else if (env->stats) st = loop_from_file(&L, env->stats, reshaped);
+        else st = loop_plain(&L);
+        for (int k = i; k < j; k++) reshaped = reshaped || r->stages[k].pass->reshapes;
+        i = j;
+    }
+    totals(m, rep);
+    rep->seconds_total = sqz__calib_now() - t0;
+    return st;
 }
 
 sqz_status sqz_compress_model(sqz_model *m, sqz_session *s, const sqz_calib_windows *w, const sqz_calib_stats *stats,
                               const sqz_compress_opts *o, sqz_compress_report *rep) {
     memset(rep, 0, sizeof *rep);
     SQZ_RETURN_IF(!m || !o || !o->spec.method, SQZ_ERR_INVALID_ARG, "compress: no model or SPEC");
-    const double t0 = sqz__calib_now();
-    const sqz_compress_spec *sp = &o->spec;
-    snprintf(rep->spec, sizeof rep->spec, "%s", sp->text);
-    rep->bytes_before = sqz_model_data_bytes(m);
-    rep->params = sqz_model_param_count(m);
-    const unsigned need = required_stats(sp);
-    run_ctx c = {m, o, rep};
-    sqz_status st = SQZ_OK;
-    if (s && w) {
-        SQZ_RETURN_IF(sqz_session_model(s) != m, SQZ_ERR_INVALID_ARG, "compress: the session runs another model");
-        sqz_calib_run_opts ro;
-        memset(&ro, 0, sizeof ro);
-        ro.observe.needs = sqz_compress_needs(sp);
-        ro.observe.sample_rows = o->sample_rows;
-        ro.observe.block_io = true;
-        ro.recompute = true;
-        ro.on_block = on_block;
-        ro.user = &c;
-        ro.progress = o->progress;
-        ro.progress_user = o->progress_user;
-        rep->n_windows = w->n_windows;
-        rep->ctx = w->ctx;
-        rep->activation_bytes = w->n_windows * w->ctx * m->hp.d_model * (int64_t)sizeof(float);
-        st = sqz_calib_run(s, w, &ro);
-        rep->seconds_forward = sqz__calib_now() - t0 - rep->seconds_quant - rep->seconds_validate;
-    } else if (stats) {
-        SQZ_TRY(sqz_calib_stats_check_model(stats, m, "statistics"));
-        char b1[128], b2[128];
-        SQZ_RETURN_IF(need & ~stats->have, SQZ_ERR_INVALID_ARG,
-                      "compress: %s needs %s, which the statistics file lacks (it has: %s); run 'sqz compress' with "
-                      "--calib, or 'sqz calibrate' with the statistics it needs",
-                      sp->text, stat_names(need & ~stats->have, b1), stat_names(stats->have, b2));
-        rep->n_windows = stats->n_windows;
-        rep->ctx = stats->ctx;
-        for (int32_t l = 0; l < m->hp.n_layers && st == SQZ_OK; l++) {
-            const sqz_calib_block *b = sqz_calib_stats_block(stats, l);
-            if (!b && need) st = SQZ_ERROR(SQZ_ERR_INVALID_ARG, "compress: the statistics file has no block %d", (int)l);
-            if (st == SQZ_OK) st = sqz_compress_block(m, l, b, o, rep);
-            if (o->progress) o->progress(o->progress_user, l + 1, m->hp.n_layers);
-        }
-    } else {
-        char b1[128];
-        SQZ_RETURN_IF(need, SQZ_ERR_INVALID_ARG,
-                      "compress: %s needs calibration statistics (%s): give --calib FILE or --stats FILE", sp->text,
-                      stat_names(need, b1));
-        for (int32_t l = 0; l < m->hp.n_layers && st == SQZ_OK; l++) {
-            st = sqz_compress_block(m, l, NULL, o, rep);
-            if (o->progress) o->progress(o->progress_user, l + 1, m->hp.n_layers);
-        }
-    }
-    totals(m, rep);
-    rep->seconds_total = sqz__calib_now() - t0;
+    SQZ_RETURN_IF(w && !s, SQZ_ERR_INVALID_ARG, "compress: calibration windows without a session");
+    sqz_recipe r = {0};
+    SQZ_TRY(sqz_recipe_add(&r, "quant", o->spec.text));
+    sqz__quant_args *a = r.stages[0].args;
+    a->spec = o->spec; /* exactly the caller's SPEC, also when built by hand */
+    sqz_compress_env env = {.windows = s ? w : NULL, .session = s, .session_opts = sqz_session_default_opts(),
+                            .stats = stats};
+    sqz_status st = sqz_compress_run(m, &r, &env, o, rep);
+    sqz_recipe_free(&r);
     return st;
 }

@@ -50,9 +50,14 @@ static const char *choice_words(const char *choices, char *buf, size_t cap) {
 
 static bool ranged(const sqz_opt *o) { return o->min != 0 || o->max != 0; }
 
+/* An INT bound as an integer: (double)INT64_MAX is 2^63, which "%.0f" would print. */
+static long long int_bound(double v) {
+    return v >= 9223372036854775807.0 ? INT64_MAX : v <= -9223372036854775807.0 ? INT64_MIN : (long long)v;
+}
+
 static const char *range_text(const sqz_opt *o, char *buf, size_t cap) {
     if (o->type == SQZ_OPT_INT)
-        snprintf(buf, cap, "an integer in [%.0f, %.0f]", o->min, o->max);
+        snprintf(buf, cap, "an integer in [%lld, %lld]", int_bound(o->min), int_bound(o->max));
     else
         snprintf(buf, cap, "a number in %c%g, %g]", (o->flags & SQZ_OPT_OPEN_MIN) ? '(' : '[', o->min, o->max);
     return buf;
@@ -159,7 +164,8 @@ static _Thread_local char spec_copy[1024];
 
 static sqz_status spec_part(const sqz_opt *t, int n, char *part, bool first, const char *what, void *dst,
                             uint64_t *given, const char **prev) {
-    char allowed[768];
+    char allowed[768], whole[sizeof spec_copy + 96];
+    snprintf(whole, sizeof whole, "%s: part '%s'", what, part);
     int row = -1;
     const char *value = part;
     char *eq = strchr(part, '=');
@@ -183,7 +189,7 @@ static sqz_status spec_part(const sqz_opt *t, int n, char *part, bool first, con
                   t[row].name, prev[row], value);
     prev[row] = value;
     *given |= 1ull << row;
-    return sqz_opt_set(&t[row], dst, value, what);
+    return sqz_opt_set(&t[row], dst, value, eq ? whole : what);
 }
 
 sqz_status sqz_opts_parse_spec(const sqz_opt *t, int n, const char *spec, const char *label, void *dst,
@@ -326,6 +332,31 @@ static char *sb_done(sbuf *b) {
     return b->p;
 }
 
+/* Command-line help: the text of each option starts at column HELP_COL; lines end before
+ * HELP_WIDTH where the words allow. */
+enum { HELP_COL = 28, HELP_WIDTH = 100 };
+
+/* Appends the words of text at column `col`, going on at column `col` on the next line
+ * before a word that would reach `width`. */
+static void sb_wrap(sbuf *b, const char *text, int col, int width) {
+    int at = col;
+    for (const char *p = text; *p;) {
+        while (*p == ' ') p++;
+        const int n = (int)strcspn(p, " ");
+        if (!n) break;
+        if (at > col && at + 1 + n > width) {
+            sb_printf(b, "\n%*s", col, "");
+            at = col;
+        } else if (at > col) {
+            sb_printf(b, " ");
+            at++;
+        }
+        sb_printf(b, "%.*s", n, p);
+        at += n;
+        p += n;
+    }
+}
+
 /* " (default X; range)" after an option's help. */
 static void help_tail(sbuf *b, const sqz_opt *o) {
     char r[96];
@@ -348,27 +379,33 @@ static const char *type_metavar(const sqz_opt *o) {
     }
 }
 
+/* One option of a command line's help: "  -o, --output OUT  help (default X; range)". */
+static void help_row(sbuf *b, const sqz_opt *o) {
+    char left[160];
+    const char *s = o->short_name ? "-" : "", *sep = o->short_name ? ", " : "";
+    const char sn = o->short_name ? o->short_name : ' ';
+    if (o->flags & SQZ_OPT_POSITIONAL) snprintf(left, sizeof left, "%s", type_metavar(o));
+    else if (o->type == SQZ_OPT_FLAG) snprintf(left, sizeof left, "%s%c%s--%s", s, sn, sep, o->name);
+    else snprintf(left, sizeof left, "%s%c%s--%s %s", s, sn, sep, o->name, type_metavar(o));
+    const char *l = left[0] == ' ' ? left + 1 : left;
+    sb_printf(b, "  %-*s", HELP_COL - 2, l);
+    if (strlen(l) >= HELP_COL - 2) sb_printf(b, "\n%*s", HELP_COL, "");
+    sbuf d = {.ok = true};
+    sb_printf(&d, "%s", o->help ? o->help : "");
+    help_tail(&d, o);
+    if (o->alias) sb_printf(&d, "; also --%s", o->alias);
+    if (o->flags & SQZ_OPT_REPEAT) sb_printf(&d, "; may be repeated");
+    if (!d.ok) b->ok = false;
+    else if (d.p) sb_wrap(b, d.p, HELP_COL, HELP_WIDTH);
+    free(d.p);
+    sb_printf(b, "\n");
+}
+
 char *sqz_opts_help_argv(const sqz_opt_group *g, int ng) {
     sbuf b = {.ok = true};
     for (int k = 0; k < ng; k++) {
         if (g[k].title) sb_printf(&b, "\n%s:\n", g[k].title);
-        for (int i = 0; i < g[k].n; i++) {
-            const sqz_opt *o = &g[k].opts[i];
-            char left[160];
-            if (o->flags & SQZ_OPT_POSITIONAL) snprintf(left, sizeof left, "%s", type_metavar(o));
-            else if (o->type == SQZ_OPT_FLAG)
-                snprintf(left, sizeof left, "%s%c%s--%s", o->short_name ? "-" : "", o->short_name ? o->short_name : ' ',
-                         o->short_name ? ", " : "", o->name);
-            else
-                snprintf(left, sizeof left, "%s%c%s--%s %s", o->short_name ? "-" : "", o->short_name ? o->short_name : ' ',
-                         o->short_name ? ", " : "", o->name, type_metavar(o));
-            const char *l = left[0] == ' ' ? left + 1 : left;
-            sb_printf(&b, "  %-26s%s%s", l, strlen(l) >= 26 ? "\n                            " : "", o->help ? o->help : "");
-            help_tail(&b, o);
-            if (o->alias) sb_printf(&b, "; also --%s", o->alias);
-            if (o->flags & SQZ_OPT_REPEAT) sb_printf(&b, "; may be repeated");
-            sb_printf(&b, "\n");
-        }
+        for (int i = 0; i < g[k].n; i++) help_row(&b, &g[k].opts[i]);
     }
     return sb_done(&b);
 }

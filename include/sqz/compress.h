@@ -7,11 +7,15 @@
 #define SQZ_COMPRESS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
 #include "sqz/calib.h"
 #include "sqz/model.h"
+#include "sqz/options.h"
 #include "sqz/quant.h"
+#include "sqz/runtime.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -120,7 +124,19 @@ typedef struct sqz_compress_report {
     int64_t activation_bytes;  /* the driver's buffer X */
     int64_t n_windows, ctx;    /* calibration (0 without) */
     sqz_compress_eval eval;    /* the result against the original (eval.done false when not run) */
+    char recipe[512];          /* the stages in order, "drop-layers 2, quant q4_0:gptq" */
+    struct sqz_stage_report *stages; /* n_stages entries (owned), one per stage run */
+    int64_t n_stages;
+    int64_t n_layers_before, n_layers_after; /* blocks of the model before and after */
 } sqz_compress_report;
+
+/* One stage of the recipe in the report. */
+typedef struct sqz_stage_report {
+    char pass[24];             /* the pass's name */
+    char spec[256];            /* its SPEC as given */
+    double seconds;            /* its whole-model step and its share of the block loop */
+    char note[256];            /* what the stage did, in words ("removed blocks 2 (5 -> 4)") */
+} sqz_stage_report;
 
 void sqz_compress_report_free(sqz_compress_report *r);
 
@@ -166,6 +182,158 @@ sqz_status sqz_compress_model(sqz_model *m, sqz_session *s, const sqz_calib_wind
  * names as in the structs above). model and out label the paths (may be NULL). Returns a
  * malloc'd string (caller frees) or NULL on out of memory. */
 char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, const char *out);
+
+/* ======================================================================================
+ * The pipeline: a table of passes, recipes of stages, one run
+ * ====================================================================================== */
+
+/*
+ * A pass is one row of the pass table (compress/passes.c): its name (the command-line flag
+ * "--NAME SPEC" and the recipe's stage key), its options declared as data (sqz/options.h:
+ * the SPEC is parsed by the one generic parser, and --help is generated from the same rows),
+ * the statistics it needs, and what it does:
+ *   model_step   optional, once, on the whole model before the block loop (passes that decide
+ *                across layers: layer removal, a global pruning budget); it may change the
+ *                model's structure (then `reshapes`).
+ *   run_block    optional, block by block inside the sequential calibration loop: block l is
+ *                compressed from statistics collected on the output of the already compressed
+ *                blocks 0..l-1.
+ * Stages run in recipe order. Consecutive stages with run_block share one calibration loop
+ * (each block: every stage's run_block in order, then the block is recomputed), except that a
+ * stage that reshapes ends its loop: the next stage calibrates again on the changed model.
+ * A whole-model step is a barrier between loops.
+ */
+typedef struct sqz_pass_ctx {
+    sqz_model *m;
+    const struct sqz_compress_opts *o;  /* policy, keep_float, sample_rows */
+    sqz_compress_report *rep;
+    const sqz_calib_windows *w;         /* calibration windows, or NULL */
+    sqz_stage_report *stage;            /* this stage's row of the report (its note) */
+} sqz_pass_ctx;
+
+typedef struct sqz_pass {
+    const char *name;        /* "quant", "drop-layers" */
+    const char *metavar;     /* "SPEC", "LIST" */
+    const char *summary;     /* one line */
+    const char *examples;    /* SPECs, space-separated */
+    const sqz_opt *opts;     /* the SPEC's parts */
+    int n_opts;
+    size_t args_size;        /* bytes of the struct the options fill (and `check` completes) */
+    /* Cross-option rules and derived fields, after the generic parse; `given` has bit i for
+     * every option row i given. `spec` labels errors. May be NULL. */
+    sqz_status (*check)(void *args, uint64_t given, const char *spec);
+    /* Statistics run_block reads (SQZ_QSTAT_*); *required gets those it cannot run without.
+     * NULL: none. */
+    unsigned (*needs)(const void *args, unsigned *required);
+    bool reshapes;           /* changes tensor shapes or the number of layers */
+    sqz_status (*model_step)(sqz_pass_ctx *c, const void *args);
+    sqz_status (*run_block)(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args);
+} sqz_pass;
+
+/* The pass table (static, *n gets its length) and a lookup by name (NULL if none). */
+SQZ_API const sqz_pass *sqz_passes(int *n);
+SQZ_API const sqz_pass *sqz_pass_find(const char *name);
+
+/* One stage: a pass with its parsed options. */
+typedef struct sqz_stage {
+    const sqz_pass *pass;
+    char spec[256];          /* the SPEC as given (a recipe's object form is turned into one) */
+    void *args;              /* pass->args_size bytes, owned */
+} sqz_stage;
+
+typedef struct sqz_recipe {
+    sqz_stage *stages;       /* n entries, owned */
+    int n;
+} sqz_recipe;
+
+/* Appends a stage: parses spec with the pass's option table and check. Errors:
+ * SQZ_ERR_INVALID_ARG naming the pass ("unknown pass 'prun' (quant, drop-layers)") or the
+ * bad part of the SPEC and what is allowed; SQZ_ERR_NOMEM. r is unchanged on failure. */
+SQZ_API sqz_status sqz_recipe_add(sqz_recipe *r, const char *pass, const char *spec);
+
+/*
+ * Appends the stages of a JSON recipe file:
+ *   {"sqz_recipe": 1,
+ *    "stages": [ {"drop-layers": "2"},
+ *                {"quant": "q4_0:gptq"},
+ *                {"quant": {"format": "int4", "method": "gptq", "group": "g64", "damp": 0.02}} ]}
+ * Each stage is an object with one key, the pass; its value is the SPEC, or an object of the
+ * pass's options by name (strings, numbers, true for a flag), which is the same as the SPEC
+ * "int4:method=gptq:group=g64:damp=0.02". Unknown keys are errors. Errors: SQZ_ERR_IO,
+ * SQZ_ERR_FORMAT naming the file and the stage, the stages' parse errors.
+ */
+SQZ_API sqz_status sqz_recipe_load(sqz_recipe *r, const char *path);
+/* The recipe as JSON in the form above (SPEC strings): malloc'd, NULL on out of memory. */
+SQZ_API char *sqz_recipe_json(const sqz_recipe *r);
+/* Frees the stages. NULL is fine. */
+SQZ_API void sqz_recipe_free(sqz_recipe *r);
+
+/* Where the statistics come from, and how to run the model. */
+typedef struct sqz_compress_env {
+    const sqz_calib_windows *windows; /* calibrate on these (sequentially), or NULL */
+    sqz_session *session;       /* optional live session over the model, used while its structure
+                                   is unchanged (else one is made from session_opts) */
+    sqz_session_opts session_opts; /* for sessions the pipeline makes (max_tokens: windows' ctx) */
+    const sqz_calib_stats *stats; /* or statistics from `sqz calibrate` (only before any stage
+                                     that reshapes: they describe the original model) */
+} sqz_compress_env;
+
+/* Runs the recipe on m (in place). The quantization stage of a one-stage recipe behaves
+ * exactly as sqz_compress_model. *rep is filled (free with sqz_compress_report_free) also on
+ * failure, with what was done. Errors: SQZ_ERR_INVALID_ARG when a stage needs statistics that
+ * were not given (the message says which and how to get them), the passes' errors. */
+SQZ_API sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compress_env *env,
+                                    const struct sqz_compress_opts *o, sqz_compress_report *rep);
+
+/* ======================================================================================
+ * Evaluation against the original (sqz compress --eval TEXT)
+ * ====================================================================================== */
+
+typedef struct sqz_compress_eval_opts {
+    int64_t ctx;              /* decoders: chunk length, 0 = 512; encoders: longest sentence in
+                                 tokens, 0 = 256; a default is capped by the original's ctx_len */
+    int64_t max_chunks;       /* evaluate at most this many chunks (encoders: sentences) after the
+                                 held-out ones are skipped; 0 = all */
+    int threads;              /* the sessions' threads; 0 = all online cores */
+    sqz_backend *backend;     /* borrowed; NULL = each session makes its own CPU backend */
+    sqz_progress_fn progress; /* optional: done / total in tokens (decoders) or sentences (encoders) */
+    void *progress_user;
+} sqz_compress_eval_opts;
+
+/* Everything 0 / NULL: the defaults above. */
+SQZ_API sqz_compress_eval_opts sqz_compress_eval_default_opts(void);
+
+/*
+ * Evaluates `compressed` against `original` on a text and fills *out (out->done true), with
+ * one session per model (made and freed here, o->ctx positions each):
+ *   decoders: sqz_eval_perplexity of the compressed model with the original as a live base,
+ *     llama.cpp's protocol (the text tokenized once with BOS, chunks of ctx tokens, the second
+ *     half of each scored): ppl_base, ppl, delta_ppl, kld_mean, kld_p99, top1, n_chunks,
+ *     tokens_scored;
+ *   encoders (hp.family BERT): one sentence per non-blank line ([CLS] .. [SEP], cut to ctx
+ *     tokens keeping [SEP], as `sqz eval`): cos_mean and cos_min of the normalised sentence
+ *     embeddings (sqz_eval_embeddings), n_chunks = sentences, tokens_scored = their tokens.
+ * held_out (may be NULL) are calibration windows cut from this same text (sqz_calib_windows_make
+ * with either model's tokenizer): a chunk, or a line, whose tokens overlap a window's span
+ * [starts[i], starts[i] + ctx) in the text's ids is skipped and counted in n_held_out; the
+ * others keep their places. Pass NULL when TEXT is not the calibration text.
+ * text[0..len) is the text; text NULL reads text_path. text_path labels the text in out->text
+ * and in messages (may be NULL when text is given). out->seconds is the whole call.
+ * Errors (one line naming the text): SQZ_ERR_INVALID_ARG (models of another family,
+ * vocabulary or width; an empty text; fewer than 2 * ctx tokens for a decoder; no non-blank
+ * line for an encoder; windows cut from a text of another token count; every chunk or line
+ * held out), SQZ_ERR_UNSUPPORTED (an encoder's lines that cannot be placed in the whole text's
+ * ids to hold them out), SQZ_ERR_IO (reading text_path), the sessions' and forward passes'
+ * errors. On error *out is zeroed (done false).
+ *
+ *   sqz_compress_eval_opts eo = sqz_compress_eval_default_opts();
+ *   eo.max_chunks = 64;
+ *   sqz_compress_eval_run(m, orig, "wiki.test.raw", NULL, 0, same_text ? &w : NULL, &eo, &rep.eval);
+ */
+SQZ_API sqz_status sqz_compress_eval_run(const sqz_model *compressed, const sqz_model *original,
+                                         const char *text_path, const char *text, size_t len,
+                                         const sqz_calib_windows *held_out, const sqz_compress_eval_opts *o,
+                                         sqz_compress_eval *out);
 
 #ifdef __cplusplus
 }

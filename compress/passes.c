@@ -1,0 +1,35 @@
+/*
+ * compress/passes.c - THE pass table: one row per pass (name, options, statistics, steps).
+ * A new pass is one row here plus its own file; the command line (--NAME SPEC), recipes, the
+ * help text and the pipeline all read this table.
+ */
+#include <string.h>
+
+#include "compress/compress_internal.h"
+
+static const sqz_pass passes[] = {
+    {.name = "drop-layers", .metavar = "LIST",
+     .summary = "remove whole blocks by index (the rest are renumbered; GGUF and HF outputs say the new count)",
+     .examples = "3 3,4 2-5",
+     .opts = sqz__drop_opts, .n_opts = SQZ__DROP_N_OPTS, .args_size = sizeof(sqz__drop_args),
+     .check = sqz__drop_check, .reshapes = true, .model_step = sqz__drop_model_step},
+    {.name = "quant", .metavar = "SPEC",
+     .summary = "quantize the linear layers of every block (RTN, imatrix, GPTQ, AWQ, SmoothQuant)",
+     .examples = "int8 w8a8:smoothquant int4:gptq:g128:act-order q4_0:imatrix q4_0:awq q4_1:gptq",
+     .opts = sqz__quant_opts, .n_opts = SQZ__QUANT_N_OPTS, .args_size = sizeof(sqz__quant_args),
+     .check = sqz__quant_check, .needs = sqz__quant_needs, .run_block = sqz__quant_block},
+};
+
+const sqz_pass *sqz_passes(int *n) {
+    sqz__quant_opts_init();
+    if (n) *n = (int)(sizeof passes / sizeof passes[0]);
+    return passes;
+}
+
+const sqz_pass *sqz_pass_find(const char *name) {
+    int n = 0;
+    const sqz_pass *p = sqz_passes(&n);
+    for (int i = 0; name && i < n; i++)
+        if (!strcmp(p[i].name, name)) return &p[i];
+    return NULL;
+}

@@ -1,0 +1,149 @@
+/*
+ * compress/recipe.c - recipes: ordered stages (a pass + its parsed SPEC), from the command line
+ * (sqz_recipe_add) or a JSON file (sqz_recipe_load), and back to JSON for the report.
+ * Both forms go through the same generic parser and the pass's check.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress/compress_internal.h"
+#include "sqz/io.h"
+
+static const char *pass_names(char *buf, size_t cap) {
+    int n = 0;
+    const sqz_pass *p = sqz_passes(&n);
+    buf[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (i) strncat(buf, ", ", cap - strlen(buf) - 1);
+        strncat(buf, p[i].name, cap - strlen(buf) - 1);
+    }
+    return buf;
+}
+
+sqz_status sqz_recipe_add(sqz_recipe *r, const char *pass, const char *spec) {
+    char names[256], label[64];
+    const sqz_pass *p = sqz_pass_find(pass);
+    SQZ_RETURN_IF(!p, SQZ_ERR_INVALID_ARG, "unknown pass '%s' (%s)", pass ? pass : "", pass_names(names, sizeof names));
+    SQZ_RETURN_IF(!spec || strlen(spec) >= sizeof r->stages[0].spec, SQZ_ERR_INVALID_ARG, "--%s: %s", p->name,
+                  spec ? "SPEC too long" : "no SPEC");
+    void *args = sqz__calloc(1, p->args_size);
+    if (!args) return SQZ_ERR_NOMEM;
+    uint64_t given = 0;
+    /* the quantization SPEC keeps its historical label in messages */
+    snprintf(label, sizeof label, "%s", strcmp(p->name, "quant") ? "--" : "SPEC");
+    if (strcmp(p->name, "quant")) strncat(label, p->name, sizeof label - strlen(label) - 1);
+    sqz_status st = sqz_opts_defaults(p->opts, p->n_opts, args);
+    if (st == SQZ_OK) st = sqz_opts_parse_spec(p->opts, p->n_opts, spec, label, args, &given);
+    if (st == SQZ_OK && p->check) st = p->check(args, given, spec);
+    sqz_stage *ns = st == SQZ_OK ? sqz__realloc(r->stages, (size_t)(r->n + 1) * sizeof *ns) : NULL;
+    if (st == SQZ_OK && !ns) st = SQZ_ERR_NOMEM;
+    if (st != SQZ_OK) {
+        free(args);
+        return st;
+    }
+    r->stages = ns;
+    sqz_stage *s = &r->stages[r->n++];
+    memset(s, 0, sizeof *s);
+    s->pass = p;
+    snprintf(s->spec, sizeof s->spec, "%s", spec);
+    s->args = args;
+    return SQZ_OK;
+}
+
+void sqz_recipe_free(sqz_recipe *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) free(r->stages[i].args);
+    free(r->stages);
+    memset(r, 0, sizeof *r);
+}
+
+/* An object of options {"format": "int4", "damp": 0.02, "flag": true} as a SPEC, positional
+ * value first. */
+static sqz_status object_spec(const sqz_pass *p, const cJSON *obj, const char *file, int idx, char *out, size_t cap) {
+    size_t k = 0;
+    out[0] = 0;
+    for (int pos = 1; pos >= 0; pos--) { /* the positional row first, then the rest */
+        for (const cJSON *it = obj->child; it; it = it->next) {
+            const sqz_opt *o = sqz_opts_find(p->opts, p->n_opts, it->string);
+            SQZ_RETURN_IF(!o, SQZ_ERR_FORMAT, "%s: stage %d (%s): unknown option '%s'", file, idx, p->name, it->string);
+            if (!!(o->flags & SQZ_OPT_POSITIONAL) != pos) continue;
+            char v[128];
+            if (cJSON_IsString(it)) snprintf(v, sizeof v, "%s", it->valuestring);
+            else if (cJSON_IsNumber(it) && isfinite(it->valuedouble)) snprintf(v, sizeof v, "%.17g", it->valuedouble);
+            else if (cJSON_IsTrue(it) && o->type == SQZ_OPT_FLAG) v[0] = 0;
+            else return SQZ_ERROR(SQZ_ERR_FORMAT, "%s: stage %d (%s): option '%s' must be a string or a number%s", file,
+                                  idx, p->name, it->string, o->type == SQZ_OPT_FLAG ? " (or true)" : "");
+            int w = pos ? snprintf(out + k, cap - k, "%s", v)
+                        : v[0] ? snprintf(out + k, cap - k, "%s%s=%s", k ? ":" : "", o->name, v)
+                               : snprintf(out + k, cap - k, "%s%s", k ? ":" : "", o->name);
+            SQZ_RETURN_IF(w < 0 || (size_t)w >= cap - k, SQZ_ERR_FORMAT, "%s: stage %d (%s): too long", file, idx,
+                          p->name);
+            k += (size_t)w;
+        }
+    }
+    return SQZ_OK;
+}
+
+static sqz_status load_stage(sqz_recipe *r, const cJSON *st, const char *file, int idx) {
+    char names[256], spec[256];
+    SQZ_RETURN_IF(!cJSON_IsObject(st) || !st->child || st->child->next, SQZ_ERR_FORMAT,
+                  "%s: stage %d must be an object with one key, the pass (%s)", file, idx, pass_names(names, sizeof names));
+    const cJSON *v = st->child;
+    const sqz_pass *p = sqz_pass_find(v->string);
+    SQZ_RETURN_IF(!p, SQZ_ERR_FORMAT, "%s: stage %d: unknown pass '%s' (%s)", file, idx, v->string,
+                  pass_names(names, sizeof names));
+    if (cJSON_IsString(v)) snprintf(spec, sizeof spec, "%s", v->valuestring);
+    else if (cJSON_IsNumber(v)) snprintf(spec, sizeof spec, "%.17g", v->valuedouble);
+    else if (cJSON_IsObject(v)) SQZ_TRY(object_spec(p, v, file, idx, spec, sizeof spec));
+    else return SQZ_ERROR(SQZ_ERR_FORMAT, "%s: stage %d (%s): the value must be a SPEC string or an object of options",
+                          file, idx, p->name);
+    sqz_status s = sqz_recipe_add(r, p->name, spec);
+    if (s != SQZ_OK) sqz__error_prefix("%s: stage %d", file, idx);
+    return s;
+}
+
+sqz_status sqz_recipe_load(sqz_recipe *r, const char *path) {
+    char *text = NULL;
+    size_t len = 0;
+    SQZ_TRY(sqz_read_file(path, (size_t)1 << 20, &text, &len));
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    SQZ_RETURN_IF(!root, SQZ_ERR_FORMAT, "%s: not valid JSON", path);
+    sqz_status st = SQZ_OK;
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "sqz_recipe");
+    const cJSON *stages = cJSON_GetObjectItemCaseSensitive(root, "stages");
+    if (!cJSON_IsObject(root) || !cJSON_IsArray(stages))
+        st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: a recipe is {\"sqz_recipe\": 1, \"stages\": [...]}", path);
+    else if (ver && !(cJSON_IsNumber(ver) && ver->valuedouble == 1))
+        st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: recipe version %s is not supported (1)", path,
+                       cJSON_IsNumber(ver) ? "other than 1" : "not a number");
+    for (const cJSON *it = root->child; st == SQZ_OK && it; it = it->next)
+        if (strcmp(it->string, "sqz_recipe") && strcmp(it->string, "stages"))
+            st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: unknown key '%s' (sqz_recipe, stages)", path, it->string);
+    SQZ_RETURN_IF(st == SQZ_OK && cJSON_GetArraySize(stages) == 0, SQZ_ERR_FORMAT, "%s: no stages", path);
+    const int n0 = r->n;
+    int idx = 0;
+    for (const cJSON *s = stages ? stages->child : NULL; st == SQZ_OK && s; s = s->next) st = load_stage(r, s, path, idx++);
+    cJSON_Delete(root);
+    if (st != SQZ_OK) { /* r unchanged on failure */
+        for (int i = n0; i < r->n; i++) free(r->stages[i].args);
+        r->n = n0;
+    }
+    return st;
+}
+
+char *sqz_recipe_json(const sqz_recipe *r) {
+    cJSON *root = cJSON_CreateObject(), *arr = NULL;
+    bool ok = root && cJSON_AddNumberToObject(root, "sqz_recipe", 1) && (arr = cJSON_AddArrayToObject(root, "stages"));
+    for (int i = 0; ok && i < r->n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        ok = o && cJSON_AddStringToObject(o, r->stages[i].pass->name, r->stages[i].spec);
+        if (o) cJSON_AddItemToArray(arr, o);
+    }
+    char *s = ok ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    return s;
+}
