@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "sqz/quant.h"
+#include "sqz/qparams.h"
 #include "sqz/tensor.h"
 
 static const char *const role_names[] = {
@@ -50,7 +50,7 @@ sqz_status sqz_tensor_to_f32(const sqz_tensor *t, float *dst) {
     SQZ_RETURN_IF(!tr || !tr->to_f32, SQZ_ERR_UNSUPPORTED, "tensor '%s': dtype %s has no float view",
                   t->name, sqz_dtype_name(t->dtype));
     SQZ_RETURN_IF(!t->data, SQZ_ERR_INVALID_ARG, "tensor '%s' has no data", t->name);
-    if (t->qp) { /* integer values + scales (sqz/quant.h, quant/formats.c) */
+    if (t->qp) { /* integer values + scales (sqz/qparams.h, core/qparams.c) */
         sqz_status st = sqz_qparams_to_f32(t->qp, t->dtype, t->data, t->nbytes, dst);
         if (st != SQZ_OK) sqz__error_prefix("tensor '%s'", t->name);
         return st;

@@ -1,5 +1,5 @@
 /*
- * formats/st_qpack.c - sqz's quantized weights (sqz/quant.h: I8 per row, U4 per group) in an HF
+ * formats/st_qpack.c - sqz's quantized weights (sqz/qparams.h: I8 per row, U4 per group) in an HF
  * safetensors directory, and back. The layout (docs/quantization.md) for a linear layer whose
  * weight is P.weight:
  *   P.weight             I8  [n_out, n_in]       INT8 per output channel: the int8 values
@@ -24,7 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "formats/formats_internal.h"
-#include "sqz/quant.h"
+#include "sqz/qparams.h"
 
 static const char *const PART_SUFFIX[] = {"weight_scale", "weight_zero_point", "weight_g_idx", "input_scale",
                                           "input_smooth"};

@@ -2,11 +2,11 @@
  * runtime/weights.c - getting weights into a form the backend multiplies.
  *
  * Float weights the backend supports (f32/f16/bf16 on the CPU) go to it as they are,
- * straight from the mapping. Others (GGUF blocks, sqz's I8/U4 schemes of sqz/quant.h) are
+ * straight from the mapping. Others (GGUF blocks, sqz's I8/U4 schemes of sqz/qparams.h) are
  * dequantized to f32: once per matrix and kept (SQZ_WEIGHTS_CACHE), or in panels of
  * SQZ__PANEL_ROWS rows at every use (SQZ_WEIGHTS_STREAM; memory bounded by one panel).
  *
- * A scheme-quantized layer (t->qp) runs as sqz/quant.h defines it: an unfolded smoothing
+ * A scheme-quantized layer (t->qp) runs as sqz/qparams.h defines it: an unfolded smoothing
  * vector divides the input (y = (x / in_scale) . W^T), and a W8A8 layer quantizes its input
  * to int8 first (per token: scale absmax / 127; static: the calibrated act_scale; values
  * clamp(rint(x / scale), -127, 127)). The integer product is computed in float on the
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "runtime/runtime_internal.h"
-#include "sqz/quant.h"
+#include "sqz/qparams.h"
 
 static int64_t tensor_index(const sqz_session *s, const sqz_tensor *t) { return (int64_t)(t - s->m->tensors); }
 

@@ -35,7 +35,7 @@ typedef enum sqz_dtype {
     SQZ_DTYPE_F64 = 12,
     SQZ_DTYPE_U4 = 13,  /* 4-bit codes 0..15, two per byte: element 2i in the low nibble of byte i;
                            the values of sqz's INT4-per-group weights (meaning in sqz_tensor.qp,
-                           sqz/quant.h); to_f32 gives the raw codes */
+                           sqz/qparams.h); to_f32 gives the raw codes */
     SQZ_DTYPE_COUNT
 } sqz_dtype;
 

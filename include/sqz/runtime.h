@@ -80,7 +80,7 @@ int64_t sqz_session_bytes(const sqz_session *s);
  * session then); quantization parameters are checked when the session is made, so a pass that
  * attaches new ones should make a new session, or check them itself (sqz_qparams_check).
  *
- * Weights quantized with sqz's schemes (sqz_tensor.qp, sqz/quant.h) run as that header defines:
+ * Weights quantized with sqz's schemes (sqz_tensor.qp, sqz/qparams.h) run as that header defines:
  * the input is divided by in_scale when set, and a W8A8 layer quantizes its input to int8 (per
  * token, or with the static act_scale) before the product, which is computed in float on the
  * dequantized operands (equal to the INT8 GEMM up to float rounding of the sums). */

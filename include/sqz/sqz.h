@@ -39,6 +39,7 @@
 #include "sqz/model.h"
 #include "sqz/options.h"
 #include "sqz/progress.h"
+#include "sqz/qparams.h"
 #include "sqz/quant.h"
 #include "sqz/runtime.h"
 #include "sqz/status.h"

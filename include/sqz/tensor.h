@@ -79,7 +79,7 @@ typedef struct sqz_tensor {
     bool owned;          /* data is heap memory freed with the model (else borrowed from a mapping) */
     const struct sqz_qparams *qp; /* scales / zero points / groups of a quantized weight whose dtype
                                      holds only integer values (I8 per row, U4 per group; see
-                                     sqz/quant.h), owned by the model; NULL for every other tensor */
+                                     sqz/qparams.h), owned by the model; NULL for every other tensor */
 } sqz_tensor;
 
 /* Number of elements (product of the shape). */
