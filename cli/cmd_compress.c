@@ -1,54 +1,108 @@
-/* cli/cmd_compress.c - `sqz compress MODEL -o OUT --quant SPEC`: quantizes the linear layers
- * of a model (sequentially on calibration text, from a statistics file, or without
- * statistics for RTN), validates every compressed layer, writes GGUF or HF safetensors and
- * a JSON / HTML report. */
+/* cli/cmd_compress.c - `sqz compress MODEL -o OUT STAGES...`: runs a recipe of stages (one
+ * flag per row of the pass table: --quant SPEC, --drop-layers LIST, ...; or --recipe FILE) on
+ * a model, sequentially on calibration text, from a statistics file, or without statistics;
+ * optionally evaluates the result against the original on held-out text; writes GGUF or HF
+ * safetensors and a JSON / HTML report, all committed together or not at all. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 
+typedef struct compress_opts {
+    const char *path, *out, *stats, *report, *html, *keep, *eval;
+    int to;                     /* TO_* */
+    int64_t eval_ctx, eval_chunks;
+    sqz_recipe recipe;          /* stages in the order given */
+} compress_opts;
+
+enum { TO_AUTO, TO_GGUF, TO_SAFETENSORS };
+
+/* --NAME SPEC of a pass and --recipe FILE append stages in command-line order. */
+static sqz_status add_stage(void *dst, const sqz_opt *o, const char *value) {
+    return sqz_recipe_add(&((compress_opts *)dst)->recipe, o->name, value);
+}
+static sqz_status add_recipe(void *dst, const sqz_opt *o, const char *value) {
+    (void)o;
+    return sqz_recipe_load(&((compress_opts *)dst)->recipe, value);
+}
+
+static const sqz_opt compress_rows[] = {
+    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, path),
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .metavar = "MODEL",
+     .help = "HF directory, .safetensors, .gguf or llama2.c .bin"},
+    {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, out), .flags = SQZ_OPT_REQUIRED,
+     .short_name = 'o', .metavar = "OUT", .help = "a .gguf file or an HF directory"},
+    {.name = "recipe", .type = SQZ_OPT_STRING, .flags = SQZ_OPT_REPEAT, .metavar = "FILE", .set = add_recipe,
+     .help = "stages from a JSON recipe ({\"sqz_recipe\": 1, \"stages\": [{\"quant\": \"q4_0:gptq\"}]}), in place"},
+    {.name = "to", .type = SQZ_OPT_CHOICE, .offset = offsetof(compress_opts, to), .choices = "auto|gguf|safetensors",
+     .def = "auto", .help = "auto: gguf for q8_0/q4_0/q4_1 or an OUT ending in .gguf, else safetensors"},
+    {.name = "stats", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, stats), .metavar = "FILE",
+     .help = "statistics of `sqz calibrate` instead of --calib (imatrix, w8a8, smoothquant)"},
+    {.name = "eval", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, eval), .metavar = "TEXT",
+     .help = "evaluate the result against the original on TEXT (chunks overlapping calibration windows of "
+             "the same text are held out): delta ppl, mean/p99 KLD, top-1; in the summary and reports"},
+    {.name = "eval-ctx", .type = SQZ_OPT_INT, .offset = offsetof(compress_opts, eval_ctx), .min = 0, .max = 1 << 20,
+     .def = "0", .metavar = "N", .help = "evaluation chunk length; 0 = 512 capped by the model's context"},
+    {.name = "eval-chunks", .type = SQZ_OPT_INT, .offset = offsetof(compress_opts, eval_chunks), .min = 0,
+     .max = 1 << 30, .def = "0", .metavar = "K", .help = "evaluate at most K chunks; 0 = all of TEXT"},
+    {.name = "report", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, report), .metavar = "R.json",
+     .help = "per-layer method, bits per weight, output error, time; stages; totals; evaluation"},
+    {.name = "html", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, html), .metavar = "R.html",
+     .help = "the same as one self-contained page with a plot of the per-layer error"},
+    {.name = "keep-float", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, keep), .metavar = "LIST",
+     .help = "also keep these float: roles (attn_v,ffn_down), blk.N, blk.N.role"},
+};
+
+/* One row per pass of the pass table: --NAME SPEC. */
+static int stage_rows(sqz_opt *rows, int cap) {
+    int n = 0;
+    const sqz_pass *p = sqz_passes(&n);
+    for (int i = 0; i < n && i < cap; i++)
+        rows[i] = (sqz_opt){.name = p[i].name, .type = SQZ_OPT_STRING, .flags = SQZ_OPT_REPEAT,
+                            .metavar = p[i].metavar, .help = p[i].summary, .set = add_stage};
+    return n < cap ? n : cap;
+}
+
+static const char compress_head[] =
+    "usage: sqz compress MODEL -o OUT STAGE... [--calib FILE | --stats FILE] [--eval TEXT]\n"
+    "                    [--report R.json] [--html R.html] [options]\n"
+    "  STAGE: --quant SPEC | --drop-layers LIST | --recipe FILE   (run in the order given)\n\n"
+    "Runs the stages on the model: whole-model steps (layer removal) as given, block stages\n"
+    "(quantization) block by block; with --calib, block l is calibrated on the output of the\n"
+    "already compressed blocks 0..l-1 (N windows of T tokens spread over FILE; default 128 x 512;\n"
+    "the activations take N x T x d_model floats); with --stats, the statistics of `sqz calibrate`\n"
+    "are used instead (imatrix, w8a8 static scales, smoothquant); rtn needs neither. Every\n"
+    "quantized layer is run through the CPU kernels on calibration rows and its relative output\n"
+    "error is reported. With --eval TEXT the result is compared with the original. The model and\n"
+    "the reports are written together at the end, or nothing is.\n"
+    "  e.g. sqz compress m.gguf -o q.gguf --quant q4_0:gptq --calib wiki.train.raw --eval wiki.test.raw\n"
+    "       sqz compress stories260K.bin -o x.gguf --drop-layers 2 --quant q4_0\n";
+
 void sqz_cmd_compress_usage(FILE *out) {
-    fprintf(out,
-            "usage: sqz compress MODEL -o OUT --quant SPEC [--calib FILE] [--calib-samples N] [--calib-ctx T]\n"
-            "                    [--seed S] [--stats FILE] [--report R.json] [--html R.html]\n"
-            "                    [--to gguf|safetensors] [--keep-float LIST] [--sample-rows R]\n"
-            "                    [--threads N] [--tokenizer FILE]\n\n"
-            "Quantizes the linear layers of every block (embeddings, norms and the classifier stay\n"
-            "float). With --calib, block l is calibrated on the output of the already compressed\n"
-            "blocks 0..l-1 (N windows of T tokens spread over FILE; default 128 x 512; the activations\n"
-            "take N x T x d_model floats); with --stats, the statistics of `sqz calibrate` are used\n"
-            "instead (imatrix, w8a8 static scales, smoothquant); rtn needs neither. Every compressed\n"
-            "layer is run through the CPU kernels on calibration rows and its relative output error\n"
-            "is reported.\n\n"
-            "SPEC: FORMAT[:PART...]\n"
-            "  formats  int8 (W8A16 per channel), w8a8 (+ INT8 activations), int4 (per group),\n"
-            "           q8_0, q4_0, q4_1 (GGUF blocks, llama.cpp's exact grids)\n"
-            "  methods  rtn (default), imatrix (q4_0/q4_1), gptq, awq, smoothquant (w8a8)\n"
-            "  w8a8     minmax (default), percentile [pct=99.99], entropy, dynamic\n"
-            "  int4     g32 | g64 | g128 (default), sym (default) | asym\n"
-            "  gptq     act-order (default) | no-act-order, static-groups (default) | dynamic-groups,\n"
-            "           damp=0.01\n"
-            "  e.g.     int8  w8a8:smoothquant  int4:gptq:g128:act-order  q4_0:imatrix  q4_0:awq\n\n"
-            "  -o OUT            a .gguf file or an HF directory\n"
-            "  --to FORMAT       gguf (default for q8_0/q4_0/q4_1 or OUT ending in .gguf) or\n"
-            "                    safetensors (default otherwise; int8/w8a8/int4 need it)\n"
-            "  --report R.json   per-layer method, bits per weight, output error, time; totals\n"
-            "  --html R.html     the same as a page with a plot of the per-layer error\n"
-            "  --keep-float LIST also keep these float: roles (attn_v,ffn_down), blk.N, blk.N.role\n"
-            "  --sample-rows R   input rows kept per layer for the searches and validation (512)\n");
+    sqz_opt st[16];
+    const int ns = stage_rows(st, 16);
+    const sqz_opt_group g[] = {{NULL, compress_rows, SQZ_CLI_N(compress_rows), NULL},
+                               {"stages (in the order given)", st, ns, NULL},
+                               {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, NULL}};
+    sqz_cli_help(out, compress_head, g, 3);
+    int n = 0;
+    const sqz_pass *p = sqz_passes(&n);
+    for (int i = 0; i < n; i++) {
+        char *parts = sqz_opts_help_spec(p[i].opts, p[i].n_opts, 4);
+        fprintf(out, "\n--%s %s: %s\n  parts (separated by ':'):\n%s  e.g. %s\n", p[i].name, p[i].metavar,
+                p[i].summary, parts ? parts : "", p[i].examples);
+        free(parts);
+    }
+    fprintf(out, "\nMore: docs/compress.md (passes, recipes), docs/quantization.md (methods, formats).\n");
 }
 
-static bool ends_with(const char *s, const char *suf) {
-    size_t n = strlen(s), k = strlen(suf);
-    return n >= k && strcmp(s + n - k, suf) == 0;
-}
-
-static void print_summary(const char *path, const char *out, sqz_format fmt, const sqz_cli_calib *cc,
+static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_calib *cc,
                           const sqz_compress_report *r) {
-    int64_t nq = 0, nf = 0;
+    int64_t nq = 0, nf = 0, n_err = 0;
     double sum = 0, worst = -1;
-    int64_t n_err = 0;
     const char *worst_name = "";
     for (int64_t i = 0; i < r->n_layers; i++) {
         const sqz_layer_report *l = &r->layers[i];
@@ -68,130 +122,214 @@ static void print_summary(const char *path, const char *out, sqz_format fmt, con
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("model        %s\n", path);
-    printf("spec         %s\n", r->spec);
+    printf("model        %s\n", a->path);
+    printf("recipe       %s\n", r->recipe);
+    for (int64_t i = 0; i < r->n_stages; i++)
+        if (r->stages[i].note[0]) printf("  %-10s %s\n", r->stages[i].pass, r->stages[i].note);
     if (r->n_windows)
         printf("calibration  %s%s: %lld windows x %lld tokens (activations %.1f MB)\n", cc->text ? "" : "statistics",
                cc->text ? cc->text : "", (long long)r->n_windows, (long long)r->ctx, (double)r->activation_bytes / 1e6);
-    printf("layers       %lld quantized, %lld kept float\n", (long long)nq, (long long)nf);
+    if (r->n_layers_after != r->n_layers_before)
+        printf("blocks       %lld -> %lld\n", (long long)r->n_layers_before, (long long)r->n_layers_after);
+    if (nq + nf) printf("layers       %lld quantized, %lld kept float\n", (long long)nq, (long long)nf);
     printf("size         %.3f MB -> %.3f MB (x%.2f); %.3f bits/weight quantized, %.3f bits/param overall\n",
            (double)r->bytes_before / 1e6, (double)r->bytes_after / 1e6,
            r->bytes_after ? (double)r->bytes_before / (double)r->bytes_after : 0.0, r->bpw_quantized, r->bpw_model);
     if (n_err)
         printf("output err   mean %.5f, worst %.5f (%s), relative, on calibration rows\n", sum / (double)n_err, worst,
                worst_name);
-    printf("time         %.2f s (forward %.2f, methods %.2f, validation %.2f)\n", r->seconds_total, r->seconds_forward,
-           r->seconds_quant, r->seconds_validate);
+    const sqz_compress_eval *e = &r->eval;
+    if (e->done && e->encoder)
+        printf("accuracy     %s: embedding cosine mean %.6f, min %.6f over %lld sentences (%lld held out)\n", e->text,
+               e->cos_mean, e->cos_min, (long long)e->n_chunks, (long long)e->n_held_out);
+    else if (e->done)
+        printf("accuracy     %s: ppl %.4f -> %.4f (%+.4f), KLD mean %.5f p99 %.5f, top-1 %.2f%%; %lld chunks of %lld "
+               "(%lld held out)\n",
+               e->text, e->ppl_base, e->ppl, e->delta_ppl, e->kld_mean, e->kld_p99, 100.0 * e->top1,
+               (long long)e->n_chunks, (long long)e->ctx, (long long)e->n_held_out);
+    printf("time         %.2f s (forward %.2f, methods %.2f, validation %.2f%s)\n", r->seconds_total + e->seconds,
+           r->seconds_forward, r->seconds_quant, r->seconds_validate, e->done ? ", evaluation" : "");
     printf("peak memory  %.1f MB\n", (double)ru.ru_maxrss / 1024.0);
-    printf("wrote        %s (%s)\n", out, sqz_format_name(fmt));
+    printf("wrote        %s (%s)\n", a->out, sqz_format_name(fmt));
 }
 
-int sqz_cmd_compress(int argc, char **argv) {
-    sqz_cli_calib cc;
-    sqz_cli_calib_defaults(&cc);
-    const char *path = NULL, *out = NULL, *spec = NULL, *stats_path = NULL, *report = NULL, *html = NULL,
-               *to = NULL, *keep = NULL;
-    for (int i = 1; i < argc; i++) {
-        int rc = sqz_cli_calib_option("compress", &cc, argc, argv, &i);
-        if (rc > 0) return rc;
-        if (rc == 0) continue;
-        const char *o = argv[i];
-        bool has = i + 1 < argc;
-        if ((!strcmp(o, "-o") || !strcmp(o, "--output")) && has) out = argv[++i];
-        else if (!strcmp(o, "--quant") && has) spec = argv[++i];
-        else if (!strcmp(o, "--stats") && has) stats_path = argv[++i];
-        else if (!strcmp(o, "--report") && has) report = argv[++i];
-        else if (!strcmp(o, "--html") && has) html = argv[++i];
-        else if (!strcmp(o, "--to") && has) to = argv[++i];
-        else if (!strcmp(o, "--keep-float") && has) keep = argv[++i];
-        else if (o[0] == '-' && o[1]) return sqz_cli_usage_error("compress", "unknown option or missing value '%s'", o);
-        else if (!path) path = o;
-        else return sqz_cli_usage_error("compress", "more than one MODEL given ('%s')", o);
+static bool ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && strcmp(s + n - k, suf) == 0;
+}
+
+/* The quantization SPEC of the recipe (the last quant stage), or NULL. */
+static const sqz_compress_spec *quant_spec(const sqz_recipe *r, const char **text) {
+    const sqz_compress_spec *q = NULL;
+    for (int i = 0; i < r->n; i++) {
+        if (strcmp(r->stages[i].pass->name, "quant")) continue;
+        static _Thread_local sqz_compress_spec sp;
+        if (sqz_compress_spec_parse(r->stages[i].spec, &sp) == SQZ_OK) {
+            q = &sp;
+            *text = r->stages[i].spec;
+        }
     }
-    if (!path) return sqz_cli_usage_error("compress", "no MODEL given");
-    if (!out) return sqz_cli_usage_error("compress", "no output given (-o OUT)");
-    if (!spec) return sqz_cli_usage_error("compress", "no --quant SPEC given (e.g. int8, int4:gptq:g128, q4_0:awq)");
-    if (cc.text && stats_path) return sqz_cli_usage_error("compress", "--calib and --stats exclude each other");
-    sqz_compress_opts co = sqz_compress_default_opts();
-    if (sqz_compress_spec_parse(spec, &co.spec) != SQZ_OK) return sqz_cli_usage_error("compress", "%s", sqz_last_error());
-    co.keep_float = keep;
-    if (cc.sample_rows >= 0) co.sample_rows = cc.sample_rows;
-    const sqz_qformat qf = co.spec.q.target.fmt;
-    const bool gguf_native = qf == SQZ_QFMT_Q8_0 || qf == SQZ_QFMT_Q4_0 || qf == SQZ_QFMT_Q4_1;
-    sqz_save_opts so = {.format = gguf_native || ends_with(out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS,
-                        .dtype = -1};
-    if (to) {
-        sqz_format f;
-        if (!sqz_format_from_name(to, &f) || (f != SQZ_FORMAT_GGUF && f != SQZ_FORMAT_SAFETENSORS))
-            return sqz_cli_usage_error("compress", "--to must be gguf or safetensors, not '%s'", to);
-        so.format = f;
-    }
-    if (so.format == SQZ_FORMAT_GGUF && !gguf_native)
+    return q;
+}
+
+/* Output format and the checks between stages, output and calibration; 0 or exit status 2. */
+static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *so) {
+    const char *spec = "";
+    const sqz_compress_spec *q = quant_spec(&a->recipe, &spec);
+    const sqz_qformat qf = q ? q->q.target.fmt : SQZ_QFMT_Q8_0;
+    const bool gguf_native = q && (qf == SQZ_QFMT_Q8_0 || qf == SQZ_QFMT_Q4_0 || qf == SQZ_QFMT_Q4_1);
+    *so = (sqz_save_opts){.format = gguf_native || ends_with(a->out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS,
+                          .dtype = -1};
+    if (a->to != TO_AUTO) so->format = a->to == TO_GGUF ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS;
+    if (q && so->format == SQZ_FORMAT_GGUF && !gguf_native)
         return sqz_cli_usage_error("compress", "SPEC '%s' stores sqz's %s layout, which GGUF cannot hold: use --to "
                                    "safetensors (an HF directory), or a GGUF format (q8_0, q4_0, q4_1)",
                                    spec, sqz_qformat_name(qf));
-    if (so.format == SQZ_FORMAT_SAFETENSORS && gguf_native)
+    if (q && so->format == SQZ_FORMAT_SAFETENSORS && gguf_native)
         return sqz_cli_usage_error("compress", "SPEC '%s' is a GGUF block format: write it with --to gguf (or an OUT "
                                    "ending in .gguf); for safetensors use int8 or int4", spec);
-    const unsigned needs = sqz_compress_needs(&co.spec) & ~(unsigned)(SQZ_QSTAT_SAMPLE | SQZ_QSTAT_ABSMEAN);
-    if (!cc.text && !stats_path && (needs || co.spec.method->needs))
-        return sqz_cli_usage_error("compress", "SPEC '%s' needs calibration: give --calib FILE (or --stats FILE)", spec);
+    for (int i = 0; i < a->recipe.n; i++) {
+        const sqz_stage *s = &a->recipe.stages[i];
+        unsigned req = 0;
+        if (s->pass->needs) (void)s->pass->needs(s->args, &req);
+        if (req && !cc->text && !a->stats)
+            return sqz_cli_usage_error("compress", "--%s '%s' needs calibration: give --calib FILE (or --stats FILE)",
+                                       s->pass->name, s->spec);
+    }
+    return 0;
+}
 
-    sqz_model *m = NULL;
-    sqz_backend *be = NULL;
-    sqz_session *s = NULL;
-    sqz_calib_stats *stats = NULL;
-    sqz_calib_windows w;
-    memset(&w, 0, sizeof w);
-    sqz_compress_report rep;
-    memset(&rep, 0, sizeof rep);
-    sqz_open_opts oo = {.tokenizer_path = cc.tokenizer};
-    sqz_status st = sqz_model_open(path, &oo, &m);
-    if (st == SQZ_OK && stats_path) st = sqz_calib_stats_read(stats_path, &stats);
-    if (st == SQZ_OK && cc.text) {
-        st = sqz_backend_cpu(cc.threads, &be);
-        if (st == SQZ_OK) st = sqz_cli_calib_open(&cc, m, be, &w, &s);
-    }
-    if (st == SQZ_OK) {
-        sqz_progress *p = cc.text ? sqz_progress_start("compress", m->hp.n_layers * w.n_windows * 2, "passes")
-                                  : sqz_progress_start("compress", m->hp.n_layers, "blocks");
-        co.progress = sqz_progress_cb;
-        co.progress_user = p;
-        st = sqz_compress_model(m, s, cc.text ? &w : NULL, stats, &co, &rep);
-        sqz_progress_end(p);
-    }
-    sqz_session_free(s); /* the float copies of the weights go before the writer runs */
-    s = NULL;
-    /* The reports are staged before the model is written and appear only if it was. */
+/* Is the evaluation text the calibration text (same file, or the same bytes)? Then the chunks
+ * overlapping calibration windows are held out. */
+static bool same_text(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (!a || !b || stat(a, &sa) || stat(b, &sb)) return false;
+    if (sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino) return true;
+    if (sa.st_size != sb.st_size) return false;
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool eq = fa && fb;
+    char x[65536], y[65536];
+    size_t n;
+    while (eq && (n = fread(x, 1, sizeof x, fa)) > 0) eq = fread(y, 1, n, fb) == n && !memcmp(x, y, n);
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return eq;
+}
+
+static sqz_status evaluate(const compress_opts *a, const sqz_cli_calib *cc, const sqz_model *m,
+                           const sqz_calib_windows *w, sqz_compress_report *rep) {
+    sqz_model *orig = NULL;
+    sqz_open_opts oo = {.tokenizer_path = cc->tokenizer};
+    sqz_status st = sqz_model_open(a->path, &oo, &orig);
+    if (st != SQZ_OK) return st;
+    sqz_compress_eval_opts eo = sqz_compress_eval_default_opts();
+    eo.ctx = a->eval_ctx;
+    eo.max_chunks = a->eval_chunks;
+    eo.threads = (int)cc->threads;
+    sqz_progress *p = sqz_progress_start("eval", 0, "tokens");
+    eo.progress = sqz_progress_cb;
+    eo.progress_user = p;
+    const bool held = cc->text && w->n_windows && same_text(a->eval, cc->text);
+    st = sqz_compress_eval_run(m, orig, a->eval, NULL, 0, held ? w : NULL, &eo, &rep->eval);
+    sqz_progress_end(p);
+    sqz_model_free(orig);
+    return st;
+}
+
+/* Stages the reports, writes the model, then commits the reports: all or nothing. */
+static sqz_status write_all(const compress_opts *a, sqz_model *m, sqz_save_opts *so, const sqz_compress_report *rep) {
     sqz_outfile *fr = NULL, *fh = NULL;
-    if (st == SQZ_OK && report) {
-        char *j = sqz_compress_report_json(&rep, path, out);
-        st = j ? sqz_outfile_open(report, &fr) : SQZ_ERR_NOMEM;
+    sqz_status st = SQZ_OK;
+    if (a->report) {
+        char *j = sqz_compress_report_json(rep, a->path, a->out);
+        st = j ? sqz_outfile_open(a->report, &fr) : SQZ_ERR_NOMEM;
         if (st == SQZ_OK) st = sqz_outfile_write(fr, j, strlen(j));
         free(j);
     }
-    if (st == SQZ_OK && html) {
-        char *h = sqz_cli_report_html(&rep, path, out);
-        st = h ? sqz_outfile_open(html, &fh) : SQZ_ERR_NOMEM;
+    if (st == SQZ_OK && a->html) {
+        char *h = sqz_cli_report_html(rep, a->path, a->out);
+        st = h ? sqz_outfile_open(a->html, &fh) : SQZ_ERR_NOMEM;
         if (st == SQZ_OK) st = sqz_outfile_write(fh, h, strlen(h));
         free(h);
     }
     if (st == SQZ_OK) {
         sqz_progress *p = sqz_progress_start("write", sqz_model_data_bytes(m), "B");
-        so.progress = sqz_progress_cb;
-        so.progress_user = p;
-        st = sqz_model_save(m, out, &so);
+        so->progress = sqz_progress_cb;
+        so->progress_user = p;
+        st = sqz_model_save(m, a->out, so);
         sqz_progress_end(p);
     }
     if (st == SQZ_OK && fr) st = sqz_outfile_commit(fr);
     else sqz_outfile_abort(fr);
     if (st == SQZ_OK && fh) st = sqz_outfile_commit(fh);
     else sqz_outfile_abort(fh);
-    if (st == SQZ_OK) print_summary(path, out, so.format, &cc, &rep);
-    sqz_compress_report_free(&rep);
+    return st;
+}
+
+static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *so, sqz_compress_report *rep) {
+    sqz_model *m = NULL;
+    sqz_backend *be = NULL;
+    sqz_session *s = NULL;
+    sqz_calib_stats *stats = NULL;
+    sqz_calib_windows w;
+    memset(&w, 0, sizeof w);
+    sqz_compress_opts co = sqz_compress_default_opts();
+    co.keep_float = a->keep;
+    if (cc->sample_rows >= 0) co.sample_rows = cc->sample_rows;
+    sqz_open_opts oo = {.tokenizer_path = cc->tokenizer};
+    sqz_status st = sqz_model_open(a->path, &oo, &m);
+    if (st == SQZ_OK && a->stats) st = sqz_calib_stats_read(a->stats, &stats);
+    if (st == SQZ_OK && cc->text) {
+        st = sqz_backend_cpu((int)cc->threads, &be);
+        if (st == SQZ_OK) st = sqz_cli_calib_open(cc, m, be, &w, &s);
+    }
+    if (st == SQZ_OK) {
+        sqz_progress *p = sqz_progress_start("compress", 0, cc->text ? "passes" : "blocks");
+        co.progress = sqz_progress_cb;
+        co.progress_user = p;
+        sqz_compress_env env = {.windows = cc->text ? &w : NULL, .session = s,
+                                .session_opts = sqz_session_default_opts(), .stats = stats};
+        env.session_opts.n_threads = (int)cc->threads;
+        env.session_opts.backend = be;
+        st = sqz_compress_run(m, &a->recipe, &env, &co, rep);
+        sqz_progress_end(p);
+    }
+    sqz_session_free(s); /* the float copies of the weights go before evaluation and writing */
+    if (st == SQZ_OK && a->eval) st = evaluate(a, cc, m, &w, rep);
+    if (st == SQZ_OK) st = write_all(a, m, so, rep);
     sqz_calib_stats_free(stats);
     sqz_calib_windows_free(&w);
     sqz_backend_free(be);
     sqz_model_free(m);
+    return st;
+}
+
+int sqz_cmd_compress(int argc, char **argv) {
+    sqz_cli_calib cc;
+    sqz_cli_calib_defaults(&cc);
+    compress_opts a;
+    memset(&a, 0, sizeof a);
+    sqz_opt st_rows[16];
+    const int ns = stage_rows(st_rows, 16);
+    const sqz_opt_group g[] = {{NULL, st_rows, ns, &a},
+                               {NULL, compress_rows, SQZ_CLI_N(compress_rows), &a},
+                               {NULL, sqz_cli_calib_opts, sqz_cli_calib_n_opts, &cc}};
+    int rc = sqz_cli_parse("compress", g, 3, argc, argv, NULL);
+    if (rc == 0 && a.recipe.n == 0)
+        rc = sqz_cli_usage_error("compress", "no stage given (e.g. --quant q4_0:gptq, --drop-layers 3, --recipe "
+                                 "r.json)");
+    if (rc == 0 && cc.text && a.stats) rc = sqz_cli_usage_error("compress", "--calib and --stats exclude each other");
+    sqz_save_opts so;
+    if (rc == 0) rc = plan_output(&a, &cc, &so);
+    if (rc != 0) {
+        sqz_recipe_free(&a.recipe);
+        return rc;
+    }
+    sqz_compress_report rep;
+    memset(&rep, 0, sizeof rep);
+    sqz_status st = run(&a, &cc, &so, &rep);
+    if (st == SQZ_OK) print_summary(&a, so.format, &cc, &rep);
+    sqz_compress_report_free(&rep);
+    sqz_recipe_free(&a.recipe);
     return st == SQZ_OK ? 0 : sqz_cli_fail(st);
 }
