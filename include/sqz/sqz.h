@@ -33,6 +33,7 @@
 #include "sqz/calib.h"
 #include "sqz/compress.h"
 #include "sqz/dtype.h"
+#include "sqz/edit.h"
 #include "sqz/eval.h"
 #include "sqz/formats.h"
 #include "sqz/io.h"
