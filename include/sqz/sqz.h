@@ -35,6 +35,7 @@
 #include "sqz/dtype.h"
 #include "sqz/edit.h"
 #include "sqz/eval.h"
+#include "sqz/family.h"
 #include "sqz/formats.h"
 #include "sqz/io.h"
 #include "sqz/model.h"
