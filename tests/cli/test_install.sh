@@ -28,6 +28,11 @@ int main(int argc, char **argv) {
 C
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 cc -std=c11 -Wall -Werror "$tmp/use.c" -o "$tmp/use" $(pkg-config --cflags --libs sqz)
-out=$(LD_LIBRARY_PATH="$libdir" "$tmp/use" "$data/models/stories260K/stories260K.bin")
+model=$data/models/stories260K/stories260K.bin
+if [ ! -f "$model" ]; then  # installed and linked, but what the test is for did not run
+  echo "skipping: $model not found (install and link ok; opening a model not tested)"
+  exit 77
+fi
+out=$(LD_LIBRARY_PATH="$libdir" "$tmp/use" "$model")
 echo "installed library says: $out"
 [ "$out" = "llama 260032" ]

@@ -114,6 +114,9 @@ def main():
     wiki = os.path.join(DATA, "data/wiki.test.raw")
     models = [("stories260K", os.path.join(DATA, "models/stories260K/stories260K.bin")),
               ("tinystories656K", os.path.join(DATA, "models/tinystories-656K"))]
+    for n, p in models:
+        if not os.path.exists(p):
+            print("skipping %s: %s not found" % (n, p))
     models = [(n, p) for n, p in models if os.path.exists(p)]
     if not models or not os.path.exists(wiki):
         print("skipping: models or wiki.test.raw not found")

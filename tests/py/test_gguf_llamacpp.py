@@ -253,7 +253,10 @@ def main():
     tool = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         for part in (part_smollm2, part_stories260k, part_tinystories, part_minilm):
+            n_ran = len(ran)
             part(tool, tmp)
+            if len(ran) == n_ran:
+                print("skipped %s: its model or a package it needs is missing" % part.__name__)
     if not ran:
         print("skipping: no model installed")
         sys.exit(77)
