@@ -35,10 +35,47 @@ int sqz_test_exists(const char *path);
         if (sqz__st != SQZ_OK) fail_msg("%s -> %s: %s", #expr, sqz_status_name(sqz__st), sqz_last_error()); \
     } while (0)
 
-/* Skips the current cmocka test (reported as skipped) when a file is missing. */
+/* ---- skipping: no executable passes without having tested anything ----
+ * A case that cannot run (its model, text or device is missing) skips with SQZ_SKIP or
+ * SQZ_SKIP_UNLESS, saying why. main() runs its cases with sqz_test_run (not
+ * cmocka_run_group_tests), which returns SQZ_TEST_SKIP when every case skipped - ctest then
+ * reports the test skipped, never passed - and otherwise lists the cases that skipped and why.
+ * An executable that exists for some data (its few cases without it prove little on their
+ * own) checks that data first with sqz_test_needs and returns SQZ_TEST_SKIP without it. */
+
+/* Prints why the current case skips and records it for sqz_test_run's summary. */
+void sqz_test_skip_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Skips the current case (reported skipped), printf-style reason. */
+#define SQZ_SKIP(...)                                                                         \
+    do {                                                                                      \
+        sqz_test_skip_note(__VA_ARGS__);                                                      \
+        _skip(__FILE__, __LINE__);                                                            \
+    } while (0)
+
+/* cmocka's skip() counts too (a case skipped without a reason is still a case not run). */
+#undef skip
+#define skip() SQZ_SKIP("skip() called without a reason")
+
+/* Skips the current case when a file is missing (NULL: a model package not installed). */
 #define SQZ_SKIP_UNLESS(path)                                                                 \
     do {                                                                                      \
-        if (!(path) || !sqz_test_exists(path)) { print_message("skipping: %s not found\n", (path) ? (path) : "model"); skip(); } \
+        const char *sqz__path = (path);                                                       \
+        if (!sqz__path) SQZ_SKIP("model not installed under %s", sqz_test_pymodels_dir());    \
+        if (!sqz_test_exists(sqz__path)) SQZ_SKIP("%s not found", sqz__path);                 \
     } while (0)
+
+/* Runs a group of cases as cmocka_run_group_tests does and returns main's exit status: 1 when
+ * a case failed, SQZ_TEST_SKIP when every case skipped, else 0 (after listing the cases that
+ * skipped, with why). At most 64 cases a group. */
+int sqz_test_run_group(const char *group, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                       CMFixtureFunction teardown);
+#define sqz_test_run(tests, setup, teardown) sqz_test_run_name(#tests, tests, setup, teardown)
+#define sqz_test_run_name(name, tests, setup, teardown)                                       \
+    sqz_test_run_group(name, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown)
+
+/* For main(): true when `path` (may be NULL: not installed) exists; otherwise prints that every
+ * case needs it, and main returns SQZ_TEST_SKIP. */
+int sqz_test_needs(const char *path);
 
 #endif

@@ -165,8 +165,7 @@ static void test_i8_grid(void **state) {
 
 static void test_i8_real_and_nan(void **state) {
     (void)state;
-    float *wts = sqz_rw_load();
-    SQZ_SKIP_UNLESS(wts ? sqz_test_data("models/stories260K/stories260K.bin") : NULL);
+    float *wts = sqz_rw_need();
     const sqz_kernel_variant vs[] = {SQZ_KVAR_I8_CUBLASLT, SQZ_KVAR_I8_MMA, SQZ_KVAR_I8_MMA_FUSED, SQZ_KVAR_AUTO};
     for (size_t vi = 0; vi < 4; vi++)
         for (int f16 = 0; f16 < 2; f16++) {
@@ -249,8 +248,7 @@ static void test_w4_grid(void **state) {
 
 static void test_w4_real_and_nan(void **state) {
     (void)state;
-    float *wts = sqz_rw_load();
-    SQZ_SKIP_UNLESS(wts ? sqz_test_data("models/stories260K/stories260K.bin") : NULL);
+    float *wts = sqz_rw_need();
     const int64_t mats[][3] = {{860, 64, SQZ_RW_W1}, {512, 64, SQZ_RW_TOK_EMB}, {80, 256, SQZ_RW_WQ}};
     for (size_t i = 0; i < 3; i++)
         for (int q41 = 0; q41 < 2; q41++) {
@@ -305,7 +303,7 @@ int main(void) {
         cmocka_unit_test(test_w4_grid),
         cmocka_unit_test(test_w4_real_and_nan),
     };
-    const int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    const int rc = sqz_test_run(tests, NULL, NULL);
     sqz_backend_free(gpu);
     return rc;
 }

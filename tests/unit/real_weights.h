@@ -42,4 +42,14 @@ static inline float *sqz_rw_load(void) {
     return w;
 }
 
+/* sqz_rw_load for a test case: skips the case when stories260K.bin is missing, fails it when the
+ * file is there but is not the expected checkpoint. */
+static inline float *sqz_rw_need(void) {
+    const char *path = sqz_test_data("models/stories260K/stories260K.bin");
+    SQZ_SKIP_UNLESS(path);
+    float *w = sqz_rw_load();
+    if (!w) fail_msg("%s: not the stories260K checkpoint these tests expect", path);
+    return w;
+}
+
 #endif

@@ -343,5 +343,5 @@ int main(void) {
         cmocka_unit_test(test_stats_file),
         cmocka_unit_test(test_spec),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

@@ -409,5 +409,5 @@ int main(void) {
         cmocka_unit_test(test_stats_file_compress),
         cmocka_unit_test(test_safetensors_layout),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

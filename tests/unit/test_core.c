@@ -237,5 +237,5 @@ int main(void) {
         cmocka_unit_test(test_convert),      cmocka_unit_test(test_outfile_atomic),
         cmocka_unit_test(test_rope_permute), cmocka_unit_test(test_utf8),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

@@ -235,8 +235,7 @@ static void test_w4_roundtrip_random(void **state) {
 
 static void test_w4_roundtrip_real(void **state) {
     (void)state;
-    float *wts = sqz_rw_load();
-    SQZ_SKIP_UNLESS(wts ? sqz_test_data("models/stories260K/stories260K.bin") : NULL);
+    float *wts = sqz_rw_need();
     /* (rows, cols, offset): FFN w1 of all layers, token embeddings, wq reshaped to k = 256 */
     const int64_t mats[][3] = {{860, 64, SQZ_RW_W1}, {512, 64, SQZ_RW_TOK_EMB}, {80, 256, SQZ_RW_WQ}};
     for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
@@ -265,8 +264,7 @@ static double nmse(const float *a, const float *ref, size_t n) {
 
 static void test_gemm_w4(void **state) {
     (void)state;
-    float *wts = sqz_rw_load();
-    SQZ_SKIP_UNLESS(wts ? sqz_test_data("models/stories260K/stories260K.bin") : NULL);
+    float *wts = sqz_rw_need();
     sqz_backend *b;
     SQZ_ASSERT_OK(sqz_backend_cpu(1, &b));
     const int64_t n = 860, k = 64;
@@ -334,5 +332,5 @@ int main(void) {
         cmocka_unit_test(test_w4_roundtrip_random), cmocka_unit_test(test_w4_roundtrip_real),
         cmocka_unit_test(test_gemm_w4),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

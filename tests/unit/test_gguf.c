@@ -717,5 +717,5 @@ int main(void) {
         cmocka_unit_test(test_smollm2_open),
         cmocka_unit_test(test_smollm2_rewrite_identical),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

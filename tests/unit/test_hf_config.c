@@ -284,5 +284,5 @@ int main(void) {
         cmocka_unit_test(test_write_refuses),
         cmocka_unit_test(test_names),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

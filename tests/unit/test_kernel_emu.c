@@ -280,8 +280,7 @@ static void emu_w4_small(const sqz_w4_layout *L, const uint8_t *prep, const uint
 
 static void test_w4_kernel_emulated(void **state) {
     (void)state;
-    float *wts = sqz_rw_load();
-    SQZ_SKIP_UNLESS(wts ? sqz_test_data("models/stories260K/stories260K.bin") : NULL);
+    float *wts = sqz_rw_need();
     const int64_t mats[][3] = {{860, 64, SQZ_RW_W1}, {80, 256, SQZ_RW_WQ}};
     uint64_t rs = 12345;
     for (size_t mi = 0; mi < 2; mi++)
@@ -343,5 +342,5 @@ int main(void) {
         cmocka_unit_test(test_f16_tiles),
         cmocka_unit_test(test_w4_kernel_emulated),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

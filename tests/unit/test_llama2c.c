@@ -318,5 +318,5 @@ int main(void) {
         cmocka_unit_test(test_tiny),            cmocka_unit_test(test_hostile_models),
         cmocka_unit_test(test_hostile_tokenizers),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

@@ -141,8 +141,7 @@ static void check_rtn_formats(const float *w, int64_t n_out, int64_t n_in) {
 
 static void test_rtn_vs_reference(void **state) {
     (void)state;
-    float *rw = sqz_rw_load();
-    if (!rw) { print_message("skipping: stories260K not found\n"); skip(); }
+    float *rw = sqz_rw_need();
     check_rtn_formats(rw + SQZ_RW_WQ, 320, 64);
     check_rtn_formats(rw + SQZ_RW_W1, 860, 64);
     check_rtn_formats(rw + SQZ_RW_W2, 64, 172); /* I8 only: 172 is no multiple of 32 */
@@ -351,5 +350,5 @@ int main(void) {
         cmocka_unit_test(test_act_scales),
         cmocka_unit_test(test_method_table),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

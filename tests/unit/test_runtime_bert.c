@@ -111,5 +111,5 @@ int main(void) {
         cmocka_unit_test(test_minilm_embeddings),
         cmocka_unit_test(test_minilm_apis_agree),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

@@ -300,5 +300,5 @@ int main(void) {
         cmocka_unit_test(test_smollm2_reference),
         cmocka_unit_test(test_smollm2_stream_equals_cache),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

@@ -186,5 +186,5 @@ int main(void) {
         cmocka_unit_test(test_fast_exp),
         cmocka_unit_test(test_sampling),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

@@ -158,5 +158,5 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quantized_layers),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

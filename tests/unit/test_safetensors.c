@@ -551,13 +551,24 @@ static void test_save_refuses_per_layer_dims(void **state) {
     for (size_t i = 0; i < 3; i++) unlink(join(out, files[i]));
     rmdir(out);
     sqz_model_free(m);
+    rmdir(dir);
+    free(out);
+}
 
-    /* two layers with different widths: refused, nothing left behind */
+/* Two layers with different widths: refused, nothing left behind. */
+static void test_save_refuses_mixed_widths(void **state) {
+    (void)state;
+    SQZ_SKIP_UNLESS(tinystories());
+    sqz_model *m;
+    sqz_tensor *t;
     SQZ_ASSERT_OK(sqz_model_open(tinystories(), NULL, &m));
     m->layers[1].n_heads = 4;
     t = sqz_model_get(m, SQZ_ROLE_ATTN_Q, 1, SQZ_PARAM_WEIGHT); t->shape[0] = 64; t->nbytes /= 2;
     t = sqz_model_get(m, SQZ_ROLE_ATTN_OUT, 1, SQZ_PARAM_WEIGHT); t->shape[1] = 64; t->nbytes /= 2;
     SQZ_ASSERT_OK(sqz_model_validate(m));
+    const char *dir = sqz_test_tmpdir();
+    char *out = sqz__path_join(dir, "mixed");
+    sqz_save_opts o = {SQZ_FORMAT_SAFETENSORS, -1, NULL, NULL};
     assert_int_equal(sqz_model_save(m, out, &o), SQZ_ERR_UNSUPPORTED);
     assert_non_null(strstr(sqz_last_error(), "per-layer"));
     assert_false(sqz_test_exists(out));
@@ -577,6 +588,7 @@ int main(void) {
         cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_absurd_tensor_count),
         cmocka_unit_test(test_save_refuses_per_layer_dims),
+        cmocka_unit_test(test_save_refuses_mixed_widths),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }

@@ -370,5 +370,5 @@ int main(void) {
         cmocka_unit_test(test_ids_and_holes),    cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_unigram),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }
