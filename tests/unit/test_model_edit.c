@@ -769,5 +769,5 @@ int main(void) {
         cmocka_unit_test(test_writers),
         cmocka_unit_test(test_family_table),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sqz_test_run(tests, NULL, NULL);
 }
