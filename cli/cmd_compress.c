@@ -16,6 +16,7 @@ typedef struct compress_opts {
     int to;                     /* TO_* */
     int64_t eval_ctx, eval_chunks;
     sqz_recipe recipe;          /* stages in the order given */
+    char recipe_error[512];     /* a --recipe FILE that could not be read: bad input (exit 1), not usage */
 } compress_opts;
 
 enum { TO_AUTO, TO_GGUF, TO_SAFETENSORS };
@@ -26,7 +27,10 @@ static sqz_status add_stage(void *dst, const sqz_opt *o, const char *value) {
 }
 static sqz_status add_recipe(void *dst, const sqz_opt *o, const char *value) {
     (void)o;
-    return sqz_recipe_load(&((compress_opts *)dst)->recipe, value);
+    compress_opts *a = dst;
+    if (!a->recipe_error[0] && sqz_recipe_load(&a->recipe, value) != SQZ_OK)
+        snprintf(a->recipe_error, sizeof a->recipe_error, "%s", sqz_last_error());
+    return SQZ_OK;
 }
 
 static const sqz_opt compress_rows[] = {
@@ -132,9 +136,12 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
     if (r->n_layers_after != r->n_layers_before)
         printf("blocks       %lld -> %lld\n", (long long)r->n_layers_before, (long long)r->n_layers_after);
     if (nq + nf) printf("layers       %lld quantized, %lld kept float\n", (long long)nq, (long long)nf);
-    printf("size         %.3f MB -> %.3f MB (x%.2f); %.3f bits/weight quantized, %.3f bits/param overall\n",
-           (double)r->bytes_before / 1e6, (double)r->bytes_after / 1e6,
-           r->bytes_after ? (double)r->bytes_before / (double)r->bytes_after : 0.0, r->bpw_quantized, r->bpw_model);
+    printf("size         %.3f MB -> %.3f MB (x%.2f)", (double)r->bytes_before / 1e6, (double)r->bytes_after / 1e6,
+           r->bytes_after ? (double)r->bytes_before / (double)r->bytes_after : 0.0);
+    if (r->params_after != r->params)
+        printf("; %.3f M -> %.3f M parameters", (double)r->params / 1e6, (double)r->params_after / 1e6);
+    if (nq) printf("; %.3f bits/weight quantized", r->bpw_quantized);
+    printf("; %.3f bits/param overall\n", r->bpw_model);
     if (n_err)
         printf("output err   mean %.5f, worst %.5f (%s), relative, on calibration rows\n", sum / (double)n_err, worst,
                worst_name);
@@ -147,8 +154,10 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
                "(%lld held out)\n",
                e->text, e->ppl_base, e->ppl, e->delta_ppl, e->kld_mean, e->kld_p99, 100.0 * e->top1,
                (long long)e->n_chunks, (long long)e->ctx, (long long)e->n_held_out);
-    printf("time         %.2f s (forward %.2f, methods %.2f, validation %.2f%s)\n", r->seconds_total + e->seconds,
-           r->seconds_forward, r->seconds_quant, r->seconds_validate, e->done ? ", evaluation" : "");
+    printf("time         %.2f s (forward %.2f, methods %.2f, validation %.2f", r->seconds_total + e->seconds,
+           r->seconds_forward, r->seconds_quant, r->seconds_validate);
+    if (e->done) printf(", evaluation %.2f", e->seconds);
+    printf(")\n");
     printf("peak memory  %.1f MB\n", (double)ru.ru_maxrss / 1024.0);
     printf("wrote        %s (%s)\n", a->out, sqz_format_name(fmt));
 }
@@ -315,6 +324,10 @@ int sqz_cmd_compress(int argc, char **argv) {
                                {NULL, compress_rows, SQZ_CLI_N(compress_rows), &a},
                                {NULL, sqz_cli_calib_opts, sqz_cli_calib_n_opts, &cc}};
     int rc = sqz_cli_parse("compress", g, 3, argc, argv, NULL);
+    if (rc == 0 && a.recipe_error[0]) {
+        fprintf(stderr, "sqz: error: %s\n", a.recipe_error);
+        rc = 1;
+    }
     if (rc == 0 && a.recipe.n == 0)
         rc = sqz_cli_usage_error("compress", "no stage given (e.g. --quant q4_0:gptq, --drop-layers 3, --recipe "
                                  "r.json)");

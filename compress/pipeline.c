@@ -56,7 +56,8 @@ static void totals(sqz_model *m, sqz_compress_report *rep) {
     rep->params_quantized = params_q;
     rep->bits_quantized = bits;
     rep->bpw_quantized = params_q ? bits / (double)params_q : 0.0;
-    rep->bpw_model = rep->params ? 8.0 * (double)after / (double)rep->params : 0.0;
+    rep->params_after = sqz_model_param_count(m);
+    rep->bpw_model = rep->params_after ? 8.0 * (double)after / (double)rep->params_after : 0.0;
     rep->n_layers_after = m->hp.n_layers;
 }
 

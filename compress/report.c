@@ -11,6 +11,51 @@ static bool num(cJSON *o, const char *k, double v) {
     return isfinite(v) ? cJSON_AddNumberToObject(o, k, v) != NULL : cJSON_AddNullToObject(o, k) != NULL;
 }
 
+/* "stages": [{"pass", "spec", "seconds", "note"}] and the recipe as one line. */
+static bool add_stages(cJSON *o, const sqz_compress_report *r) {
+    bool ok = cJSON_AddStringToObject(o, "recipe", r->recipe) != NULL;
+    cJSON *a = cJSON_AddArrayToObject(o, "stages");
+    ok &= a != NULL;
+    for (int64_t i = 0; a && ok && i < r->n_stages; i++) {
+        const sqz_stage_report *st = &r->stages[i];
+        cJSON *e = cJSON_CreateObject();
+        if (!e || !cJSON_AddItemToArray(a, e)) {
+            cJSON_Delete(e);
+            return false;
+        }
+        ok &= cJSON_AddStringToObject(e, "pass", st->pass) != NULL;
+        ok &= cJSON_AddStringToObject(e, "spec", st->spec) != NULL;
+        ok &= num(e, "seconds", st->seconds);
+        if (st->note[0]) ok &= cJSON_AddStringToObject(e, "note", st->note) != NULL;
+    }
+    return ok;
+}
+
+/* "eval": the result against the original, when it was evaluated. */
+static bool add_eval(cJSON *o, const sqz_compress_eval *e) {
+    if (!e->done) return true;
+    cJSON *v = cJSON_AddObjectToObject(o, "eval");
+    if (!v) return false;
+    bool ok = cJSON_AddStringToObject(v, "text", e->text) != NULL;
+    ok &= num(v, "ctx", (double)e->ctx);
+    ok &= num(v, "chunks", (double)e->n_chunks);
+    ok &= num(v, "held_out", (double)e->n_held_out);
+    ok &= num(v, "tokens_scored", (double)e->tokens_scored);
+    if (e->encoder) {
+        ok &= num(v, "cos_mean", e->cos_mean);
+        ok &= num(v, "cos_min", e->cos_min);
+    } else {
+        ok &= num(v, "ppl_base", e->ppl_base);
+        ok &= num(v, "ppl", e->ppl);
+        ok &= num(v, "delta_ppl", e->delta_ppl);
+        ok &= num(v, "kld_mean", e->kld_mean);
+        ok &= num(v, "kld_p99", e->kld_p99);
+        ok &= num(v, "top1", e->top1);
+    }
+    ok &= num(v, "seconds", e->seconds);
+    return ok;
+}
+
 char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, const char *out) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -35,6 +80,9 @@ char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, 
         ok &= num(t, "activation_bytes", (double)r->activation_bytes);
         ok &= num(t, "calib_windows", (double)r->n_windows);
         ok &= num(t, "calib_ctx", (double)r->ctx);
+        ok &= num(t, "blocks_before", (double)r->n_layers_before);
+        ok &= num(t, "blocks_after", (double)r->n_layers_after);
+        ok &= num(t, "params_after", (double)r->params_after);
     }
     cJSON *ls = cJSON_AddArrayToObject(o, "layers");
     ok &= ls != NULL;
@@ -77,6 +125,8 @@ char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, 
         ok &= num(e, "cos_min", b->cos_min);
         ok &= num(e, "seconds", b->seconds);
     }
+    ok &= add_stages(o, r);
+    ok &= add_eval(o, &r->eval);
     char *s = ok ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     return s;

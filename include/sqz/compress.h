@@ -116,7 +116,7 @@ typedef struct sqz_compress_report {
     int64_t params_quantized;  /* parameters in quantized matrices */
     double bits_quantized;     /* storage bits of the quantized matrices */
     double bpw_quantized;      /* bits_quantized / params_quantized */
-    double bpw_model;          /* 8 * bytes_after / params */
+    double bpw_model;          /* 8 * bytes_after / params_after */
     double seconds_total;      /* the whole sqz_compress_model call */
     double seconds_forward;    /* forward passes and observers */
     double seconds_quant;      /* the methods */
@@ -128,6 +128,7 @@ typedef struct sqz_compress_report {
     struct sqz_stage_report *stages; /* n_stages entries (owned), one per stage run */
     int64_t n_stages;
     int64_t n_layers_before, n_layers_after; /* blocks of the model before and after */
+    int64_t params_after;      /* parameters of the result (fewer after structural stages) */
 } sqz_compress_report;
 
 /* One stage of the recipe in the report. */

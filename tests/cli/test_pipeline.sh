@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# The compression pipeline end to end on stories260K (5 blocks):
+#   --drop-layers 2 -> GGUF: 4 blocks (gguf-py reads block_count 4 and blk.0..3), sqz eval runs it,
+#     and, where llama.cpp is installed (llama-cpp-python), llama.cpp's perplexity on the same
+#     chunks (its protocol: the second half of each chunk scored) is within 0.5% of sqz eval's;
+#   --drop-layers 2 -> HF: sqz reopens it with 4 layers, config.json says num_hidden_layers 4
+#     (and transformers' AutoConfig reads it, where transformers is installed), tensors value-equal
+#     to the GGUF output's;
+#   --recipe with two stages (drop a layer, then q4_0:gptq) gives the same bytes as the same
+#     stages on the command line, in both JSON forms (SPEC strings, option objects);
+#   stage order matters (quantize then drop != drop then quantize), --eval lands in the report;
+#   errors: bad lists and passes exit 2, a block that does not exist / every block / a broken
+#   recipe file exit 1 with one line, and leave nothing behind; --stats after a reshaping stage
+#   is refused.
+set -u
+sqz=${SQZ_BIN:?}
+data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
+py=${SQZ_PYTHON:-python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
+s260=$data/models/stories260K/stories260K.bin
+wiki=$data/data/wiki.test.raw
+for f in "$s260" "$wiki"; do [ -e "$f" ] || { echo "skipping: $f not found"; exit 77; }; done
+tail -n 1200 "$wiki" > "$tmp/calib.txt"
+cal=(--calib "$tmp/calib.txt" --calib-samples 16 --calib-ctx 128)
+jget() { "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d"+sys.argv[2]))' "$1" "$2"; }
+
+# ---- drop a block: GGUF ----
+"$sqz" compress "$s260" --drop-layers 2 -o "$tmp/d.gguf" > "$tmp/out" 2>&1
+check "--drop-layers 2 -> GGUF" '[ $? -eq 0 ] && grep -q "5 -> 4" "$tmp/out"' || cat "$tmp/out"
+check "gguf-py: block_count 4, tensors blk.0..blk.3 only" '"$py" - "$tmp/d.gguf" <<PY
+import sys
+try:
+    import gguf
+except ImportError:
+    sys.exit(0)
+r = gguf.GGUFReader(sys.argv[1])
+bc = [f for n, f in r.fields.items() if n.endswith(".block_count")][0]
+assert int(bc.parts[bc.data[0]][0]) == 4, bc.parts[bc.data[0]]
+blocks = {int(t.name.split(".")[1]) for t in r.tensors if t.name.startswith("blk.")}
+assert blocks == {0, 1, 2, 3}, blocks
+PY'
+"$sqz" eval "$tmp/d.gguf" --text "$wiki" --ctx 256 --chunks 8 --json "$tmp/e.json" > /dev/null 2>&1
+check "sqz eval runs the 4-block GGUF" '[ -s "$tmp/e.json" ]'
+sqz_ppl=$(jget "$tmp/e.json" '["ppl"]')
+"$py" - "$tmp/d.gguf" "$wiki" "$sqz_ppl" > "$tmp/lcpp" 2>&1 <<'PY'
+import math, sys
+try:
+    import numpy as np
+    from llama_cpp import Llama
+except ImportError as e:
+    print("skipped: llama.cpp check (%s)" % e)
+    sys.exit(0)
+path, text, sqz_ppl = sys.argv[1], open(sys.argv[2], encoding="utf-8").read(), float(sys.argv[3])
+ctx, chunks = 256, 8
+llm = Llama(model_path=path, n_ctx=ctx, logits_all=True, verbose=False, n_threads=2)
+toks = llm.tokenize(text.encode("utf-8"), add_bos=True)
+nll, n = 0.0, 0
+for c in range(chunks):
+    t = toks[c * ctx:(c + 1) * ctx]
+    t[0] = llm.token_bos()
+    llm.reset()
+    llm.eval(t)
+    lg = np.asarray(llm.scores[:ctx], dtype=np.float64)
+    for j in range(ctx // 2, ctx - 1):
+        row = lg[j] - lg[j].max()
+        nll += math.log(np.exp(row).sum()) - row[t[j + 1]]
+        n += 1
+ppl = math.exp(nll / n)
+rel = abs(ppl - sqz_ppl) / sqz_ppl
+print("llama.cpp ppl %.4f, sqz eval ppl %.4f, relative difference %.5f%%" % (ppl, sqz_ppl, 100 * rel))
+sys.exit(0 if rel < 0.005 else 1)
+PY
+rc=$?
+cat "$tmp/lcpp"
+check "llama.cpp's perplexity of the 4-block GGUF within 0.5% of sqz eval's (or llama.cpp not installed)" '[ $rc -eq 0 ]'
+
+# ---- drop a block: HF ----
+"$sqz" compress "$s260" --drop-layers 2 -o "$tmp/dhf" --to safetensors > /dev/null 2>&1
+"$sqz" inspect "$tmp/dhf" --json --no-tensors > "$tmp/i.json" 2>&1
+check "HF output reopens in sqz with 4 layers" '[ "$(jget "$tmp/i.json" "[\"hparams\"][\"n_layers\"]" 2>/dev/null || jget "$tmp/i.json" "[\"n_layers\"]")" = 4 ]' || head -c 600 "$tmp/i.json"
+check "config.json: num_hidden_layers 4" '[ "$(jget "$tmp/dhf/config.json" "[\"num_hidden_layers\"]")" = 4 ]'
+check "transformers' AutoConfig reads it (or transformers not installed)" '"$py" - "$tmp/dhf" <<PY
+import sys
+try:
+    from transformers import AutoConfig
+except Exception:
+    print("skipped: transformers not installed"); sys.exit(0)
+c = AutoConfig.from_pretrained(sys.argv[1])
+assert c.num_hidden_layers == 4 and c.model_type == "llama", c
+PY'
+"$sqz" convert "$tmp/dhf" -o "$tmp/dhf.gguf" --to gguf > /dev/null 2>&1
+"$sqz" eval "$tmp/dhf.gguf" --text "$wiki" --ctx 256 --chunks 8 --json "$tmp/e2.json" > /dev/null 2>&1
+check "HF output evaluates to the same perplexity as the GGUF output" \
+  '[ "$(jget "$tmp/e2.json" "[\"ppl\"]")" = "$sqz_ppl" ]'
+
+# ---- recipes: the same bytes as the command line ----
+"$sqz" compress "$s260" --drop-layers 2 --quant q4_0:gptq "${cal[@]}" -o "$tmp/cli.gguf" > /dev/null 2>&1
+printf '{"sqz_recipe": 1, "stages": [{"drop-layers": "2"}, {"quant": "q4_0:gptq"}]}\n' > "$tmp/r1.json"
+printf '{"sqz_recipe": 1, "stages": [{"drop-layers": {"layers": 2}},\n  {"quant": {"format": "q4_0", "method": "gptq"}}]}\n' > "$tmp/r2.json"
+"$sqz" compress "$s260" --recipe "$tmp/r1.json" "${cal[@]}" -o "$tmp/r1.gguf" > /dev/null 2>&1
+"$sqz" compress "$s260" --recipe "$tmp/r2.json" "${cal[@]}" -o "$tmp/r2.gguf" > /dev/null 2>&1
+check "--recipe (SPEC strings) == the same stages on the command line" 'cmp -s "$tmp/cli.gguf" "$tmp/r1.gguf"'
+check "--recipe (option objects) == the same stages on the command line" 'cmp -s "$tmp/cli.gguf" "$tmp/r2.gguf"'
+"$sqz" compress "$s260" --quant q4_0:gptq --drop-layers 2 "${cal[@]}" -o "$tmp/rev.gguf" > /dev/null 2>&1
+check "stage order matters (quantize all 5 blocks, then drop one)" '[ -s "$tmp/rev.gguf" ] && ! cmp -s "$tmp/cli.gguf" "$tmp/rev.gguf"'
+
+# ---- --eval in the report ----
+"$sqz" compress "$s260" --drop-layers 4 --quant q8_0 -o "$tmp/ev.gguf" --eval "$wiki" --eval-ctx 128 \
+  --eval-chunks 6 --report "$tmp/ev.json" > "$tmp/out" 2>&1
+check "--eval: report has delta ppl, KLD and top-1 over 6 chunks" '"$py" - "$tmp/ev.json" <<PY
+import json, sys
+r = json.load(open(sys.argv[1]))
+e = r["eval"]
+assert e["chunks"] == 6 and e["kld_mean"] > 0 and 0 < e["top1"] < 1 and e["ppl"] > 0, e
+assert abs(e["delta_ppl"] - (e["ppl"] - e["ppl_base"])) < 1e-9
+assert r["totals"]["blocks_before"] == 5 and r["totals"]["blocks_after"] == 4
+assert [s["pass"] for s in r["stages"]] == ["drop-layers", "quant"], r["stages"]
+PY' || cat "$tmp/out"
+check "--eval: the summary prints the accuracy" 'grep -q "^accuracy .*KLD" "$tmp/out"'
+head -c 40000 "$wiki" > "$tmp/small.txt"
+"$sqz" compress "$s260" --quant q8_0 -o "$tmp/ho.gguf" --calib "$tmp/small.txt" --calib-samples 16 --calib-ctx 128 \
+  --eval "$tmp/small.txt" --eval-ctx 128 --report "$tmp/ho.json" > "$tmp/out" 2>&1
+check "--eval on the calibration text holds out the chunks that overlap its windows" \
+  '[ "$(jget "$tmp/ho.json" "[\"eval\"][\"held_out\"]")" -ge 16 ] && [ "$(jget "$tmp/ho.json" "[\"eval\"][\"chunks\"]")" -gt 0 ]' || cat "$tmp/out"
+
+# ---- errors ----
+n0=$(ls "$tmp" | wc -l)
+"$sqz" compress "$s260" --drop-layers 7 -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "a block that does not exist -> exit 1, one line naming it" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/err") -eq 1 ] && grep -q "block 7" "$tmp/err"'
+"$sqz" compress "$s260" --drop-layers 0-4 -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "every block -> exit 1" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/err") -eq 1 ]'
+"$sqz" compress "$s260" --drop-layers 2,x -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "a bad list -> exit 2 naming the item" '[ $rc -eq 2 ] && grep -q "x" "$tmp/err"'
+"$sqz" compress "$s260" --drop-layers 2,2 -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "a block listed twice -> exit 2" '[ $rc -eq 2 ] && grep -q "twice" "$tmp/err"'
+"$sqz" compress "$s260" -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "no stage -> exit 2" '[ $rc -eq 2 ] && grep -q "stage" "$tmp/err"'
+printf '{"sqz_recipe": 1, "stages": [{"prune": "x"}]}' > "$tmp/bad.json"
+"$sqz" compress "$s260" --recipe "$tmp/bad.json" -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "a recipe naming an unknown pass -> exit 1 naming the file and the pass" \
+  '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/err") -eq 1 ] && grep -q "bad.json" "$tmp/err" && grep -q "prune" "$tmp/err"'
+printf '{"sqz_recipe": 1, "stages": [{"quant": {"format": "q4_0", "damp": "x"}}]}' > "$tmp/bad.json"
+"$sqz" compress "$s260" --recipe "$tmp/bad.json" -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "a recipe with a bad option -> exit 1 naming it" '[ $rc -eq 1 ] && grep -q "damp" "$tmp/err"'
+printf '{"stages": [' > "$tmp/bad.json"
+"$sqz" compress "$s260" --recipe "$tmp/bad.json" -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "a truncated recipe -> exit 1" '[ $rc -eq 1 ] && grep -q "bad.json" "$tmp/err"'
+"$sqz" calibrate "$s260" --text "$tmp/calib.txt" --calib-samples 4 --calib-ctx 64 -o "$tmp/s.sqzs" > /dev/null 2>&1
+"$sqz" compress "$s260" --drop-layers 1 --quant q4_0:imatrix --stats "$tmp/s.sqzs" -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "--stats after a stage that changed the structure -> exit 1 saying why" '[ $rc -eq 1 ] && grep -q "calib" "$tmp/err"'
+check "... and no failed run left anything behind" '[ ! -e "$tmp/bad.gguf" ] && [ -z "$(ls "$tmp" | grep sqztmp)" ]'
+
+[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all pipeline checks passed"
