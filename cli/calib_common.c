@@ -1,5 +1,6 @@
 /* cli/calib_common.c - what `sqz calibrate` and `sqz compress` share: the calibration
- * options (one table, a group of both commands' command lines), reading the text into windows, and the session that runs them. */
+ * options (one table, a group of both commands' command lines), reading the text into
+ * windows, and the session that runs them. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +23,10 @@ const sqz_opt sqz_cli_calib_opts[] = {
      .help = "where the windows start in the text"},
     {.name = "sample-rows", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, sample_rows), .min = 0,
      .max = 1 << 20, .metavar = "R",
-     .help = "input rows kept per layer for the searches and validation (calibrate 128, compress 512)"},
+     .help = "input rows kept per layer for the searches and validation; by default calibrate keeps "
+             "128, compress 512"},
     {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, threads), .min = 0, .max = 1024,
-     .def = "0", .metavar = "N", .help = "CPU threads (0: all cores)"},
+     .def = "0", .metavar = "N", .help = "CPU threads, 0 for all cores"},
     {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_calib, tokenizer), .metavar = "FILE",
      .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
 };

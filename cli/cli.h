@@ -20,6 +20,8 @@ int sqz_cli_fail(sqz_status s);
 /* Prints "sqz <cmd>: <printf message> (see 'sqz <cmd> --help')" to stderr and returns 2
  * (usage error). */
 int sqz_cli_usage_error(const char *cmd, const char *fmt, ...);
+/* Rows of a static option table. */
+#define SQZ_CLI_N(rows) ((int)(sizeof(rows) / sizeof((rows)[0])))
 /* Parses a command line (argv[0] is the command's name) against option tables
  * (sqz_opts_parse_argv: each group's defaults first, then the words). Returns 0, or prints
  * the usage error ("sqz <cmd>: unknown option '--frob' (see ...)") and returns 2. given[g]

@@ -1,22 +1,50 @@
 /* cli/cmd_convert.c - `sqz convert MODEL -o OUT [--to gguf|safetensors] [--dtype ...]`. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli/cli.h"
 
+typedef struct convert_opts {
+    const char *in, *out, *tokenizer;
+    int to, dtype; /* sqz_format, sqz_dtype; -1 when not given */
+} convert_opts;
+
+static const int to_values[] = {SQZ_FORMAT_GGUF, SQZ_FORMAT_SAFETENSORS, SQZ_FORMAT_SAFETENSORS};
+static const int dtype_values[] = {SQZ_DTYPE_F32,  SQZ_DTYPE_F16,  SQZ_DTYPE_BF16, SQZ_DTYPE_F64,
+                                   SQZ_DTYPE_Q8_0, SQZ_DTYPE_Q4_0, SQZ_DTYPE_Q4_1};
+
+static const sqz_opt convert_rows[] = {
+    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(convert_opts, in),
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .metavar = "MODEL",
+     .help = "an HF directory, a .safetensors, a .gguf or a llama2.c .bin"},
+    {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(convert_opts, out), .flags = SQZ_OPT_REQUIRED,
+     .metavar = "OUT", .short_name = 'o', .help = "a .gguf file or an HF directory"},
+    {.name = "to", .type = SQZ_OPT_CHOICE, .offset = offsetof(convert_opts, to), .choices = "gguf|safetensors|hf",
+     .values = to_values, .help = "the output format (default: gguf when OUT ends in .gguf, else safetensors)"},
+    {.name = "dtype", .type = SQZ_OPT_CHOICE, .offset = offsetof(convert_opts, dtype),
+     .choices = "f32|f16|bf16|f64|q8_0|q4_0|q4_1", .values = dtype_values,
+     .help = "dtype of the weight matrices (default: every tensor keeps its own)"},
+    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(convert_opts, tokenizer), .metavar = "FILE",
+     .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
+};
+
+static const char convert_head[] =
+    "usage: sqz convert MODEL -o OUT [--to gguf|safetensors] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1]\n"
+    "                   [--tokenizer FILE]\n\n"
+    "Converts between llama2.c, GGUF and HF safetensors. OUT is a .gguf file or an HF\n"
+    "directory (model.safetensors + config.json + tokenizer.json). The format defaults to\n"
+    "gguf when OUT ends in .gguf, safetensors otherwise. Without --dtype every tensor keeps\n"
+    "its dtype (block-quantized tensors become f32 in safetensors); with it, weight\n"
+    "matrices take that dtype (norms stay f32 in GGUF). A same-dtype round trip is\n"
+    "value-exact; q/k rows are reordered for the target's rotary convention. The output\n"
+    "appears atomically: on any error nothing is left at OUT.\n";
+
 void sqz_cmd_convert_usage(FILE *out) {
-    fprintf(out,
-            "usage: sqz convert MODEL -o OUT [--to gguf|safetensors] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1]\n"
-            "                   [--tokenizer FILE]\n\n"
-            "Converts between llama2.c, GGUF and HF safetensors. OUT is a .gguf file or an HF\n"
-            "directory (model.safetensors + config.json + tokenizer.json). The format defaults to\n"
-            "gguf when OUT ends in .gguf, safetensors otherwise. Without --dtype every tensor keeps\n"
-            "its dtype (block-quantized tensors become f32 in safetensors); with it, weight\n"
-            "matrices take that dtype (norms stay f32 in GGUF). A same-dtype round trip is\n"
-            "value-exact; q/k rows are reordered for the target's rotary convention. The output\n"
-            "appears atomically: on any error nothing is left at OUT.\n");
+    const sqz_opt_group g = {NULL, convert_rows, SQZ_CLI_N(convert_rows), NULL};
+    sqz_cli_help(out, convert_head, &g, 1);
 }
 
 static bool ends_with(const char *s, const char *suf) {
@@ -25,38 +53,19 @@ static bool ends_with(const char *s, const char *suf) {
 }
 
 int sqz_cmd_convert(int argc, char **argv) {
-    const char *in = NULL, *out = NULL, *to = NULL, *dtype = NULL, *tok = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && has) out = argv[++i];
-        else if (strcmp(a, "--to") == 0 && has) to = argv[++i];
-        else if (strcmp(a, "--dtype") == 0 && has) dtype = argv[++i];
-        else if (strcmp(a, "--tokenizer") == 0 && has) tok = argv[++i];
-        else if (a[0] == '-' && a[1]) return sqz_cli_usage_error("convert", "unknown option or missing value '%s'", a);
-        else if (!in) in = a;
-        else return sqz_cli_usage_error("convert", "more than one MODEL given ('%s')", a);
-    }
-    if (!in) return sqz_cli_usage_error("convert", "no MODEL given");
-    if (!out) return sqz_cli_usage_error("convert", "no output given (-o OUT)");
-    sqz_save_opts so = {.format = ends_with(out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS, .dtype = -1};
-    if (to) {
-        sqz_format f;
-        if (!sqz_format_from_name(to, &f) || (f != SQZ_FORMAT_GGUF && f != SQZ_FORMAT_SAFETENSORS))
-            return sqz_cli_usage_error("convert", "--to must be gguf or safetensors, not '%s'", to);
-        so.format = f;
-    }
-    if (dtype) {
-        sqz_dtype d;
-        if (!sqz_dtype_from_name(dtype, &d) || !sqz_dtype_info(d)->from_f32 ||
-            !(sqz_dtype_info(d)->is_float || sqz_dtype_info(d)->is_quantized))
-            return sqz_cli_usage_error("convert", "--dtype must be f32, f16, bf16, q8_0, q4_0 or q4_1, not '%s'", dtype);
-        if (so.format == SQZ_FORMAT_SAFETENSORS && sqz_dtype_info(d)->is_quantized)
-            return sqz_cli_usage_error("convert", "safetensors holds float dtypes only; use --to gguf for %s", dtype);
-        so.dtype = (int)d;
-    }
+    convert_opts a = {.to = -1, .dtype = -1};
+    const sqz_opt_group g = {NULL, convert_rows, SQZ_CLI_N(convert_rows), &a};
+    const int bad = sqz_cli_parse("convert", &g, 1, argc, argv, NULL);
+    if (bad) return bad;
+    const char *in = a.in, *out = a.out;
+    sqz_save_opts so = {.format = ends_with(out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS};
+    if (a.to >= 0) so.format = (sqz_format)a.to;
+    so.dtype = a.dtype;
+    if (a.dtype >= 0 && so.format == SQZ_FORMAT_SAFETENSORS && sqz_dtype_info((sqz_dtype)a.dtype)->is_quantized)
+        return sqz_cli_usage_error("convert", "safetensors holds float dtypes only; use --to gguf for %s",
+                                   sqz_dtype_name((sqz_dtype)a.dtype));
     double t0 = sqz_cli_now_s();
-    sqz_open_opts oo = {.tokenizer_path = tok};
+    sqz_open_opts oo = {.tokenizer_path = a.tokenizer};
     sqz_model *m;
     sqz_status s = sqz_model_open(in, &oo, &m);
     if (s != SQZ_OK) return sqz_cli_fail(s);

@@ -1,84 +1,69 @@
 /* cli/cmd_eval.c - `sqz eval MODEL --text FILE`: perplexity with llama.cpp's protocol, and with
  * a base model (or its saved logits) the KL divergence, top-1 agreement and delta perplexity;
  * for encoders, the cosine similarity of sentence embeddings against a base. */
-#include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "sqz/tokenizer.h"
 
-void sqz_cmd_eval_usage(FILE *out) {
-    fprintf(out,
-            "usage: sqz eval MODEL --text FILE [--ctx N] [--chunks K] [--base BASE | --base-logits F]\n"
-            "                [--save-base F] [--json OUT] [--threads N] [--tokenizer FILE]\n"
-            "                [--dump-tokens F] [--stream-weights]\n\n"
-            "Decoders: perplexity of FILE as llama.cpp's perplexity tool computes it (the text is\n"
-            "tokenized once, cut into chunks of N tokens whose first token becomes BOS when the\n"
-            "vocabulary adds BOS, and the second half of each chunk is scored), with its standard\n"
-            "error. With a base: delta ppl, KL divergence (base || model: mean, 99th and 99.9th\n"
-            "percentiles, maximum), top-1 agreement and RMS of the change in p(next token).\n"
-            "Encoders: cosine similarity of the sentence embeddings of model and base over the\n"
-            "non-blank lines of FILE (mean, 1st percentile, minimum).\n\n"
-            "  --text FILE        the text (e.g. wiki.test.raw)\n"
-            "  --ctx N            chunk length (decoders, default 512) or longest sentence\n"
-            "                     (encoders, default 256 tokens, as sentence-transformers)\n"
-            "  --chunks K         evaluate the first K chunks (encoders: K lines) only\n"
-            "  --base BASE        the reference model\n"
-            "  --base-logits F    a base's logits saved with --save-base (same text, ctx, chunks)\n"
-            "  --save-base F      save the base's logits (the model's own without --base) to F\n"
-            "  --json OUT         write the report as JSON\n"
-            "  --threads N        CPU threads (default: all cores)\n"
-            "  --tokenizer FILE   llama2.c tokenizer.bin (default: beside the checkpoint)\n"
-            "  --dump-tokens F    write the text's token ids to F (int32 little-endian), to check\n"
-            "                     the numbers with another implementation\n"
-            "  --stream-weights   dequantize weights at every use instead of once (less memory)\n");
-}
-
 typedef struct eval_args {
     const char *path, *text, *base, *base_logits, *save_base, *json, *tokpath, *dump;
-    int64_t ctx, chunks, threads;
+    int64_t ctx, chunks, threads; /* ctx -1: the family's default; chunks 0: all */
     bool stream;
 } eval_args;
 
-static bool parse_i64(const char *s, int64_t *v) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || end == s || *end) return false;
-    *v = x;
-    return true;
+static const sqz_opt eval_rows[] = {
+    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, path),
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .metavar = "MODEL", .help = "the model to evaluate"},
+    {.name = "text", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, text), .flags = SQZ_OPT_REQUIRED,
+     .metavar = "FILE", .help = "the text, e.g. wiki.test.raw"},
+    {.name = "ctx", .type = SQZ_OPT_INT, .offset = offsetof(eval_args, ctx), .min = 4, .max = 1 << 20,
+     .help = "decoders: chunk length, 512 by default; encoders: longest sentence, 256 tokens by default"},
+    {.name = "chunks", .type = SQZ_OPT_INT, .offset = offsetof(eval_args, chunks), .min = 1, .max = 1 << 30,
+     .metavar = "K", .help = "evaluate the first K chunks only (encoders: K lines); all by default"},
+    {.name = "base", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, base), .metavar = "BASE",
+     .help = "the reference model"},
+    {.name = "base-logits", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, base_logits), .metavar = "F",
+     .help = "a base's logits saved with --save-base (same text, ctx, chunks)"},
+    {.name = "save-base", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, save_base), .metavar = "F",
+     .help = "save the base's logits (the model's own without --base) to F"},
+    {.name = "json", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, json), .metavar = "OUT",
+     .help = "write the report as JSON"},
+    {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(eval_args, threads), .min = 0, .max = 1024,
+     .def = "0", .help = "CPU threads, 0 for all cores"},
+    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, tokpath), .metavar = "FILE",
+     .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
+    {.name = "dump-tokens", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, dump), .metavar = "F",
+     .help = "write the text's token ids to F (int32 little-endian), to check the numbers elsewhere"},
+    {.name = "stream-weights", .type = SQZ_OPT_FLAG, .offset = offsetof(eval_args, stream),
+     .help = "dequantize weights at every use instead of once (less memory)"},
+};
+
+static const char eval_head[] =
+    "usage: sqz eval MODEL --text FILE [--ctx N] [--chunks K] [--base BASE | --base-logits F]\n"
+    "                [--save-base F] [--json OUT] [--threads N] [--tokenizer FILE]\n"
+    "                [--dump-tokens F] [--stream-weights]\n\n"
+    "Decoders: perplexity of FILE as llama.cpp's perplexity tool computes it (the text is\n"
+    "tokenized once, cut into chunks of N tokens whose first token becomes BOS when the\n"
+    "vocabulary adds BOS, and the second half of each chunk is scored), with its standard\n"
+    "error. With a base: delta ppl, KL divergence (base || model: mean, 99th and 99.9th\n"
+    "percentiles, maximum), top-1 agreement and RMS of the change in p(next token).\n"
+    "Encoders: cosine similarity of the sentence embeddings of model and base over the\n"
+    "non-blank lines of FILE (mean, 1st percentile, minimum).\n";
+
+void sqz_cmd_eval_usage(FILE *out) {
+    const sqz_opt_group g = {NULL, eval_rows, SQZ_CLI_N(eval_rows), NULL};
+    sqz_cli_help(out, eval_head, &g, 1);
 }
 
 static int parse_args(int argc, char **argv, eval_args *a) {
     memset(a, 0, sizeof *a);
     a->ctx = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        bool has = i + 1 < argc;
-        if (!strcmp(o, "--text") && has) a->text = argv[++i];
-        else if (!strcmp(o, "--base") && has) a->base = argv[++i];
-        else if (!strcmp(o, "--base-logits") && has) a->base_logits = argv[++i];
-        else if (!strcmp(o, "--save-base") && has) a->save_base = argv[++i];
-        else if (!strcmp(o, "--json") && has) a->json = argv[++i];
-        else if (!strcmp(o, "--tokenizer") && has) a->tokpath = argv[++i];
-        else if (!strcmp(o, "--dump-tokens") && has) a->dump = argv[++i];
-        else if (!strcmp(o, "--stream-weights")) a->stream = true;
-        else if (!strcmp(o, "--ctx") && has) {
-            if (!parse_i64(argv[++i], &a->ctx) || a->ctx < 4 || a->ctx > (1 << 20))
-                return sqz_cli_usage_error("eval", "bad --ctx '%s' (4 or more)", argv[i]);
-        } else if (!strcmp(o, "--chunks") && has) {
-            if (!parse_i64(argv[++i], &a->chunks) || a->chunks < 1)
-                return sqz_cli_usage_error("eval", "bad --chunks '%s'", argv[i]);
-        } else if (!strcmp(o, "--threads") && has) {
-            if (!parse_i64(argv[++i], &a->threads) || a->threads < 0 || a->threads > 1024)
-                return sqz_cli_usage_error("eval", "bad --threads '%s'", argv[i]);
-        } else if (o[0] == '-' && o[1]) return sqz_cli_usage_error("eval", "unknown option or missing value '%s'", o);
-        else if (!a->path) a->path = o;
-        else return sqz_cli_usage_error("eval", "more than one MODEL given ('%s')", o);
-    }
-    if (!a->path) return sqz_cli_usage_error("eval", "no MODEL given");
-    if (!a->text) return sqz_cli_usage_error("eval", "no --text FILE given");
+    const sqz_opt_group g = {NULL, eval_rows, SQZ_CLI_N(eval_rows), a};
+    const int bad = sqz_cli_parse("eval", &g, 1, argc, argv, NULL);
+    if (bad) return bad;
     if (a->base && a->base_logits) return sqz_cli_usage_error("eval", "--base and --base-logits exclude each other");
     return 0;
 }

@@ -1,7 +1,7 @@
 /* cli/cmd_generate.c - `sqz generate MODEL -p PROMPT -n N`: text from a decoder, greedy at
  * temperature 0 (llama2.c's run.c behaviour: the prompt is tokenized with BOS when the
  * vocabulary wants one, generation stops at a control token such as BOS or EOS). */
-#include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -10,38 +10,52 @@
 #include "cli/cli.h"
 #include "sqz/tokenizer.h"
 
+typedef struct gen_opts {
+    const char *path, *prompt, *tokenizer;
+    int64_t n_new, threads, seed; /* seed < 0: the time */
+    double temp, top_p;
+    bool ids, stream;
+} gen_opts;
+
+/* The prompt may be empty (BOS alone), which SQZ_OPT_STRING refuses. */
+static sqz_status set_text(void *dst, const sqz_opt *o, const char *value) {
+    memcpy((char *)dst + o->offset, &value, sizeof value);
+    return SQZ_OK;
+}
+
+static const sqz_opt gen_rows[] = {
+    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, path),
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .metavar = "MODEL", .help = "a decoder checkpoint"},
+    {.name = "prompt", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, prompt), .metavar = "TEXT",
+     .short_name = 'p', .set = set_text, .help = "text to continue (default: empty, i.e. from BOS alone)"},
+    {.name = "tokens", .type = SQZ_OPT_INT, .offset = offsetof(gen_opts, n_new), .min = 0, .max = 1 << 30,
+     .def = "256", .short_name = 'n', .help = "new tokens to generate"},
+    {.name = "temp", .type = SQZ_OPT_FLOAT, .offset = offsetof(gen_opts, temp), .min = 0, .max = 100, .def = "0",
+     .metavar = "T", .help = "sampling temperature, 0 for greedy decoding"},
+    {.name = "top-p", .type = SQZ_OPT_FLOAT, .offset = offsetof(gen_opts, top_p), .flags = SQZ_OPT_OPEN_MIN,
+     .min = 0, .max = 1, .def = "0.9", .metavar = "P", .help = "nucleus sampling threshold (when T > 0)"},
+    {.name = "seed", .type = SQZ_OPT_INT, .offset = offsetof(gen_opts, seed), .metavar = "S",
+     .help = "random seed for sampling (default, or negative: the time)"},
+    {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(gen_opts, threads), .min = 0, .max = 1024,
+     .def = "0", .help = "CPU threads, 0 for all cores"},
+    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, tokenizer), .metavar = "FILE",
+     .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
+    {.name = "ids", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, ids),
+     .help = "print the generated token ids instead of text"},
+    {.name = "stream-weights", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, stream),
+     .help = "dequantize weights at every use instead of once (less memory)"},
+};
+
+static const char gen_head[] =
+    "usage: sqz generate MODEL [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S]\n"
+    "                      [--threads N] [--tokenizer FILE] [--ids] [--stream-weights]\n\n"
+    "Continues PROMPT (default: empty, i.e. from BOS alone) with up to N new tokens\n"
+    "(default 256) and prints the prompt and the continuation. Temperature 0 (the\n"
+    "default) is greedy decoding; it stops early at a control token (BOS, EOS).\n";
+
 void sqz_cmd_generate_usage(FILE *out) {
-    fprintf(out,
-            "usage: sqz generate MODEL [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S]\n"
-            "                      [--threads N] [--tokenizer FILE] [--ids] [--stream-weights]\n\n"
-            "Continues PROMPT (default: empty, i.e. from BOS alone) with up to N new tokens\n"
-            "(default 256) and prints the prompt and the continuation. Temperature 0 (the\n"
-            "default) is greedy decoding; it stops early at a control token (BOS, EOS).\n\n"
-            "  -p, --prompt TEXT   text to continue\n"
-            "  -n, --tokens N      new tokens to generate\n"
-            "  --temp T            sampling temperature (0 = greedy)\n"
-            "  --top-p P           nucleus sampling threshold in (0, 1] (default 0.9 when T > 0)\n"
-            "  --seed S            random seed for sampling (default: the time)\n"
-            "  --threads N         CPU threads (default: all cores)\n"
-            "  --tokenizer FILE    llama2.c tokenizer.bin (default: beside the checkpoint)\n"
-            "  --ids               print the generated token ids instead of text\n"
-            "  --stream-weights    dequantize weights at every use instead of once (less memory)\n");
-}
-
-static bool parse_i64(const char *s, int64_t *v) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || end == s || *end) return false;
-    *v = x;
-    return true;
-}
-
-static bool parse_f(const char *s, double *v) {
-    char *end;
-    errno = 0;
-    *v = strtod(s, &end);
-    return !errno && end != s && !*end;
+    const sqz_opt_group g = {NULL, gen_rows, SQZ_CLI_N(gen_rows), NULL};
+    sqz_cli_help(out, gen_head, &g, 1);
 }
 
 typedef struct gen_state {
@@ -77,36 +91,15 @@ static bool on_token(void *user, int32_t token) {
 }
 
 int sqz_cmd_generate(int argc, char **argv) {
-    const char *path = NULL, *prompt = "", *tokpath = NULL;
-    int64_t n_new = 256, threads = 0, seed = -1;
-    double temp = 0, top_p = 0.9;
-    bool print_ids = false, stream = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && has) prompt = argv[++i];
-        else if ((!strcmp(a, "-n") || !strcmp(a, "--tokens")) && has) {
-            if (!parse_i64(argv[++i], &n_new) || n_new < 0) return sqz_cli_usage_error("generate", "bad -n '%s'", argv[i]);
-        } else if (!strcmp(a, "--temp") && has) {
-            if (!parse_f(argv[++i], &temp) || temp < 0) return sqz_cli_usage_error("generate", "bad --temp '%s'", argv[i]);
-        } else if (!strcmp(a, "--top-p") && has) {
-            if (!parse_f(argv[++i], &top_p) || !(top_p > 0 && top_p <= 1))
-                return sqz_cli_usage_error("generate", "bad --top-p '%s'", argv[i]);
-        } else if (!strcmp(a, "--seed") && has) {
-            if (!parse_i64(argv[++i], &seed)) return sqz_cli_usage_error("generate", "bad --seed '%s'", argv[i]);
-        } else if (!strcmp(a, "--threads") && has) {
-            if (!parse_i64(argv[++i], &threads) || threads < 0 || threads > 1024)
-                return sqz_cli_usage_error("generate", "bad --threads '%s'", argv[i]);
-        } else if (!strcmp(a, "--tokenizer") && has) tokpath = argv[++i];
-        else if (!strcmp(a, "--ids")) print_ids = true;
-        else if (!strcmp(a, "--stream-weights")) stream = true;
-        else if (a[0] == '-' && a[1]) return sqz_cli_usage_error("generate", "unknown option or missing value '%s'", a);
-        else if (!path) path = a;
-        else return sqz_cli_usage_error("generate", "more than one MODEL given ('%s')", a);
-    }
-    if (!path) return sqz_cli_usage_error("generate", "no MODEL given");
+    gen_opts a = {.prompt = "", .seed = -1};
+    const sqz_opt_group grp = {NULL, gen_rows, SQZ_CLI_N(gen_rows), &a};
+    const int bad = sqz_cli_parse("generate", &grp, 1, argc, argv, NULL);
+    if (bad) return bad;
+    const char *path = a.path, *prompt = a.prompt;
+    const int64_t n_new = a.n_new, threads = a.threads, seed = a.seed;
+    const bool print_ids = a.ids;
 
-    sqz_open_opts oo = {.tokenizer_path = tokpath};
+    sqz_open_opts oo = {.tokenizer_path = a.tokenizer};
     sqz_model *m = NULL;
     sqz_tokenizer *tok = NULL;
     sqz_backend *be = NULL;
@@ -141,7 +134,7 @@ int sqz_cmd_generate(int argc, char **argv) {
     sqz_session_opts so = sqz_session_default_opts();
     so.n_threads = (int)threads;
     so.max_tokens = g.n_ids + n_new;
-    so.weights = stream ? SQZ_WEIGHTS_STREAM : SQZ_WEIGHTS_CACHE;
+    so.weights = a.stream ? SQZ_WEIGHTS_STREAM : SQZ_WEIGHTS_CACHE;
     if (m->hp.ctx_len > 0 && so.max_tokens > m->hp.ctx_len) {
         fprintf(stderr, "sqz generate: warning: %lld tokens exceed the model's trained context of %lld\n",
                 (long long)so.max_tokens, (long long)m->hp.ctx_len);
@@ -161,7 +154,7 @@ int sqz_cmd_generate(int argc, char **argv) {
         g.printed = len;
         free(text);
     }
-    sqz_sample_opts sa = {(float)temp, (float)top_p, seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL)};
+    sqz_sample_opts sa = {(float)a.temp, (float)a.top_p, seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL)};
     int64_t n_out = 0, n_start = g.n_ids;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -1,21 +1,39 @@
 /* cli/cmd_inspect.c - `sqz inspect MODEL [--json] [--tensors]`: what is inside a checkpoint. */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 
+typedef struct inspect_opts {
+    const char *path, *tokenizer;
+    bool json, no_tensors;
+} inspect_opts;
+
+static const sqz_opt inspect_rows[] = {
+    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(inspect_opts, path),
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .metavar = "MODEL",
+     .help = "an HF directory, a .safetensors, a .gguf or a llama2.c .bin"},
+    {.name = "json", .type = SQZ_OPT_FLAG, .offset = offsetof(inspect_opts, json),
+     .help = "print one JSON object instead of text"},
+    {.name = "no-tensors", .type = SQZ_OPT_FLAG, .offset = offsetof(inspect_opts, no_tensors),
+     .help = "leave out the tensor list"},
+    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(inspect_opts, tokenizer), .metavar = "FILE",
+     .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
+};
+
+static const char inspect_head[] =
+    "usage: sqz inspect MODEL [--json] [--no-tensors] [--tokenizer FILE]\n\n"
+    "Shows a checkpoint's architecture and hyperparameters, its parameter count (tied\n"
+    "weights counted once), the bytes per dtype and every tensor (name, role, dtype,\n"
+    "shape, bytes). MODEL is an HF directory, a .safetensors, a .gguf or a llama2.c .bin,\n"
+    "detected by content. Only headers are read.\n";
+
 void sqz_cmd_inspect_usage(FILE *out) {
-    fprintf(out,
-            "usage: sqz inspect MODEL [--json] [--no-tensors] [--tokenizer FILE]\n\n"
-            "Shows a checkpoint's architecture and hyperparameters, its parameter count (tied\n"
-            "weights counted once), the bytes per dtype and every tensor (name, role, dtype,\n"
-            "shape, bytes). MODEL is an HF directory, a .safetensors, a .gguf or a llama2.c .bin,\n"
-            "detected by content. Only headers are read.\n\n"
-            "  --json          print one JSON object instead of text\n"
-            "  --no-tensors    leave out the tensor list\n"
-            "  --tokenizer F   llama2.c tokenizer.bin (default: beside the checkpoint)\n");
+    const sqz_opt_group g = {NULL, inspect_rows, SQZ_CLI_N(inspect_rows), NULL};
+    sqz_cli_help(out, inspect_head, &g, 1);
 }
 
 static void human_bytes(double b, char *buf, size_t n) {
@@ -200,24 +218,17 @@ static void print_text(const sqz_model *m, bool tensors) {
 }
 
 int sqz_cmd_inspect(int argc, char **argv) {
-    const char *path = NULL, *tok = NULL;
-    bool json = false, tensors = true;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) json = true;
-        else if (strcmp(argv[i], "--no-tensors") == 0) tensors = false;
-        else if (strcmp(argv[i], "--tokenizer") == 0 && i + 1 < argc) tok = argv[++i];
-        else if (argv[i][0] == '-' && argv[i][1]) return sqz_cli_usage_error("inspect", "unknown option '%s'", argv[i]);
-        else if (!path) path = argv[i];
-        else return sqz_cli_usage_error("inspect", "more than one MODEL given ('%s')", argv[i]);
-    }
-    if (!path) return sqz_cli_usage_error("inspect", "no MODEL given");
-    sqz_open_opts oo = {.tokenizer_path = tok};
+    inspect_opts a = {0};
+    const sqz_opt_group g = {NULL, inspect_rows, SQZ_CLI_N(inspect_rows), &a};
+    const int bad = sqz_cli_parse("inspect", &g, 1, argc, argv, NULL);
+    if (bad) return bad;
+    sqz_open_opts oo = {.tokenizer_path = a.tokenizer};
     sqz_model *m;
-    sqz_status s = sqz_model_open(path, &oo, &m);
+    sqz_status s = sqz_model_open(a.path, &oo, &m);
     if (s != SQZ_OK) return sqz_cli_fail(s);
     int rc = 0;
-    if (json) rc = print_json(m, tensors);
-    else print_text(m, tensors);
+    if (a.json) rc = print_json(m, !a.no_tensors);
+    else print_text(m, !a.no_tensors);
     sqz_model_free(m);
     return rc;
 }
