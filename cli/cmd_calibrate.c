@@ -2,25 +2,43 @@
  * windows through the model block by block and writes the statistics of every linear
  * layer's input (and each block's input/output similarity) to a statistics file that
  * `sqz compress --stats` reuses. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 
+typedef struct calibrate_opts {
+    const char *path, *out;
+    bool hessian;
+} calibrate_opts;
+
+static const sqz_opt calibrate_rows[] = {
+    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(calibrate_opts, path),
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .metavar = "MODEL", .help = "the model to calibrate"},
+    {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(calibrate_opts, out), .flags = SQZ_OPT_REQUIRED,
+     .metavar = "STATS", .short_name = 'o', .help = "the statistics file to write (.sqzs)"},
+    {.name = "hessian", .type = SQZ_OPT_FLAG, .offset = offsetof(calibrate_opts, hessian),
+     .help = "also store X^T X per input (large: n_in^2 doubles each)"},
+};
+
+static const char calibrate_head[] =
+    "usage: sqz calibrate MODEL --text FILE -o STATS [--calib-samples N] [--calib-ctx T] [--seed S]\n"
+    "                     [--hessian] [--sample-rows R] [--threads N] [--tokenizer FILE]\n\n"
+    "Runs N windows of T tokens of FILE (spread over the whole text; default 128 x 512) through\n"
+    "the model one block at a time and writes, for the input of every linear layer, E[x^2]\n"
+    "(llama.cpp's importance matrix), max |x| and E|x| per channel and a |x| histogram; with\n"
+    "--hessian also X^T X (large: n_in^2 doubles per input); with --sample-rows R > 0 also R\n"
+    "input rows (SmoothQuant's alpha search and validation; default 128). Each block's input/\n"
+    "output cosine similarity is printed and stored (layer importance). The file format is\n"
+    "documented in docs/quantization.md; `sqz compress --stats STATS` reuses it for\n"
+    "q4_0:imatrix, w8a8 (static scales) and w8a8:smoothquant without running the model.\n"
+    "--text FILE (or --calib FILE) is required.\n";
+
 void sqz_cmd_calibrate_usage(FILE *out) {
-    fprintf(out,
-            "usage: sqz calibrate MODEL --text FILE -o STATS [--calib-samples N] [--calib-ctx T] [--seed S]\n"
-            "                     [--hessian] [--sample-rows R] [--threads N] [--tokenizer FILE]\n\n"
-            "Runs N windows of T tokens of FILE (spread over the whole text; default 128 x 512) through\n"
-            "the model one block at a time and writes, for the input of every linear layer, E[x^2]\n"
-            "(llama.cpp's importance matrix), max |x| and E|x| per channel and a |x| histogram; with\n"
-            "--hessian also X^T X (large: n_in^2 doubles per input); with --sample-rows R > 0 also R\n"
-            "input rows (SmoothQuant's alpha search and validation; default 128). Each block's input/\n"
-            "output cosine similarity is printed and stored (layer importance). The file format is\n"
-            "documented in docs/quantization.md; `sqz compress --stats STATS` reuses it for\n"
-            "q4_0:imatrix, w8a8 (static scales) and w8a8:smoothquant without running the model.\n"
-            "  --text FILE (or --calib FILE)  calibration text\n"
-            "  -o STATS                       output file (.sqzs)\n");
+    const sqz_opt_group g[] = {{NULL, calibrate_rows, SQZ_CLI_N(calibrate_rows), NULL},
+                               {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, NULL}};
+    sqz_cli_help(out, calibrate_head, g, 2);
 }
 
 typedef struct cal_ctx {
@@ -38,23 +56,15 @@ static sqz_status on_block(void *user, sqz_session *s, int32_t layer, const sqz_
 int sqz_cmd_calibrate(int argc, char **argv) {
     sqz_cli_calib cc;
     sqz_cli_calib_defaults(&cc);
-    const char *path = NULL, *out = NULL;
-    bool hessian = false;
-    for (int i = 1; i < argc; i++) {
-        int rc = sqz_cli_calib_option("calibrate", &cc, argc, argv, &i);
-        if (rc > 0) return rc;
-        if (rc == 0) continue;
-        const char *o = argv[i];
-        if ((!strcmp(o, "-o") || !strcmp(o, "--output")) && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(o, "--hessian")) hessian = true;
-        else if (o[0] == '-' && o[1]) return sqz_cli_usage_error("calibrate", "unknown option or missing value '%s'", o);
-        else if (!path) path = o;
-        else return sqz_cli_usage_error("calibrate", "more than one MODEL given ('%s')", o);
-    }
-    if (!path) return sqz_cli_usage_error("calibrate", "no MODEL given");
+    calibrate_opts a = {0};
+    const sqz_opt_group g[] = {{NULL, calibrate_rows, SQZ_CLI_N(calibrate_rows), &a},
+                               {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, &cc}};
+    const int bad = sqz_cli_parse("calibrate", g, 2, argc, argv, NULL);
+    if (bad) return bad;
     if (!cc.text) return sqz_cli_usage_error("calibrate", "no --text FILE given");
-    if (!out) return sqz_cli_usage_error("calibrate", "no output given (-o STATS)");
     if (cc.sample_rows < 0) cc.sample_rows = 128;
+    const char *path = a.path, *out = a.out;
+    const bool hessian = a.hessian;
 
     sqz_model *m = NULL;
     sqz_backend *be = NULL;
@@ -64,7 +74,7 @@ int sqz_cmd_calibrate(int argc, char **argv) {
     cal_ctx c = {0};
     sqz_open_opts oo = {.tokenizer_path = cc.tokenizer};
     sqz_status st = sqz_model_open(path, &oo, &m);
-    if (st == SQZ_OK) st = sqz_backend_cpu(cc.threads, &be);
+    if (st == SQZ_OK) st = sqz_backend_cpu((int)cc.threads, &be);
     if (st == SQZ_OK) st = sqz_cli_calib_open(&cc, m, be, &w, &s);
     unsigned have = SQZ_QSTAT_X2 | SQZ_QSTAT_ABSMAX | SQZ_QSTAT_ABSMEAN | SQZ_QSTAT_HIST |
                     (hessian ? SQZ_QSTAT_XTX : 0) | (cc.sample_rows > 0 ? SQZ_QSTAT_SAMPLE : 0);
