@@ -332,12 +332,12 @@ static char *sb_done(sbuf *b) {
     return b->p;
 }
 
-/* Command-line help: the text of each option starts at column HELP_COL; lines end before
- * HELP_WIDTH where the words allow. */
+/* Command-line help: the text of each option starts at column HELP_COL; lines are at most
+ * HELP_WIDTH characters long where the words allow. */
 enum { HELP_COL = 28, HELP_WIDTH = 100 };
 
 /* Appends the words of text at column `col`, going on at column `col` on the next line
- * before a word that would reach `width`. */
+ * before a word that would end past `width`. */
 static void sb_wrap(sbuf *b, const char *text, int col, int width) {
     int at = col;
     for (const char *p = text; *p;) {
