@@ -20,42 +20,15 @@
 #include <unistd.h>
 
 #include "compress/compress_internal.h"
-
-int sqz__block_groups(const sqz_model *m, int32_t layer, sqz__lgroup *g) {
-    const sqz_layer_dims *ld = &m->layers[layer];
-    const bool mha = ld->n_heads == ld->n_kv_heads;
-    int n = 0;
-    if (m->hp.family == SQZ_FAMILY_BERT) {
-        /* post-norm: the inputs of q|k|v and up are also the residual stream, and down reads
-         * gelu(up): nothing to fold into but v (before o, one v row per o input: MHA) */
-        g[n++] = (sqz__lgroup){{SQZ_ROLE_ATTN_OUT}, 1, mha ? SQZ__FOLD_LINEAR : SQZ__FOLD_NONE,
-                               mha ? SQZ_ROLE_ATTN_V : SQZ_ROLE_COUNT};
-        g[n++] = (sqz__lgroup){{SQZ_ROLE_FFN_DOWN}, 1, SQZ__FOLD_NONE, SQZ_ROLE_COUNT};
-        g[n++] = (sqz__lgroup){{SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V}, 3, SQZ__FOLD_NONE, SQZ_ROLE_COUNT};
-        g[n++] = (sqz__lgroup){{SQZ_ROLE_FFN_UP}, 1, SQZ__FOLD_NONE, SQZ_ROLE_COUNT};
-        return n;
-    }
-    g[n++] = (sqz__lgroup){{SQZ_ROLE_ATTN_OUT}, 1, mha ? SQZ__FOLD_LINEAR : SQZ__FOLD_NONE,
-                           mha ? SQZ_ROLE_ATTN_V : SQZ_ROLE_COUNT};
-    g[n++] = (sqz__lgroup){{SQZ_ROLE_FFN_DOWN}, 1, SQZ__FOLD_LINEAR, SQZ_ROLE_FFN_UP};
-    g[n++] = (sqz__lgroup){{SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V}, 3, SQZ__FOLD_NORM, SQZ_ROLE_ATTN_NORM};
-    g[n++] = (sqz__lgroup){{SQZ_ROLE_FFN_GATE, SQZ_ROLE_FFN_UP}, 2, SQZ__FOLD_NORM, SQZ_ROLE_FFN_NORM};
-    return n;
-}
+#include "sqz/edit.h"
+#include "sqz/family.h"
 
 sqz_status sqz__tensor_set_f32(sqz_model *m, sqz_tensor *t, const float *values) {
-    (void)m;
     const int64_t n = sqz_tensor_nelements(t);
     float *d = sqz__malloc((size_t)n * sizeof(float));
     if (!d) return SQZ_ERR_NOMEM;
     memcpy(d, values, (size_t)n * sizeof(float));
-    if (t->owned) free(t->data);
-    t->data = d;
-    t->owned = true;
-    t->dtype = SQZ_DTYPE_F32;
-    t->nbytes = (size_t)n * sizeof(float);
-    t->qp = NULL;
-    return SQZ_OK;
+    return sqz_tensor_replace(m, t, SQZ_DTYPE_F32, t->ndim, t->shape, d, (size_t)n * sizeof(float), true);
 }
 
 /* Drops the whole pages of [p, p + n) from the resident set: the source data of a tensor that
@@ -205,7 +178,7 @@ static sqz_status fold_vector(sqz_model *m, sqz_tensor *t, const float *s, int64
     return st;
 }
 
-static sqz_status compress_group(block_ctx *c, const sqz__lgroup *g, const sqz_calib_block *stats,
+static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const sqz_calib_block *stats,
                                  sqz_compress_report *rep, double *t_quant, double *t_valid) {
     sqz_model *m = c->m;
     const sqz_compress_opts *o = c->o;
@@ -250,8 +223,8 @@ static sqz_status compress_group(block_ctx *c, const sqz__lgroup *g, const sqz_c
         sqz_quant_opts qo = sp->q;
         const bool gguf = qo.target.fmt == SQZ_QFMT_Q8_0 || qo.target.fmt == SQZ_QFMT_Q4_0 ||
                           qo.target.fmt == SQZ_QFMT_Q4_1;
-        const bool no_fold = g->fold == SQZ__FOLD_NONE ||
-                             (g->fold == SQZ__FOLD_LINEAR && !sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT));
+        const bool no_fold = g->fold == SQZ_FOLD_NONE ||
+                             (g->fold == SQZ_FOLD_LINEAR && !sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT));
         if (sp->method->smooths && no_fold && gguf) qo.awq_grid = 1; /* alpha 0 only: s = 1 */
         smooth = sqz__malloc((size_t)n_in * sizeof(float));
         if (!smooth) return SQZ_ERR_NOMEM;
@@ -263,13 +236,13 @@ static sqz_status compress_group(block_ctx *c, const sqz__lgroup *g, const sqz_c
         bool folded = false;
         if (smoothed && no_fold) { /* keep s as the layers' in_scale */
             for (int k = 0; k < n_q && st == SQZ_OK; k++) st = sqz_qmatrix_set_in_scale(&out[k], smooth);
-        } else if (smoothed && g->fold == SQZ__FOLD_NORM) {
+        } else if (smoothed && g->fold == SQZ_FOLD_NORM) {
             folded = true;
             sqz_tensor *nw = sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT);
             sqz_tensor *nb = sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_BIAS);
             st = fold_vector(m, nw, smooth, n_in);
             if (st == SQZ_OK) st = fold_vector(m, nb, smooth, n_in);
-        } else if (smoothed && g->fold == SQZ__FOLD_LINEAR) {
+        } else if (smoothed && g->fold == SQZ_FOLD_LINEAR) {
             folded = true;
             float *wp = NULL;
             sqz_tensor *tp = sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT);
@@ -347,8 +320,8 @@ sqz_status sqz_compress_block(sqz_model *m, int32_t layer, const sqz_calib_block
     c.m = m;
     c.layer = layer;
     c.o = o;
-    sqz__lgroup g[SQZ_CALIB_MAX_INPUTS];
-    const int ng = sqz__block_groups(m, layer, g);
+    sqz_linear_group g[SQZ_LINEAR_GROUPS_MAX];
+    const int ng = sqz_family_linear_groups(m, layer, g);
     double tq = 0, tv = 0;
     sqz_status st = SQZ_OK;
     for (int i = 0; i < ng && st == SQZ_OK; i++) st = compress_group(&c, &g[i], stats, rep, &tq, &tv);
