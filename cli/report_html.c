@@ -1,6 +1,9 @@
-/* cli/report_html.c - the compress report as one self-contained HTML page: totals, an inline
- * SVG plot of every quantized layer's relative output error (log scale, one colour per role,
- * blocks along x) and the per-layer table. No scripts, no external resources. */
+/* cli/report_html.c - the compress report as one self-contained HTML page: the totals, the
+ * accuracy of the result against the original (when evaluated), an inline SVG plot of every
+ * quantized layer's relative output error (log scale, one colour per role, blocks along x,
+ * the legend in a band above the plot so it covers no point) and the per-layer table. A value
+ * that was not measured is never printed as "nan": the page says why (the tensor stayed float,
+ * there were no calibration rows). No scripts, no external resources. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -49,6 +52,89 @@ static void hb_text(hbuf *b, const char *s) {
     }
 }
 
+/* prefix (HTML), then a number with printf format fmt (one double), or, when it is not
+ * finite, "&infin;" or (NaN: not measured) the text `why`. */
+static void hb_num(hbuf *b, const char *prefix, const char *fmt, double v, const char *why) {
+    hb_printf(b, "%s", prefix);
+    if (isfinite(v)) hb_printf(b, fmt, v);
+    else if (isinf(v)) hb_printf(b, "%s&infin;", v < 0 ? "&minus;" : "");
+    else hb_text(b, why);
+}
+
+/* ---- totals and accuracy ------------------------------------------------------------- */
+
+static void totals(hbuf *b, const sqz_compress_report *r, const char *model, const char *out) {
+    hb_printf(b, "<table>\n<tr><td>model</td><td>");
+    hb_text(b, model);
+    hb_printf(b, "</td></tr>\n<tr><td>output</td><td>");
+    hb_text(b, out);
+    hb_printf(b, "</td></tr>\n<tr><td>size</td><td>%.3f MB &rarr; %.3f MB", (double)r->bytes_before / 1e6,
+              (double)r->bytes_after / 1e6);
+    if (r->bytes_after > 0) hb_printf(b, " (&times;%.2f smaller)", (double)r->bytes_before / (double)r->bytes_after);
+    hb_printf(b, "</td></tr>\n<tr><td>bits per weight</td><td>");
+    if (r->params_quantized > 0) hb_printf(b, "%.3f quantized matrices, ", r->bpw_quantized);
+    else hb_printf(b, "no matrix quantized, ");
+    hb_num(b, "", "%.3f whole model", r->bpw_model, "whole model: not counted");
+    hb_printf(b, "</td></tr>\n");
+    if (r->n_windows)
+        hb_printf(b, "<tr><td>calibration</td><td>%lld windows &times; %lld tokens</td></tr>\n",
+                  (long long)r->n_windows, (long long)r->ctx);
+    else hb_printf(b, "<tr><td>calibration</td><td>none</td></tr>\n");
+    hb_printf(b, "<tr><td>time</td><td>%.2f s (forward %.2f, methods %.2f, validation %.2f)</td></tr>\n</table>\n",
+              r->seconds_total, r->seconds_forward, r->seconds_quant, r->seconds_validate);
+}
+
+/* "N chunks of C tokens, T tokens scored; H more held out: ..." (encoders: sentences). */
+static void eval_extent(hbuf *b, const sqz_compress_eval *e) {
+    if (e->encoder) hb_printf(b, "%lld sentences (one per line, at most %lld tokens)", (long long)e->n_chunks,
+                              (long long)e->ctx);
+    else hb_printf(b, "%lld chunks of %lld tokens, %lld tokens scored", (long long)e->n_chunks, (long long)e->ctx,
+                   (long long)e->tokens_scored);
+    if (e->n_held_out)
+        hb_printf(b, "; %lld more held out: they overlap the calibration windows", (long long)e->n_held_out);
+}
+
+static void accuracy(hbuf *b, const sqz_compress_eval *e) {
+    hb_printf(b, "<h2>Accuracy vs the original</h2>\n<table>\n<tr><td>text</td><td>");
+    hb_text(b, e->text[0] ? e->text : "(given in memory)");
+    hb_printf(b, "</td></tr>\n<tr><td>evaluated</td><td>");
+    eval_extent(b, e);
+    hb_printf(b, "</td></tr>\n");
+    if (e->encoder) {
+        hb_num(b, "<tr><td>embedding cosine</td><td>mean ", "%.6f", e->cos_mean, "not measured");
+        hb_num(b, ", min ", "%.6f", e->cos_min, "not measured");
+        hb_printf(b, "</td></tr>\n");
+    } else {
+        hb_num(b, "<tr><td>perplexity</td><td>", "%.4f", e->ppl_base, "not measured");
+        hb_num(b, " &rarr; ", "%.4f", e->ppl, "not measured");
+        hb_num(b, " (&Delta; ", "%+.4f", e->delta_ppl, "not measured");
+        if (isfinite(e->delta_ppl) && e->ppl_base > 0) hb_printf(b, ", %+.3f%%", 100.0 * e->delta_ppl / e->ppl_base);
+        hb_num(b, ")</td></tr>\n<tr><td>KL divergence (nats per token)</td><td>mean ", "%.5f", e->kld_mean,
+               "not measured");
+        hb_num(b, ", p99 ", "%.5f", e->kld_p99, "not measured");
+        hb_num(b, "</td></tr>\n<tr><td>top-1 agreement</td><td>", "%.3f%%", 100.0 * e->top1, "not measured");
+        hb_printf(b, "</td></tr>\n");
+    }
+    hb_printf(b, "<tr><td>time</td><td>%.2f s</td></tr>\n</table>\n", e->seconds);
+}
+
+/* One line under the title: how much smaller, how much worse. */
+static void headline(hbuf *b, const sqz_compress_report *r) {
+    const sqz_compress_eval *e = &r->eval;
+    hb_printf(b, "<p><b>");
+    if (r->bytes_after > 0) hb_printf(b, "&times;%.2f smaller; ", (double)r->bytes_before / (double)r->bytes_after);
+    else hb_printf(b, "size after not measured; ");
+    if (!e->done) hb_printf(b, "accuracy not evaluated (sqz compress --eval TEXT)");
+    else if (e->encoder) hb_num(b, "embedding cosine vs the original ", "%.5f", e->cos_mean, "not measured");
+    else if (isfinite(e->delta_ppl) && e->ppl_base > 0)
+        hb_printf(b, "vs the original: perplexity %+.2f%%, KLD %.4f, top-1 %.2f%%", 100.0 * e->delta_ppl / e->ppl_base,
+                  e->kld_mean, 100.0 * e->top1);
+    else hb_printf(b, "perplexity change not measured");
+    hb_printf(b, "</b></p>\n");
+}
+
+/* ---- the plot ------------------------------------------------------------------------ */
+
 static const char *role_color(sqz_role r) {
     switch (r) {
     case SQZ_ROLE_ATTN_Q: return "#1f77b4";
@@ -58,68 +144,175 @@ static const char *role_color(sqz_role r) {
     case SQZ_ROLE_FFN_GATE: return "#ff7f0e";
     case SQZ_ROLE_FFN_UP: return "#d62728";
     case SQZ_ROLE_FFN_DOWN: return "#8c564b";
+    case SQZ_ROLE_TOKEN_EMBD: return "#bcbd22";
+    case SQZ_ROLE_OUTPUT: return "#e377c2";
     default: return "#7f7f7f";
     }
 }
 
-static void plot(hbuf *b, const sqz_compress_report *r) {
-    const double W = 960, H = 360, L = 70, R = 20, T = 20, B = 50;
-    double lo = INFINITY, hi = -INFINITY;
+static bool plotted(const sqz_layer_report *l) { return l->quantized && l->out_err > 0 && isfinite(l->out_err); }
+
+/* Geometry: the legend has a band of its own above the plot area, so no point lies under it. */
+typedef struct geom {
+    double W, H, L, R, T, B, pw, ph; /* size, margins (T holds the legend band), plot area */
+    double lo, hi;                   /* log10 range of the y axis */
+    int64_t nb;                      /* columns: blocks, then one for global tensors if any */
+    bool global;                     /* a global tensor (classifier, embeddings) is plotted */
+} geom;
+
+#define LEGEND_Y 16.0 /* centre line of the legend band */
+
+static double px(const geom *g, const sqz_layer_report *l) {
+    double slot; /* spread the roles of a block across its column */
+    int64_t col = l->layer;
+    if (l->layer < 0) {
+        col = g->nb - 1;
+        slot = l->role == SQZ_ROLE_TOKEN_EMBD ? 0.25 : l->role == SQZ_ROLE_OUTPUT ? 0.75 : 0.5;
+    } else {
+        slot = ((double)l->role - SQZ_ROLE_ATTN_Q + 0.5) / (SQZ_ROLE_FFN_DOWN - SQZ_ROLE_ATTN_Q + 1);
+    }
+    return g->L + g->pw * ((double)col + 0.1 + 0.8 * slot) / (double)g->nb;
+}
+
+static double py(const geom *g, double v) { return g->T + g->ph * (1 - (log10(v) - g->lo) / (g->hi - g->lo)); }
+
+/* Returns the number of points; fills the geometry and which roles have points. */
+static int64_t plot_geom(const sqz_compress_report *r, geom *g, bool present[SQZ_ROLE_COUNT]) {
+    *g = (geom){.W = 960, .H = 380, .L = 70, .R = 20, .T = 36, .B = 50, .lo = INFINITY, .hi = -INFINITY};
     int64_t n = 0, max_layer = 0;
     for (int64_t i = 0; i < r->n_layers; i++) {
         const sqz_layer_report *l = &r->layers[i];
         if (l->layer > max_layer) max_layer = l->layer;
-        if (!l->quantized || !(l->out_err > 0) || !isfinite(l->out_err)) continue;
-        lo = fmin(lo, log10(l->out_err));
-        hi = fmax(hi, log10(l->out_err));
+        if (!plotted(l)) continue;
+        g->lo = fmin(g->lo, log10(l->out_err));
+        g->hi = fmax(g->hi, log10(l->out_err));
+        g->global |= l->layer < 0;
+        if ((int)l->role >= 0 && l->role < SQZ_ROLE_COUNT) present[l->role] = true;
         n++;
     }
-    if (!n) {
-        hb_printf(b, "<p>No output errors to plot (no calibration rows).</p>\n");
-        return;
-    }
-    lo = floor(lo);
-    hi = ceil(hi);
-    if (hi <= lo) hi = lo + 1;
-    const double pw = W - L - R, ph = H - T - B;
-    hb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-                 "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
-    hb_printf(b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n", L,
-              T, pw, ph);
-    for (double e = lo; e <= hi + 1e-9; e += 1) {
-        const double y = T + ph * (1 - (e - lo) / (hi - lo));
+    g->lo = floor(g->lo);
+    g->hi = ceil(g->hi);
+    if (g->hi <= g->lo) g->hi = g->lo + 1;
+    g->nb = max_layer + 1 + (g->global ? 1 : 0);
+    g->pw = g->W - g->L - g->R;
+    g->ph = g->H - g->T - g->B;
+    return n;
+}
+
+static void plot_axes(hbuf *b, const geom *g) {
+    hb_printf(b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n",
+              g->L, g->T, g->pw, g->ph);
+    for (double e = g->lo; e <= g->hi + 1e-9; e += 1) {
+        const double y = g->T + g->ph * (1 - (e - g->lo) / (g->hi - g->lo));
         hb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
                      "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">1e%d</text>\n",
-                  L, y, L + pw, y, L - 6, y + 4, (int)e);
+                  g->L, y, g->L + g->pw, y, g->L - 6, y + 4, (int)e);
     }
-    const int64_t nb = max_layer + 1;
-    const int64_t step = nb > 16 ? (nb + 15) / 16 : 1;
-    for (int64_t l = 0; l < nb; l += step) {
-        const double x = L + pw * ((double)l + 0.5) / (double)nb;
-        hb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n", x, T + ph + 16, (long long)l);
-    }
-    hb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">block</text>\n", L + pw / 2, H - 8);
+    const int64_t blocks = g->nb - (g->global ? 1 : 0);
+    const int64_t step = blocks > 16 ? (blocks + 15) / 16 : 1;
+    for (int64_t l = 0; l < blocks; l += step)
+        hb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n",
+                  g->L + g->pw * ((double)l + 0.5) / (double)g->nb, g->T + g->ph + 16, (long long)l);
+    if (g->global)
+        hb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">global</text>\n",
+                  g->L + g->pw * ((double)blocks + 0.5) / (double)g->nb, g->T + g->ph + 16);
+    hb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">block</text>\n", g->L + g->pw / 2, g->H - 8);
     hb_printf(b, "<text transform=\"translate(16 %.1f) rotate(-90)\" text-anchor=\"middle\">relative output "
-                 "error</text>\n", T + ph / 2);
+                 "error</text>\n", g->T + g->ph / 2);
+}
+
+/* The legend: one entry per role that has points, in the band above the plot area. */
+static void plot_legend(hbuf *b, const geom *g, const bool present[SQZ_ROLE_COUNT]) {
+    double lx = g->L + 8;
+    hb_printf(b, "<g class=\"legend\">\n");
+    for (int r0 = 0; r0 < SQZ_ROLE_COUNT; r0++) {
+        if (!present[r0]) continue;
+        const char *name = sqz_role_name((sqz_role)r0);
+        hb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                  lx, LEGEND_Y, role_color((sqz_role)r0), lx + 7, LEGEND_Y + 4, name);
+        lx += 22 + 7.5 * (double)strlen(name);
+    }
+    hb_printf(b, "</g>\n");
+}
+
+static void plot(hbuf *b, const sqz_compress_report *r) {
+    geom g;
+    bool present[SQZ_ROLE_COUNT] = {false};
+    if (!plot_geom(r, &g, present)) {
+        hb_printf(b, "<p>No output errors to plot: %s.</p>\n",
+                  r->n_windows ? "no layer was quantized" : "no calibration rows (compressed without --calib)");
+        return;
+    }
+    hb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+                 "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n", g.W, g.H, g.W, g.H);
+    plot_axes(b, &g);
+    hb_printf(b, "<g class=\"points\">\n");
     for (int64_t i = 0; i < r->n_layers; i++) {
         const sqz_layer_report *l = &r->layers[i];
-        if (!l->quantized || !(l->out_err > 0) || !isfinite(l->out_err)) continue;
-        /* spread the roles of a block across its column */
-        const double slot = ((double)l->role - SQZ_ROLE_ATTN_Q + 0.5) / (SQZ_ROLE_FFN_DOWN - SQZ_ROLE_ATTN_Q + 1);
-        const double x = L + pw * ((double)l->layer + 0.1 + 0.8 * slot) / (double)nb;
-        const double y = T + ph * (1 - (log10(l->out_err) - lo) / (hi - lo));
-        hb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>", x, y, role_color(l->role));
+        if (!plotted(l)) continue;
+        hb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>", px(&g, l), py(&g, l->out_err),
+                  role_color(l->role));
         hb_text(b, l->tensor);
         hb_printf(b, ": %.3g</title></circle>\n", l->out_err);
     }
-    double lx = L + 8;
-    for (int r0 = SQZ_ROLE_ATTN_Q; r0 <= SQZ_ROLE_FFN_DOWN; r0++) {
-        if (r0 == SQZ_ROLE_ATTN_OUT_NORM || r0 == SQZ_ROLE_FFN_NORM) continue;
-        hb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-                  lx, T + 10, role_color((sqz_role)r0), lx + 7, T + 14, sqz_role_name((sqz_role)r0));
-        lx += 95;
-    }
+    hb_printf(b, "</g>\n");
+    plot_legend(b, &g, present);
     hb_printf(b, "</svg>\n");
+}
+
+/* ---- tables -------------------------------------------------------------------------- */
+
+/* "kept float: <why>" (the reason once when it already says so). */
+static void kept_float(hbuf *b, const char *why) {
+    if (!why[0]) hb_printf(b, "kept float");
+    else if (!strncmp(why, "kept float", 10)) hb_text(b, why);
+    else {
+        hb_printf(b, "kept float: ");
+        hb_text(b, why);
+    }
+}
+
+static void layer_row(hbuf *b, const sqz_layer_report *l) {
+    hb_printf(b, "<tr><td>");
+    hb_text(b, l->tensor);
+    hb_printf(b, "</td><td>");
+    hb_text(b, l->method);
+    hb_printf(b, "</td><td>");
+    hb_text(b, l->format);
+    hb_printf(b, "</td><td>%lld&times;%lld</td><td>", (long long)l->n_out, (long long)l->n_in);
+    hb_num(b, "", "%.3f", l->bits_per_weight, "unknown");
+    if (!l->quantized) {
+        hb_printf(b, "</td><td colspan=\"2\" class=\"why\">");
+        kept_float(b, l->why);
+    } else {
+        hb_printf(b, "</td><td%s>", isnan(l->out_err) ? " class=\"why\"" : "");
+        hb_num(b, "", "%.5f", l->out_err, "no calibration rows");
+        hb_printf(b, "</td><td%s>", isnan(l->weight_err) ? " class=\"why\"" : "");
+        hb_num(b, "", "%.5f", l->weight_err, "not measured");
+    }
+    hb_printf(b, "</td><td>%.3f</td></tr>\n", l->seconds);
+}
+
+static void layers_table(hbuf *b, const sqz_compress_report *r) {
+    hb_printf(b, "<h2>Layers</h2>\n<table><tr><th>tensor</th><th>method</th><th>format</th><th>shape</th>"
+                 "<th>bits/weight</th><th>output error</th><th>weight error</th><th>time (s)</th></tr>\n");
+    for (int64_t i = 0; i < r->n_layers; i++) layer_row(b, &r->layers[i]);
+    hb_printf(b, "</table>\n");
+}
+
+static void blocks_table(hbuf *b, const sqz_compress_report *r) {
+    if (!r->n_blocks) return;
+    hb_printf(b, "<h2>Blocks</h2>\n<table><tr><th>block</th><th>cos(in, out)</th><th>1 &minus; cos</th>"
+                 "<th>time (s)</th></tr>\n");
+    for (int64_t i = 0; i < r->n_blocks; i++) {
+        const sqz_block_report *k = &r->blocks[i];
+        hb_printf(b, "<tr><td>%d</td>", (int)k->layer);
+        if (isfinite(k->cos_mean))
+            hb_printf(b, "<td>%.5f</td><td>%.5f</td>", k->cos_mean, 1 - k->cos_mean);
+        else hb_printf(b, "<td colspan=\"2\" class=\"why\">no calibration windows</td>");
+        hb_printf(b, "<td>%.3f</td></tr>\n", k->seconds);
+    }
+    hb_printf(b, "</table>\n");
 }
 
 char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const char *out) {
@@ -128,47 +321,18 @@ char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const
     hb_text(&b, r->spec);
     hb_printf(&b, "</title>\n<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
                   "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td:first-child,th:first-child"
-                  "{text-align:left}</style></head><body>\n<h1>sqz compress ");
+                  "{text-align:left}td.why{text-align:left;color:#666;font-style:italic}</style></head><body>\n"
+                  "<h1>sqz compress ");
     hb_text(&b, r->spec);
-    hb_printf(&b, "</h1>\n<table>\n<tr><td>model</td><td>");
-    hb_text(&b, model);
-    hb_printf(&b, "</td></tr>\n<tr><td>output</td><td>");
-    hb_text(&b, out);
-    hb_printf(&b, "</td></tr>\n<tr><td>size</td><td>%.3f MB &rarr; %.3f MB (&times;%.2f)</td></tr>\n",
-              (double)r->bytes_before / 1e6, (double)r->bytes_after / 1e6,
-              r->bytes_after ? (double)r->bytes_before / (double)r->bytes_after : 0.0);
-    hb_printf(&b, "<tr><td>bits per weight</td><td>%.3f quantized matrices, %.3f whole model</td></tr>\n",
-              r->bpw_quantized, r->bpw_model);
-    if (r->n_windows)
-        hb_printf(&b, "<tr><td>calibration</td><td>%lld windows &times; %lld tokens</td></tr>\n",
-                  (long long)r->n_windows, (long long)r->ctx);
-    hb_printf(&b, "<tr><td>time</td><td>%.2f s (forward %.2f, methods %.2f, validation %.2f)</td></tr>\n</table>\n",
-              r->seconds_total, r->seconds_forward, r->seconds_quant, r->seconds_validate);
+    hb_printf(&b, "</h1>\n");
+    headline(&b, r);
+    totals(&b, r, model, out);
+    if (r->eval.done) accuracy(&b, &r->eval);
     hb_printf(&b, "<h2>Per-layer output error</h2>\n<p>||Y<sub>q</sub> &minus; Y||<sub>F</sub> / ||Y||<sub>F</sub> "
                   "of each compressed layer, run as it would run, on calibration rows.</p>\n");
     plot(&b, r);
-    hb_printf(&b, "<h2>Layers</h2>\n<table><tr><th>tensor</th><th>method</th><th>format</th><th>shape</th>"
-                  "<th>bits/weight</th><th>output error</th><th>weight error</th><th>time (s)</th></tr>\n");
-    for (int64_t i = 0; i < r->n_layers; i++) {
-        const sqz_layer_report *l = &r->layers[i];
-        hb_printf(&b, "<tr><td>");
-        hb_text(&b, l->tensor);
-        hb_printf(&b, "</td><td>");
-        hb_text(&b, l->method);
-        hb_printf(&b, "</td><td>");
-        hb_text(&b, l->format);
-        hb_printf(&b, "</td><td>%lld&times;%lld</td><td>%.3f</td><td>%.5f</td><td>%.5f</td><td>%.3f</td></tr>\n",
-                  (long long)l->n_out, (long long)l->n_in, l->bits_per_weight, l->out_err, l->weight_err, l->seconds);
-    }
-    hb_printf(&b, "</table>\n");
-    if (r->n_blocks) {
-        hb_printf(&b, "<h2>Blocks</h2>\n<table><tr><th>block</th><th>cos(in, out)</th><th>1 &minus; cos</th>"
-                      "<th>time (s)</th></tr>\n");
-        for (int64_t i = 0; i < r->n_blocks; i++)
-            hb_printf(&b, "<tr><td>%d</td><td>%.5f</td><td>%.5f</td><td>%.3f</td></tr>\n", (int)r->blocks[i].layer,
-                      r->blocks[i].cos_mean, 1 - r->blocks[i].cos_mean, r->blocks[i].seconds);
-        hb_printf(&b, "</table>\n");
-    }
+    layers_table(&b, r);
+    blocks_table(&b, r);
     hb_printf(&b, "</body></html>\n");
     if (!b.ok) {
         free(b.p);
