@@ -45,32 +45,33 @@ if "$SQZ" eval --help >/dev/null 2>&1; then
 fi
 if "$SQZ" compress --help >/dev/null 2>&1; then
   echo
-  echo "== sqz compress: 4-bit Q4_0 by RTN and by GPTQ (calibrated on the end of wiki.test.raw),"
-  echo "   evaluated against the original on its beginning, written as GGUF for llama.cpp"
+  echo "== sqz compress: 4-bit Q4_0 by RTN and by GPTQ (calibrated on the end of wiki.test.raw), and a"
+  echo "   recipe that first removes the last block; each evaluated against the original on the"
+  echo "   beginning of wiki.test.raw (--eval), written as GGUF for llama.cpp"
   wiki=$SHARED/data/wiki.test.raw
   tail -n 1200 "$wiki" > "$out/calib.txt"
-  "$SQZ" compress "$out/model.gguf" -o "$out/model.q4_0.rtn.gguf" --quant q4_0 --report "$out/rtn.json" > /dev/null
-  "$SQZ" compress "$out/model.gguf" -o "$out/model.q4_0.gptq.gguf" --quant q4_0:gptq --calib "$out/calib.txt" \
-    --calib-samples 32 --calib-ctx 256 --report "$out/gptq.json" --html "$out/gptq.html"
-  for m in rtn gptq; do
-    "$SQZ" eval "$out/model.q4_0.$m.gguf" --base "$out/model.gguf" --text "$wiki" --ctx 256 --chunks 8 \
-      --json "$out/eval.$m.json" > /dev/null
-  done
+  ev=(--eval "$wiki" --eval-ctx 256 --eval-chunks 8)
+  cal=(--calib "$out/calib.txt" --calib-samples 32 --calib-ctx 256)
+  "$SQZ" compress "$out/model.gguf" -o "$out/model.q4_0.rtn.gguf" --quant q4_0 "${ev[@]}" --report "$out/rtn.json" > /dev/null
+  "$SQZ" compress "$out/model.gguf" -o "$out/model.q4_0.gptq.gguf" --quant q4_0:gptq "${cal[@]}" "${ev[@]}" \
+    --report "$out/gptq.json" --html "$out/gptq.html"
+  printf '{"sqz_recipe": 1, "stages": [{"drop-layers": "4"}, {"quant": "q4_0:gptq"}]}\n' > "$out/recipe.json"
+  "$SQZ" compress "$out/model.gguf" -o "$out/model.drop4.q4_0.gptq.gguf" --recipe "$out/recipe.json" "${cal[@]}" \
+    "${ev[@]}" --report "$out/drop.json" > /dev/null
   python3 - "$out" <<'PY'
 import json, os, sys
 out = sys.argv[1]
 rows = []
-for m in ("rtn", "gptq"):
+for m in ("rtn", "gptq", "drop"):
     r = json.load(open(os.path.join(out, m + ".json")))
-    e = json.load(open(os.path.join(out, "eval.%s.json" % m)))
-    t = r["totals"]
-    rows.append((m, t["bytes_before"] / 1e6, t["bytes_after"] / 1e6, t["bpw_quantized"], t["seconds_total"],
-                 e["ppl_base"], e["ppl"], e["kld_mean"], 100 * e["top1_agree"]))
+    e, t = r["eval"], r["totals"]
+    rows.append((r["recipe"], t["bytes_before"] / 1e6, t["bytes_after"] / 1e6, t["bpw_model"], t["seconds_total"],
+                 e["ppl_base"], e["ppl"], e["kld_mean"], 100 * e["top1"]))
 print()
-print("%-6s %9s %9s %6s %8s %9s %9s %9s %7s" % ("method", "MB before", "MB after", "bits", "time s", "ppl base",
-                                                 "ppl", "mean KLD", "top-1"))
+print("%-34s %9s %9s %6s %7s %9s %9s %9s %7s" % ("recipe", "MB before", "MB after", "bits", "time s", "ppl base",
+                                                  "ppl", "mean KLD", "top-1"))
 for r in rows:
-    print("%-6s %9.3f %9.3f %6.2f %8.2f %9.3f %9.3f %9.5f %6.2f%%" % r)
+    print("%-34s %9.3f %9.3f %6.2f %7.2f %9.3f %9.3f %9.5f %6.2f%%" % r)
 try:
     from llama_cpp import Llama
     llm = Llama(model_path=os.path.join(out, "model.q4_0.gptq.gguf"), n_ctx=128, verbose=False, seed=0)
