@@ -71,12 +71,13 @@ typedef struct loop {
     sqz_compress_report *rep;
     const sqz_calib_windows *w;
     sqz_stage_report *stage_rep; /* rows of stages [first, last) */
+    const sqz_session_opts *session_opts;
 } loop;
 
 static sqz_status loop_block(loop *L, int32_t layer, const sqz_calib_block *stats) {
     for (int k = L->first; k < L->last; k++) {
         const sqz_stage *s = &L->r->stages[k];
-        sqz_pass_ctx c = {L->m, L->o, L->rep, L->w, &L->stage_rep[k - L->first]};
+        sqz_pass_ctx c = {L->m, L->o, L->rep, L->w, &L->stage_rep[k - L->first], L->session_opts};
         const double t0 = sqz__calib_now();
         SQZ_TRY(s->pass->run_block(&c, layer, stats, s->args));
         c.stage->seconds += sqz__calib_now() - t0;
@@ -203,7 +204,7 @@ sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compres
     for (int i = 0; i < r->n && st == SQZ_OK;) {
         const sqz_stage *s = &r->stages[i];
         if (s->pass->model_step) {
-            sqz_pass_ctx c = {m, o, rep, env->windows, &rep->stages[i]};
+            sqz_pass_ctx c = {m, o, rep, env->windows, &rep->stages[i], &env->session_opts};
             const double ts = sqz__calib_now();
             st = s->pass->model_step(&c, s->args);
             rep->stages[i].seconds += sqz__calib_now() - ts;
@@ -219,7 +220,7 @@ sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compres
         while (j < r->n && r->stages[j].pass->run_block && !r->stages[j].pass->model_step &&
                !r->stages[j - 1].pass->reshapes)
             j++;
-        loop L = {m, r, i, j, o, rep, env->windows, &rep->stages[i]};
+        loop L = {m, r, i, j, o, rep, env->windows, &rep->stages[i], &env->session_opts};
         if (env->windows) st = loop_calibrated(&L, env, reshaped);
         else if (env->stats) st = loop_from_file(&L, env->stats, reshaped);
         else st = loop_plain(&L);

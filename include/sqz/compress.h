@@ -57,7 +57,7 @@ typedef struct sqz_compress_spec {
 
 /* Parses a SPEC. Errors: SQZ_ERR_INVALID_ARG with a message naming the offending part
  * ("SPEC 'int4:gptq:g96': unknown part 'g96' (group sizes: g32, g64, g128)"). */
-sqz_status sqz_compress_spec_parse(const char *spec, sqz_compress_spec *out);
+SQZ_API sqz_status sqz_compress_spec_parse(const char *spec, sqz_compress_spec *out);
 
 /* The layers a method treats together, in the order they are compressed (smoothing of a
  * later group may be folded into an earlier group's weights, so down comes before gate|up). */
@@ -139,7 +139,7 @@ typedef struct sqz_stage_report {
     char note[256];            /* what the stage did, in words ("removed blocks 2 (5 -> 4)") */
 } sqz_stage_report;
 
-void sqz_compress_report_free(sqz_compress_report *r);
+SQZ_API void sqz_compress_report_free(sqz_compress_report *r);
 
 typedef struct sqz_compress_opts {
     sqz_compress_spec spec;
@@ -153,10 +153,10 @@ typedef struct sqz_compress_opts {
 } sqz_compress_opts;
 
 /* spec = int8 (rtn), the default policy, no keep_float, sample_rows 512. */
-sqz_compress_opts sqz_compress_default_opts(void);
+SQZ_API sqz_compress_opts sqz_compress_default_opts(void);
 
 /* What statistics the SPEC needs (SQZ_QSTAT_*), sample rows for validation included. */
-unsigned sqz_compress_needs(const sqz_compress_spec *spec);
+SQZ_API unsigned sqz_compress_needs(const sqz_compress_spec *spec);
 
 /* Compresses block `layer` of m from its statistics (stats may be NULL for methods that need
  * none; then there is no validation on activations). The linear layers are quantized in
@@ -166,8 +166,8 @@ unsigned sqz_compress_needs(const sqz_compress_spec *spec);
  * the layer's in_scale otherwise (sqz formats) or not searched (GGUF formats: AWQ's scale
  * search is skipped for that group, its clipping search still runs). Results are attached to
  * the model (sqz_qmatrix_attach); rows are appended to rep->layers. */
-sqz_status sqz_compress_block(sqz_model *m, int32_t layer, const sqz_calib_block *stats, const sqz_compress_opts *o,
-                              sqz_compress_report *rep);
+SQZ_API sqz_status sqz_compress_block(sqz_model *m, int32_t layer, const sqz_calib_block *stats,
+                                      const sqz_compress_opts *o, sqz_compress_report *rep);
 
 /* The whole model: with windows (s and w non-NULL) block by block on the calibration windows
  * with recomputation (sqz_calib_run), or from a statistics file (stats non-NULL; no forward
@@ -176,13 +176,14 @@ sqz_status sqz_compress_block(sqz_model *m, int32_t layer, const sqz_calib_block
  * failure, with what was done. Errors: SQZ_ERR_INVALID_ARG when the method needs statistics
  * that were not given or the file lacks (the message says which), the driver's and the
  * methods' errors. */
-sqz_status sqz_compress_model(sqz_model *m, sqz_session *s, const sqz_calib_windows *w, const sqz_calib_stats *stats,
-                              const sqz_compress_opts *o, sqz_compress_report *rep);
+SQZ_API sqz_status sqz_compress_model(sqz_model *m, sqz_session *s, const sqz_calib_windows *w,
+                                      const sqz_calib_stats *stats, const sqz_compress_opts *o,
+                                      sqz_compress_report *rep);
 
 /* The report as JSON text ({"spec", "totals": {...}, "layers": [...], "blocks": [...]}, field
  * names as in the structs above). model and out label the paths (may be NULL). Returns a
  * malloc'd string (caller frees) or NULL on out of memory. */
-char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, const char *out);
+SQZ_API char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, const char *out);
 
 /* ======================================================================================
  * The pipeline: a table of passes, recipes of stages, one run
@@ -210,6 +211,8 @@ typedef struct sqz_pass_ctx {
     sqz_compress_report *rep;
     const sqz_calib_windows *w;         /* calibration windows, or NULL */
     sqz_stage_report *stage;            /* this stage's row of the report (its note) */
+    const sqz_session_opts *session_opts; /* for a whole-model step that runs the model itself
+                                             (max_tokens is set from the windows it runs) */
 } sqz_pass_ctx;
 
 typedef struct sqz_pass {
