@@ -4,7 +4,9 @@
  * The input is tokenizer.json, optionally followed by a NUL byte and tokenizer_config.json.
  * Every vocab the reader accepts is synthesised back to tokenizer.json (the verbatim text
  * dropped) and read again: tokens, types and scores (bit exact, NaN as NaN) must come back.
- * Every failure must leave a message. Seeds: any tokenizer.json, e.g. the models in shared/. */
+ * Every failure must leave a message. Seeds: tests/data/tokenizer_json/ (BPE with byte fallback,
+ * byte-level BPE, WordPiece, Unigram, and sqz's own writer's output; written by
+ * make_tokenizer_json_seeds.py), dictionary: tokenizer_json.dict. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
