@@ -19,7 +19,7 @@ const sqz_opt sqz_cli_calib_opts[] = {
     {.name = "calib-ctx", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, ctx), .min = 2, .max = 1 << 20,
      .def = STR(SQZ_CALIB_DEFAULT_CTX), .metavar = "T", .alias = "ctx", .help = "tokens per window"},
     {.name = "seed", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, seed), .min = 0,
-     .max = (double)INT64_MAX, .def = "1234" /* SQZ_CALIB_DEFAULT_SEED */, .metavar = "S",
+     .max = (double)INT64_MAX, .def = STR(SQZ_CALIB_DEFAULT_SEED), .metavar = "S",
      .help = "where the windows start in the text"},
     {.name = "sample-rows", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, sample_rows), .min = 0,
      .max = 1 << 20, .metavar = "R",
@@ -36,15 +36,6 @@ void sqz_cli_calib_defaults(sqz_cli_calib *c) {
     memset(c, 0, sizeof *c);
     (void)sqz_opts_defaults(sqz_cli_calib_opts, sqz_cli_calib_n_opts, c); /* the table's own: cannot fail */
     c->sample_rows = -1;
-}
-
-int sqz_cli_calib_option(const char *cmd, sqz_cli_calib *c, int argc, char **argv, int *i) {
-    const char *a = argv[*i];
-    const sqz_opt *o = a[0] == '-' && a[1] == '-' ? sqz_opts_find(sqz_cli_calib_opts, sqz_cli_calib_n_opts, a + 2)
-                                                  : NULL;
-    if (!o || *i + 1 >= argc) return -1;
-    if (sqz_opt_set(o, c, argv[++*i], a) != SQZ_OK) return sqz_cli_usage_error(cmd, "%s", sqz_last_error());
-    return 0;
 }
 
 sqz_status sqz_cli_calib_open(const sqz_cli_calib *c, const sqz_model *m, sqz_backend *be, sqz_calib_windows *w,

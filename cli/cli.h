@@ -72,10 +72,6 @@ extern const sqz_opt sqz_cli_calib_opts[];
 extern const int sqz_cli_calib_n_opts;
 /* The table's defaults, and sample_rows -1 (the command's default). Call before parsing. */
 void sqz_cli_calib_defaults(sqz_cli_calib *c);
-/* Consumes argv[*i] (and its value) when it is a calibration option: returns 0, or 2 after a
- * usage error; -1 when argv[*i] is not one (or its value is missing). For commands not yet
- * parsed with the tables; sqz_cli_parse with the group above replaces it. */
-int sqz_cli_calib_option(const char *cmd, sqz_cli_calib *c, int argc, char **argv, int *i);
 /* Reads and tokenizes the text into windows and makes a session able to run them. */
 sqz_status sqz_cli_calib_open(const sqz_cli_calib *c, const sqz_model *m, sqz_backend *be, sqz_calib_windows *w,
                               sqz_session **s);

@@ -26,6 +26,7 @@
  *   absmax[j]  = max_t |x_tj|                          (SQZ_QSTAT_ABSMAX)
  *   x2[j]      = (1/T) sum_t x_tj^2                    (SQZ_QSTAT_X2, llama.cpp's imatrix)
  *   absmean[j] = (1/T) sum_t |x_tj|                    (SQZ_QSTAT_ABSMEAN, AWQ)
+ *   mean[j]    = (1/T) sum_t x_tj                      (SQZ_QSTAT_MEAN, FLAP; not in .sqzs files)
  *   xtx        = sum_t x_t x_t^T, in double            (SQZ_QSTAT_XTX, GPTQ's Hessian / 2)
  *   hist       = |x| histogram, 2048 bins (grows)      (SQZ_QSTAT_HIST, percentile / entropy)
  *   x          = every k-th row, k = max(1, T / sample_rows) (SQZ_QSTAT_SAMPLE; AWQ and
@@ -59,6 +60,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
 #include "sqz/formats.h"
 #include "sqz/model.h"
 #include "sqz/quant.h"
@@ -76,7 +78,7 @@ extern "C" {
 
 #define SQZ_CALIB_DEFAULT_SAMPLES 128
 #define SQZ_CALIB_DEFAULT_CTX 512
-#define SQZ_CALIB_DEFAULT_SEED 1234u
+#define SQZ_CALIB_DEFAULT_SEED 1234 /* a plain integer literal: command-line tables print it as their default */
 
 typedef struct sqz_calib_windows {
     int32_t *tokens;       /* (n_windows, ctx) token ids, owned */
@@ -95,16 +97,16 @@ typedef struct sqz_calib_windows {
  * replaced by bos (as sqz_eval_perplexity does for its chunks).
  * Errors: SQZ_ERR_INVALID_ARG for n_windows < 1, ctx < 2, or n_ids < ctx (the message gives
  * both counts); SQZ_ERR_NOMEM. On success *out owns its arrays (sqz_calib_windows_free). */
-sqz_status sqz_calib_windows_from_ids(const int32_t *ids, int64_t n_ids, int32_t bos, int64_t n_windows, int64_t ctx,
-                                      uint64_t seed, sqz_calib_windows *out);
+SQZ_API sqz_status sqz_calib_windows_from_ids(const int32_t *ids, int64_t n_ids, int32_t bos, int64_t n_windows,
+                                              int64_t ctx, uint64_t seed, sqz_calib_windows *out);
 
 /* Tokenizes text[0..len) once (special tokens added as the vocabulary asks) and calls
  * sqz_calib_windows_from_ids with the tokenizer's BOS when it adds one, else -1. */
-sqz_status sqz_calib_windows_make(const sqz_tokenizer *tok, const char *text, size_t len, int64_t n_windows,
-                                  int64_t ctx, uint64_t seed, sqz_calib_windows *out);
+SQZ_API sqz_status sqz_calib_windows_make(const sqz_tokenizer *tok, const char *text, size_t len, int64_t n_windows,
+                                          int64_t ctx, uint64_t seed, sqz_calib_windows *out);
 
 /* Frees the arrays and zeroes w. NULL is fine. */
-void sqz_calib_windows_free(sqz_calib_windows *w);
+SQZ_API void sqz_calib_windows_free(sqz_calib_windows *w);
 
 /* ======================================================================================
  * Statistics of one block
@@ -121,6 +123,7 @@ typedef struct sqz_calib_input {
     sqz_qstats st;     /* n_in, n_tokens, and the arrays that `have` lists */
     double *xtx;       /* (n_in, n_in), both triangles */
     float *x2, *absmax, *absmean;
+    float *mean;       /* E[x] (SQZ_QSTAT_MEAN; live calibration only, never in a .sqzs file) */
     float *x;          /* (st.n_x, n_in) sample rows */
     sqz_act_hist hist; /* st.hist points here when HIST is present */
 } sqz_calib_input;
@@ -136,9 +139,9 @@ typedef struct sqz_calib_block {
 
 /* The input read by the linear layer of `role` (ATTN_Q/K/V, ATTN_OUT, FFN_GATE/UP/DOWN,
  * OUTPUT), or NULL when the block has no statistics for it. */
-const sqz_calib_input *sqz_calib_block_input(const sqz_calib_block *b, sqz_role role);
+SQZ_API const sqz_calib_input *sqz_calib_block_input(const sqz_calib_block *b, sqz_role role);
 /* Frees what b owns and zeroes it. NULL is fine. */
-void sqz_calib_block_free(sqz_calib_block *b);
+SQZ_API void sqz_calib_block_free(sqz_calib_block *b);
 
 /* ---- observers ---- */
 typedef struct sqz_calib_observer sqz_calib_observer;
@@ -152,16 +155,16 @@ typedef struct sqz_calib_observe_opts {
 
 /* An observer of block `layer` (-1: the classifier input). Events for other layers are
  * ignored. On success *out is owned by the caller (sqz_calib_observer_free). */
-sqz_status sqz_calib_observer_new(int32_t layer, const sqz_calib_observe_opts *o, sqz_calib_observer **out);
+SQZ_API sqz_status sqz_calib_observer_new(int32_t layer, const sqz_calib_observe_opts *o, sqz_calib_observer **out);
 /* The hook to install with sqz_session_set_hook(s, sqz_calib_observer_hook, observer).
  * Errors: SQZ_ERR_NOMEM; SQZ_ERR_INVALID_ARG when an input changes width between events or
  * a block has more than SQZ_CALIB_MAX_INPUTS inputs. */
-sqz_status sqz_calib_observer_hook(void *observer, const sqz_hook_event *e);
+SQZ_API sqz_status sqz_calib_observer_hook(void *observer, const sqz_hook_event *e);
 /* Ends the observation: x2 and absmean become means, the Hessian is made symmetric, and the
  * statistics move into *out (zeroed first; the observer may then only be freed). */
-sqz_status sqz_calib_observer_finish(sqz_calib_observer *ob, sqz_calib_block *out);
+SQZ_API sqz_status sqz_calib_observer_finish(sqz_calib_observer *ob, sqz_calib_block *out);
 /* NULL is fine. */
-void sqz_calib_observer_free(sqz_calib_observer *ob);
+SQZ_API void sqz_calib_observer_free(sqz_calib_observer *ob);
 
 /* ======================================================================================
  * The sequential driver
@@ -187,7 +190,7 @@ typedef struct sqz_calib_run_opts {
  * Errors: SQZ_ERR_INVALID_ARG (window longer than the session's cache, token ids out of
  * range), SQZ_ERR_NOMEM (X does not fit: the message gives its size), the forward pass's
  * errors, on_block's status. */
-sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_calib_run_opts *o);
+SQZ_API sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_calib_run_opts *o);
 
 /* ======================================================================================
  * Statistics file (.sqzs)
@@ -198,14 +201,14 @@ typedef struct sqz_stats_writer sqz_stats_writer;
 /* Starts writing statistics for model m calibrated on w (atomic output: nothing appears
  * at path before commit). `have` is what the records will hold (SQZ_QSTAT_*; records may
  * hold less). */
-sqz_status sqz_stats_writer_open(const char *path, const sqz_model *m, const sqz_calib_windows *w, unsigned have,
-                                 int64_t sample_rows, sqz_stats_writer **out);
+SQZ_API sqz_status sqz_stats_writer_open(const char *path, const sqz_model *m, const sqz_calib_windows *w,
+                                         unsigned have, int64_t sample_rows, sqz_stats_writer **out);
 /* Appends one block (its BLK0 record and one LIN0 record per input). */
-sqz_status sqz_stats_writer_add(sqz_stats_writer *wr, const sqz_calib_block *b);
+SQZ_API sqz_status sqz_stats_writer_add(sqz_stats_writer *wr, const sqz_calib_block *b);
 /* Writes the END0 record and commits; frees wr in every case. */
-sqz_status sqz_stats_writer_commit(sqz_stats_writer *wr);
+SQZ_API sqz_status sqz_stats_writer_commit(sqz_stats_writer *wr);
 /* Removes the temporary file and frees wr. NULL is fine. */
-void sqz_stats_writer_abort(sqz_stats_writer *wr);
+SQZ_API void sqz_stats_writer_abort(sqz_stats_writer *wr);
 
 typedef struct sqz_calib_stats {
     unsigned have;
@@ -220,14 +223,14 @@ typedef struct sqz_calib_stats {
 /* Reads a whole statistics file. Every length, count and checksum is checked; errors are
  * SQZ_ERR_FORMAT naming the file, the record and the reason (SQZ_ERR_IO when unreadable).
  * On success *out is owned by the caller (sqz_calib_stats_free). */
-sqz_status sqz_calib_stats_read(const char *path, sqz_calib_stats **out);
+SQZ_API sqz_status sqz_calib_stats_read(const char *path, sqz_calib_stats **out);
 /* SQZ_ERR_INVALID_ARG unless the file was made for a model of m's shape (layers, d_model,
  * vocabulary, every input's width). `path` names the file in the message. */
-sqz_status sqz_calib_stats_check_model(const sqz_calib_stats *st, const sqz_model *m, const char *path);
+SQZ_API sqz_status sqz_calib_stats_check_model(const sqz_calib_stats *st, const sqz_model *m, const char *path);
 /* The statistics of block `layer`, or NULL. */
-const sqz_calib_block *sqz_calib_stats_block(const sqz_calib_stats *st, int32_t layer);
+SQZ_API const sqz_calib_block *sqz_calib_stats_block(const sqz_calib_stats *st, int32_t layer);
 /* NULL is fine. */
-void sqz_calib_stats_free(sqz_calib_stats *st);
+SQZ_API void sqz_calib_stats_free(sqz_calib_stats *st);
 
 #ifdef __cplusplus
 }
