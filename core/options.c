@@ -412,6 +412,7 @@ char *sqz_opts_help_argv(const sqz_opt_group *g, int ng) {
 
 char *sqz_opts_help_spec(const sqz_opt *t, int n, int indent) {
     sbuf b = {.ok = true};
+    const int col = indent + 18;
     for (int i = 0; i < n; i++) {
         const sqz_opt *o = &t[i];
         char left[256];
@@ -420,10 +421,14 @@ char *sqz_opts_help_spec(const sqz_opt *t, int n, int indent) {
         else if (o->type == SQZ_OPT_FLAG) snprintf(left, sizeof left, "%s", o->name);
         else snprintf(left, sizeof left, "%s=%s", o->name, type_metavar(o));
         sb_printf(&b, "%*s%-18s", indent, "", left);
-        if (o->type == SQZ_OPT_CHOICE) sb_printf(&b, "%s%s", o->choices, o->help ? ": " : "");
-        if (strlen(left) >= 18) sb_printf(&b, "\n%*s", indent + 18, "");
-        sb_printf(&b, "%s", o->help ? o->help : "");
-        help_tail(&b, o);
+        if (strlen(left) >= 18) sb_printf(&b, "\n%*s", col, "");
+        sbuf d = {.ok = true};
+        if (o->type == SQZ_OPT_CHOICE) sb_printf(&d, "%s%s", o->choices, o->help ? ": " : "");
+        sb_printf(&d, "%s", o->help ? o->help : "");
+        help_tail(&d, o);
+        if (!d.ok) b.ok = false;
+        else if (d.p) sb_wrap(&b, d.p, col, HELP_WIDTH);
+        free(d.p);
         sb_printf(&b, "\n");
     }
     return sb_done(&b);
