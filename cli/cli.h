@@ -13,6 +13,9 @@ typedef struct sqz_cmd {
     const char *summary;
     int (*run)(int argc, char **argv); /* argv[0] is the subcommand name; returns the exit status */
     void (*usage)(FILE *out);
+    /* optional: prints the help of what argv names (a command with sub-commands); returns the
+     * exit status. NULL: usage(stdout). */
+    int (*help_of)(int argc, char **argv);
 } sqz_cmd;
 
 /* Prints "sqz: error: <last error>" (or msg) to stderr and returns 1. */
@@ -83,4 +86,6 @@ sqz_status sqz_cli_write_file(const char *path, const void *data, size_t n);
 
 int sqz_cmd_bench(int argc, char **argv);
 void sqz_cmd_bench_usage(FILE *out);
+/* `sqz bench WHAT --help`: WHAT's usage (all of them without a known WHAT). */
+int sqz_cmd_bench_help(int argc, char **argv);
 #endif

@@ -46,6 +46,16 @@ void sqz_cmd_bench_usage(FILE *out) {
     }
 }
 
+int sqz_cmd_bench_help(int argc, char **argv) {
+    for (size_t i = 0; argc >= 2 && i < sizeof subs / sizeof subs[0]; i++)
+        if (strcmp(argv[1], subs[i].name) == 0) {
+            subs[i].usage(stdout);
+            return 0;
+        }
+    sqz_cmd_bench_usage(stdout);
+    return 0;
+}
+
 int sqz_cmd_bench(int argc, char **argv) {
     if (argc < 2) return sqz_cli_usage_error("bench", "which benchmark? (kernels, eval or compress)");
     for (int i = 0; i < n_subs; i++)

@@ -6,16 +6,20 @@
 #include "cli/cli.h"
 
 static const sqz_cmd commands[] = {
-    {"inspect", "show a checkpoint's architecture, parameters and tensors", sqz_cmd_inspect, sqz_cmd_inspect_usage},
-    {"convert", "convert between llama2.c, GGUF and HF safetensors", sqz_cmd_convert, sqz_cmd_convert_usage},
-    {"generate", "generate text from a decoder (greedy at temperature 0)", sqz_cmd_generate, sqz_cmd_generate_usage},
-    {"eval", "perplexity, KL divergence and top-1 agreement against a base; embedding similarity", sqz_cmd_eval,
-     sqz_cmd_eval_usage},
-    {"calibrate", "run calibration text through a model and save the activation statistics", sqz_cmd_calibrate,
-     sqz_cmd_calibrate_usage},
-    {"compress", "quantize a model (int8, w8a8, int4, q4_0, ...; RTN, GPTQ, AWQ, SmoothQuant) with a report",
-     sqz_cmd_compress, sqz_cmd_compress_usage},
-    {"bench", "benchmarks: GEMM kernels (GPU and CPU) against cuBLAS / OpenBLAS", sqz_cmd_bench, sqz_cmd_bench_usage},
+    {.name = "inspect", .summary = "show a checkpoint's architecture, parameters and tensors", .run = sqz_cmd_inspect,
+     .usage = sqz_cmd_inspect_usage},
+    {.name = "convert", .summary = "convert between llama2.c, GGUF and HF safetensors", .run = sqz_cmd_convert,
+     .usage = sqz_cmd_convert_usage},
+    {.name = "generate", .summary = "generate text from a decoder (greedy at temperature 0)", .run = sqz_cmd_generate,
+     .usage = sqz_cmd_generate_usage},
+    {.name = "eval", .summary = "perplexity, KL divergence and top-1 agreement against a base; embedding similarity",
+     .run = sqz_cmd_eval, .usage = sqz_cmd_eval_usage},
+    {.name = "calibrate", .summary = "run calibration text through a model and save the activation statistics",
+     .run = sqz_cmd_calibrate, .usage = sqz_cmd_calibrate_usage},
+    {.name = "compress", .summary = "run a recipe of passes (quantization, layer removal) on a model, with a report "
+     "and the accuracy cost", .run = sqz_cmd_compress, .usage = sqz_cmd_compress_usage},
+    {.name = "bench", .summary = "benchmarks: GEMM kernels, the forward pass, compression, each against a baseline",
+     .run = sqz_cmd_bench, .usage = sqz_cmd_bench_usage, .help_of = sqz_cmd_bench_help},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
@@ -55,6 +59,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[1], commands[i].name) != 0) continue;
         for (int a = 2; a < argc; a++) {
             if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
+                if (commands[i].help_of) return commands[i].help_of(argc - 1, argv + 1);
                 commands[i].usage(stdout);
                 return 0;
             }

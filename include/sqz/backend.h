@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
 #include "sqz/dtype.h"
 #include "sqz/status.h"
 
@@ -121,14 +122,14 @@ typedef struct sqz_backend {
 } sqz_backend;
 
 /* The CPU backend (always available). Free with sqz_backend_free. n_threads 0 = all cores. */
-sqz_status sqz_backend_cpu(int n_threads, sqz_backend **out);
+SQZ_API sqz_status sqz_backend_cpu(int n_threads, sqz_backend **out);
 /* The CUDA backend on `device` (-1 = first). SQZ_ERR_UNSUPPORTED when built without CUDA,
  * SQZ_ERR_DEVICE when no usable device exists. */
-sqz_status sqz_backend_cuda(int device, sqz_backend **out);
-void sqz_backend_free(sqz_backend *b);
+SQZ_API sqz_status sqz_backend_cuda(int device, sqz_backend **out);
+SQZ_API void sqz_backend_free(sqz_backend *b);
 
 /* True if the backend has the op for that weight dtype (slot present and supports() says so). */
-bool sqz_backend_supports(const sqz_backend *b, sqz_op op, sqz_dtype w_dtype);
+SQZ_API bool sqz_backend_supports(const sqz_backend *b, sqz_op op, sqz_dtype w_dtype);
 
 /* ---- CUDA device facts and kernel timing (what `sqz bench kernels` prints) ----------
  * Built without CUDA: sqz_cuda_device_count() is 0 and the others return
@@ -149,9 +150,9 @@ typedef struct sqz_cuda_device_info {
 } sqz_cuda_device_info;
 
 /* Number of usable CUDA devices: 0 without CUDA support, driver or device. Never fails. */
-int sqz_cuda_device_count(void);
+SQZ_API int sqz_cuda_device_count(void);
 /* Facts about `device` (0-based). SQZ_ERR_DEVICE with the CUDA error text on failure. */
-sqz_status sqz_cuda_device_info_get(int device, sqz_cuda_device_info *out);
+SQZ_API sqz_status sqz_cuda_device_info_get(int device, sqz_cuda_device_info *out);
 
 /* The kernels sqz_cuda_bench_gemm can time. Values are append-only. */
 typedef enum sqz_bench_kernel {
@@ -174,7 +175,7 @@ typedef struct sqz_bench_result {
 } sqz_bench_result;
 
 /* A short name of the kernel ("cublas_f16", "w4_q4_0"), or "invalid". */
-const char *sqz_bench_kernel_name(sqz_bench_kernel kernel);
+SQZ_API const char *sqz_bench_kernel_name(sqz_bench_kernel kernel);
 
 /* Times `kernel` on the CUDA backend `b` (from sqz_backend_cuda) for Y(m, n) = X(m, k) .
  * W(n, k)^T on random data: the weights are replicated in as many buffers as it takes to
@@ -183,8 +184,8 @@ const char *sqz_bench_kernel_name(sqz_bench_kernel kernel);
  * passed; result->seconds is the median batch time per call. SQZ_ERR_UNSUPPORTED when the
  * kernel cannot run that shape (e.g. cuBLASLt IMMA needs n and k multiples of 4),
  * SQZ_ERR_NOMEM when the device memory does not suffice. */
-sqz_status sqz_cuda_bench_gemm(sqz_backend *b, sqz_bench_kernel kernel, int64_t m, int64_t n, int64_t k,
-                               double min_seconds, sqz_bench_result *result);
+SQZ_API sqz_status sqz_cuda_bench_gemm(sqz_backend *b, sqz_bench_kernel kernel, int64_t m, int64_t n, int64_t k,
+                                       double min_seconds, sqz_bench_result *result);
 
 #ifdef __cplusplus
 }

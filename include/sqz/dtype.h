@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -59,29 +61,29 @@ typedef struct sqz_dtype_traits {
 } sqz_dtype_traits;
 
 /* The traits row of t; NULL if t is out of range. Static storage. */
-const sqz_dtype_traits *sqz_dtype_info(sqz_dtype t);
+SQZ_API const sqz_dtype_traits *sqz_dtype_info(sqz_dtype t);
 
 /* Name of t ("q4_0"), or "invalid". */
-const char *sqz_dtype_name(sqz_dtype t);
+SQZ_API const char *sqz_dtype_name(sqz_dtype t);
 
 /* Parses a name as printed by sqz_dtype_name (case-insensitive). Returns false if unknown. */
-bool sqz_dtype_from_name(const char *name, sqz_dtype *out);
+SQZ_API bool sqz_dtype_from_name(const char *name, sqz_dtype *out);
 
 /* The sqz dtype of a GGML type id; false if sqz does not support it. */
-bool sqz_dtype_from_gguf(int gguf_type, sqz_dtype *out);
+SQZ_API bool sqz_dtype_from_gguf(int gguf_type, sqz_dtype *out);
 
 /* The sqz dtype of a safetensors dtype string ("F32"); false if unsupported. */
-bool sqz_dtype_from_st(const char *st_name, sqz_dtype *out);
+SQZ_API bool sqz_dtype_from_st(const char *st_name, sqz_dtype *out);
 
 /* Bytes taken by n elements of t. Sets *out and returns true; returns false when n
  * is negative, not a multiple of the block size, or the size overflows. */
-bool sqz_dtype_nbytes(sqz_dtype t, int64_t n, size_t *out);
+SQZ_API bool sqz_dtype_nbytes(sqz_dtype t, int64_t n, size_t *out);
 
 /* Scalar conversions, IEEE round-to-nearest-even (bit-identical to ggml's). */
-uint16_t sqz_fp32_to_fp16(float f);
-float sqz_fp16_to_fp32(uint16_t h);
-uint16_t sqz_fp32_to_bf16(float f);
-float sqz_bf16_to_fp32(uint16_t h);
+SQZ_API uint16_t sqz_fp32_to_fp16(float f);
+SQZ_API float sqz_fp16_to_fp32(uint16_t h);
+SQZ_API uint16_t sqz_fp32_to_bf16(float f);
+SQZ_API float sqz_bf16_to_fp32(uint16_t h);
 
 #ifdef __cplusplus
 }

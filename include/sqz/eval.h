@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
 #include "sqz/formats.h"
 #include "sqz/runtime.h"
 #include "sqz/status.h"
@@ -61,7 +62,7 @@ typedef struct sqz_eval_opts {
 } sqz_eval_opts;
 
 /* ctx 512, max_chunks 0, bos -1, add_bos -1, everything else NULL / 0. */
-sqz_eval_opts sqz_eval_default_opts(void);
+SQZ_API sqz_eval_opts sqz_eval_default_opts(void);
 
 typedef struct sqz_eval_result {
     /* perplexity (decoders) */
@@ -86,7 +87,7 @@ typedef struct sqz_eval_result {
 } sqz_eval_result;
 
 /* Frees what the result owns (kld_values) and zeroes it. NULL is fine. */
-void sqz_eval_result_free(sqz_eval_result *r);
+SQZ_API void sqz_eval_result_free(sqz_eval_result *r);
 
 /*
  * Perplexity of the decoder in `model` over tokens[0..n_tokens), and with o->base or
@@ -98,8 +99,8 @@ void sqz_eval_result_free(sqz_eval_result *r);
  * SQZ_ERR_FORMAT (a corrupt base logits file), SQZ_ERR_IO, the forward pass's errors.
  * A file written through o->save_base is atomic: it exists only if the whole run succeeded.
  */
-sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_t n_tokens, const sqz_eval_opts *o,
-                               sqz_eval_result *r);
+SQZ_API sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_t n_tokens,
+                                       const sqz_eval_opts *o, sqz_eval_result *r);
 
 /*
  * Cosine similarity between the sentence embeddings (sqz_embed, normalised) of model and base
@@ -107,8 +108,8 @@ sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_
  * fills cos_mean, cos_p1 (1st percentile), cos_min, n_sentences, is_encoder. Empty sequences are
  * skipped. Both sessions must run encoders with the same hidden size.
  */
-sqz_status sqz_eval_embeddings(sqz_session *model, sqz_session *base, const int32_t *const *seqs,
-                               const int64_t *lens, int64_t n, sqz_eval_result *r);
+SQZ_API sqz_status sqz_eval_embeddings(sqz_session *model, sqz_session *base, const int32_t *const *seqs,
+                                       const int64_t *lens, int64_t n, sqz_eval_result *r);
 
 /*
  * The report as JSON text: {"model": .., "base": .., "text": .., "ppl": .., "ppl_stderr": ..,
@@ -119,7 +120,7 @@ sqz_status sqz_eval_embeddings(sqz_session *model, sqz_session *base, const int3
  * model, base and text are labels (paths) and may be NULL. Returns a malloc'd string the caller
  * frees with free(), or NULL on out of memory.
  */
-char *sqz_eval_report_json(const sqz_eval_result *r, const char *model, const char *base, const char *text);
+SQZ_API char *sqz_eval_report_json(const sqz_eval_result *r, const char *model, const char *base, const char *text);
 
 /*
  * Base logits files ("SQZLOGB1"): what a later evaluation needs of a base model's output at every

@@ -9,6 +9,7 @@
 #ifndef SQZ_FORMATS_H
 #define SQZ_FORMATS_H
 
+#include "sqz/api.h"
 #include "sqz/dtype.h"
 #include "sqz/model.h"
 #include "sqz/status.h"
@@ -25,13 +26,13 @@ typedef enum sqz_format {
 } sqz_format;
 
 /* "safetensors", "gguf", "llama2c", "unknown". */
-const char *sqz_format_name(sqz_format f);
+SQZ_API const char *sqz_format_name(sqz_format f);
 /* Parses a format name as printed above. */
-bool sqz_format_from_name(const char *name, sqz_format *out);
+SQZ_API bool sqz_format_from_name(const char *name, sqz_format *out);
 
 /* Looks at the content of `path` (a file, or a directory holding config.json) and
  * says which format it is. SQZ_ERR_FORMAT with a reason if none matches. */
-sqz_status sqz_detect_format(const char *path, sqz_format *out);
+SQZ_API sqz_status sqz_detect_format(const char *path, sqz_format *out);
 
 typedef struct sqz_open_opts {
     const char *tokenizer_path; /* llama2.c tokenizer.bin; NULL: look beside the checkpoint */
@@ -42,7 +43,7 @@ typedef struct sqz_open_opts {
  * architecture. opts may be NULL. On success *out is owned by the caller
  * (sqz_model_free). On error nothing is allocated and sqz_last_error() names the
  * file, the tensor and the reason. */
-sqz_status sqz_model_open(const char *path, const sqz_open_opts *opts, sqz_model **out);
+SQZ_API sqz_status sqz_model_open(const char *path, const sqz_open_opts *opts, sqz_model **out);
 
 /* Progress callback: done and total in bytes of tensor data. */
 typedef void (*sqz_progress_fn)(void *user, int64_t done, int64_t total);
@@ -60,7 +61,7 @@ typedef struct sqz_save_opts {
  * target's rotary layout. Quantized tensors that the target cannot hold are
  * dequantized to f32 (safetensors) unless opts->dtype says otherwise. The output is
  * atomic: on error nothing is left at `path`. */
-sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_opts *opts);
+SQZ_API sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_opts *opts);
 
 #ifdef __cplusplus
 }

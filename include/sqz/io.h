@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
 #include "sqz/status.h"
 
 #ifdef __cplusplus
@@ -30,46 +31,46 @@ typedef struct sqz_mapping {
 
 /* Maps a whole file read-only. On success *out is owned by the caller (sqz_unmap).
  * Errors: SQZ_ERR_IO naming the file and the OS reason. */
-sqz_status sqz_map(const char *path, sqz_mapping **out);
+SQZ_API sqz_status sqz_map(const char *path, sqz_mapping **out);
 /* Unmaps and frees. NULL is fine. */
-void sqz_unmap(sqz_mapping *m);
+SQZ_API void sqz_unmap(sqz_mapping *m);
 
 /* Reads a whole (small) file into a NUL-terminated heap buffer (caller frees).
  * Refuses files larger than max_bytes with SQZ_ERR_FORMAT. *len may be NULL. */
-sqz_status sqz_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
+SQZ_API sqz_status sqz_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
 
 typedef struct sqz_outfile sqz_outfile;
 
 /* Opens a temporary file beside `path` for writing. Caller owns the handle and must
  * end it with commit or abort. */
-sqz_status sqz_outfile_open(const char *path, sqz_outfile **out);
+SQZ_API sqz_status sqz_outfile_open(const char *path, sqz_outfile **out);
 /* Writes n bytes (buffered). */
-sqz_status sqz_outfile_write(sqz_outfile *f, const void *buf, size_t n);
+SQZ_API sqz_status sqz_outfile_write(sqz_outfile *f, const void *buf, size_t n);
 /* Writes zero bytes until the offset is a multiple of `align`. */
-sqz_status sqz_outfile_pad(sqz_outfile *f, size_t align);
+SQZ_API sqz_status sqz_outfile_pad(sqz_outfile *f, size_t align);
 /* Bytes written so far. */
-uint64_t sqz_outfile_tell(const sqz_outfile *f);
+SQZ_API uint64_t sqz_outfile_tell(const sqz_outfile *f);
 /* Flushes, fsyncs and renames the temporary to the final path; frees the handle in
  * every case. On failure the temporary is removed. */
-sqz_status sqz_outfile_commit(sqz_outfile *f);
+SQZ_API sqz_status sqz_outfile_commit(sqz_outfile *f);
 /* Removes the temporary and frees the handle. NULL is fine. */
-void sqz_outfile_abort(sqz_outfile *f);
+SQZ_API void sqz_outfile_abort(sqz_outfile *f);
 
 typedef struct sqz_outdir sqz_outdir;
 
 /* Starts writing a directory `path` (created if missing; an existing directory is
  * updated file by file). Files are staged in a temporary directory beside it. */
-sqz_status sqz_outdir_open(const char *path, sqz_outdir **out);
+SQZ_API sqz_status sqz_outdir_open(const char *path, sqz_outdir **out);
 /* Opens file `name` (no slashes) inside the staged directory. */
-sqz_status sqz_outdir_file(sqz_outdir *d, const char *name, sqz_outfile **out);
+SQZ_API sqz_status sqz_outdir_file(sqz_outdir *d, const char *name, sqz_outfile **out);
 /* Moves the staged files into place; frees the handle in every case. */
-sqz_status sqz_outdir_commit(sqz_outdir *d);
+SQZ_API sqz_status sqz_outdir_commit(sqz_outdir *d);
 /* Removes the staged directory and its files; frees the handle. NULL is fine. */
-void sqz_outdir_abort(sqz_outdir *d);
+SQZ_API void sqz_outdir_abort(sqz_outdir *d);
 
 /* Installs SIGINT/SIGTERM/SIGHUP handlers that remove every temporary output still
  * open, then re-raise the signal. For programs (the CLI), not for libraries. */
-void sqz_io_cleanup_on_signals(void);
+SQZ_API void sqz_io_cleanup_on_signals(void);
 
 #ifdef __cplusplus
 }

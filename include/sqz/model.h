@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
 #include "sqz/io.h"
 #include "sqz/status.h"
 #include "sqz/tensor.h"
@@ -93,42 +94,42 @@ typedef struct sqz_model {
 } sqz_model;
 
 /* An empty model (no tensors, empty vocab). Free with sqz_model_free. NULL on out of memory. */
-sqz_model *sqz_model_new(void);
+SQZ_API sqz_model *sqz_model_new(void);
 /* Frees the model, its tensors' owned data, its mappings and its vocab. NULL is fine. */
-void sqz_model_free(sqz_model *m);
+SQZ_API void sqz_model_free(sqz_model *m);
 
 /* The tensor for (role, layer, param) or NULL. layer is -1 for global roles. */
-sqz_tensor *sqz_model_get(const sqz_model *m, sqz_role role, int32_t layer, sqz_param param);
+SQZ_API sqz_tensor *sqz_model_get(const sqz_model *m, sqz_role role, int32_t layer, sqz_param param);
 /* Index of the tensor named `name` (source name) or -1. */
-int64_t sqz_model_find(const sqz_model *m, const char *name);
+SQZ_API int64_t sqz_model_find(const sqz_model *m, const char *name);
 
 /* Appends a tensor. Copies `name`; the data pointer is stored as given (ownership
  * passes to the model if t->owned). Returns the new tensor or NULL (error set). */
-sqz_tensor *sqz_model_add_tensor(sqz_model *m, const sqz_tensor *t);
+SQZ_API sqz_tensor *sqz_model_add_tensor(sqz_model *m, const sqz_tensor *t);
 
 /* Allocates model->layers for hp.n_layers and fills them with the default dims. */
-sqz_status sqz_model_init_layers(sqz_model *m);
+SQZ_API sqz_status sqz_model_init_layers(sqz_model *m);
 
 /* Number of parameters (a tied classifier is absent, so nothing is counted twice). */
-int64_t sqz_model_param_count(const sqz_model *m);
+SQZ_API int64_t sqz_model_param_count(const sqz_model *m);
 /* Bytes of tensor data. */
-int64_t sqz_model_data_bytes(const sqz_model *m);
+SQZ_API int64_t sqz_model_data_bytes(const sqz_model *m);
 
 /* Checks that every tensor's shape agrees with the hyperparameters and per-layer dims
  * and that the roles a family needs are present. Returns SQZ_ERR_SHAPE/SQZ_ERR_FORMAT
  * with a message naming the tensor. */
-sqz_status sqz_model_validate(const sqz_model *m);
+SQZ_API sqz_status sqz_model_validate(const sqz_model *m);
 
 /* Makes the model own `buf` (freed with the model; freed at once on failure).
  * For loaders and passes. */
-sqz_status sqz_model_keep(sqz_model *m, void *buf);
+SQZ_API sqz_status sqz_model_keep(sqz_model *m, void *buf);
 /* Makes the model own a file mapping its tensors borrow from (unmapped with the
  * model; at once on failure). */
-sqz_status sqz_model_keep_mapping(sqz_model *m, sqz_mapping *map);
+SQZ_API sqz_status sqz_model_keep_mapping(sqz_model *m, sqz_mapping *map);
 
 /* Family name: "llama" / "bert". */
-const char *sqz_family_name(sqz_family f);
-const char *sqz_rope_layout_name(sqz_rope_layout r);
+SQZ_API const char *sqz_family_name(sqz_family f);
+SQZ_API const char *sqz_rope_layout_name(sqz_rope_layout r);
 
 #ifdef __cplusplus
 }

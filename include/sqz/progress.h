@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "sqz/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -18,12 +20,12 @@ typedef struct sqz_progress sqz_progress;
 
 /* Starts a progress line. unit is "B" (shown as MB) or a word such as "tokens".
  * Returns NULL on out of memory; every function below accepts NULL. */
-sqz_progress *sqz_progress_start(const char *label, int64_t total, const char *unit);
-void sqz_progress_update(sqz_progress *p, int64_t done);
+SQZ_API sqz_progress *sqz_progress_start(const char *label, int64_t total, const char *unit);
+SQZ_API void sqz_progress_update(sqz_progress *p, int64_t done);
 /* Ends the line (prints the final state and a newline when shown) and frees p. */
-void sqz_progress_end(sqz_progress *p);
+SQZ_API void sqz_progress_end(sqz_progress *p);
 /* An sqz_progress_fn adapter: user is an sqz_progress*. */
-void sqz_progress_cb(void *user, int64_t done, int64_t total);
+SQZ_API void sqz_progress_cb(void *user, int64_t done, int64_t total);
 
 #ifdef __cplusplus
 }

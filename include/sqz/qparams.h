@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
 #include "sqz/dtype.h"
 #include "sqz/status.h"
 
@@ -80,19 +81,19 @@ typedef struct sqz_qparams {
 /* Checks a qparams against a tensor's dtype and byte count: scheme vs dtype (I8_ROW needs I8,
  * U4_GROUP needs U4), shapes, group_size dividing n_in, g_idx values < n_groups, zero points
  * <= 15, finite scales, act_scale > 0 exactly when static. SQZ_ERR_INVALID_ARG naming `what`. */
-sqz_status sqz_qparams_check(const sqz_qparams *qp, sqz_dtype dtype, size_t nbytes, const char *what);
+SQZ_API sqz_status sqz_qparams_check(const sqz_qparams *qp, sqz_dtype dtype, size_t nbytes, const char *what);
 
 /* Dequantizes rows [row0, row0 + n_rows) of a scheme-quantized weight (data: the tensor's
  * bytes, all rows) into out ((n_rows, n_in) f32). in_scale is NOT applied (it scales the
  * input, not the weight). No checks beyond asserts: call sqz_qparams_check once first. */
-void sqz_qparams_rows_to_f32(const sqz_qparams *qp, const void *data, int64_t row0, int64_t n_rows, float *out);
+SQZ_API void sqz_qparams_rows_to_f32(const sqz_qparams *qp, const void *data, int64_t row0, int64_t n_rows, float *out);
 /* All rows. SQZ_ERR_INVALID_ARG if qp does not fit (sqz_qparams_check). */
-sqz_status sqz_qparams_to_f32(const sqz_qparams *qp, sqz_dtype dtype, const void *data, size_t nbytes,
-                              float *out);
+SQZ_API sqz_status sqz_qparams_to_f32(const sqz_qparams *qp, sqz_dtype dtype, const void *data, size_t nbytes,
+                                      float *out);
 
 /* Packs n (even) codes 0..15 into n / 2 bytes (element 2i low nibble) and back. */
-void sqz_u4_pack(const uint8_t *codes, int64_t n, uint8_t *packed);
-void sqz_u4_unpack(const uint8_t *packed, int64_t n, uint8_t *codes);
+SQZ_API void sqz_u4_pack(const uint8_t *codes, int64_t n, uint8_t *packed);
+SQZ_API void sqz_u4_unpack(const uint8_t *packed, int64_t n, uint8_t *codes);
 
 #ifdef __cplusplus
 }

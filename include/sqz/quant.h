@@ -59,6 +59,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
 #include "sqz/dtype.h"
 #include "sqz/model.h"
 #include "sqz/qparams.h"
@@ -89,16 +90,16 @@ typedef struct sqz_qtarget {
 } sqz_qtarget;
 
 /* "i8", "i4_sym", "i4_asym", "q8_0", "q4_0", "q4_1"; "invalid" out of range. */
-const char *sqz_qformat_name(sqz_qformat f);
-bool sqz_qformat_from_name(const char *name, sqz_qformat *out);
+SQZ_API const char *sqz_qformat_name(sqz_qformat f);
+SQZ_API bool sqz_qformat_from_name(const char *name, sqz_qformat *out);
 /* The storage dtype of a format (I8, U4, Q8_0, Q4_0, Q4_1). */
-sqz_dtype sqz_qformat_dtype(sqz_qformat f);
+SQZ_API sqz_dtype sqz_qformat_dtype(sqz_qformat f);
 /* Validates a target and fills the implied group (32 for GGUF formats). SQZ_ERR_INVALID_ARG
  * for a group other than 32/64/128 on I4. */
-sqz_status sqz_qtarget_check(sqz_qtarget *t);
+SQZ_API sqz_status sqz_qtarget_check(sqz_qtarget *t);
 /* True if a weight with n_in columns can take this target (n_in a multiple of the group,
  * or any n_in >= 1 for I8). */
-bool sqz_qtarget_fits(const sqz_qtarget *t, int64_t n_in);
+SQZ_API bool sqz_qtarget_fits(const sqz_qtarget *t, int64_t n_in);
 
 /* One quantized weight, as a method returns it. Owns data and the qp arrays. */
 typedef struct sqz_qmatrix {
@@ -119,27 +120,27 @@ typedef struct sqz_qmatrix {
 } sqz_qmatrix;
 
 /* Frees what q owns and zeroes it. NULL is fine. */
-void sqz_qmatrix_free(sqz_qmatrix *q);
+SQZ_API void sqz_qmatrix_free(sqz_qmatrix *q);
 /* Allocates an empty result for target t and shape (n_out, n_in): data, scales (and zeros)
  * as the format needs. For methods and tests. */
-sqz_status sqz_qmatrix_alloc(sqz_qmatrix *q, const sqz_qtarget *t, int64_t n_out, int64_t n_in);
+SQZ_API sqz_status sqz_qmatrix_alloc(sqz_qmatrix *q, const sqz_qtarget *t, int64_t n_out, int64_t n_in);
 /* Dequantizes the whole weight into out ((n_out, n_in) f32); in_scale not applied. */
-sqz_status sqz_qmatrix_to_f32(const sqz_qmatrix *q, float *out);
+SQZ_API sqz_status sqz_qmatrix_to_f32(const sqz_qmatrix *q, float *out);
 /* Storage bits per weight: values + scales (+ zeros, g_idx, in_scale) over n_out * n_in. */
-double sqz_qmatrix_bits_per_weight(const sqz_qmatrix *q);
+SQZ_API double sqz_qmatrix_bits_per_weight(const sqz_qmatrix *q);
 /* Keeps the smoothing vector s (n_in) as the layer's in_scale instead of folding it (only for
  * the I8 and I4 formats: GGUF blocks cannot carry it -> SQZ_ERR_UNSUPPORTED). */
-sqz_status sqz_qmatrix_set_in_scale(sqz_qmatrix *q, const float *s);
+SQZ_API sqz_status sqz_qmatrix_set_in_scale(sqz_qmatrix *q, const float *s);
 /* Moves q into model m as tensor t: t->dtype, data, nbytes and qp are replaced (the model owns
  * them; t's previous owned data is freed unless another tensor is tied to it) and q is left
  * empty. t must be 2-D with shape (n_out, n_in). */
-sqz_status sqz_qmatrix_attach(sqz_model *m, sqz_tensor *t, sqz_qmatrix *q);
+SQZ_API sqz_status sqz_qmatrix_attach(sqz_model *m, sqz_tensor *t, sqz_qmatrix *q);
 
 /* Y (m, n_out) = X (m, n_in) . W^T computed with the weight as stored and the activation path
  * the layer would run: float X for weight-only layers, the exact INT8 GEMM for W8A8 (dynamic
  * per-token or static per-tensor activations), in_scale applied. For validation: compare
  * with the float layer. */
-sqz_status sqz_qmatrix_forward(const sqz_qmatrix *q, const float *x, int64_t m, float *y);
+SQZ_API sqz_status sqz_qmatrix_forward(const sqz_qmatrix *q, const float *x, int64_t m, float *y);
 
 /* ======================================================================================
  * Statistics of a layer's input
@@ -170,12 +171,12 @@ typedef struct sqz_act_hist {
     int64_t n_zero;   /* values seen while width was 0 (all zeros so far; added to bin 0) */
 } sqz_act_hist;
 
-void sqz_act_hist_init(sqz_act_hist *h);
-void sqz_act_hist_free(sqz_act_hist *h);
+SQZ_API void sqz_act_hist_init(sqz_act_hist *h);
+SQZ_API void sqz_act_hist_free(sqz_act_hist *h);
 /* Adds n values. NaN/inf are ignored. SQZ_ERR_NOMEM. */
-sqz_status sqz_act_hist_add(sqz_act_hist *h, const float *x, int64_t n);
+SQZ_API sqz_status sqz_act_hist_add(sqz_act_hist *h, const float *x, int64_t n);
 /* dst += src (re-binning src to dst's width when they differ; the coarser width wins). */
-sqz_status sqz_act_hist_merge(sqz_act_hist *dst, const sqz_act_hist *src);
+SQZ_API sqz_status sqz_act_hist_merge(sqz_act_hist *dst, const sqz_act_hist *src);
 
 typedef struct sqz_qstats {
     int64_t n_in;
@@ -199,9 +200,9 @@ typedef struct sqz_qstats_buf {
     float *x2, *absmax, *absmean, *x;
     sqz_act_hist hist;
 } sqz_qstats_buf;
-sqz_status sqz_qstats_compute(const float *x, int64_t n, int64_t n_in, unsigned needs, int64_t max_sample,
-                              sqz_qstats_buf *out);
-void sqz_qstats_buf_free(sqz_qstats_buf *b);
+SQZ_API sqz_status sqz_qstats_compute(const float *x, int64_t n, int64_t n_in, unsigned needs, int64_t max_sample,
+                                      sqz_qstats_buf *out);
+SQZ_API void sqz_qstats_buf_free(sqz_qstats_buf *b);
 
 /* ======================================================================================
  * Methods
@@ -238,7 +239,7 @@ typedef struct sqz_quant_opts {
 } sqz_quant_opts;
 
 /* Defaults as documented above, target I8. */
-sqz_quant_opts sqz_quant_default_opts(void);
+SQZ_API sqz_quant_opts sqz_quant_default_opts(void);
 
 /* One linear layer given to a method: its f32 weight (n_out, n_in) row-major (read only). */
 typedef struct sqz_qlinear {
@@ -270,9 +271,9 @@ typedef struct sqz_qmethod {
 } sqz_qmethod;
 
 /* The table: n_out receives the number of rows. Static storage. */
-const sqz_qmethod *sqz_qmethods(int *n_out);
+SQZ_API const sqz_qmethod *sqz_qmethods(int *n_out);
 /* The method called name, or NULL. */
-const sqz_qmethod *sqz_qmethod_find(const char *name);
+SQZ_API const sqz_qmethod *sqz_qmethod_find(const char *name);
 
 /* The methods, callable directly (same contract as sqz_qmethod_fn).
  *   rtn          each format's reference quantizer; with o->act_mode != SQZ_ACT_FLOAT (I8 target)
@@ -285,28 +286,29 @@ const sqz_qmethod *sqz_qmethod_find(const char *name);
  *                the exact W8A8 output error (static scales are calibrated on the first half of
  *                the rows and scored on the second, so that the search sees clipping as unseen
  *                tokens would); the result's static act_scale uses all statistics; writes s. */
-sqz_status sqz_quant_rtn(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
-                         sqz_qmatrix *out, float *smooth);
+SQZ_API sqz_status sqz_quant_rtn(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
+                                 sqz_qmatrix *out, float *smooth);
 /* llama.cpp's importance-weighted Q4_0 / Q4_1 (quantize_row_q4_0_impl / q4_1_impl with
  * quant_weights = st->x2), byte for byte. */
-sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
-                             sqz_qmatrix *out, float *smooth);
-sqz_status sqz_quant_gptq(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
-                          sqz_qmatrix *out, float *smooth);
-sqz_status sqz_quant_awq(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
-                         sqz_qmatrix *out, float *smooth);
-sqz_status sqz_quant_smoothquant(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st,
-                                 const sqz_quant_opts *o, sqz_qmatrix *out, float *smooth);
+SQZ_API sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
+                                     sqz_qmatrix *out, float *smooth);
+SQZ_API sqz_status sqz_quant_gptq(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
+                                  sqz_qmatrix *out, float *smooth);
+SQZ_API sqz_status sqz_quant_awq(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
+                                 sqz_qmatrix *out, float *smooth);
+SQZ_API sqz_status sqz_quant_smoothquant(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st,
+                                         const sqz_quant_opts *o, sqz_qmatrix *out, float *smooth);
 
 /* RTN of one weight into an allocated result (the reference quantizer of each format). */
-sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const sqz_qtarget *t, sqz_qmatrix *out);
+SQZ_API sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const sqz_qtarget *t,
+                                     sqz_qmatrix *out);
 
 /* ---- AWQ pieces (the search is also usable alone) ---- */
 /* The AWQ input scales for layers sharing an input: s = absmean^alpha (clamped to >= 1e-4,
  * normalised by sqrt(max s * min s)), alpha on the grid minimising sum_i ||X (Q(W_i diag s)
  * diag(s)^-1)^T - X W_i^T||^2 over the sample rows. Writes s (n_in) and the chosen alpha. */
-sqz_status sqz_awq_search_scales(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
-                                 float *s, float *alpha);
+SQZ_API sqz_status sqz_awq_search_scales(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st,
+                                         const sqz_quant_opts *o, float *s, float *alpha);
 
 /* ---- folding a smoothing vector s into the operation that produces the input ----
  * After W := W . diag(s) the input must become x / s:
@@ -314,11 +316,11 @@ sqz_status sqz_awq_search_scales(const sqz_qlinear *lin, int n_lin, const sqz_qs
  *   previous linear (e.g. v_proj before o_proj when the shapes match, up_proj before down_proj):
  *   its output row j (and bias j) /= s[j].
  * Every layer reading that input must use the same s (one call for q|k|v, one for gate|up). */
-void sqz_fold_smooth_into_norm(float *gamma, float *beta, int64_t n, const float *s);
-void sqz_fold_smooth_into_linear(float *w_prev, float *b_prev, int64_t n_out_prev, int64_t n_in_prev,
-                                 const float *s);
+SQZ_API void sqz_fold_smooth_into_norm(float *gamma, float *beta, int64_t n, const float *s);
+SQZ_API void sqz_fold_smooth_into_linear(float *w_prev, float *b_prev, int64_t n_out_prev, int64_t n_in_prev,
+                                         const float *s);
 /* W (n_out, n_in) := W . diag(s). */
-void sqz_scale_columns(float *w, int64_t n_out, int64_t n_in, const float *s);
+SQZ_API void sqz_scale_columns(float *w, int64_t n_out, int64_t n_in, const float *s);
 
 /* ---- W8A8 activation scales ---- */
 /* The clipping threshold of |x| for method c from a histogram (MINMAX: absmax; PERCENTILE: the
@@ -329,15 +331,15 @@ void sqz_scale_columns(float *w, int64_t n_out, int64_t n_in, const float *s);
  * histogram that grew beyond SQZ_HIST_BINS bins is searched with its bins merged in pairs until
  * at most SQZ_HIST_BINS remain; bin 0 takes bin 1's count, as pytorch-quantization does). The
  * scale is threshold / 127. SQZ_ERR_INVALID_ARG for an empty histogram. */
-sqz_status sqz_act_threshold(const sqz_act_hist *h, sqz_act_calib c, double percentile, float *threshold);
+SQZ_API sqz_status sqz_act_threshold(const sqz_act_hist *h, sqz_act_calib c, double percentile, float *threshold);
 /* x_q (m, k) = clamp(rint(x / scale), -127, 127); NaN -> 0. scale > 0. */
-void sqz_quantize_act_static(const float *x, int64_t m, int64_t k, float scale, int8_t *q);
+SQZ_API void sqz_quantize_act_static(const float *x, int64_t m, int64_t k, float scale, int8_t *q);
 
 /* ---- SmoothQuant pieces ---- */
 /* s_j = absmax_j^alpha / wmax_j^(1 - alpha), wmax_j = max over the layers of |W[:, j]|; s_j = 1
  * where either maximum is 0; clamped to >= 1e-5. */
-void sqz_smoothquant_scales(const sqz_qlinear *lin, int n_lin, int64_t n_in, const float *absmax, float alpha,
-                            float *s);
+SQZ_API void sqz_smoothquant_scales(const sqz_qlinear *lin, int n_lin, int64_t n_in, const float *absmax, float alpha,
+                                    float *s);
 
 /* ======================================================================================
  * Policy: which tensors are quantized
@@ -352,8 +354,8 @@ typedef struct sqz_quant_policy {
  * quantized; embeddings, norms, biases, the classifier and the BERT pooler stay float; a matrix
  * whose n_in does not fit the target (sqz_qtarget_fits) stays float too. Returns true to
  * quantize; otherwise *why (may be NULL) gets a static reason. */
-bool sqz_quant_policy_wants(const sqz_tensor *t, const sqz_qtarget *target, const sqz_quant_policy *p,
-                            const char **why);
+SQZ_API bool sqz_quant_policy_wants(const sqz_tensor *t, const sqz_qtarget *target, const sqz_quant_policy *p,
+                                    const char **why);
 
 /* ======================================================================================
  * Benchmarks (the body of `sqz bench compress`)
@@ -367,14 +369,14 @@ typedef struct sqz_quant_bench {
 } sqz_quant_bench;
 
 /* RTN throughput over every matrix the default policy quantizes in model m, to target t. */
-sqz_status sqz_quant_bench_rtn(const sqz_model *m, const sqz_qtarget *t, sqz_quant_bench *out);
+SQZ_API sqz_status sqz_quant_bench_rtn(const sqz_model *m, const sqz_qtarget *t, sqz_quant_bench *out);
 
 /* GPTQ time for block `layer` of a llama-family model: the 7 linear layers grouped by input
  * (q|k|v, o, gate|up, down), each group with its Hessian from stats[g] (g = 0..3 in that order)
  * or, when stats is NULL, from a deterministic synthetic sample of 512 rows. *seconds gets the
  * time of the four sqz_quant_gptq calls (Hessian building not counted). */
-sqz_status sqz_quant_bench_gptq_block(const sqz_model *m, int32_t layer, const sqz_quant_opts *o,
-                                      const sqz_qstats *const *stats, double *seconds);
+SQZ_API sqz_status sqz_quant_bench_gptq_block(const sqz_model *m, int32_t layer, const sqz_quant_opts *o,
+                                              const sqz_qstats *const *stats, double *seconds);
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
 #include "sqz/backend.h"
 #include "sqz/model.h"
 #include "sqz/status.h"
@@ -58,21 +59,21 @@ typedef struct sqz_session_opts {
 } sqz_session_opts;
 
 /* Defaults: n_threads 0, max_tokens 0, SQZ_WEIGHTS_CACHE, backend NULL. */
-sqz_session_opts sqz_session_default_opts(void);
+SQZ_API sqz_session_opts sqz_session_default_opts(void);
 
 /* Makes a session for model m (validated again here; llama and BERT families). opts may be
  * NULL for the defaults. On success *out is owned by the caller (sqz_session_free).
  * Errors: SQZ_ERR_ARCH (family/shape the runtime cannot run), SQZ_ERR_NOMEM, SQZ_ERR_UNSUPPORTED
  * (a backend that does not work on host memory, a weight dtype with no float view). */
-sqz_status sqz_session_new(const sqz_model *m, const sqz_session_opts *opts, sqz_session **out);
+SQZ_API sqz_status sqz_session_new(const sqz_model *m, const sqz_session_opts *opts, sqz_session **out);
 /* Frees the session and everything it owns (not the model, not a borrowed backend). NULL is fine. */
-void sqz_session_free(sqz_session *s);
+SQZ_API void sqz_session_free(sqz_session *s);
 
 /* The model and the window limit the session was made with. */
-const sqz_model *sqz_session_model(const sqz_session *s);
-int64_t sqz_session_max_tokens(const sqz_session *s);
+SQZ_API const sqz_model *sqz_session_model(const sqz_session *s);
+SQZ_API int64_t sqz_session_max_tokens(const sqz_session *s);
 /* Bytes the session holds (scratch, caches, dequantized weights so far). */
-int64_t sqz_session_bytes(const sqz_session *s);
+SQZ_API int64_t sqz_session_bytes(const sqz_session *s);
 
 /* Forgets the float copies of layer `layer`'s weights (-1: the global tensors: embeddings,
  * classifier, final norm; -2: everything), so that tensors a pass rewrote (data, dtype,
@@ -84,7 +85,7 @@ int64_t sqz_session_bytes(const sqz_session *s);
  * the input is divided by in_scale when set, and a W8A8 layer quantizes its input to int8 (per
  * token, or with the static act_scale) before the product, which is computed in float on the
  * dequantized operands (equal to the INT8 GEMM up to float rounding of the sums). */
-void sqz_session_invalidate(sqz_session *s, int32_t layer);
+SQZ_API void sqz_session_invalidate(sqz_session *s, int32_t layer);
 
 /* ---- hooks: observe activations (calibration) ------------------------------------------ */
 
@@ -111,7 +112,7 @@ typedef struct sqz_hook_event {
 typedef sqz_status (*sqz_hook_fn)(void *user, const sqz_hook_event *e);
 
 /* Installs (fn != NULL) or removes (fn == NULL) the session's hook. One hook per session. */
-void sqz_session_set_hook(sqz_session *s, sqz_hook_fn fn, void *user);
+SQZ_API void sqz_session_set_hook(sqz_session *s, sqz_hook_fn fn, void *user);
 
 /* ---- decoders --------------------------------------------------------------------------- */
 
@@ -122,8 +123,8 @@ void sqz_session_set_hook(sqz_session *s, sqz_hook_fn fn, void *user);
  * buffer of (n - logits_from) * vocab_size floats. 0 <= logits_from <= n.
  * Errors: SQZ_ERR_INVALID_ARG (token id out of range, window too long, pos beyond the cache),
  * SQZ_ERR_ARCH for an encoder, or a hook's status. */
-sqz_status sqz_forward(sqz_session *s, const int32_t *tokens, int64_t n, int64_t pos, int64_t logits_from,
-                       float *logits);
+SQZ_API sqz_status sqz_forward(sqz_session *s, const int32_t *tokens, int64_t n, int64_t pos, int64_t logits_from,
+                               float *logits);
 
 /* The same pass in three steps, for block-by-block calibration (the caller owns x, n * d_model
  * floats, and may change it between blocks):
@@ -132,24 +133,24 @@ sqz_status sqz_forward(sqz_session *s, const int32_t *tokens, int64_t n, int64_t
  *   block:  x = block `layer`(x), in place, positions [pos, pos+n); fills that layer's cache rows.
  *   head:   decoders: final norm then classifier of rows [logits_from, n) into logits
  *           ((n - logits_from) * vocab_size floats); x is left unchanged. */
-sqz_status sqz_session_embed(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n, int64_t pos,
-                             float *x);
-sqz_status sqz_session_block(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos);
-sqz_status sqz_session_head(sqz_session *s, const float *x, int64_t n, int64_t logits_from, float *logits);
+SQZ_API sqz_status sqz_session_embed(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n,
+                                     int64_t pos, float *x);
+SQZ_API sqz_status sqz_session_block(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos);
+SQZ_API sqz_status sqz_session_head(sqz_session *s, const float *x, int64_t n, int64_t logits_from, float *logits);
 
 /* ---- encoders --------------------------------------------------------------------------- */
 
 /* Runs an encoder over one sequence (bidirectional attention, positions 0..n-1; types may be
  * NULL = all 0) and writes the last layer's token states (n * d_model floats) to hidden.
  * SQZ_ERR_ARCH for a decoder. */
-sqz_status sqz_encode(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n, float *hidden);
+SQZ_API sqz_status sqz_encode(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n, float *hidden);
 
 /* Sentence embedding: sqz_encode, then the mean of the token states (sentence-transformers
  * Pooling with pooling_mode_mean_tokens over an all-ones attention mask), then, when
  * `normalize`, division by its L2 norm (sentence-transformers Normalize, as all-MiniLM-L6-v2's
  * modules.json lists). out holds d_model floats. */
-sqz_status sqz_embed(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n, bool normalize,
-                     float *out);
+SQZ_API sqz_status sqz_embed(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n, bool normalize,
+                             float *out);
 
 /* ---- generation ------------------------------------------------------------------------- */
 
@@ -164,7 +165,7 @@ typedef bool (*sqz_token_fn)(void *user, int32_t token);
 
 /* Picks the next token from one row of logits (vocab floats; modified in place when sampling).
  * *rng is the sampler state (seeded from opts->seed by sqz_generate). */
-int32_t sqz_sample(float *logits, int64_t vocab, const sqz_sample_opts *o, uint64_t *rng);
+SQZ_API int32_t sqz_sample(float *logits, int64_t vocab, const sqz_sample_opts *o, uint64_t *rng);
 
 /* Generates up to n_new tokens after the prompt (n_prompt >= 1 ids; the caller adds BOS if the
  * model wants it): one prefill of the prompt, then one token at a time with the key/value cache.
@@ -172,15 +173,16 @@ int32_t sqz_sample(float *logits, int64_t vocab, const sqz_sample_opts *o, uint6
  * on_token returns false.
  * out (capacity n_new, caller-owned) receives the new tokens, *n_out their count.
  * n_prompt + n_new is capped at max_tokens: SQZ_ERR_INVALID_ARG beyond it. */
-sqz_status sqz_generate(sqz_session *s, const int32_t *prompt, int64_t n_prompt, int64_t n_new, int32_t eos,
-                        const sqz_sample_opts *o, sqz_token_fn on_token, void *user, int32_t *out, int64_t *n_out);
+SQZ_API sqz_status sqz_generate(sqz_session *s, const int32_t *prompt, int64_t n_prompt, int64_t n_new, int32_t eos,
+                                const sqz_sample_opts *o, sqz_token_fn on_token, void *user, int32_t *out,
+                                int64_t *n_out);
 
 /* ---- cost model ------------------------------------------------------------------------- */
 
 /* Floating-point operations (multiply and add counted as 2) of one sqz_forward over n tokens at
  * pos 0 with logits for n_logits of them: linear layers, causal attention (only the unmasked
  * half), classifier. Element-wise work is not counted. */
-double sqz_forward_flops(const sqz_model *m, int64_t n, int64_t n_logits);
+SQZ_API double sqz_forward_flops(const sqz_model *m, int64_t n, int64_t n_logits);
 
 #ifdef __cplusplus
 }

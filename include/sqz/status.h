@@ -14,6 +14,8 @@
 #ifndef SQZ_STATUS_H
 #define SQZ_STATUS_H
 
+#include "sqz/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -41,20 +43,20 @@ typedef enum sqz_status {
 
 /* "SQZ_ERR_FORMAT" for SQZ_ERR_FORMAT; "SQZ_UNKNOWN_STATUS" for values out of range.
  * Returns a static string. */
-const char *sqz_status_name(sqz_status s);
+SQZ_API const char *sqz_status_name(sqz_status s);
 
 /* The generic message of a status ("malformed file"). Returns a static string. */
-const char *sqz_status_message(sqz_status s);
+SQZ_API const char *sqz_status_message(sqz_status s);
 
 /* The detailed message of the last error recorded on this thread, or "" if none.
  * The string is owned by the library and valid until the next error on this thread. */
-const char *sqz_last_error(void);
+SQZ_API const char *sqz_last_error(void);
 
 /* "core/file.c:123" where the last error on this thread was recorded, or "". */
-const char *sqz_last_error_location(void);
+SQZ_API const char *sqz_last_error_location(void);
 
 /* Forget the thread's last error. */
-void sqz_clear_error(void);
+SQZ_API void sqz_clear_error(void);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
 #include "sqz/dtype.h"
 #include "sqz/status.h"
 
@@ -60,11 +61,11 @@ typedef enum sqz_role {
 typedef enum sqz_param { SQZ_PARAM_WEIGHT = 0, SQZ_PARAM_BIAS = 1 } sqz_param;
 
 /* GGUF base name of a role ("attn_q"); "invalid" if out of range. Static. */
-const char *sqz_role_name(sqz_role r);
+SQZ_API const char *sqz_role_name(sqz_role r);
 /* True if the role exists once per layer (blk.N.*). */
-bool sqz_role_per_layer(sqz_role r);
+SQZ_API bool sqz_role_per_layer(sqz_role r);
 /* Parses a GGUF base name; false if unknown. */
-bool sqz_role_from_name(const char *name, sqz_role *out);
+SQZ_API bool sqz_role_from_name(const char *name, sqz_role *out);
 
 typedef struct sqz_tensor {
     char *name;          /* the name in the source checkpoint, kept for export; owned by the model */
@@ -83,22 +84,22 @@ typedef struct sqz_tensor {
 } sqz_tensor;
 
 /* Number of elements (product of the shape). */
-int64_t sqz_tensor_nelements(const sqz_tensor *t);
+SQZ_API int64_t sqz_tensor_nelements(const sqz_tensor *t);
 /* Length of the innermost dimension (elements per row). */
-int64_t sqz_tensor_row_len(const sqz_tensor *t);
+SQZ_API int64_t sqz_tensor_row_len(const sqz_tensor *t);
 /* Number of rows (product of all but the innermost dimension). */
-int64_t sqz_tensor_nrows(const sqz_tensor *t);
+SQZ_API int64_t sqz_tensor_nrows(const sqz_tensor *t);
 
 /* Converts the whole tensor to float into dst, which holds nelements floats (dequantizing
  * through t->qp when it is set). Returns SQZ_ERR_UNSUPPORTED for dtypes without a float view. */
-sqz_status sqz_tensor_to_f32(const sqz_tensor *t, float *dst);
+SQZ_API sqz_status sqz_tensor_to_f32(const sqz_tensor *t, float *dst);
 
 /* Converts n elements from src (of dtype `from`) to dst (of dtype `to`), through float
  * unless the types are equal (then a plain copy). dst holds sqz_dtype_nbytes(to, n) bytes.
  * Returns SQZ_ERR_UNSUPPORTED when `to` cannot be produced, SQZ_ERR_SHAPE when n is not
  * a multiple of either block size. `scratch` holds n floats or is NULL (then allocated). */
-sqz_status sqz_convert(sqz_dtype from, const void *src, sqz_dtype to, void *dst, int64_t n,
-                       float *scratch);
+SQZ_API sqz_status sqz_convert(sqz_dtype from, const void *src, sqz_dtype to, void *dst, int64_t n,
+                               float *scratch);
 
 #ifdef __cplusplus
 }

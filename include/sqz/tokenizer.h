@@ -55,6 +55,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
 #include "sqz/status.h"
 #include "sqz/vocab.h"
 
@@ -82,10 +83,10 @@ typedef enum sqz_tokenize_flags {
  * not know (message names it); SQZ_ERR_FORMAT for an inconsistent vocabulary (no tokens, a
  * special id out of range, a regex PCRE2 rejects); SQZ_ERR_NOMEM.
  */
-sqz_status sqz_tokenizer_new(const sqz_vocab *v, sqz_tokenizer **out);
+SQZ_API sqz_status sqz_tokenizer_new(const sqz_vocab *v, sqz_tokenizer **out);
 
 /* Frees the tokenizer. NULL is fine. */
-void sqz_tokenizer_free(sqz_tokenizer *t);
+SQZ_API void sqz_tokenizer_free(sqz_tokenizer *t);
 
 /*
  * Encodes text[0..len) (UTF-8; need not be NUL-terminated; len 0 is fine) into token ids.
@@ -95,13 +96,13 @@ void sqz_tokenizer_free(sqz_tokenizer *t);
  * Errors: SQZ_ERR_INVALID_ARG (NULL arguments), SQZ_ERR_NOMEM, SQZ_ERR_FORMAT when a word cannot
  * be encoded because the vocabulary lacks both its characters and the unknown token.
  */
-sqz_status sqz_tokenize(const sqz_tokenizer *t, const char *text, size_t len, bool add_special, int32_t **ids,
-                        size_t *n_ids);
+SQZ_API sqz_status sqz_tokenize(const sqz_tokenizer *t, const char *text, size_t len, bool add_special, int32_t **ids,
+                                size_t *n_ids);
 
 /* sqz_tokenize with sqz_tokenize_flags (OR'd). sqz_tokenize(.., b, ..) is
  * sqz_tokenize_ex(.., b ? SQZ_TOKENIZE_ADD_SPECIAL : 0, ..). */
-sqz_status sqz_tokenize_ex(const sqz_tokenizer *t, const char *text, size_t len, unsigned flags, int32_t **ids,
-                           size_t *n_ids);
+SQZ_API sqz_status sqz_tokenize_ex(const sqz_tokenizer *t, const char *text, size_t len, unsigned flags, int32_t **ids,
+                                   size_t *n_ids);
 
 /*
  * The bytes one token stands for, in *len bytes (also NUL-terminated; the bytes themselves may
@@ -111,7 +112,7 @@ sqz_status sqz_tokenize_ex(const sqz_tokenizer *t, const char *text, size_t len,
  * The string belongs to the tokenizer and lives as long as it. NULL (and *len 0) when id is out
  * of range. len may be NULL.
  */
-const char *sqz_token_piece(const sqz_tokenizer *t, int32_t id, size_t *len);
+SQZ_API const char *sqz_token_piece(const sqz_tokenizer *t, int32_t id, size_t *len);
 
 /*
  * Decodes ids[0..n) into text: the pieces concatenated, control tokens left out unless `special`
@@ -126,22 +127,22 @@ const char *sqz_token_piece(const sqz_tokenizer *t, int32_t id, size_t *len);
  * it with free(). len may be NULL. Errors: SQZ_ERR_INVALID_ARG (an id out of range; message
  * names its position), SQZ_ERR_NOMEM; *text is NULL then.
  */
-sqz_status sqz_detokenize(const sqz_tokenizer *t, const int32_t *ids, size_t n, bool special, char **text,
-                          size_t *len);
+SQZ_API sqz_status sqz_detokenize(const sqz_tokenizer *t, const int32_t *ids, size_t n, bool special, char **text,
+                                  size_t *len);
 
 /* The tokenizer's kind (SQZ_VOCAB_SPM, _BPE or _WPM). */
-sqz_vocab_kind sqz_tokenizer_kind(const sqz_tokenizer *t);
+SQZ_API sqz_vocab_kind sqz_tokenizer_kind(const sqz_tokenizer *t);
 /* Number of token ids (vocab->n_tokens). */
-int32_t sqz_tokenizer_n_tokens(const sqz_tokenizer *t);
+SQZ_API int32_t sqz_tokenizer_n_tokens(const sqz_tokenizer *t);
 /* Begin/end of sequence ids (-1 if none). For WPM these are [CLS] and [SEP]. */
-int32_t sqz_tokenizer_bos(const sqz_tokenizer *t);
-int32_t sqz_tokenizer_eos(const sqz_tokenizer *t);
+SQZ_API int32_t sqz_tokenizer_bos(const sqz_tokenizer *t);
+SQZ_API int32_t sqz_tokenizer_eos(const sqz_tokenizer *t);
 /* Whether SQZ_TOKENIZE_ADD_SPECIAL adds a BOS (resp. EOS) token. */
-bool sqz_tokenizer_adds_bos(const sqz_tokenizer *t);
-bool sqz_tokenizer_adds_eos(const sqz_tokenizer *t);
+SQZ_API bool sqz_tokenizer_adds_bos(const sqz_tokenizer *t);
+SQZ_API bool sqz_tokenizer_adds_eos(const sqz_tokenizer *t);
 /* True if id is a control token (BOS, EOS, [CLS], <|im_end|>, ...): generation stops on EOS,
  * detokenize skips them. False for ids out of range. */
-bool sqz_token_is_control(const sqz_tokenizer *t, int32_t id);
+SQZ_API bool sqz_token_is_control(const sqz_tokenizer *t, int32_t id);
 
 #ifdef __cplusplus
 }

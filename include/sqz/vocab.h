@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sqz/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -52,11 +54,11 @@ typedef struct sqz_vocab {
 } sqz_vocab;
 
 /* Sets every field to its empty value (special ids -1). */
-void sqz_vocab_init(sqz_vocab *v);
+SQZ_API void sqz_vocab_init(sqz_vocab *v);
 /* Frees everything the vocab owns and re-initialises it. NULL is fine. */
-void sqz_vocab_clear(sqz_vocab *v);
+SQZ_API void sqz_vocab_clear(sqz_vocab *v);
 /* GGUF tokenizer.ggml.model name of a kind: "llama", "gpt2", "bert", or "none". */
-const char *sqz_vocab_kind_name(sqz_vocab_kind k);
+SQZ_API const char *sqz_vocab_kind_name(sqz_vocab_kind k);
 
 #ifdef __cplusplus
 }

@@ -114,7 +114,7 @@ static sqz_status lt_run(sqz_cuda_ctx *c, const sqz__lt_plan *p, const int8_t *x
 
 sqz_status sqz__i8_lt_matmul(sqz_cuda_ctx *c, int64_t m, int64_t n, int64_t k, const int8_t *x, const int8_t *w,
                              int32_t *acc) {
-    sqz__lt_plan *p;
+    sqz__lt_plan *p = NULL; /* set by lt_plan; gcc -Wmaybe-uninitialized misreads the inlined SQZ_TRY */
     SQZ_TRY(lt_plan(c, m, n, k, x, w, acc, &p));
     return lt_run(c, p, x, w, acc);
 }
@@ -152,7 +152,7 @@ sqz_status sqz__i8_lt_gemm(sqz_cuda_ctx *c, const sqz_gemm_i8_args *a) {
                   SQZ_ERR_INVALID_ARG, "gemm_i8: m * n overflows");
     void *acc;
     SQZ_TRY(sqz__cuda_scratch(c, bytes, &acc));
-    sqz__lt_plan *p;
+    sqz__lt_plan *p = NULL; /* set by lt_plan; gcc -Wmaybe-uninitialized misreads the inlined SQZ_TRY */
     SQZ_TRY(lt_plan(c, a->m, a->n, a->k, a->x, a->w, acc, &p)); /* before any work: AUTO falls back on failure */
     if (a->x_f32) SQZ_TRY(sqz__i8_quantize_rows(c, a->x_f32, a->m, a->k, a->x, a->x_scale));
     SQZ_TRY(lt_run(c, p, a->x, a->w, (int32_t *)acc));
