@@ -166,7 +166,8 @@ static int64_t count_held(const sqz_calib_windows *w, int64_t n_tokens) {
     int64_t held = 0;
     for (int64_t c = 0; c < n_tokens / CTX; c++) {
         bool hit = false;
-        for (int64_t i = 0; i < w->n_windows; i++) hit |= w->starts[i] < (c + 1) * CTX && c * CTX < w->starts[i] + w->ctx;
+        for (int64_t i = 0; i < w->n_windows; i++)
+            hit |= w->starts[i] < (c + 1) * CTX && c * CTX < w->starts[i] + w->ctx;
         held += hit;
     }
     return held;
