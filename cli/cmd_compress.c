@@ -275,7 +275,9 @@ static sqz_status write_all(const compress_opts *a, sqz_model *m, sqz_save_opts 
     return st;
 }
 
-static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *so, sqz_compress_report *rep) {
+/* *usage is set when the recipe does not fit the model (sqz_recipe_check_model): exit 2. */
+static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *so, sqz_compress_report *rep,
+                      bool *usage) {
     sqz_model *m = NULL;
     sqz_backend *be = NULL;
     sqz_session *s = NULL;
@@ -287,6 +289,7 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     if (cc->sample_rows >= 0) co.sample_rows = cc->sample_rows;
     sqz_open_opts oo = {.tokenizer_path = cc->tokenizer};
     sqz_status st = sqz_model_open(a->path, &oo, &m);
+    if (st == SQZ_OK && (st = sqz_recipe_check_model(&a->recipe, m, cc->text != NULL)) != SQZ_OK) *usage = true;
     if (st == SQZ_OK && a->stats) st = sqz_calib_stats_read(a->stats, &stats);
     if (st == SQZ_OK && cc->text) {
         st = sqz_backend_cpu((int)cc->threads, &be);
@@ -340,9 +343,11 @@ int sqz_cmd_compress(int argc, char **argv) {
     }
     sqz_compress_report rep;
     memset(&rep, 0, sizeof rep);
-    sqz_status st = run(&a, &cc, &so, &rep);
+    bool usage = false;
+    sqz_status st = run(&a, &cc, &so, &rep, &usage);
+    if (usage) rc = sqz_cli_usage_error("compress", "%s", sqz_last_error());
     if (st == SQZ_OK) print_summary(&a, so.format, &cc, &rep);
     sqz_compress_report_free(&rep);
     sqz_recipe_free(&a.recipe);
-    return st == SQZ_OK ? 0 : sqz_cli_fail(st);
+    return usage ? rc : st == SQZ_OK ? 0 : sqz_cli_fail(st);
 }

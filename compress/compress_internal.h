@@ -38,12 +38,22 @@ unsigned sqz__quant_required(const sqz_compress_spec *sp);
 /* The SPEC of a quant stage, or NULL for a stage of another pass. */
 const sqz_compress_spec *sqz__quant_stage_spec(const sqz_stage *s);
 
+/* --drop-layers: explicit blocks (LIST), or N / P% blocks chosen by a method of layerdrop/
+ * (sqz/layerdrop.h), optionally iterative and compensated. */
 typedef struct sqz__drop_args {
     const char *list;     /* as given (points into the stage's SPEC copy only during parsing) */
-    int32_t layers[256];  /* the blocks to remove, sorted, distinct */
+    int method;           /* sqz_layerdrop_method; SQZ_LAYERDROP_LIST: `layers` are the blocks */
+    bool iterative;
+    int compensation;     /* 0 none, 1 replaceme */
+    bool all_scores;      /* measure every block's KLD for the report too */
+    int64_t seed, kld_windows;
+    double ridge;
+    int32_t count;        /* a method: N blocks, or 0 when given as a percentage */
+    double percent;       /* a method: P of "P%" (N = round(P / 100 x blocks)), else 0 */
+    int32_t layers[256];  /* LIST: the blocks to remove, sorted, distinct */
     int n;
 } sqz__drop_args;
-#define SQZ__DROP_N_OPTS 1
+#define SQZ__DROP_N_OPTS 8
 extern const sqz_opt sqz__drop_opts[SQZ__DROP_N_OPTS];
 sqz_status sqz__drop_check(void *args, uint64_t given, const char *spec);
 sqz_status sqz__drop_model_step(sqz_pass_ctx *c, const void *args);

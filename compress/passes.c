@@ -8,9 +8,10 @@
 #include "compress/compress_internal.h"
 
 static const sqz_pass passes[] = {
-    {.name = "drop-layers", .metavar = "LIST",
-     .summary = "remove whole blocks by index (the rest are renumbered; GGUF and HF outputs say the new count)",
-     .examples = "3 3,4 2-5",
+    {.name = "drop-layers", .metavar = "LIST|N:METHOD",
+     .summary = "remove whole blocks, by index or N (P%) chosen by importance, optionally compensated (the rest "
+                "are renumbered; GGUF and HF outputs say the new count; docs/layerdrop.md)",
+     .examples = "3 3,4 2-5 4:bi 25%:kld 8:angular:replaceme 4:bi:iterative 4:last 4:random:seed=3",
      .opts = sqz__drop_opts, .n_opts = SQZ__DROP_N_OPTS, .args_size = sizeof(sqz__drop_args),
      .check = sqz__drop_check, .reshapes = true, .model_step = sqz__drop_model_step},
     {.name = "quant", .metavar = "SPEC",

@@ -22,6 +22,8 @@ void sqz_compress_report_free(sqz_compress_report *r) {
     free(r->layers);
     free(r->blocks);
     free(r->stages);
+    sqz_layerdrop_result_free(r->layerdrop);
+    free(r->layerdrop);
     memset(r, 0, sizeof *r);
 }
 

@@ -56,6 +56,63 @@ static bool add_eval(cJSON *o, const sqz_compress_eval *e) {
     return ok;
 }
 
+/* "layerdrop": the blocks' scores, the choice and the compensation maps, when a drop-layers
+ * stage measured. */
+static bool add_layer_scores(cJSON *v, const sqz_layerdrop_result *d) {
+    cJSON *a = cJSON_AddArrayToObject(v, "layers");
+    bool ok = a != NULL;
+    for (int32_t i = 0; a && ok && i < d->n_layers; i++) {
+        const sqz_layerdrop_layer *l = &d->layers[i];
+        cJSON *e = cJSON_CreateObject();
+        if (!e || !cJSON_AddItemToArray(a, e)) {
+            cJSON_Delete(e);
+            return false;
+        }
+        ok &= num(e, "layer", l->layer);
+        ok &= num(e, "bi", l->bi);
+        ok &= num(e, "angular", l->angular);
+        ok &= num(e, "kld", l->kld);
+        ok &= num(e, "top1", l->top1);
+        ok &= num(e, "removed_step", l->step);
+    }
+    cJSON *c = cJSON_AddArrayToObject(v, "compensation");
+    ok &= c != NULL;
+    for (int32_t i = 0; c && ok && i < d->n_comp; i++) {
+        cJSON *e = cJSON_CreateObject();
+        if (!e || !cJSON_AddItemToArray(c, e)) {
+            cJSON_Delete(e);
+            return false;
+        }
+        ok &= num(e, "into", d->comp[i].into);
+        ok &= num(e, "first", d->comp[i].first);
+        ok &= num(e, "last", d->comp[i].last);
+        ok &= num(e, "err_before", d->comp[i].err_before);
+        ok &= num(e, "err_after", d->comp[i].err_after);
+    }
+    return ok;
+}
+
+static bool add_layerdrop(cJSON *o, const sqz_layerdrop_result *d) {
+    if (!d) return true;
+    cJSON *v = cJSON_AddObjectToObject(o, "layerdrop");
+    if (!v) return false;
+    bool ok = cJSON_AddStringToObject(v, "method", sqz_layerdrop_method_name(d->method)) != NULL;
+    ok &= cJSON_AddBoolToObject(v, "iterative", d->iterative) != NULL;
+    ok &= cJSON_AddBoolToObject(v, "compensated", d->compensated) != NULL;
+    ok &= num(v, "blocks_before", d->n_layers);
+    cJSON *r = cJSON_AddArrayToObject(v, "removed");
+    ok &= r != NULL;
+    for (int32_t i = 0; r && ok && i < d->count; i++) ok &= cJSON_AddItemToArray(r, cJSON_CreateNumber(d->removed[i]));
+    ok &= num(v, "windows", (double)d->n_windows);
+    ok &= num(v, "tokens", (double)d->n_tokens);
+    ok &= num(v, "kld_windows", (double)d->kld_windows);
+    ok &= num(v, "kld_tokens", (double)d->kld_tokens);
+    ok &= num(v, "seconds_score", d->seconds_score);
+    ok &= num(v, "seconds_compensation", d->seconds_comp);
+    if (d->note[0]) ok &= cJSON_AddStringToObject(v, "note", d->note) != NULL;
+    return ok && add_layer_scores(v, d);
+}
+
 char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, const char *out) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -127,6 +184,7 @@ char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, 
     }
     ok &= add_stages(o, r);
     ok &= add_eval(o, &r->eval);
+    ok &= add_layerdrop(o, r->layerdrop);
     char *s = ok ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     return s;

@@ -12,6 +12,7 @@
 
 #include "sqz/api.h"
 #include "sqz/calib.h"
+#include "sqz/layerdrop.h"
 #include "sqz/model.h"
 #include "sqz/options.h"
 #include "sqz/quant.h"
@@ -129,6 +130,8 @@ typedef struct sqz_compress_report {
     int64_t n_stages;
     int64_t n_layers_before, n_layers_after; /* blocks of the model before and after */
     int64_t params_after;      /* parameters of the result (fewer after structural stages) */
+    sqz_layerdrop_result *layerdrop; /* the last drop-layers stage that measured (scores, choice,
+                                        compensation; sqz/layerdrop.h), owned; NULL if none */
 } sqz_compress_report;
 
 /* One stage of the recipe in the report. */
@@ -271,6 +274,13 @@ SQZ_API sqz_status sqz_recipe_load(sqz_recipe *r, const char *path);
 SQZ_API char *sqz_recipe_json(const sqz_recipe *r);
 /* Frees the stages. NULL is fine. */
 SQZ_API void sqz_recipe_free(sqz_recipe *r);
+
+/* Usage checks of a recipe that need the model (the CLI runs them before anything is computed,
+ * and reports a failure as a usage error): a drop-layers stage must leave a block (its LIST
+ * within the blocks the model has at that stage, its N or P% below them) and, when it measures
+ * (bi, angular, kld, replaceme, all-scores), needs calibration windows (have_windows).
+ * Errors: SQZ_ERR_INVALID_ARG naming the stage's SPEC and the part. */
+SQZ_API sqz_status sqz_recipe_check_model(const sqz_recipe *r, const sqz_model *m, bool have_windows);
 
 /* Where the statistics come from, and how to run the model. */
 typedef struct sqz_compress_env {
