@@ -7,7 +7,8 @@
  *   numbers as sqz_eval_perplexity with those spans excluded, and the count as counted here;
  *   one-line errors (short text, windows of another text, everything held out, no file);
  *   all-MiniLM-L6-v2 (when installed) quantized to int8: embedding cosine, held-out lines.
- * Without stories260K or wiki.test.raw the executable exits 77 (skipped). */
+ * Without stories260K or wiki.test.raw the executable exits 77 (skipped); without MiniLM its
+ * case skips. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +64,14 @@ static int setup(void **state) {
     return fixture_open(state, sqz_test_data("models/stories260K/stories260K.bin"), "q4_0", TEXT_BYTES);
 }
 
-static int setup_encoder(void **state) { return fixture_open(state, sqz_test_minilm(), "int8", 20000); }
+static int setup_encoder(void **state) {
+    const char *minilm = sqz_test_minilm();
+    if (!minilm || !sqz_test_exists(minilm)) {
+        *state = NULL; /* the case skips */
+        return 0;
+    }
+    return fixture_open(state, minilm, "int8", 20000);
+}
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -237,6 +245,8 @@ static void test_errors(void **state) {
 
 static void test_encoder(void **state) {
     fixture *f = *state;
+    SQZ_SKIP_UNLESS(sqz_test_minilm());
+    if (!f) SQZ_SKIP("all-MiniLM-L6-v2 not loaded");
     sqz_compress_eval_opts o = sqz_compress_eval_default_opts();
     o.threads = 1;
     sqz_compress_eval self, q, held;
@@ -262,21 +272,15 @@ static void test_encoder(void **state) {
 }
 
 int main(void) {
-    if (!sqz_test_exists(sqz_test_data("models/stories260K/stories260K.bin")) ||
-        !sqz_test_exists(sqz_test_data("data/wiki.test.raw"))) {
-        printf("skipping: stories260K or wiki.test.raw not found under %s\n", sqz_test_data_dir());
+    if (!sqz_test_needs(sqz_test_data("models/stories260K/stories260K.bin")) ||
+        !sqz_test_needs(sqz_test_data("data/wiki.test.raw")))
         return SQZ_TEST_SKIP;
-    }
-    const struct CMUnitTest dec[] = {
+    const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_self_is_exact),
         cmocka_unit_test(test_quantized_matches_direct),
         cmocka_unit_test(test_held_out_windows),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test_setup_teardown(test_encoder, setup_encoder, teardown),
     };
-    const struct CMUnitTest enc[] = {cmocka_unit_test(test_encoder)};
-    int rc = cmocka_run_group_tests_name("decoder", dec, setup, teardown);
-    const char *minilm = sqz_test_minilm();
-    if (minilm && sqz_test_exists(minilm)) rc |= cmocka_run_group_tests_name("encoder", enc, setup_encoder, teardown);
-    else printf("encoder cases not run: all-MiniLM-L6-v2 not installed under %s\n", sqz_test_pymodels_dir());
-    return rc;
+    return sqz_test_run(tests, setup, teardown);
 }
