@@ -19,7 +19,7 @@ typedef struct obs_input {
     int64_t n_in;
     int64_t n_tokens;
     double *xtx;           /* (n_in, n_in): upper triangle accumulated */
-    double *sum_x2, *sum_abs;
+    double *sum_x2, *sum_abs, *sum_x;
     float *absmax;
     float *x;              /* (x_cap, n_in) */
     int64_t n_x, x_cap;
@@ -46,6 +46,7 @@ static void input_free(obs_input *in) {
     free(in->xtx);
     free(in->sum_x2);
     free(in->sum_abs);
+    free(in->sum_x);
     free(in->absmax);
     free(in->x);
     if (in->hist_init) sqz_act_hist_free(&in->hist);
@@ -88,6 +89,7 @@ static sqz_status input_alloc(sqz_calib_observer *ob, obs_input *in, uint32_t ro
     }
     if (nd & SQZ_QSTAT_X2 && !(in->sum_x2 = sqz__calloc((size_t)n_in, sizeof(double)))) return SQZ_ERR_NOMEM;
     if (nd & SQZ_QSTAT_ABSMEAN && !(in->sum_abs = sqz__calloc((size_t)n_in, sizeof(double)))) return SQZ_ERR_NOMEM;
+    if (nd & SQZ_QSTAT_MEAN && !(in->sum_x = sqz__calloc((size_t)n_in, sizeof(double)))) return SQZ_ERR_NOMEM;
     if (nd & SQZ_QSTAT_ABSMAX && !(in->absmax = sqz__calloc((size_t)n_in, sizeof(float)))) return SQZ_ERR_NOMEM;
     if (nd & SQZ_QSTAT_SAMPLE) {
         in->x_cap = ob->o.sample_rows;
@@ -140,6 +142,8 @@ static sqz_status observe_linear(sqz_calib_observer *ob, const sqz_hook_event *e
             for (int64_t j = 0; j < k; j++) in->sum_x2[j] += (double)r[j] * (double)r[j];
         if (in->sum_abs)
             for (int64_t j = 0; j < k; j++) in->sum_abs[j] += fabs((double)r[j]);
+        if (in->sum_x)
+            for (int64_t j = 0; j < k; j++) in->sum_x[j] += (double)r[j];
         if (in->absmax)
             for (int64_t j = 0; j < k; j++) {
                 float a = fabsf(r[j]);
@@ -241,6 +245,10 @@ sqz_status sqz_calib_observer_finish(sqz_calib_observer *ob, sqz_calib_block *ou
             if (!(d->absmean = mean_of(in->sum_abs, in->n_in, in->n_tokens))) goto nomem;
             d->have |= SQZ_QSTAT_ABSMEAN;
         }
+        if (in->sum_x) {
+            if (!(d->mean = mean_of(in->sum_x, in->n_in, in->n_tokens))) goto nomem;
+            d->have |= SQZ_QSTAT_MEAN;
+        }
         if (in->absmax) {
             d->absmax = in->absmax;
             in->absmax = NULL;
@@ -270,6 +278,7 @@ sqz_status sqz_calib_observer_finish(sqz_calib_observer *ob, sqz_calib_block *ou
         d->st.x2 = d->x2;
         d->st.absmax = d->absmax;
         d->st.absmean = d->absmean;
+        d->st.mean = d->mean;
         d->st.x = d->x;
         d->st.hist = (d->have & SQZ_QSTAT_HIST) ? &d->hist : NULL;
     }
@@ -294,6 +303,7 @@ void sqz_calib_block_free(sqz_calib_block *b) {
         free(in->x2);
         free(in->absmax);
         free(in->absmean);
+        free(in->mean);
         free(in->x);
         if (in->have & SQZ_QSTAT_HIST) sqz_act_hist_free(&in->hist);
     }

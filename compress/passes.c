@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "compress/compress_internal.h"
+#include "prune/prune_internal.h"
 
 static const sqz_pass passes[] = {
     {.name = "drop-layers", .metavar = "LIST|N:METHOD",
@@ -19,6 +20,13 @@ static const sqz_pass passes[] = {
      .examples = "int8 w8a8:smoothquant int4:gptq:g128:act-order q4_0:imatrix q4_0:awq q4_1:gptq",
      .opts = sqz__quant_opts, .n_opts = SQZ__QUANT_N_OPTS, .args_size = sizeof(sqz__quant_args),
      .check = sqz__quant_check, .needs = sqz__quant_needs, .run_block = sqz__quant_block},
+    {.name = "prune", .metavar = "SPEC",
+     .summary = "remove a fraction of every layer's attention heads / FFN neurons, scored and compensated from "
+                "calibration statistics (docs/pruning.md)",
+     .examples = "ffn=0.3 heads=0.25:ffn=0.25:obs ffn=0.3:flap:none ffn=0.2:wanda:lsq",
+     .opts = sqz__prune_opts, .n_opts = SQZ__PRUNE_N_OPTS, .args_size = sizeof(sqz__prune_args),
+     .check = sqz__prune_check, .needs = sqz__prune_needs, .reshapes = true, .model_step = sqz__prune_model_step,
+     .run_block = sqz__prune_block},
 };
 
 const sqz_pass *sqz_passes(int *n) {

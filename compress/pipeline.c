@@ -29,10 +29,10 @@ void sqz_compress_report_free(sqz_compress_report *r) {
 
 /* The names of the statistics in bits, into buf (cap 128). */
 static const char *stat_names(unsigned bits, char *buf) {
-    static const char *names[] = {"Hessian", "E[x^2]", "absmax", "E|x|", "sample rows", "histogram"};
+    static const char *names[] = {"Hessian", "E[x^2]", "absmax", "E|x|", "sample rows", "histogram", "E[x]"};
     const size_t cap = 128;
     buf[0] = 0;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         if (!(bits & (1u << i))) continue;
         if (buf[0]) strncat(buf, ", ", cap - strlen(buf) - 1);
         strncat(buf, names[i], cap - strlen(buf) - 1);
@@ -223,7 +223,9 @@ sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compres
                !r->stages[j - 1].pass->reshapes)
             j++;
         loop L = {m, r, i, j, o, rep, env->windows, &rep->stages[i], &env->session_opts};
-        if (env->windows) st = loop_calibrated(&L, env, reshaped);
+        /* a whole-model step that reshapes (adds tensors) leaves the live session stale */
+        const bool fresh = reshaped || (s->pass->model_step && s->pass->reshapes);
+        if (env->windows) st = loop_calibrated(&L, env, fresh);
         else if (env->stats) st = loop_from_file(&L, env->stats, reshaped);
         else st = loop_plain(&L);
         for (int k = i; k < j; k++) reshaped = reshaped || r->stages[k].pass->reshapes;

@@ -33,6 +33,8 @@ struct sqz_session {
     const sqz_tensor *classifier; /* OUTPUT, or TOKEN_EMBD when tied */
 
     void **wcache;               /* per tensor index: float copy (f32) or NULL; matrices and vectors */
+    int64_t n_wcache;            /* entries of wcache: the model's tensors when the session was made (a
+                                    pass may add tensors later; the session is then only freed) */
     int64_t wcache_bytes;
 
     /* dims: maxima over the layers */

@@ -38,7 +38,7 @@ int64_t sqz_session_bytes(const sqz_session *s) { return s->scratch_bytes + s->w
 void sqz_session_free(sqz_session *s) {
     if (!s) return;
     if (s->wcache) {
-        for (int64_t i = 0; i < s->m->n_tensors; i++) free(s->wcache[i]);
+        for (int64_t i = 0; i < s->n_wcache; i++) free(s->wcache[i]);
         free(s->wcache);
     }
     free(s->lt);
@@ -81,6 +81,7 @@ static sqz_status build_tables(sqz_session *s) {
     s->lt = sqz__calloc((size_t)m->hp.n_layers, sizeof *s->lt);
     s->wcache = sqz__calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof *s->wcache);
     if (!s->lt || !s->wcache) return SQZ_ERR_NOMEM;
+    s->n_wcache = m->n_tensors;
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const sqz_tensor *t = &m->tensors[i];
         if (t->role < 0 || t->role >= SQZ_ROLE_COUNT || (t->param != SQZ_PARAM_WEIGHT && t->param != SQZ_PARAM_BIAS))

@@ -173,7 +173,7 @@ sqz_status sqz__linear(sqz_session *s, const float *x, int64_t m, const sqz_tens
 
 void sqz_session_invalidate(sqz_session *s, int32_t layer) {
     if (!s) return;
-    for (int64_t i = 0; i < s->m->n_tensors; i++) {
+    for (int64_t i = 0; i < s->n_wcache && i < s->m->n_tensors; i++) {
         if (!s->wcache[i]) continue;
         if (layer == -2 || s->m->tensors[i].layer == layer) {
             s->wcache_bytes -= sqz_tensor_nelements(&s->m->tensors[i]) * (int64_t)sizeof(float);

@@ -154,6 +154,9 @@ enum {
     SQZ_QSTAT_ABSMEAN = 1u << 3, /* absmean: E|x| per channel */
     SQZ_QSTAT_SAMPLE = 1u << 4,  /* x: a sample of input rows */
     SQZ_QSTAT_HIST = 1u << 5,    /* hist: histogram of |x| over the whole tensor */
+    SQZ_QSTAT_MEAN = 1u << 6,    /* mean: E[x] per channel (pruning: FLAP's fluctuation and bias
+                                    compensation); collected by live calibration, not stored in
+                                    statistics files (version 1) */
 };
 
 /* |x| histogram with constant bin width (TensorRT / pytorch-quantization HistogramCalibrator):
@@ -189,6 +192,7 @@ typedef struct sqz_qstats {
     const float *x;            /* (n_x, n_in) a sample of input rows (AWQ, SmoothQuant searches) */
     int64_t n_x;
     const sqz_act_hist *hist;  /* |x| over every element of the input */
+    const float *mean;         /* (n_in) E[x] (SQZ_QSTAT_MEAN), or NULL */
 } sqz_qstats;
 
 /* Statistics computed from rows x (n, n_in) at once, for tests, tools and small drivers (calib/

@@ -39,7 +39,8 @@ static void test_stages(void **state) {
     SQZ_ASSERT_OK(sqz_recipe_add(&r, "quant", "int4:gptq:g64:damp=0.02"));
     assert_int_equal(r.n, 2);
     static const struct { const char *pass, *spec, *names; } bad[] = {
-        {"prune", "x", "'prune'"},          {"drop-layers", "", "empty"},
+        {"prun", "x", "'prun'"},            {"drop-layers", "", "empty"},
+        {"prune", "x", "'x'"},             {"prune", "heads=1", "'heads=1'"},
         {"drop-layers", "1,,2", "empty"},   {"drop-layers", "a", "'a'"},
         {"drop-layers", "3-1", "'3-1'"},    {"drop-layers", "2,2", "twice"},
         {"drop-layers", "-1", "'-1'"},      {"quant", "int4:g96", "'g96'"},

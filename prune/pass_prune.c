@@ -1,0 +1,161 @@
+/*
+ * prune/pass_prune.c - `--prune SPEC`: removes a fraction of every layer's attention heads
+ * and / or FFN neurons, block by block inside the sequential calibration loop (block l is
+ * scored and compensated on statistics of the already pruned blocks 0..l-1), scored and
+ * compensated as sqz/prune.h describes. Its row is in compress/passes.c; docs/pruning.md.
+ *
+ *   SPEC  := PART (':' PART)*
+ *   PART  := 'heads=' R | 'ffn=' R          fraction of each layer's heads / FFN neurons, [0, 1)
+ *          | magnitude | wanda | flap | obs  the score (default flap)
+ *          | auto | none | bias | lsq | both the compensation (default auto: bias for flap,
+ *                                           lsq for obs, none for magnitude and wanda)
+ *          | 'damp=' X                      relative damping of the Hessian (obs, lsq)
+ *   e.g. ffn=0.3  heads=0.25:ffn=0.25:obs  ffn=0.3:flap:none  ffn=0.2:wanda:lsq
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prune/prune_internal.h"
+
+static const int comp_values[] = {-1, SQZ_PRUNE_COMP_NONE, SQZ_PRUNE_COMP_BIAS, SQZ_PRUNE_COMP_LSQ,
+                                  SQZ_PRUNE_COMP_BOTH};
+
+enum { R_HEADS, R_FFN, R_SCORE, R_COMP, R_DAMP, N_ROWS };
+const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS] = {
+    [R_HEADS] = {.name = "heads", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, heads), .min = 0,
+                 .max = 1, .def = "0",
+                 .help = "fraction of each layer's attention heads to remove, below 1 (GQA: whole KV groups or "
+                         "the same number of query heads in every group, n_heads stays a multiple of n_kv_heads)"},
+    [R_FFN] = {.name = "ffn", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, ffn), .min = 0, .max = 1,
+               .def = "0", .help = "fraction of each layer's FFN neurons to remove, below 1"},
+    [R_SCORE] = {.name = "score", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__prune_args, score),
+                 .flags = SQZ_OPT_BARE, .choices = "magnitude|wanda|flap|obs", .def = "flap",
+                 .help = "importance: weight magnitude, Wanda-sp |W|*||x||, FLAP's fluctuation Var(x)*||W||^2, "
+                         "OBS reconstruction error from the Hessian"},
+    [R_COMP] = {.name = "comp", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__prune_args, comp),
+                .flags = SQZ_OPT_BARE, .choices = "auto|none|bias|lsq|both", .values = comp_values, .def = "auto",
+                .help = "compensation: FLAP's bias (E[x] of the removed inputs into the output bias), least-squares "
+                        "W_K += W_S H_SK H_KK^-1, both; auto: bias for flap, lsq for obs, none otherwise"},
+    [R_DAMP] = {.name = "damp", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, damp),
+                .flags = SQZ_OPT_OPEN_MIN, .min = 0, .max = 10, .def = "0.01",
+                .help = "relative damping of the Hessian (obs, lsq)"},
+};
+_Static_assert(N_ROWS == SQZ__PRUNE_N_OPTS, "prune rows");
+
+static sqz_prune_comp comp_of(const sqz__prune_args *a) {
+    if (a->comp >= 0) return (sqz_prune_comp)a->comp;
+    return a->score == SQZ_PRUNE_FLAP ? SQZ_PRUNE_COMP_BIAS
+           : a->score == SQZ_PRUNE_OBS ? SQZ_PRUNE_COMP_LSQ
+                                       : SQZ_PRUNE_COMP_NONE;
+}
+
+sqz_status sqz__prune_check(void *args, uint64_t given, const char *spec) {
+    sqz__prune_args *a = args;
+    SQZ_RETURN_IF(a->heads >= 1, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'heads=%g': a fraction below 1 (1 removes every head)", spec, a->heads);
+    SQZ_RETURN_IF(a->ffn >= 1, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'ffn=%g': a fraction below 1 (1 removes every FFN neuron)", spec, a->ffn);
+    SQZ_RETURN_IF(!(given & ((1ull << R_HEADS) | (1ull << R_FFN))) || (a->heads <= 0 && a->ffn <= 0),
+                  SQZ_ERR_INVALID_ARG, "--prune '%s': nothing to remove (give heads=R and/or ffn=R, R in (0, 1))",
+                  spec);
+    return SQZ_OK;
+}
+
+unsigned sqz__prune_needs(const void *args, unsigned *required) {
+    const sqz__prune_args *a = args;
+    *required = sqz_prune_score_needs((sqz_prune_score)a->score) | sqz_prune_comp_needs(comp_of(a));
+    return *required;
+}
+
+static int64_t to_remove(double ratio, int64_t n) { return (int64_t)llround(ratio * (double)n); }
+
+/* Totals of the model's heads and FFN neurons. */
+static void totals(const sqz_model *m, int64_t *heads, int64_t *neurons) {
+    *heads = *neurons = 0;
+    for (int64_t l = 0; l < m->hp.n_layers; l++) {
+        *heads += m->layers[l].n_heads;
+        *neurons += m->layers[l].d_ff;
+    }
+}
+
+static void write_note(sqz_pass_ctx *c, const sqz__prune_args *a, int64_t h0, int64_t n0) {
+    int64_t h, n;
+    totals(c->m, &h, &n);
+    snprintf(c->stage->note, sizeof c->stage->note,
+             "heads %" PRId64 " -> %" PRId64 ", FFN neurons %" PRId64 " -> %" PRId64 " (score %s, compensation %s)", h0,
+             h, n0, n, sqz_prune_score_name((sqz_prune_score)a->score), sqz_prune_comp_name(comp_of(a)));
+}
+
+/* Every layer keeps at least one head and one neuron, before anything runs (a usage error). */
+sqz_status sqz__prune_model_step(sqz_pass_ctx *c, const void *args) {
+    const sqz__prune_args *a = args;
+    sqz_model *m = c->m;
+    SQZ_RETURN_IF(!sqz_family_get(m->hp.family), SQZ_ERR_INVALID_ARG, "--prune: family %s has no pruning table",
+                  sqz_family_name(m->hp.family));
+    for (int32_t l = 0; l < m->hp.n_layers; l++) {
+        const sqz_layer_dims *ld = &m->layers[l];
+        SQZ_RETURN_IF(a->heads > 0 && to_remove(a->heads, ld->n_heads) >= ld->n_heads, SQZ_ERR_INVALID_ARG,
+                      "--prune: part 'heads=%g' removes every head of layer %d (%" PRId64 " heads)", a->heads,
+                      (int)l, ld->n_heads);
+        SQZ_RETURN_IF(a->ffn > 0 && to_remove(a->ffn, ld->d_ff) >= ld->d_ff, SQZ_ERR_INVALID_ARG,
+                      "--prune: part 'ffn=%g' removes every FFN neuron of layer %d (%" PRId64 ")", a->ffn, (int)l,
+                      ld->d_ff);
+    }
+    const sqz_prune_comp comp = comp_of(a);
+    if (comp == SQZ_PRUNE_COMP_BIAS || comp == SQZ_PRUNE_COMP_BOTH) {
+        int64_t added; /* fixed before the calibration session is made (pipeline.c: a fresh one) */
+        SQZ_TRY(sqz_prune_add_biases(m, a->heads > 0, a->ffn > 0, &added));
+    }
+    int64_t h0, n0;
+    totals(m, &h0, &n0);
+    write_note(c, a, h0, n0);
+    return SQZ_OK;
+}
+
+static const sqz_qstats *input_of(const sqz_calib_block *stats, sqz_role role) {
+    const sqz_calib_input *in = sqz_calib_block_input(stats, role);
+    return in ? &in->st : NULL;
+}
+
+static sqz_status prune_heads(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const sqz__prune_args *a) {
+    const sqz_layer_dims ld = c->m->layers[layer];
+    const sqz_qstats *st = input_of(stats, SQZ_ROLE_ATTN_OUT);
+    double *sc = sqz__malloc((size_t)ld.n_heads * sizeof(double));
+    int64_t *keep = sqz__malloc((size_t)ld.n_heads * sizeof(int64_t)), n_keep = 0;
+    sqz_status rc = sc && keep ? SQZ_OK : SQZ_ERR_NOMEM;
+    if (rc == SQZ_OK) rc = sqz_prune_scores(c->m, layer, SQZ_STRUCT_HEAD, (sqz_prune_score)a->score, st, a->damp, sc);
+    if (rc == SQZ_OK)
+        rc = sqz_prune_choose_heads(ld.n_heads, ld.n_kv_heads, sc, to_remove(a->heads, ld.n_heads), keep, &n_keep);
+    if (rc == SQZ_OK) rc = sqz_prune_apply(c->m, layer, SQZ_STRUCT_HEAD, keep, n_keep, comp_of(a), st, a->damp);
+    free(sc);
+    free(keep);
+    return rc;
+}
+
+static sqz_status prune_ffn(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const sqz__prune_args *a) {
+    const int64_t n = c->m->layers[layer].d_ff, remove = to_remove(a->ffn, n);
+    const sqz_qstats *st = input_of(stats, SQZ_ROLE_FFN_DOWN);
+    double *sc = sqz__malloc((size_t)n * sizeof(double));
+    int64_t *keep = sqz__malloc((size_t)n * sizeof(int64_t));
+    sqz_status rc = sc && keep ? SQZ_OK : SQZ_ERR_NOMEM;
+    if (rc == SQZ_OK) rc = sqz_prune_scores(c->m, layer, SQZ_STRUCT_NEURON, (sqz_prune_score)a->score, st, a->damp, sc);
+    if (rc == SQZ_OK) sqz_prune_choose_top(n, sc, remove, keep);
+    if (rc == SQZ_OK) rc = sqz_prune_apply(c->m, layer, SQZ_STRUCT_NEURON, keep, n - remove, comp_of(a), st, a->damp);
+    free(sc);
+    free(keep);
+    return rc;
+}
+
+sqz_status sqz__prune_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args) {
+    const sqz__prune_args *a = args;
+    long long h0 = 0, n0 = 0;
+    (void)sscanf(c->stage->note, "heads %lld -> %*d, FFN neurons %lld", &h0, &n0); /* the model step's totals */
+    if (a->heads > 0) SQZ_TRY(prune_heads(c, layer, stats, a));
+    if (a->ffn > 0) SQZ_TRY(prune_ffn(c, layer, stats, a));
+    write_note(c, a, (int64_t)h0, (int64_t)n0);
+    return SQZ_OK;
+}

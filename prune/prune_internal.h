@@ -1,0 +1,38 @@
+/*
+ * prune/prune_internal.h - what the files of prune/ share (not public), and the `--prune`
+ * pass's declarations for the pass table (compress/passes.c).
+ */
+#ifndef SQZ_PRUNE_INTERNAL_H
+#define SQZ_PRUNE_INTERNAL_H
+
+#include "core/internal.h"
+#include "sqz/compress.h"
+#include "sqz/prune.h"
+
+/* A 2-D tensor's float values, malloc'd (*out, rows * cols), NULL-safe: *out = NULL on error. */
+sqz_status sqz__prune_load(const sqz_tensor *t, float **out);
+
+/* The output layer (o or down) of structure k in `layer`, and the width in columns of one
+ * structure (head_dim or 1). NULL when the model lacks it. */
+sqz_tensor *sqz__prune_out_layer(const sqz_model *m, int32_t layer, sqz_structure k, int64_t *width);
+
+/* H + damp * mean(diag H) * I restricted to idx[0..n) (both axes) into a new (n, n) array
+ * (dead inputs, H_jj == 0, get 1 on the diagonal as GPTQ does). NULL on out of memory. */
+double *sqz__prune_damped(const double *h, int64_t n_in, const int64_t *idx, int64_t n, double damp);
+
+/* ---- the pass (pass_prune.c) -------------------------------------------------------- */
+
+typedef struct sqz__prune_args {
+    double heads, ffn;    /* fraction of each layer's heads / FFN neurons to remove */
+    int score;            /* sqz_prune_score */
+    int comp;             /* sqz_prune_comp, or -1: the score's default */
+    double damp;          /* relative damping of H (obs, lsq) */
+} sqz__prune_args;
+#define SQZ__PRUNE_N_OPTS 5
+extern const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS];
+sqz_status sqz__prune_check(void *args, uint64_t given, const char *spec);
+unsigned sqz__prune_needs(const void *args, unsigned *required);
+sqz_status sqz__prune_model_step(sqz_pass_ctx *c, const void *args);
+sqz_status sqz__prune_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args);
+
+#endif
