@@ -59,6 +59,10 @@ void sqz_cmd_compress_usage(FILE *out);
 /* `sqz bench compress` (cli/bench_compress.c), a row of the bench table; argv[0] is "compress". */
 int sqz_bench_compress(int argc, char **argv);
 void sqz_bench_compress_usage(FILE *out);
+/* `sqz bench layerdrop` (cli/bench_layerdrop.c): layer removal by method, with and without
+ * compensation, against the last-n and random baselines; argv[0] is "layerdrop". */
+int sqz_bench_layerdrop(int argc, char **argv);
+void sqz_bench_layerdrop_usage(FILE *out);
 
 /* The calibration options both commands take (filled through sqz_cli_calib_opts). */
 typedef struct sqz_cli_calib {

@@ -34,6 +34,9 @@ static const bench_sub subs[] = {
     {"eval", "forward-pass throughput of the runtime vs OpenBLAS sgemm", sqz_bench_eval, sqz_bench_eval_usage},
     {"compress", "RTN GB/s vs memcpy, GPTQ s/block vs RTN, peak memory of compress vs the checkpoint",
      sqz_bench_compress, sqz_bench_compress_usage},
+    {"layerdrop", "layer removal by bi / angular / kld vs the last-n and random baselines, with and without "
+     "compensation: KLD, delta ppl, top-1, generation tokens/s, peak memory",
+     sqz_bench_layerdrop, sqz_bench_layerdrop_usage},
 };
 static const int n_subs = (int)(sizeof subs / sizeof subs[0]);
 
@@ -57,10 +60,10 @@ int sqz_cmd_bench_help(int argc, char **argv) {
 }
 
 int sqz_cmd_bench(int argc, char **argv) {
-    if (argc < 2) return sqz_cli_usage_error("bench", "which benchmark? (kernels, eval or compress)");
+    if (argc < 2) return sqz_cli_usage_error("bench", "which benchmark? (kernels, eval, compress or layerdrop)");
     for (int i = 0; i < n_subs; i++)
         if (strcmp(argv[1], subs[i].name) == 0) return subs[i].run(argc - 1, argv + 1);
-    return sqz_cli_usage_error("bench", "unknown benchmark '%s' (kernels, eval or compress)", argv[1]);
+    return sqz_cli_usage_error("bench", "unknown benchmark '%s' (kernels, eval, compress or layerdrop)", argv[1]);
 }
 
 /* ---- options ---------------------------------------------------------------------- */

@@ -212,3 +212,25 @@ sqz_status sqz_layerdrop_run(sqz_model *m, const sqz_calib_windows *w, const sqz
     if (o->compensate) SQZ_TRY(sqz_layerdrop_compensate(m, w, so, res->removed, res->count, o->ridge, res));
     return sqz_model_remove_layers(m, res->removed, res->count);
 }
+
+sqz_status sqz_layerdrop_choose(const sqz_layerdrop_scores *sc, int32_t n_layers, const sqz_layerdrop_opts *o,
+                                int32_t *out) {
+    const bool scored = o->method == SQZ_LAYERDROP_BI || o->method == SQZ_LAYERDROP_ANGULAR ||
+                        o->method == SQZ_LAYERDROP_KLD;
+    SQZ_RETURN_IF(o->iterative || o->method == SQZ_LAYERDROP_LIST || o->count < 1 || o->count >= n_layers ||
+                      (scored && (!sc || sc->n_layers != n_layers || sc->n_active != n_layers)),
+                  SQZ_ERR_INVALID_ARG, "layerdrop: choose %d of %d blocks by %s needs scores of every block and no "
+                  "iteration", (int)o->count, (int)n_layers, sqz_layerdrop_method_name(o->method));
+    sqz_layerdrop_result r = {.n_layers = n_layers};
+    r.layers = sqz__calloc((size_t)n_layers, sizeof *r.layers);
+    if (!r.layers) return SQZ_ERR_NOMEM;
+    int32_t got = o->count;
+    if (scored) got = choose(&r, sc, o->method, o->count, 1);
+    else baseline(&r, o);
+    for (int32_t l = 0, k = 0; l < n_layers; l++)
+        if (r.layers[l].step) out[k++] = l;
+    free(r.layers);
+    SQZ_RETURN_IF(got != o->count, SQZ_ERR_NUMERIC, "layerdrop: only %d finite %s scores for %d blocks", (int)got,
+                  sqz_layerdrop_method_name(o->method), (int)o->count);
+    return SQZ_OK;
+}

@@ -186,6 +186,15 @@ SQZ_API void sqz_layerdrop_result_free(sqz_layerdrop_result *r);
 SQZ_API sqz_status sqz_layerdrop_run(sqz_model *m, const sqz_calib_windows *w, const sqz_session_opts *so,
                                      const sqz_layerdrop_opts *o, sqz_layerdrop_result *res);
 
+/* Chooses o->count blocks without running anything: by o->method from sc, the scores of the
+ * whole model (every block active; bi, angular, kld need theirs measured), or the baselines
+ * (last, random: sc may be NULL). out (capacity n_layers) gets the blocks, increasing. For
+ * comparing methods on one set of scores; iterative choices need sqz_layerdrop_run.
+ * Errors: SQZ_ERR_INVALID_ARG (count out of [1, n_layers), LIST, iterative, scores missing or
+ * of another model), SQZ_ERR_NUMERIC (fewer finite scores than blocks to choose). */
+SQZ_API sqz_status sqz_layerdrop_choose(const sqz_layerdrop_scores *sc, int32_t n_layers, const sqz_layerdrop_opts *o,
+                                        int32_t *out);
+
 /*
  * Fits and folds the compensation maps for removing removed[0..n) (increasing) from m, which
  * still has every block; appends one row per map to res->comp (res may hold a choice

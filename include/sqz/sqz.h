@@ -38,6 +38,7 @@
 #include "sqz/family.h"
 #include "sqz/formats.h"
 #include "sqz/io.h"
+#include "sqz/layerdrop.h"
 #include "sqz/model.h"
 #include "sqz/options.h"
 #include "sqz/progress.h"
