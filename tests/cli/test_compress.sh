@@ -110,7 +110,7 @@ assert all(0 < l["out_err"] < 0.5 and l["seconds"] >= 0 for l in q)
 assert t["bytes_after"] < t["bytes_before"] and abs(t["bpw_quantized"] - 4.5) < 1e-9
 assert len(r["blocks"]) == 5 and all(0 < b["cos_mean"] < 1 for b in r["blocks"])
 PY'
-check "HTML report: one file with an inline SVG plot" 'grep -q "<svg" "$tmp/r1.html" && ! grep -q "<script" "$tmp/r1.html"'
+check "HTML report: one file with an inline SVG plot, no nan" 'grep -q "<svg" "$tmp/r1.html" && ! grep -q "<script" "$tmp/r1.html" && ! grep -qi ">nan<" "$tmp/r1.html"'
 for i in 1 2; do "$sqz" compress "$s260" -o "$tmp/int8_$i" --quant int8 "${cal[@]}" > /dev/null; done
 check "int8 twice -> identical HF directories" 'diff -r "$tmp/int8_1" "$tmp/int8_2" > /dev/null'
 check "int8 config.json describes the quantization" 'grep -q "\"quant_method\": *\"sqz\"" "$tmp/int8_1/config.json"'
