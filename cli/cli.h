@@ -85,6 +85,10 @@ sqz_status sqz_cli_calib_open(const sqz_cli_calib *c, const sqz_model *m, sqz_ba
 /* The compress report as a self-contained HTML page (inline SVG plot of the per-layer output
  * error); malloc'd, NULL on out of memory. */
 char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const char *out);
+/* The layer-removal section of that page (cli/report_layers.c): a bar chart per measured
+ * importance score by block, removed blocks marked, the per-block table and the compensation
+ * maps. malloc'd HTML; NULL when no drop-layers stage measured (or out of memory). */
+char *sqz_cli_report_layers_html(const sqz_compress_report *r);
 /* Writes a whole file atomically. */
 sqz_status sqz_cli_write_file(const char *path, const void *data, size_t n);
 

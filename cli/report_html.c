@@ -333,6 +333,9 @@ char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const
     plot(&b, r);
     layers_table(&b, r);
     blocks_table(&b, r);
+    char *ld = sqz_cli_report_layers_html(r); /* layer importance (cli/report_layers.c), when measured */
+    if (ld) hb_printf(&b, "%s", ld);
+    free(ld);
     hb_printf(&b, "</body></html>\n");
     if (!b.ok) {
         free(b.p);
