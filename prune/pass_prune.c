@@ -10,6 +10,8 @@
  *          | auto | none | bias | lsq | both the compensation (default auto: bias for flap,
  *                                           lsq for obs, none for magnitude and wanda)
  *          | 'damp=' X                      relative damping of the Hessian (obs, lsq)
+ *          | 'align=' N                     kept FFN widths a multiple of N (default 32: llama.cpp's
+ *                                           quantized rows are blocks of 32; 1 = the exact ratio)
  *   e.g. ffn=0.3  heads=0.25:ffn=0.25:obs  ffn=0.3:flap:none  ffn=0.2:wanda:lsq
  */
 #include <inttypes.h>
@@ -24,7 +26,7 @@
 static const int comp_values[] = {-1, SQZ_PRUNE_COMP_NONE, SQZ_PRUNE_COMP_BIAS, SQZ_PRUNE_COMP_LSQ,
                                   SQZ_PRUNE_COMP_BOTH};
 
-enum { R_HEADS, R_FFN, R_SCORE, R_COMP, R_DAMP, N_ROWS };
+enum { R_HEADS, R_FFN, R_SCORE, R_COMP, R_DAMP, R_ALIGN, N_ROWS };
 const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS] = {
     [R_HEADS] = {.name = "heads", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, heads), .min = 0,
                  .max = 1, .def = "0",
@@ -43,6 +45,10 @@ const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS] = {
     [R_DAMP] = {.name = "damp", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, damp),
                 .flags = SQZ_OPT_OPEN_MIN, .min = 0, .max = 10, .def = "0.01",
                 .help = "relative damping of the Hessian (obs, lsq)"},
+    [R_ALIGN] = {.name = "align", .type = SQZ_OPT_INT, .offset = offsetof(sqz__prune_args, align), .min = 1,
+                 .max = 4096, .def = "32",
+                 .help = "kept FFN widths are a multiple of N where d_ff is (GGUF blocks of 32 need it to quantize "
+                         "the down rows; 1 = the exact ratio)"},
 };
 _Static_assert(N_ROWS == SQZ__PRUNE_N_OPTS, "prune rows");
 
@@ -72,6 +78,16 @@ unsigned sqz__prune_needs(const void *args, unsigned *required) {
 }
 
 static int64_t to_remove(double ratio, int64_t n) { return (int64_t)llround(ratio * (double)n); }
+
+/* FFN neurons to remove from a layer of n: the ratio, then the kept count rounded to the
+ * nearest multiple of align (at least align) when n is a multiple of it. */
+static int64_t ffn_remove(const sqz__prune_args *a, int64_t n) {
+    const int64_t r = to_remove(a->ffn, n);
+    if (a->align <= 1 || n % a->align || n <= a->align) return r;
+    int64_t keep = (n - r + a->align / 2) / a->align * a->align;
+    if (keep < a->align) keep = a->align;
+    return n - keep;
+}
 
 /* Totals of the model's heads and FFN neurons. */
 static void totals(const sqz_model *m, int64_t *heads, int64_t *neurons) {
@@ -137,7 +153,7 @@ static sqz_status prune_heads(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
 }
 
 static sqz_status prune_ffn(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const sqz__prune_args *a) {
-    const int64_t n = c->m->layers[layer].d_ff, remove = to_remove(a->ffn, n);
+    const int64_t n = c->m->layers[layer].d_ff, remove = ffn_remove(a, n);
     const sqz_qstats *st = input_of(stats, SQZ_ROLE_FFN_DOWN);
     double *sc = sqz__malloc((size_t)n * sizeof(double));
     int64_t *keep = sqz__malloc((size_t)n * sizeof(int64_t));

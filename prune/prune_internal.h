@@ -27,8 +27,9 @@ typedef struct sqz__prune_args {
     int score;            /* sqz_prune_score */
     int comp;             /* sqz_prune_comp, or -1: the score's default */
     double damp;          /* relative damping of H (obs, lsq) */
+    int64_t align;        /* kept FFN widths are a multiple of this (where d_ff is) */
 } sqz__prune_args;
-#define SQZ__PRUNE_N_OPTS 5
+#define SQZ__PRUNE_N_OPTS 6
 extern const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS];
 sqz_status sqz__prune_check(void *args, uint64_t given, const char *spec);
 unsigned sqz__prune_needs(const void *args, unsigned *required);
