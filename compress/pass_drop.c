@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "compress/compress_internal.h"
+#include "prune/prune_internal.h"
 #include "sqz/edit.h"
 #include "sqz/layerdrop.h"
 
@@ -140,6 +141,7 @@ sqz_status sqz_recipe_check_model(const sqz_recipe *r, const sqz_model *m, bool 
     int64_t L = m->hp.n_layers;
     for (int i = 0; r && i < r->n; i++) {
         const sqz_stage *s = &r->stages[i];
+        if (s->pass->model_step == sqz__prune_model_step) SQZ_TRY(sqz__prune_check_model(s->args, s->spec, m));
         if (s->pass->model_step != sqz__drop_model_step) continue;
         const sqz__drop_args *a = s->args;
         int32_t n = 0;

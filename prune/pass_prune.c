@@ -106,21 +106,28 @@ static void write_note(sqz_pass_ctx *c, const sqz__prune_args *a, int64_t h0, in
              h, n0, n, sqz_prune_score_name((sqz_prune_score)a->score), sqz_prune_comp_name(comp_of(a)));
 }
 
-/* Every layer keeps at least one head and one neuron, before anything runs (a usage error). */
-sqz_status sqz__prune_model_step(sqz_pass_ctx *c, const void *args) {
+sqz_status sqz__prune_check_model(const void *args, const char *spec, const sqz_model *m) {
     const sqz__prune_args *a = args;
-    sqz_model *m = c->m;
-    SQZ_RETURN_IF(!sqz_family_get(m->hp.family), SQZ_ERR_INVALID_ARG, "--prune: family %s has no pruning table",
-                  sqz_family_name(m->hp.family));
+    SQZ_RETURN_IF(!sqz_family_get(m->hp.family), SQZ_ERR_INVALID_ARG, "--prune '%s': family %s has no pruning table",
+                  spec, sqz_family_name(m->hp.family));
     for (int32_t l = 0; l < m->hp.n_layers; l++) {
         const sqz_layer_dims *ld = &m->layers[l];
         SQZ_RETURN_IF(a->heads > 0 && to_remove(a->heads, ld->n_heads) >= ld->n_heads, SQZ_ERR_INVALID_ARG,
-                      "--prune: part 'heads=%g' removes every head of layer %d (%" PRId64 " heads)", a->heads,
-                      (int)l, ld->n_heads);
+                      "--prune '%s': part 'heads=%g' removes every head of layer %d (%" PRId64 " heads)", spec,
+                      a->heads, (int)l, ld->n_heads);
         SQZ_RETURN_IF(a->ffn > 0 && to_remove(a->ffn, ld->d_ff) >= ld->d_ff, SQZ_ERR_INVALID_ARG,
-                      "--prune: part 'ffn=%g' removes every FFN neuron of layer %d (%" PRId64 ")", a->ffn, (int)l,
-                      ld->d_ff);
+                      "--prune '%s': part 'ffn=%g' removes every FFN neuron of layer %d (%" PRId64 ")", spec, a->ffn,
+                      (int)l, ld->d_ff);
     }
+    return SQZ_OK;
+}
+
+/* Every layer keeps at least one head and one neuron (checked again: the model may have
+ * changed since sqz_recipe_check_model); biases for the compensation; the note. */
+sqz_status sqz__prune_model_step(sqz_pass_ctx *c, const void *args) {
+    const sqz__prune_args *a = args;
+    sqz_model *m = c->m;
+    SQZ_TRY(sqz__prune_check_model(args, c->stage->spec, m));
     const sqz_prune_comp comp = comp_of(a);
     if (comp == SQZ_PRUNE_COMP_BIAS || comp == SQZ_PRUNE_COMP_BOTH) {
         int64_t added; /* fixed before the calibration session is made (pipeline.c: a fresh one) */

@@ -33,6 +33,9 @@ typedef struct sqz__prune_args {
 extern const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS];
 sqz_status sqz__prune_check(void *args, uint64_t given, const char *spec);
 unsigned sqz__prune_needs(const void *args, unsigned *required);
+/* The usage checks that need the model (sqz_recipe_check_model): every layer keeps a head and
+ * an FFN neuron. */
+sqz_status sqz__prune_check_model(const void *args, const char *spec, const sqz_model *m);
 sqz_status sqz__prune_model_step(sqz_pass_ctx *c, const void *args);
 sqz_status sqz__prune_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args);
 

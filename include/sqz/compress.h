@@ -278,7 +278,8 @@ SQZ_API void sqz_recipe_free(sqz_recipe *r);
 /* Usage checks of a recipe that need the model (the CLI runs them before anything is computed,
  * and reports a failure as a usage error): a drop-layers stage must leave a block (its LIST
  * within the blocks the model has at that stage, its N or P% below them) and, when it measures
- * (bi, angular, kld, replaceme, all-scores), needs calibration windows (have_windows).
+ * (bi, angular, kld, replaceme, all-scores), needs calibration windows (have_windows); a
+ * prune stage must leave every layer a head and an FFN neuron.
  * Errors: SQZ_ERR_INVALID_ARG naming the stage's SPEC and the part. */
 SQZ_API sqz_status sqz_recipe_check_model(const sqz_recipe *r, const sqz_model *m, bool have_windows);
 
