@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The compression pipeline end to end on stories260K (5 blocks):
 #   --drop-layers 2 -> GGUF: 4 blocks (gguf-py reads block_count 4 and blk.0..3), sqz eval runs it,
-#     and, where llama.cpp is installed (llama-cpp-python), llama.cpp's perplexity on the same
-#     chunks (its protocol: the second half of each chunk scored) is within 0.5% of sqz eval's;
+#     and, where llama.cpp is installed (llama-cpp-python, or SQZ_LLAMA_PERPLEXITY naming its
+#     llama-perplexity tool), llama.cpp's perplexity on the same chunks (its protocol: the second
+#     half of each chunk scored) is within 0.5% of sqz eval's;
 #   --drop-layers 2 -> HF: sqz reopens it with 4 layers, config.json says num_hidden_layers 4
 #     (and transformers' AutoConfig reads it, where transformers is installed), tensors value-equal
 #     to the GGUF output's;
@@ -75,7 +76,18 @@ sys.exit(0 if rel < 0.005 else 1)
 PY
 rc=$?
 cat "$tmp/lcpp"
-check "llama.cpp's perplexity of the 4-block GGUF within 0.5% of sqz eval's (or llama.cpp not installed)" '[ $rc -eq 0 ]'
+check "llama.cpp's perplexity of the 4-block GGUF within 0.5% of sqz eval's (or llama-cpp-python not installed)" '[ $rc -eq 0 ]'
+# the same with llama.cpp's own tool, when SQZ_LLAMA_PERPLEXITY names a llama-perplexity binary
+lp=${SQZ_LLAMA_PERPLEXITY:-}
+if [ -n "$lp" ] && [ -x "$lp" ]; then
+  "$lp" -m "$tmp/d.gguf" -f "$wiki" -c 256 --chunks 8 -t 2 > "$tmp/lp.log" 2>&1
+  lp_ppl=$(sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' "$tmp/lp.log")
+  echo "llama-perplexity: PPL $lp_ppl, sqz eval: $sqz_ppl"
+  check "llama-perplexity of the 4-block GGUF within 0.5% of sqz eval's" \
+    '[ -n "$lp_ppl" ] && "$py" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) / b < 0.005 else 1)" "$lp_ppl" "$sqz_ppl"'
+else
+  echo "skipped: llama-perplexity check (set SQZ_LLAMA_PERPLEXITY to a llama.cpp llama-perplexity binary)"
+fi
 
 # ---- drop a block: HF ----
 "$sqz" compress "$s260" --drop-layers 2 -o "$tmp/dhf" --to safetensors > /dev/null 2>&1
