@@ -43,7 +43,10 @@ n_public=$(wc -l < "$tmp/public")
 echo "public functions declared in include/sqz/: $n_public"
 [ "$n_public" -gt 100 ] || { echo "FAIL: too few declarations found: the parsing is broken"; fail=1; }
 missing=$(comm -23 "$tmp/public" "$tmp/exported")
-if [ -n "$missing" ]; then echo "FAIL: public but not exported:"; echo "$missing"; fail=1; fi
+if [ -n "$missing" ]; then
+  echo "FAIL: public but not exported (not built into libsqz, or defined in a file that does not"
+  echo "include its sqz/ header, so the definition is hidden):"; echo "$missing"; fail=1
+fi
 extra=$(grep '^sqz_' "$tmp/exported" | comm -13 "$tmp/public" - || true)
 if [ -n "$extra" ]; then echo "FAIL: exported but not in include/sqz/:"; echo "$extra"; fail=1; fi
 [ "$fail" = 0 ] && echo "libsqz.so exports exactly the $n_public public functions"
