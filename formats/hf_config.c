@@ -315,7 +315,8 @@ char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype) {
         const sqz_layer_dims *ld = &m->layers[l];
         if (ld->n_heads != l0->n_heads || ld->n_kv_heads != l0->n_kv_heads || ld->d_ff != l0->d_ff) {
             SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: layer %lld has %lld heads, %lld KV heads, d_ff %lld but "
-                      "layer 0 has %lld, %lld, %lld: a plain HF config cannot express per-layer dimensions",
+                      "layer 0 has %lld, %lld, %lld: a plain HF config cannot express per-layer dimensions: "
+                      "write GGUF (--to gguf), whose per-layer arrays llama.cpp reads",
                       (long long)l, (long long)ld->n_heads, (long long)ld->n_kv_heads, (long long)ld->d_ff,
                       (long long)l0->n_heads, (long long)l0->n_kv_heads, (long long)l0->d_ff);
             return NULL;
@@ -331,6 +332,14 @@ char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype) {
     if (!bert && !a->has_bias_key && hp->attn_bias != a->qkv_bias) {
         SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: %s cannot express q/k/v biases %s", a->hf_class,
                   hp->attn_bias ? "present" : "absent");
+        return NULL;
+    }
+    const bool o_bias = sqz_model_get(m, SQZ_ROLE_ATTN_OUT, 0, SQZ_PARAM_BIAS) != NULL;
+    const bool mlp_bias = !bert && sqz_model_get(m, SQZ_ROLE_FFN_DOWN, 0, SQZ_PARAM_BIAS) != NULL;
+    if (!bert && (o_bias || mlp_bias) && !(a->has_bias_key && (!o_bias || hp->attn_bias))) {
+        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: %s cannot express biases on %s (a pruned model's "
+                  "compensation): write GGUF (--to gguf), which llama.cpp loads with them", a->hf_class,
+                  o_bias ? "o_proj without q/k/v" : "the MLP");
         return NULL;
     }
     jw w = {cJSON_CreateObject(), true};
@@ -362,7 +371,7 @@ char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype) {
         add_item(&w, "rope_scaling", cJSON_CreateNull());
         if (a->has_bias_key) {
             add_bool(&w, "attention_bias", hp->attn_bias);
-            add_bool(&w, "mlp_bias", false);
+            add_bool(&w, "mlp_bias", mlp_bias);
         }
         add_num(&w, "attention_dropout", 0.0);
         add_bool(&w, "tie_word_embeddings", hp->tied_embeddings);

@@ -35,17 +35,31 @@ static sqz_status add_bias(sqz_model *m, const sqz_tensor *w) {
     return SQZ_OK;
 }
 
+/* The output layer's bias and, where the family's HF config ties biases together (llama:
+ * attention_bias puts them on q, k, v and o; mlp_bias on gate, up and down), zero biases for
+ * the siblings, so that GGUF and HF both express the model. */
+static sqz_status add_layer_biases(sqz_model *m, int32_t layer, sqz_role out) {
+    static const sqz_role attn[] = {SQZ_ROLE_ATTN_OUT, SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V};
+    static const sqz_role ffn[] = {SQZ_ROLE_FFN_DOWN, SQZ_ROLE_FFN_GATE, SQZ_ROLE_FFN_UP};
+    const bool is_attn = out == SQZ_ROLE_ATTN_OUT, llama = m->hp.family == SQZ_FAMILY_LLAMA;
+    const int n = !llama ? 1 : is_attn ? 4 : 3;
+    for (int i = 0; i < n; i++) {
+        const sqz_role r = is_attn ? attn[i] : ffn[i];
+        if (sqz_model_get(m, r, layer, SQZ_PARAM_BIAS)) continue;
+        const sqz_tensor *w = sqz_model_get(m, r, layer, SQZ_PARAM_WEIGHT);
+        if (w) SQZ_TRY(add_bias(m, w));
+    }
+    if (llama && is_attn) m->hp.attn_bias = true;
+    return SQZ_OK;
+}
+
 sqz_status sqz_prune_add_biases(sqz_model *m, bool attn_out, bool ffn_down, int64_t *added) {
-    *added = 0;
-    for (int32_t l = 0; l < m->hp.n_layers; l++)
-        for (int r = 0; r < 2; r++) {
-            const sqz_role role = r ? SQZ_ROLE_FFN_DOWN : SQZ_ROLE_ATTN_OUT;
-            if (!(r ? ffn_down : attn_out) || sqz_model_get(m, role, l, SQZ_PARAM_BIAS)) continue;
-            const sqz_tensor *w = sqz_model_get(m, role, l, SQZ_PARAM_WEIGHT);
-            if (!w) continue;
-            SQZ_TRY(add_bias(m, w));
-            (*added)++;
-        }
+    const int64_t before = m->n_tensors;
+    for (int32_t l = 0; l < m->hp.n_layers; l++) {
+        if (attn_out) SQZ_TRY(add_layer_biases(m, l, SQZ_ROLE_ATTN_OUT));
+        if (ffn_down) SQZ_TRY(add_layer_biases(m, l, SQZ_ROLE_FFN_DOWN));
+    }
+    *added = m->n_tensors - before;
     return SQZ_OK;
 }
 
@@ -177,7 +191,7 @@ sqz_status sqz_prune_apply(sqz_model *m, int32_t layer, sqz_structure k, const i
                   k == SQZ_STRUCT_HEAD ? "attn_output" : "ffn_down");
     SQZ_TRY(check_comp(t, layer, comp, st));
     if ((comp == SQZ_PRUNE_COMP_BIAS || comp == SQZ_PRUNE_COMP_BOTH) && !sqz_model_get(m, t->role, layer, SQZ_PARAM_BIAS)) {
-        SQZ_TRY(add_bias(m, t));
+        SQZ_TRY(add_layer_biases(m, layer, t->role));
         t = sqz__prune_out_layer(m, layer, k, &width); /* the tensor array may have moved */
     }
     cols c = {0};

@@ -6,6 +6,8 @@
  *
  *   SPEC  := PART (':' PART)*
  *   PART  := 'heads=' R | 'ffn=' R          fraction of each layer's heads / FFN neurons, [0, 1)
+ *          | 'params=' R                    or a fraction of all attention+FFN parameters, placed
+ *                                           across layers and kinds by standardized scores (FLAP)
  *          | magnitude | wanda | flap | obs  the score (default flap)
  *          | auto | none | bias | lsq | both the compensation (default auto: bias for flap,
  *                                           lsq for obs, none for magnitude and wanda)
@@ -17,6 +19,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +29,7 @@
 static const int comp_values[] = {-1, SQZ_PRUNE_COMP_NONE, SQZ_PRUNE_COMP_BIAS, SQZ_PRUNE_COMP_LSQ,
                                   SQZ_PRUNE_COMP_BOTH};
 
-enum { R_HEADS, R_FFN, R_SCORE, R_COMP, R_DAMP, R_ALIGN, N_ROWS };
+enum { R_HEADS, R_FFN, R_PARAMS, R_SCORE, R_COMP, R_DAMP, R_ALIGN, N_ROWS };
 const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS] = {
     [R_HEADS] = {.name = "heads", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, heads), .min = 0,
                  .max = 1, .def = "0",
@@ -34,6 +37,11 @@ const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS] = {
                          "the same number of query heads in every group, n_heads stays a multiple of n_kv_heads)"},
     [R_FFN] = {.name = "ffn", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, ffn), .min = 0, .max = 1,
                .def = "0", .help = "fraction of each layer's FFN neurons to remove, below 1"},
+    [R_PARAMS] = {.name = "params", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, params), .min = 0,
+                  .max = 1, .def = "0",
+                  .help = "instead of heads= / ffn=: fraction of all attention+FFN parameters to remove, placed "
+                          "across layers, heads and neurons by scores standardized per layer (FLAP's adaptive "
+                          "structure; per-layer widths: GGUF output)"},
     [R_SCORE] = {.name = "score", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__prune_args, score),
                  .flags = SQZ_OPT_BARE, .choices = "magnitude|wanda|flap|obs", .def = "flap",
                  .help = "importance: weight magnitude, Wanda-sp |W|*||x||, FLAP's fluctuation Var(x)*||W||^2, "
@@ -65,9 +73,14 @@ sqz_status sqz__prune_check(void *args, uint64_t given, const char *spec) {
                   "--prune '%s': part 'heads=%g': a fraction below 1 (1 removes every head)", spec, a->heads);
     SQZ_RETURN_IF(a->ffn >= 1, SQZ_ERR_INVALID_ARG,
                   "--prune '%s': part 'ffn=%g': a fraction below 1 (1 removes every FFN neuron)", spec, a->ffn);
-    SQZ_RETURN_IF(!(given & ((1ull << R_HEADS) | (1ull << R_FFN))) || (a->heads <= 0 && a->ffn <= 0),
-                  SQZ_ERR_INVALID_ARG, "--prune '%s': nothing to remove (give heads=R and/or ffn=R, R in (0, 1))",
-                  spec);
+    SQZ_RETURN_IF(a->params >= 1, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'params=%g': a fraction below 1 (1 removes every head and neuron)", spec,
+                  a->params);
+    SQZ_RETURN_IF(a->params > 0 && (given & ((1ull << R_HEADS) | (1ull << R_FFN))), SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'params=%g' places the removal itself: give it or heads= / ffn=, not both",
+                  spec, a->params);
+    SQZ_RETURN_IF(a->heads <= 0 && a->ffn <= 0 && a->params <= 0, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': nothing to remove (give heads=R and/or ffn=R, or params=R; R in (0, 1))", spec);
     return SQZ_OK;
 }
 
@@ -79,10 +92,9 @@ unsigned sqz__prune_needs(const void *args, unsigned *required) {
 
 static int64_t to_remove(double ratio, int64_t n) { return (int64_t)llround(ratio * (double)n); }
 
-/* FFN neurons to remove from a layer of n: the ratio, then the kept count rounded to the
- * nearest multiple of align (at least align) when n is a multiple of it. */
-static int64_t ffn_remove(const sqz__prune_args *a, int64_t n) {
-    const int64_t r = to_remove(a->ffn, n);
+/* FFN neurons to remove from a layer of n, r asked: the kept count rounded to the nearest
+ * multiple of align (at least align) when n is a multiple of it. */
+static int64_t ffn_remove(const sqz__prune_args *a, int64_t n, int64_t r) {
     if (a->align <= 1 || n % a->align || n <= a->align) return r;
     int64_t keep = (n - r + a->align / 2) / a->align * a->align;
     if (keep < a->align) keep = a->align;
@@ -129,9 +141,11 @@ sqz_status sqz__prune_model_step(sqz_pass_ctx *c, const void *args) {
     sqz_model *m = c->m;
     SQZ_TRY(sqz__prune_check_model(args, c->stage->spec, m));
     const sqz_prune_comp comp = comp_of(a);
+    if (a->params > 0) /* the plan: a->plan_* are this stage's own per-run state */
+        SQZ_TRY(sqz__prune_plan(c, (sqz__prune_args *)(uintptr_t)args));
     if (comp == SQZ_PRUNE_COMP_BIAS || comp == SQZ_PRUNE_COMP_BOTH) {
         int64_t added; /* fixed before the calibration session is made (pipeline.c: a fresh one) */
-        SQZ_TRY(sqz_prune_add_biases(m, a->heads > 0, a->ffn > 0, &added));
+        SQZ_TRY(sqz_prune_add_biases(m, a->heads > 0 || a->params > 0, a->ffn > 0 || a->params > 0, &added));
     }
     int64_t h0, n0;
     totals(m, &h0, &n0);
@@ -151,8 +165,8 @@ static sqz_status prune_heads(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
     int64_t *keep = sqz__malloc((size_t)ld.n_heads * sizeof(int64_t)), n_keep = 0;
     sqz_status rc = sc && keep ? SQZ_OK : SQZ_ERR_NOMEM;
     if (rc == SQZ_OK) rc = sqz_prune_scores(c->m, layer, SQZ_STRUCT_HEAD, (sqz_prune_score)a->score, st, a->damp, sc);
-    if (rc == SQZ_OK)
-        rc = sqz_prune_choose_heads(ld.n_heads, ld.n_kv_heads, sc, to_remove(a->heads, ld.n_heads), keep, &n_keep);
+    const int64_t remove = a->params > 0 ? a->plan_heads[layer] : to_remove(a->heads, ld.n_heads);
+    if (rc == SQZ_OK) rc = sqz_prune_choose_heads(ld.n_heads, ld.n_kv_heads, sc, remove, keep, &n_keep);
     if (rc == SQZ_OK) rc = sqz_prune_apply(c->m, layer, SQZ_STRUCT_HEAD, keep, n_keep, comp_of(a), st, a->damp);
     free(sc);
     free(keep);
@@ -160,7 +174,9 @@ static sqz_status prune_heads(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
 }
 
 static sqz_status prune_ffn(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const sqz__prune_args *a) {
-    const int64_t n = c->m->layers[layer].d_ff, remove = ffn_remove(a, n);
+    const int64_t n = c->m->layers[layer].d_ff;
+    const int64_t remove = ffn_remove(a, n, a->params > 0 ? a->plan_ffn[layer] : to_remove(a->ffn, n));
+    if (remove == 0) return SQZ_OK;
     const sqz_qstats *st = input_of(stats, SQZ_ROLE_FFN_DOWN);
     double *sc = sqz__malloc((size_t)n * sizeof(double));
     int64_t *keep = sqz__malloc((size_t)n * sizeof(int64_t));
@@ -177,8 +193,8 @@ sqz_status sqz__prune_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bloc
     const sqz__prune_args *a = args;
     long long h0 = 0, n0 = 0;
     (void)sscanf(c->stage->note, "heads %lld -> %*d, FFN neurons %lld", &h0, &n0); /* the model step's totals */
-    if (a->heads > 0) SQZ_TRY(prune_heads(c, layer, stats, a));
-    if (a->ffn > 0) SQZ_TRY(prune_ffn(c, layer, stats, a));
+    if (a->heads > 0 || (a->params > 0 && a->plan_heads[layer] > 0)) SQZ_TRY(prune_heads(c, layer, stats, a));
+    if (a->ffn > 0 || a->params > 0) SQZ_TRY(prune_ffn(c, layer, stats, a));
     write_note(c, a, (int64_t)h0, (int64_t)n0);
     return SQZ_OK;
 }

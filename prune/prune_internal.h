@@ -22,14 +22,22 @@ double *sqz__prune_damped(const double *h, int64_t n_in, const int64_t *idx, int
 
 /* ---- the pass (pass_prune.c) -------------------------------------------------------- */
 
+#define SQZ__PRUNE_MAX_LAYERS 512
+
 typedef struct sqz__prune_args {
     double heads, ffn;    /* fraction of each layer's heads / FFN neurons to remove */
+    double params;        /* or: fraction of the attention+FFN parameters, placed by budget.c */
     int score;            /* sqz_prune_score */
     int comp;             /* sqz_prune_comp, or -1: the score's default */
     double damp;          /* relative damping of H (obs, lsq) */
     int64_t align;        /* kept FFN widths are a multiple of this (where d_ff is) */
+    /* params=: what the model step decided per layer (heads / neurons to remove) */
+    int32_t plan_heads[SQZ__PRUNE_MAX_LAYERS], plan_ffn[SQZ__PRUNE_MAX_LAYERS];
 } sqz__prune_args;
-#define SQZ__PRUNE_N_OPTS 6
+#define SQZ__PRUNE_N_OPTS 7
+
+/* Fills a->plan_heads / plan_ffn for a->params (budget.c). */
+sqz_status sqz__prune_plan(sqz_pass_ctx *c, sqz__prune_args *a);
 extern const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS];
 sqz_status sqz__prune_check(void *args, uint64_t given, const char *spec);
 unsigned sqz__prune_needs(const void *args, unsigned *required);

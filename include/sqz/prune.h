@@ -106,16 +106,20 @@ SQZ_API void sqz_prune_choose_top(int64_t n, const double *scores, int64_t remov
  * stored in block formats (GGUF Q4_1 and so on) are replaced by their float values first
  * (columns of block formats cannot be cut); the output layer becomes F32 when compensated.
  * BIAS needs the output layer's bias tensor: a model without one gets an F32 zero bias
- * added (sqz_model_add_tensor: tensor pointers and sessions made before are invalid after
- * a call that adds one; sqz_prune_add_biases does it for every layer up front).
+ * added, and for the llama family zero biases on the layers HF ties to it (attention_bias:
+ * q, k, v and o, hp.attn_bias becomes true; mlp_bias: gate, up and down), so that GGUF and
+ * HF both express the result (sqz_model_add_tensor: tensor pointers and sessions made before
+ * are invalid after a call that adds one; sqz_prune_add_biases does it for every layer up
+ * front).
  * Errors: SQZ_ERR_INVALID_ARG (statistics missing or of another width), SQZ_ERR_NUMERIC
  * (H_KK not positive definite even damped), the edits' errors, SQZ_ERR_NOMEM.
  */
 SQZ_API sqz_status sqz_prune_apply(sqz_model *m, int32_t layer, sqz_structure k, const int64_t *keep, int64_t n_keep,
                                    sqz_prune_comp comp, const sqz_qstats *st, double damp);
 
-/* Adds an F32 zero bias to the o and/or down layers of every block that lacks one (so the
- * model's tensor set is fixed before a calibration session is made). *added gets the count. */
+/* Adds the F32 zero biases above for the o and/or down layers of every block that lacks them
+ * (so the model's tensor set is fixed before a calibration session is made). *added gets the
+ * number of tensors added. */
 SQZ_API sqz_status sqz_prune_add_biases(sqz_model *m, bool attn_out, bool ffn_down, int64_t *added);
 
 #ifdef __cplusplus
