@@ -191,6 +191,8 @@ sqz_status sqz__drop_model_step(sqz_pass_ctx *c, const void *args) {
     lo.seed = (uint64_t)a->seed;
     lo.kld_windows = a->kld_windows;
     lo.ridge = a->ridge;
+    lo.progress = c->o->progress; /* scoring passes */
+    lo.progress_user = c->o->progress_user;
     sqz_layerdrop_result *res = sqz__calloc(1, sizeof *res);
     if (!res) return SQZ_ERR_NOMEM;
     /* an explicit list without compensation measures nothing (as before: no forward pass); the
