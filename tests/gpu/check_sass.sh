@@ -3,7 +3,8 @@
 # LIB (libsqz.a / libsqz.so built with SQZ_CUDA) were compiled to tensor-core instructions
 # for every architecture sqz targets: each INT8 kernel (i8_mma_kernel<...>) must contain
 # IMMA and each W4A16 kernel (w4_small_kernel / w4_big_kernel) HMMA, in the SASS of sm_80,
-# sm_89 and sm_90. Exits 77 (skipped) when no cuobjdump can be found.
+# sm_89 and sm_90. Exits 77 (skipped) when no cuobjdump can be found (scripts/setup.sh fetches
+# one from PyPI into $SQZ_CUDA_TOOLS when the toolkit lacks it).
 set -euo pipefail
 
 lib=${1:?usage: check_sass.sh LIB [CUOBJDUMP]}
@@ -14,7 +15,8 @@ find_tool() {
     local c
     for c in "$tool" "${CUOBJDUMP:-}" "$(command -v cuobjdump 2>/dev/null || true)" \
              "${CUDA_HOME:-/usr/local/cuda}/bin/cuobjdump" \
-             "$(dirname "$(command -v nvcc 2>/dev/null || echo /nonexistent/nvcc)")/cuobjdump"; do
+             "$(dirname "$(command -v nvcc 2>/dev/null || echo /nonexistent/nvcc)")/cuobjdump" \
+             "${SQZ_CUDA_TOOLS:-$HOME/.cache/sqz/cuda-tools}/nvidia/cu13/bin/cuobjdump"; do
         if [[ -n "$c" && -x "$c" && ! "$c" =~ -NOTFOUND$ ]]; then echo "$c"; return 0; fi
     done
     # a CUDA toolkit without cuobjdump: Triton's wheel ships one
