@@ -11,7 +11,8 @@
 #define STR(x) STR_(x)
 
 const sqz_opt sqz_cli_calib_opts[] = {
-    {.name = "calib", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_calib, text), .metavar = "FILE",
+    {.name = "calib", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_calib, text), .flags = SQZ_OPT_INPUT,
+     .metavar = "FILE",
      .alias = "text", .help = "calibration text (windows spread over the whole of it)"},
     {.name = "calib-samples", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, samples), .min = 1,
      .max = 1 << 20, .def = STR(SQZ_CALIB_DEFAULT_SAMPLES), .metavar = "N", .alias = "samples",
@@ -27,7 +28,8 @@ const sqz_opt sqz_cli_calib_opts[] = {
              "128, compress 512"},
     {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, threads), .min = 0, .max = 1024,
      .def = "0", .metavar = "N", .help = "CPU threads, 0 for all cores"},
-    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_calib, tokenizer), .metavar = "FILE",
+    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_calib, tokenizer), .flags = SQZ_OPT_INPUT,
+     .metavar = "FILE",
      .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
 };
 const int sqz_cli_calib_n_opts = (int)(sizeof sqz_cli_calib_opts / sizeof sqz_cli_calib_opts[0]);

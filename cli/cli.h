@@ -16,6 +16,9 @@ typedef struct sqz_cmd {
     /* optional: prints the help of what argv names (a command with sub-commands); returns the
      * exit status. NULL: usage(stdout). */
     int (*help_of)(int argc, char **argv);
+    /* the command's outputs appear together at its successful end, or none does
+     * (sqz_io_defer_begin / sqz_io_defer_end around run) */
+    bool outputs_together;
 } sqz_cmd;
 
 /* Prints "sqz: error: <last error>" (or msg) to stderr and returns 1. */
@@ -30,6 +33,13 @@ int sqz_cli_usage_error(const char *cmd, const char *fmt, ...);
  * the usage error ("sqz <cmd>: unknown option '--frob' (see ...)") and returns 2. given[g]
  * (may be NULL) gets the bits of the rows of group g that were given. */
 int sqz_cli_parse(const char *cmd, const sqz_opt_group *g, int ng, int argc, char **argv, uint64_t *given);
+/* After parsing (sqz_cli_parse calls it): the rows flagged SQZ_OPT_INPUT are what the command
+ * reads, SQZ_OPT_OUTPUT what it writes. Refuses (usage error, exit 2, one line naming both
+ * paths) an output that is an input (same file), an existing directory output that holds an
+ * input, an existing output inside an input directory, two outputs naming the same path (or
+ * one inside the other's directory), and a target that cannot be replaced (a FIFO, a device,
+ * a socket; a directory sqz did not write unless a --force flag row was given). Returns 0. */
+int sqz_cli_check_paths(const char *cmd, const sqz_opt_group *g, int ng, int argc, char **argv);
 /* A command's --help: the hand-written usage line and description (ending in a newline),
  * then "options:" and the list generated from the tables. */
 void sqz_cli_help(FILE *out, const char *usage_and_description, const sqz_opt_group *g, int ng);

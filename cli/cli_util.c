@@ -1,5 +1,9 @@
 /* cli/cli_util.c - small helpers the subcommands share. */
+#define _GNU_SOURCE
+#include <limits.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli/cli.h"
@@ -20,8 +24,9 @@ const char *sqz_cli_default_smollm2(void) {
 }
 
 int sqz_cli_parse(const char *cmd, const sqz_opt_group *g, int ng, int argc, char **argv, uint64_t *given) {
-    if (sqz_opts_parse_argv(g, ng, argc, argv, given) == SQZ_OK) return 0;
-    return sqz_cli_usage_error(cmd, "%s", sqz_last_error());
+    if (sqz_opts_parse_argv(g, ng, argc, argv, given) != SQZ_OK)
+        return sqz_cli_usage_error(cmd, "%s", sqz_last_error());
+    return sqz_cli_check_paths(cmd, g, ng, argc, argv);
 }
 
 void sqz_cli_help(FILE *out, const char *usage_and_description, const sqz_opt_group *g, int ng) {
@@ -41,4 +46,137 @@ sqz_status sqz_cli_write_file(const char *path, const void *data, size_t n) {
         return st;
     }
     return sqz_outfile_commit(f);
+}
+
+/* ---- the command's inputs and outputs (the rows flagged SQZ_OPT_INPUT / SQZ_OPT_OUTPUT) ---- */
+
+#define MAX_PATHS 64
+
+typedef struct cli_path {
+    const sqz_opt *o;
+    const char *value;
+    char *norm;       /* realpath, or realpath(dirname)/basename, or the value */
+    struct stat st;
+    bool exists;
+} cli_path;
+
+typedef struct cli_paths {
+    int n;
+    cli_path p[MAX_PATHS];
+    bool force;       /* a --force flag row was given */
+} cli_paths;
+
+/* The absolute path without symbolic links: realpath, or (for a path that does not exist
+ * yet) the normalized directory and the last component. */
+static char *normalize(const char *path) {
+    char buf[PATH_MAX];
+    if (realpath(path, buf)) return strdup(buf);
+    char *copy = strdup(path);
+    if (!copy) return NULL;
+    size_t n = strlen(copy);
+    while (n > 1 && copy[n - 1] == '/') copy[--n] = 0;
+    char *slash = strrchr(copy, '/');
+    const char *base = slash ? slash + 1 : copy;
+    char *dir = slash == copy ? strdup("/") : slash ? (*slash = 0, normalize(copy)) : normalize(".");
+    char *out = NULL;
+    if (dir) {
+        size_t k = strlen(dir) + strlen(base) + 2;
+        out = malloc(k);
+        if (out) snprintf(out, k, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", base);
+    }
+    free(dir);
+    free(copy);
+    return out;
+}
+
+static void collect(void *user, int group, const sqz_opt *o, const char *value) {
+    (void)group;
+    cli_paths *ps = user;
+    if (o->type == SQZ_OPT_FLAG && !strcmp(o->name, "force")) ps->force = true;
+    if (!(o->flags & (SQZ_OPT_INPUT | SQZ_OPT_OUTPUT)) || !value || !*value || ps->n >= MAX_PATHS) return;
+    cli_path *p = &ps->p[ps->n++];
+    p->o = o;
+    p->value = value;
+    p->norm = normalize(value);
+    if (!p->norm) p->norm = strdup(value);
+    p->exists = stat(value, &p->st) == 0;
+}
+
+/* "MODEL", "-o", "--report": how the command line names the row. */
+static const char *row_label(const sqz_opt *o, char *buf, size_t cap) {
+    if (o->flags & SQZ_OPT_POSITIONAL) snprintf(buf, cap, "%s", o->metavar ? o->metavar : o->name);
+    else if (o->short_name) snprintf(buf, cap, "-%c", o->short_name);
+    else snprintf(buf, cap, "--%s", o->name);
+    return buf;
+}
+
+/* Is path `in` below directory `dir` (both normalized)? */
+static bool below(const char *in, const char *dir) {
+    size_t n = strlen(dir);
+    return in && dir && strncmp(in, dir, n) == 0 && (in[n] == '/' || !strcmp(dir, "/"));
+}
+
+/* 0, or prints why output `o` cannot be written beside input `in` and returns 2. */
+static int check_against_input(const char *cmd, const cli_path *o, const cli_path *in) {
+    char lo[64], li[64];
+    row_label(o->o, lo, sizeof lo);
+    row_label(in->o, li, sizeof li);
+    if (o->exists && in->exists && o->st.st_dev == in->st.st_dev && o->st.st_ino == in->st.st_ino)
+        return sqz_cli_usage_error(cmd, "%s '%s' is the input %s '%s': an output never replaces an input", lo,
+                                   o->value, li, in->value);
+    if (o->exists && S_ISDIR(o->st.st_mode) && below(in->norm, o->norm))
+        return sqz_cli_usage_error(cmd, "%s '%s' would replace a directory that holds the input %s '%s'", lo,
+                                   o->value, li, in->value);
+    if (o->exists && in->exists && S_ISDIR(in->st.st_mode) && below(o->norm, in->norm))
+        return sqz_cli_usage_error(cmd, "%s '%s' would replace a file of the input %s '%s'", lo, o->value, li,
+                                   in->value);
+    return 0;
+}
+
+/* 0, or prints why outputs a and b collide and returns 2. */
+static int check_outputs(const char *cmd, const cli_path *a, const cli_path *b) {
+    char la[64], lb[64];
+    row_label(a->o, la, sizeof la);
+    row_label(b->o, lb, sizeof lb);
+    const bool same = !strcmp(a->norm, b->norm) ||
+                      (a->exists && b->exists && a->st.st_dev == b->st.st_dev && a->st.st_ino == b->st.st_ino);
+    if (same) return sqz_cli_usage_error(cmd, "%s and %s both name '%s'", la, lb, a->value);
+    if ((a->o->flags & SQZ_OPT_OUTPUT_DIR) && below(b->norm, a->norm))
+        return sqz_cli_usage_error(cmd, "%s '%s' is inside the output directory %s '%s'", lb, b->value, la, a->value);
+    if ((b->o->flags & SQZ_OPT_OUTPUT_DIR) && below(a->norm, b->norm))
+        return sqz_cli_usage_error(cmd, "%s '%s' is inside the output directory %s '%s'", la, a->value, lb, b->value);
+    return 0;
+}
+
+/* 0, or prints why the output's target cannot be replaced (a FIFO, a device, a directory sqz
+ * did not write) and returns 2. */
+static int check_target(const char *cmd, const cli_path *o, bool force) {
+    unsigned flags = 0;
+    if ((o->o->flags & SQZ_OPT_OUTPUT_DIR) && o->exists && S_ISDIR(o->st.st_mode))
+        flags = SQZ_OUTPUT_DIR | (force ? SQZ_OUTPUT_REPLACE : 0);
+    if (sqz_output_check(o->value, flags) == SQZ_OK) return 0;
+    char l[64];
+    const bool hint = flags && !force;
+    return sqz_cli_usage_error(cmd, "%s: %s%s", row_label(o->o, l, sizeof l), sqz_last_error(),
+                               hint ? " (--force replaces it)" : "");
+}
+
+int sqz_cli_check_paths(const char *cmd, const sqz_opt_group *g, int ng, int argc, char **argv) {
+    cli_paths *ps = calloc(1, sizeof *ps);
+    if (!ps) return sqz_cli_fail(SQZ_ERR_NOMEM);
+    sqz_opts_argv_each(g, ng, argc, argv, collect, ps);
+    int rc = 0;
+    for (int i = 0; i < ps->n && !rc; i++) {
+        const cli_path *o = &ps->p[i];
+        if (!(o->o->flags & SQZ_OPT_OUTPUT)) continue;
+        for (int j = 0; j < ps->n && !rc; j++) {
+            if (j == i) continue;
+            if (ps->p[j].o->flags & SQZ_OPT_INPUT) rc = check_against_input(cmd, o, &ps->p[j]);
+            else if (j > i) rc = check_outputs(cmd, o, &ps->p[j]);
+        }
+        if (!rc) rc = check_target(cmd, o, ps->force);
+    }
+    for (int i = 0; i < ps->n; i++) free(ps->p[i].norm);
+    free(ps);
+    return rc;
 }

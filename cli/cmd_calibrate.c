@@ -15,8 +15,10 @@ typedef struct calibrate_opts {
 
 static const sqz_opt calibrate_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(calibrate_opts, path),
-     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .metavar = "MODEL", .help = "the model to calibrate"},
-    {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(calibrate_opts, out), .flags = SQZ_OPT_REQUIRED,
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED | SQZ_OPT_INPUT, .metavar = "MODEL",
+     .help = "the model to calibrate"},
+    {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(calibrate_opts, out),
+     .flags = SQZ_OPT_REQUIRED | SQZ_OPT_OUTPUT,
      .metavar = "STATS", .short_name = 'o', .help = "the statistics file to write (.sqzs)"},
     {.name = "hessian", .type = SQZ_OPT_FLAG, .offset = offsetof(calibrate_opts, hessian),
      .help = "also store X^T X per input (large: n_in^2 doubles each)"},

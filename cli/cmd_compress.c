@@ -14,6 +14,7 @@
 typedef struct compress_opts {
     const char *path, *out, *stats, *report, *html, *keep, *eval;
     int to;                     /* TO_* */
+    bool force;
     int64_t eval_ctx, eval_chunks;
     sqz_recipe recipe;          /* stages in the order given */
     char recipe_error[512];     /* a --recipe FILE that could not be read: bad input (exit 1), not usage */
@@ -35,29 +36,37 @@ static sqz_status add_recipe(void *dst, const sqz_opt *o, const char *value) {
 
 static const sqz_opt compress_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, path),
-     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .metavar = "MODEL",
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED | SQZ_OPT_INPUT, .metavar = "MODEL",
      .help = "HF directory, .safetensors, .gguf or llama2.c .bin"},
-    {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, out), .flags = SQZ_OPT_REQUIRED,
-     .short_name = 'o', .metavar = "OUT", .help = "a .gguf file or an HF directory"},
-    {.name = "recipe", .type = SQZ_OPT_STRING, .flags = SQZ_OPT_REPEAT, .metavar = "FILE", .set = add_recipe,
+    {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, out),
+     .flags = SQZ_OPT_REQUIRED | SQZ_OPT_OUTPUT | SQZ_OPT_OUTPUT_DIR, .short_name = 'o', .metavar = "OUT",
+     .help = "a .gguf file or an HF directory"},
+    {.name = "recipe", .type = SQZ_OPT_STRING, .flags = SQZ_OPT_REPEAT | SQZ_OPT_INPUT, .metavar = "FILE",
+     .set = add_recipe,
      .help = "stages from a JSON recipe ({\"sqz_recipe\": 1, \"stages\": [{\"quant\": \"q4_0:gptq\"}]}), in place"},
     {.name = "to", .type = SQZ_OPT_CHOICE, .offset = offsetof(compress_opts, to), .choices = "auto|gguf|safetensors",
      .def = "auto", .help = "auto: gguf for q8_0/q4_0/q4_1 or an OUT ending in .gguf, else safetensors"},
-    {.name = "stats", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, stats), .metavar = "FILE",
+    {.name = "stats", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, stats), .flags = SQZ_OPT_INPUT,
+     .metavar = "FILE",
      .help = "statistics of `sqz calibrate` instead of --calib (imatrix, w8a8, smoothquant)"},
-    {.name = "eval", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, eval), .metavar = "TEXT",
+    {.name = "eval", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, eval), .flags = SQZ_OPT_INPUT,
+     .metavar = "TEXT",
      .help = "evaluate the result against the original on TEXT (chunks overlapping calibration windows of "
              "the same text are held out): delta ppl, mean/p99 KLD, top-1; in the summary and reports"},
     {.name = "eval-ctx", .type = SQZ_OPT_INT, .offset = offsetof(compress_opts, eval_ctx), .min = 0, .max = 1 << 20,
      .def = "0", .metavar = "N", .help = "evaluation chunk length; 0 = 512 capped by the model's context"},
     {.name = "eval-chunks", .type = SQZ_OPT_INT, .offset = offsetof(compress_opts, eval_chunks), .min = 0,
      .max = 1 << 30, .def = "0", .metavar = "K", .help = "evaluate at most K chunks; 0 = all of TEXT"},
-    {.name = "report", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, report), .metavar = "R.json",
+    {.name = "report", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, report), .flags = SQZ_OPT_OUTPUT,
+     .metavar = "R.json",
      .help = "per-layer method, bits per weight, output error, time; stages; totals; evaluation"},
-    {.name = "html", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, html), .metavar = "R.html",
+    {.name = "html", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, html), .flags = SQZ_OPT_OUTPUT,
+     .metavar = "R.html",
      .help = "the same as one self-contained page with a plot of the per-layer error"},
     {.name = "keep-float", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, keep), .metavar = "LIST",
      .help = "also keep these float: roles (attn_v,ffn_down), blk.N, blk.N.role"},
+    {.name = "force", .type = SQZ_OPT_FLAG, .offset = offsetof(compress_opts, force),
+     .help = "replace an existing directory OUT that sqz did not write"},
 };
 
 /* One row per pass of the pass table: --NAME SPEC. */
@@ -188,7 +197,7 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
     const sqz_qformat qf = q ? q->q.target.fmt : SQZ_QFMT_Q8_0;
     const bool gguf_native = q && (qf == SQZ_QFMT_Q8_0 || qf == SQZ_QFMT_Q4_0 || qf == SQZ_QFMT_Q4_1);
     *so = (sqz_save_opts){.format = gguf_native || ends_with(a->out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS,
-                          .dtype = -1};
+                          .dtype = -1, .replace = a->force};
     if (a->to != TO_AUTO) so->format = a->to == TO_GGUF ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS;
     if (q && so->format == SQZ_FORMAT_GGUF && !gguf_native)
         return sqz_cli_usage_error("compress", "SPEC '%s' stores sqz's %s layout, which GGUF cannot hold: use --to "

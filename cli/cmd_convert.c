@@ -10,6 +10,7 @@
 typedef struct convert_opts {
     const char *in, *out, *tokenizer;
     int to, dtype; /* sqz_format, sqz_dtype; -1 when not given */
+    bool force;
 } convert_opts;
 
 static const int to_values[] = {SQZ_FORMAT_GGUF, SQZ_FORMAT_SAFETENSORS, SQZ_FORMAT_SAFETENSORS};
@@ -18,17 +19,21 @@ static const int dtype_values[] = {SQZ_DTYPE_F32,  SQZ_DTYPE_F16,  SQZ_DTYPE_BF1
 
 static const sqz_opt convert_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(convert_opts, in),
-     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .metavar = "MODEL",
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED | SQZ_OPT_INPUT, .metavar = "MODEL",
      .help = "an HF directory, a .safetensors, a .gguf or a llama2.c .bin"},
-    {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(convert_opts, out), .flags = SQZ_OPT_REQUIRED,
+    {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(convert_opts, out),
+     .flags = SQZ_OPT_REQUIRED | SQZ_OPT_OUTPUT | SQZ_OPT_OUTPUT_DIR,
      .metavar = "OUT", .short_name = 'o', .help = "a .gguf file or an HF directory"},
     {.name = "to", .type = SQZ_OPT_CHOICE, .offset = offsetof(convert_opts, to), .choices = "gguf|safetensors|hf",
      .values = to_values, .help = "the output format (default: gguf when OUT ends in .gguf, else safetensors)"},
     {.name = "dtype", .type = SQZ_OPT_CHOICE, .offset = offsetof(convert_opts, dtype),
      .choices = "f32|f16|bf16|f64|q8_0|q4_0|q4_1", .values = dtype_values,
      .help = "dtype of the weight matrices (default: every tensor keeps its own)"},
-    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(convert_opts, tokenizer), .metavar = "FILE",
+    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(convert_opts, tokenizer), .flags = SQZ_OPT_INPUT,
+     .metavar = "FILE",
      .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
+    {.name = "force", .type = SQZ_OPT_FLAG, .offset = offsetof(convert_opts, force),
+     .help = "replace an existing directory OUT that sqz did not write"},
 };
 
 static const char convert_head[] =
@@ -61,6 +66,7 @@ int sqz_cmd_convert(int argc, char **argv) {
     sqz_save_opts so = {.format = ends_with(out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS};
     if (a.to >= 0) so.format = (sqz_format)a.to;
     so.dtype = a.dtype;
+    so.replace = a.force;
     if (a.dtype >= 0 && so.format == SQZ_FORMAT_SAFETENSORS && sqz_dtype_info((sqz_dtype)a.dtype)->is_quantized)
         return sqz_cli_usage_error("convert", "safetensors holds float dtypes only; use --to gguf for %s",
                                    sqz_dtype_name((sqz_dtype)a.dtype));

@@ -25,7 +25,8 @@ static sqz_status set_text(void *dst, const sqz_opt *o, const char *value) {
 
 static const sqz_opt gen_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, path),
-     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .metavar = "MODEL", .help = "a decoder checkpoint"},
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED | SQZ_OPT_INPUT, .metavar = "MODEL",
+     .help = "a decoder checkpoint"},
     {.name = "prompt", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, prompt), .metavar = "TEXT",
      .short_name = 'p', .set = set_text, .help = "text to continue (default: empty, i.e. from BOS alone)"},
     {.name = "tokens", .type = SQZ_OPT_INT, .offset = offsetof(gen_opts, n_new), .min = 0, .max = 1 << 30,
@@ -38,7 +39,8 @@ static const sqz_opt gen_rows[] = {
      .help = "random seed for sampling (default, or negative: the time)"},
     {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(gen_opts, threads), .min = 0, .max = 1024,
      .def = "0", .help = "CPU threads, 0 for all cores"},
-    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, tokenizer), .metavar = "FILE",
+    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, tokenizer), .flags = SQZ_OPT_INPUT,
+     .metavar = "FILE",
      .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
     {.name = "ids", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, ids),
      .help = "print the generated token ids instead of text"},

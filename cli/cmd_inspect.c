@@ -14,13 +14,14 @@ typedef struct inspect_opts {
 
 static const sqz_opt inspect_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(inspect_opts, path),
-     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .metavar = "MODEL",
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED | SQZ_OPT_INPUT, .metavar = "MODEL",
      .help = "an HF directory, a .safetensors, a .gguf or a llama2.c .bin"},
     {.name = "json", .type = SQZ_OPT_FLAG, .offset = offsetof(inspect_opts, json),
      .help = "print one JSON object instead of text"},
     {.name = "no-tensors", .type = SQZ_OPT_FLAG, .offset = offsetof(inspect_opts, no_tensors),
      .help = "leave out the tensor list"},
-    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(inspect_opts, tokenizer), .metavar = "FILE",
+    {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(inspect_opts, tokenizer), .flags = SQZ_OPT_INPUT,
+     .metavar = "FILE",
      .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
 };
 

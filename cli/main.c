@@ -9,15 +9,16 @@ static const sqz_cmd commands[] = {
     {.name = "inspect", .summary = "show a checkpoint's architecture, parameters and tensors", .run = sqz_cmd_inspect,
      .usage = sqz_cmd_inspect_usage},
     {.name = "convert", .summary = "convert between llama2.c, GGUF and HF safetensors", .run = sqz_cmd_convert,
-     .usage = sqz_cmd_convert_usage},
+     .usage = sqz_cmd_convert_usage, .outputs_together = true},
     {.name = "generate", .summary = "generate text from a decoder (greedy at temperature 0)", .run = sqz_cmd_generate,
      .usage = sqz_cmd_generate_usage},
     {.name = "eval", .summary = "perplexity, KL divergence and top-1 agreement against a base; embedding similarity",
-     .run = sqz_cmd_eval, .usage = sqz_cmd_eval_usage},
+     .run = sqz_cmd_eval, .usage = sqz_cmd_eval_usage, .outputs_together = true},
     {.name = "calibrate", .summary = "run calibration text through a model and save the activation statistics",
-     .run = sqz_cmd_calibrate, .usage = sqz_cmd_calibrate_usage},
+     .run = sqz_cmd_calibrate, .usage = sqz_cmd_calibrate_usage, .outputs_together = true},
     {.name = "compress", .summary = "run a recipe of passes (quantization, layer removal) on a model, with a report "
-     "and the accuracy cost", .run = sqz_cmd_compress, .usage = sqz_cmd_compress_usage},
+     "and the accuracy cost", .run = sqz_cmd_compress, .usage = sqz_cmd_compress_usage,
+     .outputs_together = true},
     {.name = "bench", .summary = "benchmarks: GEMM kernels, the forward pass, compression, each against a baseline",
      .run = sqz_cmd_bench, .usage = sqz_cmd_bench_usage, .help_of = sqz_cmd_bench_help},
 };
@@ -65,7 +66,11 @@ int main(int argc, char **argv) {
             }
         }
         sqz_io_cleanup_on_signals();
-        return commands[i].run(argc - 1, argv + 1);
+        if (!commands[i].outputs_together) return commands[i].run(argc - 1, argv + 1);
+        sqz_io_defer_begin();
+        int rc = commands[i].run(argc - 1, argv + 1);
+        sqz_status st = sqz_io_defer_end(rc == 0);
+        return st == SQZ_OK ? rc : sqz_cli_fail(st);
     }
     fprintf(stderr, "sqz: unknown command '%s'\n\n", argv[1]);
     usage(stderr);

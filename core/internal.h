@@ -129,5 +129,14 @@ char *sqz__dirname(const char *path);
 /* True if path names an existing directory / regular file. */
 bool sqz__is_dir(const char *path);
 bool sqz__is_file(const char *path);
+/* "FIFO", "character device", "socket", "directory", ... for a st_mode (messages). */
+const char *sqz__file_kind(unsigned mode);
+/* Opens a file for reading without ever blocking on it: O_NONBLOCK, fstat, then refuses
+ * anything but a regular file ("PATH: a FIFO, not a regular file"), then clears O_NONBLOCK.
+ * *size gets the file's size. Errors: SQZ_ERR_IO naming the file. */
+sqz_status sqz__open_regular(const char *path, int *fd, uint64_t *size);
+/* Whether this process opened the file (device, inode) as an input (sqz__open_regular):
+ * outputs are never put in the place of one. */
+bool sqz__is_input(uint64_t dev, uint64_t ino);
 
 #endif

@@ -294,6 +294,38 @@ sqz_status sqz_opts_parse_argv(const sqz_opt_group *g, int ng, int argc, char **
     return SQZ_OK;
 }
 
+void sqz_opts_argv_each(const sqz_opt_group *g, int ng, int argc, char **argv, sqz_opt_visit_fn fn, void *user) {
+    uint64_t used[16] = {0};
+    bool words_only = false;
+    for (int i = 1; i < argc && ng <= 16; i++) {
+        const char *a = argv[i];
+        if (!words_only && !strcmp(a, "--")) {
+            words_only = true;
+        } else if (!words_only && a[0] == '-' && a[1]) {
+            char name[128];
+            const char *arg = a, *value = NULL, *eq = strchr(a, '=');
+            if (eq && a[1] == '-') {
+                snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+                arg = name;
+                value = eq + 1;
+            }
+            int k = 0;
+            const sqz_opt *o = argv_find(g, ng, arg, &k);
+            if (!o) continue;
+            if (o->type != SQZ_OPT_FLAG && !value) value = i + 1 < argc ? argv[++i] : NULL;
+            if (o->type == SQZ_OPT_FLAG || value) fn(user, k, o, value);
+        } else {
+            for (int k = 0, done = 0; k < ng && !done; k++)
+                for (int r = 0; r < g[k].n && !done; r++)
+                    if ((g[k].opts[r].flags & SQZ_OPT_POSITIONAL) && !(used[k] & (1ull << r))) {
+                        used[k] |= 1ull << r;
+                        fn(user, k, &g[k].opts[r], a);
+                        done = 1;
+                    }
+        }
+    }
+}
+
 /* ---- help -------------------------------------------------------------------------------- */
 
 typedef struct sbuf {

@@ -1,9 +1,7 @@
 /*
- * core/outfile.c - atomic outputs: temporary file beside the target, fsync, rename.
- *
- * Live temporaries are listed in a fixed table so that a signal handler can remove
- * them with async-signal-safe calls only (unlink, rmdir). The table is the one piece
- * of mutable global state in libsqz; it is guarded by a mutex outside the handler.
+ * core/outfile.c - atomic outputs: temporary file beside the target, fsync, rename; staged
+ * directories put in place as a whole; commits deferred to one point for a program whose
+ * outputs must appear together. The temporaries' registry and signals are core/temps.c.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -18,63 +16,95 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "core/temps.h"
 #include "sqz/io.h"
 
-#define SQZ__MAX_TEMPS 64
 #define SQZ__BUF_CAP (1u << 20)
 
-typedef struct temp_slot {
-    volatile sig_atomic_t used;
-    volatile sig_atomic_t is_dir;
-    char path[PATH_MAX];
-} temp_slot;
+/* ---- what may be replaced --------------------------------------------------------------- */
 
-static temp_slot g_temps[SQZ__MAX_TEMPS];
-static pthread_mutex_t g_temps_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool dir_replaceable(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return false;
+    bool empty = true, marked = false;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        empty = false;
+        if (!strcmp(e->d_name, SQZ_OUTDIR_MARKER)) marked = true;
+    }
+    closedir(d);
+    return empty || marked;
+}
 
-static int temp_register(const char *path, int is_dir) {
-    pthread_mutex_lock(&g_temps_lock);
-    int slot = -1;
-    for (int i = 0; i < SQZ__MAX_TEMPS; i++) {
-        if (!g_temps[i].used) {
-            snprintf(g_temps[i].path, sizeof g_temps[i].path, "%s", path);
-            g_temps[i].is_dir = is_dir;
-            g_temps[i].used = 1;
-            slot = i;
-            break;
+sqz_status sqz_output_check(const char *path, unsigned flags) {
+    struct stat st;
+    SQZ_RETURN_IF(!path || !*path, SQZ_ERR_INVALID_ARG, "an empty output path");
+    if (stat(path, &st) != 0) return SQZ_OK; /* to be created (a missing directory fails at open) */
+    if (S_ISREG(st.st_mode)) {
+        SQZ_RETURN_IF(flags & SQZ_OUTPUT_DIR, SQZ_ERR_IO, "%s: exists and is a file, not a directory", path);
+        return SQZ_OK;
+    }
+    SQZ_RETURN_IF(!S_ISDIR(st.st_mode), SQZ_ERR_IO, "%s: exists and is a %s, not a regular file: not replacing it",
+                  path, sqz__file_kind(st.st_mode));
+    SQZ_RETURN_IF(!(flags & SQZ_OUTPUT_DIR), SQZ_ERR_IO, "%s: is a directory", path);
+    SQZ_RETURN_IF(!(flags & SQZ_OUTPUT_REPLACE) && !dir_replaceable(path), SQZ_ERR_IO,
+                  "%s: an existing directory that sqz did not write (no %s in it): not replacing it", path,
+                  SQZ_OUTDIR_MARKER);
+    return SQZ_OK;
+}
+
+/* An output of a program's run (commits deferred) must not take the place of a file the run
+ * read, nor of a directory that holds one: checked right before each rename, whatever path
+ * named the input. (A library caller may well read a file, close it and write over it.) */
+static sqz_status not_an_input(const char *path, bool is_dir) {
+    struct stat st;
+    if (stat(path, &st) != 0) return SQZ_OK;
+    SQZ_RETURN_IF(sqz__is_input((uint64_t)st.st_dev, (uint64_t)st.st_ino), SQZ_ERR_IO,
+                  "%s: is an input of this run: an output never replaces an input", path);
+    DIR *d = is_dir && S_ISDIR(st.st_mode) ? opendir(path) : NULL;
+    struct dirent *e;
+    sqz_status s = SQZ_OK;
+    while (d && s == SQZ_OK && (e = readdir(d))) {
+        struct stat fs;
+        if (fstatat(dirfd(d), e->d_name, &fs, AT_SYMLINK_NOFOLLOW) == 0 &&
+            sqz__is_input((uint64_t)fs.st_dev, (uint64_t)fs.st_ino) && strcmp(e->d_name, ".."))
+            s = SQZ_ERROR(SQZ_ERR_IO, "%s: holds %s, an input of this run: an output never replaces an input", path,
+                          e->d_name);
+    }
+    if (d) closedir(d);
+    return s;
+}
+
+/* ---- deferred commits ------------------------------------------------------------------ */
+
+typedef struct deferred {
+    sqz_outfile *f; /* one of the two */
+    sqz_outdir *d;
+} deferred;
+
+static struct {
+    bool on;
+    int n, cap;
+    deferred *list;
+} g_defer;
+static pthread_mutex_t g_defer_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool defer_push(sqz_outfile *f, sqz_outdir *d) {
+    pthread_mutex_lock(&g_defer_lock);
+    bool ok = g_defer.on;
+    if (ok && g_defer.n == g_defer.cap) {
+        int cap = g_defer.cap ? 2 * g_defer.cap : 8;
+        deferred *l = realloc(g_defer.list, (size_t)cap * sizeof *l);
+        if (l) {
+            g_defer.list = l;
+            g_defer.cap = cap;
         }
     }
-    pthread_mutex_unlock(&g_temps_lock);
-    return slot;
-}
-
-static void temp_unregister(int slot) {
-    if (slot < 0) return;
-    pthread_mutex_lock(&g_temps_lock);
-    g_temps[slot].used = 0;
-    pthread_mutex_unlock(&g_temps_lock);
-}
-
-static void cleanup_handler(int sig) {
-    /* Files first, then the directories that held them. */
-    for (int pass = 0; pass < 2; pass++) {
-        for (int i = SQZ__MAX_TEMPS - 1; i >= 0; i--) {
-            if (!g_temps[i].used || g_temps[i].is_dir != pass) continue;
-            if (pass == 0) unlink(g_temps[i].path);
-            else rmdir(g_temps[i].path);
-        }
-    }
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-void sqz_io_cleanup_on_signals(void) {
-    struct sigaction sa = {0};
-    sa.sa_handler = cleanup_handler;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    ok = ok && g_defer.n < g_defer.cap;
+    if (ok) g_defer.list[g_defer.n++] = (deferred){f, d};
+    pthread_mutex_unlock(&g_defer_lock);
+    return ok;
 }
 
 struct sqz_outfile {
@@ -82,6 +112,7 @@ struct sqz_outfile {
     char *path;     /* final */
     char *tmp;      /* temporary */
     int slot;
+    bool in_dir;    /* a file of an sqz_outdir: committed into the staged directory at once */
     uint64_t written;
     size_t buf_len;
     bool failed;
@@ -90,22 +121,25 @@ struct sqz_outfile {
 
 sqz_status sqz_outfile_open(const char *path, sqz_outfile **out) {
     *out = NULL;
-    SQZ_RETURN_IF(sqz__is_dir(path), SQZ_ERR_IO, "%s: is a directory", path);
+    SQZ_TRY(sqz_output_check(path, 0));
+    sqz__temp_sweep(path);
     sqz_outfile *f = sqz__calloc(1, sizeof *f);
     if (!f) return SQZ_ERR_NOMEM;
     f->fd = -1;
     f->slot = -1;
     f->path = sqz__strdup(path);
-    f->tmp = sqz__asprintf("%s.sqztmp.XXXXXX", path);
+    f->tmp = sqz__temp_template(path);
     f->buf = sqz__malloc(SQZ__BUF_CAP);
     if (!f->path || !f->tmp || !f->buf) { sqz_outfile_abort(f); return SQZ_ERR_NOMEM; }
     f->fd = mkstemp(f->tmp);
     if (f->fd < 0) {
         int e = errno;
+        free(f->tmp);
+        f->tmp = NULL;
         sqz_outfile_abort(f);
         return SQZ_ERROR(SQZ_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(e));
     }
-    f->slot = temp_register(f->tmp, 0);
+    f->slot = sqz__temp_register(f->tmp, 0);
     fchmod(f->fd, 0644);
     *out = f;
     return SQZ_OK;
@@ -165,33 +199,46 @@ static void fsync_dir_of(const char *path) {
     free(dir);
 }
 
-sqz_status sqz_outfile_commit(sqz_outfile *f) {
+/* Flush, fsync, close: the temporary holds the whole output. */
+static sqz_status outfile_finish(sqz_outfile *f) {
     sqz_status s = flush_buf(f);
     if (s == SQZ_OK && fsync(f->fd) != 0) s = SQZ_ERROR(SQZ_ERR_IO, "%s: fsync failed: %s", f->path, strerror(errno));
     if (s == SQZ_OK && close(f->fd) != 0) s = SQZ_ERROR(SQZ_ERR_IO, "%s: close failed: %s", f->path, strerror(errno));
     else if (s != SQZ_OK) close(f->fd);
     f->fd = -1;
-    if (s == SQZ_OK && rename(f->tmp, f->path) != 0) {
+    return s;
+}
+
+/* Renames the finished temporary into place; frees the handle. */
+static sqz_status outfile_place(sqz_outfile *f, bool deferred) {
+    sqz_status s = sqz_output_check(f->path, 0);
+    if (s == SQZ_OK && deferred) s = not_an_input(f->path, false);
+    if (s == SQZ_OK && rename(f->tmp, f->path) != 0)
         s = SQZ_ERROR(SQZ_ERR_IO, "%s: cannot rename the temporary into place: %s", f->path, strerror(errno));
-    }
-    if (s != SQZ_OK) {
-        unlink(f->tmp);
-    } else {
+    if (s == SQZ_OK) {
         fsync_dir_of(f->path);
+        free(f->tmp);
+        f->tmp = NULL;
     }
-    temp_unregister(f->slot);
-    f->slot = -1;
-    free(f->tmp);
-    f->tmp = NULL;
     sqz_outfile_abort(f);
     return s;
+}
+
+sqz_status sqz_outfile_commit(sqz_outfile *f) {
+    sqz_status s = outfile_finish(f);
+    if (s != SQZ_OK) {
+        sqz_outfile_abort(f);
+        return s;
+    }
+    if (!f->in_dir && defer_push(f, NULL)) return SQZ_OK;
+    return outfile_place(f, false);
 }
 
 void sqz_outfile_abort(sqz_outfile *f) {
     if (!f) return;
     if (f->fd >= 0) close(f->fd);
     if (f->tmp) unlink(f->tmp);
-    temp_unregister(f->slot);
+    sqz__temp_unregister(f->slot);
     free(f->tmp);
     free(f->path);
     free(f->buf);
@@ -206,23 +253,35 @@ struct sqz_outdir {
     char *path;
     char *tmp;
     int slot;
+    unsigned flags; /* SQZ_OUTPUT_* */
     int n_files;
     char *files[SQZ__MAX_DIR_FILES];  /* names committed into tmp */
     int file_slots[SQZ__MAX_DIR_FILES];
 };
 
-sqz_status sqz_outdir_open(const char *path, sqz_outdir **out) {
+static sqz_status write_marker(sqz_outdir *d) {
+    sqz_outfile *f;
+    SQZ_TRY(sqz_outdir_file(d, SQZ_OUTDIR_MARKER, &f));
+    static const char text[] = "written by sqz: `sqz convert` and `sqz compress` may replace this directory\n";
+    sqz_status s = sqz_outfile_write(f, text, sizeof text - 1);
+    if (s != SQZ_OK) {
+        sqz_outfile_abort(f);
+        return s;
+    }
+    return sqz_outfile_commit(f);
+}
+
+sqz_status sqz_outdir_open_ex(const char *path, unsigned flags, sqz_outdir **out) {
     *out = NULL;
-    struct stat st;
-    SQZ_RETURN_IF(stat(path, &st) == 0 && !S_ISDIR(st.st_mode), SQZ_ERR_IO,
-                  "%s: exists and is not a directory", path);
+    flags = (flags & SQZ_OUTPUT_REPLACE) | SQZ_OUTPUT_DIR;
+    SQZ_TRY(sqz_output_check(path, flags));
+    sqz__temp_sweep(path);
     sqz_outdir *d = sqz__calloc(1, sizeof *d);
     if (!d) return SQZ_ERR_NOMEM;
     d->slot = -1;
+    d->flags = flags;
     d->path = sqz__strdup(path);
-    size_t n = strlen(path);
-    while (n > 1 && path[n - 1] == '/') n--;
-    d->tmp = sqz__asprintf("%.*s.sqztmp.XXXXXX", (int)n, path);
+    d->tmp = sqz__temp_template(path);
     if (!d->path || !d->tmp) { sqz_outdir_abort(d); return SQZ_ERR_NOMEM; }
     if (!mkdtemp(d->tmp)) {
         int e = errno;
@@ -232,10 +291,17 @@ sqz_status sqz_outdir_open(const char *path, sqz_outdir **out) {
         return SQZ_ERROR(SQZ_ERR_IO, "%s: cannot create a temporary directory beside it: %s", path, strerror(e));
     }
     chmod(d->tmp, 0755); /* mkdtemp makes it 0700; an output directory is an ordinary directory */
-    d->slot = temp_register(d->tmp, 1);
+    d->slot = sqz__temp_register(d->tmp, 1);
+    sqz_status s = write_marker(d);
+    if (s != SQZ_OK) {
+        sqz_outdir_abort(d);
+        return s;
+    }
     *out = d;
     return SQZ_OK;
 }
+
+sqz_status sqz_outdir_open(const char *path, sqz_outdir **out) { return sqz_outdir_open_ex(path, 0, out); }
 
 sqz_status sqz_outdir_file(sqz_outdir *d, const char *name, sqz_outfile **out) {
     SQZ_RETURN_IF(strchr(name, '/') || d->n_files >= SQZ__MAX_DIR_FILES, SQZ_ERR_INVALID_ARG,
@@ -244,9 +310,10 @@ sqz_status sqz_outdir_file(sqz_outdir *d, const char *name, sqz_outfile **out) {
     if (!p) return SQZ_ERR_NOMEM;
     sqz_status s = sqz_outfile_open(p, out);
     if (s == SQZ_OK) {
+        (*out)->in_dir = true;
         /* Remember the final staged name so that abort and the signal handler remove it. */
         d->files[d->n_files] = p;
-        d->file_slots[d->n_files] = temp_register(p, 0);
+        d->file_slots[d->n_files] = sqz__temp_register(p, 0);
         d->n_files++;
     } else {
         free(p);
@@ -254,44 +321,103 @@ sqz_status sqz_outdir_file(sqz_outdir *d, const char *name, sqz_outfile **out) {
     return s;
 }
 
-sqz_status sqz_outdir_commit(sqz_outdir *d) {
-    sqz_status s = SQZ_OK;
-    if (!sqz__is_dir(d->path)) {
-        if (rename(d->tmp, d->path) != 0) {
-            s = SQZ_ERROR(SQZ_ERR_IO, "%s: cannot move the staged directory into place: %s", d->path, strerror(errno));
-        } else {
-            for (int i = 0; i < d->n_files; i++) { temp_unregister(d->file_slots[i]); free(d->files[i]); }
-            d->n_files = 0;
-            temp_unregister(d->slot);
-            d->slot = -1;
-            free(d->tmp);
-            d->tmp = NULL;
-        }
-    } else {
-        for (int i = 0; i < d->n_files && s == SQZ_OK; i++) {
-            char *dst = sqz__path_join(d->path, sqz__basename(d->files[i]));
-            if (!dst) { s = SQZ_ERR_NOMEM; break; }
-            if (rename(d->files[i], dst) != 0) {
-                s = SQZ_ERROR(SQZ_ERR_IO, "%s: cannot move into place: %s", dst, strerror(errno));
-            }
-            free(dst);
-        }
+/* Puts the staged directory in the place of d->path: a rename when nothing is there, else an
+ * atomic exchange with the old directory (which then lies at the temporary name and is
+ * removed). Never merges. */
+static sqz_status outdir_place(sqz_outdir *d, bool deferred) {
+    struct stat st;
+    if (stat(d->path, &st) != 0) {
+        SQZ_RETURN_IF(rename(d->tmp, d->path) != 0, SQZ_ERR_IO, "%s: cannot move the staged directory into place: %s",
+                      d->path, strerror(errno));
+        return SQZ_OK;
     }
-    if (s == SQZ_OK) fsync_dir_of(d->path);
+    SQZ_TRY(sqz_output_check(d->path, d->flags));
+    if (deferred) SQZ_TRY(not_an_input(d->path, true));
+    if (renameat2(AT_FDCWD, d->tmp, AT_FDCWD, d->path, RENAME_EXCHANGE) == 0) {
+        sqz__remove_tree(d->tmp); /* the old directory */
+        return SQZ_OK;
+    }
+    /* No exchange on this file system: move the old one aside first (a short window in which
+     * d->path is missing, never one in which it is mixed). */
+    char *old = sqz__asprintf("%s.old", d->tmp);
+    if (!old) return SQZ_ERR_NOMEM;
+    sqz_status s = SQZ_OK;
+    if (rename(d->path, old) != 0) {
+        s = SQZ_ERROR(SQZ_ERR_IO, "%s: cannot move the old directory aside: %s", d->path, strerror(errno));
+    } else if (rename(d->tmp, d->path) != 0) {
+        s = SQZ_ERROR(SQZ_ERR_IO, "%s: cannot move the staged directory into place: %s", d->path, strerror(errno));
+        rename(old, d->path);
+    } else {
+        sqz__remove_tree(old);
+    }
+    free(old);
+    return s;
+}
+
+static sqz_status outdir_commit_now(sqz_outdir *d, bool deferred) {
+    sqz_status s = outdir_place(d, deferred);
+    if (s == SQZ_OK) {
+        for (int i = 0; i < d->n_files; i++) { sqz__temp_unregister(d->file_slots[i]); free(d->files[i]); }
+        d->n_files = 0;
+        sqz__temp_unregister(d->slot);
+        d->slot = -1;
+        free(d->tmp);
+        d->tmp = NULL;
+        fsync_dir_of(d->path);
+    }
     sqz_outdir_abort(d);
     return s;
+}
+
+sqz_status sqz_outdir_commit(sqz_outdir *d) {
+    if (defer_push(NULL, d)) return SQZ_OK;
+    return outdir_commit_now(d, false);
 }
 
 void sqz_outdir_abort(sqz_outdir *d) {
     if (!d) return;
     for (int i = 0; i < d->n_files; i++) {
         unlink(d->files[i]);
-        temp_unregister(d->file_slots[i]);
+        sqz__temp_unregister(d->file_slots[i]);
         free(d->files[i]);
     }
     if (d->tmp) rmdir(d->tmp);
-    temp_unregister(d->slot);
+    sqz__temp_unregister(d->slot);
     free(d->tmp);
     free(d->path);
     free(d);
+}
+
+/* ---- one commit point for a program ---------------------------------------------------- */
+
+void sqz_io_defer_begin(void) {
+    pthread_mutex_lock(&g_defer_lock);
+    g_defer.on = true;
+    pthread_mutex_unlock(&g_defer_lock);
+}
+
+sqz_status sqz_io_defer_end(bool commit) {
+    pthread_mutex_lock(&g_defer_lock);
+    deferred *list = g_defer.list;
+    const int n = g_defer.n;
+    g_defer.on = false;
+    g_defer.list = NULL;
+    g_defer.n = g_defer.cap = 0;
+    pthread_mutex_unlock(&g_defer_lock);
+    sigset_t old;
+    sqz__temp_block_signals(&old);
+    sqz_status s = SQZ_OK;
+    for (int i = 0; i < n; i++) {
+        sqz_status si = SQZ_OK;
+        if (!commit || s != SQZ_OK) {
+            sqz_outfile_abort(list[i].f);
+            sqz_outdir_abort(list[i].d);
+        } else {
+            si = list[i].f ? outfile_place(list[i].f, true) : outdir_commit_now(list[i].d, true);
+        }
+        if (s == SQZ_OK) s = si;
+    }
+    sqz__temp_restore_signals(&old);
+    free(list);
+    return s;
 }

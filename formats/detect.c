@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "formats/formats_internal.h"
 
@@ -49,15 +50,17 @@ bool sqz__looks_llama2c(const uint8_t *p, size_t n, uint64_t file_size) {
 }
 
 static sqz_status sniff_file(const char *path, sqz_format *out) {
-    FILE *f = fopen(path, "rb");
-    SQZ_RETURN_IF(!f, SQZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    uint64_t size;
+    SQZ_TRY(sqz__open_regular(path, &fd, &size)); /* never blocks on a FIFO */
     uint8_t head[64] = {0};
-    size_t n = fread(head, 1, sizeof head, f);
-    struct stat st;
-    int ok = fstat(fileno(f), &st) == 0;
-    fclose(f);
-    SQZ_RETURN_IF(!ok, SQZ_ERR_IO, "%s: cannot stat", path);
-    uint64_t size = (uint64_t)st.st_size;
+    ssize_t got;
+    do got = read(fd, head, sizeof head);
+    while (got < 0 && errno == EINTR);
+    const int e = errno;
+    close(fd);
+    SQZ_RETURN_IF(got < 0, SQZ_ERR_IO, "%s: cannot read: %s", path, strerror(e));
+    size_t n = (size_t)got;
     SQZ_RETURN_IF(n == 0, SQZ_ERR_FORMAT, "%s: empty file", path);
     if (sqz__looks_gguf(head, n)) *out = SQZ_FORMAT_GGUF;
     else if (sqz__looks_safetensors(head, n, size)) *out = SQZ_FORMAT_SAFETENSORS;

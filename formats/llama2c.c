@@ -27,6 +27,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "formats/formats_internal.h"
 
@@ -120,8 +121,11 @@ static bool array_floats(const l2c_config *c, const l2c_array *a, int64_t *out) 
 static sqz_status find_tokenizer(const char *path, const char *tokenizer_path, int64_t vocab, char **out) {
     *out = NULL;
     if (tokenizer_path) {
-        SQZ_RETURN_IF(!sqz__is_file(tokenizer_path), SQZ_ERR_NOT_FOUND, "%s: tokenizer file not found",
+        struct stat st;
+        SQZ_RETURN_IF(stat(tokenizer_path, &st) != 0, SQZ_ERR_NOT_FOUND, "%s: tokenizer file not found",
                       tokenizer_path);
+        SQZ_RETURN_IF(!S_ISREG(st.st_mode), SQZ_ERR_IO, "%s: a %s, not a regular file", tokenizer_path,
+                      sqz__file_kind(st.st_mode));
         *out = sqz__strdup(tokenizer_path);
         return *out ? SQZ_OK : SQZ_ERR_NOMEM;
     }

@@ -304,7 +304,7 @@ sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opt
         return st;
     }
     sqz_outdir *d = NULL;
-    st = sqz_outdir_open(path, &d);
+    st = sqz_outdir_open_ex(path, o->replace ? SQZ_OUTPUT_REPLACE : 0, &d);
     if (st != SQZ_OK) {
         free(plan);
         parts_free(&parts);

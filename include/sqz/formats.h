@@ -53,6 +53,7 @@ typedef struct sqz_save_opts {
     int dtype;              /* an sqz_dtype for weight matrices, or -1 to keep each tensor's */
     sqz_progress_fn progress; /* optional */
     void *progress_user;
+    bool replace;           /* safetensors: replace an existing directory sqz did not write */
 } sqz_save_opts;
 
 /* Writes the model, one tensor at a time (memory stays at one tensor beyond the

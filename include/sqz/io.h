@@ -4,15 +4,23 @@
  * Inputs are mapped read-only; nothing is read until a page is touched, so opening
  * a model costs its headers only.
  *
- * Outputs are atomic: an sqz_outfile writes to a temporary file in the target's
- * directory and only sqz_outfile_commit() (fsync, rename, fsync of the directory)
- * makes it appear under its name. An error (sqz_outfile_abort) or an interrupt
- * (after sqz_io_cleanup_on_signals) removes the temporary: no partial output is
- * ever left behind. An sqz_outdir does the same for a directory of files.
+ * Inputs are opened without blocking and must be regular files (a FIFO, a device or a
+ * socket is refused, never waited on).
+ *
+ * Outputs are atomic: an sqz_outfile writes to a temporary file "TARGET.sqztmp.PID.XXXXXX"
+ * in the target's directory and only sqz_outfile_commit() (fsync, rename, fsync of the
+ * directory) makes it appear under its name. An error (sqz_outfile_abort) or a signal
+ * (after sqz_io_cleanup_on_signals) removes the temporary: no partial output is ever left
+ * behind. A SIGKILL cannot be caught: its temporaries are removed by the next sqz_outfile /
+ * sqz_outdir opened in the same directory (the owner's PID is in the name). An sqz_outdir
+ * does the same for a directory of files, and replaces an existing directory as a whole,
+ * never merging into it. A program can also defer every commit to one point
+ * (sqz_io_defer_begin / sqz_io_defer_end): all its outputs appear together, or none.
  */
 #ifndef SQZ_IO_H
 #define SQZ_IO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,8 +49,18 @@ SQZ_API sqz_status sqz_read_file(const char *path, size_t max_bytes, char **out,
 
 typedef struct sqz_outfile sqz_outfile;
 
-/* Opens a temporary file beside `path` for writing. Caller owns the handle and must
- * end it with commit or abort. */
+/* Whether `path` may be replaced by an output: it does not exist, or is a regular file, or
+ * (with SQZ_OUTPUT_DIR) is a directory that an sqz_outdir wrote (it holds SQZ_OUTDIR_MARKER)
+ * or an empty one (or any directory with SQZ_OUTPUT_REPLACE). A FIFO, a device, a socket is
+ * never replaced. Errors: SQZ_ERR_IO naming the path and what it is. */
+#define SQZ_OUTPUT_DIR 0x1u     /* the output is a directory (sqz_outdir) */
+#define SQZ_OUTPUT_REPLACE 0x2u /* SQZ_OUTPUT_DIR: replace any existing directory (--force) */
+#define SQZ_OUTDIR_MARKER ".sqz-output"
+SQZ_API sqz_status sqz_output_check(const char *path, unsigned flags);
+
+/* Opens a temporary file beside `path` for writing (after sqz_output_check(path, 0); stale
+ * temporaries of dead processes beside it are removed first). Caller owns the handle and
+ * must end it with commit or abort. */
 SQZ_API sqz_status sqz_outfile_open(const char *path, sqz_outfile **out);
 /* Writes n bytes (buffered). */
 SQZ_API sqz_status sqz_outfile_write(sqz_outfile *f, const void *buf, size_t n);
@@ -50,27 +68,44 @@ SQZ_API sqz_status sqz_outfile_write(sqz_outfile *f, const void *buf, size_t n);
 SQZ_API sqz_status sqz_outfile_pad(sqz_outfile *f, size_t align);
 /* Bytes written so far. */
 SQZ_API uint64_t sqz_outfile_tell(const sqz_outfile *f);
-/* Flushes, fsyncs and renames the temporary to the final path; frees the handle in
- * every case. On failure the temporary is removed. */
+/* Flushes, fsyncs and renames the temporary to the final path (while commits are deferred,
+ * the rename waits for sqz_io_defer_end); frees the handle in every case. On failure the
+ * temporary is removed. */
 SQZ_API sqz_status sqz_outfile_commit(sqz_outfile *f);
 /* Removes the temporary and frees the handle. NULL is fine. */
 SQZ_API void sqz_outfile_abort(sqz_outfile *f);
 
 typedef struct sqz_outdir sqz_outdir;
 
-/* Starts writing a directory `path` (created if missing; an existing directory is
- * updated file by file). Files are staged in a temporary directory beside it. */
+/* Starts writing a directory `path`: files are staged in a temporary directory beside it,
+ * with an SQZ_OUTDIR_MARKER file, and the commit puts the staged directory in the place of
+ * `path`. An existing `path` is replaced as a whole (never merged into) and only when
+ * sqz_output_check(path, SQZ_OUTPUT_DIR | flags) allows it. flags: 0 or SQZ_OUTPUT_REPLACE. */
 SQZ_API sqz_status sqz_outdir_open(const char *path, sqz_outdir **out);
+SQZ_API sqz_status sqz_outdir_open_ex(const char *path, unsigned flags, sqz_outdir **out);
 /* Opens file `name` (no slashes) inside the staged directory. */
 SQZ_API sqz_status sqz_outdir_file(sqz_outdir *d, const char *name, sqz_outfile **out);
-/* Moves the staged files into place; frees the handle in every case. */
+/* Moves the staged directory into place (an old directory at `path` is swapped out and
+ * removed; while commits are deferred, this waits for sqz_io_defer_end); frees the handle
+ * in every case. */
 SQZ_API sqz_status sqz_outdir_commit(sqz_outdir *d);
 /* Removes the staged directory and its files; frees the handle. NULL is fine. */
 SQZ_API void sqz_outdir_abort(sqz_outdir *d);
 
-/* Installs SIGINT/SIGTERM/SIGHUP handlers that remove every temporary output still
- * open, then re-raise the signal. For programs (the CLI), not for libraries. */
+/* Installs handlers that remove every temporary output still open, then hand the signal to
+ * the previous disposition, for every catchable signal that terminates: INT, TERM, HUP,
+ * QUIT, USR1, USR2, ALRM, PIPE, XFSZ, XCPU, VTALRM, PROF, ABRT, BUS, SEGV, FPE, ILL, TRAP,
+ * SYS (a signal that was ignored stays ignored). For programs (the CLI), not for libraries. */
 SQZ_API void sqz_io_cleanup_on_signals(void);
+
+/* For programs: from sqz_io_defer_begin() on, sqz_outfile_commit and sqz_outdir_commit write
+ * and fsync everything but leave it staged (and removed by a signal). sqz_io_defer_end(true)
+ * then renames every staged output into place, with signals blocked, refusing to put one in
+ * the place of a file this process opened as an input (sqz_map, sqz_read_file, a model) or
+ * of a directory holding one; (false) removes them all. Returns the first error (naming the
+ * output; the outputs after it are removed, those before it are in place), SQZ_OK otherwise. */
+SQZ_API void sqz_io_defer_begin(void);
+SQZ_API sqz_status sqz_io_defer_end(bool commit);
 
 #ifdef __cplusplus
 }

@@ -51,6 +51,11 @@ typedef enum sqz_opt_type {
 #define SQZ_OPT_REQUIRED 0x4u   /* must be given */
 #define SQZ_OPT_REPEAT 0x8u     /* command line: may be given several times (needs `set`) */
 #define SQZ_OPT_OPEN_MIN 0x10u  /* FLOAT: min itself is not allowed */
+/* Command line, STRING rows naming paths: what the command reads and what it writes. The CLI
+ * refuses an output that is, or would replace, an input, and two outputs that collide. */
+#define SQZ_OPT_INPUT 0x20u      /* a file (or directory) the command reads */
+#define SQZ_OPT_OUTPUT 0x40u     /* a file the command writes (replaced atomically) */
+#define SQZ_OPT_OUTPUT_DIR 0x80u /* with SQZ_OPT_OUTPUT: may be a directory (an HF checkpoint) */
 
 #define SQZ_OPT_MAX 64          /* rows per table (the `given` bitmask) */
 
@@ -110,6 +115,13 @@ typedef struct sqz_opt_group {
  * (an integer in [0, 9223372036854775807])", "no MODEL given"). given[g] (may be NULL) gets
  * the bits of the rows of group g that were given. */
 SQZ_API sqz_status sqz_opts_parse_argv(const sqz_opt_group *g, int ng, int argc, char **argv, uint64_t *given);
+
+/* Calls fn(user, group, row, value) for every option and positional word of argv[1..argc)
+ * in order, as sqz_opts_parse_argv assigns them (value NULL for a FLAG). For a command line
+ * that parsed: words that do not parse are skipped. */
+typedef void (*sqz_opt_visit_fn)(void *user, int group, const sqz_opt *o, const char *value);
+SQZ_API void sqz_opts_argv_each(const sqz_opt_group *g, int ng, int argc, char **argv, sqz_opt_visit_fn fn,
+                                void *user);
 
 /* Help text for a command line: one line per option, "  --name METAVAR  help (default X)",
  * grouped under the groups' titles, choices and ranges spelled out. Returns a malloc'd string

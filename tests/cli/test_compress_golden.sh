@@ -30,7 +30,7 @@ run() {
     echo "FAIL: $name: sqz compress $*" >&2; cat "$tmp/log" >&2; echo "$name FAILED"; return
   fi
   if [ -d "$out" ]; then
-    (cd "$out" && find . -type f | LC_ALL=C sort | while read -r f; do echo "$(sha256sum < "$f" | cut -c1-64)  $name/${f#./}"; done)
+    (cd "$out" && find . -type f ! -name .sqz-output | LC_ALL=C sort | while read -r f; do echo "$(sha256sum < "$f" | cut -c1-64)  $name/${f#./}"; done)
   else
     echo "$(sha256sum < "$out" | cut -c1-64)  $name"
   fi

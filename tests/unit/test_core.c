@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/blocks.h"
@@ -196,6 +197,8 @@ static void test_outfile_atomic(void **state) {
     snprintf(path, sizeof path, "%s/hf/a.json", dir);
     assert_true(sqz_test_exists(path));
     unlink(path);
+    snprintf(path, sizeof path, "%s/hf/" SQZ_OUTDIR_MARKER, dir);
+    unlink(path);
     snprintf(path, sizeof path, "%s/hf", dir);
     rmdir(path);
     rmdir(dir);
@@ -205,6 +208,88 @@ static void test_outfile_atomic(void **state) {
     sqz_mapping *mp;
     assert_int_equal(sqz_map("/nonexistent-file", &mp), SQZ_ERR_IO);
     assert_non_null(strstr(sqz_last_error(), "/nonexistent-file"));
+}
+
+/* Writes name/file with text (a helper of test_outdir_replace). */
+static void put(const char *dir, const char *name, const char *text) {
+    char p[4300];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* An existing directory is replaced as a whole (never merged), and only when sqz wrote it;
+ * deferred commits appear together or not at all; a dead process's temporaries are swept. */
+static void test_outdir_replace(void **state) {
+    (void)state;
+    const char *dir = sqz_test_tmpdir();
+    char hf[4200], p[4300];
+    snprintf(hf, sizeof hf, "%s/hf", dir);
+    mkdir(hf, 0755);
+    put(hf, "notes.txt", "mine");
+    sqz_outdir *d;
+    sqz_outfile *f;
+    assert_int_equal(sqz_outdir_open(hf, &d), SQZ_ERR_IO); /* not sqz's */
+    assert_non_null(strstr(sqz_last_error(), "did not write"));
+    SQZ_ASSERT_OK(sqz_outdir_open_ex(hf, SQZ_OUTPUT_REPLACE, &d));
+    SQZ_ASSERT_OK(sqz_outdir_file(d, "a.json", &f));
+    SQZ_ASSERT_OK(sqz_outfile_commit(f));
+    SQZ_ASSERT_OK(sqz_outdir_commit(d));
+    snprintf(p, sizeof p, "%s/notes.txt", hf);
+    assert_false(sqz_test_exists(p)); /* replaced, not merged */
+    SQZ_ASSERT_OK(sqz_outdir_open(hf, &d)); /* sqz's own now */
+    sqz_outdir_abort(d);
+    /* deferred: nothing appears before the end; false removes everything */
+    char a[4300], b[4300];
+    snprintf(a, sizeof a, "%s/a.bin", dir);
+    snprintf(b, sizeof b, "%s/b.bin", dir);
+    sqz_io_defer_begin();
+    SQZ_ASSERT_OK(sqz_outfile_open(a, &f));
+    SQZ_ASSERT_OK(sqz_outfile_commit(f));
+    assert_false(sqz_test_exists(a));
+    SQZ_ASSERT_OK(sqz_io_defer_end(false));
+    assert_false(sqz_test_exists(a));
+    sqz_io_defer_begin();
+    SQZ_ASSERT_OK(sqz_outfile_open(a, &f));
+    SQZ_ASSERT_OK(sqz_outfile_commit(f));
+    SQZ_ASSERT_OK(sqz_outfile_open(b, &f));
+    SQZ_ASSERT_OK(sqz_outfile_commit(f));
+    SQZ_ASSERT_OK(sqz_io_defer_end(true));
+    assert_true(sqz_test_exists(a) && sqz_test_exists(b));
+    /* a FIFO is never an output */
+    snprintf(p, sizeof p, "%s/fifo", dir);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_int_equal(sqz_outfile_open(p, &f), SQZ_ERR_IO);
+    assert_non_null(strstr(sqz_last_error(), "FIFO"));
+    /* ... nor an input (refused at once, not waited on) */
+    char *txt;
+    assert_int_equal(sqz_read_file(p, 100, &txt, NULL), SQZ_ERR_IO);
+    assert_non_null(strstr(sqz_last_error(), "not a regular file"));
+    unlink(p);
+    /* the temporaries of a process that no longer exists go at the next open beside them */
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);
+    char stale[4300], live[4300];
+    snprintf(stale, sizeof stale, "%s/x.bin.sqztmp.%ld.AbCdEf", dir, (long)child);
+    snprintf(live, sizeof live, "%s/y.bin.sqztmp.%ld.AbCdEf", dir, (long)getpid());
+    put(dir, sqz__basename(stale), "half");
+    put(dir, sqz__basename(live), "ours");
+    SQZ_ASSERT_OK(sqz_outfile_open(a, &f));
+    sqz_outfile_abort(f);
+    assert_false(sqz_test_exists(stale));
+    assert_true(sqz_test_exists(live));
+    unlink(live);
+    unlink(a);
+    unlink(b);
+    snprintf(p, sizeof p, "%s/a.json", hf);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/" SQZ_OUTDIR_MARKER, hf);
+    unlink(p);
+    rmdir(hf);
+    assert_int_equal(rmdir(dir), 0); /* nothing else left */
 }
 
 static void test_rope_permute(void **state) {
@@ -235,6 +320,7 @@ int main(void) {
         cmocka_unit_test(test_status_names), cmocka_unit_test(test_dtype_table),
         cmocka_unit_test(test_fp16_bf16),    cmocka_unit_test(test_quant_roundtrip),
         cmocka_unit_test(test_convert),      cmocka_unit_test(test_outfile_atomic),
+        cmocka_unit_test(test_outdir_replace),
         cmocka_unit_test(test_rope_permute), cmocka_unit_test(test_utf8),
     };
     return sqz_test_run(tests, NULL, NULL);

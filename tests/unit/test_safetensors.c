@@ -202,7 +202,7 @@ static void roundtrip(const char *src, int dtype) {
     const char *tmp = sqz_test_tmpdir();
     char *out = sqz__path_join(tmp, "out");
     progress_log log = {0, 0, 0, true};
-    sqz_save_opts o = {SQZ_FORMAT_SAFETENSORS, dtype, on_progress, &log};
+    sqz_save_opts o = {.format = SQZ_FORMAT_SAFETENSORS, .dtype = dtype, .progress = on_progress, .progress_user = &log};
     SQZ_ASSERT_OK(sqz_model_save(a, out, &o));
     assert_true(log.calls >= 2 && log.monotonic);
     assert_int_equal(log.last_done, log.total);
@@ -541,7 +541,7 @@ static void test_save_refuses_per_layer_dims(void **state) {
     /* one layer only: a uniform d_ff is expressible */
     const char *dir = sqz_test_tmpdir();
     char *out = sqz__path_join(dir, "pruned");
-    sqz_save_opts o = {SQZ_FORMAT_SAFETENSORS, -1, NULL, NULL};
+    sqz_save_opts o = {.format = SQZ_FORMAT_SAFETENSORS, .dtype = -1};
     SQZ_ASSERT_OK(sqz_model_save(m, out, &o));
     sqz_model *b;
     SQZ_ASSERT_OK(sqz_model_open(out, NULL, &b));
@@ -568,7 +568,7 @@ static void test_save_refuses_mixed_widths(void **state) {
     SQZ_ASSERT_OK(sqz_model_validate(m));
     const char *dir = sqz_test_tmpdir();
     char *out = sqz__path_join(dir, "mixed");
-    sqz_save_opts o = {SQZ_FORMAT_SAFETENSORS, -1, NULL, NULL};
+    sqz_save_opts o = {.format = SQZ_FORMAT_SAFETENSORS, .dtype = -1};
     assert_int_equal(sqz_model_save(m, out, &o), SQZ_ERR_UNSUPPORTED);
     assert_non_null(strstr(sqz_last_error(), "per-layer"));
     assert_false(sqz_test_exists(out));

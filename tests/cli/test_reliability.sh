@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Reliability of every command's inputs and outputs (issue 14), on stories260K:
+#   class 1  an output that is an input (same file, a directory holding it, an implicit
+#            input such as the tokenizer beside the checkpoint) is refused, the input unchanged;
+#            two outputs naming the same path are refused;
+#   class 2  outputs onto a FIFO, a character device, a directory sqz did not write are refused;
+#            an HF directory output replaces its previous sqz output as a whole (never merges);
+#   class 3  when a later output fails, no earlier output of the same command is left;
+#   class 4  every catchable terminating signal removes the temporaries; a SIGKILL's are
+#            removed by the next run writing to that directory;
+#   class 5  sizes derived from options are refused as usage errors before allocating;
+#   class 7  a FIFO as an input is refused at once, never waited on.
+# Each refusal is one line on stderr naming the path(s), exit 2 (usage) or 1 (bad input).
+set -u
+sqz=${SQZ_BIN:?}
+data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
+model=$data/models/stories260K/stories260K.bin
+tok=$data/models/stories260K/tok512.bin
+wiki=$data/data/wiki.test.raw
+if [ ! -f "$model" ] || [ ! -f "$tok" ] || [ ! -f "$wiki" ]; then
+  echo "skipping: stories260K or wiki.test.raw not found"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+fails=0
+ok() { echo "ok: $1"; }
+bad() { echo "FAIL: $1"; fails=$((fails + 1)); }
+cp "$model" m.bin && cp "$tok" tok512.bin && head -c 200000 "$wiki" > t.txt
+chmod u+w m.bin tok512.bin
+sum0=$(cat m.bin tok512.bin t.txt | md5sum)
+inputs_intact() { [ "$(cat m.bin tok512.bin t.txt | md5sum)" = "$sum0" ]; }
+no_temps() { [ -z "$(find . -name '*.sqztmp.*' | head -1)" ]; }
+
+# refused WANT_RC WORD NAME CMD...: exit WANT_RC, one stderr line containing WORD, inputs
+# intact, no temporaries left.
+refused() {
+  local want=$1 word=$2 name=$3
+  shift 3
+  "$@" > out.log 2> err.log
+  local rc=$? lines
+  lines=$(wc -l < err.log)
+  if [ "$rc" -ne "$want" ] || [ "$lines" -ne 1 ] || ! grep -q -- "$word" err.log; then
+    bad "$name: exit $rc (want $want), $lines stderr lines: $(head -3 err.log)"
+  elif ! inputs_intact; then bad "$name: an input changed"
+  elif ! no_temps; then bad "$name: temporaries left: $(find . -name '*.sqztmp.*')"
+  else ok "$name"; fi
+}
+
+q8=(--quant q8_0)
+ev=(--text t.txt --ctx 64 --chunks 2)
+
+# ---- class 1: inputs are never outputs ----
+refused 2 "m.bin" "compress --report MODEL" "$sqz" compress m.bin -o o.gguf "${q8[@]}" --report m.bin
+refused 2 "both name" "compress --report = -o" "$sqz" compress m.bin -o o.gguf "${q8[@]}" --report o.gguf
+refused 2 "both name" "compress --html = --report" "$sqz" compress m.bin -o o.gguf "${q8[@]}" --report r --html ./r
+refused 2 "m.bin" "compress -o MODEL" "$sqz" compress m.bin -o m.bin "${q8[@]}"
+refused 2 "t.txt" "compress -o = --calib" "$sqz" compress m.bin -o t.txt --quant q4_0:gptq --calib t.txt
+refused 2 "m.bin" "eval --save-base MODEL" "$sqz" eval m.bin "${ev[@]}" --save-base m.bin
+refused 2 "t.txt" "eval --json TEXT" "$sqz" eval m.bin "${ev[@]}" --json t.txt
+refused 2 "both name" "eval --dump-tokens = --save-base" "$sqz" eval m.bin "${ev[@]}" --dump-tokens x --save-base x
+refused 2 "t.txt" "calibrate -o TEXT" "$sqz" calibrate m.bin --text t.txt -o t.txt --calib-samples 2 --calib-ctx 32
+refused 2 "m.bin" "convert -o MODEL (another path)" "$sqz" convert m.bin -o ../"$(basename "$tmp")"/m.bin
+ln -s m.bin link.bin
+refused 2 "link.bin" "convert -o a link to MODEL" "$sqz" convert m.bin -o link.bin --to gguf
+rm link.bin
+refused 1 "tok512.bin" "eval --save-base the tokenizer beside the checkpoint" "$sqz" eval m.bin "${ev[@]}" \
+  --save-base tok512.bin
+mkdir hfin && cp m.bin hfin/m.bin
+refused 2 "holds the input" "convert -o the directory holding MODEL" "$sqz" convert hfin/m.bin -o hfin --force
+rm -rf hfin
+
+# ---- class 2: outputs only onto regular files and sqz's own directories ----
+mkfifo fifo
+refused 2 "FIFO" "compress -o FIFO" "$sqz" compress m.bin -o fifo "${q8[@]}"
+refused 2 "character device" "convert -o /dev/null" "$sqz" convert m.bin -o /dev/null
+refused 2 "character device" "eval --json /dev/null" "$sqz" eval m.bin "${ev[@]}" --json /dev/null
+[ -p fifo ] && ok "the FIFO is still a FIFO" || bad "the FIFO was replaced"
+mkdir user && echo precious > user/notes.txt
+refused 2 "did not write" "convert -o a directory sqz did not write" "$sqz" convert m.bin -o user --to safetensors
+[ "$(cat user/notes.txt 2>/dev/null)" = precious ] && ok "the user's directory is untouched" || bad "user/ changed"
+"$sqz" convert m.bin -o hf --to safetensors 2> err.log && [ -f hf/.sqz-output ] && ok "HF output has its marker" ||
+  bad "convert -o hf: $(cat err.log)"
+echo stale > hf/stale.txt
+"$sqz" convert m.bin -o hf --to safetensors 2> err.log && [ ! -e hf/stale.txt ] && [ -f hf/model.safetensors ] &&
+  ok "a previous sqz output is replaced as a whole" || bad "re-convert into hf merged or failed: $(cat err.log)"
+"$sqz" convert m.bin -o user --to safetensors --force 2> err.log && [ ! -e user/notes.txt ] &&
+  [ -f user/config.json ] && ok "--force replaces any directory" || bad "--force: $(cat err.log)"
+no_temps && ok "no temporaries after the directory swaps" || bad "temporaries: $(find . -name '*.sqztmp.*')"
+
+# ---- class 3: all outputs of a command, or none ----
+rm -f o.gguf r.json tk.bin sb.bin
+refused 1 "nodir/r.json" "eval: a failing --json leaves no --dump-tokens / --save-base" "$sqz" eval m.bin \
+  "${ev[@]}" --dump-tokens tk.bin --save-base sb.bin --json nodir/r.json
+[ ! -e tk.bin ] && [ ! -e sb.bin ] && ok "eval left nothing" || bad "eval left $(ls tk.bin sb.bin 2>/dev/null)"
+refused 1 "nodir/r.html" "compress: a failing --html leaves no model / --report" "$sqz" compress m.bin \
+  -o o.gguf "${q8[@]}" --report r.json --html nodir/r.html
+[ ! -e o.gguf ] && [ ! -e r.json ] && ok "compress left nothing" || bad "compress left $(ls o.gguf r.json 2>/dev/null)"
+"$sqz" eval m.bin "${ev[@]}" --dump-tokens tk.bin --save-base sb.bin --json r.json > /dev/null 2> err.log &&
+  [ -s tk.bin ] && [ -s sb.bin ] && [ -s r.json ] && ok "eval writes all three when it succeeds" ||
+  bad "eval with three outputs: $(cat err.log)"
+
+# ---- class 4: temporaries do not outlive their process ----
+# a signal while calibrate's statistics are staged: the temporary is removed, the exit status
+# is the signal's
+for sig in TERM QUIT USR1 ALRM HUP INT; do
+  rm -f s.sqzs
+  # (a background job of a script starts with INT and QUIT ignored: restore their defaults)
+  env --default-signal=INT,QUIT "$sqz" calibrate m.bin --text "$wiki" -o s.sqzs --calib-samples 128 \
+    --calib-ctx 512 > /dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 200); do [ -n "$(find . -name 's.sqzs.sqztmp.*' | head -1)" ] && break; sleep 0.05; done
+  staged=$(find . -name 's.sqzs.sqztmp.*' | head -1)
+  kill -s "$sig" "$pid" 2> /dev/null
+  { wait "$pid"; } 2> /dev/null
+  rc=$?
+  if [ -z "$staged" ]; then bad "SIG$sig: no temporary seen while calibrating"
+  elif [ "$rc" -lt 128 ]; then bad "SIG$sig: calibrate exited $rc, not by the signal"
+  elif ! no_temps || [ -e s.sqzs ]; then bad "SIG$sig left $(find . -name 's.sqzs*')"
+  else ok "SIG$sig removes the temporary"; fi
+done
+# a file-size limit (SIGXFSZ) in the middle of writing the model
+(ulimit -f 200; "$sqz" convert m.bin -o big.gguf > /dev/null 2>&1) 2> /dev/null
+[ ! -e big.gguf ] && no_temps && ok "SIGXFSZ leaves nothing" || bad "SIGXFSZ left $(ls big.gguf* 2>/dev/null)"
+# SIGKILL cannot be caught: the next run writing beside the temporaries removes those whose
+# process is gone (the pid is in the name), not those of a live process
+sh -c 'exit 0' & dead=$!
+wait "$dead"
+echo half > "o.gguf.sqztmp.$dead.AbC123"
+mkdir "hf.sqztmp.$dead.XyZ789" && echo half > "hf.sqztmp.$dead.XyZ789/model.safetensors"
+echo live > "p.gguf.sqztmp.$$.AbC123"
+"$sqz" convert m.bin -o k.gguf 2> err.log
+if [ -e "o.gguf.sqztmp.$dead.AbC123" ] || [ -e "hf.sqztmp.$dead.XyZ789" ]; then bad "stale temporaries kept"
+elif [ ! -e "p.gguf.sqztmp.$$.AbC123" ]; then bad "a live process's temporary was removed"
+else ok "a dead process's temporaries are swept by the next run"; fi
+rm -f "p.gguf.sqztmp.$$.AbC123"
+
+# ---- class 7: a FIFO as an input is refused at once ----
+refused 1 "FIFO" "inspect FIFO" timeout 10 "$sqz" inspect fifo
+refused 1 "FIFO" "eval --text FIFO" timeout 10 "$sqz" eval m.bin --text fifo
+refused 1 "FIFO" "compress --stats FIFO" timeout 10 "$sqz" compress m.bin -o o.gguf --quant q4_0:imatrix --stats fifo
+refused 1 "FIFO" "eval --base-logits FIFO" timeout 10 "$sqz" eval m.bin "${ev[@]}" --base-logits fifo
+refused 1 "FIFO" "--tokenizer FIFO" timeout 10 "$sqz" generate m.bin -n 2 --tokenizer fifo
+
+echo "$fails failures"
+[ "$fails" -eq 0 ]
