@@ -21,17 +21,26 @@ static bool any_finite(const sqz_layerdrop_result *d, int which) {
     return false;
 }
 
+/* The top of the y axis: the largest score, or, when one block dwarfs the rest (block 0 of most
+ * decoders), 1.25 x the second largest, the taller bars then cut at the top with their value. */
+static double y_top(const sqz_layerdrop_result *d, int which) {
+    double m1 = 0, m2 = 0;
+    for (int32_t i = 0; i < d->n_layers; i++) {
+        const double v = score_of(&d->layers[i], which);
+        if (!isfinite(v)) continue;
+        if (v > m1) m2 = m1, m1 = v;
+        else if (v > m2) m2 = v;
+    }
+    if (m1 <= 0) return 1;
+    return m2 > 0 && m1 > 3 * m2 ? 1.25 * m2 : m1;
+}
+
 /* One bar chart of score `which` over the blocks. */
 static void chart(FILE *f, const sqz_layerdrop_result *d, int which) {
     static const char *const titles[] = {"block influence 1 &minus; E[cos(x<sub>in</sub>, x<sub>out</sub>)]",
                                          "angular distance of the run of %d blocks starting at the block",
                                          "KLD of the model without the block alone (nats/token)"};
-    double mx = 0;
-    for (int32_t i = 0; i < d->n_layers; i++) {
-        const double v = score_of(&d->layers[i], which);
-        if (isfinite(v) && v > mx) mx = v;
-    }
-    if (mx <= 0) mx = 1;
+    const double mx = y_top(d, which);
     fprintf(f, "<h3>");
     fprintf(f, titles[which], (int)d->count);
     fprintf(f, "</h3>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
@@ -49,7 +58,10 @@ static void chart(FILE *f, const sqz_layerdrop_result *d, int which) {
         const sqz_layerdrop_layer *l = &d->layers[i];
         const double v = score_of(l, which), x = PL + bw * i;
         if (isfinite(v)) {
-            const double h = ph * v / mx;
+            const double h = ph * (v > mx ? 1.0 : v / mx);
+            if (v > mx)
+                fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">&#9650; %.3g</text>\n", x + bw / 2,
+                        PT - 4, v);
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>block %d: "
                        "%.5g%s</title></rect>\n", x + bw * 0.1, H - PB - h, bw * 0.8, h,
                     l->step ? "#d62728" : "#1f77b4", (int)l->layer, v, l->step ? " (removed)" : "");

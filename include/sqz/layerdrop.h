@@ -108,8 +108,8 @@ typedef struct sqz_layerdrop_score_opts {
 /*
  * Scores the blocks of the decoder run by session s (made on the model whose blocks are
  * scored, max_tokens >= w->ctx) on every window of w. *out is owned by the caller
- * (sqz_layerdrop_scores_free); zeroed on error. Only the session's hook is touched (set
- * during the call, removed after). Memory: (n_active + 1) x ctx x d_model floats of states,
+ * (sqz_layerdrop_scores_free); zeroed on error. The windows run through the session's step
+ * API (sqz_session_embed / _block / _head); its hook is not touched. Memory: (n_active + 1) x ctx x d_model floats of states,
  * and with kld two (ctx / 2) x vocab logit buffers.
  * Errors: SQZ_ERR_UNSUPPORTED (an encoder), SQZ_ERR_INVALID_ARG (windows longer than the
  * session's cache, every block skipped), SQZ_ERR_NOMEM, the forward pass's errors.
