@@ -334,6 +334,12 @@ char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype) {
                   hp->attn_bias ? "present" : "absent");
         return NULL;
     }
+    if (!bert && hp->d_model % l0->n_heads) {
+        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: transformers' %s requires hidden_size %lld to be a multiple "
+                  "of num_attention_heads %lld (it checks even with an explicit head_dim): write GGUF (--to gguf)",
+                  a->hf_class, (long long)hp->d_model, (long long)l0->n_heads);
+        return NULL;
+    }
     const bool o_bias = sqz_model_get(m, SQZ_ROLE_ATTN_OUT, 0, SQZ_PARAM_BIAS) != NULL;
     const bool mlp_bias = !bert && sqz_model_get(m, SQZ_ROLE_FFN_DOWN, 0, SQZ_PARAM_BIAS) != NULL;
     if (!bert && (o_bias || mlp_bias) && !(a->has_bias_key && (!o_bias || hp->attn_bias))) {

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# sqz compress --prune end to end (docs/pruning.md):
+#   bad SPECs and budgets exit 2 with one line naming the part (ratio >= 1, unknown part,
+#     params= with heads=, a budget that removes every head of a layer);
+#   params=0.25:flap on stories260K -> a GGUF with per-layer widths (arch deci, per-layer
+#     feed_forward_length; sqz inspect prints the widths); sqz eval runs it, and llama.cpp's
+#     llama-perplexity (SQZ_LLAMA_PERPLEXITY, or one on PATH) is within 0.5% of sqz eval's;
+#   the same model to HF is refused naming GGUF, and leaves nothing behind;
+#   uniform heads=0.5:ffn=0.3:flap on tinystories-656K -> HF: config.json says the widths and
+#     biases (4 heads, head_dim 16, intermediate_size 256, attention_bias and mlp_bias), the
+#     tensors have those shapes (safetensors header), sqz reopens it and evaluates it to the
+#     GGUF output's perplexity, transformers' AutoConfig reads it (where installed); 6 of 8
+#     heads (not dividing hidden_size, which transformers refuses) to HF is an error naming GGUF;
+#   --prune ffn=0.3:flap --quant q4_0:gptq: the pruned down layers are quantized (Q4_0).
+set -u
+sqz=${SQZ_BIN:?}
+data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
+py=${SQZ_PYTHON:-python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
+s260=$data/models/stories260K/stories260K.bin
+t656=$data/models/tinystories-656K
+wiki=$data/data/wiki.test.raw
+for f in "$s260" "$t656" "$wiki"; do [ -e "$f" ] || { echo "skipping: $f not found"; exit 77; }; done
+cal=(--calib "$wiki" --calib-samples 16 --calib-ctx 256)
+jget() { "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d"+sys.argv[2]))' "$1" "$2"; }
+
+# ---- usage errors: exit 2, one line naming the part ----
+usage() { # SPEC WORD [extra args]
+  local spec=$1 word=$2
+  shift 2
+  "$sqz" compress "$t656" -o "$tmp/u.gguf" --prune "$spec" "$@" > "$tmp/out" 2>&1
+  local rc=$?
+  check "--prune '$spec' exits 2 naming $word" '[ $rc -eq 2 ] && [ "$(wc -l < "$tmp/out")" -eq 1 ] && grep -qF -- "$word" "$tmp/out"' ||
+    cat "$tmp/out"
+  check "--prune '$spec' leaves no output" '[ ! -e "$tmp/u.gguf" ]'
+}
+usage heads=1 "'heads=1'"
+usage ffn=1.5 "'ffn=1.5'"
+usage ffn=0.2:l2 "'l2'"
+usage params=0.2:heads=0.1 "'params=0.2'"
+usage heads=0.95 "'heads=0.95' removes every head of layer 0" "${cal[@]}"
+
+# ---- a global budget: per-layer widths in GGUF, llama.cpp runs them ----
+"$sqz" compress "$s260" -o "$tmp/p.gguf" --prune params=0.25:flap "${cal[@]}" > "$tmp/out" 2>&1
+check "params=0.25:flap -> GGUF" '[ $? -eq 0 ] && grep -q "heads 40 -> " "$tmp/out"' || cat "$tmp/out"
+"$sqz" inspect "$tmp/p.gguf" > "$tmp/insp" 2>&1
+check "sqz inspect prints the per-layer widths" 'grep -q "per-layer (heads/kv/d_ff):" "$tmp/insp"' || cat "$tmp/insp"
+check "gguf-py: arch deci with per-layer feed_forward_length (or gguf-py not installed)" '"$py" - "$tmp/p.gguf" <<PY
+import sys
+try:
+    import gguf
+except ImportError:
+    print("skipped: gguf-py not installed"); sys.exit(0)
+r = gguf.GGUFReader(sys.argv[1])
+f = r.fields
+arch = bytes(f["general.architecture"].parts[f["general.architecture"].data[0]]).decode()
+ff = [int(f["deci.feed_forward_length"].parts[i][0]) for i in f["deci.feed_forward_length"].data]
+assert arch == "deci" and len(ff) == 5 and len(set(ff)) > 1, (arch, ff)
+PY'
+"$sqz" eval "$tmp/p.gguf" --text "$wiki" --ctx 256 --chunks 8 --json "$tmp/e.json" > /dev/null 2>&1
+check "sqz eval runs the per-layer GGUF" '[ -s "$tmp/e.json" ]'
+sqz_ppl=$(jget "$tmp/e.json" '["ppl"]' 2>/dev/null)
+lp=${SQZ_LLAMA_PERPLEXITY:-$(command -v llama-perplexity || true)}
+if [ -n "$lp" ] && [ -x "$lp" ]; then
+  "$lp" -m "$tmp/p.gguf" -f "$wiki" -c 256 --chunks 8 -t 2 > "$tmp/lp.log" 2>&1
+  lp_ppl=$(sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' "$tmp/lp.log")
+  echo "llama-perplexity: PPL $lp_ppl, sqz eval: $sqz_ppl"
+  [ -n "$lp_ppl" ] || tail -n 5 "$tmp/lp.log"
+  check "llama-perplexity of the per-layer GGUF within 0.5% of sqz eval's" \
+    '[ -n "$lp_ppl" ] && "$py" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) / b < 0.005 else 1)" "$lp_ppl" "$sqz_ppl"'
+else
+  echo "skipped: llama-perplexity check (set SQZ_LLAMA_PERPLEXITY to a llama.cpp llama-perplexity binary)"
+fi
+"$sqz" compress "$s260" -o "$tmp/phf" --to safetensors --prune params=0.25:flap "${cal[@]}" > "$tmp/out" 2>&1
+rc=$?
+check "per-layer widths to HF: refused naming GGUF, nothing left behind" \
+  '[ $rc -ne 0 ] && grep -q "per-layer dimensions: write GGUF" "$tmp/out" && [ ! -e "$tmp/phf" ]' || cat "$tmp/out"
+
+# ---- uniform widths: HF that sqz and transformers read ----
+# 6 heads do not divide hidden_size 128, which transformers' LlamaConfig refuses: named, GGUF the way
+"$sqz" compress "$t656" -o "$tmp/h6" --to safetensors --prune heads=0.25:flap "${cal[@]}" > "$tmp/out" 2>&1
+rc=$?
+check "6 of 8 heads to HF: refused (hidden_size not a multiple of the heads), naming GGUF" \
+  '[ $rc -ne 0 ] && grep -q "multiple of num_attention_heads 6.*write GGUF" "$tmp/out" && [ ! -e "$tmp/h6" ]' || cat "$tmp/out"
+"$sqz" compress "$t656" -o "$tmp/u.hf" --to safetensors --prune heads=0.5:ffn=0.3:flap "${cal[@]}" > "$tmp/out" 2>&1
+check "heads=0.5:ffn=0.3:flap -> HF" '[ $? -eq 0 ]' || cat "$tmp/out"
+check "config.json and the tensors agree: 4 heads, head_dim 16, intermediate_size 256, o/down biases" '"$py" - "$tmp/u.hf" <<PY
+import json, struct, sys
+c = json.load(open(sys.argv[1] + "/config.json"))
+b = open(sys.argv[1] + "/model.safetensors", "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+nh, kv, hd, ff, d = (c[k] for k in ("num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
+                                    "hidden_size"))
+assert (nh, hd, ff, d) == (4, 16, 256, 128) and nh % kv == 0 and c["attention_bias"] and c["mlp_bias"], c
+for l in range(c["num_hidden_layers"]):
+    p = "model.layers.%d." % l
+    want = {p + "self_attn.q_proj.weight": [nh * hd, d], p + "self_attn.k_proj.weight": [kv * hd, d],
+            p + "self_attn.v_proj.weight": [kv * hd, d], p + "self_attn.o_proj.weight": [d, nh * hd],
+            p + "self_attn.o_proj.bias": [d], p + "self_attn.q_proj.bias": [nh * hd],
+            p + "mlp.gate_proj.weight": [ff, d], p + "mlp.up_proj.weight": [ff, d], p + "mlp.down_proj.weight": [d, ff],
+            p + "mlp.down_proj.bias": [d], p + "mlp.up_proj.bias": [ff]}
+    bad = {k: h.get(k, {}).get("shape") for k in want if h.get(k, {}).get("shape") != want[k]}
+    assert not bad, bad
+PY'
+check "transformers' AutoConfig reads the widths (or transformers not installed)" '"$py" - "$tmp/u.hf" <<PY
+import sys
+try:
+    from transformers import AutoConfig
+except Exception:
+    print("skipped: transformers not installed"); sys.exit(0)
+c = AutoConfig.from_pretrained(sys.argv[1])
+assert (c.num_attention_heads, c.head_dim, c.intermediate_size) == (4, 16, 256), c
+assert c.attention_bias and c.mlp_bias, c
+PY'
+"$sqz" compress "$t656" -o "$tmp/u.gguf" --prune heads=0.5:ffn=0.3:flap "${cal[@]}" > /dev/null 2>&1
+"$sqz" eval "$tmp/u.gguf" --text "$wiki" --ctx 256 --chunks 4 --json "$tmp/e1.json" > /dev/null 2>&1
+"$sqz" eval "$tmp/u.hf" --text "$wiki" --ctx 256 --chunks 4 --json "$tmp/e2.json" > /dev/null 2>&1
+check "sqz reopens the HF output: the perplexity of the GGUF output (float rounding)" \
+  '[ -s "$tmp/e1.json" ] && "$py" -c "import json, sys; a, b = (json.load(open(f))[\"ppl\"] for f in sys.argv[1:]); sys.exit(0 if abs(a - b) < 1e-6 * b else 1)" "$tmp/e1.json" "$tmp/e2.json"'
+
+# ---- composes with quantization: GPTQ on the pruned blocks ----
+"$sqz" compress "$t656" -o "$tmp/q.gguf" --prune ffn=0.3:flap --quant q4_0:gptq "${cal[@]}" > "$tmp/out" 2>&1
+check "--prune ffn=0.3:flap --quant q4_0:gptq" '[ $? -eq 0 ]' || cat "$tmp/out"
+"$sqz" inspect "$tmp/q.gguf" > "$tmp/insp" 2>&1
+check "the pruned down layers are Q4_0 (128 x 256)" 'grep -E "blk.1.ffn_down.weight +[^ ]+ +q4_0 +128 x 256" "$tmp/insp" > /dev/null' ||
+  grep ffn_down "$tmp/insp"
+
+[ $fails -eq 0 ] && echo "all checks passed" || echo "$fails check(s) failed"
+exit $((fails > 0))
