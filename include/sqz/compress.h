@@ -276,8 +276,9 @@ SQZ_API char *sqz_recipe_json(const sqz_recipe *r);
 SQZ_API void sqz_recipe_free(sqz_recipe *r);
 
 /* Usage checks of a recipe that need the model (the CLI runs them before anything is computed,
- * and reports a failure as a usage error): a drop-layers stage must leave a block (its LIST
- * within the blocks the model has at that stage, its N or P% below them) and, when it measures
+ * and reports a failure as a usage error): a drop-layers stage with a method must leave a block
+ * (its N or P% below the blocks the model has at that stage; an explicit LIST is checked when
+ * the stage runs, as bad input for that model) and, when it measures
  * (bi, angular, kld, replaceme, all-scores), needs calibration windows (have_windows); a
  * prune stage must leave every layer a head and an FFN neuron.
  * Errors: SQZ_ERR_INVALID_ARG naming the stage's SPEC and the part. */

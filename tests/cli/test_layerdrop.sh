@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # sqz compress --drop-layers N:METHOD on stories260K (5 blocks) with wiki.test.raw:
 #   bad SPECs exit 2 with one line naming the part (a count >= the blocks, 100%, an unknown
-#   method, a measuring method or replaceme without --calib, iterative with a baseline, a block
-#   that does not exist) and leave no output;
+#   method, a measuring method or replaceme without --calib, iterative with a baseline, not a
+#   count) and leave no output (a LIST block the model lacks: exit 1, tests/cli/test_pipeline.sh);
 #   2:kld:replaceme writes a GGUF of 3 blocks, the report removes the two blocks of lowest KLD,
 #   the compensation lowered the calibration error, the HTML report has the importance plots;
 #   25%:bi to HF safetensors says num_hidden_layers 4; a recipe file and the same stages on
@@ -81,7 +81,6 @@ usage "unknown method" "'foo'" --drop-layers 2:foo "${cal[@]}"
 usage "bi without --calib" "--calib" --drop-layers 2:bi
 usage "replaceme without --calib" "replaceme" --drop-layers 3:replaceme
 usage "iterative baseline" "iterative" --drop-layers 2:last:iterative "${cal[@]}"
-usage "no such block" "block 7" --drop-layers 7
 usage "not a count" "'x'" --drop-layers x:bi "${cal[@]}"
 
 # 2:kld:replaceme to GGUF, with report and HTML
