@@ -40,6 +40,12 @@ void sqz_cli_calib_defaults(sqz_cli_calib *c) {
     c->sample_rows = -1;
 }
 
+sqz_status sqz_cli_calib_check(const sqz_cli_calib *c, const sqz_model *m) {
+    const sqz_size_term t[] = {{"--calib-samples", c->samples}, {"--calib-ctx", c->ctx},
+                               {"d_model", m->hp.d_model}, {"bytes per float", 4}};
+    return sqz_opts_check_size("calibration activations", t, 4, sqz_cli_memory_limit(), "the memory");
+}
+
 sqz_status sqz_cli_calib_open(const sqz_cli_calib *c, const sqz_model *m, sqz_backend *be, sqz_calib_windows *w,
                               sqz_session **s) {
     char *text = NULL;

@@ -40,6 +40,9 @@ int sqz_cli_parse(const char *cmd, const sqz_opt_group *g, int ng, int argc, cha
  * one inside the other's directory), and a target that cannot be replaced (a FIFO, a device,
  * a socket; a directory sqz did not write unless a --force flag row was given). Returns 0. */
 int sqz_cli_check_paths(const char *cmd, const sqz_opt_group *g, int ng, int argc, char **argv);
+/* The memory sizes derived from options are checked against (sqz_opts_check_size): the
+ * physical memory, or the address-space limit (ulimit -v) when lower. */
+uint64_t sqz_cli_memory_limit(void);
 /* A command's --help: the hand-written usage line and description (ending in a newline),
  * then "options:" and the list generated from the tables. */
 void sqz_cli_help(FILE *out, const char *usage_and_description, const sqz_opt_group *g, int ng);
@@ -89,6 +92,9 @@ extern const sqz_opt sqz_cli_calib_opts[];
 extern const int sqz_cli_calib_n_opts;
 /* The table's defaults, and sample_rows -1 (the command's default). Call before parsing. */
 void sqz_cli_calib_defaults(sqz_cli_calib *c);
+/* The calibration activations (N windows x T tokens x d_model floats) fit in memory
+ * (sqz_opts_check_size): checked before the text is read. SQZ_ERR_INVALID_ARG otherwise. */
+sqz_status sqz_cli_calib_check(const sqz_cli_calib *c, const sqz_model *m);
 /* Reads and tokenizes the text into windows and makes a session able to run them. */
 sqz_status sqz_cli_calib_open(const sqz_cli_calib *c, const sqz_model *m, sqz_backend *be, sqz_calib_windows *w,
                               sqz_session **s);

@@ -3,8 +3,10 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -179,4 +181,15 @@ int sqz_cli_check_paths(const char *cmd, const sqz_opt_group *g, int ng, int arg
     for (int i = 0; i < ps->n; i++) free(ps->p[i].norm);
     free(ps);
     return rc;
+}
+
+/* ---- sizes that derive from options ---- */
+
+uint64_t sqz_cli_memory_limit(void) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    uint64_t lim = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (uint64_t)rl.rlim_cur < lim)
+        lim = (uint64_t)rl.rlim_cur;
+    return lim;
 }

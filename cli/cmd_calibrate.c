@@ -76,6 +76,9 @@ int sqz_cmd_calibrate(int argc, char **argv) {
     cal_ctx c = {0};
     sqz_open_opts oo = {.tokenizer_path = cc.tokenizer};
     sqz_status st = sqz_model_open(path, &oo, &m);
+    bool usage = false;
+    if (st == SQZ_OK) st = sqz_model_check_finite(m); /* statistics of a NaN model are NaN */
+    if (st == SQZ_OK && (st = sqz_cli_calib_check(&cc, m)) != SQZ_OK) usage = true;
     if (st == SQZ_OK) st = sqz_backend_cpu((int)cc.threads, &be);
     if (st == SQZ_OK) st = sqz_cli_calib_open(&cc, m, be, &w, &s);
     unsigned have = SQZ_QSTAT_X2 | SQZ_QSTAT_ABSMAX | SQZ_QSTAT_ABSMEAN | SQZ_QSTAT_HIST |
@@ -115,5 +118,6 @@ int sqz_cmd_calibrate(int argc, char **argv) {
     sqz_session_free(s);
     sqz_backend_free(be);
     sqz_model_free(m);
+    if (usage) return sqz_cli_usage_error("calibrate", "%s", sqz_last_error());
     return st == SQZ_OK ? 0 : sqz_cli_fail(st);
 }

@@ -298,7 +298,15 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     if (cc->sample_rows >= 0) co.sample_rows = cc->sample_rows;
     sqz_open_opts oo = {.tokenizer_path = cc->tokenizer};
     sqz_status st = sqz_model_open(a->path, &oo, &m);
+    if (st == SQZ_OK) st = sqz_model_check_finite(m); /* NaN / Inf weights never pass through */
     if (st == SQZ_OK && (st = sqz_recipe_check_model(&a->recipe, m, cc->text != NULL)) != SQZ_OK) *usage = true;
+    if (st == SQZ_OK && cc->text && (st = sqz_cli_calib_check(cc, m)) != SQZ_OK) *usage = true;
+    if (st == SQZ_OK && a->eval) {
+        const sqz_size_term t[] = {{"--eval-ctx", a->eval_ctx > 0 ? a->eval_ctx : 512},
+                                   {"vocab_size", m->hp.vocab_size}, {"bytes per float", 4}, {"models", 2}};
+        st = sqz_opts_check_size("the logits of an evaluation chunk", t, 4, sqz_cli_memory_limit(), "the memory");
+        *usage = st != SQZ_OK;
+    }
     if (st == SQZ_OK && a->stats) st = sqz_calib_stats_read(a->stats, &stats);
     if (st == SQZ_OK && cc->text) {
         st = sqz_backend_cpu((int)cc->threads, &be);

@@ -1,6 +1,7 @@
 /* cli/cmd_eval.c - `sqz eval MODEL --text FILE`: perplexity with llama.cpp's protocol, and with
  * a base model (or its saved logits) the KL divergence, top-1 agreement and delta perplexity;
  * for encoders, the cosine similarity of sentence embeddings against a base. */
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,7 @@ typedef struct eval_ctx {
     int32_t *ids;
     size_t n_ids;
     sqz_eval_result r;
+    bool reported; /* the error is printed already */
 } eval_ctx;
 
 static void eval_ctx_free(eval_ctx *c) {
@@ -127,6 +129,7 @@ static sqz_status open_session(const char *path, const eval_args *a, sqz_backend
                                sqz_model **m, sqz_session **s) {
     sqz_open_opts oo = {.tokenizer_path = a->tokpath};
     sqz_status st = sqz_model_open(path, &oo, m);
+    if (st == SQZ_OK) st = sqz_model_check_finite(*m);
     return st == SQZ_OK ? new_session(*m, a, be, max_tokens, s) : st;
 }
 
@@ -145,6 +148,10 @@ static void print_decoder(const eval_args *a, const sqz_eval_result *r) {
         printf("rms dp       %.4f%%  (max %.4f%%)\n", 100.0 * r->rms_dp, 100.0 * r->max_dp);
     }
     printf("time         %.2f s, %.1f tokens/s\n", r->seconds, r->tokens_per_s);
+}
+
+static bool finite_result(const sqz_eval_result *r) {
+    return isfinite(r->ppl) && (!r->has_base || (isfinite(r->ppl_base) && isfinite(r->kld_mean)));
 }
 
 static sqz_status eval_decoder(const eval_args *a, eval_ctx *c) {
@@ -167,6 +174,13 @@ static sqz_status eval_decoder(const eval_args *a, eval_ctx *c) {
     o.progress_user = p;
     st = sqz_eval_perplexity(c->s, c->ids, (int64_t)c->n_ids, &o, &c->r);
     sqz_progress_end(p);
+    if (st == SQZ_OK && !finite_result(&c->r)) {
+        /* finite weights, yet the activations overflowed: never a "ppl nan" with exit 0 */
+        fprintf(stderr, "sqz: error: %s on %s: the result is not finite (ppl %g, base ppl %g, KLD %g): the "
+                "activations overflow\n", a->path, a->text, c->r.ppl, c->r.ppl_base, c->r.kld_mean);
+        c->reported = true;
+        return SQZ_ERR_FORMAT;
+    }
     if (st == SQZ_OK) print_decoder(a, &c->r);
     return st;
 }
@@ -221,6 +235,16 @@ static sqz_status eval_encoder(const eval_args *a, eval_ctx *c) {
     return st;
 }
 
+/* The logits of a chunk (--ctx x vocabulary floats, for the model and the base) against the
+ * memory, before any is allocated: 0, or the usage error's exit status. */
+static int check_sizes(const eval_args *a, const sqz_model *m) {
+    const int64_t ctx = a->ctx > 0 ? a->ctx : m->hp.family == SQZ_FAMILY_BERT ? 256 : 512;
+    const sqz_size_term t[] = {{"--ctx", ctx}, {"vocab_size", m->hp.vocab_size}, {"bytes per float", 4},
+                               {"models", a->base || a->base_logits ? 2 : 1}};
+    if (sqz_opts_check_size("the logits of a chunk", t, 4, sqz_cli_memory_limit(), "the memory") == SQZ_OK) return 0;
+    return sqz_cli_usage_error("eval", "%s", sqz_last_error());
+}
+
 int sqz_cmd_eval(int argc, char **argv) {
     eval_args a;
     int rc = parse_args(argc, argv, &a);
@@ -231,6 +255,11 @@ int sqz_cmd_eval(int argc, char **argv) {
     sqz_status st = sqz_read_file(a.text, (size_t)1 << 31, &c.text, &c.text_len);
     if (st == SQZ_OK) st = sqz_backend_cpu((int)a.threads, &c.be);
     if (st == SQZ_OK) st = sqz_model_open(a.path, &oo, &c.m);
+    if (st == SQZ_OK && (rc = check_sizes(&a, c.m)) != 0) {
+        eval_ctx_free(&c);
+        return rc;
+    }
+    if (st == SQZ_OK) st = sqz_model_check_finite(c.m);
     if (st == SQZ_OK) st = sqz_tokenizer_new(&c.m->vocab, &c.tok);
     if (st == SQZ_OK) {
         if (c.m->hp.family == SQZ_FAMILY_BERT) {
@@ -248,7 +277,7 @@ int sqz_cmd_eval(int argc, char **argv) {
         st = j ? sqz_cli_write_file(a.json, j, strlen(j)) : SQZ_ERR_NOMEM;
         free(j);
     }
-    rc = st == SQZ_OK ? 0 : sqz_cli_fail(st);
+    rc = st == SQZ_OK ? 0 : c.reported ? 1 : sqz_cli_fail(st);
     eval_ctx_free(&c);
     return rc;
 }

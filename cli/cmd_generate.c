@@ -92,6 +92,25 @@ static bool on_token(void *user, int32_t token) {
     return true;
 }
 
+/* The longest window a session holds (runtime/session.c). */
+#define GEN_MAX_TOKENS (1 << 24)
+
+/* -n against the session's window and the key/value cache against the memory, before
+ * anything of that size is allocated: 0, or the usage error's exit status. */
+static int check_sizes(const sqz_model *m, int64_t n_prompt, int64_t n_new) {
+    const int64_t total = n_prompt + 1 + n_new; /* both at most 2^30: no overflow */
+    if (total > GEN_MAX_TOKENS)
+        return sqz_cli_usage_error("generate", "-n %lld: %lld prompt tokens + %lld new is more than the %d "
+                                   "positions a session holds", (long long)n_new, (long long)n_prompt,
+                                   (long long)n_new, GEN_MAX_TOKENS);
+    const sqz_size_term t[] = {{"(prompt tokens + -n)", total}, {"layers", m->hp.n_layers},
+                               {"K and V", 2}, {"kv heads x head_dim", m->hp.n_kv_heads * m->hp.head_dim},
+                               {"bytes per float", 4}};
+    if (sqz_opts_check_size("the key/value cache", t, 5, sqz_cli_memory_limit(), "the memory") != SQZ_OK)
+        return sqz_cli_usage_error("generate", "%s", sqz_last_error());
+    return 0;
+}
+
 int sqz_cmd_generate(int argc, char **argv) {
     gen_opts a = {.prompt = "", .seed = -1};
     const sqz_opt_group grp = {NULL, gen_rows, SQZ_CLI_N(gen_rows), &a};
@@ -114,6 +133,8 @@ int sqz_cmd_generate(int argc, char **argv) {
     if (st == SQZ_OK) st = sqz_tokenizer_new(&m->vocab, &tok);
     if (st == SQZ_OK) st = sqz_tokenize(tok, prompt, strlen(prompt), true, &prompt_ids, &n_prompt);
     if (st != SQZ_OK) goto done;
+    if ((rc = check_sizes(m, (int64_t)n_prompt, n_new)) != 0) goto done;
+    rc = 1;
     /* The sequence: the prompt (or BOS alone when it tokenizes to nothing), then the new tokens. */
     g.ids = malloc(((size_t)n_prompt + 1 + (size_t)n_new) * sizeof *g.ids);
     out = malloc(((size_t)n_new + 1) * sizeof *out);

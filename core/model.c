@@ -178,6 +178,15 @@ static const sqz_role bert_layer_roles[] = {SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQ
                                             SQZ_ROLE_ATTN_OUT, SQZ_ROLE_ATTN_OUT_NORM, SQZ_ROLE_FFN_UP,
                                             SQZ_ROLE_FFN_DOWN, SQZ_ROLE_LAYER_OUT_NORM};
 
+sqz_status sqz_model_check_finite(const sqz_model *m) {
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const sqz_status st = sqz_tensor_check_finite(&m->tensors[i]);
+        if (st != SQZ_OK && m->source_path) sqz__error_prefix("%s", m->source_path);
+        if (st != SQZ_OK) return st;
+    }
+    return SQZ_OK;
+}
+
 sqz_status sqz_model_validate(const sqz_model *m) {
     const sqz_hparams *hp = &m->hp;
     const char *src = m->source_path ? m->source_path : "model";

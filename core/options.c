@@ -326,6 +326,35 @@ void sqz_opts_argv_each(const sqz_opt_group *g, int ng, int argc, char **argv, s
     }
 }
 
+/* ---- sizes derived from options ---------------------------------------------------------- */
+
+/* "131.1 GB" */
+static const char *bytes_text(uint64_t b, char *buf, size_t cap) {
+    const double v = (double)b;
+    if (v >= 1e9) snprintf(buf, cap, "%.1f GB", v / 1e9);
+    else if (v >= 1e6) snprintf(buf, cap, "%.1f MB", v / 1e6);
+    else snprintf(buf, cap, "%llu bytes", (unsigned long long)b);
+    return buf;
+}
+
+sqz_status sqz_opts_check_size(const char *what, const sqz_size_term *t, int n, uint64_t limit,
+                               const char *limit_name) {
+    char expr[512] = "", lim[32], got[32];
+    size_t k = 0;
+    uint64_t prod = 1;
+    bool overflow = false;
+    for (int i = 0; i < n; i++) {
+        const uint64_t v = t[i].value > 0 ? (uint64_t)t[i].value : 0;
+        overflow = overflow || __builtin_mul_overflow(prod, v, &prod);
+        int w = snprintf(expr + k, sizeof expr - k, "%s%s %lld", i ? " x " : "", t[i].name, (long long)t[i].value);
+        if (w > 0 && (size_t)w < sizeof expr - k) k += (size_t)w;
+    }
+    SQZ_RETURN_IF(overflow || prod > limit, SQZ_ERR_INVALID_ARG, "%s: %s = %s, more than %s (%s)", what, expr,
+                  overflow ? "more than 2^64" : bytes_text(prod, got, sizeof got), limit_name,
+                  bytes_text(limit, lim, sizeof lim));
+    return SQZ_OK;
+}
+
 /* ---- help -------------------------------------------------------------------------------- */
 
 typedef struct sbuf {

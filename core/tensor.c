@@ -1,4 +1,5 @@
 /* core/tensor.c - tensor roles, element counts and dtype conversion. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,48 @@ sqz_status sqz_tensor_to_f32(const sqz_tensor *t, float *dst) {
     }
     tr->to_f32(t->data, dst, sqz_tensor_nelements(t));
     return SQZ_OK;
+}
+
+/* The first non-finite value of x[0..n), or -1. */
+static int64_t first_nonfinite(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+static sqz_status nonfinite_error(const sqz_tensor *t, float v, int64_t at) {
+    const int64_t row_len = sqz_tensor_row_len(t) > 0 ? sqz_tensor_row_len(t) : 1;
+    return SQZ_ERROR(SQZ_ERR_FORMAT, "tensor '%s': %s at row %lld, column %lld (a non-finite weight)", t->name,
+                     isnan(v) ? "nan" : v > 0 ? "+inf" : "-inf", (long long)(at / row_len),
+                     (long long)(at % row_len));
+}
+
+sqz_status sqz_tensor_check_finite(const sqz_tensor *t) {
+    const sqz_dtype_traits *tr = sqz_dtype_info(t->dtype);
+    if (!t->data || !tr || !tr->to_f32 || (!tr->is_float && !tr->is_quantized && !t->qp)) return SQZ_OK;
+    const int64_t n = sqz_tensor_nelements(t);
+    if (t->qp) {
+        float *all = sqz__malloc((size_t)n * sizeof(float));
+        if (!all) return SQZ_ERR_NOMEM;
+        sqz_status st = sqz_tensor_to_f32(t, all);
+        const int64_t at = st == SQZ_OK ? first_nonfinite(all, n) : -1;
+        if (at >= 0) st = nonfinite_error(t, all[at], at);
+        free(all);
+        return st;
+    }
+    enum { CHUNK = 1 << 16 }; /* elements; a multiple of every block size */
+    float *buf = sqz__malloc(CHUNK * sizeof(float));
+    if (!buf) return SQZ_ERR_NOMEM;
+    const size_t chunk_bytes = (size_t)(CHUNK / tr->block_size) * tr->type_size;
+    sqz_status st = SQZ_OK;
+    for (int64_t off = 0; off < n && st == SQZ_OK; off += CHUNK) {
+        const int64_t k = n - off < CHUNK ? n - off : CHUNK;
+        tr->to_f32((const uint8_t *)t->data + (size_t)(off / CHUNK) * chunk_bytes, buf, k);
+        const int64_t at = first_nonfinite(buf, k);
+        if (at >= 0) st = nonfinite_error(t, buf[at], off + at);
+    }
+    free(buf);
+    return st;
 }
 
 sqz_status sqz_convert(sqz_dtype from, const void *src, sqz_dtype to, void *dst, int64_t n, float *scratch) {

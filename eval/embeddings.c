@@ -45,8 +45,8 @@ sqz_status sqz_eval_embeddings(sqz_session *model, sqz_session *base, const int3
         toks += len;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (st == SQZ_OK && k == 0) st = SQZ_ERROR(SQZ_ERR_INVALID_ARG, "eval: no non-empty sentences to embed");
     if (st == SQZ_OK) {
-        SQZ_RETURN_IF(k == 0, SQZ_ERR_INVALID_ARG, "eval: no non-empty sentences to embed");
         r->is_encoder = true;
         r->has_base = true;
         r->n_sentences = k;

@@ -7,6 +7,11 @@
 sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_opts *o) {
     SQZ_RETURN_IF(!o, SQZ_ERR_INVALID_ARG, "sqz_model_save: options are required");
     SQZ_RETURN_IF(o->dtype >= SQZ_DTYPE_COUNT, SQZ_ERR_INVALID_ARG, "sqz_model_save: invalid dtype %d", o->dtype);
+    const sqz_status fin = sqz_model_check_finite(m); /* a model that computes NaN is never written */
+    if (fin != SQZ_OK) {
+        sqz__error_prefix("%s: not written", path);
+        return fin;
+    }
     switch (o->format) {
     case SQZ_FORMAT_GGUF: return sqz__gguf_save(m, path, o);
     case SQZ_FORMAT_SAFETENSORS: return sqz__st_save(m, path, o);

@@ -176,9 +176,10 @@ sqz_status sqz__llama2c_open(const char *path, const char *tokenizer_path, sqz_m
     SQZ_RETURN_IF((uint64_t)expect != (uint64_t)map->size, SQZ_ERR_FORMAT,
                   "%s: header (dim %" PRId64 ", hidden %" PRId64 ", layers %" PRId64 ", heads %" PRId64
                   ", kv heads %" PRId64 ", vocab %" PRId64 " %s, seq_len %" PRId64 ") predicts %" PRId64
-                  " bytes, the file has %zu",
+                  " bytes, the file has %zu (%s)",
                   path, c.dim, c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab,
-                  c.shared ? "shared" : "unshared", c.seq_len, expect, map->size);
+                  c.shared ? "shared" : "unshared", c.seq_len, expect, map->size,
+                  (uint64_t)expect > (uint64_t)map->size ? "truncated" : "trailing bytes");
 
     sqz_hparams *hp = &m->hp;
     snprintf(hp->arch, sizeof hp->arch, "llama");

@@ -354,7 +354,8 @@ static bool is_byte_text(const char *s, size_t n) {
 
 static sqz_status build(sqz_tokenizer *t, const sqz_vocab *v) {
     SQZ_RETURN_IF(v->kind != SQZ_VOCAB_SPM && v->kind != SQZ_VOCAB_BPE && v->kind != SQZ_VOCAB_WPM,
-                  SQZ_ERR_UNSUPPORTED, "tokenizer: vocabulary kind '%s' has no tokenizer",
+                  SQZ_ERR_UNSUPPORTED, "tokenizer: the model carries no vocabulary (kind '%s'): a llama2.c "
+                  "checkpoint needs tokenizer.bin or tok<N>.bin beside it, or one given (sqz: --tokenizer FILE)",
                   sqz_vocab_kind_name(v->kind));
     SQZ_RETURN_IF(v->n_tokens <= 0 || v->n_tokens > MAX_TOKENS || !v->tokens, SQZ_ERR_FORMAT,
                   "tokenizer: vocabulary of %" PRId32 " tokens (expected 1 to %d)", v->n_tokens, MAX_TOKENS);

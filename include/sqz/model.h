@@ -119,6 +119,8 @@ SQZ_API int64_t sqz_model_data_bytes(const sqz_model *m);
  * and that the roles a family needs are present. Returns SQZ_ERR_SHAPE/SQZ_ERR_FORMAT
  * with a message naming the tensor. */
 SQZ_API sqz_status sqz_model_validate(const sqz_model *m);
+/* sqz_tensor_check_finite on every tensor: the first non-finite value, named. */
+SQZ_API sqz_status sqz_model_check_finite(const sqz_model *m);
 
 /* Makes the model own `buf` (freed with the model; freed at once on failure).
  * For loaders and passes. */

@@ -123,6 +123,20 @@ typedef void (*sqz_opt_visit_fn)(void *user, int group, const sqz_opt *o, const 
 SQZ_API void sqz_opts_argv_each(const sqz_opt_group *g, int ng, int argc, char **argv, sqz_opt_visit_fn fn,
                                 void *user);
 
+/* One factor of a size that derives from options: {"--calib-samples", 1000000}, {"d_model",
+ * 64}, {"bytes per float", 4}. */
+typedef struct sqz_size_term {
+    const char *name;
+    int64_t value; /* negative counts as 0 */
+} sqz_size_term;
+
+/* The one check of a size derived from options, done before anything of that size is
+ * allocated: SQZ_OK when the product of the terms (overflow-checked) is at most `limit`
+ * bytes, else SQZ_ERR_INVALID_ARG with "WHAT: --calib-samples 1000000 x --calib-ctx 512 x
+ * d_model 64 x bytes per float 4 = 131.1 GB, more than LIMIT_NAME (16.8 GB)". */
+SQZ_API sqz_status sqz_opts_check_size(const char *what, const sqz_size_term *t, int n, uint64_t limit,
+                                       const char *limit_name);
+
 /* Help text for a command line: one line per option, "  --name METAVAR  help (default X)",
  * grouped under the groups' titles, choices and ranges spelled out. Returns a malloc'd string
  * (caller frees) or NULL on out of memory. */

@@ -94,6 +94,13 @@ SQZ_API int64_t sqz_tensor_nrows(const sqz_tensor *t);
  * through t->qp when it is set). Returns SQZ_ERR_UNSUPPORTED for dtypes without a float view. */
 SQZ_API sqz_status sqz_tensor_to_f32(const sqz_tensor *t, float *dst);
 
+/* The one finite-value check: SQZ_OK when every value of the tensor (dequantized: through
+ * t->qp, or the block scales of a GGUF type) is finite; else SQZ_ERR_FORMAT naming the tensor,
+ * the value and where ("tensor 'blk.0.attn_norm.weight': nan at row 0, column 17"). Integer
+ * tensors without qparams are finite by nature. Reads the whole tensor, a bounded chunk at a
+ * time (a tensor with qparams: all of it at once). */
+SQZ_API sqz_status sqz_tensor_check_finite(const sqz_tensor *t);
+
 /* Converts n elements from src (of dtype `from`) to dst (of dtype `to`), through float
  * unless the types are equal (then a plain copy). dst holds sqz_dtype_nbytes(to, n) bytes.
  * Returns SQZ_ERR_UNSUPPORTED when `to` cannot be produced, SQZ_ERR_SHAPE when n is not

