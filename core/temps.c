@@ -22,6 +22,7 @@
 
 #include "core/internal.h"
 #include "core/temps.h"
+#include "sqz/io.h" /* sqz_io_cleanup_on_signals is public: its definition must see SQZ_API */
 
 #define SQZ__MAX_TEMPS 64
 
