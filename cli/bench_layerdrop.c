@@ -349,6 +349,7 @@ int sqz_bench_layerdrop(int argc, char **argv) {
     if (bad) return bad;
     ld_bench *B = calloc(1, sizeof *B);
     if (!B) return sqz_cli_fail(SQZ_ERR_NOMEM);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* rows as they are measured, also into a log file */
     char base[] = "/tmp/sqz_bench_layerdrop_XXXXXX";
     const int fd = mkstemp(base);
     if (fd >= 0) close(fd);
