@@ -254,8 +254,11 @@ static sqz_status check_args(const sqz_model *mc, const sqz_model *mo, const sqz
     SQZ_RETURN_IF(o->ctx < 0 || o->max_chunks < 0 || o->threads < 0, SQZ_ERR_INVALID_ARG,
                   "compress eval: negative ctx (%lld), max_chunks (%lld) or threads (%d)", (long long)o->ctx,
                   (long long)o->max_chunks, o->threads);
+    /* decoders are compared by their logits (any width: hidden channels may have been pruned);
+     * encoders by their embeddings, which need the same width */
     SQZ_RETURN_IF(mc->hp.family != mo->hp.family || mc->hp.vocab_size != mo->hp.vocab_size ||
-                      mc->hp.d_model != mo->hp.d_model, SQZ_ERR_INVALID_ARG,
+                      (mc->hp.family == SQZ_FAMILY_BERT && mc->hp.d_model != mo->hp.d_model),
+                  SQZ_ERR_INVALID_ARG,
                   "compress eval: the compressed model (%s, vocabulary %lld, width %lld) and the original (%s, %lld, "
                   "%lld) cannot be compared", sqz_family_name(mc->hp.family), (long long)mc->hp.vocab_size,
                   (long long)mc->hp.d_model, sqz_family_name(mo->hp.family), (long long)mo->hp.vocab_size,

@@ -8,6 +8,7 @@
  *   PART  := 'heads=' R | 'ffn=' R          fraction of each layer's heads / FFN neurons, [0, 1)
  *          | 'params=' R                    or a fraction of all attention+FFN parameters, placed
  *                                           across layers and kinds by standardized scores (FLAP)
+ *          | 'channels=' R                  fraction of the hidden channels, the whole model (Minitron)
  *          | magnitude | wanda | flap | obs  the score (default flap)
  *          | auto | none | bias | lsq | both the compensation (default auto: bias for flap,
  *                                           lsq for obs, none for magnitude and wanda)
@@ -29,7 +30,7 @@
 static const int comp_values[] = {-1, SQZ_PRUNE_COMP_NONE, SQZ_PRUNE_COMP_BIAS, SQZ_PRUNE_COMP_LSQ,
                                   SQZ_PRUNE_COMP_BOTH};
 
-enum { R_HEADS, R_FFN, R_PARAMS, R_SCORE, R_COMP, R_DAMP, R_ALIGN, N_ROWS };
+enum { R_HEADS, R_FFN, R_PARAMS, R_CHANNELS, R_SCORE, R_COMP, R_DAMP, R_ALIGN, N_ROWS };
 const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS] = {
     [R_HEADS] = {.name = "heads", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, heads), .min = 0,
                  .max = 1, .def = "0",
@@ -42,6 +43,11 @@ const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS] = {
                   .help = "instead of heads= / ffn=: fraction of all attention+FFN parameters to remove, placed "
                           "across layers, heads and neurons by scores standardized per layer (FLAP's adaptive "
                           "structure; per-layer widths: GGUF output)"},
+    [R_CHANNELS] = {.name = "channels", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, channels),
+                    .min = 0, .max = 1, .def = "0",
+                    .help = "fraction of the hidden channels to remove across the whole model (embedding columns, "
+                            "norms, every input column and output row; llama family), scored by the activations "
+                            "every layer reads (magnitude: by the weights), before heads / neurons"},
     [R_SCORE] = {.name = "score", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__prune_args, score),
                  .flags = SQZ_OPT_BARE, .choices = "magnitude|wanda|flap|obs", .def = "flap",
                  .help = "importance: weight magnitude, Wanda-sp |W|*||x||, FLAP's fluctuation Var(x)*||W||^2, "
@@ -79,14 +85,18 @@ sqz_status sqz__prune_check(void *args, uint64_t given, const char *spec) {
     SQZ_RETURN_IF(a->params > 0 && (given & ((1ull << R_HEADS) | (1ull << R_FFN))), SQZ_ERR_INVALID_ARG,
                   "--prune '%s': part 'params=%g' places the removal itself: give it or heads= / ffn=, not both",
                   spec, a->params);
-    SQZ_RETURN_IF(a->heads <= 0 && a->ffn <= 0 && a->params <= 0, SQZ_ERR_INVALID_ARG,
-                  "--prune '%s': nothing to remove (give heads=R and/or ffn=R, or params=R; R in (0, 1))", spec);
+    SQZ_RETURN_IF(a->channels >= 1, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'channels=%g': a fraction below 1 (1 removes every channel)", spec, a->channels);
+    SQZ_RETURN_IF(a->heads <= 0 && a->ffn <= 0 && a->params <= 0 && a->channels <= 0, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': nothing to remove (give heads=R and/or ffn=R, or params=R, and/or channels=R; R in "
+                  "(0, 1))", spec);
     return SQZ_OK;
 }
 
 unsigned sqz__prune_needs(const void *args, unsigned *required) {
     const sqz__prune_args *a = args;
     *required = sqz_prune_score_needs((sqz_prune_score)a->score) | sqz_prune_comp_needs(comp_of(a));
+    if (a->channels > 0 && a->score != SQZ_PRUNE_MAGNITUDE) *required |= SQZ_QSTAT_X2;
     return *required;
 }
 
@@ -110,12 +120,14 @@ static void totals(const sqz_model *m, int64_t *heads, int64_t *neurons) {
     }
 }
 
-static void write_note(sqz_pass_ctx *c, const sqz__prune_args *a, int64_t h0, int64_t n0) {
+static void write_note(sqz_pass_ctx *c, const sqz__prune_args *a, int64_t h0, int64_t n0, int64_t d0) {
     int64_t h, n;
     totals(c->m, &h, &n);
     snprintf(c->stage->note, sizeof c->stage->note,
-             "heads %" PRId64 " -> %" PRId64 ", FFN neurons %" PRId64 " -> %" PRId64 " (score %s, compensation %s)", h0,
-             h, n0, n, sqz_prune_score_name((sqz_prune_score)a->score), sqz_prune_comp_name(comp_of(a)));
+             "heads %" PRId64 " -> %" PRId64 ", FFN neurons %" PRId64 " -> %" PRId64 ", hidden %" PRId64 " -> %" PRId64
+             " (score %s, compensation %s)",
+             h0, h, n0, n, d0, c->m->hp.d_model, sqz_prune_score_name((sqz_prune_score)a->score),
+             sqz_prune_comp_name(comp_of(a)));
 }
 
 sqz_status sqz__prune_check_model(const void *args, const char *spec, const sqz_model *m) {
@@ -131,6 +143,16 @@ sqz_status sqz__prune_check_model(const void *args, const char *spec, const sqz_
                       "--prune '%s': part 'ffn=%g' removes every FFN neuron of layer %d (%" PRId64 ")", spec, a->ffn,
                       (int)l, ld->d_ff);
     }
+    /* BERT's norms cannot take it: post-LayerNorm re-centres the residual stream over whatever
+     * channels are left after every residual add, and BertModel derives head_dim from
+     * hidden_size, which would then disagree with the heads */
+    SQZ_RETURN_IF(a->channels > 0 && m->hp.family != SQZ_FAMILY_LLAMA, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'channels=%g': %s's post-LayerNorm blocks cannot lose hidden channels (the "
+                  "norm after each residual add re-centres over the kept ones; BertModel derives head_dim from "
+                  "hidden_size): prune heads= / ffn= instead", spec, a->channels, sqz_family_name(m->hp.family));
+    SQZ_RETURN_IF(a->channels > 0 && sqz__prune_channels_remove(a, m->hp.d_model) >= m->hp.d_model,
+                  SQZ_ERR_INVALID_ARG, "--prune '%s': part 'channels=%g' removes every hidden channel (%lld)", spec,
+                  a->channels, (long long)m->hp.d_model);
     return SQZ_OK;
 }
 
@@ -140,6 +162,8 @@ sqz_status sqz__prune_model_step(sqz_pass_ctx *c, const void *args) {
     const sqz__prune_args *a = args;
     sqz_model *m = c->m;
     SQZ_TRY(sqz__prune_check_model(args, c->stage->spec, m));
+    const int64_t d0 = m->hp.d_model;
+    if (a->channels > 0) SQZ_TRY(sqz__prune_channels(c, a));
     const sqz_prune_comp comp = comp_of(a);
     if (a->params > 0) /* the plan: a->plan_* are this stage's own per-run state */
         SQZ_TRY(sqz__prune_plan(c, (sqz__prune_args *)(uintptr_t)args));
@@ -149,7 +173,7 @@ sqz_status sqz__prune_model_step(sqz_pass_ctx *c, const void *args) {
     }
     int64_t h0, n0;
     totals(m, &h0, &n0);
-    write_note(c, a, h0, n0);
+    write_note(c, a, h0, n0, d0);
     return SQZ_OK;
 }
 
@@ -191,10 +215,10 @@ static sqz_status prune_ffn(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bloc
 
 sqz_status sqz__prune_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args) {
     const sqz__prune_args *a = args;
-    long long h0 = 0, n0 = 0;
-    (void)sscanf(c->stage->note, "heads %lld -> %*d, FFN neurons %lld", &h0, &n0); /* the model step's totals */
+    long long h0 = 0, n0 = 0, d0 = 0; /* the model step's totals */
+    (void)sscanf(c->stage->note, "heads %lld -> %*d, FFN neurons %lld -> %*d, hidden %lld", &h0, &n0, &d0);
     if (a->heads > 0 || (a->params > 0 && a->plan_heads[layer] > 0)) SQZ_TRY(prune_heads(c, layer, stats, a));
     if (a->ffn > 0 || a->params > 0) SQZ_TRY(prune_ffn(c, layer, stats, a));
-    write_note(c, a, (int64_t)h0, (int64_t)n0);
+    write_note(c, a, (int64_t)h0, (int64_t)n0, (int64_t)d0);
     return SQZ_OK;
 }

@@ -27,6 +27,7 @@ double *sqz__prune_damped(const double *h, int64_t n_in, const int64_t *idx, int
 typedef struct sqz__prune_args {
     double heads, ffn;    /* fraction of each layer's heads / FFN neurons to remove */
     double params;        /* or: fraction of the attention+FFN parameters, placed by budget.c */
+    double channels;      /* fraction of the hidden channels to remove (channels.c) */
     int score;            /* sqz_prune_score */
     int comp;             /* sqz_prune_comp, or -1: the score's default */
     double damp;          /* relative damping of H (obs, lsq) */
@@ -34,7 +35,12 @@ typedef struct sqz__prune_args {
     /* params=: what the model step decided per layer (heads / neurons to remove) */
     int32_t plan_heads[SQZ__PRUNE_MAX_LAYERS], plan_ffn[SQZ__PRUNE_MAX_LAYERS];
 } sqz__prune_args;
-#define SQZ__PRUNE_N_OPTS 7
+#define SQZ__PRUNE_N_OPTS 8
+
+/* Hidden channels to remove from d (a->channels, aligned as FFN widths), and the whole-model
+ * removal (channels.c). */
+int64_t sqz__prune_channels_remove(const sqz__prune_args *a, int64_t d);
+sqz_status sqz__prune_channels(sqz_pass_ctx *c, const sqz__prune_args *a);
 
 /* Fills a->plan_heads / plan_ffn for a->params (budget.c). */
 sqz_status sqz__prune_plan(sqz_pass_ctx *c, sqz__prune_args *a);

@@ -435,7 +435,7 @@ static void test_specs(void **state) {
     static const struct { const char *spec, *names; } bad[] = {
         {"heads=1", "'heads=1'"}, {"ffn=1", "'ffn=1'"},   {"ffn=1.5", "'ffn=1.5'"}, {"heads=0", "nothing to remove"},
         {"flap", "nothing"},      {"ffn=0.2:l2", "'l2'"}, {"ffn=0.2:damp=0", "'damp=0'"},
-        {"ffn=0.2:flap:obs", "twice"},
+        {"ffn=0.2:flap:obs", "twice"}, {"channels=1", "'channels=1'"}, {"params=0.2:ffn=0.1", "'params=0.2'"},
     };
     sqz_recipe r = {0};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -447,10 +447,55 @@ static void test_specs(void **state) {
     sqz_recipe_free(&r);
 }
 
+/* channels=: the whole model loses hidden channels (Minitron), decided on activations; BERT's
+ * post-LayerNorm blocks are refused before anything runs */
+static void test_channels(void **state) {
+    (void)state;
+    SQZ_SKIP_UNLESS(model_path());
+    sqz_model *m = open_model(), *orig = open_model();
+    sqz_calib_windows w = windows_for(m);
+    sqz_recipe r = {0};
+    SQZ_ASSERT_OK(sqz_recipe_add(&r, "prune", "channels=0.25:ffn=0.3:wanda:lsq"));
+    SQZ_ASSERT_OK(sqz_recipe_check_model(&r, m, true));
+    sqz_compress_opts o = sqz_compress_default_opts();
+    sqz_compress_env env = {.windows = &w, .session_opts = sqz_session_default_opts()};
+    env.session_opts.n_threads = 1;
+    sqz_compress_report rep;
+    SQZ_ASSERT_OK(sqz_compress_run(m, &r, &env, &o, &rep));
+    assert_int_equal(m->hp.d_model, 96);
+    assert_int_equal(sqz_model_get(m, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT)->shape[1], 96);
+    assert_int_equal(sqz_model_get(m, SQZ_ROLE_FFN_DOWN, 1, SQZ_PARAM_WEIGHT)->shape[0], 96);
+    assert_int_equal(m->layers[1].d_ff, 256);
+    assert_non_null(strstr(rep.stages[0].note, "hidden 128 -> 96"));
+    /* the pruned decoder is compared with the original by its logits (other width, same vocabulary) */
+    sqz_compress_eval_opts eo = sqz_compress_eval_default_opts();
+    eo.ctx = 128;
+    eo.max_chunks = 2;
+    eo.threads = 1;
+    sqz_compress_eval ev;
+    SQZ_ASSERT_OK(sqz_compress_eval_run(m, orig, sqz_test_data("data/wiki.test.raw"), NULL, 0, NULL, &eo, &ev));
+    assert_true(ev.done && ev.kld_mean > 0 && isfinite(ev.ppl));
+    sqz_compress_report_free(&rep);
+    sqz_recipe_free(&r);
+    sqz_calib_windows_free(&w);
+    sqz_model_free(m);
+    sqz_model_free(orig);
+    const char *bert = sqz_test_minilm();
+    if (!bert) return;
+    sqz_model *b = NULL;
+    SQZ_ASSERT_OK(sqz_model_open(bert, NULL, &b));
+    SQZ_ASSERT_OK(sqz_recipe_add(&r, "prune", "channels=0.1"));
+    assert_int_equal(sqz_recipe_check_model(&r, b, true), SQZ_ERR_INVALID_ARG);
+    assert_non_null(strstr(sqz_last_error(), "'channels=0.1'"));
+    sqz_recipe_free(&r);
+    sqz_model_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scores),  cmocka_unit_test(test_compensation), cmocka_unit_test(test_block),
         cmocka_unit_test(test_choose_heads), cmocka_unit_test(test_pass),    cmocka_unit_test(test_specs),
+        cmocka_unit_test(test_channels),
     };
     return sqz_test_run(tests, NULL, NULL);
 }
