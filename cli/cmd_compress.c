@@ -190,6 +190,28 @@ static const sqz_compress_spec *quant_spec(const sqz_recipe *r, const char **tex
     return q;
 }
 
+/* --keep-float LIST: every item a role ("attn_v"), "blk.N" or "blk.N.role" (a typo would
+ * match nothing and keep nothing float); 0 or exit status 2. */
+static int check_keep_float(const char *list) {
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        const int n = e ? (int)(e - p) : (int)strlen(p);
+        char item[64], *role = item;
+        snprintf(item, sizeof item, "%.*s", n, p);
+        if (!strncmp(item, "blk.", 4)) {
+            char *end;
+            const long l = strtol(item + 4, &end, 10);
+            role = end == item + 4 || l < 0 ? NULL : *end == '.' ? end + 1 : *end ? NULL : "";
+        }
+        sqz_role r;
+        if (!role || n <= 0 || n >= (int)sizeof item || (*role && !sqz_role_from_name(role, &r)))
+            return sqz_cli_usage_error("compress", "--keep-float: '%.*s' is not a role (attn_v, ffn_down, ...), "
+                                       "blk.N or blk.N.ROLE", n, p);
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
 /* Output format and the checks between stages, output and calibration; 0 or exit status 2. */
 static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *so) {
     const char *spec = "";
@@ -353,6 +375,7 @@ int sqz_cmd_compress(int argc, char **argv) {
                                  "r.json)");
     if (rc == 0 && cc.text && a.stats) rc = sqz_cli_usage_error("compress", "--calib and --stats exclude each other");
     sqz_save_opts so;
+    if (rc == 0) rc = check_keep_float(a.keep);
     if (rc == 0) rc = plan_output(&a, &cc, &so);
     if (rc != 0) {
         sqz_recipe_free(&a.recipe);

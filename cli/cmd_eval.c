@@ -176,8 +176,12 @@ static sqz_status eval_decoder(const eval_args *a, eval_ctx *c) {
     sqz_progress_end(p);
     if (st == SQZ_OK && !finite_result(&c->r)) {
         /* finite weights, yet the activations overflowed: never a "ppl nan" with exit 0 */
-        fprintf(stderr, "sqz: error: %s on %s: the result is not finite (ppl %g, base ppl %g, KLD %g): the "
-                "activations overflow\n", a->path, a->text, c->r.ppl, c->r.ppl_base, c->r.kld_mean);
+        if (c->r.has_base)
+            fprintf(stderr, "sqz: error: %s on %s: the result is not finite (ppl %g, base ppl %g, KLD %g): the "
+                    "activations overflow\n", a->path, a->text, c->r.ppl, c->r.ppl_base, c->r.kld_mean);
+        else
+            fprintf(stderr, "sqz: error: %s on %s: ppl %g is not finite: the activations overflow\n", a->path,
+                    a->text, c->r.ppl);
         c->reported = true;
         return SQZ_ERR_FORMAT;
     }

@@ -187,6 +187,30 @@ sqz_status sqz_model_check_finite(const sqz_model *m) {
     return SQZ_OK;
 }
 
+/* "[128]", "[64, 128]" */
+static const char *shape_text(const int64_t *shape, int nd, char *buf, size_t cap) {
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < nd && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+    return buf;
+}
+
+/* What a tensor holds must be what the forward pass uses: weights a float view (a float or
+ * block type, or integers with their qparams), not raw integers; q/k/v biases only in a model
+ * whose attention has them (the forward pass would skip one a writer still exports). */
+static sqz_status check_kind(const sqz_model *m, const sqz_tensor *t, const char *src) {
+    const sqz_dtype_traits *tr = sqz_dtype_info(t->dtype);
+    SQZ_RETURN_IF(!tr || (!tr->is_float && !tr->is_quantized && !t->qp), SQZ_ERR_FORMAT,
+                  "%s: tensor '%s' is %s: a weight needs a float or quantized type", src, t->name,
+                  sqz_dtype_name(t->dtype));
+    const bool qkv = t->role == SQZ_ROLE_ATTN_Q || t->role == SQZ_ROLE_ATTN_K || t->role == SQZ_ROLE_ATTN_V;
+    SQZ_RETURN_IF(m->hp.family == SQZ_FAMILY_LLAMA && qkv && t->param == SQZ_PARAM_BIAS && !m->hp.attn_bias,
+                  SQZ_ERR_FORMAT, "%s: tensor '%s' is a q/k/v bias, but the model's attention has none "
+                  "(attention_bias false): it would be ignored here and applied by llama.cpp", src, t->name);
+    return SQZ_OK;
+}
+
 sqz_status sqz_model_validate(const sqz_model *m) {
     const sqz_hparams *hp = &m->hp;
     const char *src = m->source_path ? m->source_path : "model";
@@ -222,15 +246,21 @@ sqz_status sqz_model_validate(const sqz_model *m) {
                       sqz_role_name(t->role), sqz_family_name(hp->family));
         bool ok = t->ndim == nd;
         for (int k = 0; ok && k < nd; k++) ok = t->shape[k] == want[k];
-        SQZ_RETURN_IF(!ok, SQZ_ERR_SHAPE,
-                      "%s: tensor '%s' has shape [%" PRId64 ", %" PRId64 "] (%d dims), the architecture needs [%" PRId64
-                      ", %" PRId64 "]", src, t->name, t->shape[0], t->ndim > 1 ? t->shape[1] : 0, t->ndim, want[0],
-                      nd > 1 ? want[1] : 0);
+        char have_s[96], want_s[64];
+        SQZ_RETURN_IF(!ok, SQZ_ERR_SHAPE, "%s: tensor '%s' has shape %s, the architecture needs %s", src, t->name,
+                      shape_text(t->shape, t->ndim, have_s, sizeof have_s),
+                      shape_text(want, nd, want_s, sizeof want_s));
+        SQZ_TRY(check_kind(m, t, src));
         size_t nb;
         SQZ_RETURN_IF(!sqz_dtype_nbytes(t->dtype, sqz_tensor_nelements(t), &nb) || nb != t->nbytes, SQZ_ERR_FORMAT,
                       "%s: tensor '%s': %zu bytes do not hold shape x %s", src, t->name, t->nbytes,
                       sqz_dtype_name(t->dtype));
     }
+    /* Token ids index the embedding: a tokenizer with more tokens than its rows would read
+     * outside it. (Fewer is legal: vocabularies are padded.) */
+    SQZ_RETURN_IF(m->vocab.n_tokens > hp->vocab_size, SQZ_ERR_FORMAT,
+                  "%s: the tokenizer has %" PRId32 " tokens, the embedding %" PRId64 " rows: ids beyond row %" PRId64
+                  " would index outside it", src, m->vocab.n_tokens, hp->vocab_size, hp->vocab_size - 1);
     /* Required roles. */
     SQZ_RETURN_IF(!sqz_model_get(m, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT), SQZ_ERR_FORMAT,
                   "%s: no token embedding tensor", src);

@@ -125,6 +125,13 @@ static sqz_status read_hparams(const reader_ctx *c, const sqz__gguf_arch *a) {
         SQZ_RETURN_IF(!(theta > 0 && theta < 1e30), SQZ_ERR_FORMAT, "%s: metadata '%s' = %g is out of range",
                       c->g->path, key, theta);
         hp->rope_theta = (float)theta;
+        /* Partial rotary (fewer rotated dimensions than head_dim) is not what the runtime and the
+         * writers do: refused rather than run and converted wrong. */
+        int64_t rot = hp->head_dim;
+        SQZ_TRY(get_dim(c, "rope.dimension_count", false, 1, &found, &rot));
+        SQZ_RETURN_IF(found && rot != hp->head_dim, SQZ_ERR_UNSUPPORTED, "%s: metadata '%s.rope.dimension_count' "
+                      "= %" PRId64 ", not head_dim %" PRId64 ": partial rotary embeddings are not supported",
+                      c->g->path, c->arch, rot, hp->head_dim);
         SQZ_TRY(get_eps(c, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->norm_eps));
     } else {
         hp->rope_theta = 0;

@@ -12,12 +12,14 @@
 #   class 6  an encoder evaluated on blank lines fails cleanly (no leak under ASan);
 #   class 7  a FIFO as an input is refused at once, never waited on;
 #   class 8  a NaN / Inf weight is refused by eval, compress, calibrate and convert, naming the
-#            file, the tensor and where;
+#            file, the tensor and where; so are an integer norm, a stray q/k/v bias and a
+#            tokenizer with ids beyond the embedding (tests/cli/tamper_model.py makes them);
 #   class 9  a truncated llama2.c file, an empty -o, an empty SPEC part, a missing tokenizer
 #            are each said as such.
 # Each refusal is one line on stderr naming the path(s), exit 2 (usage) or 1 (bad input).
 set -u
 sqz=${SQZ_BIN:?}
+tamper="${SQZ_PYTHON:-python3} ${SQZ_SOURCE_DIR:?}/tests/cli/tamper_model.py"
 data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
 model=$data/models/stories260K/stories260K.bin
 tok=$data/models/stories260K/tok512.bin
@@ -176,7 +178,25 @@ refused 1 "$nan_at" "compress of a NaN model" "$sqz" compress nan.bin -o o.gguf 
 refused 1 "$nan_at" "calibrate a NaN model" "$sqz" calibrate nan.bin --text t.txt -o s.sqzs
 refused 1 "not written: $nan_at" "convert of a NaN model" "$sqz" convert nan.bin -o o.gguf
 [ ! -e o.gguf ] && [ ! -e s.sqzs ] && ok "nothing written from a NaN model" || bad "outputs of a NaN model"
-rm -f nan.bin inf.bin
+# finite weights whose activations overflow (FLT_MAX in a norm): no non-finite statistics, no ppl nan
+cp m.bin big.bin && printf '\xff\xff\x7f\x7f' | dd of=big.bin bs=1 seek=$((28 + 4 * 512 * 64 + 8)) conv=notrunc \
+  2> /dev/null
+refused 1 "E\[x^2\] of input channel 2 is inf" "calibrate with overflowing activations" "$sqz" calibrate big.bin \
+  --text t.txt -o s.sqzs --calib-samples 4 --calib-ctx 64
+refused 1 "is not finite" "eval with overflowing activations" "$sqz" eval big.bin "${ev[@]}"
+rm -f nan.bin inf.bin big.bin
+# what the forward pass would get wrong: an integer norm, a q/k/v bias the attention does not
+# have (a GGUF would carry it to llama.cpp), token ids beyond the embedding
+"$sqz" convert m.bin -o hfok --to safetensors 2> err.log || bad "convert -o hfok: $(cat err.log)"
+for what in i32-norm:"is i32" qkv-bias:"attention_bias false" big-vocab:"ids beyond row 511"; do
+  rm -rf hfx && cp -r hfok hfx && $tamper hfx "${what%%:*}"
+  refused 1 "${what#*:}" "refuses an HF model with ${what%%:*}" "$sqz" inspect hfx
+done
+rm -rf hfx hfok
+"$sqz" convert m.bin -o g.gguf 2> err.log && $tamper g.gguf half-rope || bad "GGUF with half rotary: $(cat err.log)"
+refused 1 "partial rotary embeddings are not supported" "refuses a GGUF with rope.dimension_count < head_dim" \
+  "$sqz" inspect g.gguf
+rm -f g.gguf
 
 # ---- class 7: a FIFO as an input is refused at once ----
 refused 1 "FIFO" "inspect FIFO" timeout 10 "$sqz" inspect fifo
@@ -190,6 +210,8 @@ head -c $(($(wc -c < m.bin) - 1)) m.bin > short.bin
 refused 1 "predicts 1056540 bytes, the file has 1056539 (truncated)" "a llama2.c file one byte short" \
   "$sqz" inspect short.bin
 refused 2 "empty output" "-o ''" "$sqz" convert m.bin -o ''
+refused 2 "'atn_v' is not a role" "--keep-float with a typo" "$sqz" compress m.bin -o o.gguf "${q8[@]}" \
+  --keep-float attn_q,atn_v
 refused 2 "empty part" "SPEC int4::" "$sqz" compress m.bin -o o.gguf --quant 'int4::'
 mkdir lone && cp m.bin lone/
 refused 1 "tokenizer.bin or tok<N>.bin beside it" "no tokenizer beside a llama2.c checkpoint" \
