@@ -215,7 +215,13 @@ static bool kernel_is_i8(sqz_bench_kernel k) {
 
 static int bench_gpu(const kopts *o) {
     if (sqz_cuda_device_count() == 0) {
-        printf("no CUDA device: kernel benchmarks need a GPU\n");
+        /* why (no CUDA build, module or runtime not loadable, no device): an error when the GPU
+         * part was asked for alone, a note after the CPU part otherwise */
+        sqz_backend *none = NULL;
+        const sqz_status s = sqz_backend_cuda(o->device, &none);
+        sqz_backend_free(none);
+        if (!o->cpu) return sqz_cli_fail(s != SQZ_OK ? s : SQZ_ERR_DEVICE);
+        printf("no CUDA device (%s): kernel benchmarks need a GPU\n", s != SQZ_OK ? sqz_last_error() : "none found");
         return 0;
     }
     sqz_cuda_device_info info;

@@ -3,9 +3,9 @@
  *
  * A backend is a table of function pointers (sqz_backend_ops) plus its context. The
  * CPU backend is always present; the CUDA backend exists when libsqz was built with
- * SQZ_CUDA and a device is found at run time. Callers ask supports(op, dtype) before
- * dispatching instead of failing inside; optional slots may be NULL and the
- * dispatch helpers below check them.
+ * SQZ_CUDA, its CUDA module loads and a device is found at run time. Callers ask
+ * supports(op, dtype) before dispatching instead of failing inside; optional slots may be
+ * NULL and the dispatch helpers below check them.
  *
  * Memory: every pointer passed to an op lives in the backend's memory (host memory
  * for the CPU backend, device memory for CUDA), obtained from alloc() and moved with
@@ -123,8 +123,13 @@ typedef struct sqz_backend {
 
 /* The CPU backend (always available). Free with sqz_backend_free. n_threads 0 = all cores. */
 SQZ_API sqz_status sqz_backend_cpu(int n_threads, sqz_backend **out);
-/* The CUDA backend on `device` (-1 = first). SQZ_ERR_UNSUPPORTED when built without CUDA,
- * SQZ_ERR_DEVICE when no usable device exists. */
+/* The CUDA backend on `device` (-1 = first). SQZ_ERR_UNSUPPORTED when built without CUDA
+ * or when the CUDA module (libsqz_cuda.so) is not found, SQZ_ERR_DEVICE when it cannot be
+ * loaded (no CUDA runtime) or no usable device exists.
+ * In a CUDA build the CUDA code and libraries are in that module, which the first call of
+ * any CUDA function below loads (once per process, thread-safe): beside libsqz.so (or the
+ * program linking libsqz.a), in its ../lib, on the library path, or at $SQZ_CUDA_MODULE.
+ * Nothing CUDA is mapped before (docs/kernels.md). */
 SQZ_API sqz_status sqz_backend_cuda(int device, sqz_backend **out);
 SQZ_API void sqz_backend_free(sqz_backend *b);
 
@@ -132,8 +137,8 @@ SQZ_API void sqz_backend_free(sqz_backend *b);
 SQZ_API bool sqz_backend_supports(const sqz_backend *b, sqz_op op, sqz_dtype w_dtype);
 
 /* ---- CUDA device facts and kernel timing (what `sqz bench kernels` prints) ----------
- * Built without CUDA: sqz_cuda_device_count() is 0 and the others return
- * SQZ_ERR_UNSUPPORTED. */
+ * Built without CUDA, or when the CUDA module cannot be loaded: sqz_cuda_device_count() is
+ * 0 and the others return SQZ_ERR_UNSUPPORTED / SQZ_ERR_DEVICE as sqz_backend_cuda does. */
 
 typedef struct sqz_cuda_device_info {
     char name[256];

@@ -313,7 +313,7 @@ sqz_cuda_ctx *sqz__cuda_ctx_of(sqz_backend *b) {
     return b && b->ops == &cuda_ops ? (sqz_cuda_ctx *)b->ctx : NULL;
 }
 
-int sqz_cuda_device_count(void) {
+int sqz__cuda_device_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         cudaGetLastError(); /* no driver / no device: not an error for this question */
@@ -346,7 +346,7 @@ static sqz_status ctx_init(sqz_cuda_ctx *c, int device) {
     return SQZ_OK;
 }
 
-sqz_status sqz_backend_cuda(int device, sqz_backend **out) {
+sqz_status sqz__cuda_backend_create(int device, sqz_backend **out) {
     *out = NULL;
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);

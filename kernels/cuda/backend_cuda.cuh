@@ -1,7 +1,8 @@
 /*
  * kernels/cuda/backend_cuda.cuh - the CUDA backend's context and the helpers its kernel
  * families share (device, stream, handles, scratch memory, registry of prepared int4
- * weights). The public face is plain C: sqz_backend_cuda() in sqz/backend.h.
+ * weights). The public face is plain C: sqz_backend_cuda() in sqz/backend.h, which libsqz
+ * reaches through the module's entry table (kernels/cpu/cuda_module.h, module_entry.cu).
  */
 #ifndef SQZ_KERNELS_CUDA_BACKEND_CUDA_CUH
 #define SQZ_KERNELS_CUDA_BACKEND_CUDA_CUH
@@ -56,5 +57,13 @@ const sqz__w4_entry *sqz__cuda_w4_find(const sqz_cuda_ctx *c, const void *ptr);
 sqz_status sqz__cuda_w4_register(sqz_cuda_ctx *c, const void *ptr, const sqz_w4_layout *L);
 /* The context of a CUDA backend, or NULL when b is not one. */
 sqz_cuda_ctx *sqz__cuda_ctx_of(sqz_backend *b);
+
+/* The module's implementations of the CUDA entry points of sqz/backend.h (same contracts:
+ * sqz_cuda_device_count, sqz_backend_cuda, sqz_cuda_device_info_get, sqz_cuda_bench_gemm). */
+int sqz__cuda_device_count(void);
+sqz_status sqz__cuda_backend_create(int device, sqz_backend **out);
+sqz_status sqz__cuda_device_info_get(int device, sqz_cuda_device_info *out);
+sqz_status sqz__cuda_bench_gemm(sqz_backend *b, sqz_bench_kernel kernel, int64_t m, int64_t n, int64_t k,
+                                double min_seconds, sqz_bench_result *result);
 
 #endif

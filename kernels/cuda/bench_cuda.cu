@@ -1,6 +1,7 @@
 /*
  * kernels/cuda/bench_cuda.cu - device facts and GEMM timing for `sqz bench kernels`
- * (sqz_cuda_device_info_get, sqz_cuda_bench_gemm in sqz/backend.h).
+ * (sqz_cuda_device_info_get, sqz_cuda_bench_gemm of sqz/backend.h, reached through the CUDA
+ * module's entry table: sqz__cuda_device_info_get, sqz__cuda_bench_gemm).
  *
  * Peak table: dense tensor-core operations per SM per clock (an FMA counts 2), from
  * NVIDIA's datasheets divided by SMs x boost clock:
@@ -97,9 +98,9 @@ void random_q4_blocks(std::vector<uint8_t> &blk, sqz_dtype t, int64_t n, int64_t
 
 } // namespace
 
-sqz_status sqz_cuda_device_info_get(int device, sqz_cuda_device_info *out) {
+sqz_status sqz__cuda_device_info_get(int device, sqz_cuda_device_info *out) {
     memset(out, 0, sizeof *out);
-    int count = sqz_cuda_device_count();
+    int count = sqz__cuda_device_count();
     SQZ_RETURN_IF(device < 0 || device >= count, SQZ_ERR_DEVICE, "CUDA device %d requested, %d present", device, count);
     cudaDeviceProp prop;
     SQZ_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
@@ -123,7 +124,7 @@ sqz_status sqz_cuda_device_info_get(int device, sqz_cuda_device_info *out) {
     return SQZ_OK;
 }
 
-sqz_status sqz_cuda_bench_gemm(sqz_backend *b, sqz_bench_kernel kernel, int64_t m, int64_t n, int64_t k,
+sqz_status sqz__cuda_bench_gemm(sqz_backend *b, sqz_bench_kernel kernel, int64_t m, int64_t n, int64_t k,
                                double min_seconds, sqz_bench_result *result) {
     memset(result, 0, sizeof *result);
     sqz_cuda_ctx *c = sqz__cuda_ctx_of(b);

@@ -43,16 +43,13 @@ else
   case "${SQZ_SANITIZE:-OFF}" in ON|on|1|TRUE|true) sanitized=1 ;; *) sanitized=0 ;; esac
   if [ ! -x /usr/bin/time ] || [ "$sanitized" = 1 ]; then
     skipped+=("inspect RSS (needs /usr/bin/time and an unsanitized build)")
-  elif [ ! -f "$data/models/stories260K/stories260K.bin" ]; then
-    skipped+=("inspect RSS (its baseline, $data/models/stories260K/stories260K.bin, not found)")
   else
-    # Measured against the same command on a 1 MB model: the process's own baseline
-    # (a CUDA build maps the CUDA libraries at start) is not tensor data.
-    /usr/bin/time -f "%M" -o "$tmp/rss0" "$sqz" inspect "$data/models/stories260K/stories260K.bin" > /dev/null
+    # An absolute bound, CUDA build or not: the CUDA libraries are loaded only when a GPU is
+    # asked for (docs/kernels.md), so the process's own baseline is a few MB.
     /usr/bin/time -f "%M" -o "$tmp/rss" "$sqz" inspect "$smol" > /dev/null
-    rss0_kb=$(tail -1 "$tmp/rss0"); rss_kb=$(tail -1 "$tmp/rss"); size_kb=$(( $(stat -c %s "$smol") / 1024 ))
-    echo "inspect SmolLM2: peak RSS ${rss_kb} KB (stories260K: ${rss0_kb} KB) for a ${size_kb} KB file"
-    check "inspect reads headers only (RSS growth < 1/4 of the file)" '[ $((rss_kb - rss0_kb)) -lt $((size_kb / 4)) ]'
+    rss_kb=$(tail -1 "$tmp/rss"); size_kb=$(( $(stat -c %s "$smol") / 1024 ))
+    echo "inspect SmolLM2: peak RSS ${rss_kb} KB for a ${size_kb} KB file"
+    check "inspect reads headers only (peak RSS < 1/4 of the file)" '[ "$rss_kb" -lt $((size_kb / 4)) ]'
   fi
   # Interrupt a conversion: nothing may be left behind.
   mkdir "$tmp/int"

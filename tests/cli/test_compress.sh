@@ -33,8 +33,8 @@ if [ "${1:-}" = smollm2 ]; then
     --calib "$tmp/calib.txt" --calib-samples 16 --calib-ctx 256 --report "$tmp/smol.json" > "$tmp/out" 2>&1
   check "SmolLM2 q4_0:gptq compresses" '[ $? -eq 0 ]' || cat "$tmp/out"
   rss_kb=$(tail -1 "$tmp/rss")
-  # The process's own baseline (a CUDA build maps the CUDA libraries at start) is not working
-  # memory: measure it with a command that touches no model data and count what compress adds.
+  # The process's own baseline (its libraries and tables) is not working memory: measure it
+  # with a command that touches no model data and count what compress adds.
   /usr/bin/time -f "%M" -o "$tmp/rss0" "$sqz" inspect "$data/models/stories260K/stories260K.bin" > /dev/null
   rss0_kb=$(tail -1 "$tmp/rss0")
   # F32 checkpoint: 134,515,008 params x 4 bytes; activations 16 x 256 x 576 floats

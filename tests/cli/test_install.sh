@@ -36,3 +36,32 @@ fi
 out=$(LD_LIBRARY_PATH="$libdir" "$tmp/use" "$model")
 echo "installed library says: $out"
 [ "$out" = "llama 260032" ]
+
+# A CUDA build: the CUDA module is installed beside libsqz.so and found from there (shared) and
+# from bin/ (a program linking libsqz.a); pkg-config names no CUDA library. Without a GPU the
+# error is then CUDA's own ("no usable CUDA device ..."), not the loader's.
+if [ -e "$build/libsqz_cuda.so" ]; then
+  unset SQZ_CUDA_MODULE
+  ls "$libdir"/libsqz_cuda.so > /dev/null
+  if pkg-config --static --libs sqz | grep -qi cuda; then echo "pkg-config names CUDA: $(pkg-config --static --libs sqz)"; exit 1; fi
+  cat > "$tmp/gpu.c" <<'C'
+#include <stdio.h>
+#include <sqz/sqz.h>
+int main(void) {
+    sqz_backend *b = NULL;
+    const sqz_status s = sqz_backend_cuda(-1, &b);
+    printf("%d devices, backend: %s\n", sqz_cuda_device_count(), s == SQZ_OK ? "ok" : sqz_last_error());
+    sqz_backend_free(b);
+    return 0;
+}
+C
+  cc -std=c11 -Wall -Werror "$tmp/gpu.c" -o "$tmp/gpu" $(pkg-config --cflags --libs sqz)
+  cc -std=c11 -Wall -Werror "$tmp/gpu.c" -o "$tmp/prefix/bin/gpu_static" $(pkg-config --cflags sqz) \
+    "$libdir/libsqz.a" $(pkg-config --static --libs sqz | sed 's/-lsqz\b//')
+  # the static program finds lib/libsqz_cuda.so from bin/ (../lib), without LD_LIBRARY_PATH
+  for p in "$tmp/gpu" "$tmp/prefix/bin/gpu_static"; do
+    if [ "$p" = "$tmp/gpu" ]; then out=$(LD_LIBRARY_PATH="$libdir" "$p"); else out=$("$p"); fi
+    echo "$(basename "$p"): $out"
+    case "$out" in *"CUDA backend unavailable"*) echo "the installed CUDA module was not loaded"; exit 1 ;; esac
+  done
+fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/gpu/check_sass.sh LIB [CUOBJDUMP] - checks, without a GPU, that the CUDA kernels in
-# LIB (libsqz.a / libsqz.so built with SQZ_CUDA) were compiled to tensor-core instructions
+# LIB (the CUDA module libsqz_cuda.so of a SQZ_CUDA build) were compiled to tensor-core instructions
 # for every architecture sqz targets: each INT8 kernel (i8_mma_kernel<...>) must contain
 # IMMA and each W4A16 kernel (w4_small_kernel / w4_big_kernel) HMMA, in the SASS of sm_80,
 # sm_89 and sm_90. Exits 77 (skipped) when no cuobjdump can be found (scripts/setup.sh fetches

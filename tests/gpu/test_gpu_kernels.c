@@ -8,7 +8,8 @@
  *                        quantized activations and scales bit-identical as well;
  *   W4A16:               1e-5 (f32 out) / 2e-5 (f16 out) - the kernels round dequantized
  *                        weights to fp16, the reference keeps them exact.
- * Without a CUDA device the program exits 77 (ctest: skipped). */
+ * Without a CUDA device the program exits 77 (ctest: skipped); without the CUDA module
+ * (libsqz_cuda.so, found through SQZ_CUDA_MODULE) it fails. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,7 +285,16 @@ static void test_errors(void **state) {
 
 int main(void) {
     if (sqz_cuda_device_count() == 0) {
-        printf("no CUDA device: GPU kernel tests skipped\n");
+        /* Built with CUDA (this test is), so the CUDA module must be there: without it the
+         * build is broken, which is not the same as a machine without a GPU. */
+        sqz_backend *none = NULL;
+        const sqz_status why = sqz_backend_cuda(-1, &none);
+        sqz_backend_free(none);
+        if (why == SQZ_ERR_UNSUPPORTED) {
+            fprintf(stderr, "sqz_backend_cuda: %s\n", sqz_last_error());
+            return 1;
+        }
+        printf("no CUDA device (%s): GPU kernel tests skipped\n", why != SQZ_OK ? sqz_last_error() : "none found");
         return SQZ_TEST_SKIP;
     }
     const sqz_status s = sqz_backend_cuda(-1, &gpu);
