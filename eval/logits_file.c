@@ -10,12 +10,22 @@
 #include "eval/eval_internal.h"
 
 #define LOGB_MAGIC "SQZLOGB1"
-enum { LOGB_VERSION = 1, LOGB_HEADER = 8 + 4 * 7 + 8, ROW_FIXED = 16 };
+/* Version 2 appends a u64 FNV-1a checksum of the tokens and rows; version 1 files (no
+ * checksum) are still read. */
+enum { LOGB_VERSION = 2, LOGB_HEADER = 8 + 4 * 7 + 8, ROW_FIXED = 16, LOGB_TRAILER = 8 };
+
+/* FNV-1a, 64 bits, continued from h over p[0..n). */
+static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+#define FNV_START 0xcbf29ce484222325ull
 
 size_t sqz__logits_row_bytes(uint32_t n_vocab) { return ROW_FIXED + 2 * (size_t)n_vocab; }
 
 struct sqz__logits_writer {
     sqz_outfile *f;
+    uint64_t sum; /* checksum of what follows the header */
     uint32_t n_vocab;
     uint8_t *row;
 };
@@ -26,6 +36,7 @@ sqz_status sqz__logits_writer_open(const char *path, const sqz__logits_header *h
     sqz__logits_writer *w = sqz__calloc(1, sizeof *w);
     if (!w) return SQZ_ERR_NOMEM;
     w->n_vocab = h->n_vocab;
+    w->sum = FNV_START;
     w->row = sqz__malloc(sqz__logits_row_bytes(h->n_vocab));
     sqz_status st = w->row ? sqz_outfile_open(path, &w->f) : SQZ_ERR_NOMEM;
     if (st == SQZ_OK) {
@@ -43,6 +54,7 @@ sqz_status sqz__logits_writer_open(const char *path, const sqz__logits_header *h
         for (uint64_t i = 0; st == SQZ_OK && i < h->n_tokens; i++) {
             uint8_t b[4];
             sqz__wr_u32(b, (uint32_t)tokens[i]);
+            w->sum = fnv1a(w->sum, b, 4);
             st = sqz_outfile_write(w->f, b, 4);
         }
     }
@@ -79,6 +91,7 @@ sqz_status sqz__logits_writer_row(sqz__logits_writer *w, const float *logits, in
         if (q > 65535.0f) q = 65535.0f;
         sqz__wr_u16(r + ROW_FIXED + 2 * (size_t)i, (uint16_t)q);
     }
+    w->sum = fnv1a(w->sum, r, sqz__logits_row_bytes(w->n_vocab));
     return sqz_outfile_write(w->f, r, sqz__logits_row_bytes(w->n_vocab));
 }
 
@@ -86,12 +99,28 @@ sqz_status sqz__logits_writer_close(sqz__logits_writer *w, bool commit) {
     if (!w) return SQZ_OK;
     sqz_status st = SQZ_OK;
     if (w->f) {
-        if (commit) st = sqz_outfile_commit(w->f);
+        uint8_t t[LOGB_TRAILER];
+        sqz__wr_u64(t, w->sum);
+        if (commit) st = sqz_outfile_write(w->f, t, sizeof t);
+        if (commit && st == SQZ_OK) st = sqz_outfile_commit(w->f);
         else sqz_outfile_abort(w->f);
     }
     free(w->row);
     free(w);
     return st;
+}
+
+/* A stored row: finite, scale >= 0, log-probabilities <= 0, nll >= 0, argmax in the vocabulary. */
+static sqz_status check_row(const char *path, const sqz__logits_reader *r, uint64_t i) {
+    const uint8_t *p = r->rows + i * r->row_bytes;
+    const float scale = sqz__rd_f32(p), min_lp = sqz__rd_f32(p + 4), nll = sqz__rd_f32(p + 8);
+    const uint32_t am = sqz__rd_u32(p + 12);
+    SQZ_RETURN_IF(am >= r->h.n_vocab, SQZ_ERR_FORMAT, "%s: row %llu: argmax %u outside the vocabulary of %u", path,
+                  (unsigned long long)i, am, r->h.n_vocab);
+    SQZ_RETURN_IF(!(isfinite(scale) && scale >= 0 && isfinite(min_lp) && min_lp <= 0 && isfinite(nll) && nll >= 0),
+                  SQZ_ERR_FORMAT, "%s: row %llu: scale %g, min log p %g, nll %g out of range (finite; scale and nll "
+                  ">= 0, log p <= 0)", path, (unsigned long long)i, (double)scale, (double)min_lp, (double)nll);
+    return SQZ_OK;
 }
 
 sqz_status sqz__logits_reader_open(const char *path, sqz__logits_reader *r) {
@@ -113,7 +142,7 @@ sqz_status sqz__logits_reader_open(const char *path, sqz__logits_reader *r) {
     h->add_bos = sqz__rd_u32(p + 28);
     h->bos = (int32_t)sqz__rd_u32(p + 32);
     h->n_tokens = sqz__rd_u64(p + 36);
-    if (version != LOGB_VERSION) {
+    if (version != 1 && version != LOGB_VERSION) {
         st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: base logits version %u, this sqz reads version %d", path, version,
                        LOGB_VERSION);
         goto fail;
@@ -127,10 +156,11 @@ sqz_status sqz__logits_reader_open(const char *path, sqz__logits_reader *r) {
     }
     r->row_bytes = sqz__logits_row_bytes(h->n_vocab);
     r->n_rows = (uint64_t)h->n_chunks * (h->ctx - 1 - h->first);
+    const size_t trailer = version >= 2 ? LOGB_TRAILER : 0;
     size_t left = size - LOGB_HEADER, tok_bytes, rows_bytes, need;
     if (!sqz__mul_size((size_t)h->n_tokens, 4, &tok_bytes) ||
         !sqz__mul_size((size_t)r->n_rows, r->row_bytes, &rows_bytes) ||
-        !sqz__add_size(tok_bytes, rows_bytes, &need) || need != left) {
+        !sqz__add_size(tok_bytes, rows_bytes, &need) || !sqz__add_size(need, trailer, &need) || need != left) {
         st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: %zu bytes of data, the header describes %llu tokens and %llu rows of %zu "
                        "bytes", path, left, (unsigned long long)h->n_tokens, (unsigned long long)r->n_rows,
                        r->row_bytes);
@@ -138,14 +168,12 @@ sqz_status sqz__logits_reader_open(const char *path, sqz__logits_reader *r) {
     }
     r->tokens = p + LOGB_HEADER;
     r->rows = r->tokens + tok_bytes;
-    for (uint64_t i = 0; i < r->n_rows; i++) {
-        uint32_t am = sqz__rd_u32(r->rows + i * r->row_bytes + 12);
-        if (am >= h->n_vocab) {
-            st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: row %llu: argmax %u outside the vocabulary of %u", path,
-                           (unsigned long long)i, am, h->n_vocab);
-            goto fail;
-        }
+    if (trailer && fnv1a(FNV_START, r->tokens, tok_bytes + rows_bytes) != sqz__rd_u64(p + size - trailer)) {
+        st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: checksum mismatch: the file was modified or damaged", path);
+        goto fail;
     }
+    for (uint64_t i = 0; i < r->n_rows && st == SQZ_OK; i++) st = check_row(path, r, i);
+    if (st != SQZ_OK) goto fail;
     return SQZ_OK;
 fail:
     sqz__logits_reader_close(r);

@@ -125,12 +125,15 @@ SQZ_API char *sqz_eval_report_json(const sqz_eval_result *r, const char *model, 
 /*
  * Base logits files ("SQZLOGB1"): what a later evaluation needs of a base model's output at every
  * scored position, compactly. Layout (little-endian):
- *   magic "SQZLOGB1" | u32 version (1) | u32 n_vocab | u32 ctx | u32 n_chunks | u32 first (ctx/2)
+ *   magic "SQZLOGB1" | u32 version (2; 1 is still read) | u32 n_vocab | u32 ctx | u32 n_chunks | u32 first (ctx/2)
  *   | u32 add_bos | i32 bos | u64 n_tokens (= n_chunks * ctx)
  *   | i32 tokens[n_tokens]        the evaluated token ids (before the BOS replacement)
  *   | per scored row (n_chunks * (ctx - 1 - first) rows, chunk by chunk):
  *       f32 scale, f32 min_log_prob, f32 nll (exact -log p(next token)), i32 argmax (exact),
  *       u16 q[n_vocab]: log p(v) = min_log_prob + scale * q[v]
+ *   | u64 FNV-1a (64-bit) of the tokens and rows (version 2)
+ * The reader checks the sum, and that every row is finite with scale >= 0, min_log_prob <= 0,
+ * nll >= 0 and argmax < n_vocab.
  * The log-probabilities span [max - 16, max] in 65535 steps (llama.cpp's kl-divergence base
  * format does the same), so the KL divergence read back differs from a live base's by ~1e-6;
  * nll (hence ppl_base) and argmax (hence top-1 agreement) are exact.

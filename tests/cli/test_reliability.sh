@@ -185,6 +185,14 @@ refused 1 "E\[x^2\] of input channel 2 is inf" "calibrate with overflowing activ
   --text t.txt -o s.sqzs --calib-samples 4 --calib-ctx 64
 refused 1 "is not finite" "eval with overflowing activations" "$sqz" eval big.bin "${ev[@]}"
 rm -f nan.bin inf.bin big.bin
+# --base-logits files carry a checksum, and their rows are range-checked
+"$sqz" eval m.bin "${ev[@]}" --save-base base.logits > /dev/null 2> err.log || bad "--save-base: $(cat err.log)"
+cp base.logits flipped.logits && printf '\x12\x34' | dd of=flipped.logits bs=1 seek=3000 conv=notrunc 2> /dev/null
+refused 1 "checksum mismatch" "two flipped bytes in --base-logits" "$sqz" eval m.bin "${ev[@]}" \
+  --base-logits flipped.logits
+"$sqz" eval m.bin "${ev[@]}" --base-logits base.logits > /dev/null 2> err.log && ok "the intact file is read" ||
+  bad "--base-logits base.logits: $(cat err.log)"
+rm -f base.logits flipped.logits
 # what the forward pass would get wrong: an integer norm, a q/k/v bias the attention does not
 # have (a GGUF would carry it to llama.cpp), token ids beyond the embedding
 "$sqz" convert m.bin -o hfok --to safetensors 2> err.log || bad "convert -o hfok: $(cat err.log)"
