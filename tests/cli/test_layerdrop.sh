@@ -46,11 +46,11 @@ if [ "${1:-}" = smollm2 ]; then
   check "the GGUF has 22 blocks" '"$sqz" inspect "$tmp/s.gguf" | grep -q "layers 22 "'
   "$sqz" compress "$smol" -o "$tmp/c.gguf" --drop-layers 25%:bi:replaceme --calib "$wiki" --calib-samples 8 \
     --calib-ctx 256 > /dev/null 2>&1
-  "$sqz" eval "$tmp/c.gguf" --text "$wiki" --chunks 4 --json "$tmp/e.json" > /dev/null 2>&1
+  "$sqz" eval "$tmp/c.gguf" --text "$wiki" --chunks 8 --json "$tmp/e.json" > /dev/null 2>&1
   sqz_ppl=$(jget "$tmp/e.json" '["ppl"]')
   lp=${SQZ_LLAMA_PERPLEXITY:-}
   if [ -n "$lp" ] && [ -x "$lp" ]; then
-    "$lp" -m "$tmp/c.gguf" -f "$wiki" -c 512 --chunks 4 -t 2 > "$tmp/lp.log" 2>&1
+    "$lp" -m "$tmp/c.gguf" -f "$wiki" -c 512 --chunks 8 -t 2 > "$tmp/lp.log" 2>&1
     lp_ppl=$(sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' "$tmp/lp.log")
     echo "llama-perplexity: PPL $lp_ppl, sqz eval: $sqz_ppl"
     check "llama-perplexity of the 22-block GGUF within 0.5% of sqz eval's" \
