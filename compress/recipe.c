@@ -123,7 +123,7 @@ sqz_status sqz_recipe_load(sqz_recipe *r, const char *path) {
     for (const cJSON *it = root->child; st == SQZ_OK && it; it = it->next)
         if (strcmp(it->string, "sqz_recipe") && strcmp(it->string, "stages"))
             st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: unknown key '%s' (sqz_recipe, stages)", path, it->string);
-    SQZ_RETURN_IF(st == SQZ_OK && cJSON_GetArraySize(stages) == 0, SQZ_ERR_FORMAT, "%s: no stages", path);
+    if (st == SQZ_OK && cJSON_GetArraySize(stages) == 0) st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: no stages", path);
     const int n0 = r->n;
     int idx = 0;
     for (const cJSON *s = stages ? stages->child : NULL; st == SQZ_OK && s; s = s->next) st = load_stage(r, s, path, idx++);
