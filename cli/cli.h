@@ -107,6 +107,10 @@ char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const
 char *sqz_cli_report_layers_html(const sqz_compress_report *r);
 /* Writes a whole file atomically. */
 sqz_status sqz_cli_write_file(const char *path, const void *data, size_t n);
+/* Warns on stderr ("sqz: warning: ...") about a model that is legal but probably not what the
+ * user meant: a tokenizer covering less than half of the embedding's rows (padded vocabularies
+ * are legal; rows no token reaches are never produced by tokenization). */
+void sqz_cli_model_warnings(const char *path, const sqz_model *m);
 
 int sqz_cmd_bench(int argc, char **argv);
 void sqz_cmd_bench_usage(FILE *out);

@@ -193,3 +193,12 @@ uint64_t sqz_cli_memory_limit(void) {
         lim = (uint64_t)rl.rlim_cur;
     return lim;
 }
+
+void sqz_cli_model_warnings(const char *path, const sqz_model *m) {
+    const int64_t n = m->vocab.n_tokens, rows = m->hp.vocab_size;
+    if (n > 0 && rows > 0 && 2 * n < rows)
+        fprintf(stderr,
+                "sqz: warning: %s: the tokenizer has %lld tokens for an embedding of %lld rows; rows %lld..%lld "
+                "are never produced by tokenization (a padded vocabulary is legal, a wrong tokenizer is not)\n",
+                path, (long long)n, (long long)rows, (long long)n, (long long)rows - 1);
+}

@@ -76,6 +76,7 @@ int sqz_cmd_calibrate(int argc, char **argv) {
     cal_ctx c = {0};
     sqz_open_opts oo = {.tokenizer_path = cc.tokenizer};
     sqz_status st = sqz_model_open(path, &oo, &m);
+    if (st == SQZ_OK) sqz_cli_model_warnings(path, m);
     bool usage = false;
     if (st == SQZ_OK) st = sqz_model_check_finite(m); /* statistics of a NaN model are NaN */
     if (st == SQZ_OK && (st = sqz_cli_calib_check(&cc, m)) != SQZ_OK) usage = true;

@@ -320,6 +320,7 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     if (cc->sample_rows >= 0) co.sample_rows = cc->sample_rows;
     sqz_open_opts oo = {.tokenizer_path = cc->tokenizer};
     sqz_status st = sqz_model_open(a->path, &oo, &m);
+    if (st == SQZ_OK) sqz_cli_model_warnings(a->path, m);
     if (st == SQZ_OK) st = sqz_model_check_finite(m); /* NaN / Inf weights never pass through */
     if (st == SQZ_OK && (st = sqz_recipe_check_model(&a->recipe, m, cc->text != NULL)) != SQZ_OK) *usage = true;
     if (st == SQZ_OK && cc->text && (st = sqz_cli_calib_check(cc, m)) != SQZ_OK) *usage = true;

@@ -129,6 +129,7 @@ static sqz_status open_session(const char *path, const eval_args *a, sqz_backend
                                sqz_model **m, sqz_session **s) {
     sqz_open_opts oo = {.tokenizer_path = a->tokpath};
     sqz_status st = sqz_model_open(path, &oo, m);
+    if (st == SQZ_OK) sqz_cli_model_warnings(path, *m);
     if (st == SQZ_OK) st = sqz_model_check_finite(*m);
     return st == SQZ_OK ? new_session(*m, a, be, max_tokens, s) : st;
 }
@@ -259,6 +260,7 @@ int sqz_cmd_eval(int argc, char **argv) {
     sqz_status st = sqz_read_file(a.text, (size_t)1 << 31, &c.text, &c.text_len);
     if (st == SQZ_OK) st = sqz_backend_cpu((int)a.threads, &c.be);
     if (st == SQZ_OK) st = sqz_model_open(a.path, &oo, &c.m);
+    if (st == SQZ_OK) sqz_cli_model_warnings(a.path, c.m);
     if (st == SQZ_OK && (rc = check_sizes(&a, c.m)) != 0) {
         eval_ctx_free(&c);
         return rc;

@@ -130,6 +130,7 @@ int sqz_cmd_generate(int argc, char **argv) {
     size_t n_prompt = 0;
     int rc = 1;
     sqz_status st = sqz_model_open(path, &oo, &m);
+    if (st == SQZ_OK) sqz_cli_model_warnings(path, m);
     if (st == SQZ_OK) st = sqz_tokenizer_new(&m->vocab, &tok);
     if (st == SQZ_OK) st = sqz_tokenize(tok, prompt, strlen(prompt), true, &prompt_ids, &n_prompt);
     if (st != SQZ_OK) goto done;
