@@ -55,13 +55,6 @@ void sqz_bench_compress_usage(FILE *out) {
     sqz_cli_help(out, bench_compress_head, &g, 1);
 }
 
-static const char *default_text(void) {
-    static char buf[4096];
-    const char *d = getenv("SQZ_TEST_DATA");
-    snprintf(buf, sizeof buf, "%s/data/wiki.test.raw", d && *d ? d : "../shared");
-    return buf;
-}
-
 /* Baselines over `bytes` of f32 data streamed through a 64 MB buffer (beyond the caches), best
  * of 3: memcpy, and sqz_convert f32 -> f16 (the simplest element-wise pass that writes a
  * narrower type, like a quantizer). */
@@ -125,7 +118,7 @@ int sqz_bench_compress(int argc, char **argv) {
     const sqz_opt_group g = {NULL, bench_compress_rows, SQZ_CLI_N(bench_compress_rows), &a};
     const int bad = sqz_cli_parse("bench compress", &g, 1, argc, argv, NULL);
     if (bad) return bad;
-    const char *path = a.path ? a.path : sqz_cli_default_smollm2(), *text = a.text ? a.text : default_text();
+    const char *path = a.path ? a.path : sqz_cli_default_smollm2(), *text = a.text ? a.text : sqz_cli_bench_text();
     const int64_t blocks = a.blocks, n = a.n, ctx = a.ctx;
     const bool peak = !a.no_peak;
     sqz_model *m;

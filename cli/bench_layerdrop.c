@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -106,35 +105,9 @@ static sqz_status eval_opts(const ld_bench *B, sqz_eval_opts *o, bool save) {
     return SQZ_OK;
 }
 
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Greedy generation of a->gen tokens after 16 tokens of the text: tokens per wall second and
- * per CPU second of the process (steadier on a shared machine), each the best of 3 runs after
- * one warm-up (which dequantizes the weights the session keeps in f32). */
 static sqz_status gen_speed(const ld_bench *B, const sqz_model *m, double tps[2]) {
-    sqz_session *s = NULL;
-    const sqz_session_opts so = session_opts(B, 16 + B->a->gen);
-    sqz_status st = sqz_session_new(m, &so, &s);
-    if (st != SQZ_OK) return st;
-    int32_t *out = malloc((size_t)B->a->gen * sizeof *out);
-    int64_t n_out = 0;
-    sqz_sample_opts sp = {0};
-    st = out ? sqz_generate(s, B->ids, 16, 1, -1, &sp, NULL, NULL, out, &n_out) : SQZ_ERR_NOMEM;
-    tps[0] = tps[1] = 0;
-    for (int rep = 0; rep < 3 && st == SQZ_OK; rep++) {
-        const double t0 = sqz_cli_now_s(), c0 = cpu_s();
-        st = sqz_generate(s, B->ids, 16, B->a->gen, -1, &sp, NULL, NULL, out, &n_out);
-        const double dt = sqz_cli_now_s() - t0, dc = cpu_s() - c0;
-        if (dt > 0 && (double)n_out / dt > tps[0]) tps[0] = (double)n_out / dt;
-        if (dc > 0 && (double)n_out / dc > tps[1]) tps[1] = (double)n_out / dc;
-    }
-    free(out);
-    sqz_session_free(s);
-    return st;
+    const sqz_session_opts so = session_opts(B, 0);
+    return sqz_cli_gen_speed(m, &so, B->ids, B->a->gen, tps);
 }
 
 /* The model without blocks set[0..n) (compensated when comp), evaluated against the saved base. */
@@ -327,13 +300,6 @@ static sqz_status base_run(ld_bench *B) {
     return st;
 }
 
-static const char *default_text(void) {
-    static char buf[4096];
-    const char *d = getenv("SQZ_TEST_DATA");
-    snprintf(buf, sizeof buf, "%s/data/wiki.test.raw", d && *d ? d : "../shared");
-    return buf;
-}
-
 static sqz_status run_counts(ld_bench *B) {
     const int32_t L = (int32_t)B->orig->hp.n_layers;
     sqz_status st = SQZ_OK;
@@ -366,7 +332,7 @@ int sqz_bench_layerdrop(int argc, char **argv) {
     const int fd = mkstemp(base);
     if (fd >= 0) close(fd);
     B->a = &a;
-    B->calib = a.calib ? a.calib : default_text();
+    B->calib = a.calib ? a.calib : sqz_cli_bench_text();
     B->eval = a.eval ? a.eval : B->calib;
     B->base_file = base;
     const char *path = a.path ? a.path : sqz_cli_default_smollm2();

@@ -98,6 +98,17 @@ sqz_status sqz_cli_calib_check(const sqz_cli_calib *c, const sqz_model *m);
 /* Reads and tokenizes the text into windows and makes a session able to run them. */
 sqz_status sqz_cli_calib_open(const sqz_cli_calib *c, const sqz_model *m, sqz_backend *be, sqz_calib_windows *w,
                               sqz_session **s);
+/* ---- what the benchmarks share (cli/bench_util.c) ---------------------------------- */
+/* $SQZ_TEST_DATA/data/wiki.test.raw (default ../shared): the benchmarks' default text. */
+const char *sqz_cli_bench_text(void);
+/* CPU seconds of the process. */
+double sqz_cli_cpu_s(void);
+/* Greedy generation of `gen` tokens after ids[0..16) on a session of m made from *base
+ * (max_tokens set here): tokens per wall second and per CPU second of the process (steadier on
+ * a shared machine), each the best of 3 runs after one warm-up (which dequantizes the weights
+ * the session keeps in f32). */
+sqz_status sqz_cli_gen_speed(const sqz_model *m, const sqz_session_opts *base, const int32_t *ids, int64_t gen,
+                             double tps[2]);
 /* The compress report as a self-contained HTML page (inline SVG plot of the per-layer output
  * error); malloc'd, NULL on out of memory. */
 char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const char *out);
@@ -105,6 +116,10 @@ char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const
  * importance score by block, removed blocks marked, the per-block table and the compensation
  * maps. malloc'd HTML; NULL when no drop-layers stage measured (or out of memory). */
 char *sqz_cli_report_layers_html(const sqz_compress_report *r);
+/* The structured-pruning section (cli/report_prune.c): charts by layer of the fraction of
+ * heads and FFN neurons removed, of every head's score and of the neurons' score quartiles,
+ * and the per-layer table. malloc'd HTML; NULL when no prune stage ran (or out of memory). */
+char *sqz_cli_report_prune_html(const sqz_compress_report *r);
 /* Writes a whole file atomically. */
 sqz_status sqz_cli_write_file(const char *path, const void *data, size_t n);
 /* Warns on stderr ("sqz: warning: ...") about a model that is legal but probably not what the

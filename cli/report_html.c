@@ -336,6 +336,9 @@ char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const
     char *ld = sqz_cli_report_layers_html(r); /* layer importance (cli/report_layers.c), when measured */
     if (ld) hb_printf(&b, "%s", ld);
     free(ld);
+    char *pr = sqz_cli_report_prune_html(r); /* structured pruning (cli/report_prune.c), when run */
+    if (pr) hb_printf(&b, "%s", pr);
+    free(pr);
     hb_printf(&b, "</body></html>\n");
     if (!b.ok) {
         free(b.p);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "compress/compress_internal.h"
+#include "sqz/prune.h"
 
 sqz_compress_opts sqz_compress_default_opts(void) {
     sqz_compress_opts o;
@@ -24,6 +25,8 @@ void sqz_compress_report_free(sqz_compress_report *r) {
     free(r->stages);
     sqz_layerdrop_result_free(r->layerdrop);
     free(r->layerdrop);
+    sqz_prune_record_free(r->prune);
+    free(r->prune);
     memset(r, 0, sizeof *r);
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "compress/compress_internal.h"
+#include "sqz/prune.h"
 
 /* JSON has no NaN/inf: they become null. */
 static bool num(cJSON *o, const char *k, double v) {
@@ -113,6 +114,55 @@ static bool add_layerdrop(cJSON *o, const sqz_layerdrop_result *d) {
     return ok && add_layer_scores(v, d);
 }
 
+/* "prune": per layer what the last prune stage removed and the scores it chose by. */
+static bool add_prune_layer(cJSON *a, const sqz_prune_layer *l) {
+    cJSON *e = cJSON_CreateObject();
+    if (!e || !cJSON_AddItemToArray(a, e)) {
+        cJSON_Delete(e);
+        return false;
+    }
+    bool ok = num(e, "layer", l->layer);
+    ok &= num(e, "heads_before", (double)l->heads_before);
+    ok &= num(e, "heads_after", (double)l->heads_after);
+    ok &= num(e, "kv_heads_before", (double)l->kv_before);
+    ok &= num(e, "kv_heads_after", (double)l->kv_after);
+    ok &= num(e, "ffn_before", (double)l->ffn_before);
+    ok &= num(e, "ffn_after", (double)l->ffn_after);
+    if (l->head_score) {
+        cJSON *hs = cJSON_AddArrayToObject(e, "head_scores"), *hr = cJSON_AddArrayToObject(e, "heads_removed");
+        ok &= hs && hr;
+        for (int64_t h = 0; ok && h < l->heads_before; h++) {
+            ok &= cJSON_AddItemToArray(hs, isfinite(l->head_score[h]) ? cJSON_CreateNumber(l->head_score[h])
+                                                                       : cJSON_CreateNull());
+            if (l->head_removed[h]) ok &= cJSON_AddItemToArray(hr, cJSON_CreateNumber((double)h));
+        }
+    }
+    if (isfinite(l->ffn_q[0])) {
+        cJSON *q = cJSON_AddArrayToObject(e, "ffn_score_quartiles");
+        ok &= q != NULL;
+        for (int k = 0; q && ok && k < 5; k++) ok &= cJSON_AddItemToArray(q, cJSON_CreateNumber(l->ffn_q[k]));
+        ok &= num(e, "ffn_score_cut", l->ffn_cut);
+        ok &= num(e, "ffn_score_removed_mean", l->ffn_removed_mean);
+        ok &= num(e, "ffn_score_kept_mean", l->ffn_kept_mean);
+    }
+    return ok;
+}
+
+static bool add_prune(cJSON *o, const sqz_prune_record *p) {
+    if (!p || !p->layers) return true;
+    cJSON *v = cJSON_AddObjectToObject(o, "prune");
+    if (!v) return false;
+    bool ok = cJSON_AddStringToObject(v, "spec", p->spec) != NULL;
+    ok &= cJSON_AddStringToObject(v, "score", sqz_prune_score_name(p->score)) != NULL;
+    ok &= cJSON_AddStringToObject(v, "compensation", sqz_prune_comp_name(p->comp)) != NULL;
+    ok &= num(v, "hidden_before", (double)p->d_before);
+    ok &= num(v, "hidden_after", (double)p->d_after);
+    cJSON *a = cJSON_AddArrayToObject(v, "layers");
+    ok &= a != NULL;
+    for (int32_t i = 0; a && ok && i < p->n_layers; i++) ok &= add_prune_layer(a, &p->layers[i]);
+    return ok;
+}
+
 char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, const char *out) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -185,6 +235,7 @@ char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, 
     ok &= add_stages(o, r);
     ok &= add_eval(o, &r->eval);
     ok &= add_layerdrop(o, r->layerdrop);
+    ok &= add_prune(o, r->prune);
     char *s = ok ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     return s;

@@ -174,7 +174,10 @@ sqz_status sqz__prune_model_step(sqz_pass_ctx *c, const void *args) {
     int64_t h0, n0;
     totals(m, &h0, &n0);
     write_note(c, a, h0, n0, d0);
-    return SQZ_OK;
+    if (!c->rep) return SQZ_OK;
+    if (!c->rep->prune) c->rep->prune = sqz__calloc(1, sizeof *c->rep->prune);
+    SQZ_RETURN_IF(!c->rep->prune, SQZ_ERR_NOMEM, "--prune '%s': out of memory for the report", c->stage->spec);
+    return sqz__prune_record_open(c->rep->prune, m, (sqz_prune_score)a->score, comp, c->stage->spec, d0);
 }
 
 static const sqz_qstats *input_of(const sqz_calib_block *stats, sqz_role role) {
@@ -192,6 +195,7 @@ static sqz_status prune_heads(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
     const int64_t remove = a->params > 0 ? a->plan_heads[layer] : to_remove(a->heads, ld.n_heads);
     if (rc == SQZ_OK) rc = sqz_prune_choose_heads(ld.n_heads, ld.n_kv_heads, sc, remove, keep, &n_keep);
     if (rc == SQZ_OK) rc = sqz_prune_apply(c->m, layer, SQZ_STRUCT_HEAD, keep, n_keep, comp_of(a), st, a->damp);
+    if (rc == SQZ_OK && c->rep) sqz__prune_record_heads(c->rep->prune, c->m, layer, sc, keep, n_keep);
     free(sc);
     free(keep);
     return rc;
@@ -208,6 +212,7 @@ static sqz_status prune_ffn(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bloc
     if (rc == SQZ_OK) rc = sqz_prune_scores(c->m, layer, SQZ_STRUCT_NEURON, (sqz_prune_score)a->score, st, a->damp, sc);
     if (rc == SQZ_OK) sqz_prune_choose_top(n, sc, remove, keep);
     if (rc == SQZ_OK) rc = sqz_prune_apply(c->m, layer, SQZ_STRUCT_NEURON, keep, n - remove, comp_of(a), st, a->damp);
+    if (rc == SQZ_OK && c->rep) sqz__prune_record_ffn(c->rep->prune, c->m, layer, sc, n, keep, n - remove);
     free(sc);
     free(keep);
     return rc;

@@ -53,4 +53,18 @@ sqz_status sqz__prune_check_model(const void *args, const char *spec, const sqz_
 sqz_status sqz__prune_model_step(sqz_pass_ctx *c, const void *args);
 sqz_status sqz__prune_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args);
 
+/* ---- the record of what the pass removed (record.c; sqz_prune_record of sqz/prune.h) ----- */
+
+/* Opens r for the model m after the stage's whole-model step (every layer as it is: nothing
+ * removed yet; scores NaN). d_before: hidden channels before the stage. */
+sqz_status sqz__prune_record_open(sqz_prune_record *r, const sqz_model *m, sqz_prune_score score,
+                                  sqz_prune_comp comp, const char *spec, int64_t d_before);
+/* After block `layer`'s heads were pruned: the scores of its heads, which were kept, the
+ * counts now in m. After its FFN neurons were: the scores' quartiles, the cut and the means.
+ * Out of memory loses the scores from the report, silently (the pruning itself stands). */
+void sqz__prune_record_heads(sqz_prune_record *r, const sqz_model *m, int32_t layer, const double *scores,
+                             const int64_t *keep, int64_t n_keep);
+void sqz__prune_record_ffn(sqz_prune_record *r, const sqz_model *m, int32_t layer, const double *scores, int64_t n,
+                           const int64_t *keep, int64_t n_keep);
+
 #endif

@@ -132,6 +132,8 @@ typedef struct sqz_compress_report {
     int64_t params_after;      /* parameters of the result (fewer after structural stages) */
     sqz_layerdrop_result *layerdrop; /* the last drop-layers stage that measured (scores, choice,
                                         compensation; sqz/layerdrop.h), owned; NULL if none */
+    struct sqz_prune_record *prune; /* the last prune stage: per layer what it removed and the
+                                       scores it chose by (sqz/prune.h), owned; NULL if none */
 } sqz_compress_report;
 
 /* One stage of the recipe in the report. */

@@ -122,6 +122,35 @@ SQZ_API sqz_status sqz_prune_apply(sqz_model *m, int32_t layer, sqz_structure k,
  * number of tensors added. */
 SQZ_API sqz_status sqz_prune_add_biases(sqz_model *m, bool attn_out, bool ffn_down, int64_t *added);
 
+/* ======================================================================================
+ * What a --prune stage did, per layer (the compress report's "prune" section and its plots)
+ * ====================================================================================== */
+
+typedef struct sqz_prune_layer {
+    int32_t layer;
+    int64_t heads_before, heads_after; /* query heads */
+    int64_t kv_before, kv_after;       /* KV heads */
+    int64_t ffn_before, ffn_after;     /* FFN neurons */
+    double *head_score;   /* heads_before scores of the layer's heads (owned), NULL when its heads
+                             were not scored (no head removed from it) */
+    uint8_t *head_removed; /* heads_before flags, 1 = removed (owned), NULL with head_score */
+    double ffn_q[5];      /* the neurons' scores: min, 25%, median, 75%, max; NaN when not scored */
+    double ffn_cut;       /* the highest score among the removed neurons; NaN when none removed */
+    double ffn_removed_mean, ffn_kept_mean; /* mean score of the removed / kept neurons; NaN if none */
+} sqz_prune_layer;
+
+typedef struct sqz_prune_record {
+    sqz_prune_score score;
+    sqz_prune_comp comp;
+    char spec[256];             /* the stage's SPEC */
+    int64_t d_before, d_after;  /* hidden channels before / after the stage */
+    int32_t n_layers;
+    sqz_prune_layer *layers;    /* n_layers entries (owned) */
+} sqz_prune_record;
+
+/* Frees what r owns and zeroes it; NULL-safe. */
+SQZ_API void sqz_prune_record_free(sqz_prune_record *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -42,6 +42,7 @@
 #include "sqz/model.h"
 #include "sqz/options.h"
 #include "sqz/progress.h"
+#include "sqz/prune.h"
 #include "sqz/qparams.h"
 #include "sqz/quant.h"
 #include "sqz/runtime.h"

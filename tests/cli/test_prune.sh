@@ -128,5 +128,29 @@ check "--prune ffn=0.3:flap --quant q4_0:gptq" '[ $? -eq 0 ]' || cat "$tmp/out"
 check "the pruned down layers are Q4_0 (128 x 256)" 'grep -E "blk.1.ffn_down.weight +[^ ]+ +q4_0 +128 x 256" "$tmp/insp" > /dev/null' ||
   grep ffn_down "$tmp/insp"
 
+# ---- the report: per layer what was removed, the scores, the plots ----
+"$sqz" compress "$t656" -o "$tmp/r.gguf" --prune heads=0.25:ffn=0.3:wanda:lsq "${cal[@]}" --report "$tmp/r.json" \
+  --html "$tmp/r.html" > "$tmp/out" 2>&1
+check "--report / --html of a prune run" '[ $? -eq 0 ] && [ -s "$tmp/r.json" ] && [ -s "$tmp/r.html" ]' || cat "$tmp/out"
+check "JSON: per layer heads 8 -> 6 (one KV group of 2), FFN 384 -> 256, the removed heads the lowest-scoring group" \
+  '"$py" - "$tmp/r.json" <<PY
+import json, sys
+p = json.load(open(sys.argv[1]))["prune"]
+assert p["score"] == "wanda" and p["compensation"] == "lsq", p
+assert len(p["layers"]) == 2, len(p["layers"])  # tinystories-656K: 2 blocks
+for l in p["layers"]:
+    assert (l["heads_before"], l["heads_after"], l["kv_heads_before"], l["kv_heads_after"]) == (8, 6, 4, 3), l
+    assert (l["ffn_before"], l["ffn_after"]) == (384, 256), l
+    s, r = l["head_scores"], l["heads_removed"]
+    assert len(s) == 8 and len(r) == 2 and r[1] == r[0] + 1 and r[0] % 2 == 0, l
+    groups = [s[2 * g] + s[2 * g + 1] for g in range(4)]
+    assert groups[r[0] // 2] == min(groups), (groups, r)
+    q = l["ffn_score_quartiles"]
+    assert q == sorted(q) and q[0] <= l["ffn_score_cut"] <= q[4], l
+    assert l["ffn_score_removed_mean"] < l["ffn_score_kept_mean"], l
+PY'
+check "HTML: the pruning section with its three charts" \
+  '[ "$(grep -c "<svg" "$tmp/r.html")" -ge 3 ] && grep -q "Structured pruning" "$tmp/r.html" && grep -q "importance of every attention head" "$tmp/r.html" && grep -q "importance of the FFN neurons" "$tmp/r.html"'
+
 [ $fails -eq 0 ] && echo "all checks passed" || echo "$fails check(s) failed"
 exit $((fails > 0))
