@@ -76,6 +76,9 @@ void sqz_bench_compress_usage(FILE *out);
  * compensation, against the last-n and random baselines; argv[0] is "layerdrop". */
 int sqz_bench_layerdrop(int argc, char **argv);
 void sqz_bench_layerdrop_usage(FILE *out);
+/* `sqz bench prune` (cli/bench_prune.c). */
+int sqz_bench_prune(int argc, char **argv);
+void sqz_bench_prune_usage(FILE *out);
 
 /* The calibration options both commands take (filled through sqz_cli_calib_opts). */
 typedef struct sqz_cli_calib {

@@ -37,6 +37,9 @@ static const bench_sub subs[] = {
     {"layerdrop", "layer removal by bi / angular / kld vs the last-n and random baselines, with and without "
      "compensation: KLD, delta ppl, top-1, generation tokens/s, peak memory",
      sqz_bench_layerdrop, sqz_bench_layerdrop_usage},
+    {"prune", "structured pruning by magnitude / wanda / flap / obs, with and without compensation, at 10-30% of "
+     "the attention+FFN parameters: KLD vs magnitude, delta ppl, top-1, GGUF size, eval and generation speed vs "
+     "the dense model, peak memory", sqz_bench_prune, sqz_bench_prune_usage},
 };
 static const int n_subs = (int)(sizeof subs / sizeof subs[0]);
 

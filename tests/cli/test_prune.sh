@@ -152,5 +152,12 @@ PY'
 check "HTML: the pruning section with its three charts" \
   '[ "$(grep -c "<svg" "$tmp/r.html")" -ge 3 ] && grep -q "Structured pruning" "$tmp/r.html" && grep -q "importance of every attention head" "$tmp/r.html" && grep -q "importance of the FFN neurons" "$tmp/r.html"'
 
+# ---- sqz bench prune: one budget, two scores, with and without compensation ----
+"$sqz" bench prune "$t656" --ratios 0.2 --scores magnitude,wanda --comps none,lsq --calib "$wiki" --calib-samples 8 \
+  --calib-ctx 128 --eval-ctx 128 --eval-chunks 4 --gen 16 > "$tmp/bench" 2>&1
+check "bench prune: 4 rows, the best at or below magnitude's KLD, speed and peak memory printed" \
+  '[ $? -eq 0 ] && [ "$(grep -cE "^  (magnitude|wanda) +(none|lsq) " "$tmp/bench")" -eq 4 ] && grep -qE "best: .*[(]x0[.][0-9]+" "$tmp/bench" && grep -q "generation .* tokens/s vs dense" "$tmp/bench" && grep -q "^peak RSS" "$tmp/bench"' ||
+  cat "$tmp/bench"
+
 [ $fails -eq 0 ] && echo "all checks passed" || echo "$fails check(s) failed"
 exit $((fails > 0))
