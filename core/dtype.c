@@ -57,9 +57,10 @@ static void u4_to_f32(const void *src, float *dst, int64_t n) {
 
 /* GGML type ids (ggml.h enum ggml_type), fixed by the GGUF format. */
 enum {
-    GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q8_0 = 8, GGML_Q4_K = 12,
-    GGML_Q6_K = 14, GGML_I8 = 24, GGML_I16 = 25, GGML_I32 = 26, GGML_I64 = 27, GGML_F64 = 28,
-    GGML_BF16 = 30,
+    GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q5_0 = 6, GGML_Q5_1 = 7, GGML_Q8_0 = 8,
+    GGML_Q2_K = 10, GGML_Q3_K = 11, GGML_Q4_K = 12, GGML_Q5_K = 13, GGML_Q6_K = 14, GGML_Q8_K = 15,
+    GGML_IQ4_NL = 20, GGML_IQ4_XS = 23, GGML_I8 = 24, GGML_I16 = 25, GGML_I32 = 26, GGML_I64 = 27,
+    GGML_F64 = 28, GGML_BF16 = 30,
 };
 
 static const sqz_dtype_traits traits[SQZ_DTYPE_COUNT] = {
@@ -93,6 +94,22 @@ static const sqz_dtype_traits traits[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_F64] = {.name = "f64", .block_size = 1, .type_size = 8, .gguf_type = GGML_F64,
                        .st_name = "F64", .is_float = true, .to_f32 = f64_to_f32, .from_f32 = f64_from_f32},
     [SQZ_DTYPE_U4] = {.name = "u4", .block_size = 2, .type_size = 1, .gguf_type = -1, .to_f32 = u4_to_f32},
+    [SQZ_DTYPE_Q5_0] = {.name = "q5_0", .block_size = SQZ_QK5_0, .type_size = sizeof(sqz_block_q5_0),
+                        .gguf_type = GGML_Q5_0, .is_quantized = true, .to_f32 = sqz_dequantize_q5_0},
+    [SQZ_DTYPE_Q5_1] = {.name = "q5_1", .block_size = SQZ_QK5_1, .type_size = sizeof(sqz_block_q5_1),
+                        .gguf_type = GGML_Q5_1, .is_quantized = true, .to_f32 = sqz_dequantize_q5_1},
+    [SQZ_DTYPE_Q2_K] = {.name = "q2_k", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_q2_K),
+                        .gguf_type = GGML_Q2_K, .is_quantized = true, .to_f32 = sqz_dequantize_q2_K},
+    [SQZ_DTYPE_Q3_K] = {.name = "q3_k", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_q3_K),
+                        .gguf_type = GGML_Q3_K, .is_quantized = true, .to_f32 = sqz_dequantize_q3_K},
+    [SQZ_DTYPE_Q5_K] = {.name = "q5_k", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_q5_K),
+                        .gguf_type = GGML_Q5_K, .is_quantized = true, .to_f32 = sqz_dequantize_q5_K},
+    [SQZ_DTYPE_Q8_K] = {.name = "q8_k", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_q8_K),
+                        .gguf_type = GGML_Q8_K, .is_quantized = true, .to_f32 = sqz_dequantize_q8_K},
+    [SQZ_DTYPE_IQ4_NL] = {.name = "iq4_nl", .block_size = SQZ_QK4_NL, .type_size = sizeof(sqz_block_iq4_nl),
+                          .gguf_type = GGML_IQ4_NL, .is_quantized = true, .to_f32 = sqz_dequantize_iq4_nl},
+    [SQZ_DTYPE_IQ4_XS] = {.name = "iq4_xs", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_iq4_xs),
+                          .gguf_type = GGML_IQ4_XS, .is_quantized = true, .to_f32 = sqz_dequantize_iq4_xs},
 };
 
 const sqz_dtype_traits *sqz_dtype_info(sqz_dtype t) {

@@ -99,7 +99,7 @@ void sqz_dequantize_q4_1(const void *vx, float *y, int64_t n) {
     }
 }
 
-static void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+void sqz__get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
     if (j < 4) {
         *d = q[j] & 63;
         *m = q[j + 4] & 63;
@@ -117,9 +117,9 @@ void sqz_dequantize_q4_K(const void *vx, float *y, int64_t n) {
         int is = 0;
         uint8_t sc, m;
         for (int j = 0; j < SQZ_QK_K; j += 64) {
-            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+            sqz__get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
             const float d1 = d * sc, m1 = min * m;
-            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+            sqz__get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
             const float d2 = d * sc, m2 = min * m;
             for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
             for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;

@@ -51,8 +51,15 @@ int sqz__gguf_file_type(sqz_dtype dominant) {
     case SQZ_DTYPE_Q4_0: return 2;  /* MOSTLY_Q4_0 */
     case SQZ_DTYPE_Q4_1: return 3;  /* MOSTLY_Q4_1 */
     case SQZ_DTYPE_Q8_0: return 7;  /* MOSTLY_Q8_0 */
+    case SQZ_DTYPE_Q5_0: return 8;  /* MOSTLY_Q5_0 */
+    case SQZ_DTYPE_Q5_1: return 9;  /* MOSTLY_Q5_1 */
+    case SQZ_DTYPE_Q2_K: return 10; /* MOSTLY_Q2_K */
+    case SQZ_DTYPE_Q3_K: return 12; /* MOSTLY_Q3_K_M */
     case SQZ_DTYPE_Q4_K: return 15; /* MOSTLY_Q4_K_M */
+    case SQZ_DTYPE_Q5_K: return 17; /* MOSTLY_Q5_K_M */
     case SQZ_DTYPE_Q6_K: return 18; /* MOSTLY_Q6_K */
+    case SQZ_DTYPE_IQ4_NL: return 25; /* MOSTLY_IQ4_NL */
+    case SQZ_DTYPE_IQ4_XS: return 30; /* MOSTLY_IQ4_XS */
     case SQZ_DTYPE_BF16: return 32; /* MOSTLY_BF16 */
     default: return -1;
     }

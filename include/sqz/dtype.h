@@ -38,6 +38,14 @@ typedef enum sqz_dtype {
     SQZ_DTYPE_U4 = 13,  /* 4-bit codes 0..15, two per byte: element 2i in the low nibble of byte i;
                            the values of sqz's INT4-per-group weights (meaning in sqz_tensor.qp,
                            sqz/qparams.h); to_f32 gives the raw codes */
+    SQZ_DTYPE_Q5_0 = 14,   /* 32 x 5-bit, offset 16, + fp16 scale      (block_q5_0) */
+    SQZ_DTYPE_Q5_1 = 15,   /* 32 x 5-bit + fp16 scale + fp16 minimum    (block_q5_1) */
+    SQZ_DTYPE_Q2_K = 16,   /* 256-element super-blocks, 2-bit values, 4-bit sub-scales/mins */
+    SQZ_DTYPE_Q3_K = 17,   /* 256-element super-blocks, 3-bit values, 6-bit sub-scales */
+    SQZ_DTYPE_Q5_K = 18,   /* 256-element super-blocks, 5-bit values, 6-bit sub-scales/mins */
+    SQZ_DTYPE_Q8_K = 19,   /* 256 x int8 + f32 scale + block sums (llama.cpp's dot-product type) */
+    SQZ_DTYPE_IQ4_NL = 20, /* 32 x 4-bit indices into a non-linear table + fp16 scale */
+    SQZ_DTYPE_IQ4_XS = 21, /* IQ4_NL values in 256-element super-blocks with 6-bit sub-scales */
     SQZ_DTYPE_COUNT
 } sqz_dtype;
 
@@ -57,7 +65,7 @@ typedef struct sqz_dtype_traits {
     bool is_quantized;         /* block-quantized (block_size > 1) */
     bool is_float;             /* F16/BF16/F32/F64 */
     sqz_to_f32_fn to_f32;      /* NULL if no float view exists (never for listed types) */
-    sqz_from_f32_fn from_f32;  /* NULL if sqz cannot produce this type (Q4_K, Q6_K for now) */
+    sqz_from_f32_fn from_f32;  /* NULL if sqz cannot produce this type */
 } sqz_dtype_traits;
 
 /* The traits row of t; NULL if t is out of range. Static storage. */

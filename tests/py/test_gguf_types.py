@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Oracle test: every GGUF type sqz reads dequantizes to exactly llama.cpp's values, and the
+K-quants sqz writes are byte-identical to llama.cpp's reference quantizers.
+
+usage: test_gguf_types.py GGUF_TYPES_TOOL
+
+1. synthetic blocks, always: random blocks of every type (random bytes, sane fp16 scales) and
+   tensors written by the gguf package's own quantizer (q4_0, q4_1, q5_0, q5_1, q8_0);
+   sqz's to_f32 against gguf.quants.dequantize (Q8_K, which gguf-py lacks: against d * q).
+2. real tensors of the edge-size Qwen GGUFs (docs/models.md), when present: every tensor type
+   they hold (Q4_K, Q6_K, Q5_0, Q8_0), the first rows of a few tensors of each.
+3. with SQZ_GGML_LIB=path/to/libggml-base.so (or llama_cpp installed): the same synthetic
+   blocks against libggml's dequantize_row_* for every type; the K-quant quantizers
+   (quantize_row_q*_K_ref, and quantize_q*_K with an importance matrix) byte for byte on
+   real weights (stories260K, tinystories-656K, Qwen rows) and on synthetic ones.
+Exits 77 when numpy or gguf is missing.
+"""
+import ctypes
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import gguf
+    from gguf import GGMLQuantizationType as QT
+    from gguf.quants import dequantize as gguf_dequantize, quantize as gguf_quantize
+except ImportError as e:  # pragma: no cover
+    print("skipping: %s" % e)
+    sys.exit(77)
+
+TOOL = sys.argv[1]
+failures, ran = [], []
+
+# name -> (ggml type, block elements, block bytes, offsets of fp16 fields)
+TYPES = {
+    "q4_0": (QT.Q4_0, 32, 18, [0]), "q4_1": (QT.Q4_1, 32, 20, [0, 2]),
+    "q5_0": (QT.Q5_0, 32, 22, [0]), "q5_1": (QT.Q5_1, 32, 24, [0, 2]),
+    "q8_0": (QT.Q8_0, 32, 34, [0]),
+    "q2_k": (QT.Q2_K, 256, 84, [80, 82]), "q3_k": (QT.Q3_K, 256, 110, [108]),
+    "q4_k": (QT.Q4_K, 256, 144, [0, 2]), "q5_k": (QT.Q5_K, 256, 176, [0, 2]),
+    "q6_k": (QT.Q6_K, 256, 210, [208]), "q8_k": (QT.Q8_K, 256, 292, []),
+    "iq4_nl": (QT.IQ4_NL, 32, 18, [0]), "iq4_xs": (QT.IQ4_XS, 256, 136, [0]),
+}
+KQUANTS = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL: " + msg)
+
+
+def data(rel):
+    d = os.environ.get("SQZ_TEST_DATA") or os.environ.get("SQZ_TEST_DATA_DEFAULT") or "../shared"
+    p = os.path.join(d, rel)
+    return p if os.path.exists(p) else None
+
+
+def pymodel(rel):
+    base = os.environ.get("SQZ_PYMODELS") or os.path.expanduser("~/.cache/sqz/pymodels")
+    p = os.path.join(base, rel)
+    return p if os.path.exists(p) else None
+
+
+def tool(*args):
+    r = subprocess.run([TOOL, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stdout + r.stderr)
+        sys.exit("gguf_types_tool %s failed" % args[0])
+
+
+def same_values(a, b):
+    """Value-exact: equal floats (NaN where the other has NaN)."""
+    a, b = np.asarray(a, np.float32).ravel(), np.asarray(b, np.float32).ravel()
+    return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+
+
+def sqz_dequant(d, name, raw, n):
+    src, dst = os.path.join(d, "in.bin"), os.path.join(d, "out.f32")
+    np.ascontiguousarray(raw, dtype=np.uint8).tofile(src)
+    tool("dequant", name, src, str(n), dst)
+    return np.fromfile(dst, dtype=np.float32)
+
+
+def report_diff(what, mine, ref, bs):
+    mine, ref = mine.ravel(), ref.ravel()
+    bad = np.nonzero(~((mine == ref) | (np.isnan(mine) & np.isnan(ref))))[0]
+    if len(bad):
+        i = bad[0]
+        print("  %s: %d of %d values differ; first at %d (block %d): sqz %r, oracle %r" %
+              (what, len(bad), len(ref), i, i // bs, float(mine[i]), float(ref[i])))
+
+
+def random_blocks(name, nblocks, rng):
+    qt, bs, nbytes, f16 = TYPES[name]
+    raw = rng.integers(0, 256, size=(nblocks, nbytes), dtype=np.uint8)
+    for off in f16:
+        v = (rng.standard_normal(nblocks) * 0.02).astype(np.float16)
+        raw[:, off:off + 2] = v.view(np.uint8).reshape(nblocks, 2)
+    if name == "q8_k":
+        raw[:, 0:4] = (rng.standard_normal(nblocks) * 0.01).astype(np.float32).view(np.uint8).reshape(nblocks, 4)
+    return raw
+
+
+def q8_k_ref(raw):
+    d = raw[:, 0:4].copy().view(np.float32)
+    q = raw[:, 4:260].copy().view(np.int8).astype(np.float32)
+    return (d * q).astype(np.float32)
+
+
+# ---- 1. synthetic blocks vs gguf-py ----------------------------------------------------------
+def test_synthetic(d):
+    rng = np.random.default_rng(13)
+    for name, (qt, bs, nbytes, _) in TYPES.items():
+        raw = random_blocks(name, 64, rng)
+        mine = sqz_dequant(d, name, raw, 64 * bs)
+        ref = q8_k_ref(raw) if name == "q8_k" else gguf_dequantize(raw, qt)
+        ok = same_values(mine, ref)
+        if not ok:
+            report_diff(name, mine, np.asarray(ref, np.float32), bs)
+        check(ok, "%s: random blocks dequantize differently from %s" % (name, "d*q" if name == "q8_k" else "gguf-py"))
+    for name in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0"):
+        qt = TYPES[name][0]
+        x = (rng.standard_normal((16, 256)) * rng.gamma(1.0, 0.02, (16, 1))).astype(np.float32)
+        raw = gguf_quantize(x, qt)
+        mine = sqz_dequant(d, name, raw, x.size)
+        ok = same_values(mine, gguf_dequantize(raw, qt))
+        check(ok, "%s: gguf-py quantized tensor dequantizes differently" % name)
+    ran.append("synthetic blocks of %d types vs gguf-py" % len(TYPES))
+
+
+# ---- 2. real tensors of the Qwen GGUFs ---------------------------------------------------------
+QWEN = ["qwen2.5-coder-1.5b-q4_k_m.gguf", "qwen2.5-coder-0.5b.gguf"]
+
+
+def qwen_rows(max_per_type=3, rows=64):
+    """(file, tensor name, type name, raw rows (uint8, rows x row bytes), n_cols) of each file."""
+    out = []
+    for f in QWEN:
+        p = pymodel(f)
+        if not p:
+            continue
+        r = gguf.GGUFReader(p)
+        seen = {}
+        for t in r.tensors:
+            name = t.tensor_type.name.lower()
+            if name not in TYPES or len(t.shape) != 2 or seen.get(name, 0) >= max_per_type:
+                continue
+            seen[name] = seen.get(name, 0) + 1
+            out.append((f, t.name, name, np.asarray(t.data)[:rows], int(t.shape[0])))
+    return out
+
+
+def test_real(d, qrows):
+    if not qrows:
+        print("skip real tensors: the Qwen GGUFs are not installed (SQZ_WITH_EDGE_MODELS=1 scripts/setup.sh)")
+        return
+    types = set()
+    for f, tname, name, raw, ncols in qrows:
+        qt, bs = TYPES[name][0], TYPES[name][1]
+        mine = sqz_dequant(d, name, raw, raw.shape[0] * ncols)
+        ref = np.asarray(gguf_dequantize(raw, qt), np.float32)
+        ok = same_values(mine, ref)
+        if not ok:
+            report_diff("%s %s" % (f, tname), mine, ref, bs)
+        check(ok, "%s: %s (%s) dequantizes differently from gguf-py" % (f, tname, name))
+        types.add(name)
+    ran.append("real Qwen tensors (%d, types %s) vs gguf-py" % (len(qrows), " ".join(sorted(types))))
+
+
+# ---- 3. libggml ---------------------------------------------------------------------------------
+def libggml():
+    path = os.environ.get("SQZ_GGML_LIB")
+    if not path:
+        try:
+            import llama_cpp
+            libs = glob.glob(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so*"))
+            path = sorted(libs)[0] if libs else None
+        except ImportError:
+            path = None
+    if not path:
+        return None
+    lib = ctypes.CDLL(path)
+    v = ctypes.c_void_p
+    for name in TYPES:
+        fn = getattr(lib, "dequantize_row_" + name.replace("_k", "_K"))
+        fn.restype, fn.argtypes = None, [v, v, ctypes.c_int64]
+    for name in KQUANTS:
+        k = name.replace("_k", "_K")
+        fn = getattr(lib, "quantize_row_%s_ref" % k)
+        fn.restype, fn.argtypes = None, [v, v, ctypes.c_int64]
+        fn = getattr(lib, "quantize_" + k)
+        fn.restype, fn.argtypes = ctypes.c_size_t, [v, v, ctypes.c_int64, ctypes.c_int64, v]
+    return lib
+
+
+def ptr(a):
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def test_libggml_dequant(d, lib):
+    rng = np.random.default_rng(14)
+    for name, (qt, bs, nbytes, _) in TYPES.items():
+        raw = np.ascontiguousarray(random_blocks(name, 64, rng))
+        ref = np.zeros(64 * bs, dtype=np.float32)
+        getattr(lib, "dequantize_row_" + name.replace("_k", "_K"))(ptr(raw), ptr(ref), ref.size)
+        mine = sqz_dequant(d, name, raw, ref.size)
+        ok = same_values(mine, ref)
+        if not ok:
+            report_diff(name, mine, ref, bs)
+        check(ok, "%s: random blocks dequantize differently from libggml" % name)
+    ran.append("synthetic blocks of %d types vs libggml" % len(TYPES))
+
+
+def main():
+    with tempfile.TemporaryDirectory() as d:
+        test_synthetic(d)
+        qrows = qwen_rows()
+        test_real(d, qrows)
+        lib = libggml()
+        if lib is None:
+            print("skip libggml: set SQZ_GGML_LIB to libggml-base.so (or install llama-cpp-python)")
+        else:
+            test_libggml_dequant(d, lib)
+    for r in ran:
+        print("ran: " + r)
+    if failures:
+        sys.exit("%d failure(s)" % len(failures))
+    print("ok")
+
+
+main()
