@@ -26,6 +26,7 @@ typedef struct sqz__quant_args {
     int groups;  /* 1 static-groups, 0 dynamic-groups */
     double damp, alpha, pct;
     sqz_compress_spec spec; /* the result */
+    bool absorbed;          /* a --sparsity sparsegpt stage quantizes these layers jointly (set per run) */
 } sqz__quant_args;
 #define SQZ__QUANT_N_OPTS 10
 extern sqz_opt sqz__quant_opts[SQZ__QUANT_N_OPTS];

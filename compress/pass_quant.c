@@ -193,6 +193,7 @@ unsigned sqz__quant_needs(const void *args, unsigned *required) {
 
 sqz_status sqz__quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args) {
     const sqz__quant_args *a = args;
+    if (a->absorbed) return SQZ_OK; /* done by the sparsity stage's joint sweep */
     sqz_compress_opts o = *c->o;
     o.spec = a->spec;
     return sqz_compress_block(c->m, layer, stats, &o, c->rep);

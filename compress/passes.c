@@ -7,6 +7,7 @@
 
 #include "compress/compress_internal.h"
 #include "prune/prune_internal.h"
+#include "prune/sparsity_internal.h"
 
 static const sqz_pass passes[] = {
     {.name = "drop-layers", .metavar = "LIST|N:METHOD",
@@ -27,6 +28,14 @@ static const sqz_pass passes[] = {
      .opts = sqz__prune_opts, .n_opts = SQZ__PRUNE_N_OPTS, .args_size = sizeof(sqz__prune_args),
      .check = sqz__prune_check, .needs = sqz__prune_needs, .reshapes = true, .model_step = sqz__prune_model_step,
      .run_block = sqz__prune_block},
+    {.name = "sparsity", .metavar = "SPEC",
+     .summary = "zero a fraction (R) or N of every M (N:M) of every linear layer's weights by magnitude, Wanda or "
+                "SparseGPT, uniform or OWL ratios; sparsegpt quantizes jointly with a following --quant "
+                "(docs/sparsity.md)",
+     .examples = "0.5 0.5:wanda 2:4:sparsegpt 4:8:magnitude 0.6:wanda:owl 2:4:sparsegpt:damp=0.02",
+     .opts = sqz__sparsity_opts, .n_opts = SQZ__SPARSITY_N_OPTS, .args_size = sizeof(sqz__sparsity_args),
+     .check = sqz__sparsity_check, .needs = sqz__sparsity_needs, .model_step = sqz__sparsity_model_step,
+     .run_block = sqz__sparsity_block},
 };
 
 const sqz_pass *sqz_passes(int *n) {

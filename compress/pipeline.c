@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "compress/compress_internal.h"
+#include "prune/sparsity_internal.h"
 #include "sqz/prune.h"
 
 sqz_compress_opts sqz_compress_default_opts(void) {
@@ -200,6 +201,7 @@ sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compres
     memset(rep, 0, sizeof *rep);
     SQZ_RETURN_IF(!m || !r || !env || !o || r->n < 1, SQZ_ERR_INVALID_ARG, "compress: no model or no stages");
     const double t0 = sqz__calib_now();
+    SQZ_TRY(sqz__sparsity_link(r)); /* joint sparsity + quantization (compress/sparsity_link.c) */
     SQZ_TRY(stage_rows(r, rep));
     rep->bytes_before = sqz_model_data_bytes(m);
     rep->params = sqz_model_param_count(m);

@@ -22,6 +22,9 @@
  * groups of consecutive columns in processing order and records g_idx (AutoGPTQ desc_act).
  * GGUF targets pin each grid's anchors to their extreme codes (sqz/quant.h, the invariant).
  *
+ * SparseGPT runs this same sweep with a mask hook (sqz__gptq_masked, quant_internal.h): the
+ * hook picks the weights that become zero, which is the target value instead of the grid's.
+ *
  * Rows are independent given U: within a block each row walks its columns in turn with the
  * block's 128 x 128 corner of U in cache; across blocks the update is a GEMM.
  */
@@ -41,6 +44,8 @@ typedef struct gptq_ctx {
     bool static_grids;
     bool act_order;
     int32_t blocksize;
+    const sqz__gptq_mask *mask; /* NULL: plain GPTQ */
+    const float *ud;    /* (n) U's diagonal, when mask */
 } gptq_ctx;
 
 /* argsort of diag(H) descending, ties by index (a stable order every libc agrees on). */
@@ -122,49 +127,47 @@ static inline sqz__grid *grid_at(const gptq_ctx *c, sqz__grid *grids, int64_t r,
     return &grids[r * c->ng + g];
 }
 
-static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz_qmatrix *out) {
+/* The target value of element v at processing position p of row r (codes[] and the grid
+ * anchors as plain GPTQ; a pruned element takes the grid's zero code, or 0 without a grid). */
+static inline float target_value(const gptq_ctx *c, sqz__grid *grids, int8_t *codes, int64_t r, int64_t p, float v,
+                                 bool pruned) {
+    if (c->mask && !c->mask->quantize) return pruned ? 0.0f : v;
+    const int64_t col = c->perm[p];
+    const sqz__grid *g = grid_at(c, grids, r, p);
+    int code = sqz__grid_code(g, c->fmt, pruned ? 0.0f : v);
+    /* anchors: the column (within its group, original order == processing order for
+     * dynamic GGUF grids) that defined the grid takes the extreme code */
+    const int64_t within = c->static_grids ? col % c->gs : p % c->gs;
+    if (!pruned && within == g->anchor[0]) code = g->anchor_code[0];
+    else if (!pruned && within == g->anchor[1]) code = g->anchor_code[1];
+    codes[r * c->n + col] = (int8_t)code;
+    return sqz__grid_value(g, c->fmt, code);
+}
+
+/* The sweep over row-major wp (n_out, n) in processing order; codes (quantizing) or values
+ * (mask without quantization, original column order) receive the result. */
+static double sweep(const gptq_ctx *c, float *wp, int64_t n_out, int8_t *codes, sqz__grid *grids, float *err,
+                    uint8_t *pr, float *values) {
     const int64_t n = c->n, B = c->blocksize;
-    float *wp = sqz__malloc((size_t)n_out * (size_t)n * sizeof(float));
-    int8_t *codes = sqz__malloc((size_t)n_out * (size_t)n);
-    sqz__grid *grids = sqz__malloc((size_t)n_out * (size_t)c->ng * sizeof(sqz__grid));
-    float *err = sqz__malloc((size_t)n_out * (size_t)B * sizeof(float));
-    float *tmp = sqz__malloc((size_t)n * sizeof(float));
-    if (!wp || !codes || !grids || !err || !tmp) {
-        free(wp); free(codes); free(grids); free(err); free(tmp);
-        return SQZ_ERR_NOMEM;
-    }
-    /* permuted, dead columns zeroed */
-    for (int64_t r = 0; r < n_out; r++)
-        for (int64_t p = 0; p < n; p++) {
-            const int64_t col = c->perm[p];
-            wp[r * n + p] = c->dead[col] ? 0.0f : w[r * n + col];
-        }
-    if (c->static_grids) { /* from the original (dead-zeroed) weights, in original column order */
-        for (int64_t r = 0; r < n_out; r++) {
-            for (int64_t p = 0; p < n; p++) tmp[c->perm[p]] = wp[r * n + p];
-            for (int64_t g = 0; g < c->ng; g++) sqz__grid_make(c->fmt, tmp + g * c->gs, (int)c->gs, &grids[r * c->ng + g]);
-        }
-    }
+    const sqz__gptq_mask *mk = c->mask;
     double loss = 0;
     for (int64_t i1 = 0; i1 < n; i1 += B) {
         const int64_t i2 = i1 + B < n ? i1 + B : n, cnt = i2 - i1;
+        if (mk && !mk->per_row) mk->select(mk->user, wp + i1, n, n_out, cnt, c->ud + i1, pr, cnt);
         for (int64_t r = 0; r < n_out; r++) {
             float *wr = wp + r * n + i1;
             float *er = err + r * cnt;
             for (int64_t i = 0; i < cnt; i++) {
-                const int64_t p = i1 + i, col = c->perm[p];
-                if (!c->static_grids && p % c->gs == 0)
+                const int64_t p = i1 + i;
+                if (grids && !c->static_grids && p % c->gs == 0)
                     sqz__grid_make(c->fmt, wr + i, (int)c->gs, &grids[r * c->ng + p / c->gs]);
-                const sqz__grid *g = grid_at(c, grids, r, p);
+                if (mk && mk->per_row && p % mk->span == 0) {
+                    const int64_t span = mk->span < cnt - i ? mk->span : cnt - i;
+                    mk->select(mk->user, wr + i, n, 1, span, c->ud + p, pr + r * cnt + i, cnt);
+                }
                 const float v = wr[i];
-                int code = sqz__grid_code(g, c->fmt, v);
-                /* anchors: the column (within its group, original order == processing order for
-                 * dynamic GGUF grids) that defined the grid takes the extreme code */
-                const int64_t within = c->static_grids ? col % c->gs : p % c->gs;
-                if (within == g->anchor[0]) code = g->anchor_code[0];
-                else if (within == g->anchor[1]) code = g->anchor_code[1];
-                const float q = sqz__grid_value(g, c->fmt, code);
-                codes[r * n + col] = (int8_t)code;
+                const float q = target_value(c, grids, codes, r, p, v, mk && pr[r * cnt + i]);
+                if (values) values[r * n + c->perm[p]] = q;
                 const float d = c->u[p * n + p];
                 const float e = (v - q) / d;
                 loss += 0.5 * (double)e * (double)e;
@@ -177,42 +180,93 @@ static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n_out, (int)(n - i2), (int)cnt, -1.0f, err,
                         (int)cnt, c->u + i1 * n + i2, (int)n, 1.0f, wp + i2, (int)n);
     }
-    sqz__encode(out, codes, grids);
-    out->loss = loss;
-    free(wp); free(codes); free(grids); free(err); free(tmp);
+    return loss;
+}
+
+/* One layer: out (quantizing) or values (mask without quantization). */
+static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz_qmatrix *out, float *values) {
+    const int64_t n = c->n, B = c->blocksize;
+    const bool quant = !c->mask || c->mask->quantize;
+    float *wp = sqz__malloc((size_t)n_out * (size_t)n * sizeof(float));
+    int8_t *codes = quant ? sqz__malloc((size_t)n_out * (size_t)n) : NULL;
+    sqz__grid *grids = quant ? sqz__malloc((size_t)n_out * (size_t)c->ng * sizeof(sqz__grid)) : NULL;
+    float *err = sqz__malloc((size_t)n_out * (size_t)B * sizeof(float));
+    float *tmp = sqz__malloc((size_t)n * sizeof(float));
+    uint8_t *pr = c->mask ? sqz__calloc((size_t)n_out * (size_t)B, 1) : NULL;
+    if (!wp || (quant && (!codes || !grids)) || !err || !tmp || (c->mask && !pr)) {
+        free(wp); free(codes); free(grids); free(err); free(tmp); free(pr);
+        return SQZ_ERR_NOMEM;
+    }
+    /* permuted, dead columns zeroed */
+    for (int64_t r = 0; r < n_out; r++)
+        for (int64_t p = 0; p < n; p++) {
+            const int64_t col = c->perm[p];
+            wp[r * n + p] = c->dead[col] ? 0.0f : w[r * n + col];
+        }
+    if (quant && c->static_grids) { /* from the original (dead-zeroed) weights, in original column order */
+        for (int64_t r = 0; r < n_out; r++) {
+            for (int64_t p = 0; p < n; p++) tmp[c->perm[p]] = wp[r * n + p];
+            for (int64_t g = 0; g < c->ng; g++) sqz__grid_make(c->fmt, tmp + g * c->gs, (int)c->gs, &grids[r * c->ng + g]);
+        }
+    }
+    const double loss = sweep(c, wp, n_out, codes, grids, err, pr, values);
+    if (quant) {
+        sqz__encode(out, codes, grids);
+        out->loss = loss;
+    }
+    free(wp); free(codes); free(grids); free(err); free(tmp); free(pr);
     return SQZ_OK;
 }
 
-sqz_status sqz_quant_gptq(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
-                          sqz_qmatrix *out, float *smooth) {
-    SQZ_TRY(sqz__check_method_args("gptq", lin, n_lin, st, o, SQZ_QSTAT_XTX, smooth, false));
+static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o_in,
+                           const sqz__gptq_mask *mask, sqz_qmatrix *out, float **values, float *smooth) {
+    SQZ_TRY(sqz__check_method_args("gptq", lin, n_lin, st, o_in, SQZ_QSTAT_XTX, smooth, false));
+    sqz_quant_opts o1 = *o_in;
+    if (mask) o1.act_order = false;
+    const sqz_quant_opts *o = &o1;
     sqz_qtarget t = o->target;
     SQZ_TRY(sqz_qtarget_check(&t));
     const int64_t n = st->n_in;
     const int64_t gs = sqz__group_cols(&t, n);
-    SQZ_RETURN_IF(o->blocksize < 1 || (t.fmt != SQZ_QFMT_I8 && o->blocksize % gs != 0), SQZ_ERR_INVALID_ARG,
+    const bool quant = !mask || mask->quantize;
+    SQZ_RETURN_IF(o->blocksize < 1 || (quant && t.fmt != SQZ_QFMT_I8 && o->blocksize % gs != 0), SQZ_ERR_INVALID_ARG,
                   "gptq: block size %d must be a positive multiple of the group (%lld)", (int)o->blocksize,
                   (long long)gs);
+    SQZ_RETURN_IF(mask && mask->per_row && (mask->span < 1 || o->blocksize % mask->span), SQZ_ERR_INVALID_ARG,
+                  "gptq: block size %d must be a multiple of the mask span %lld", (int)o->blocksize,
+                  (long long)mask->span);
+    SQZ_RETURN_IF(mask && quant && t.fmt == SQZ_QFMT_Q4_1, SQZ_ERR_INVALID_ARG,
+                  "gptq: q4_1 has no exact zero (d * code + m), so it cannot keep a sparsity mask");
     SQZ_RETURN_IF(!(o->percdamp >= 0), SQZ_ERR_INVALID_ARG, "gptq: damping %g", o->percdamp);
     float act_scale = 0.0f;
-    if (o->act_mode == SQZ_ACT_STATIC_TENSOR) SQZ_TRY(sqz__act_scale_for(st, o, NULL, &act_scale));
+    if (quant && o->act_mode == SQZ_ACT_STATIC_TENSOR) SQZ_TRY(sqz__act_scale_for(st, o, NULL, &act_scale));
     const double t0 = sqz__now();
-    float *u = NULL;
+    float *u = NULL, *ud = NULL;
     int64_t *perm = NULL;
     uint8_t *dead = NULL;
     SQZ_TRY(prepare(st, o, &u, &perm, &dead));
+    if (mask && !(ud = sqz__malloc((size_t)n * sizeof(float)))) {
+        free(u); free(perm); free(dead);
+        return SQZ_ERR_NOMEM;
+    }
+    for (int64_t p = 0; ud && p < n; p++) ud[p] = u[p * n + p];
     const bool gguf = t.fmt == SQZ_QFMT_Q8_0 || t.fmt == SQZ_QFMT_Q4_0 || t.fmt == SQZ_QFMT_Q4_1;
     gptq_ctx c = {.n = n, .perm = perm, .dead = dead, .u = u, .fmt = t.fmt, .gs = gs, .ng = n / gs,
                   .static_grids = t.fmt == SQZ_QFMT_I8 || o->static_groups || (gguf && o->act_order),
-                  .act_order = o->act_order, .blocksize = o->blocksize};
+                  .act_order = o->act_order, .blocksize = o->blocksize, .mask = mask, .ud = ud};
     const double t_prep = sqz__now() - t0;
     sqz_status s = SQZ_OK;
     int done = 0;
     for (; done < n_lin; done++) {
         const double t1 = sqz__now();
         sqz_qmatrix *q = &out[done];
+        if (!quant) {
+            s = gptq_one(&c, lin[done].w, lin[done].n_out, NULL, values[done]);
+            if (s != SQZ_OK) break;
+            continue;
+        }
         s = sqz_qmatrix_alloc(q, &t, lin[done].n_out, n);
-        if (s == SQZ_OK) s = gptq_one(&c, lin[done].w, lin[done].n_out, q);
+        if (s == SQZ_OK) s = gptq_one(&c, lin[done].w, lin[done].n_out, q, NULL);
         if (s == SQZ_OK && !c.static_grids && o->act_order && !gguf) { /* I4 desc_act: groups by position */
             q->g_idx_buf = sqz__malloc((size_t)n * sizeof(int32_t));
             if (!q->g_idx_buf) s = SQZ_ERR_NOMEM;
@@ -229,13 +283,26 @@ sqz_status sqz_quant_gptq(const sqz_qlinear *lin, int n_lin, const sqz_qstats *s
         q->seconds = sqz__now() - t1 + t_prep / n_lin;
     }
     free(u);
+    free(ud);
     free(perm);
     free(dead);
     if (s != SQZ_OK) {
-        for (int j = 0; j < done; j++) sqz_qmatrix_free(&out[j]);
+        for (int j = 0; quant && j < done; j++) sqz_qmatrix_free(&out[j]);
         return s;
     }
     if (smooth)
         for (int64_t j = 0; j < n; j++) smooth[j] = 1.0f;
     return SQZ_OK;
+}
+
+sqz_status sqz_quant_gptq(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
+                          sqz_qmatrix *out, float *smooth) {
+    return gptq_run(lin, n_lin, st, o, NULL, out, NULL, smooth);
+}
+
+sqz_status sqz__gptq_masked(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
+                            const sqz__gptq_mask *mask, sqz_qmatrix *out, float **values) {
+    SQZ_RETURN_IF(!mask || !mask->select || (!mask->quantize && !values) || (mask->quantize && !out),
+                  SQZ_ERR_INVALID_ARG, "gptq: a mask needs its select function and somewhere to put the result");
+    return gptq_run(lin, n_lin, st, o, mask, out, values, NULL);
 }

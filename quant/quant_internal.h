@@ -108,6 +108,35 @@ double sqz__out_err2(const float *x, int64_t n_x, int64_t n_in, const float *a, 
  * max_j absmax_j / smooth_j exactly, PERCENTILE and KL a histogram of the smoothed sample rows. */
 sqz_status sqz__act_scale_for(const sqz_qstats *st, const sqz_quant_opts *o, const float *smooth, float *scale);
 
+/* ---- GPTQ's column sweep with a mask (gptq.c; SparseGPT, prune/sparsity_*.c) ----
+ * SparseGPT (Frantar & Alistarh 2023) is GPTQ's sweep in which some weights are set to zero
+ * instead of to their nearest grid value: the same Hessian, damping, factor U of H^-1 and
+ * lazy block updates; only the choice of each column's target value differs. A hook chooses
+ * which weights become zero from the CURRENT (error-updated) weights and U's diagonal:
+ *   per_row false: at the start of every block of columns, for all rows at once (unstructured:
+ *                  SparseGPT's block-wise threshold over rows x block columns);
+ *   per_row true:  for one row when its sweep reaches a column p with p % span == 0, over
+ *                  columns [p, p + span) (N:M: span = M, within the block; blocksize % M == 0).
+ * The sweep runs in the original column order (no act-order: N:M groups are consecutive
+ * columns). quantize: kept weights go to the target's grid (the joint mode: zeros are the
+ * grid's exact zero code; Q4_1 has none and is refused) or keep their updated values. */
+typedef struct sqz__gptq_mask {
+    bool per_row;
+    int64_t span;
+    bool quantize;
+    /* Fills prune[r * ld_p + j] (1 = set to zero) for rows [0, rows), columns [0, cols) from
+     * w[r * ld_w + j] and ud[j] (U's diagonal over those columns). */
+    void (*select)(void *user, const float *w, int64_t ld_w, int64_t rows, int64_t cols, const float *ud,
+                   uint8_t *prune, int64_t ld_p);
+    void *user;
+} sqz__gptq_mask;
+
+/* GPTQ with a mask hook. mask->quantize: out[i] receives the quantized layers as
+ * sqz_quant_gptq's; else values[i] (n_out * n_in floats each, caller's) the swept weights
+ * with their zeros, and out is not touched. o->act_order is ignored (original order). */
+sqz_status sqz__gptq_masked(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
+                            const sqz__gptq_mask *mask, sqz_qmatrix *out, float **values);
+
 /* ---- Cholesky helpers (cholesky.c) ---- */
 /* The upper Cholesky factor U of H^-1 (H^-1 = U^T U) for a symmetric positive definite
  * H (n, n) double row-major, overwritten. SQZ_ERR_NUMERIC when H is not positive definite. */
