@@ -55,6 +55,8 @@ int sqz_cmd_inspect(int argc, char **argv);
 void sqz_cmd_inspect_usage(FILE *out);
 int sqz_cmd_convert(int argc, char **argv);
 void sqz_cmd_convert_usage(FILE *out);
+int sqz_cmd_export(int argc, char **argv);
+void sqz_cmd_export_usage(FILE *out);
 int sqz_cmd_generate(int argc, char **argv);
 void sqz_cmd_generate_usage(FILE *out);
 int sqz_cmd_eval(int argc, char **argv);

@@ -10,6 +10,8 @@ static const sqz_cmd commands[] = {
      .usage = sqz_cmd_inspect_usage},
     {.name = "convert", .summary = "convert between llama2.c, GGUF and HF safetensors", .run = sqz_cmd_convert,
      .usage = sqz_cmd_convert_usage, .outputs_together = true},
+    {.name = "export", .summary = "export for deployment: GGUF, HF safetensors, or a signed checksummed bundle "
+     "for sqz-edge", .run = sqz_cmd_export, .usage = sqz_cmd_export_usage, .outputs_together = true},
     {.name = "generate", .summary = "generate text from a decoder (greedy at temperature 0)", .run = sqz_cmd_generate,
      .usage = sqz_cmd_generate_usage},
     {.name = "eval", .summary = "perplexity, KL divergence and top-1 agreement against a base; embedding similarity",

@@ -6,23 +6,65 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "formats/formats_internal.h"
+#include "formats/bundle_internal.h"
+
+/* Every format sqz reads or writes, one row each: its name, how its first bytes look (NULL:
+ * found another way: an HF directory), its reader and its writer (NULL: read only). */
+typedef struct format_row {
+    const char *name;
+    bool (*looks)(const uint8_t *p, size_t n, uint64_t file_size);
+    sqz_status (*open)(const char *path, const sqz_open_opts *o, sqz_model *m);
+    sqz_status (*save)(const sqz_model *m, const char *path, const sqz_save_opts *o);
+} format_row;
+
+static bool looks_gguf(const uint8_t *p, size_t n, uint64_t size) { (void)size; return sqz__looks_gguf(p, n); }
+static bool looks_bundle(const uint8_t *p, size_t n, uint64_t size) { (void)size; return sqz__looks_bundle(p, n); }
+static sqz_status open_st(const char *path, const sqz_open_opts *o, sqz_model *m) { (void)o; return sqz__st_open(path, m); }
+static sqz_status open_gguf(const char *path, const sqz_open_opts *o, sqz_model *m) {
+    (void)o;
+    return sqz__gguf_open(path, m);
+}
+static sqz_status open_llama2c(const char *path, const sqz_open_opts *o, sqz_model *m) {
+    return sqz__llama2c_open(path, o ? o->tokenizer_path : NULL, m);
+}
+static sqz_status open_bundle(const char *path, const sqz_open_opts *o, sqz_model *m) {
+    (void)o;
+    return sqz__bundle_open(path, m);
+}
+
+/* Sniffing order: the rows with a magic first, llama2.c's plausible header last. */
+static const format_row format_table[] = {
+    [SQZ_FORMAT_GGUF] = {"gguf", looks_gguf, open_gguf, sqz__gguf_save},
+    [SQZ_FORMAT_BUNDLE] = {"bundle", looks_bundle, open_bundle, sqz__bundle_save},
+    [SQZ_FORMAT_SAFETENSORS] = {"safetensors", sqz__looks_safetensors, open_st, sqz__st_save},
+    [SQZ_FORMAT_LLAMA2C] = {"llama2c", sqz__looks_llama2c, open_llama2c, NULL},
+};
+static const sqz_format sniff_order[] = {SQZ_FORMAT_GGUF, SQZ_FORMAT_BUNDLE, SQZ_FORMAT_SAFETENSORS,
+                                         SQZ_FORMAT_LLAMA2C};
+#define N_FORMATS ((int)(sizeof format_table / sizeof format_table[0]))
+
+static const format_row *row_of(sqz_format f) {
+    return (int)f > 0 && (int)f < N_FORMATS && format_table[f].name ? &format_table[f] : NULL;
+}
 
 const char *sqz_format_name(sqz_format f) {
-    switch (f) {
-    case SQZ_FORMAT_SAFETENSORS: return "safetensors";
-    case SQZ_FORMAT_GGUF: return "gguf";
-    case SQZ_FORMAT_LLAMA2C: return "llama2c";
-    default: return "unknown";
-    }
+    const format_row *r = row_of(f);
+    return r ? r->name : "unknown";
 }
 
 bool sqz_format_from_name(const char *name, sqz_format *out) {
-    for (int f = SQZ_FORMAT_SAFETENSORS; f <= SQZ_FORMAT_LLAMA2C; f++) {
-        if (strcasecmp(name, sqz_format_name((sqz_format)f)) == 0) { *out = (sqz_format)f; return true; }
+    for (int f = 1; f < N_FORMATS; f++) {
+        if (format_table[f].name && strcasecmp(name, format_table[f].name) == 0) { *out = (sqz_format)f; return true; }
     }
     if (strcasecmp(name, "hf") == 0) { *out = SQZ_FORMAT_SAFETENSORS; return true; }
     return false;
+}
+
+sqz_status sqz__format_save(const sqz_model *m, const char *path, const sqz_save_opts *o) {
+    const format_row *r = row_of(o->format);
+    SQZ_RETURN_IF(!r || !r->save, SQZ_ERR_UNSUPPORTED, "%s: sqz cannot write the %s format", path,
+                  sqz_format_name(o->format));
+    return r->save(m, path, o);
 }
 
 bool sqz__looks_gguf(const uint8_t *p, size_t n) { return n >= 4 && memcmp(p, "GGUF", 4) == 0; }
@@ -65,12 +107,14 @@ static sqz_status sniff_file(const char *path, sqz_format *out) {
     SQZ_RETURN_IF(got < 0, SQZ_ERR_IO, "%s: cannot read: %s", path, strerror(e));
     size_t n = (size_t)got;
     SQZ_RETURN_IF(n == 0, SQZ_ERR_FORMAT, "%s: empty file", path);
-    if (sqz__looks_gguf(head, n)) *out = SQZ_FORMAT_GGUF;
-    else if (sqz__looks_safetensors(head, n, size)) *out = SQZ_FORMAT_SAFETENSORS;
-    else if (sqz__looks_llama2c(head, n, size)) *out = SQZ_FORMAT_LLAMA2C;
-    else return SQZ_ERROR(SQZ_ERR_FORMAT, "%s: not a GGUF, safetensors or llama2.c checkpoint (first bytes "
-                          "%02x %02x %02x %02x)", path, head[0], head[1], head[2], head[3]);
-    return SQZ_OK;
+    for (size_t i = 0; i < sizeof sniff_order / sizeof sniff_order[0]; i++) {
+        if (format_table[sniff_order[i]].looks(head, n, size)) {
+            *out = sniff_order[i];
+            return SQZ_OK;
+        }
+    }
+    return SQZ_ERROR(SQZ_ERR_FORMAT, "%s: not a GGUF, safetensors, sqz bundle or llama2.c checkpoint (first bytes "
+                     "%02x %02x %02x %02x)", path, head[0], head[1], head[2], head[3]);
 }
 
 sqz_status sqz_detect_format(const char *path, sqz_format *out) {
@@ -97,12 +141,8 @@ sqz_status sqz_model_open(const char *path, const sqz_open_opts *opts, sqz_model
     m->source_format = fmt;
     sqz_status s = m->source_path ? SQZ_OK : SQZ_ERR_NOMEM;
     if (s == SQZ_OK) {
-        switch (fmt) {
-        case SQZ_FORMAT_SAFETENSORS: s = sqz__st_open(path, m); break;
-        case SQZ_FORMAT_GGUF: s = sqz__gguf_open(path, m); break;
-        case SQZ_FORMAT_LLAMA2C: s = sqz__llama2c_open(path, opts ? opts->tokenizer_path : NULL, m); break;
-        default: s = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: unknown format", path);
-        }
+        const format_row *r = row_of(fmt);
+        s = r ? r->open(path, opts, m) : SQZ_ERROR(SQZ_ERR_FORMAT, "%s: unknown format", path);
     }
     if (s == SQZ_OK) s = sqz_model_validate(m);
     if (s != SQZ_OK) {

@@ -2,7 +2,7 @@
  * dtype each tensor is written with, and the q/k row order for rotary embeddings. */
 #include <stdlib.h>
 
-#include "formats/formats_internal.h"
+#include "formats/bundle_internal.h"
 
 sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_opts *o) {
     SQZ_RETURN_IF(!o, SQZ_ERR_INVALID_ARG, "sqz_model_save: options are required");
@@ -12,13 +12,27 @@ sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_o
         sqz__error_prefix("%s: not written", path);
         return fin;
     }
-    switch (o->format) {
-    case SQZ_FORMAT_GGUF: return sqz__gguf_save(m, path, o);
-    case SQZ_FORMAT_SAFETENSORS: return sqz__st_save(m, path, o);
-    default:
-        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: sqz cannot write the %s format", path,
-                         sqz_format_name(o->format));
+    return sqz__format_save(m, path, o); /* the format table's writer (detect.c) */
+}
+
+sqz_status sqz_model_check_target(const sqz_model *m, const sqz_save_opts *o) {
+    SQZ_RETURN_IF(!m || !o, SQZ_ERR_INVALID_ARG, "sqz_model_check_target: NULL argument");
+    if (o->format == SQZ_FORMAT_BUNDLE) return sqz__bundle_check(m, o);
+    SQZ_RETURN_IF(o->format != SQZ_FORMAT_GGUF && o->format != SQZ_FORMAT_SAFETENSORS, SQZ_ERR_UNSUPPORTED,
+                  "sqz cannot write the %s format", sqz_format_name(o->format));
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const sqz_tensor *t = &m->tensors[i];
+        sqz_dtype d = sqz__export_dtype(t, o, o->format);
+        bool asked = o->dtype >= 0 && d == (sqz_dtype)o->dtype;
+        if (d == t->dtype && !t->qp) continue;
+        if (asked) continue;
+        if (d == SQZ_DTYPE_F32 && sqz_dtype_info(t->dtype)->is_float && !t->qp) continue; /* widening is exact */
+        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "tensor '%s': %s cannot hold %s%s (it would become %s); choose a dtype "
+                         "with --dtype, or another target", t->name, sqz_format_name(o->format),
+                         sqz_dtype_name(t->dtype), t->qp ? " with sqz quantization parameters" : "",
+                         sqz_dtype_name(d));
     }
+    return SQZ_OK;
 }
 
 sqz_rope_layout sqz__target_rope(const sqz_model *m, sqz_format target) {

@@ -35,6 +35,8 @@ sqz_status sqz__llama2c_open(const char *path, const char *tokenizer_path, sqz_m
 /* ---- writers ---- */
 sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opts *o);
 sqz_status sqz__gguf_save(const sqz_model *m, const char *path, const sqz_save_opts *o);
+/* The writer of o->format from the format table (detect.c). */
+sqz_status sqz__format_save(const sqz_model *m, const char *path, const sqz_save_opts *o);
 
 /* ---- HF config.json (hf_config.c) ---- */
 /* Fills m->hp (and calls sqz_model_init_layers) from config.json text. `path` names the file in errors. */

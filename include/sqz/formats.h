@@ -23,9 +23,10 @@ typedef enum sqz_format {
     SQZ_FORMAT_SAFETENSORS = 1, /* HF: safetensors (+ config.json, tokenizer.json) */
     SQZ_FORMAT_GGUF = 2,        /* GGUF v3 */
     SQZ_FORMAT_LLAMA2C = 3,     /* llama2.c legacy .bin (+ tokenizer.bin) */
+    SQZ_FORMAT_BUNDLE = 4,      /* sqz's edge bundle .sqzb (docs/bundle.md) */
 } sqz_format;
 
-/* "safetensors", "gguf", "llama2c", "unknown". */
+/* "safetensors", "gguf", "llama2c", "bundle", "unknown". */
 SQZ_API const char *sqz_format_name(sqz_format f);
 /* Parses a format name as printed above. */
 SQZ_API bool sqz_format_from_name(const char *name, sqz_format *out);
@@ -49,11 +50,15 @@ SQZ_API sqz_status sqz_model_open(const char *path, const sqz_open_opts *opts, s
 typedef void (*sqz_progress_fn)(void *user, int64_t done, int64_t total);
 
 typedef struct sqz_save_opts {
-    sqz_format format;      /* SQZ_FORMAT_GGUF or SQZ_FORMAT_SAFETENSORS */
+    sqz_format format;      /* SQZ_FORMAT_GGUF, SQZ_FORMAT_SAFETENSORS or SQZ_FORMAT_BUNDLE */
     int dtype;              /* an sqz_dtype for weight matrices, or -1 to keep each tensor's */
     sqz_progress_fn progress; /* optional */
     void *progress_user;
     bool replace;           /* safetensors: replace an existing directory sqz did not write */
+    /* bundle only (docs/bundle.md): */
+    const char *sign_key;   /* Ed25519 secret key file (sqz_bundle_keygen) to sign with, or NULL */
+    bool deflate;           /* deflate the sections (a transport form: sqz-edge does not run it) */
+    const char *provenance_json; /* JSON (the compress report) kept in the manifest, or NULL */
 } sqz_save_opts;
 
 /* Writes the model, one tensor at a time (memory stays at one tensor beyond the
@@ -63,6 +68,18 @@ typedef struct sqz_save_opts {
  * dequantized to f32 (safetensors) unless opts->dtype says otherwise. The output is
  * atomic: on error nothing is left at `path`. */
 SQZ_API sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_opts *opts);
+
+/* SQZ_OK when the target format holds every tensor of m as it is (or in opts->dtype where
+ * that applies); else SQZ_ERR_UNSUPPORTED naming the first tensor and its dtype (GGUF has no
+ * place for sqz's INT8/INT4 schemes, safetensors none for block-quantized dtypes, a bundle
+ * holds f32, f16, q8_0, q4_0 and q4_1 llama-family decoders). sqz_model_save converts what
+ * it must; `sqz export` refuses instead. */
+SQZ_API sqz_status sqz_model_check_target(const sqz_model *m, const sqz_save_opts *opts);
+
+/* Makes an Ed25519 key pair for signing bundles: PREFIX.key (64 bytes, libsodium's secret
+ * key, created mode 0600, never over an existing file) and PREFIX.pub (32 bytes).
+ * SQZ_ERR_UNSUPPORTED when sqz was built without libsodium. */
+SQZ_API sqz_status sqz_bundle_keygen(const char *prefix);
 
 #ifdef __cplusplus
 }

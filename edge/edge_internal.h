@@ -1,0 +1,40 @@
+/* edge/edge_internal.h - what the edge runtime's files share. */
+#ifndef SQZE_INTERNAL_H
+#define SQZE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "edge/sqz_edge.h"
+
+/* Writes the message into err (cap bytes) and returns 1. */
+int sqze__fail(char *err, size_t cap, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+uint32_t sqze__u32(const uint8_t *p);
+uint64_t sqze__u64(const uint8_t *p);
+float sqze__f32(const uint8_t *p);
+
+/* Roles the runtime uses (sqz's SQZ_ROLE_MAP order; the bundle stores these numbers). */
+enum {
+    SQZE_ROLE_TOKEN_EMBD = 0, SQZE_ROLE_OUTPUT_NORM = 4, SQZE_ROLE_OUTPUT = 5, SQZE_ROLE_ATTN_NORM = 7,
+    SQZE_ROLE_ATTN_Q = 8, SQZE_ROLE_ATTN_K = 9, SQZE_ROLE_ATTN_V = 10, SQZE_ROLE_ATTN_OUT = 11,
+    SQZE_ROLE_FFN_NORM = 13, SQZE_ROLE_FFN_GATE = 14, SQZE_ROLE_FFN_UP = 15, SQZE_ROLE_FFN_DOWN = 16,
+    SQZE_N_ROLES = 18
+};
+
+/* ---- kernels (edge/kernels.c): y[r] = dot(row r of W, x) for rows [0, n_rows) ---- */
+/* W in a bundle dtype, rows of k elements (a multiple of the block size); x of k floats. */
+void sqze__matvec(const void *w, uint32_t dtype, const float *x, float *y, uint32_t n_rows, uint32_t k);
+/* Row r of W as floats (embedding lookup). */
+void sqze__row_f32(const void *w, uint32_t dtype, uint32_t r, uint32_t k, float *out);
+float sqze__fp16_to_f32(uint16_t h);
+/* exp as sqz's runtime computes it (Cephes scheme; runtime/ops_vec.c) */
+float sqze__expf(float x);
+
+/* ---- tokenizer tables, laid out by model.c, built by tokenizer.c ---- */
+size_t sqze__tok_memory(const sqze_vocab_view *v, uint32_t ctx);
+void sqze__tok_build(sqze_model *m, const sqze_vocab_view *v, uint8_t *mem);
+#endif

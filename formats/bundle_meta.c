@@ -1,0 +1,249 @@
+/*
+ * formats/bundle_meta.c - what a bundle holds besides tensor bytes: which dtype each tensor is
+ * stored with (or why it cannot be), the HPARAMS and VOCAB sections (layouts in
+ * edge/bundle_format.h) and the JSON manifest with the provenance.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cjson/cJSON.h>
+
+#include "edge/crypto.h"
+#include "formats/bundle_internal.h"
+#include "sqz/sqz.h"
+
+static const struct { sqz_dtype d; uint32_t code; } dtype_codes[] = {
+    {SQZ_DTYPE_F32, SQZB_DT_F32}, {SQZ_DTYPE_F16, SQZB_DT_F16}, {SQZ_DTYPE_Q8_0, SQZB_DT_Q8_0},
+    {SQZ_DTYPE_Q4_0, SQZB_DT_Q4_0}, {SQZ_DTYPE_Q4_1, SQZB_DT_Q4_1}};
+#define N_CODES (sizeof dtype_codes / sizeof dtype_codes[0])
+
+sqz_dtype sqz__bundle_dtype_of(uint32_t code) {
+    for (size_t i = 0; i < N_CODES; i++)
+        if (dtype_codes[i].code == code) return dtype_codes[i].d;
+    return SQZ_DTYPE_COUNT;
+}
+
+static uint32_t code_of(sqz_dtype d) {
+    for (size_t i = 0; i < N_CODES; i++)
+        if (dtype_codes[i].d == d) return dtype_codes[i].code;
+    return UINT32_MAX;
+}
+
+uint32_t sqz__bundle_dtype(const sqz_tensor *t, const sqz_save_opts *o) {
+    sqz_dtype d = t->dtype;
+    if (o->dtype >= 0 && t->param == SQZ_PARAM_WEIGHT && t->ndim == 2 &&
+        sqz_tensor_row_len(t) % sqz_dtype_info((sqz_dtype)o->dtype)->block_size == 0)
+        d = (sqz_dtype)o->dtype;
+    else if (t->qp)
+        return UINT32_MAX; /* sqz's I8/U4 schemes: not in format version 1 */
+    return code_of(d);
+}
+
+sqz_status sqz__bundle_check(const sqz_model *m, const sqz_save_opts *o) {
+    SQZ_RETURN_IF(m->hp.family != SQZ_FAMILY_LLAMA, SQZ_ERR_UNSUPPORTED,
+                  "a bundle holds llama-family decoders; this model is %s", sqz_family_name(m->hp.family));
+    SQZ_RETURN_IF(m->hp.act != SQZ_ACT_SILU || m->hp.rope_layout == SQZ_ROPE_NONE, SQZ_ERR_UNSUPPORTED,
+                  "a bundle holds SiLU decoders with rotary embeddings");
+    SQZ_RETURN_IF(m->vocab.kind != SQZ_VOCAB_SPM && m->vocab.kind != SQZ_VOCAB_BPE, SQZ_ERR_UNSUPPORTED,
+                  "a bundle needs an SPM or BPE tokenizer; this model has %s", sqz_vocab_kind_name(m->vocab.kind));
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const sqz_tensor *t = &m->tensors[i];
+        SQZ_RETURN_IF(t->ndim > 2, SQZ_ERR_UNSUPPORTED, "tensor '%s': %d dimensions (a bundle holds 1 or 2)",
+                      t->name, (int)t->ndim);
+        if (sqz__bundle_dtype(t, o) != UINT32_MAX) continue;
+        bool asked = o->dtype >= 0 && t->param == SQZ_PARAM_WEIGHT && t->ndim == 2;
+        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "tensor '%s': a bundle cannot hold %s%s (it holds f32, f16, q8_0, "
+                         "q4_0, q4_1)%s", t->name, sqz_dtype_name(asked ? (sqz_dtype)o->dtype : t->dtype),
+                         !asked && t->qp ? " with sqz quantization parameters" : "",
+                         asked ? "" : "; choose one with --dtype");
+    }
+    return SQZ_OK;
+}
+
+/* ---- a small growable buffer ---- */
+typedef struct bbuf {
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;
+} bbuf;
+
+static void put(bbuf *b, const void *src, size_t n) {
+    if (b->oom || !n) return;
+    if (n > b->cap - b->n) {
+        size_t cap = b->cap ? b->cap : 1024;
+        while (n > cap - b->n) cap *= 2;
+        uint8_t *p = sqz__realloc(b->p, cap);
+        if (!p) { b->oom = true; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+static void put_u32(bbuf *b, uint32_t v) {
+    uint8_t x[4];
+    sqz__wr_u32(x, v);
+    put(b, x, 4);
+}
+static void put_f32(bbuf *b, float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    put_u32(b, u);
+}
+static sqz_status done(bbuf *b, uint8_t **out, size_t *n) {
+    if (b->oom) {
+        free(b->p);
+        return SQZ_ERR_NOMEM;
+    }
+    *out = b->p;
+    *n = b->n;
+    return SQZ_OK;
+}
+
+sqz_status sqz__bundle_hparams(const sqz_model *m, uint8_t **out, size_t *n) {
+    const sqz_hparams *hp = &m->hp;
+    bbuf b = {0};
+    char arch[32] = {0};
+    snprintf(arch, sizeof arch, "%s", hp->arch);
+    put_u32(&b, SQZB_HP_FIXED);
+    put(&b, arch, 32);
+    put_u32(&b, 0); /* llama */
+    put_u32(&b, (uint32_t)hp->rope_layout);
+    put_u32(&b, 0); /* SiLU */
+    put_u32(&b, (hp->tied_embeddings ? SQZB_HP_TIED : 0u) | (hp->attn_bias ? SQZB_HP_ATTN_BIAS : 0u));
+    put_f32(&b, hp->norm_eps);
+    put_f32(&b, hp->rope_theta);
+    const int64_t dims[8] = {hp->n_layers, hp->d_model, hp->n_heads, hp->n_kv_heads,
+                             hp->head_dim, hp->d_ff,    hp->vocab_size, hp->ctx_len};
+    for (int i = 0; i < 8; i++) put_u32(&b, (uint32_t)dims[i]);
+    for (int64_t l = 0; l < hp->n_layers; l++) {
+        put_u32(&b, (uint32_t)m->layers[l].n_heads);
+        put_u32(&b, (uint32_t)m->layers[l].n_kv_heads);
+        put_u32(&b, (uint32_t)m->layers[l].d_ff);
+    }
+    return done(&b, out, n);
+}
+
+/* The HF tokenizer.json details the SPM encoder follows: Metaspace split, fuse_unk. */
+static uint32_t hf_flags(const sqz_vocab *v) {
+    if (!v->hf_json) return 0;
+    cJSON *root = cJSON_Parse(v->hf_json);
+    if (!root) return 0;
+    uint32_t f = 0;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "fuse_unk"))) f |= SQZB_VOCAB_FUSE_UNK;
+    /* a Metaspace pre-tokenizer, alone or in a Sequence */
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+    const cJSON *seq = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
+    const cJSON *cands[64];
+    int nc = 0;
+    cands[nc++] = pre;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, seq) if (nc < 64) cands[nc++] = it;
+    for (int i = 0; i < nc; i++) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(cands[i], "type");
+        if (cJSON_IsString(ty) && strcmp(ty->valuestring, "Metaspace") == 0 &&
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cands[i], "split")))
+            f |= SQZB_VOCAB_SPLIT_WORDS;
+    }
+    cJSON_Delete(root);
+    return f;
+}
+
+sqz_status sqz__bundle_vocab(const sqz_model *m, uint8_t **out, size_t *n) {
+    const sqz_vocab *v = &m->vocab;
+    bbuf b = {0};
+    put_u32(&b, SQZB_VOCAB_FIXED);
+    put_u32(&b, v->kind == SQZ_VOCAB_SPM ? 1u : 2u);
+    put_u32(&b, (uint32_t)v->n_tokens);
+    put_u32(&b, (uint32_t)v->bos);
+    put_u32(&b, (uint32_t)v->eos);
+    put_u32(&b, (uint32_t)v->unk);
+    put_u32(&b, (v->add_bos ? SQZB_VOCAB_ADD_BOS : 0u) | (v->add_eos ? SQZB_VOCAB_ADD_EOS : 0u) |
+                    (v->add_space_prefix ? SQZB_VOCAB_SPACE_PREFIX : 0u) | hf_flags(v));
+    put_u32(&b, (uint32_t)v->max_token_len);
+    put_u32(&b, (uint32_t)(v->merges ? v->n_merges : 0));
+    for (int32_t i = 0; i < v->n_tokens; i++) put_f32(&b, v->scores ? v->scores[i] : 0.0f);
+    for (int32_t i = 0; i < v->n_tokens; i++) {
+        int32_t ty = v->types ? v->types[i] : SQZ_TOKEN_NORMAL;
+        if (!v->types) { /* as the runtime's tokenizer: the named special ids are what is known */
+            if (i == v->bos || i == v->eos || i == v->pad || i == v->cls || i == v->sep || i == v->mask)
+                ty = SQZ_TOKEN_CONTROL;
+            if (i == v->unk) ty = SQZ_TOKEN_UNKNOWN;
+        }
+        uint8_t t8 = (uint8_t)(ty >= SQZ_TOKEN_NORMAL && ty <= SQZ_TOKEN_BYTE ? ty : SQZ_TOKEN_NORMAL);
+        put(&b, &t8, 1);
+    }
+    for (int32_t i = 0; i < v->n_tokens; i++) {
+        size_t len = strlen(v->tokens[i]);
+        SQZ_RETURN_IF(len > SQZB_MAX_TOKEN_LEN, SQZ_ERR_UNSUPPORTED, "token %d: %zu bytes (a bundle holds at most %u)",
+                      (int)i, len, SQZB_MAX_TOKEN_LEN);
+        put_u32(&b, (uint32_t)len);
+        put(&b, v->tokens[i], len);
+    }
+    for (int32_t i = 0; v->merges && i < v->n_merges; i++) {
+        size_t len = strlen(v->merges[i]);
+        SQZ_RETURN_IF(len > SQZB_MAX_TOKEN_LEN, SQZ_ERR_UNSUPPORTED, "merge %d: %zu bytes", (int)i, len);
+        put_u32(&b, (uint32_t)len);
+        put(&b, v->merges[i], len);
+    }
+    const char *pre = v->pre ? v->pre : "";
+    put_u32(&b, (uint32_t)strlen(pre));
+    put(&b, pre, strlen(pre));
+    return done(&b, out, n);
+}
+
+/* SHA-512 of the source file (hex), or NULL for a directory or an unreadable file. */
+static char *source_digest(const char *path) {
+    if (!path || sqz__is_dir(path)) return NULL;
+    sqz_mapping *map;
+    if (sqz_map(path, &map) != SQZ_OK) return NULL;
+    sqze_sha512 h;
+    uint8_t d[64];
+    sqze_sha512_init(&h);
+    sqze_sha512_update(&h, map->data, map->size);
+    sqze_sha512_final(&h, d);
+    sqz_unmap(map);
+    char *hex = sqz__malloc(129);
+    if (hex)
+        for (int i = 0; i < 64; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    return hex;
+}
+
+sqz_status sqz__bundle_manifest(const sqz_model *m, const sqz_save_opts *o, uint8_t **out, size_t *n) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return SQZ_ERR_NOMEM;
+    char ver[16];
+    snprintf(ver, sizeof ver, "%d.%d", SQZB_MAJOR, SQZB_MINOR);
+    cJSON_AddStringToObject(root, "format", "sqzb");
+    cJSON_AddStringToObject(root, "format_version", ver);
+    cJSON_AddStringToObject(root, "producer", "sqz " SQZ_VERSION_STRING);
+    cJSON *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model, "arch", m->hp.arch);
+    if (m->name) cJSON_AddStringToObject(model, "name", m->name);
+    cJSON_AddNumberToObject(model, "parameters", (double)sqz_model_param_count(m));
+    cJSON_AddNumberToObject(model, "tensor_bytes", (double)sqz_model_data_bytes(m));
+    cJSON *src = cJSON_AddObjectToObject(root, "source");
+    if (m->source_path) cJSON_AddStringToObject(src, "path", m->source_path);
+    cJSON_AddStringToObject(src, "format", sqz_format_name((sqz_format)m->source_format));
+    char *hex = source_digest(m->source_path);
+    if (hex) cJSON_AddStringToObject(src, "sha512", hex);
+    else cJSON_AddNullToObject(src, "sha512");
+    free(hex);
+    /* the compress report (recipe, accuracy measured by eval), verbatim */
+    if (o->provenance_json) {
+        cJSON *p = cJSON_Parse(o->provenance_json);
+        if (!p) {
+            cJSON_Delete(root);
+            return SQZ_ERROR(SQZ_ERR_FORMAT, "bundle: the provenance report is not valid JSON");
+        }
+        cJSON_AddItemToObject(root, "compress_report", p);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text) return SQZ_ERR_NOMEM;
+    *n = strlen(text);
+    *out = (uint8_t *)text;
+    return SQZ_OK;
+}
