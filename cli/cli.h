@@ -81,6 +81,10 @@ void sqz_bench_layerdrop_usage(FILE *out);
 /* `sqz bench prune` (cli/bench_prune.c). */
 int sqz_bench_prune(int argc, char **argv);
 void sqz_bench_prune_usage(FILE *out);
+/* `sqz bench sparsity` (cli/bench_sparsity.c): magnitude / wanda / sparsegpt at 50% and 2:4,
+ * alone and with INT8 / INT4; exit 1 when the papers' ordering fails. */
+int sqz_bench_sparsity(int argc, char **argv);
+void sqz_bench_sparsity_usage(FILE *out);
 
 /* The calibration options both commands take (filled through sqz_cli_calib_opts). */
 typedef struct sqz_cli_calib {

