@@ -9,7 +9,7 @@
 
 typedef struct inspect_opts {
     const char *path, *tokenizer;
-    bool json, no_tensors;
+    bool json, no_tensors, sparsity;
 } inspect_opts;
 
 static const sqz_opt inspect_rows[] = {
@@ -20,17 +20,21 @@ static const sqz_opt inspect_rows[] = {
      .help = "print one JSON object instead of text"},
     {.name = "no-tensors", .type = SQZ_OPT_FLAG, .offset = offsetof(inspect_opts, no_tensors),
      .help = "leave out the tensor list"},
+    {.name = "sparsity", .type = SQZ_OPT_FLAG, .offset = offsetof(inspect_opts, sparsity),
+     .help = "also read every tensor's values: its fraction of zeros and whether every row is 2:4 / 4:8 "
+             "(touches all the data, unlike the rest of inspect)"},
     {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(inspect_opts, tokenizer), .flags = SQZ_OPT_INPUT,
      .metavar = "FILE",
      .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
 };
 
 static const char inspect_head[] =
-    "usage: sqz inspect MODEL [--json] [--no-tensors] [--tokenizer FILE]\n\n"
+    "usage: sqz inspect MODEL [--json] [--no-tensors] [--sparsity] [--tokenizer FILE]\n\n"
     "Shows a checkpoint's architecture and hyperparameters, its parameter count (tied\n"
     "weights counted once), the bytes per dtype and every tensor (name, role, dtype,\n"
     "shape, bytes). MODEL is an HF directory, a .safetensors, a .gguf or a llama2.c .bin,\n"
-    "detected by content. Only headers are read.\n";
+    "detected by content. Only headers are read, unless --sparsity asks for every tensor's\n"
+    "zeros and N:M patterns (docs/sparsity.md).\n";
 
 void sqz_cmd_inspect_usage(FILE *out) {
     const sqz_opt_group g = {NULL, inspect_rows, SQZ_CLI_N(inspect_rows), NULL};
@@ -76,7 +80,7 @@ static bool layers_uniform(const sqz_model *m) {
     return true;
 }
 
-static int print_json(const sqz_model *m, bool tensors) {
+static int print_json(const sqz_model *m, bool tensors, bool sparsity) {
     const sqz_hparams *hp = &m->hp;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "path", m->source_path);
@@ -144,6 +148,13 @@ static int print_json(const sqz_model *m, bool tensors) {
             cJSON *sh = cJSON_AddArrayToObject(e, "shape");
             for (int k = 0; k < t->ndim; k++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[k]));
             cJSON_AddNumberToObject(e, "bytes", (double)t->nbytes);
+            sqz_sparsity_info sp;
+            if (sparsity && sqz_tensor_sparsity(t, &sp) == SQZ_OK) {
+                cJSON_AddNumberToObject(e, "zeros", (double)sp.zeros);
+                cJSON_AddNumberToObject(e, "sparsity", sp.count ? (double)sp.zeros / (double)sp.count : 0.0);
+                cJSON_AddBoolToObject(e, "nm_2_4", sp.nm_2_4);
+                cJSON_AddBoolToObject(e, "nm_4_8", sp.nm_4_8);
+            }
             cJSON_AddItemToArray(ts, e);
         }
     }
@@ -158,7 +169,7 @@ static int print_json(const sqz_model *m, bool tensors) {
     return 0;
 }
 
-static void print_text(const sqz_model *m, bool tensors) {
+static void print_text(const sqz_model *m, bool tensors, bool sparsity) {
     const sqz_hparams *hp = &m->hp;
     char a[64], b[64];
     printf("%s: %s checkpoint%s%s\n", m->source_path, sqz_format_name((sqz_format)m->source_format),
@@ -203,7 +214,8 @@ static void print_text(const sqz_model *m, bool tensors) {
     }
     if (!tensors) return;
     printf("  tensors (%" PRId64 ")\n", m->n_tensors);
-    printf("    %-52s %-22s %-6s %-20s %s\n", "name", "role", "dtype", "shape", "bytes");
+    printf("    %-52s %-22s %-6s %-20s %s%s\n", "name", "role", "dtype", "shape", "bytes",
+           sparsity ? "  zeros  N:M" : "");
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const sqz_tensor *t = &m->tensors[i];
         char role[64], shape[64];
@@ -214,7 +226,12 @@ static void print_text(const sqz_model *m, bool tensors) {
         int off = 0;
         for (int k = 0; k < t->ndim; k++)
             off += snprintf(shape + off, sizeof shape - (size_t)off, "%s%" PRId64, k ? " x " : "", t->shape[k]);
-        printf("    %-52s %-22s %-6s %-20s %zu\n", t->name, role, sqz_dtype_name(t->dtype), shape, t->nbytes);
+        printf("    %-52s %-22s %-6s %-20s %zu", t->name, role, sqz_dtype_name(t->dtype), shape, t->nbytes);
+        sqz_sparsity_info sp;
+        if (sparsity && sqz_tensor_sparsity(t, &sp) == SQZ_OK)
+            printf("  %5.1f%%  %s", sp.count ? 100.0 * (double)sp.zeros / (double)sp.count : 0.0,
+                   sp.nm_2_4 ? "2:4" : sp.nm_4_8 ? "4:8" : "-");
+        printf("\n");
     }
 }
 
@@ -228,8 +245,8 @@ int sqz_cmd_inspect(int argc, char **argv) {
     sqz_status s = sqz_model_open(a.path, &oo, &m);
     if (s != SQZ_OK) return sqz_cli_fail(s);
     int rc = 0;
-    if (a.json) rc = print_json(m, !a.no_tensors);
-    else print_text(m, !a.no_tensors);
+    if (a.json) rc = print_json(m, !a.no_tensors, a.sparsity);
+    else print_text(m, !a.no_tensors, a.sparsity);
     sqz_model_free(m);
     return rc;
 }
