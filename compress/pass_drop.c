@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "compress/compress_internal.h"
+#include "prune/sparsity_internal.h"
 #include "prune/prune_internal.h"
 #include "sqz/edit.h"
 #include "sqz/layerdrop.h"
@@ -139,6 +140,7 @@ static bool needs_windows(const sqz__drop_args *a) {
 
 sqz_status sqz_recipe_check_model(const sqz_recipe *r, const sqz_model *m, bool have_windows) {
     int64_t L = m->hp.n_layers;
+    if (r) SQZ_TRY(sqz__sparsity_check_recipe(r, have_windows));
     for (int i = 0; r && i < r->n; i++) {
         const sqz_stage *s = &r->stages[i];
         if (s->pass->model_step == sqz__prune_model_step) SQZ_TRY(sqz__prune_check_model(s->args, s->spec, m));

@@ -42,3 +42,14 @@ sqz_status sqz__sparsity_link(const sqz_recipe *r) {
     }
     return SQZ_OK;
 }
+
+sqz_status sqz__sparsity_check_recipe(const sqz_recipe *r, bool have_windows) {
+    SQZ_TRY(sqz__sparsity_link(r));
+    for (int i = 0; i < r->n; i++) {
+        if (r->stages[i].pass->run_block != sqz__sparsity_block) continue;
+        const sqz__sparsity_args *a = r->stages[i].args;
+        SQZ_RETURN_IF(a->layers == 1 && !have_windows, SQZ_ERR_INVALID_ARG,
+                      "--sparsity '%s': part 'owl' measures every block first: give --calib FILE", r->stages[i].spec);
+    }
+    return SQZ_OK;
+}

@@ -177,10 +177,18 @@ static sqz_status spec_part(const sqz_opt *t, int n, char *part, bool first, con
         SQZ_RETURN_IF(row < 0 || (t[row].flags & SQZ_OPT_POSITIONAL) || t[row].type == SQZ_OPT_FLAG,
                       SQZ_ERR_INVALID_ARG, "%s: unknown part '%s=%s' (%s)", what, part, value,
                       spec_allowed(t, n, allowed, sizeof allowed));
-    } else if (first && (row = bare_row(t, n, part)) < 0) {
-        for (int i = 0; i < n && row < 0; i++)
-            if (t[i].flags & SQZ_OPT_POSITIONAL) row = i;
-    } else if (!first) {
+    } else if (first) {
+        /* a numeric positional takes a first part that is a number ("4:8": N of N:M, before the
+         * bare word 4 of M); otherwise bare words come first */
+        int pos = -1;
+        for (int i = 0; i < n && pos < 0; i++)
+            if (t[i].flags & SQZ_OPT_POSITIONAL) pos = i;
+        char *end = NULL;
+        const bool number = pos >= 0 && (t[pos].type == SQZ_OPT_FLOAT || t[pos].type == SQZ_OPT_INT) &&
+                            (strtod(part, &end), end != part && !*end);
+        row = number ? pos : bare_row(t, n, part);
+        if (row < 0) row = pos;
+    } else {
         row = bare_row(t, n, part);
     }
     SQZ_RETURN_IF(row < 0, SQZ_ERR_INVALID_ARG, "%s: unknown part '%s' (%s)", what, part,

@@ -56,6 +56,9 @@ sqz_status sqz__sparsity_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_b
  * magnitude / wanda keep their zeros through the quant stage's own method, except GPTQ (which
  * moves them) and q4_1 (which has no exact zero): usage errors. */
 sqz_status sqz__sparsity_link(const sqz_recipe *r); /* compress/sparsity_link.c */
+/* The link's usage errors and OWL without calibration, before anything runs (from
+ * sqz_recipe_check_model: exit 2). */
+sqz_status sqz__sparsity_check_recipe(const sqz_recipe *r, bool have_windows);
 
 /* ---- choosing the zeros (sparsity_mask.c) ----------------------------------------------- */
 

@@ -17,7 +17,8 @@
  *
  * SPEC syntax: parts separated by ':'. "name=value" sets the option `name`; a bare word sets
  * the SQZ_OPT_BARE choice option that lists it (or a FLAG option of that name); the first
- * part may be the value of the table's SQZ_OPT_POSITIONAL option. Every option may be given
+ * part may be the value of the table's SQZ_OPT_POSITIONAL option (a first part that is a
+ * number goes to a numeric positional even where a choice lists it as a word: "4:8"). Every option may be given
  * once. Errors (SQZ_ERR_INVALID_ARG) name the SPEC, the part and what is allowed.
  *
  * Command lines: "--name VALUE", "--name=VALUE", "-s VALUE" (short_name), "--flag"; every
