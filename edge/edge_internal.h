@@ -37,4 +37,6 @@ float sqze__expf(float x);
 /* ---- tokenizer tables, laid out by model.c, built by tokenizer.c ---- */
 size_t sqze__tok_memory(const sqze_vocab_view *v, uint32_t ctx);
 void sqze__tok_build(sqze_model *m, const sqze_vocab_view *v, uint8_t *mem);
+/* The token spelled s[0..n), -1 if none (of equal texts the last ordinary one). */
+int32_t sqze__tok_find(const sqze_model *m, const uint8_t *s, uint32_t n);
 #endif

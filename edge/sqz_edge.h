@@ -119,9 +119,10 @@ const float *sqze_forward(sqze_model *m, int32_t token, uint32_t pos);
  * the context (err says which). */
 int64_t sqze_tokenize(sqze_model *m, const char *text, size_t len, int add_bos, int32_t *ids, size_t cap, char *err,
                       size_t errcap);
-/* The bytes token `id` adds to a text after token `prev` (-1 at the start): SPM's leading
- * space rule, <0xNN> byte tokens, byte-level BPE's byte map. Control tokens add nothing. */
-size_t sqze_token_text(const sqze_model *m, int32_t prev, int32_t id, char *buf, size_t cap);
+/* The bytes token `id` adds to a text (at most cap; the length is returned): <0xNN> byte
+ * tokens, U+2581 as a space, byte-level BPE's byte map; `first` when no text was written yet
+ * (SPM then drops the space its prefix added). Control tokens add nothing. */
+size_t sqze_token_text(const sqze_model *m, int first, int32_t id, char *buf, size_t cap);
 int sqze_token_is_control(const sqze_model *m, int32_t id);
 int32_t sqze_bos(const sqze_model *m);
 int32_t sqze_eos(const sqze_model *m);
@@ -135,6 +136,8 @@ int32_t sqze_sample(sqze_model *m, float *logits, float temperature, float top_p
 /* The dot-product kernels this build uses: "scalar", "avx2", "neon". */
 const char *sqze_kernels(void);
 
+
+#include "edge/model_struct.h"
 
 #ifdef __cplusplus
 }

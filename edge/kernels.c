@@ -1,0 +1,276 @@
+/*
+ * edge/kernels.c - matrix-vector products over weights in their stored dtype: each block's
+ * integers are multiplied with the float activations and scaled once per block, so a q4_0
+ * matrix is read as 4.5 bits per weight and never expanded. The instruction set is chosen
+ * when compiling (the runtime is built for the device it ships to): NEON on aarch64, AVX2 +
+ * FMA + F16C on x86-64 when SQZE_AVX2 is defined (edge/CMakeLists.txt), plain C otherwise.
+ * Block layouts are GGML's: q8_0 = fp16 d + 32 int8 (x = d q); q4_0 = fp16 d + 16 bytes, low
+ * nibbles elements 0..15, high nibbles 16..31 (x = d (q - 8)); q4_1 = fp16 d, fp16 m + 16 bytes
+ * (x = d q + m).
+ */
+#include <string.h>
+
+#include "edge/edge_internal.h"
+
+#if defined(SQZE_AVX2) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define SQZE_KERNELS "avx2"
+#define USE_AVX2 1
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#define SQZE_KERNELS "neon"
+#define USE_NEON 1
+#else
+#define SQZE_KERNELS "scalar"
+#endif
+
+const char *sqze_kernels(void) { return SQZE_KERNELS; }
+
+float sqze__fp16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF, u;
+    if (exp == 0) {
+        if (man == 0) {
+            u = sign;
+        } else { /* subnormal: normalise */
+            exp = 127 - 15 + 1;
+            while (!(man & 0x400)) {
+                man <<= 1;
+                exp--;
+            }
+            u = sign | exp << 23 | (man & 0x3FF) << 13;
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7F800000u | man << 13;
+    } else {
+        u = sign | (exp + 127 - 15) << 23 | man << 13;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Cephes-style expf, bit for bit as sqz's runtime/ops_vec.c vexp (inputs clamped to [-87.3, 88]) */
+float sqze__expf(float x) {
+    const float magic = 12582912.0f;
+    x = x < -87.33654f ? -87.33654f : x;
+    x = x > 88.0f ? 88.0f : x;
+    float t = x * 1.44269504088896341f + magic;
+    float n = t - magic;
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float e = p * r * r + r + 1.0f;
+    uint32_t tb, mb;
+    memcpy(&tb, &t, 4);
+    memcpy(&mb, &magic, 4);
+    uint32_t sb = (tb - mb + 127u) << 23;
+    float s;
+    memcpy(&s, &sb, 4);
+    return e * s;
+}
+
+static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+/* ---- one row . x, per dtype ---- */
+
+#if USE_AVX2
+static float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+/* 8 int8 (low 8 bytes of v) as floats */
+static __m256 i8x8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+#endif
+
+static float dot_f32(const uint8_t *w, const float *x, uint32_t k) {
+    const float *r = (const float *)w;
+    uint32_t i = 0;
+    float s = 0.0f;
+#if USE_AVX2
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (; i + 16 <= k; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    }
+    s = hsum(_mm256_add_ps(a0, a1));
+#elif USE_NEON
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
+    for (; i + 8 <= k; i += 8) {
+        a0 = vfmaq_f32(a0, vld1q_f32(r + i), vld1q_f32(x + i));
+        a1 = vfmaq_f32(a1, vld1q_f32(r + i + 4), vld1q_f32(x + i + 4));
+    }
+    s = vaddvq_f32(vaddq_f32(a0, a1));
+#endif
+    for (; i < k; i++) s += r[i] * x[i];
+    return s;
+}
+
+static float dot_f16(const uint8_t *w, const float *x, uint32_t k) {
+    uint32_t i = 0;
+    float s = 0.0f;
+#if USE_AVX2
+    __m256 a = _mm256_setzero_ps();
+    for (; i + 8 <= k; i += 8)
+        a = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i))), _mm256_loadu_ps(x + i), a);
+    s = hsum(a);
+#elif USE_NEON
+    float32x4_t a = vdupq_n_f32(0);
+    for (; i + 4 <= k; i += 4) {
+        uint16x4_t h = vld1_u16((const uint16_t *)(const void *)(w + 2 * i));
+        a = vfmaq_f32(a, vcvt_f32_f16(vreinterpret_f16_u16(h)), vld1q_f32(x + i));
+    }
+    s = vaddvq_f32(a);
+#endif
+    for (; i < k; i++) s += sqze__fp16_to_f32(rd16(w + 2 * i)) * x[i];
+    return s;
+}
+
+static float dot_q8_0(const uint8_t *w, const float *x, uint32_t k) {
+    float s = 0.0f;
+#if USE_AVX2
+    __m256 acc = _mm256_setzero_ps();
+    for (uint32_t b = 0; b < k / 32; b++, w += 34, x += 32) {
+        const __m128i q0 = _mm_loadu_si128((const __m128i *)(w + 2)), q1 = _mm_loadu_si128((const __m128i *)(w + 18));
+        __m256 t = _mm256_mul_ps(i8x8(q0), _mm256_loadu_ps(x));
+        t = _mm256_fmadd_ps(i8x8(_mm_srli_si128(q0, 8)), _mm256_loadu_ps(x + 8), t);
+        t = _mm256_fmadd_ps(i8x8(q1), _mm256_loadu_ps(x + 16), t);
+        t = _mm256_fmadd_ps(i8x8(_mm_srli_si128(q1, 8)), _mm256_loadu_ps(x + 24), t);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(sqze__fp16_to_f32(rd16(w))), t, acc);
+    }
+    s = hsum(acc);
+#elif USE_NEON
+    float32x4_t acc = vdupq_n_f32(0);
+    for (uint32_t b = 0; b < k / 32; b++, w += 34, x += 32) {
+        float32x4_t t = vdupq_n_f32(0);
+        for (int h = 0; h < 2; h++) {
+            int8x16_t q = vld1q_s8((const int8_t *)(w + 2 + 16 * h));
+            int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_s8(vget_high_s8(q));
+            const float *xs = x + 16 * h;
+            t = vfmaq_f32(t, vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), vld1q_f32(xs));
+            t = vfmaq_f32(t, vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))), vld1q_f32(xs + 4));
+            t = vfmaq_f32(t, vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), vld1q_f32(xs + 8));
+            t = vfmaq_f32(t, vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), vld1q_f32(xs + 12));
+        }
+        acc = vfmaq_n_f32(acc, t, sqze__fp16_to_f32(rd16(w)));
+    }
+    s = vaddvq_f32(acc);
+#else
+    for (uint32_t b = 0; b < k / 32; b++, w += 34, x += 32) {
+        const int8_t *q = (const int8_t *)(w + 2);
+        float t = 0.0f;
+        for (int i = 0; i < 32; i++) t += (float)q[i] * x[i];
+        s += sqze__fp16_to_f32(rd16(w)) * t;
+    }
+#endif
+    return s;
+}
+
+/* q4_0 (offset 8, bytes 2..17) and q4_1 (bytes 4..19, plus m * sum(x)) share the nibble loop */
+static float dot_q4(const uint8_t *w, const float *x, uint32_t k, int with_min) {
+    const uint32_t bs = with_min ? 20 : 18, qo = with_min ? 4 : 2;
+    float s = 0.0f;
+#if USE_AVX2
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    const __m128i mask = _mm_set1_epi8(0x0F), off = _mm_set1_epi8(with_min ? 0 : 8);
+    for (uint32_t b = 0; b < k / 32; b++, w += bs, x += 32) {
+        const __m128i raw = _mm_loadu_si128((const __m128i *)(w + qo));
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, mask), off);
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), off);
+        const __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8), x2 = _mm256_loadu_ps(x + 16),
+                     x3 = _mm256_loadu_ps(x + 24);
+        __m256 t = _mm256_mul_ps(i8x8(lo), x0);
+        t = _mm256_fmadd_ps(i8x8(_mm_srli_si128(lo, 8)), x1, t);
+        t = _mm256_fmadd_ps(i8x8(hi), x2, t);
+        t = _mm256_fmadd_ps(i8x8(_mm_srli_si128(hi, 8)), x3, t);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(sqze__fp16_to_f32(rd16(w))), t, acc);
+        if (with_min)
+            accm = _mm256_fmadd_ps(_mm256_set1_ps(sqze__fp16_to_f32(rd16(w + 2))),
+                                   _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)), accm);
+    }
+    s = hsum(_mm256_add_ps(acc, accm));
+#elif USE_NEON
+    float32x4_t acc = vdupq_n_f32(0), accm = vdupq_n_f32(0);
+    const uint8x16_t mask = vdupq_n_u8(0x0F);
+    const int8x16_t off = vdupq_n_s8(with_min ? 0 : 8);
+    for (uint32_t b = 0; b < k / 32; b++, w += bs, x += 32) {
+        uint8x16_t raw = vld1q_u8(w + qo);
+        int8x16_t half[2] = {vsubq_s8(vreinterpretq_s8_u8(vandq_u8(raw, mask)), off),
+                             vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), off)};
+        float32x4_t t = vdupq_n_f32(0), sx = vdupq_n_f32(0);
+        for (int h = 0; h < 2; h++) {
+            int16x8_t lo = vmovl_s8(vget_low_s8(half[h])), hi = vmovl_s8(vget_high_s8(half[h]));
+            const float *xs = x + 16 * h;
+            float32x4_t xa = vld1q_f32(xs), xb = vld1q_f32(xs + 4), xc = vld1q_f32(xs + 8), xd = vld1q_f32(xs + 12);
+            t = vfmaq_f32(t, vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), xa);
+            t = vfmaq_f32(t, vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))), xb);
+            t = vfmaq_f32(t, vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), xc);
+            t = vfmaq_f32(t, vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), xd);
+            sx = vaddq_f32(sx, vaddq_f32(vaddq_f32(xa, xb), vaddq_f32(xc, xd)));
+        }
+        acc = vfmaq_n_f32(acc, t, sqze__fp16_to_f32(rd16(w)));
+        if (with_min) accm = vfmaq_n_f32(accm, sx, sqze__fp16_to_f32(rd16(w + 2)));
+    }
+    s = vaddvq_f32(vaddq_f32(acc, accm));
+#else
+    const int o = with_min ? 0 : 8;
+    for (uint32_t b = 0; b < k / 32; b++, w += bs, x += 32) {
+        const uint8_t *q = w + qo;
+        float t = 0.0f, sx = 0.0f;
+        for (int i = 0; i < 16; i++) {
+            t += (float)((q[i] & 0x0F) - o) * x[i] + (float)((q[i] >> 4) - o) * x[i + 16];
+            sx += x[i] + x[i + 16];
+        }
+        s += sqze__fp16_to_f32(rd16(w)) * t;
+        if (with_min) s += sqze__fp16_to_f32(rd16(w + 2)) * sx;
+    }
+#endif
+    return s;
+}
+
+void sqze__matvec(const void *wv, uint32_t dtype, const float *x, float *y, uint32_t n_rows, uint32_t k) {
+    const uint8_t *w = wv;
+    size_t rb = (size_t)sqze_dtype_bytes(dtype, k);
+    for (uint32_t r = 0; r < n_rows; r++, w += rb) {
+        switch (dtype) {
+        case SQZB_DT_F32: y[r] = dot_f32(w, x, k); break;
+        case SQZB_DT_F16: y[r] = dot_f16(w, x, k); break;
+        case SQZB_DT_Q8_0: y[r] = dot_q8_0(w, x, k); break;
+        case SQZB_DT_Q4_0: y[r] = dot_q4(w, x, k, 0); break;
+        default: y[r] = dot_q4(w, x, k, 1); break; /* q4_1: model.c admits nothing else */
+        }
+    }
+}
+
+void sqze__row_f32(const void *wv, uint32_t dtype, uint32_t r, uint32_t k, float *out) {
+    const uint8_t *w = (const uint8_t *)wv + (size_t)r * (size_t)sqze_dtype_bytes(dtype, k);
+    if (dtype == SQZB_DT_F32) {
+        memcpy(out, w, (size_t)k * 4);
+        return;
+    }
+    if (dtype == SQZB_DT_F16) {
+        for (uint32_t i = 0; i < k; i++) out[i] = sqze__fp16_to_f32(rd16(w + 2 * i));
+        return;
+    }
+    for (uint32_t b = 0; b < k / 32; b++, out += 32) {
+        if (dtype == SQZB_DT_Q8_0) {
+            const uint8_t *p = w + 34 * b;
+            float d = sqze__fp16_to_f32(rd16(p));
+            for (int i = 0; i < 32; i++) out[i] = (float)(int8_t)p[2 + i] * d;
+        } else {
+            int m1 = dtype == SQZB_DT_Q4_1;
+            const uint8_t *p = w + (m1 ? 20 : 18) * b, *q = p + (m1 ? 4 : 2);
+            float d = sqze__fp16_to_f32(rd16(p)), mn = m1 ? sqze__fp16_to_f32(rd16(p + 2)) : 0.0f;
+            int o = m1 ? 0 : 8;
+            for (int i = 0; i < 16; i++) {
+                out[i] = (float)((q[i] & 0x0F) - o) * d + mn;
+                out[i + 16] = (float)((q[i] >> 4) - o) * d + mn;
+            }
+        }
+    }
+}
