@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The edge runtime against sqz on the same bundles (issue 16): sqz export of stories260K and
+# tinystories-656K (as stored, and with q4_0 / q8_0 / f16 weight matrices), then sqz-edge's
+# greedy tokens equal `sqz generate`'s on the bundle and on the source checkpoint, sampled
+# tokens equal for the same seed, a signed bundle opens with its key and is refused with
+# another, a deflated bundle runs in sqz and is refused (one line) by sqz-edge, export refuses
+# a type the target cannot hold, and sqz-edge is linked to libc and libm only.
+set -u
+sqz=${SQZ_BIN:?}
+edge=${1:?usage: test_edge.sh SQZ_EDGE}
+data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
+s260=$data/models/stories260K/stories260K.bin
+tiny=$data/models/tinystories-656K
+for f in "$s260" "$tiny/model.safetensors"; do [ -e "$f" ] || { echo "skipping: $f not found"; exit 77; }; done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
+ids() { tr '\n' ' '; }
+prompt="Once upon a time, Lily"
+
+"$sqz" export "$s260" -o "$tmp/s.sqzb" 2>/dev/null
+"$sqz" export "$tiny" -o "$tmp/t.sqzb" 2>/dev/null
+for d in q4_0 q8_0 f16; do "$sqz" export "$tiny" -o "$tmp/t_$d.sqzb" --dtype $d 2>/dev/null; done
+"$sqz" export "$s260" -o "$tmp/s_q4_1.sqzb" --dtype q4_1 2>/dev/null
+for b in s t t_q4_0 t_q8_0 t_f16 s_q4_1; do
+    f=$tmp/$b.sqzb
+    check "$b: sqz export wrote a bundle" '[ -s "$f" ]'
+    want=$("$sqz" generate "$f" -p "$prompt" -n 48 --ids | ids)
+    got=$("$edge" "$f" -p "$prompt" -n 48 --ids 2>/dev/null | ids)
+    check "$b: sqz-edge greedy tokens == sqz generate on the bundle (48)" '[ -n "$want" ] && [ "$got" = "$want" ]' ||
+        printf '  sqz:      %s\n  sqz-edge: %s\n' "$want" "$got"
+done
+src=$("$sqz" generate "$s260" -p "$prompt" -n 48 --ids | ids)
+check "stories260K: the bundle generates what the checkpoint does" '[ "$("$edge" "$tmp/s.sqzb" -p "$prompt" -n 48 --ids 2>/dev/null | ids)" = "$src" ]'
+want=$("$sqz" generate "$tmp/t.sqzb" -p "$prompt" -n 32 --ids --temp 0.8 --top-p 0.9 --seed 7 | ids)
+got=$("$edge" "$tmp/t.sqzb" -p "$prompt" -n 32 --ids --temp 0.8 --top-p 0.9 --seed 7 2>/dev/null | ids)
+check "sampled tokens (T 0.8, top-p 0.9, seed 7) equal sqz generate's" '[ -n "$want" ] && [ "$got" = "$want" ]'
+want=$("$sqz" generate "$tmp/t.sqzb" -n 16 --ids | ids)
+check "empty prompt (BOS alone)" '[ "$("$edge" "$tmp/t.sqzb" -n 16 --ids 2>/dev/null | ids)" = "$want" ]'
+text=$("$edge" "$tmp/s.sqzb" -p "$prompt" -n 20 2>/dev/null)
+check "text output starts with the prompt" '[ "${text#"$prompt"}" != "$text" ]'
+
+# memory announced before allocating
+"$edge" "$tmp/t.sqzb" --ctx 256 --memory 2> "$tmp/mem" > /dev/null
+check "--memory announces bundle + arena bytes" 'grep -q "bytes of bundle + [0-9]* bytes of arena" "$tmp/mem"'
+
+# signatures
+if "$sqz" export --keygen "$tmp/k" 2>/dev/null; then
+    "$sqz" export --keygen "$tmp/other" 2>/dev/null
+    check "the secret key is private (0600)" '[ "$(stat -c %a "$tmp/k.key")" = 600 ]'
+    check "--keygen never overwrites a key" '! "$sqz" export --keygen "$tmp/k" 2>/dev/null'
+    "$sqz" export "$tiny" -o "$tmp/signed.sqzb" --dtype q4_0 --sign "$tmp/k.key" 2>/dev/null
+    got=$("$edge" "$tmp/signed.sqzb" --key "$tmp/k.pub" -p "$prompt" -n 16 --ids 2>"$tmp/e" | ids)
+    check "signed bundle: verified with its key and runs" '[ -n "$got" ] && grep -q "signature verified" "$tmp/e"'
+    "$edge" "$tmp/signed.sqzb" --key "$tmp/other.pub" -p "$prompt" -n 4 > /dev/null 2> "$tmp/e"; rc=$?
+    check "signed by another key: refused, exit 1, one line" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q "signature: not valid" "$tmp/e"'
+    "$edge" "$tmp/t.sqzb" --key "$tmp/k.pub" -n 4 > /dev/null 2> "$tmp/e"; rc=$?
+    check "unsigned bundle with a key: refused" '[ $rc -eq 1 ] && grep -q "not signed" "$tmp/e"'
+    check "sqz opens a signed bundle" '"$sqz" generate "$tmp/signed.sqzb" -n 4 --ids > /dev/null'
+else
+    echo "note: sqz built without libsodium: signature checks skipped"
+fi
+
+# deflate: a transport form
+"$sqz" export "$tiny" -o "$tmp/z.sqzb" --deflate 2>/dev/null
+check "deflated bundle is smaller" '[ $(stat -c %s "$tmp/z.sqzb") -lt $(stat -c %s "$tmp/t.sqzb") ]'
+want=$("$sqz" generate "$tmp/t.sqzb" -p "$prompt" -n 16 --ids | ids)
+check "sqz generate runs a deflated bundle" '[ "$("$sqz" generate "$tmp/z.sqzb" -p "$prompt" -n 16 --ids | ids)" = "$want" ]'
+"$edge" "$tmp/z.sqzb" -n 4 > /dev/null 2> "$tmp/e"; rc=$?
+check "sqz-edge refuses a deflated bundle in one line" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q deflated "$tmp/e"'
+"$sqz" export "$tmp/z.sqzb" -o "$tmp/unz.sqzb" 2>/dev/null
+check "export of a deflated bundle gives a plain one sqz-edge runs" '[ "$("$edge" "$tmp/unz.sqzb" -p "$prompt" -n 16 --ids 2>/dev/null | ids)" = "$want" ]'
+
+# what a target cannot hold
+"$sqz" export "$tiny" -o "$tmp/b.sqzb" --dtype bf16 > /dev/null 2> "$tmp/e"; rc=$?
+check "bundle cannot hold bf16: exit 1, one line naming the tensor" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q "tensor .*bf16" "$tmp/e" && [ ! -e "$tmp/b.sqzb" ]'
+"$sqz" export "$tmp/t_q4_0.sqzb" -o "$tmp/hf" --to safetensors > /dev/null 2> "$tmp/e"; rc=$?
+check "safetensors cannot hold q4_0: exit 1, nothing written" '[ $rc -eq 1 ] && grep -q "q4_0" "$tmp/e" && [ ! -e "$tmp/hf" ]'
+"$sqz" export "$tmp/t_q4_0.sqzb" -o "$tmp/t.gguf" 2>/dev/null
+check "bundle to GGUF" '[ "$("$sqz" generate "$tmp/t.gguf" -p "$prompt" -n 16 --ids | ids)" = "$("$sqz" generate "$tmp/t_q4_0.sqzb" -p "$prompt" -n 16 --ids | ids)" ]'
+"$sqz" export "$tiny" > /dev/null 2>&1; rc=$?
+check "export without -o: usage error (exit 2)" '[ $rc -eq 2 ]'
+
+# the runtime links libc and libm only
+if command -v readelf > /dev/null; then
+    libs=$(readelf -d "$edge" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | grep -v -E '^(libc\.so|libm\.so|ld-linux)' || true)
+    check "sqz-edge needs libc and libm only" '[ -z "$libs" ]' || echo "  also: $libs"
+fi
+[ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "all edge checks passed"
