@@ -11,8 +11,8 @@
 #include "compress/compress_internal.h"
 
 
-enum { F_INT8, F_W8A8, F_INT4, F_Q8_0, F_Q4_0, F_Q4_1 };
-#define FORMATS "int8|w8a8|int4|q8_0|q4_0|q4_1"
+enum { F_INT8, F_W8A8, F_INT4, F_Q8_0, F_Q4_0, F_Q4_1, F_Q2_K, F_Q3_K, F_Q4_K, F_Q5_K, F_Q6_K };
+#define FORMATS "int8|w8a8|int4|q8_0|q4_0|q4_1|q2_k|q3_k|q4_k|q5_k|q6_k"
 #define ACT_DYNAMIC 3
 static const int act_values[] = {SQZ_ACT_CALIB_MINMAX, SQZ_ACT_CALIB_PERCENTILE, SQZ_ACT_CALIB_KL, ACT_DYNAMIC};
 static const int group_values[] = {32, 64, 128};
@@ -35,10 +35,11 @@ sqz_opt sqz__quant_opts[] = {
     ROW(.name = "format", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, format),
         .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .choices = FORMATS,
         .help = "int8 (W8A16 per channel), w8a8 (+ INT8 activations), int4 (per group), q8_0 / q4_0 / q4_1 "
-                "(GGUF blocks of 32, llama.cpp's exact grids)"),
+                "(GGUF blocks of 32, llama.cpp's exact grids), q2_k ... q6_k (GGUF K-quants, super-blocks of "
+                "256)"),
     ROW(.name = "method", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, method), .flags = SQZ_OPT_BARE,
         .choices = NULL /* method_choices */, .def = "rtn",
-        .help = "imatrix: q4_0/q4_1; smoothquant: w8a8"),
+        .help = "imatrix: q4_0/q4_1/q2_k..q6_k; smoothquant: w8a8; gptq/awq: not the k-quants"),
     ROW(.name = "act", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, act), .flags = SQZ_OPT_BARE,
         .choices = "minmax|percentile|entropy|dynamic", .values = act_values, .def = "minmax",
         .help = "w8a8: how activation scales are calibrated (dynamic: per token at run time)"),
@@ -78,7 +79,8 @@ static const sqz_opt *rows(void) {
 #define FMT_BIT(f) (1u << (unsigned)(f))
 
 static const char *format_list(unsigned formats) {
-    static const char *names[SQZ_QFMT_COUNT] = {"int8/w8a8", "int4", "int4:asym", "q8_0", "q4_0", "q4_1"};
+    static const char *names[SQZ_QFMT_COUNT] = {"int8/w8a8", "int4", "int4:asym", "q8_0", "q4_0", "q4_1",
+                                                "q2_k",      "q3_k", "q4_k",      "q5_k", "q6_k"};
     static _Thread_local char buf[96];
     buf[0] = 0;
     for (int f = 0; f < SQZ_QFMT_COUNT; f++) {
@@ -125,8 +127,9 @@ sqz_status sqz__quant_check(void *args, uint64_t given, const char *spec) {
     const sqz_qmethod *method = &sqz_qmethods(&n_methods)[a->method];
     SQZ_TRY(check_applies(a, given, spec, method->name));
     sqz_quant_opts q = sqz_quant_default_opts();
-    static const sqz_qformat fmt[] = {SQZ_QFMT_I8, SQZ_QFMT_I8, SQZ_QFMT_I4_SYM,
-                                      SQZ_QFMT_Q8_0, SQZ_QFMT_Q4_0, SQZ_QFMT_Q4_1};
+    static const sqz_qformat fmt[] = {SQZ_QFMT_I8,   SQZ_QFMT_I8,   SQZ_QFMT_I4_SYM, SQZ_QFMT_Q8_0,
+                                      SQZ_QFMT_Q4_0, SQZ_QFMT_Q4_1, SQZ_QFMT_Q2_K,   SQZ_QFMT_Q3_K,
+                                      SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K, SQZ_QFMT_Q6_K};
     q.target.fmt = fmt[a->format];
     if (a->format == F_W8A8) q.act_mode = SQZ_ACT_STATIC_TENSOR;
     if (a->format == F_INT4) q.target = (sqz_qtarget){a->asym ? SQZ_QFMT_I4_ASYM : SQZ_QFMT_I4_SYM, a->group};
@@ -137,7 +140,8 @@ sqz_status sqz__quant_check(void *args, uint64_t given, const char *spec) {
     if (GIVEN(R_DAMP)) q.percdamp = a->damp;
     if (GIVEN(R_ALPHA)) q.sq_alpha = (float)a->alpha;
     if (GIVEN(R_PCT)) q.act_percentile = a->pct;
-    static const char *fmt_names[] = {"int8", "w8a8", "int4", "q8_0", "q4_0", "q4_1"};
+    static const char *fmt_names[] = {"int8", "w8a8", "int4", "q8_0", "q4_0", "q4_1",
+                                      "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
     SQZ_RETURN_IF(!(method->formats & FMT_BIT(q.target.fmt)), SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': method '%s' does not produce %s (it supports %s)", spec, method->name,
                   fmt_names[a->format], format_list(method->formats));

@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "sqz/dtype.h"
+
 void sqz_quantize_q8_0_ref(const float *x, void *y, int64_t n);
 void sqz_dequantize_q8_0(const void *x, float *y, int64_t n);
 void sqz_quantize_q4_0_ref(const float *x, void *y, int64_t n);
@@ -13,6 +15,17 @@ void sqz_quantize_q4_1_ref(const float *x, void *y, int64_t n);
 void sqz_dequantize_q4_1(const void *x, float *y, int64_t n);
 void sqz_dequantize_q4_K(const void *x, float *y, int64_t n);
 void sqz_dequantize_q6_K(const void *x, float *y, int64_t n);
+
+/* core/kquant.c: llama.cpp's quantize_row_q*_K_ref */
+void sqz_quantize_q2_K_ref(const float *x, void *y, int64_t n);
+void sqz_quantize_q3_K_ref(const float *x, void *y, int64_t n);
+void sqz_quantize_q4_K_ref(const float *x, void *y, int64_t n);
+void sqz_quantize_q5_K_ref(const float *x, void *y, int64_t n);
+void sqz_quantize_q6_K_ref(const float *x, void *y, int64_t n);
+/* llama.cpp's quantize_q*_K: nrow rows of n_per_row (a multiple of 256) into type t (Q2_K ...
+ * Q6_K); quant_weights (n_per_row, e.g. E[x^2] of the input) or NULL for the reference. */
+void sqz_quantize_k(sqz_dtype t, const float *src, void *dst, int64_t nrow, int64_t n_per_row,
+                    const float *quant_weights);
 
 /* core/dequant_more.c */
 void sqz_dequantize_q5_0(const void *x, float *y, int64_t n);

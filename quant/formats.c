@@ -14,11 +14,17 @@
 static const struct {
     const char *name;
     sqz_dtype dtype;
+    int32_t block; /* GGUF formats: elements per block (the group); 0 for sqz's layouts */
 } fmt_table[SQZ_QFMT_COUNT] = {
-    [SQZ_QFMT_I8] = {"i8", SQZ_DTYPE_I8},         [SQZ_QFMT_I4_SYM] = {"i4_sym", SQZ_DTYPE_U4},
-    [SQZ_QFMT_I4_ASYM] = {"i4_asym", SQZ_DTYPE_U4}, [SQZ_QFMT_Q8_0] = {"q8_0", SQZ_DTYPE_Q8_0},
-    [SQZ_QFMT_Q4_0] = {"q4_0", SQZ_DTYPE_Q4_0},     [SQZ_QFMT_Q4_1] = {"q4_1", SQZ_DTYPE_Q4_1},
+    [SQZ_QFMT_I8] = {"i8", SQZ_DTYPE_I8, 0},          [SQZ_QFMT_I4_SYM] = {"i4_sym", SQZ_DTYPE_U4, 0},
+    [SQZ_QFMT_I4_ASYM] = {"i4_asym", SQZ_DTYPE_U4, 0}, [SQZ_QFMT_Q8_0] = {"q8_0", SQZ_DTYPE_Q8_0, 32},
+    [SQZ_QFMT_Q4_0] = {"q4_0", SQZ_DTYPE_Q4_0, 32},     [SQZ_QFMT_Q4_1] = {"q4_1", SQZ_DTYPE_Q4_1, 32},
+    [SQZ_QFMT_Q2_K] = {"q2_k", SQZ_DTYPE_Q2_K, 256},    [SQZ_QFMT_Q3_K] = {"q3_k", SQZ_DTYPE_Q3_K, 256},
+    [SQZ_QFMT_Q4_K] = {"q4_k", SQZ_DTYPE_Q4_K, 256},    [SQZ_QFMT_Q5_K] = {"q5_k", SQZ_DTYPE_Q5_K, 256},
+    [SQZ_QFMT_Q6_K] = {"q6_k", SQZ_DTYPE_Q6_K, 256},
 };
+
+bool sqz_qformat_is_gguf(sqz_qformat f) { return (unsigned)f < SQZ_QFMT_COUNT && fmt_table[f].block > 0; }
 
 const char *sqz_qformat_name(sqz_qformat f) {
     return (unsigned)f < SQZ_QFMT_COUNT ? fmt_table[f].name : "invalid";
@@ -44,7 +50,7 @@ sqz_status sqz_qtarget_check(sqz_qtarget *t) {
     } else if (t->fmt == SQZ_QFMT_I8) {
         t->group = 0;
     } else {
-        t->group = 32;
+        t->group = fmt_table[t->fmt].block;
     }
     return SQZ_OK;
 }
@@ -52,7 +58,7 @@ sqz_status sqz_qtarget_check(sqz_qtarget *t) {
 bool sqz_qtarget_fits(const sqz_qtarget *t, int64_t n_in) {
     if (n_in < 1 || (unsigned)t->fmt >= SQZ_QFMT_COUNT) return false;
     if (t->fmt == SQZ_QFMT_I8) return true;
-    const int64_t g = t->fmt == SQZ_QFMT_I4_SYM || t->fmt == SQZ_QFMT_I4_ASYM ? t->group : 32;
+    const int64_t g = t->fmt == SQZ_QFMT_I4_SYM || t->fmt == SQZ_QFMT_I4_ASYM ? t->group : fmt_table[t->fmt].block;
     return g > 0 && n_in % g == 0;
 }
 

@@ -25,8 +25,7 @@ bool sqz_quant_policy_wants(const sqz_tensor *t, const sqz_qtarget *target, cons
             if (!p || !p->quant_output) r = "the classifier stays float (quant_output)";
             break;
         case SQZ_ROLE_TOKEN_EMBD: {
-            const bool gguf = target && (target->fmt == SQZ_QFMT_Q8_0 || target->fmt == SQZ_QFMT_Q4_0 ||
-                                         target->fmt == SQZ_QFMT_Q4_1);
+            const bool gguf = target && sqz_qformat_is_gguf(target->fmt);
             if (!p || !p->quant_embeddings) r = "embeddings stay float (quant_embeddings)";
             else if (!gguf) r = "embeddings are quantized only to GGUF block formats (row lookups)";
             break;

@@ -2,8 +2,8 @@
  * quant/rtn.c - round-to-nearest with each format's reference quantizer, and plain W8A8
  * (INT8 weights per channel + static or dynamic activation scales, no smoothing).
  *
- * Q8_0/Q4_0/Q4_1 call llama.cpp's reference quantizers (core/quant_ref.c) so the bytes are
- * exactly what llama-quantize writes without an importance matrix; I8 is
+ * Q8_0/Q4_0/Q4_1 and the K-quants call llama.cpp's reference quantizers (core/quant_ref.c,
+ * core/kquant.c) so the bytes are exactly what llama-quantize writes without an importance matrix; I8 is
  * sqz_quantize_rows_i8_ref, the weight quantizer of the W8A8 GEMM; I4 groups follow the grids
  * of grid.c (documented in sqz/quant.h).
  */
@@ -71,6 +71,11 @@ sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const 
     case SQZ_QFMT_Q8_0: q8_0_rows(w, out->data, ne); break;
     case SQZ_QFMT_Q4_0: sqz_quantize_q4_0_ref(w, out->data, ne); break;
     case SQZ_QFMT_Q4_1: sqz_quantize_q4_1_ref(w, out->data, ne); break;
+    case SQZ_QFMT_Q2_K:
+    case SQZ_QFMT_Q3_K:
+    case SQZ_QFMT_Q4_K:
+    case SQZ_QFMT_Q5_K:
+    case SQZ_QFMT_Q6_K: sqz_quantize_k(out->dtype, w, out->data, n_out, n_in, NULL); break;
     default: sqz_qmatrix_free(out); return SQZ_ERROR(SQZ_ERR_INVALID_ARG, "rtn: unknown format");
     }
     for (int64_t r = 0; out->scales_buf && r < out->n_out * out->qp.n_groups; r++) {

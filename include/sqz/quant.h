@@ -35,6 +35,8 @@
  *           scale = fp16((hi - lo) / 15), zero = clamp(rint(-lo / scale), 0, 15),
  *           code = clamp(rint(w / scale) + zero, 0, 15); scale 0 -> zero 0, codes 0.
  *   Q8_0, Q4_0, Q4_1: llama.cpp's reference quantizers (core/quant_ref.c), byte for byte.
+ *   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: llama.cpp's quantize_row_q*_K_ref (RTN) and quantize_q*_K with
+ *           quant_weights = E[x^2] (imatrix), byte for byte (core/kquant.c).
  * (fp16(v) is v rounded to the nearest binary16, as a float.)
  *
  * ---- GPTQ on GGUF grids: the invariant ----------------------------------------------------
@@ -81,19 +83,27 @@ typedef enum sqz_qformat {
     SQZ_QFMT_Q8_0 = 3,    /* GGUF Q8_0 */
     SQZ_QFMT_Q4_0 = 4,    /* GGUF Q4_0 */
     SQZ_QFMT_Q4_1 = 5,    /* GGUF Q4_1 */
+    SQZ_QFMT_Q2_K = 6,    /* GGUF K-quants: 256-element super-blocks (n_in a multiple of 256) */
+    SQZ_QFMT_Q3_K = 7,
+    SQZ_QFMT_Q4_K = 8,
+    SQZ_QFMT_Q5_K = 9,
+    SQZ_QFMT_Q6_K = 10,
     SQZ_QFMT_COUNT
 } sqz_qformat;
 
 typedef struct sqz_qtarget {
     sqz_qformat fmt;
-    int32_t group;  /* I4_*: 32, 64 or 128; Q*: 32 (set by sqz_qtarget_check); I8: ignored */
+    int32_t group;  /* I4_*: 32, 64 or 128; Q*_0/1: 32, Q*_K: 256 (set by sqz_qtarget_check); I8: ignored */
 } sqz_qtarget;
 
-/* "i8", "i4_sym", "i4_asym", "q8_0", "q4_0", "q4_1"; "invalid" out of range. */
+/* "i8", "i4_sym", "i4_asym", "q8_0", "q4_0", "q4_1", "q2_k" ... "q6_k"; "invalid" out of range. */
 SQZ_API const char *sqz_qformat_name(sqz_qformat f);
 SQZ_API bool sqz_qformat_from_name(const char *name, sqz_qformat *out);
-/* The storage dtype of a format (I8, U4, Q8_0, Q4_0, Q4_1). */
+/* The storage dtype of a format (I8, U4, Q8_0, Q4_0, Q4_1, Q2_K ... Q6_K). */
 SQZ_API sqz_dtype sqz_qformat_dtype(sqz_qformat f);
+/* True for the GGUF block formats (Q8_0, Q4_0, Q4_1, the K-quants): stored as llama.cpp's blocks,
+ * written to GGUF as they are; false for sqz's I8 / U4 layouts. */
+SQZ_API bool sqz_qformat_is_gguf(sqz_qformat f);
 /* Validates a target and fills the implied group (32 for GGUF formats). SQZ_ERR_INVALID_ARG
  * for a group other than 32/64/128 on I4. */
 SQZ_API sqz_status sqz_qtarget_check(sqz_qtarget *t);

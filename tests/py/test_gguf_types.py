@@ -215,6 +215,127 @@ def test_libggml_dequant(d, lib):
     ran.append("synthetic blocks of %d types vs libggml" % len(TYPES))
 
 
+# ---- 4. K-quant quantizers: bytes ------------------------------------------------------------
+def kquant_inputs(qrows):
+    """(name, weights (rows, n_per_row) f32, n_per_row % 256 == 0): real weights regrouped in rows
+    of 256 or kept whole, and synthetic ones with awkward blocks (zeros, constants, one sign)."""
+    out = []
+    b = data("models/stories260K/stories260K.bin")
+    if b:
+        raw = np.fromfile(b, dtype=np.float32, offset=28)
+        out.append(("stories260K", raw[:256 * 300].reshape(300, 256).copy()))
+    st = data("models/tinystories-656K/model.safetensors")
+    if st:
+        try:
+            from safetensors.numpy import load_file
+            t = load_file(st)
+            w = np.concatenate([t[k].astype(np.float32).ravel() for k in sorted(t) if "mlp" in k])
+            out.append(("tinystories-656K mlp", w[:w.size // 768 * 768].reshape(-1, 768)[:128].copy()))
+        except ImportError:
+            pass
+    for f, tname, name, raw, ncols in qrows:
+        if ncols % 256 == 0 and name in ("q4_k", "q5_0") and len(out) < 6:
+            out.append(("%s %s" % (f, tname), np.asarray(gguf_dequantize(raw[:16], TYPES[name][0]), np.float32)))
+    out.append(("synthetic", synthetic_weights()))
+    return out
+
+
+def synthetic_weights():
+    rng = np.random.default_rng(1313)
+    w = (rng.standard_normal((24, 512)) * rng.gamma(1.0, 0.02, (24, 1))).astype(np.float32)
+    w[0, :256] = 0                      # an all-zero super-block
+    w[1, 256:] = 0.25                   # a constant one
+    w[2] = np.abs(w[2])                 # one sign only (minimum 0)
+    w[3] = -np.abs(w[3])
+    w[4, 7] = 40.0                      # an outlier
+    w[5, :32] = 0                       # an all-zero sub-block
+    w[6] = (rng.standard_t(2, 512) * 0.01).astype(np.float32)
+    return w
+
+
+def importance(cols, seed):
+    rng = np.random.default_rng(seed)
+    return (rng.gamma(0.7, 1.0, cols) * (1 + 30 * (rng.random(cols) < 0.02))).astype(np.float32)
+
+
+def sqz_kquant(d, name, w, imat):
+    wp, ip, out = os.path.join(d, "w.f32"), os.path.join(d, "i.f32"), os.path.join(d, "q.bin")
+    np.ascontiguousarray(w, np.float32).tofile(wp)
+    if imat is None:
+        tool("quant", name, wp, out)
+    else:
+        imat.tofile(ip)
+        tool("imatrix", name, wp, ip, str(w.shape[0]), str(w.shape[1]), out)
+    return np.fromfile(out, dtype=np.uint8)
+
+
+def ggml_kquant(lib, name, w, imat):
+    k = name.replace("_k", "_K")
+    w = np.ascontiguousarray(w, np.float32)
+    ref = np.zeros(w.size // 256 * TYPES[name][2], dtype=np.uint8)
+    if imat is None:
+        getattr(lib, "quantize_row_%s_ref" % k)(ptr(w), ptr(ref), w.size)
+    else:
+        getattr(lib, "quantize_" + k)(ptr(w), ptr(ref), w.shape[0], w.shape[1], ptr(imat))
+    return ref
+
+
+def compare_bytes(what, mine, ref, nbytes):
+    same = mine.shape == ref.shape and np.array_equal(mine, ref)
+    if not same and mine.shape == ref.shape:
+        bad = np.nonzero((mine.reshape(-1, nbytes) != ref.reshape(-1, nbytes)).any(axis=1))[0]
+        print("  %s: %d of %d blocks differ (first %d)" % (what, len(bad), ref.size // nbytes, bad[0]))
+    check(same, "%s: bytes differ from libggml" % what)
+
+
+# sha256 of libggml's bytes (libggml-base 0.25.3, llama-cpp-python 0.3.36's tree) for synthetic_weights():
+# pins the K-quant quantizers in CI, where no libggml is installed. Regenerate with
+# SQZ_GGML_LIB set and SQZ_PRINT_GOLDEN=1.
+GOLDEN = {
+    ("q2_k", "ref"): "3fc5ee7a6a8458f5933cff403a0245e2f7fd9e43e86fb9a5b5cd92fe8a382856",
+    ("q2_k", "imatrix"): "8fdc785698c2ab169903c5944df0c15c8b87ab3af0884f92b52a081df701cfaa",
+    ("q3_k", "ref"): "c5fa772123092425f545a03d8a404d2b3fcc4763c0809b34a0f2b27076d44935",
+    ("q3_k", "imatrix"): "f9d924174a638604d3f01bbd28f490ec85aeccb34dbcc9e42a37bb62059c86ac",
+    ("q4_k", "ref"): "06f968c5aa5bd464998714c42b773d519960146c7f4122590d94ac5ebe6b18ff",
+    ("q4_k", "imatrix"): "b2201f2c43b4708fa0e2f734af07c3e0963c6fb6b4e9e54c50762ec16edb4a2c",
+    ("q5_k", "ref"): "0111dc8e3ed1e706ac651f363704c2727979c2a7707395112a788855291b58ae",
+    ("q5_k", "imatrix"): "840eb8956cd8089b1869b05d249422635130186fe5ea84dd3328675de7d61c58",
+    ("q6_k", "ref"): "41fb158a41965ec3f535d17717de2f73c80a8ff7c303f60b29094f93c67dc18f",
+    ("q6_k", "imatrix"): "f42b90de84ab427a2e5267d9739e71c57fd2d486d6ac0bf959560edee1800c43",
+}
+
+
+def test_kquant_golden(d, lib):
+    import hashlib
+    w = synthetic_weights()
+    imat = importance(w.shape[1], 5)
+    for name in KQUANTS:
+        for mode, im in (("ref", None), ("imatrix", imat)):
+            mine = hashlib.sha256(sqz_kquant(d, name, w, im).tobytes()).hexdigest()
+            if lib is not None:
+                ref = hashlib.sha256(ggml_kquant(lib, name, w, im).tobytes()).hexdigest()
+                if os.environ.get("SQZ_PRINT_GOLDEN"):
+                    print('    ("%s", "%s"): "%s",' % (name, mode, ref))
+                check(mine == ref, "%s %s: synthetic golden differs from libggml" % (name, mode))
+            want = GOLDEN.get((name, mode))
+            if want:
+                check(mine == want, "%s %s: bytes differ from the golden sha256 (libggml's)" % (name, mode))
+    if GOLDEN:
+        ran.append("K-quant goldens (%d types x ref, imatrix)" % len(KQUANTS))
+
+
+def test_kquant_libggml(d, lib, qrows):
+    inputs = kquant_inputs(qrows)
+    for wname, w in inputs:
+        imat = importance(w.shape[1], w.shape[1])
+        for name in KQUANTS:
+            for im in (None, imat):
+                compare_bytes("%s %s %s" % (wname, name, "imatrix" if im is not None else "ref"),
+                              sqz_kquant(d, name, w, im), ggml_kquant(lib, name, w, im), TYPES[name][2])
+    ran.append("K-quant bytes vs libggml (%d inputs: %s) x %d types x ref, imatrix" %
+               (len(inputs), ", ".join(n for n, _ in inputs), len(KQUANTS)))
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         test_synthetic(d)
@@ -225,6 +346,8 @@ def main():
             print("skip libggml: set SQZ_GGML_LIB to libggml-base.so (or install llama-cpp-python)")
         else:
             test_libggml_dequant(d, lib)
+            test_kquant_libggml(d, lib, qrows)
+        test_kquant_golden(d, lib)
     for r in ran:
         print("ran: " + r)
     if failures:

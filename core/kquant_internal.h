@@ -1,0 +1,36 @@
+/* core/kquant_internal.h - the scale searches shared by the K-quant quantizers
+ * (core/kquant_search.c; llama.cpp's ggml-quants.c helpers of the same names). */
+#ifndef SQZ_CORE_KQUANT_INTERNAL_H
+#define SQZ_CORE_KQUANT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SQZ__GROUP_MAX_EPS 1e-15f
+
+/* ggml's nearest_int: round half to even by adding 1.5 * 2^23 (|v| <= 4194303; larger values
+ * give llama.cpp's same wrapped result, never undefined behaviour). */
+static inline int sqz__nearest_int(float fval) {
+    const float val = fval + 12582912.f;
+    int i;
+    memcpy(&i, &val, sizeof(int));
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* Signed codes on nmax levels each side, scale searched among 19 candidates; weights qw, or
+ * x^2 when qw is NULL (make_qx_quants with rmse_type 1). L = code + nmax. Returns the scale. */
+float sqz__make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *qw);
+/* Q3_K's reference search (make_q3_quants, do_rmse = true). L = code + nmax. */
+float sqz__make_q3_quants(int n, int nmax, const float *x, int8_t *L);
+/* Scale and minimum by weighted least squares over nstep + 1 candidate ranges (make_qkx2_quants);
+ * *the_min = -minimum (>= 0). */
+float sqz__make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *the_min,
+                            uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad);
+/* make_qkx3_quants (use_mad = false); weights NULL means x^2. */
+float sqz__make_qkx3_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *the_min,
+                            uint8_t *Laux, float rmin, float rdelta, int nstep);
+/* Non-negative values x onto 0..nmax with an importance-weighted scale (make_qp_quants). */
+float sqz__make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights);
+
+#endif
