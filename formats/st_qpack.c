@@ -13,6 +13,10 @@
  *   P.input_scale        F32 [1]                 W8A8: > 0 the static activation scale, 0 per-token
  *                                                dynamic scales; absent: weight-only
  *   P.input_smooth       F32 [n_in]              unfolded smoothing: y = (x / smooth) . W^T
+ * An INT8 weight whose every row is 2:4 (and n_in a multiple of 32) is written compressed
+ * (sqz/sparse.h, docs/sparsity.md): P.weight I8 [n_out, n_in / 2] holds the kept values and
+ *   P.weight_sparse_meta I32 [n_out, n_in / 32]  the 2-bit indices, PTX's sparse-mma fields
+ * and the reader puts the zeros back.
  * and config.json carries "quantization_config": {"quant_method": "sqz", "format_version": 1,
  * ...} (the descriptive fields are documented; the reader needs only quant_method).
  */
@@ -25,9 +29,10 @@
 
 #include "formats/formats_internal.h"
 #include "sqz/qparams.h"
+#include "sqz/sparse.h"
 
 static const char *const PART_SUFFIX[] = {"weight_scale", "weight_zero_point", "weight_g_idx", "input_scale",
-                                          "input_smooth"};
+                                          "input_smooth", "weight_sparse_meta"};
 
 bool sqz__st_qpack_is_part(const char *name) {
     const char *dot = strrchr(name, '.');
@@ -84,6 +89,14 @@ static void put_f32s(uint8_t *dst, const float *v, int64_t n) {
     }
 }
 
+/* Every row of the int8 matrix (n, k) 2:4, k a multiple of 32 (the compressed layout's rule). */
+static bool is_2_4(const int8_t *w, int64_t n, int64_t k) {
+    if (k % 32 || n < 1) return false;
+    for (int64_t i = 0; i < n * k; i += 4)
+        if ((w[i] != 0) + (w[i + 1] != 0) + (w[i + 2] != 0) + (w[i + 3] != 0) > 2) return false;
+    return true;
+}
+
 sqz_status sqz__st_qpack_parts(const sqz_tensor *t, sqz__st_part *parts, int *n_out) {
     const sqz_qparams *qp = t->qp;
     const int64_t no = qp->n_out, ni = qp->n_in, ng = qp->n_groups;
@@ -91,15 +104,32 @@ sqz_status sqz__st_qpack_parts(const sqz_tensor *t, sqz__st_part *parts, int *n_
     int n = 0;
     sqz_status st = SQZ_OK;
     sqz__st_part *w;
-    if (qp->scheme == SQZ_QSCHEME_I8_ROW) {
+    if (qp->scheme == SQZ_QSCHEME_I8_ROW && is_2_4(t->data, no, ni)) {
+        w = part_new(parts, &n, "weight", SQZ_DTYPE_I8, no, ni / 2, true);
+        sqz__st_part *mp = part_new(parts, &n, "weight_sparse_meta", SQZ_DTYPE_I32, no, ni / 32, true);
+        st = part_alloc(w);
+        if (st == SQZ_OK) st = part_alloc(mp);
+        if (st == SQZ_OK) st = sqz_sp24_pack_i8(t->data, no, ni, w->data, mp->data);
+        for (int64_t i = 0; st == SQZ_OK && i < no * (ni / 32); i++) { /* little-endian words */
+            uint32_t u;
+            memcpy(&u, (uint8_t *)mp->data + 4 * i, 4);
+            sqz__wr_u32((uint8_t *)mp->data + 4 * i, u);
+        }
+        if (st != SQZ_OK) {
+            sqz__st_qpack_parts_free(parts, n);
+            return st;
+        }
+    } else if (qp->scheme == SQZ_QSCHEME_I8_ROW) {
         w = part_new(parts, &n, "weight", SQZ_DTYPE_I8, no, ni, true);
+        w->data = t->data;
+        w->nbytes = t->nbytes;
     } else {
         SQZ_RETURN_IF(ni % 8 != 0, SQZ_ERR_UNSUPPORTED, "tensor '%s': %lld input columns are not a multiple of 8 (int4 "
                       "is stored as int32 words)", t->name, (long long)ni);
         w = part_new(parts, &n, "weight", SQZ_DTYPE_I32, no, ni / 8, true);
+        w->data = t->data; /* U4 bytes = int32 words read little-endian */
+        w->nbytes = t->nbytes;
     }
-    w->data = t->data; /* I8 values, or U4 bytes = int32 words read little-endian */
-    w->nbytes = t->nbytes;
     sqz__st_part *s;
     if (qp->scheme == SQZ_QSCHEME_I8_ROW) {
         s = part_new(parts, &n, "weight_scale", SQZ_DTYPE_F32, no, 1, true);
@@ -214,6 +244,37 @@ static bool view_is(const sqz__st_view *v, sqz_dtype dt, int64_t d0, int64_t d1)
 
 #define QFAIL(...) sqz__error(SQZ_ERR_FORMAT, __FILE__, __LINE__, __VA_ARGS__)
 
+/* A 2:4-compressed INT8 weight (I8 [n_out, n_in / 2] + meta I32 [n_out, n_in / 32]) back to
+ * I8 [n_out, n_in] with its zeros, owned by the model. */
+static sqz_status unpack_2_4(sqz_tensor *t, const char *prefix, const sqz__st_view *mt) {
+    const char *file = mt->file;
+    const int64_t no = t->shape[0], half = t->shape[1];
+    if (t->dtype != SQZ_DTYPE_I8 || half > INT64_MAX / 2 || (2 * half) % 32 || !view_is(mt, SQZ_DTYPE_I32, no, 2 * half / 32))
+        return QFAIL("%s: tensor '%s.weight_sparse_meta': a 2:4 weight is I8 [n_out, n_in / 2] with I32 meta "
+                     "[n_out, n_in / 32], n_in a multiple of 32", file, prefix);
+    const int64_t ni = 2 * half, nw = no * (ni / 32);
+    uint32_t *meta = sqz__malloc((size_t)(nw ? nw : 1) * sizeof(uint32_t));
+    int8_t *w = sqz__malloc((size_t)(no * ni > 0 ? no * ni : 1));
+    sqz_status st = meta && w ? SQZ_OK : SQZ_ERR_NOMEM;
+    for (int64_t i = 0; st == SQZ_OK && i < nw; i++) meta[i] = sqz__rd_u32(mt->data + 4 * i);
+    if (st == SQZ_OK && sqz_sp24_unpack_i8(t->data, meta, no, ni, w) != SQZ_OK) {
+        char why[160];
+        snprintf(why, sizeof why, "%s", sqz_last_error());
+        st = QFAIL("%s: tensor '%s.weight_sparse_meta': %s", file, prefix, why);
+    }
+    free(meta);
+    if (st != SQZ_OK) {
+        free(w);
+        return st;
+    }
+    if (t->owned) free(t->data);
+    t->data = w;
+    t->nbytes = (size_t)(no * ni);
+    t->shape[1] = ni;
+    t->owned = true;
+    return SQZ_OK;
+}
+
 /* Attaches the qparams described by the side tensors of t (prefix P of P.weight). */
 static sqz_status attach_one(sqz_model *m, sqz_tensor *t, const char *prefix, const sqz__st_view *v, size_t n) {
     const sqz__st_view *sc = find_view(v, n, prefix, "weight_scale");
@@ -228,6 +289,8 @@ static sqz_status attach_one(sqz_model *m, sqz_tensor *t, const char *prefix, co
     }
     const char *file = sc->file;
     if (t->ndim != 2) return QFAIL("%s: tensor '%s': a quantized weight must be 2-D", file, t->name);
+    const sqz__st_view *mt = find_view(v, n, prefix, "weight_sparse_meta");
+    if (mt) SQZ_TRY(unpack_2_4(t, prefix, mt));
     sqz_qparams qp;
     memset(&qp, 0, sizeof qp);
     qp.n_out = t->shape[0];

@@ -99,6 +99,26 @@ for q in int8 int4:g32; do
   check "2:4:sparsegpt + $q (joint) -> HF" '[ $? -eq 0 ] && grep -q "quantized jointly to $q" "$tmp/out"' || cat "$tmp/out"
   check "2:4:sparsegpt + $q: every row 2:4 after quantization, zeros exact" 'nm_rows "$tmp/j_${q%%:*}" nm_2_4 0.5'
 done
+# the sqz safetensors layout stores the 2:4 INT8 weights compressed: values I8 [n, k/2] + meta I32 [n, k/32]
+check "int8 2:4 HF: compressed weights (values + weight_sparse_meta), nothing else changed" '"$py" - "$tmp/j_int8/model.safetensors" <<PY
+import json, struct, sys
+f = open(sys.argv[1], "rb"); h = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+metas = [k for k in h if k.endswith(".weight_sparse_meta")]
+ok = len(metas) == 14 and all(h[m]["dtype"] == "I32" and h[m[:-12]]["dtype"] == "I8" and
+                             h[m[:-12]]["shape"][1] == 16 * h[m]["shape"][1] for m in metas)
+print(len(metas), "compressed weights"); sys.exit(0 if ok else 1)
+PY'
+e1=$("$sqz" eval "$tmp/j_int8" --text "$wiki" --chunks 4 2>/dev/null | sed -n 's/^ppl *\([0-9.]*\).*/\1/p')
+check "the compressed 2:4 INT8 checkpoint reads back (sqz eval: ppl $e1)" '[ -n "$e1" ]'
+cp -r "$tmp/j_int8" "$tmp/bad" && "$py" - "$tmp/bad/model.safetensors" <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+m = sorted(k for k in h if k.endswith(".weight_sparse_meta"))[0]
+f.seek(8 + n + h[m]["data_offsets"][0]); f.write(struct.pack("<I", 0x55555555))
+PY
+"$sqz" inspect "$tmp/bad" > "$tmp/out" 2>&1
+check "a metadata field that is not i0 < i1 is refused naming the tensor" \
+  '[ $? -eq 1 ] && grep -q "weight_sparse_meta.*not increasing" "$tmp/out"' || cat "$tmp/out"
 "$sqz" compress "$t656" -o "$tmp/j.gguf" --sparsity 2:4:sparsegpt --quant q4_0 "${cal[@]}" > "$tmp/out" 2>&1
 check "2:4:sparsegpt + q4_0 (joint) -> GGUF" '[ $? -eq 0 ]' || cat "$tmp/out"
 check "2:4:sparsegpt + q4_0: every row 2:4 in the Q4_0 blocks" 'nm_rows "$tmp/j.gguf" nm_2_4 0.5'
