@@ -294,6 +294,7 @@ static void layer_row(hbuf *b, const sqz_layer_report *l) {
 }
 
 static void layers_table(hbuf *b, const sqz_compress_report *r) {
+    if (!r->n_layers) return; /* no quantization stage */
     hb_printf(b, "<h2>Layers</h2>\n<table><tr><th>tensor</th><th>method</th><th>format</th><th>shape</th>"
                  "<th>bits/weight</th><th>output error</th><th>weight error</th><th>time (s)</th></tr>\n");
     for (int64_t i = 0; i < r->n_layers; i++) layer_row(b, &r->layers[i]);
@@ -328,9 +329,11 @@ char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const
     headline(&b, r);
     totals(&b, r, model, out);
     if (r->eval.done) accuracy(&b, &r->eval);
-    hb_printf(&b, "<h2>Per-layer output error</h2>\n<p>||Y<sub>q</sub> &minus; Y||<sub>F</sub> / ||Y||<sub>F</sub> "
-                  "of each compressed layer, run as it would run, on calibration rows.</p>\n");
-    plot(&b, r);
+    if (r->n_layers) {
+        hb_printf(&b, "<h2>Per-layer output error</h2>\n<p>||Y<sub>q</sub> &minus; Y||<sub>F</sub> / ||Y||<sub>F</sub> "
+                      "of each compressed layer, run as it would run, on calibration rows.</p>\n");
+        plot(&b, r);
+    }
     layers_table(&b, r);
     blocks_table(&b, r);
     char *ld = sqz_cli_report_layers_html(r); /* layer importance (cli/report_layers.c), when measured */

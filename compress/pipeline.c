@@ -206,6 +206,10 @@ sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compres
     rep->bytes_before = sqz_model_data_bytes(m);
     rep->params = sqz_model_param_count(m);
     rep->n_layers_before = m->hp.n_layers;
+    if (env->windows) { /* also when only a whole-model step (layer removal) reads them */
+        rep->n_windows = env->windows->n_windows;
+        rep->ctx = env->windows->ctx;
+    }
     sqz_status st = SQZ_OK;
     bool reshaped = false;
     for (int i = 0; i < r->n && st == SQZ_OK;) {
