@@ -148,7 +148,7 @@ static const char kernels_head[] =
     "                         [--device N] [--cpu-only | --gpu-only]\n\n"
     "On a CUDA device, the W8A8 and W4A16 GEMM kernels against cuBLAS fp16 and cuBLASLt INT8\n"
     "on llama-like shapes; on the CPU (n = k = 2048, m 1, 16, 64), the W8A8 reference and the\n"
-    "W4A16 path against OpenBLAS sgemm.\n"
+    "W4A16 path against OpenBLAS sgemm, and the 2:4 sparse W8A8 reference against the dense one.\n"
     "Time is the median per call; TOPS = 2mnk / time; GB/s = minimum DRAM traffic / time;\n"
     "x_f16 and x_i8lt are speed-ups over cuBLAS fp16 and cuBLASLt INT8 on the same shape;\n"
     "%peak is against the dense tensor-core peak of the matching input type.\n";
@@ -286,7 +286,7 @@ static int bench_gpu(const kopts *o) {
 }
 
 /* ---- CPU -------------------------------------------------------------------------- */
-typedef enum { CPU_SGEMM, CPU_I8, CPU_W4 } cpu_kind;
+typedef enum { CPU_SGEMM, CPU_I8, CPU_W4, CPU_I8_SP24 } cpu_kind;
 
 typedef struct cpu_bufs {
     int64_t m, n, k;
@@ -294,6 +294,8 @@ typedef struct cpu_bufs {
     int8_t *xq, *wq;
     uint16_t *xh;
     void *w4;
+    int8_t *sv;   /* 2:4: wq with 2 of every 4 zeroed, packed (sqz/sparse.h) */
+    uint32_t *sm;
 } cpu_bufs;
 
 static sqz_status cpu_call(sqz_backend *b, cpu_kind kind, cpu_bufs *u) {
@@ -305,6 +307,12 @@ static sqz_status cpu_call(sqz_backend *b, cpu_kind kind, cpu_bufs *u) {
         sqz_gemm_i8_args a = {.m = u->m, .n = u->n, .k = u->k, .x_f32 = u->xf, .x = u->xq, .x_scale = u->xs,
                               .w = u->wq, .w_scale = u->ws, .y = u->y, .y_dtype = SQZ_DTYPE_F32};
         return b->ops->gemm_i8(b->ctx, &a);
+    }
+    if (kind == CPU_I8_SP24) {
+        sqz_gemm_i8_sp24_args a = {.m = u->m, .n = u->n, .k = u->k, .x_f32 = u->xf, .x = u->xq, .x_scale = u->xs,
+                                   .values = u->sv, .meta = u->sm, .w_scale = u->ws, .y = u->y,
+                                   .y_dtype = SQZ_DTYPE_F32};
+        return b->ops->gemm_i8_sp24(b->ctx, &a);
     }
     sqz_gemm_w4_args a = {.m = u->m, .n = u->n, .k = u->k, .x = u->xh, .w = u->w4, .y = u->y, .y_dtype = SQZ_DTYPE_F32};
     return b->ops->gemm_w4(b->ctx, &a);
@@ -324,6 +332,19 @@ static sqz_status cpu_time(sqz_backend *b, cpu_kind kind, cpu_bufs *u, double mi
     } while (t < min_time);
     *sec = t / calls;
     return SQZ_OK;
+}
+
+/* u->wq with 2 of every 4 values zeroed (the kept pair moving along the row), packed. */
+static sqz_status sp24_weights(cpu_bufs *u) {
+    int8_t *w = malloc((size_t)(u->n * u->k));
+    u->sv = malloc((size_t)(u->n * u->k / 2));
+    u->sm = malloc(sizeof(uint32_t) * (size_t)(u->n * u->k / 32));
+    sqz_status s = w && u->sv && u->sm ? SQZ_OK : SQZ_ERR_NOMEM;
+    for (int64_t g = 0; s == SQZ_OK && g < u->n * u->k / 4; g++)
+        for (int i = 0; i < 4; i++) w[4 * g + i] = (i == g % 4 || i == (g + 1 + g / 4 % 3) % 4) ? u->wq[4 * g + i] : 0;
+    if (s == SQZ_OK) s = sqz_sp24_pack_i8(w, u->n, u->k, u->sv, u->sm);
+    free(w);
+    return s;
 }
 
 static int bench_cpu(const kopts *o) {
@@ -367,23 +388,29 @@ static int bench_cpu(const kopts *o) {
         blocks[i * 18 + 1] = 0x1C;
     }
     if ((s = b->ops->prepare_w4(b->ctx, blocks, SQZ_DTYPE_Q4_0, n, k, &u.w4)) != SQZ_OK) goto done;
+    if ((s = sp24_weights(&u)) != SQZ_OK) goto done;
     printf("\nCPU: W8A8 (exact int32, AVX2 when present) and W4A16 (prepared layout -> sgemm) vs OpenBLAS sgemm, "
-           "n = k = %lld\n", (long long)n);
+           "n = k = %lld; w8a8 2:4: the exact scalar reference on the compressed 2:4 weight (sqz/sparse.h)\n",
+           (long long)n);
     printf("%6s  %-18s %10s %8s %9s\n", "m", "path", "time_ms", "GOPS", "x_sgemm");
     for (int i = 0; i < 3; i++) {
         u.m = ms[i];
-        double t_sgemm = 0, t;
+        double t_sgemm = 0, t_i8 = 0, t;
         const double ops = 2.0 * u.m * n * k;
-        static const char *names[] = {"sgemm (OpenBLAS)", "w8a8 (exact)", "w4a16 (q4_0)"};
-        for (int kind = CPU_SGEMM; kind <= CPU_W4; kind++) {
+        static const char *names[] = {"sgemm (OpenBLAS)", "w8a8 (exact)", "w4a16 (q4_0)", "w8a8 2:4 (ref)"};
+        for (int kind = CPU_SGEMM; kind <= CPU_I8_SP24; kind++) {
             if ((s = cpu_time(b, (cpu_kind)kind, &u, o->min_time, &t)) != SQZ_OK) goto done;
             if (kind == CPU_SGEMM) t_sgemm = t;
+            if (kind == CPU_I8) t_i8 = t;
             printf("%6lld  %-18s %10.3f %8.2f %9.2f\n", (long long)u.m, names[kind], t * 1e3, ops / t * 1e-9,
                    t_sgemm / t);
             fflush(stdout);
         }
+        printf("%6lld  w8a8 2:4 (ref) vs w8a8 (exact): x%.2f\n", (long long)u.m, t_i8 / t);
     }
 done:
+    free(u.sv);
+    free(u.sm);
     if (u.w4) b->ops->free(b->ctx, u.w4);
     free(u.xf); free(u.wf); free(u.y); free(u.xs); free(u.ws); free(u.xq); free(u.wq); free(u.xh); free(blocks);
     sqz_backend_free(b);

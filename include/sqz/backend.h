@@ -36,6 +36,7 @@ typedef enum sqz_op {
     SQZ_OP_MATMUL = 0,     /* float X (f32) x W (f32/f16/bf16) -> f32 */
     SQZ_OP_GEMM_I8 = 1,    /* W8A8: int8 X with per-token scales x int8 W with per-channel scales */
     SQZ_OP_GEMM_W4A16 = 2, /* int4 W per group x fp16 X -> f16/f32 */
+    SQZ_OP_GEMM_I8_SP24 = 3, /* W8A8 with W 2:4 sparse in sqz/sparse.h's layout (w_dtype I8) */
     SQZ_OP_COUNT
 } sqz_op;
 
@@ -98,6 +99,21 @@ typedef struct sqz_gemm_w4_args {
     sqz_kernel_variant variant; /* SQZ_KVAR_AUTO (0): the backend picks per shape */
 } sqz_gemm_w4_args;
 
+/* The 2:4 sparse W8A8 GEMM: the gemm_i8 definition above with W (n, k) given compressed
+ * (sqz/sparse.h: values (n, k/2) int8, meta (n, k/32) uint32; k a multiple of 32): the result
+ * is bit for bit gemm_i8's on the unpacked W. x_f32 optional as for gemm_i8. */
+typedef struct sqz_gemm_i8_sp24_args {
+    int64_t m, n, k;
+    const float *x_f32;     /* optional (m, k) */
+    int8_t *x;              /* (m, k) */
+    float *x_scale;         /* (m) */
+    const int8_t *values;   /* (n, k/2) */
+    const uint32_t *meta;   /* (n, k/32) */
+    const float *w_scale;   /* (n) */
+    void *y;                /* (m, n) */
+    sqz_dtype y_dtype;      /* SQZ_DTYPE_F32 or SQZ_DTYPE_F16 */
+} sqz_gemm_i8_sp24_args;
+
 typedef struct sqz_backend_ops {
     const char *name;
     bool (*supports)(void *ctx, sqz_op op, sqz_dtype w_dtype);
@@ -114,6 +130,8 @@ typedef struct sqz_backend_ops {
                              int64_t k, void **prepared);
     sqz_status (*gemm_w4)(void *ctx, const sqz_gemm_w4_args *a);  /* optional */
     void (*destroy)(void *ctx);
+    sqz_status (*gemm_i8_sp24)(void *ctx, const sqz_gemm_i8_sp24_args *a); /* optional (last: tables
+                                                                              without it end before) */
 } sqz_backend_ops;
 
 typedef struct sqz_backend {

@@ -16,6 +16,7 @@ bool sqz_backend_supports(const sqz_backend *b, sqz_op op, sqz_dtype w_dtype) {
     case SQZ_OP_MATMUL: if (!b->ops->matmul) return false; break;
     case SQZ_OP_GEMM_I8: if (!b->ops->gemm_i8) return false; break;
     case SQZ_OP_GEMM_W4A16: if (!b->ops->gemm_w4 || !b->ops->prepare_w4) return false; break;
+    case SQZ_OP_GEMM_I8_SP24: if (!b->ops->gemm_i8_sp24) return false; break;
     default: return false;
     }
     return b->ops->supports(b->ctx, op, w_dtype);

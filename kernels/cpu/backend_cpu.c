@@ -14,6 +14,7 @@
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cpu/w4_pack.h"
 #include "sqz/backend.h"
+#include "sqz/sparse.h"
 
 typedef struct cpu_ctx {
     int n_threads;
@@ -24,6 +25,7 @@ static bool cpu_supports(void *ctx, sqz_op op, sqz_dtype w) {
     if (op == SQZ_OP_MATMUL) return w == SQZ_DTYPE_F32 || w == SQZ_DTYPE_F16 || w == SQZ_DTYPE_BF16;
     if (op == SQZ_OP_GEMM_I8) return w == SQZ_DTYPE_I8;
     if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
+    if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
     return false;
 }
 
@@ -96,6 +98,15 @@ static sqz_status cpu_gemm_i8(void *ctx, const sqz_gemm_i8_args *a) {
     /* AVX2 when the CPU has it, bit-identical to sqz_gemm_i8_ref (kernels/cpu/gemm_i8.h) */
     return sqz_gemm_i8_cpu(SQZ_I8_PATH_AUTO, a->m, a->n, a->k, a->x, a->x_scale, a->w, a->w_scale, a->y,
                            a->y_dtype);
+}
+
+/* The 2:4 sparse W8A8 GEMM: the scalar reference (kernels/cpu/gemm_i8_sp24.c), exact. */
+static sqz_status cpu_gemm_i8_sp24(void *ctx, const sqz_gemm_i8_sp24_args *a) {
+    (void)ctx;
+    SQZ_RETURN_IF(a->m > 0 && a->n > 0 && (!a->x || !a->x_scale || !a->values || !a->meta || !a->w_scale || !a->y),
+                  SQZ_ERR_INVALID_ARG, "CPU gemm_i8_sp24: a NULL buffer");
+    if (a->x_f32 && a->m > 0 && a->k > 0) sqz_quantize_rows_i8_ref(a->x_f32, a->m, a->k, a->x, a->x_scale);
+    return sqz_gemm_i8_sp24_ref(a->m, a->n, a->k, a->x, a->x_scale, a->values, a->meta, a->w_scale, a->y, a->y_dtype);
 }
 
 /* The CPU's prepared int4 weight: this header, then the layout of w4_pack.h. */
@@ -182,6 +193,7 @@ static const sqz_backend_ops cpu_ops = {
     /* .prepare_w4 = */ cpu_prepare_w4,
     /* .gemm_w4 = */ cpu_gemm_w4,
     /* .destroy = */ cpu_destroy,
+    /* .gemm_i8_sp24 = */ cpu_gemm_i8_sp24,
 };
 
 sqz_status sqz_backend_cpu(int n_threads, sqz_backend **out) {
