@@ -91,6 +91,16 @@ int64_t sqze_bundle_find(const sqze_bundle *b, uint32_t kind, sqze_section *s) {
     return -1;
 }
 
+#define CRC_BAD(stored, computed) ((stored) != (computed))
+
+/* The bytes [from, to) must be zero (padding); 0 if so. */
+static int check_zero(const uint8_t *p, uint64_t from, uint64_t to, char *err, size_t cap, const char *where) {
+    for (uint64_t i = from; i < to; i++)
+        if (p[i] != 0)
+            return sqze__fail(err, cap, "nonzero byte at %llu in the padding %s", (unsigned long long)i, where);
+    return 0;
+}
+
 static int known_kind(uint32_t k) { return k >= SQZB_KIND_MANIFEST && k <= SQZB_KIND_TENSOR; }
 
 /* Header fields, then the table's place in the file. */
@@ -105,7 +115,7 @@ static int check_header(sqze_bundle *b, const uint8_t *p, size_t size, uint64_t 
         return sqze__fail(err, cap, "bundle format version %u.%u; this runtime reads version %d.x", (unsigned)b->major,
                           (unsigned)b->minor, SQZB_MAJOR);
     uint32_t hcrc = sqze_crc32(0, p, 60);
-    if (hcrc != sqze__u32(p + 60))
+    if (CRC_BAD(sqze__u32(p + 60), hcrc))
         return sqze__fail(err, cap, "header: CRC-32 mismatch (stored %08x, computed %08x)", (unsigned)sqze__u32(p + 60),
                           (unsigned)hcrc);
     b->flags = sqze__u32(p + 12);
@@ -130,7 +140,7 @@ static int check_header(sqze_bundle *b, const uint8_t *p, size_t size, uint64_t 
                           (unsigned long long)tbytes, (unsigned long long)*table_off, size);
     b->table = p + *table_off;
     uint32_t tcrc = sqze_crc32(0, b->table, (size_t)tbytes);
-    if (tcrc != sqze__u32(p + 52))
+    if (CRC_BAD(sqze__u32(p + 52), tcrc))
         return sqze__fail(err, cap, "section table: CRC-32 mismatch (stored %08x, computed %08x)",
                           (unsigned)sqze__u32(p + 52), (unsigned)tcrc);
     int is_signed = (b->flags & SQZB_F_SIGNED) != 0;
@@ -141,6 +151,10 @@ static int check_header(sqze_bundle *b, const uint8_t *p, size_t size, uint64_t 
         return sqze__fail(err, cap, "signature (at %llu) is outside the file of %zu bytes",
                           (unsigned long long)*sig_off, size);
     b->sig = is_signed ? p + *sig_off : NULL;
+    uint32_t scrc = is_signed ? sqze_crc32(0, b->sig, SQZB_SIG_SIZE) : 0;
+    if (CRC_BAD(sqze__u32(p + 56), scrc))
+        return sqze__fail(err, cap, "signature block: CRC-32 mismatch (stored %08x, computed %08x)",
+                          (unsigned)sqze__u32(p + 56), (unsigned)scrc);
     return 0;
 }
 
@@ -176,25 +190,25 @@ static int check_sections(const sqze_bundle *b, uint64_t table_off, uint64_t sig
             return sqze__fail(err, cap, "%s: at %llu overlaps the %s ending at %llu", lab,
                               (unsigned long long)s.offset, i ? "previous section" : "section table",
                               (unsigned long long)end);
+        if (check_zero(b->data, end, s.offset, err, cap, "before a section")) return 1;
         if (!(s.flags & SQZB_S_DEFLATE) && s.size != s.stored)
             return sqze__fail(err, cap, "%s: size %llu differs from the %llu bytes stored uncompressed", lab,
                               (unsigned long long)s.size, (unsigned long long)s.stored);
         end = s.offset + s.stored;
         uint32_t crc = sqze_crc32(0, b->data + s.offset, (size_t)s.stored);
-        if (crc != sqze__u32(e + 32))
+        if (CRC_BAD(sqze__u32(e + 32), crc))
             return sqze__fail(err, cap, "%s: CRC-32 mismatch (stored %08x, computed %08x): the bundle is corrupt", lab,
                               (unsigned)sqze__u32(e + 32), (unsigned)crc);
     }
-    return 0;
+    return check_zero(b->data, end, limit, err, cap, "after the last section");
 }
 
 static int check_signature(const sqze_bundle *b, uint64_t table_off, const uint8_t *pk, char *err, size_t cap) {
     if (!b->sig) return sqze__fail(err, cap, "the bundle is not signed, and a public key was given");
     size_t tbytes = (size_t)b->n_sections * b->entry_size;
-    /* the signed message: header || table (contiguous when the table follows the header) */
-    int bad = table_off == SQZB_HEADER_SIZE
-                  ? sqze_ed25519_verify(b->sig, b->data, SQZB_HEADER_SIZE + tbytes, NULL, 0, pk)
-                  : sqze_ed25519_verify(b->sig, b->data, SQZB_HEADER_SIZE, b->table, tbytes, pk);
+    /* the signed message: header bytes 0..55 || table */
+    (void)table_off;
+    int bad = sqze_ed25519_verify(b->sig, b->data, SQZB_SIGNED_HEADER, b->table, tbytes, pk);
     if (bad) return sqze__fail(err, cap, "signature: not valid for this public key (signed by another key, or altered)");
     char lab[96];
     for (uint32_t i = 0; i < b->n_sections; i++) {

@@ -16,7 +16,7 @@
  *    40  u64    sig_offset: SQZB_SIG_SIZE bytes of signature, 0 when unsigned
  *    48  u32    sig_size (SQZB_SIG_SIZE or 0)
  *    52  u32    table_crc: CRC-32 of the n_sections * entry_size table bytes
- *    56  u32    reserved, 0
+ *    56  u32    sig_crc: CRC-32 of the signature block (0 when unsigned)
  *    60  u32    header_crc: CRC-32 of bytes 0..59
  *
  *   section table entry (entry_size bytes, SQZB_ENTRY_SIZE in this version)
@@ -37,12 +37,13 @@
  *    64  u8[32] digest: the first 32 bytes of SHA-512 of the stored bytes
  *
  *   signature (sig_size bytes at sig_offset, after the last section)
- *     0  u8[64] Ed25519 signature of header (64 bytes) || section table
+ *     0  u8[64] Ed25519 signature of header bytes 0..55 || section table
  *    64  u8[32] the signer's public key (information only: the loader checks with ITS key)
  *
- * The signature covers the header and the table; the table holds each section's SHA-512
+ * The signature covers the header (but for the two CRCs, which depend on it) and the table; the table holds each section's SHA-512
  * digest, so it covers every byte of every section. CRC-32 catches accidents cheaply at
- * every open; digests are checked when a key is given.
+ * every open; digests are checked when a key is given. Every byte of the file is covered by
+ * a check: the padding between the table, the sections and the signature must be zero.
  */
 #ifndef SQZB_BUNDLE_FORMAT_H
 #define SQZB_BUNDLE_FORMAT_H
@@ -55,6 +56,7 @@
 #define SQZB_ALIGN 64
 #define SQZB_SIG_SIZE 96
 #define SQZB_DIGEST_SIZE 32
+#define SQZB_SIGNED_HEADER 56 /* the header bytes the signature covers: all but sig_crc and header_crc */
 
 #define SQZB_F_SIGNED 0x1u
 #define SQZB_F_UNKNOWN_MASK 0xFFFFu /* header flags below 2^16 must be understood */

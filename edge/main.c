@@ -226,12 +226,15 @@ int main(int argc, char **argv) {
      * plus the prefix, BOS and EOS */
     uint64_t ctx = a.ctx ? (uint64_t)a.ctx : strlen(a.prompt) + 3 + (uint64_t)a.n;
     if (ctx > (1u << 24)) ctx = 1u << 24;
+    if (sqze_model_check(&b, err, sizeof err)) {
+        fprintf(stderr, "sqz-edge: error: %s: %s\n", a.bundle, err);
+        return 1;
+    }
     size_t need = sqze_model_memory(&b, (uint32_t)ctx);
     sqze_hparams hp;
     if (!need) {
-        sqze_model probe;
-        sqze_model_init(&probe, &b, (uint32_t)ctx, NULL, 0, err, sizeof err);
-        fprintf(stderr, "sqz-edge: error: %s: %s\n", a.bundle, err);
+        fprintf(stderr, "sqz-edge: error: %s: a context of %llu positions is too large to lay out\n", a.bundle,
+                (unsigned long long)ctx);
         return 1;
     }
     sqze_hparams_read(&b, &hp, NULL, 0);

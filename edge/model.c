@@ -131,6 +131,24 @@ static int bind_layer(const sqze_bundle *b, const sqze_hparams *hp, uint32_t l, 
     return 0;
 }
 
+int sqze_model_check(const sqze_bundle *b, char *err, size_t cap) {
+    sqze_hparams hp;
+    sqze_vocab_view v;
+    if (sqze_hparams_read(b, &hp, err, cap) || sqze_vocab_read(b, &v, err, cap)) return 1;
+    if (v.n_tokens > hp.vocab_size)
+        return sqze__fail(err, cap, "vocab: %u tokens for an embedding of %u rows", (unsigned)v.n_tokens,
+                          (unsigned)hp.vocab_size);
+    sqze_w w;
+    sqze_layer L;
+    if (bind(b, SQZE_ROLE_TOKEN_EMBD, -1, 0, hp.vocab_size, hp.d_model, 0, &w, err, cap) ||
+        bind(b, SQZE_ROLE_OUTPUT_NORM, -1, 0, hp.d_model, 1, 0, &w, err, cap) ||
+        (!(hp.flags & SQZB_HP_TIED) && bind(b, SQZE_ROLE_OUTPUT, -1, 0, hp.vocab_size, hp.d_model, 0, &w, err, cap)))
+        return 1;
+    for (uint32_t l = 0; l < hp.n_layers; l++)
+        if (bind_layer(b, &hp, l, &L, err, cap)) return 1;
+    return 0;
+}
+
 int sqze_model_init(sqze_model *m, const sqze_bundle *b, uint32_t ctx, void *arena, size_t arena_size, char *err,
                     size_t cap) {
     memset(m, 0, sizeof *m);

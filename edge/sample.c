@@ -70,6 +70,7 @@ int32_t sqze_sample(sqze_model *m, float *logits, float temperature, float top_p
                 m->prob_ids[n++] = (int32_t)i;
             }
         }
+        if (n == 0) return argmax(logits, vocab); /* non-finite logits: nothing passed the cutoff */
         sort_desc(m->probs, m->prob_ids, n);
         double cum = 0;
         uint32_t last = n - 1;

@@ -105,6 +105,9 @@ typedef struct sqze_model sqze_model;
  * activations, tokenizer tables, logits, sampling scratch), computed before anything exists.
  * 0 when the bundle cannot run (sqze_model_init then says why) or ctx < 1. */
 size_t sqze_model_memory(const sqze_bundle *b, uint32_t ctx);
+/* Checks every tensor the model needs (role, dtype, shape, size, not deflated) without an
+ * arena: what sqze_model_init would refuse, said before anything is allocated. 0 if runnable. */
+int sqze_model_check(const sqze_bundle *b, char *err, size_t cap);
 /* Lays the model out in arena (at least sqze_model_memory bytes; nothing else is ever
  * allocated) after checking every tensor's role, dtype, shape and size. */
 int sqze_model_init(sqze_model *m, const sqze_bundle *b, uint32_t ctx, void *arena, size_t arena_size, char *err,

@@ -25,5 +25,8 @@ sqz_status sqz__bundle_sign(const char *key_path, const uint8_t *msg, size_t n, 
 /* The writer and the reader. */
 sqz_status sqz__bundle_save(const sqz_model *m, const char *path, const sqz_save_opts *o);
 sqz_status sqz__bundle_open(const char *path, sqz_model *m);
+/* The reader on bytes in memory (kept valid by the caller as long as m lives); `path` names
+ * them in errors. For the fuzz harness. */
+sqz_status sqz__bundle_read_mem(const char *path, const uint8_t *data, size_t size, sqz_model *m);
 bool sqz__looks_bundle(const uint8_t *p, size_t n);
 #endif

@@ -24,8 +24,10 @@ static sqz_status inflate_image(const char *path, const sqze_bundle *b, uint8_t 
     sqze_section s;
     for (uint32_t i = 0; i < b->n_sections; i++) {
         sqze_bundle_section(b, i, &s);
-        SQZ_RETURN_IF(s.size > ((uint64_t)1 << 40) || off > ((uint64_t)1 << 41), SQZ_ERR_FORMAT,
-                      "%s: section %u inflates to %" PRIu64 " bytes", path, (unsigned)i, s.size);
+        /* deflate expands at most 1032:1 (RFC 1951's longest match per 2 bits) */
+        SQZ_RETURN_IF(s.size / 1032 > s.stored || s.size > ((uint64_t)1 << 40) || off > ((uint64_t)1 << 41),
+                      SQZ_ERR_FORMAT, "%s: section %u claims %" PRIu64 " bytes from %" PRIu64 " deflated", path,
+                      (unsigned)i, s.size, s.stored);
         off = (off + s.size + SQZB_ALIGN - 1) / SQZB_ALIGN * SQZB_ALIGN;
     }
     uint8_t *img = sqz__calloc(1, (size_t)off);
@@ -187,14 +189,10 @@ static sqz_status read_model(const char *path, const sqze_bundle *b, sqz_model *
     return SQZ_OK;
 }
 
-sqz_status sqz__bundle_open(const char *path, sqz_model *m) {
-    sqz_mapping *map;
-    SQZ_TRY(sqz_map(path, &map));
-    SQZ_TRY(sqz_model_keep_mapping(m, map));
+sqz_status sqz__bundle_read_mem(const char *path, const uint8_t *data, size_t size, sqz_model *m) {
     char err[256];
     sqze_bundle b;
-    SQZ_RETURN_IF(sqze_bundle_open(&b, map->data, map->size, NULL, err, sizeof err), SQZ_ERR_FORMAT, "%s: %s", path,
-                  err);
+    SQZ_RETURN_IF(sqze_bundle_open(&b, data, size, NULL, err, sizeof err), SQZ_ERR_FORMAT, "%s: %s", path, err);
     bool deflated = false;
     for (uint32_t i = 0; i < b.n_sections; i++) {
         sqze_section s;
@@ -210,4 +208,11 @@ sqz_status sqz__bundle_open(const char *path, sqz_model *m) {
                       err);
     }
     return read_model(path, &b, m);
+}
+
+sqz_status sqz__bundle_open(const char *path, sqz_model *m) {
+    sqz_mapping *map;
+    SQZ_TRY(sqz_map(path, &map));
+    SQZ_TRY(sqz_model_keep_mapping(m, map));
+    return sqz__bundle_read_mem(path, map->data, map->size, m);
 }

@@ -165,7 +165,20 @@ static sqz_status write_all(const sqz_model *m, const char *path, bsect *s, size
     sqz__wr_u32(head + 52, (uint32_t)crc32(0L, table, (uInt)tbytes));
     sqz__wr_u32(head + 60, (uint32_t)crc32(0L, head, 60));
     uint8_t sig[SQZB_SIG_SIZE];
-    sqz_status st = sign ? sqz__bundle_sign(o->sign_key, head, SQZB_HEADER_SIZE + tbytes, sig) : SQZ_OK;
+    sqz_status st = SQZ_OK;
+    if (sign) { /* signed: header bytes 0..55 (not the CRCs of the signature and of the header) || table */
+        uint8_t *msg = sqz__malloc(SQZB_SIGNED_HEADER + tbytes);
+        if (!msg) {
+            free(head);
+            return SQZ_ERR_NOMEM;
+        }
+        memcpy(msg, head, SQZB_SIGNED_HEADER);
+        memcpy(msg + SQZB_SIGNED_HEADER, table, tbytes);
+        st = sqz__bundle_sign(o->sign_key, msg, SQZB_SIGNED_HEADER + tbytes, sig);
+        free(msg);
+        sqz__wr_u32(head + 56, (uint32_t)crc32(0L, sig, SQZB_SIG_SIZE));
+        sqz__wr_u32(head + 60, (uint32_t)crc32(0L, head, 60));
+    }
     sqz_outfile *f = NULL;
     if (st == SQZ_OK) st = sqz_outfile_open(path, &f);
     if (st == SQZ_OK) st = sqz_outfile_write(f, head, SQZB_HEADER_SIZE + tbytes);
