@@ -323,6 +323,8 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     if (st == SQZ_OK) sqz_cli_model_warnings(a->path, m);
     if (st == SQZ_OK) st = sqz_model_check_finite(m); /* NaN / Inf weights never pass through */
     if (st == SQZ_OK && (st = sqz_recipe_check_model(&a->recipe, m, cc->text != NULL)) != SQZ_OK) *usage = true;
+    /* odd FFN widths are padded to the quant group (not with --stats: its statistics have the old widths) */
+    if (st == SQZ_OK && !a->stats) st = sqz_recipe_pad_for_quant(&a->recipe, m, NULL);
     if (st == SQZ_OK && cc->text && (st = sqz_cli_calib_check(cc, m)) != SQZ_OK) *usage = true;
     if (st == SQZ_OK && a->eval) {
         const sqz_size_term t[] = {{"--eval-ctx", a->eval_ctx > 0 ? a->eval_ctx : 512},

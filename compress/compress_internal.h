@@ -39,6 +39,14 @@ unsigned sqz__quant_required(const sqz_compress_spec *sp);
 /* The SPEC of a quant stage, or NULL for a stage of another pass. */
 const sqz_compress_spec *sqz__quant_stage_spec(const sqz_stage *s);
 
+/* --pad-ffn M: zero neurons up to a multiple of M (compress/pass_pad.c). */
+typedef struct sqz__pad_args {
+    int64_t multiple;
+} sqz__pad_args;
+#define SQZ__PAD_N_OPTS 1
+extern const sqz_opt sqz__pad_opts[SQZ__PAD_N_OPTS];
+sqz_status sqz__pad_model_step(sqz_pass_ctx *c, const void *args);
+
 /* --drop-layers: explicit blocks (LIST), or N / P% blocks chosen by a method of layerdrop/
  * (sqz/layerdrop.h), optionally iterative and compensated. */
 typedef struct sqz__drop_args {

@@ -16,6 +16,11 @@ static const sqz_pass passes[] = {
      .examples = "3 3,4 2-5 4:bi 25%:kld 8:angular:replaceme 4:bi:iterative 4:last 4:random:seed=3",
      .opts = sqz__drop_opts, .n_opts = SQZ__DROP_N_OPTS, .args_size = sizeof(sqz__drop_args),
      .check = sqz__drop_check, .reshapes = true, .model_step = sqz__drop_model_step},
+    {.name = "pad-ffn", .metavar = "M",
+     .summary = "pad every FFN with zero neurons to a multiple of M (exact), so that ffn_down fits the blocks of a "
+                "following --quant; added by itself before a quant stage that needs it",
+     .examples = "32 256", .opts = sqz__pad_opts, .n_opts = SQZ__PAD_N_OPTS, .args_size = sizeof(sqz__pad_args),
+     .reshapes = true, .model_step = sqz__pad_model_step},
     {.name = "quant", .metavar = "SPEC",
      .summary = "quantize the linear layers of every block (RTN, imatrix, GPTQ, AWQ, SmoothQuant)",
      .examples = "int8 w8a8:smoothquant int4:gptq:g128:act-order q4_0:imatrix q4_0:awq q4_1:gptq",

@@ -143,7 +143,36 @@ typedef struct block_ctx {
     float *w[SQZ_ROLE_COUNT];   /* f32 copy, when made */
     bool dirty[SQZ_ROLE_COUNT]; /* changed by a fold and not quantized yet */
     bool quantized[SQZ_ROLE_COUNT];
+    bool to_f16[SQZ_ROLE_COUNT]; /* does not fit the GGUF target's blocks: f16 (llama.cpp's fallback) */
 } block_ctx;
+
+/* A weight the policy would quantize but whose input width the GGUF target's blocks do not
+ * divide (when pad-ffn could not help: d_model, attention widths) is stored f16 rather than
+ * f32, as llama-quantize falls back; wider float dtypes only. */
+static bool f16_fallback(const sqz_tensor *t, const sqz_compress_opts *o, const sqz_qtarget *target) {
+    const sqz_dtype_traits *tr = sqz_dtype_info(t->dtype);
+    return sqz_qformat_is_gguf(target->fmt) && tr->is_float && tr->type_size > 2 && t->dtype != SQZ_DTYPE_BF16 &&
+           sqz_quant_policy_wants(t, NULL, &o->policy, NULL) && !sqz_qtarget_fits(target, t->shape[1]);
+}
+
+static sqz_status weight_f32(block_ctx *c, sqz_role r, float **out);
+
+static sqz_status store_f16(block_ctx *c, sqz_role r) {
+    sqz_tensor *t = sqz_model_get(c->m, r, c->layer, SQZ_PARAM_WEIGHT);
+    float *w = NULL;
+    SQZ_TRY(weight_f32(c, r, &w));
+    const int64_t n = sqz_tensor_nelements(t);
+    uint16_t *h = sqz__malloc((size_t)n * sizeof(uint16_t));
+    if (!h) return SQZ_ERR_NOMEM;
+    sqz_status st = sqz_convert(SQZ_DTYPE_F32, w, SQZ_DTYPE_F16, h, n, NULL);
+    if (st != SQZ_OK) {
+        free(h);
+        return st;
+    }
+    int64_t shape[SQZ_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    return sqz_tensor_replace(c->m, t, SQZ_DTYPE_F16, t->ndim, shape, h, (size_t)n * sizeof(uint16_t), true);
+}
 
 static sqz_status weight_f32(block_ctx *c, sqz_role r, float **out) {
     if (!c->w[r]) {
@@ -194,14 +223,22 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         row_init(&rows[i], t[i]);
         n_in = t[i]->shape[1];
         const char *why = NULL;
+        bool policy_refused = false;
         if (keep_float_match(o->keep_float, t[i])) why = "kept float (--keep-float)";
-        else if (!sqz_quant_policy_wants(t[i], &sp->q.target, &o->policy, &why)) {}
+        else if (!sqz_quant_policy_wants(t[i], &sp->q.target, &o->policy, &why)) policy_refused = true;
         else if (t[i]->qp) why = "already quantized by sqz";
         if (why) {
             snprintf(rows[i].why, sizeof rows[i].why, "%s", why);
             snprintf(rows[i].method, sizeof rows[i].method, "float");
-            snprintf(rows[i].format, sizeof rows[i].format, "%s", sqz_dtype_name(t[i]->dtype));
-            const sqz_dtype_traits *tr = sqz_dtype_info(t[i]->dtype);
+            sqz_dtype kept = t[i]->dtype;
+            if (policy_refused && f16_fallback(t[i], o, &sp->q.target)) {
+                c->to_f16[g->roles[i]] = true;
+                kept = SQZ_DTYPE_F16;
+                snprintf(rows[i].why, sizeof rows[i].why, "%lld columns, not blocks of %d: f16",
+                         (long long)(n_in % 1000000), (int)(sp->q.target.group % 10000));
+            }
+            snprintf(rows[i].format, sizeof rows[i].format, "%s", sqz_dtype_name(kept));
+            const sqz_dtype_traits *tr = sqz_dtype_info(kept);
             rows[i].bits_per_weight = 8.0 * (double)tr->type_size / (double)tr->block_size;
             continue;
         }
@@ -327,6 +364,8 @@ sqz_status sqz_compress_block(sqz_model *m, int32_t layer, const sqz_calib_block
     /* weights a fold changed but that stay float */
     for (int r = 0; r < SQZ_ROLE_COUNT && st == SQZ_OK; r++)
         if (c.dirty[r]) st = sqz__tensor_set_f32(m, sqz_model_get(m, (sqz_role)r, layer, SQZ_PARAM_WEIGHT), c.w[r]);
+    for (int r = 0; r < SQZ_ROLE_COUNT && st == SQZ_OK; r++)
+        if (c.to_f16[r]) st = store_f16(&c, (sqz_role)r);
     for (int r = 0; r < SQZ_ROLE_COUNT; r++) free(c.w[r]);
     rep->seconds_quant += tq;
     rep->seconds_validate += tv;

@@ -286,6 +286,13 @@ SQZ_API void sqz_recipe_free(sqz_recipe *r);
  * Errors: SQZ_ERR_INVALID_ARG naming the stage's SPEC and the part. */
 SQZ_API sqz_status sqz_recipe_check_model(const sqz_recipe *r, const sqz_model *m, bool have_windows);
 
+/* Odd FFN widths quantized, not skipped: when a quant stage's group (32 for q4_0, 256 for the
+ * K-quants, the int4 group) divides d_model (gate and up are quantized too) but not some layer's
+ * FFN width of m (or a prune stage comes first), inserts a "pad-ffn" stage with the largest such
+ * group before that stage's block loop (compress/pass_pad.c: zero neurons, exact). Nothing when the recipe already has a pad-ffn
+ * stage. *inserted (may be NULL) gets the new stage's index, or -1. SQZ_ERR_NOMEM. */
+SQZ_API sqz_status sqz_recipe_pad_for_quant(sqz_recipe *r, const sqz_model *m, int *inserted);
+
 /* Where the statistics come from, and how to run the model. */
 typedef struct sqz_compress_env {
     const sqz_calib_windows *windows; /* calibrate on these (sequentially), or NULL */

@@ -169,6 +169,15 @@ SQZ_API sqz_status sqz_model_keep_heads(sqz_model *m, int32_t layer, const int64
  * Returns as sqz_model_keep_heads. */
 SQZ_API sqz_status sqz_model_keep_neurons(sqz_model *m, int32_t layer, const int64_t *keep, int64_t n);
 
+/* Pads the FFN of layer `layer` with zero neurons up to d_ff (>= its width): zero rows in gate
+ * and up (and their biases), zero columns in down, so the layer computes exactly what it did
+ * (act(0) * 0 = 0) while down's input width becomes, e.g., a multiple of a quantization block.
+ * Rows are appended in the member's own dtype (zero bytes are the value 0 in every dtype, GGUF
+ * blocks included); columns too for scalar dtypes, while a block-quantized down becomes f32.
+ * sqz-quantized members (qp) are refused (SQZ_ERR_UNSUPPORTED). A whole edit (core/ffn_pad.c).
+ * Returns as sqz_model_keep_heads. */
+SQZ_API sqz_status sqz_model_pad_neurons(sqz_model *m, int32_t layer, int64_t d_ff);
+
 /* Keeps hidden channels keep[0..n) everywhere; hp.d_model becomes n (heads, head_dim and
  * d_ff stay). See "Hidden channels and the norms' statistics" above for what it does to the
  * norms. Returns as sqz_model_keep_heads. */

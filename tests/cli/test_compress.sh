@@ -104,7 +104,9 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 t = r["totals"]
 q = [l for l in r["layers"] if l["quantized"]]
-assert len(r["layers"]) == 35 and len(q) == 30, (len(r["layers"]), len(q))
+# every layer: the 172-wide ffn_down too, its FFN padded to 192 by the pad-ffn stage sqz adds
+assert len(r["layers"]) == 35 and len(q) == 35, (len(r["layers"]), len(q))
+assert [s["pass"] for s in r["stages"]] == ["pad-ffn", "quant"], r["stages"]
 assert all(l["method"] == "gptq" and l["format"] == "q4_0" and l["bits_per_weight"] == 4.5 for l in q)
 assert all(0 < l["out_err"] < 0.5 and l["seconds"] >= 0 for l in q)
 assert t["bytes_after"] < t["bytes_before"] and abs(t["bpw_quantized"] - 4.5) < 1e-9

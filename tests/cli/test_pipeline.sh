@@ -129,7 +129,7 @@ e = r["eval"]
 assert e["chunks"] == 6 and e["kld_mean"] > 0 and 0 < e["top1"] < 1 and e["ppl"] > 0, e
 assert abs(e["delta_ppl"] - (e["ppl"] - e["ppl_base"])) < 1e-9
 assert r["totals"]["blocks_before"] == 5 and r["totals"]["blocks_after"] == 4
-assert [s["pass"] for s in r["stages"]] == ["drop-layers", "quant"], r["stages"]
+assert [s["pass"] for s in r["stages"]] == ["drop-layers", "pad-ffn", "quant"], r["stages"]
 PY' || cat "$tmp/out"
 check "--eval: the summary prints the accuracy" 'grep -q "^accuracy .*KLD" "$tmp/out"'
 head -c 40000 "$wiki" > "$tmp/small.txt"
