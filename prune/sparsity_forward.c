@@ -3,7 +3,8 @@
  * (sqz_qmatrix_forward, the output error in the report), and, for a 2:4 INT8 layer, through
  * the 2:4 sparse INT8 kernel too: its weight packed into the sparse layout (sqz/sparse.h, which
  * also checks the pattern), the sample rows quantized per token, and the sparse GEMM's outputs
- * required to equal the dense INT8 GEMM's bit for bit.
+ * required to equal the dense INT8 GEMM's bit for bit. A float 2:4 layer (sparsity alone) is
+ * checked the same way on its per-channel INT8 image: what a sparse INT8 deployment would run.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -41,4 +42,16 @@ sqz_status sqz__sparsity_forward(const sqz__sparsity_args *a, const sqz_qmatrix 
     if (a->m == 4 && a->n == 2 && q->target.fmt == SQZ_QFMT_I8 && q->n_in % 32 == 0 && !q->qp.in_scale)
         SQZ_TRY(sparse_check(q, x, m));
     return sqz_qmatrix_forward(q, x, m, y);
+}
+
+sqz_status sqz__sparsity_check_f32(const sqz__sparsity_args *a, const float *w, int64_t n_out, int64_t n_in,
+                                   const float *x, int64_t m) {
+    if (!(a->m == 4 && a->n == 2) || n_in % 32 || !x || m < 1) return SQZ_OK;
+    const sqz_qtarget t = {SQZ_QFMT_I8, 0};
+    sqz_qmatrix q;
+    memset(&q, 0, sizeof q);
+    sqz_status st = sqz_quant_rtn_one(w, n_out, n_in, &t, &q);
+    if (st == SQZ_OK) st = sparse_check(&q, x, m);
+    sqz_qmatrix_free(&q);
+    return st;
 }

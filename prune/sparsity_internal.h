@@ -99,6 +99,12 @@ sqz_status sqz__sparsity_joint(sqz_pass_ctx *c, sqz__sparsity_args *a, int32_t l
 sqz_status sqz__sparsity_forward(const sqz__sparsity_args *a, const sqz_qmatrix *q, const float *x, int64_t m,
                                  float *y);
 
+/* A float 2:4 layer w (n_out, n_in): its INT8 image through the sparse and the dense INT8
+ * kernels on the sample rows x (m, n_in), which must agree bit for bit (no-op for other
+ * patterns, n_in not a multiple of 32 or no rows). */
+sqz_status sqz__sparsity_check_f32(const sqz__sparsity_args *a, const float *w, int64_t n_out, int64_t n_in,
+                                   const float *x, int64_t m);
+
 /* ---- OWL (sparsity_owl.c) ------------------------------------------------------------------ */
 
 /* a->layer_ratio from one calibration pass on the model as it is (Yin et al. 2024: layer

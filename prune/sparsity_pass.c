@@ -121,6 +121,13 @@ static sqz_status set_f32(sqz_model *m, sqz_tensor *t, float *v) {
     return sqz_tensor_replace(m, t, SQZ_DTYPE_F32, t->ndim, t->shape, v, nb, true);
 }
 
+/* The sparse INT8 kernel on a float 2:4 layer's INT8 image (sparsity_forward.c). */
+static sqz_status check_kernel(const sqz__sparsity_args *a, const float *w, const sqz_tensor *t,
+                               const sqz_calib_input *in) {
+    const int64_t nx = in && in->x ? in->st.n_x : 0;
+    return sqz__sparsity_check_f32(a, w, t->shape[0], t->shape[1], nx ? in->x : NULL, nx);
+}
+
 static int64_t count_zeros(const float *v, int64_t n) {
     int64_t z = 0;
     for (int64_t i = 0; i < n; i++) z += v[i] == 0.0f;
@@ -155,7 +162,8 @@ static sqz_status sparsify_group(sqz_pass_ctx *c, sqz__sparsity_args *a, int32_t
         st = sqz__sparsegpt(lin, n, &in->st, a, ratio, NULL, NULL, v);
         for (int i = 0; i < n && st == SQZ_OK; i++) {
             a->zeros += count_zeros(v[i], sqz_tensor_nelements(t[i]));
-            st = set_f32(c->m, t[i], v[i]);
+            st = check_kernel(a, v[i], t[i], in);
+            if (st == SQZ_OK) st = set_f32(c->m, t[i], v[i]);
             if (st == SQZ_OK) v[i] = NULL;
         }
     } else {
@@ -164,6 +172,7 @@ static sqz_status sparsify_group(sqz_pass_ctx *c, sqz__sparsity_args *a, int32_t
             st = sqz__sparsity_score_prune(w[i], t[i]->shape[0], t[i]->shape[1], a->method, in ? in->st.x2 : NULL,
                                            ratio, a->n, a->m, &z);
             a->zeros += z;
+            if (st == SQZ_OK) st = check_kernel(a, w[i], t[i], in);
             if (st == SQZ_OK) st = set_f32(c->m, t[i], w[i]);
             if (st == SQZ_OK) w[i] = NULL;
         }
