@@ -85,6 +85,9 @@ void sqz_bench_prune_usage(FILE *out);
  * alone and with INT8 / INT4; exit 1 when the papers' ordering fails. */
 int sqz_bench_sparsity(int argc, char **argv);
 void sqz_bench_sparsity_usage(FILE *out);
+/* `sqz bench edge` (cli/bench_edge.c): the edge runtime's size, memory and speed budgets. */
+int sqz_bench_edge(int argc, char **argv);
+void sqz_bench_edge_usage(FILE *out);
 
 /* The calibration options both commands take (filled through sqz_cli_calib_opts). */
 typedef struct sqz_cli_calib {

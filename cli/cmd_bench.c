@@ -43,6 +43,8 @@ static const bench_sub subs[] = {
     {"sparsity", "unstructured (50%) and 2:4 sparsity by magnitude / wanda / sparsegpt, alone and with INT8 / INT4 "
                  "(sparsegpt jointly): KLD, delta ppl, top-1, seconds; whether the papers' ordering holds",
      sqz_bench_sparsity, sqz_bench_sparsity_usage},
+    {"edge", "the edge runtime: stripped size (x86-64, aarch64), peak RSS vs announced, tokens/s vs sqz generate, "
+             "llama.cpp and under qemu", sqz_bench_edge, sqz_bench_edge_usage},
 };
 static const int n_subs = (int)(sizeof subs / sizeof subs[0]);
 
