@@ -43,7 +43,7 @@ sqz_status sqz__pad_model_step(sqz_pass_ctx *c, const void *args) {
     if (n_pad)
         snprintf(c->stage->note, sizeof c->stage->note,
                  "padded the FFN of %" PRId64 " layer(s) with zero neurons to a multiple of %" PRId64
-                 " (%" PRId64 " -> %" PRId64 " in the first; exact) so that ffn_down is quantized",
+                 " (%" PRId64 " -> %" PRId64 " in the first; exact)",
                  n_pad, a->multiple, from, to);
     else
         snprintf(c->stage->note, sizeof c->stage->note, "every FFN width is already a multiple of %" PRId64,

