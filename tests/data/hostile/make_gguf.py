@@ -22,7 +22,7 @@ HOSTILE = os.path.join(ROOT, "gguf")
 VALID = os.path.join(os.path.dirname(ROOT), "gguf")
 
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
-GGML_F32, GGML_Q5_0, GGML_Q8_0 = 0, 6, 8
+GGML_F32, GGML_Q5_0, GGML_Q8_0, GGML_IQ2_XXS = 0, 6, 8, 16
 ALIGN = 32
 
 SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f", BOOL: "<?",
@@ -131,6 +131,8 @@ def nbytes(ne, t):
         return n // 32 * 34
     if t == GGML_Q5_0:
         return n // 32 * 22
+    if t == GGML_IQ2_XXS:
+        return n // 256 * 66
     return 4 * n
 
 
@@ -271,8 +273,8 @@ def cases():
                                           "ggml type 99 (unknown) is not supported"),
         "tensor_ggml_type_huge.gguf": (build(tensors=with_tensor(1, t=2**32 - 1)), "SQZ_ERR_UNSUPPORTED",
                                        "is not supported"),
-        "tensor_unsupported_q5_0.gguf": (build(tensors=with_tensor(9, ne=[32, 8], t=GGML_Q5_0)),
-                                         "SQZ_ERR_UNSUPPORTED", "(q5_0) is not supported"),
+        "tensor_unsupported_iq2_xxs.gguf": (build(tensors=with_tensor(9, ne=[256, 8], t=GGML_IQ2_XXS)),
+                                            "SQZ_ERR_UNSUPPORTED", "(iq2_xxs) is not supported"),
         "tensor_row_not_whole_blocks.gguf": (build(tensors=with_tensor(3, t=GGML_Q8_0)), "SQZ_ERR_FORMAT",
                                              "not a multiple of the q8_0 block size 32"),
         "tensor_duplicate_name.gguf": (build(tensors=with_tensor(2, name="output_norm.weight")), "SQZ_ERR_FORMAT",
