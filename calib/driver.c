@@ -1,16 +1,106 @@
 /*
- * calib/driver.c - the sequential block-by-block driver (see sqz/calib.h).
+ * calib/driver.c - the sequential block-by-block driver (see sqz/calib.h), on one process or
+ * on every rank of an MPI job (sqz/dist.h).
  *
  * X holds the residual stream of every calibration window at the input of the current
  * block. Block l observes on a copy of each window (so that X still holds block l's input
  * after the pass), lets the callback compress the block, then runs the compressed block on
  * X in place: block l + 1 is calibrated on what the compressed blocks 0..l produce, as
  * GPTQ's and AWQ's sequential layer-by-layer procedure does.
+ *
+ * Each window is observed by an observer of its own; the observers are merged along a fixed
+ * binary tree over the windows (calib/reduce.c). On N ranks, rank r holds and runs only its
+ * contiguous share of the windows, merges the tree's nodes inside its share, and the ranks
+ * exchange those and merge the rest of the tree: the statistics, hence the compressed block
+ * every rank computes from them, are the same bits for any N (1 included).
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "calib/calib_internal.h"
+#include "calib/reduce_internal.h"
+#include "sqz/dist.h"
+
+typedef struct run {
+    sqz_session *s;
+    const sqz_calib_run_opts *o;
+    sqz_calib_observe_opts oo;
+    int32_t layer;
+    int64_t ctx, w0;   /* this rank's first window */
+    size_t win_floats;
+    float *x, *tmp;
+    int64_t done, total;
+    sqz__calib_mem mem;
+    double hist_w0[SQZ_CALIB_MAX_INPUTS]; /* the first window's histogram widths (rank 0's) */
+} run;
+
+/* The observer of tree node [a, b) of this rank's windows. */
+static sqz_status node(run *R, int64_t a, int64_t b, sqz_calib_observer **out) {
+    *out = NULL;
+    if (b - a >= 2) {
+        const int64_t m = sqz__calib_tree_split(a, b);
+        sqz_calib_observer *l = NULL, *r = NULL;
+        sqz_status st = node(R, a, m, &l);
+        if (st == SQZ_OK) st = node(R, m, b, &r);
+        if (st == SQZ_OK) {
+            const size_t before = sqz__calib_observer_bytes(l) + sqz__calib_observer_bytes(r);
+            st = sqz__calib_observer_merge(l, r);
+            sqz__calib_mem_set(&R->mem, R->mem.live - before + sqz__calib_observer_bytes(l));
+        }
+        sqz_calib_observer_free(r);
+        if (st != SQZ_OK) sqz_calib_observer_free(l);
+        else *out = l;
+        return st;
+    }
+    sqz_calib_observer *ob = NULL;
+    SQZ_TRY(sqz__calib_observer_range(R->layer, &R->oo, a, b, R->ctx, &ob));
+    memcpy(ob->hist_w0, R->hist_w0, sizeof ob->hist_w0);
+    float *xi = R->x + (size_t)(a - R->w0) * R->win_floats;
+    if (R->tmp) {
+        memcpy(R->tmp, xi, R->win_floats * sizeof(float));
+        xi = R->tmp;
+    }
+    sqz_session_set_hook(R->s, sqz_calib_observer_hook, ob);
+    sqz_status st = sqz_session_block(R->s, R->layer, xi, R->ctx, 0);
+    sqz_session_set_hook(R->s, NULL, NULL);
+    if (R->o->progress) R->o->progress(R->o->progress_user, ++R->done, R->total);
+    if (st != SQZ_OK) {
+        sqz_calib_observer_free(ob);
+        return st;
+    }
+    sqz__calib_observer_seal(ob);
+    sqz__calib_mem_set(&R->mem, R->mem.live + sqz__calib_observer_bytes(ob));
+    if (a == 0 && (R->oo.needs & SQZ_QSTAT_HIST)) { /* rank 0: window 0 chose the bins; tell the others */
+        for (int i = 0; i < ob->n_inputs; i++) R->hist_w0[i] = ob->in[i].hist.width;
+        st = sqz_dist_bcast(R->hist_w0, sizeof R->hist_w0, 0);
+        if (st != SQZ_OK) {
+            sqz_calib_observer_free(ob);
+            return st;
+        }
+    }
+    *out = ob;
+    return SQZ_OK;
+}
+
+/* The statistics of block R->layer over all windows (of all ranks). */
+static sqz_status block_stats(run *R, int64_t nw, int64_t w1, sqz_calib_block *stats) {
+    enum { MAX_PIECES = 128 };
+    sqz__calib_range pr[MAX_PIECES];
+    sqz_calib_observer *pieces[MAX_PIECES] = {0};
+    int n = 0;
+    sqz__calib_tree_pieces(0, nw, R->w0, w1, pr, &n);
+    sqz_status st = SQZ_OK;
+    /* histograms: every window counts in the bins window 0 chose, as one observer of all
+     * windows would (sqz_act_hist: the first batch sets the width); rank 0 sends them */
+    memset(R->hist_w0, 0, sizeof R->hist_w0);
+    if (R->w0 > 0 && (R->oo.needs & SQZ_QSTAT_HIST)) st = sqz_dist_bcast(R->hist_w0, sizeof R->hist_w0, 0);
+    for (int i = 0; i < n && st == SQZ_OK; i++) st = node(R, pr[i].a, pr[i].b, &pieces[i]);
+    sqz_calib_observer *all = NULL;
+    if (st == SQZ_OK) st = sqz__calib_exchange(pieces, pr, n, nw, &R->oo, &R->mem, &all);
+    for (int i = 0; i < n; i++) sqz_calib_observer_free(pieces[i]);
+    if (st == SQZ_OK) st = sqz_calib_observer_finish(all, stats);
+    sqz_calib_observer_free(all);
+    return st;
+}
 
 sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_calib_run_opts *o) {
     SQZ_RETURN_IF(!s || !w || !o || !w->tokens || w->n_windows < 1, SQZ_ERR_INVALID_ARG,
@@ -20,11 +110,15 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
     SQZ_RETURN_IF(ctx > sqz_session_max_tokens(s), SQZ_ERR_INVALID_ARG,
                   "calibration: windows of %lld tokens exceed the session's %lld", (long long)ctx,
                   (long long)sqz_session_max_tokens(s));
+    SQZ_TRY(sqz__calib_check_ranks(m, w)); /* every rank: the same model and windows */
+    int64_t w0, w1;
+    sqz__calib_rank_windows(nw, sqz_dist_rank(), sqz_dist_size(), &w0, &w1);
+    const int64_t here = w1 - w0;
     size_t win_floats, all_floats, all_bytes;
     SQZ_RETURN_IF(!sqz__mul_size((size_t)ctx, (size_t)d, &win_floats) ||
-                      !sqz__mul_size(win_floats, (size_t)nw, &all_floats) ||
+                      !sqz__mul_size(win_floats, (size_t)here, &all_floats) ||
                       !sqz__mul_size(all_floats, sizeof(float), &all_bytes),
-                  SQZ_ERR_NOMEM, "calibration: %lld windows x %lld tokens x %lld floats overflow", (long long)nw,
+                  SQZ_ERR_NOMEM, "calibration: %lld windows x %lld tokens x %lld floats overflow", (long long)here,
                   (long long)ctx, (long long)d);
     float *x = malloc(all_bytes);
     float *tmp = o->recompute ? malloc(win_floats * sizeof(float)) : NULL;
@@ -33,43 +127,36 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
         free(tmp);
         return SQZ_ERROR(SQZ_ERR_NOMEM, "calibration: cannot hold the activations of %lld windows x %lld tokens "
                          "x %lld (%.1f MB); use fewer samples or a shorter context",
-                         (long long)nw, (long long)ctx, (long long)d, (double)all_bytes / 1e6);
+                         (long long)here, (long long)ctx, (long long)d, (double)all_bytes / 1e6);
     }
     sqz_status st = SQZ_OK;
-    for (int64_t i = 0; i < nw && st == SQZ_OK; i++)
-        st = sqz_session_embed(s, w->tokens + i * ctx, NULL, ctx, 0, x + (size_t)i * win_floats);
+    for (int64_t i = 0; i < here && st == SQZ_OK; i++)
+        st = sqz_session_embed(s, w->tokens + (w0 + i) * ctx, NULL, ctx, 0, x + (size_t)i * win_floats);
 
-    const int64_t total = nl * nw * (o->recompute ? 2 : 1);
-    int64_t done = 0;
+    run R = {.s = s, .o = o, .oo = o->observe, .ctx = ctx, .w0 = w0, .win_floats = win_floats, .x = x, .tmp = tmp,
+             .total = nl * here * (o->recompute ? 2 : 1)};
+    R.oo.expected_tokens = nw * ctx;
     for (int32_t l = 0; l < nl && st == SQZ_OK; l++) {
-        sqz_calib_observe_opts oo = o->observe;
-        oo.expected_tokens = nw * ctx;
-        sqz_calib_observer *ob = NULL;
         sqz_calib_block stats;
         memset(&stats, 0, sizeof stats);
-        st = sqz_calib_observer_new(l, &oo, &ob);
-        if (st == SQZ_OK) sqz_session_set_hook(s, sqz_calib_observer_hook, ob);
-        for (int64_t i = 0; i < nw && st == SQZ_OK; i++) {
-            float *xi = x + (size_t)i * win_floats;
-            if (tmp) {
-                memcpy(tmp, xi, win_floats * sizeof(float));
-                xi = tmp;
-            }
-            st = sqz_session_block(s, l, xi, ctx, 0);
-            if (o->progress) o->progress(o->progress_user, ++done, total);
-        }
-        sqz_session_set_hook(s, NULL, NULL);
-        if (st == SQZ_OK) st = sqz_calib_observer_finish(ob, &stats);
-        sqz_calib_observer_free(ob);
+        R.layer = l;
+        st = block_stats(&R, nw, w1, &stats);
         if (st == SQZ_OK && o->on_block) st = o->on_block(o->user, s, l, &stats);
         sqz_calib_block_free(&stats);
-        for (int64_t i = 0; tmp && i < nw && st == SQZ_OK; i++) {
+        sqz__calib_mem_set(&R.mem, 0);
+        for (int64_t i = 0; tmp && i < here && st == SQZ_OK; i++) {
             st = sqz_session_block(s, l, x + (size_t)i * win_floats, ctx, 0);
-            if (o->progress) o->progress(o->progress_user, ++done, total);
+            if (o->progress) o->progress(o->progress_user, ++R.done, R.total);
         }
         sqz_session_invalidate(s, l); /* the block's float weight copies: one block at a time */
     }
     sqz_session_set_hook(s, NULL, NULL);
+    if (o->info) {
+        o->info->stats_peak_bytes = (int64_t)R.mem.peak;
+        o->info->bytes_sent = sqz_dist_bytes_sent();
+        o->info->windows_here = here;
+        o->info->ranks = sqz_dist_size();
+    }
     free(x);
     free(tmp);
     return st;

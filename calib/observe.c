@@ -10,37 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calib/calib_internal.h"
-
-enum { XTX_CHUNK = 256 }; /* rows converted to double per dsyrk call */
-
-typedef struct obs_input {
-    uint32_t roles;
-    int64_t n_in;
-    int64_t n_tokens;
-    double *xtx;           /* (n_in, n_in): upper triangle accumulated */
-    double *sum_x2, *sum_abs, *sum_x;
-    float *absmax;
-    float *x;              /* (x_cap, n_in) */
-    int64_t n_x, x_cap;
-    sqz_act_hist hist;
-    bool hist_init;
-} obs_input;
-
-struct sqz_calib_observer {
-    int32_t layer;
-    sqz_calib_observe_opts o;
-    int64_t stride;        /* sample every stride-th row */
-    obs_input in[SQZ_CALIB_MAX_INPUTS];
-    int n_inputs;
-    double *dbuf;          /* (XTX_CHUNK, max n_in) */
-    int64_t dbuf_n_in;
-    float *blk_in;         /* copy of the block input of the current window */
-    size_t blk_cap;        /* floats */
-    int64_t blk_n, blk_d;
-    double cos_sum, cos_min;
-    int64_t cos_n;
-};
+#include "calib/observe_internal.h"
 
 static void input_free(obs_input *in) {
     free(in->xtx);
@@ -73,6 +43,7 @@ sqz_status sqz_calib_observer_new(int32_t layer, const sqz_calib_observe_opts *o
     if (o->expected_tokens > 0 && o->sample_rows > 0)
         ob->stride = (o->expected_tokens + o->sample_rows - 1) / o->sample_rows;
     ob->cos_min = 1.0;
+    ob->rows_cap = o->sample_rows;
     *out = ob;
     return SQZ_OK;
 }
@@ -92,7 +63,7 @@ static sqz_status input_alloc(sqz_calib_observer *ob, obs_input *in, uint32_t ro
     if (nd & SQZ_QSTAT_MEAN && !(in->sum_x = sqz__calloc((size_t)n_in, sizeof(double)))) return SQZ_ERR_NOMEM;
     if (nd & SQZ_QSTAT_ABSMAX && !(in->absmax = sqz__calloc((size_t)n_in, sizeof(float)))) return SQZ_ERR_NOMEM;
     if (nd & SQZ_QSTAT_SAMPLE) {
-        in->x_cap = ob->o.sample_rows;
+        in->x_cap = ob->rows_cap < ob->o.sample_rows ? ob->rows_cap : ob->o.sample_rows;
         SQZ_RETURN_IF(!sqz__mul_size((size_t)in->x_cap, (size_t)n_in, &nn) || !sqz__mul_size(nn, sizeof(float), &nn),
                       SQZ_ERR_NOMEM, "calibration: %lld sample rows of %lld overflow", (long long)in->x_cap,
                       (long long)n_in);
@@ -101,6 +72,12 @@ static sqz_status input_alloc(sqz_calib_observer *ob, obs_input *in, uint32_t ro
     if (nd & SQZ_QSTAT_HIST) {
         sqz_act_hist_init(&in->hist);
         in->hist_init = true;
+        const double w0 = ob->hist_w0[in - ob->in];
+        if (w0 > 0) { /* the bins the first window chose: every window's counts then add exactly */
+            if (!(in->hist.counts = sqz__calloc(SQZ_HIST_BINS, sizeof(double)))) return SQZ_ERR_NOMEM;
+            in->hist.n_bins = SQZ_HIST_BINS;
+            in->hist.width = w0;
+        }
     }
     if ((nd & SQZ_QSTAT_XTX) && n_in > ob->dbuf_n_in) {
         free(ob->dbuf);
@@ -149,7 +126,7 @@ static sqz_status observe_linear(sqz_calib_observer *ob, const sqz_hook_event *e
                 float a = fabsf(r[j]);
                 if (a > in->absmax[j]) in->absmax[j] = a;
             }
-        if (in->x && in->n_x < in->x_cap && (in->n_tokens + t) % ob->stride == 0)
+        if (in->x && in->n_x < in->x_cap && (ob->token_base + in->n_tokens + t) % ob->stride == 0)
             memcpy(in->x + in->n_x++ * k, r, (size_t)k * sizeof(float));
     }
     if (in->xtx) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "sqz/dist.h"
 
 static const sqz_cmd commands[] = {
     {.name = "inspect", .summary = "show a checkpoint's architecture, parameters and tensors", .run = sqz_cmd_inspect,
@@ -28,7 +29,10 @@ static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
 int sqz_cli_fail(sqz_status s) {
     const char *msg = sqz_last_error();
-    fprintf(stderr, "sqz: error: %s\n", *msg ? msg : sqz_status_message(s));
+    if (sqz_dist_size() > 1)
+        fprintf(stderr, "sqz: error: rank %d of %d: %s\n", sqz_dist_rank(), sqz_dist_size(),
+                *msg ? msg : sqz_status_message(s));
+    else fprintf(stderr, "sqz: error: %s\n", *msg ? msg : sqz_status_message(s));
     return 1;
 }
 
@@ -47,6 +51,30 @@ static void usage(FILE *out) {
     fprintf(out, "usage: sqz <command> [options]\n\ncommands:\n");
     for (int i = 0; i < n_commands; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'sqz <command> --help' describes a command.\n");
+}
+
+/* A command whose outputs appear together or not at all. Under mpirun (sqz/dist.h) every rank
+ * runs it and rank 0 alone writes the outputs and prints (the others write to /dev/null);
+ * a rank that fails ends the whole job (MPI_Abort) after removing its temporaries, and the
+ * others are then killed by signal, which removes theirs (core/temps.c). */
+static int run_together(const sqz_cmd *c, int argc, char **argv) {
+    sqz_status st = sqz_dist_init(&argc, &argv);
+    if (st != SQZ_OK) return sqz_cli_fail(st);
+    const bool dist = sqz_dist_size() > 1, root = sqz_dist_rank() == 0;
+    if (dist && !root) {
+        sqz_io_discard_outputs(); /* rank 0 writes; the others leave nothing, even when killed */
+        if (!freopen("/dev/null", "w", stdout)) return 1;
+    }
+    sqz_io_defer_begin();
+    int rc = c->run(argc, argv);
+    st = sqz_io_defer_end(rc == 0 && root);
+    if (st != SQZ_OK) rc = sqz_cli_fail(st);
+    if (dist && rc != 0) {
+        fflush(NULL);
+        sqz_dist_abort(rc);
+    }
+    sqz_dist_finalize();
+    return rc;
 }
 
 int main(int argc, char **argv) {
@@ -69,10 +97,7 @@ int main(int argc, char **argv) {
         }
         sqz_io_cleanup_on_signals();
         if (!commands[i].outputs_together) return commands[i].run(argc - 1, argv + 1);
-        sqz_io_defer_begin();
-        int rc = commands[i].run(argc - 1, argv + 1);
-        sqz_status st = sqz_io_defer_end(rc == 0);
-        return st == SQZ_OK ? rc : sqz_cli_fail(st);
+        return run_together(&commands[i], argc - 1, argv + 1);
     }
     fprintf(stderr, "sqz: unknown command '%s'\n\n", argv[1]);
     usage(stderr);

@@ -89,6 +89,9 @@ static struct {
     deferred *list;
 } g_defer;
 static pthread_mutex_t g_defer_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_discard; /* sqz_io_discard_outputs: every output goes to /dev/null */
+
+void sqz_io_discard_outputs(void) { g_discard = true; }
 
 static bool defer_push(sqz_outfile *f, sqz_outdir *d) {
     pthread_mutex_lock(&g_defer_lock);
@@ -113,6 +116,7 @@ struct sqz_outfile {
     char *tmp;      /* temporary */
     int slot;
     bool in_dir;    /* a file of an sqz_outdir: committed into the staged directory at once */
+    bool discard;   /* written to /dev/null (sqz_io_discard_outputs) */
     uint64_t written;
     size_t buf_len;
     bool failed;
@@ -121,6 +125,18 @@ struct sqz_outfile {
 
 sqz_status sqz_outfile_open(const char *path, sqz_outfile **out) {
     *out = NULL;
+    if (g_discard) { /* no temporary, nothing on disk, nothing to remove after a SIGKILL */
+        sqz_outfile *f = sqz__calloc(1, sizeof *f);
+        if (!f) return SQZ_ERR_NOMEM;
+        f->slot = -1;
+        f->discard = true;
+        f->path = sqz__strdup(path);
+        f->buf = sqz__malloc(SQZ__BUF_CAP);
+        f->fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (!f->path || !f->buf || f->fd < 0) { sqz_outfile_abort(f); return SQZ_ERR_NOMEM; }
+        *out = f;
+        return SQZ_OK;
+    }
     SQZ_TRY(sqz_output_check(path, 0));
     sqz__temp_sweep(path);
     sqz_outfile *f = sqz__calloc(1, sizeof *f);
@@ -202,7 +218,7 @@ static void fsync_dir_of(const char *path) {
 /* Flush, fsync, close: the temporary holds the whole output. */
 static sqz_status outfile_finish(sqz_outfile *f) {
     sqz_status s = flush_buf(f);
-    if (s == SQZ_OK && fsync(f->fd) != 0) s = SQZ_ERROR(SQZ_ERR_IO, "%s: fsync failed: %s", f->path, strerror(errno));
+    if (s == SQZ_OK && !f->discard && fsync(f->fd) != 0) s = SQZ_ERROR(SQZ_ERR_IO, "%s: fsync failed: %s", f->path, strerror(errno));
     if (s == SQZ_OK && close(f->fd) != 0) s = SQZ_ERROR(SQZ_ERR_IO, "%s: close failed: %s", f->path, strerror(errno));
     else if (s != SQZ_OK) close(f->fd);
     f->fd = -1;
@@ -229,6 +245,10 @@ sqz_status sqz_outfile_commit(sqz_outfile *f) {
     if (s != SQZ_OK) {
         sqz_outfile_abort(f);
         return s;
+    }
+    if (f->discard) {
+        sqz_outfile_abort(f);
+        return SQZ_OK;
     }
     if (!f->in_dir && defer_push(f, NULL)) return SQZ_OK;
     return outfile_place(f, false);
@@ -281,6 +301,11 @@ sqz_status sqz_outdir_open_ex(const char *path, unsigned flags, sqz_outdir **out
     d->slot = -1;
     d->flags = flags;
     d->path = sqz__strdup(path);
+    if (g_discard) { /* its files go to /dev/null; no staged directory */
+        if (!d->path) { sqz_outdir_abort(d); return SQZ_ERR_NOMEM; }
+        *out = d;
+        return SQZ_OK;
+    }
     d->tmp = sqz__temp_template(path);
     if (!d->path || !d->tmp) { sqz_outdir_abort(d); return SQZ_ERR_NOMEM; }
     if (!mkdtemp(d->tmp)) {
@@ -306,6 +331,7 @@ sqz_status sqz_outdir_open(const char *path, sqz_outdir **out) { return sqz_outd
 sqz_status sqz_outdir_file(sqz_outdir *d, const char *name, sqz_outfile **out) {
     SQZ_RETURN_IF(strchr(name, '/') || d->n_files >= SQZ__MAX_DIR_FILES, SQZ_ERR_INVALID_ARG,
                   "%s: cannot stage file '%s'", d->path, name);
+    if (!d->tmp) return sqz_outfile_open(name, out); /* discarded */
     char *p = sqz__path_join(d->tmp, name);
     if (!p) return SQZ_ERR_NOMEM;
     sqz_status s = sqz_outfile_open(p, out);
@@ -370,6 +396,10 @@ static sqz_status outdir_commit_now(sqz_outdir *d, bool deferred) {
 }
 
 sqz_status sqz_outdir_commit(sqz_outdir *d) {
+    if (!d->tmp) { /* discarded */
+        sqz_outdir_abort(d);
+        return SQZ_OK;
+    }
     if (defer_push(NULL, d)) return SQZ_OK;
     return outdir_commit_now(d, false);
 }

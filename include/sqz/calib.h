@@ -14,6 +14,11 @@
  *   3. runs block l again on X in place: X becomes the input of block l + 1 as the COMPRESSED
  *      block l produces it. (Without a callback that changes weights, 1 and 3 are one pass.)
  * Only X, one window of scratch and one block's statistics are held at a time.
+ * Each window has an observer of its own, merged with the others along a fixed binary tree
+ * over the windows (so the block's statistics are held up to log2(n_windows) + 1 times while
+ * they are collected). Under `mpirun -np N` (sqz/dist.h) every rank holds and runs about
+ * n_windows / N windows and the ranks exchange the tree's nodes: the statistics, and everything
+ * computed from them, are the same bits for every N (docs/distributed.md).
  * Memory of X: n_windows * ctx * d_model * 4 bytes: 128 x 512 x 576 floats = 151 MB for
  * SmolLM2-135M at the default 128 x 512; 16 x 256 = 9.4 MB. The statistics of one block:
  * per distinct input (q|k|v, o, gate|up, down) n_in^2 doubles for the Hessian (SmolLM2: 2.6 MB
@@ -175,6 +180,15 @@ SQZ_API void sqz_calib_observer_free(sqz_calib_observer *ob);
  * sqz_session_invalidate(s, layer) before returning. */
 typedef sqz_status (*sqz_calib_block_fn)(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *stats);
 
+/* What a run measured (distributed calibration, docs/distributed.md). */
+typedef struct sqz_calib_run_info {
+    int64_t stats_peak_bytes; /* most bytes of statistics this rank held at once (accumulators,
+                                 exchanged pieces, the merged block) */
+    uint64_t bytes_sent;      /* bytes this rank sent to other ranks (sqz_dist_bytes_sent) */
+    int64_t windows_here;     /* windows this rank ran */
+    int ranks;                /* ranks of the job (1 without MPI) */
+} sqz_calib_run_info;
+
 typedef struct sqz_calib_run_opts {
     sqz_calib_observe_opts observe;
     bool recompute;             /* run each block again after on_block (it changed the block) */
@@ -182,6 +196,7 @@ typedef struct sqz_calib_run_opts {
     void *user;
     sqz_progress_fn progress;   /* optional: done / total in window-block passes */
     void *progress_user;
+    sqz_calib_run_info *info;   /* optional: filled at the end */
 } sqz_calib_run_opts;
 
 /* Runs every window of w through the decoder or encoder of session s block by block as the

@@ -105,6 +105,10 @@ SQZ_API void sqz_io_cleanup_on_signals(void);
  * of a directory holding one; (false) removes them all. Returns the first error (naming the
  * output; the outputs after it are removed, those before it are in place), SQZ_OK otherwise. */
 SQZ_API void sqz_io_defer_begin(void);
+/* For programs: from now on every output file and directory is written to /dev/null: no
+ * temporary, nothing appears, nothing is left behind even by SIGKILL (the ranks of an MPI
+ * job other than rank 0 compute everything and keep nothing). Not undone. */
+SQZ_API void sqz_io_discard_outputs(void);
 SQZ_API sqz_status sqz_io_defer_end(bool commit);
 
 #ifdef __cplusplus

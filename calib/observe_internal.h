@@ -1,0 +1,74 @@
+/*
+ * calib/observe_internal.h - the observer's state, shared by observe.c (collecting) and
+ * observe_merge.c (merging the observers of consecutive windows, packing one for the wire).
+ */
+#ifndef SQZ_CALIB_OBSERVE_INTERNAL_H
+#define SQZ_CALIB_OBSERVE_INTERNAL_H
+
+#include "calib/calib_internal.h"
+
+enum { XTX_CHUNK = 256 }; /* rows converted to double per dsyrk call */
+
+typedef struct obs_input {
+    uint32_t roles;
+    int64_t n_in;
+    int64_t n_tokens;
+    double *xtx;           /* (n_in, n_in): upper triangle accumulated */
+    double *sum_x2, *sum_abs, *sum_x;
+    float *absmax;
+    float *x;              /* (x_cap, n_in) */
+    int64_t n_x, x_cap;
+    sqz_act_hist hist;
+    bool hist_init;
+} obs_input;
+
+struct sqz_calib_observer {
+    int32_t layer;
+    sqz_calib_observe_opts o;
+    int64_t stride;        /* sample every stride-th row */
+    obs_input in[SQZ_CALIB_MAX_INPUTS];
+    int n_inputs;
+    double *dbuf;          /* (XTX_CHUNK, max n_in) */
+    int64_t dbuf_n_in;
+    float *blk_in;         /* copy of the block input of the current window */
+    size_t blk_cap;        /* floats */
+    int64_t blk_n, blk_d;
+    double cos_sum, cos_min;
+    int64_t cos_n;
+    int64_t token_base;    /* index, among all calibration tokens, of the first one observed */
+    int64_t rows_cap;      /* at most this many sample rows can fall into what it observes */
+    double hist_w0[SQZ_CALIB_MAX_INPUTS]; /* histogram bin width of each input (in the order they
+                                             are met) as the first window set it; 0: its own */
+};
+
+/* ---- distributed calibration (calib/observe_merge.c, calib/reduce.c) --------------------
+ * The statistics of a block are the merge of per-window observers along one fixed binary
+ * tree over the windows (sqz__calib_tree_split), whatever the number of ranks: every
+ * floating-point sum is then formed by the same additions of the same operands, and the
+ * statistics are the same bits on 1, 2 or N ranks. */
+
+/* An observer of block `layer` for the windows [w0, w1) of n_windows windows of ctx tokens. */
+sqz_status sqz__calib_observer_range(int32_t layer, const sqz_calib_observe_opts *o, int64_t w0, int64_t w1,
+                                     int64_t ctx, sqz_calib_observer **out);
+/* dst += src, src observing the windows right after dst's: sums add, maxima take the larger,
+ * sample rows are appended (up to sample_rows), histograms merge (sqz_act_hist_merge). */
+sqz_status sqz__calib_observer_merge(sqz_calib_observer *dst, const sqz_calib_observer *src);
+/* Frees the scratch buffers (an observer that will observe no more). */
+void sqz__calib_observer_seal(sqz_calib_observer *ob);
+/* Bytes of statistics it holds (the accumulators, not the scratch). */
+size_t sqz__calib_observer_bytes(const sqz_calib_observer *ob);
+/* The observer as bytes (native byte order: ranks of one architecture), appended to *buf
+ * (realloc'd, *len updated). */
+sqz_status sqz__calib_observer_pack(const sqz_calib_observer *ob, uint8_t **buf, size_t *len, size_t *cap);
+/* An observer from packed bytes at r (checked against the bytes left); `o` as the packer's. */
+sqz_status sqz__calib_observer_unpack(sqz__reader *r, const sqz_calib_observe_opts *o, sqz_calib_observer **out);
+
+/* Where the tree splits [a, b) (b - a >= 2): a + the largest power of two below b - a. */
+static inline int64_t sqz__calib_tree_split(int64_t a, int64_t b) {
+    int64_t p = 1;
+    while (p * 2 < b - a) p *= 2;
+    return a + p;
+}
+
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * calib/reduce_internal.h - distributed calibration inside calib/ (reduce.c, driver.c).
+ */
+#ifndef SQZ_CALIB_REDUCE_INTERNAL_H
+#define SQZ_CALIB_REDUCE_INTERNAL_H
+
+#include "calib/observe_internal.h"
+
+typedef struct sqz__calib_range {
+    int64_t a, b; /* windows [a, b) */
+} sqz__calib_range;
+
+/* Bytes of statistics held now and at most (what --stats-partition is measured by). */
+typedef struct sqz__calib_mem {
+    size_t live, peak;
+} sqz__calib_mem;
+void sqz__calib_mem_set(sqz__calib_mem *mem, size_t live);
+
+/* The windows [s, e) of rank `rank` of `size`: contiguous, sizes differing by at most one. */
+void sqz__calib_rank_windows(int64_t nw, int rank, int size, int64_t *s, int64_t *e);
+/* The maximal nodes of the tree over [a, b) inside [s, e), in window order, into out[*n...]
+ * (at most 2 log2(b - a) + 2). */
+void sqz__calib_tree_pieces(int64_t a, int64_t b, int64_t s, int64_t e, sqz__calib_range *out, int *n);
+/* The observer of all nw windows from this rank's pieces mine[0..n_mine) (taken: freed or moved)
+ * and every other rank's. Collective. */
+sqz_status sqz__calib_exchange(sqz_calib_observer **mine, const sqz__calib_range *ranges, int n_mine, int64_t nw,
+                               const sqz_calib_observe_opts *o, sqz__calib_mem *mem, sqz_calib_observer **out);
+/* SQZ_ERR_INVALID_ARG naming the rank when some rank's model (its header: tensors' names, types,
+ * shapes, first bytes) or windows differ from rank 0's, or there are fewer windows than ranks.
+ * Collective; nothing on one process. */
+sqz_status sqz__calib_check_ranks(const sqz_model *m, const sqz_calib_windows *w);
+
+#endif
