@@ -102,6 +102,9 @@ sqz_status sqz__check_method_args(const char *method, const sqz_qlinear *lin, in
     SQZ_RETURN_IF(smooths && !smooth, SQZ_ERR_INVALID_ARG, "%s: needs room for the smoothing vector", method);
     sqz_qtarget t = o->target;
     SQZ_TRY(sqz_qtarget_check(&t));
+    const sqz_qmethod *row = sqz_qmethod_find(method); /* the table's formats hold for direct calls too */
+    SQZ_RETURN_IF(row && !(row->formats & FMT(t.fmt)), SQZ_ERR_UNSUPPORTED, "%s: does not produce %s", method,
+                  sqz_qformat_name(t.fmt));
     SQZ_RETURN_IF(st->n_in < 1 || !sqz_qtarget_fits(&t, st->n_in), SQZ_ERR_SHAPE,
                   "%s: %lld input columns do not fit %s (group %d)", method, (long long)st->n_in,
                   sqz_qformat_name(t.fmt), (int)t.group);

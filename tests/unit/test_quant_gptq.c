@@ -190,6 +190,7 @@ static void test_dead_columns(void **state) {
     sqz_quant_opts o = sqz_quant_default_opts();
     sqz_qlinear lin = {w, n_out, "w", false};
     for (int f = 0; f < SQZ_QFMT_COUNT; f++) {
+        if (!(sqz_qmethod_find("gptq")->formats & (1u << f))) continue; /* not the K-quants (yet) */
         o.target = (sqz_qtarget){(sqz_qformat)f, 32};
         for (int ao = 0; ao < 2; ao++) {
             o.act_order = ao;
