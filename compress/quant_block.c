@@ -234,7 +234,7 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
             if (policy_refused && f16_fallback(t[i], o, &sp->q.target)) {
                 c->to_f16[g->roles[i]] = true;
                 kept = SQZ_DTYPE_F16;
-                snprintf(rows[i].why, sizeof rows[i].why, "%lld columns, not blocks of %d: f16",
+                snprintf(rows[i].why, sizeof rows[i].why, "%lld columns, not a multiple of %d: f16",
                          (long long)(n_in % 1000000), (int)(sp->q.target.group % 10000));
             }
             snprintf(rows[i].format, sizeof rows[i].format, "%s", sqz_dtype_name(kept));
