@@ -27,6 +27,9 @@ void sqz_quantize_q6_K_ref(const float *x, void *y, int64_t n);
 void sqz_quantize_k(sqz_dtype t, const float *src, void *dst, int64_t nrow, int64_t n_per_row,
                     const float *quant_weights);
 
+void sqz_quantize_q5_0_ref(const float *x, void *y, int64_t n);
+void sqz_quantize_q5_1_ref(const float *x, void *y, int64_t n);
+
 /* core/dequant_more.c */
 void sqz_dequantize_q5_0(const void *x, float *y, int64_t n);
 void sqz_dequantize_q5_1(const void *x, float *y, int64_t n);

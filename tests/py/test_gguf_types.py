@@ -7,6 +7,8 @@ usage: test_gguf_types.py GGUF_TYPES_TOOL
 1. synthetic blocks, always: random blocks of every type (random bytes, sane fp16 scales) and
    tensors written by the gguf package's own quantizer (q4_0, q4_1, q5_0, q5_1, q8_0);
    sqz's to_f32 against gguf.quants.dequantize (Q8_K, which gguf-py lacks: against d * q).
+   The reference quantizers gguf-py implements too (q4_0, q4_1, q5_0, q5_1): the same bytes
+   on synthetic weights and stories260K.
 2. real tensors of the edge-size Qwen GGUFs (docs/models.md), when present: every tensor type
    they hold (Q4_K, Q6_K, Q5_0, Q8_0), the first rows of a few tensors of each.
 3. with SQZ_GGML_LIB=path/to/libggml-base.so (or llama_cpp installed): the same synthetic
@@ -130,6 +132,25 @@ def test_synthetic(d):
         ok = same_values(mine, gguf_dequantize(raw, qt))
         check(ok, "%s: gguf-py quantized tensor dequantizes differently" % name)
     ran.append("synthetic blocks of %d types vs gguf-py" % len(TYPES))
+
+
+# ---- 1b. the reference quantizers gguf-py also implements: bytes ------------------------------
+def test_quantize_gguf_py(d):
+    rng = np.random.default_rng(15)
+    xs = [("synthetic", (rng.standard_normal((16, 256)) * rng.gamma(1.0, 0.02, (16, 1))).astype(np.float32))]
+    b = data("models/stories260K/stories260K.bin")
+    if b:
+        xs.append(("stories260K", np.fromfile(b, dtype=np.float32, offset=28)[:64 * 1024].reshape(-1, 1024).copy()))
+    for wname, x in xs:
+        for name in ("q4_0", "q4_1", "q5_0", "q5_1"):
+            qt, _, nbytes, _ = TYPES[name]
+            src, out = os.path.join(d, "x.f32"), os.path.join(d, "q.bin")
+            x.tofile(src)
+            tool("quant", name, src, out)
+            mine = np.fromfile(out, dtype=np.uint8)
+            compare_bytes("%s %s (vs gguf-py)" % (wname, name), mine,
+                          np.asarray(gguf_quantize(x, qt), np.uint8).ravel(), nbytes, "gguf-py")
+    ran.append("q4_0, q4_1, q5_0, q5_1 reference quantizers vs gguf-py's bytes (%s)" % ", ".join(n for n, _ in xs))
 
 
 # ---- 2. real tensors of the Qwen GGUFs ---------------------------------------------------------
@@ -280,12 +301,12 @@ def ggml_kquant(lib, name, w, imat):
     return ref
 
 
-def compare_bytes(what, mine, ref, nbytes):
+def compare_bytes(what, mine, ref, nbytes, oracle="libggml"):
     same = mine.shape == ref.shape and np.array_equal(mine, ref)
     if not same and mine.shape == ref.shape:
         bad = np.nonzero((mine.reshape(-1, nbytes) != ref.reshape(-1, nbytes)).any(axis=1))[0]
         print("  %s: %d of %d blocks differ (first %d)" % (what, len(bad), ref.size // nbytes, bad[0]))
-    check(same, "%s: bytes differ from libggml" % what)
+    check(same, "%s: bytes differ from %s" % (what, oracle))
 
 
 # sha256 of libggml's bytes (libggml-base 0.25.3, llama-cpp-python 0.3.36's tree) for synthetic_weights():
@@ -339,6 +360,7 @@ def test_kquant_libggml(d, lib, qrows):
 def main():
     with tempfile.TemporaryDirectory() as d:
         test_synthetic(d)
+        test_quantize_gguf_py(d)
         qrows = qwen_rows()
         test_real(d, qrows)
         lib = libggml()
