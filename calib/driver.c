@@ -95,7 +95,7 @@ static sqz_status block_stats(run *R, int64_t nw, int64_t w1, sqz_calib_block *s
     if (R->w0 > 0 && (R->oo.needs & SQZ_QSTAT_HIST)) st = sqz_dist_bcast(R->hist_w0, sizeof R->hist_w0, 0);
     for (int i = 0; i < n && st == SQZ_OK; i++) st = node(R, pr[i].a, pr[i].b, &pieces[i]);
     sqz_calib_observer *all = NULL;
-    if (st == SQZ_OK) st = sqz__calib_exchange(pieces, pr, n, nw, &R->oo, &R->mem, &all);
+    if (st == SQZ_OK) st = sqz__calib_exchange(pieces, pr, n, nw, &R->oo, R->o->partition, &R->mem, &all);
     for (int i = 0; i < n; i++) sqz_calib_observer_free(pieces[i]);
     if (st == SQZ_OK) st = sqz_calib_observer_finish(all, stats);
     sqz_calib_observer_free(all);

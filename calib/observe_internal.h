@@ -58,8 +58,13 @@ void sqz__calib_observer_seal(sqz_calib_observer *ob);
 /* Bytes of statistics it holds (the accumulators, not the scratch). */
 size_t sqz__calib_observer_bytes(const sqz_calib_observer *ob);
 /* The observer as bytes (native byte order: ranks of one architecture), appended to *buf
- * (realloc'd, *len updated). */
-sqz_status sqz__calib_observer_pack(const sqz_calib_observer *ob, uint8_t **buf, size_t *len, size_t *cap);
+ * (realloc'd to *cap, *len updated): all its inputs (only < 0) or input `only` alone. */
+sqz_status sqz__calib_observer_pack(const sqz_calib_observer *ob, int only, uint8_t **buf, size_t *len,
+                                    size_t *cap);
+/* Frees the statistics of input i (it stays, empty). */
+void sqz__calib_observer_drop_input(sqz_calib_observer *ob, int i);
+/* Moves the one input of src to the end of dst's inputs. */
+sqz_status sqz__calib_observer_take_input(sqz_calib_observer *dst, sqz_calib_observer *src);
 /* An observer from packed bytes at r (checked against the bytes left); `o` as the packer's. */
 sqz_status sqz__calib_observer_unpack(sqz__reader *r, const sqz_calib_observe_opts *o, sqz_calib_observer **out);
 

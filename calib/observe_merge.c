@@ -104,6 +104,30 @@ sqz_status sqz__calib_observer_merge(sqz_calib_observer *dst, const sqz_calib_ob
     return SQZ_OK;
 }
 
+void sqz__calib_observer_drop_input(sqz_calib_observer *ob, int i) {
+    obs_input *in = &ob->in[i];
+    free(in->xtx);
+    free(in->sum_x2);
+    free(in->sum_abs);
+    free(in->sum_x);
+    free(in->absmax);
+    free(in->x);
+    if (in->hist_init) sqz_act_hist_free(&in->hist);
+    in->xtx = in->sum_x2 = in->sum_abs = in->sum_x = NULL;
+    in->absmax = in->x = NULL;
+    in->hist_init = false;
+    in->n_x = in->x_cap = 0;
+}
+
+sqz_status sqz__calib_observer_take_input(sqz_calib_observer *dst, sqz_calib_observer *src) {
+    SQZ_RETURN_IF(dst->n_inputs >= SQZ_CALIB_MAX_INPUTS || src->n_inputs != 1, SQZ_ERR_INVALID_ARG,
+                  "calibration: block %d: cannot join the inputs", (int)dst->layer);
+    dst->in[dst->n_inputs++] = src->in[0];
+    memset(&src->in[0], 0, sizeof src->in[0]);
+    src->n_inputs = 0;
+    return SQZ_OK;
+}
+
 /* ---- bytes ----------------------------------------------------------------------------- */
 
 typedef struct wbuf {
@@ -130,16 +154,17 @@ static void put(wbuf *w, const void *src, size_t n) {
 }
 #define PUT(w, v) put((w), &(v), sizeof(v))
 
-sqz_status sqz__calib_observer_pack(const sqz_calib_observer *ob, uint8_t **buf, size_t *len, size_t *cap) {
+sqz_status sqz__calib_observer_pack(const sqz_calib_observer *ob, int only, uint8_t **buf, size_t *len,
+                                    size_t *cap) {
     wbuf w = {buf, len, cap, false};
-    const uint32_t magic = PACK_MAGIC, n_inputs = (uint32_t)ob->n_inputs;
+    const uint32_t magic = PACK_MAGIC, n_inputs = only < 0 ? (uint32_t)ob->n_inputs : 1;
     PUT(&w, magic);
     PUT(&w, ob->layer);
     PUT(&w, n_inputs);
     PUT(&w, ob->cos_sum);
     PUT(&w, ob->cos_min);
     PUT(&w, ob->cos_n);
-    for (int i = 0; i < ob->n_inputs; i++) {
+    for (int i = only < 0 ? 0 : only; i < (only < 0 ? ob->n_inputs : only + 1); i++) {
         const obs_input *in = &ob->in[i];
         const size_t k = (size_t)in->n_in;
         const uint32_t has = (in->sum_x2 ? HAS_X2 : 0) | (in->sum_abs ? HAS_ABS : 0) | (in->sum_x ? HAS_SUMX : 0) |

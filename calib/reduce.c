@@ -71,54 +71,33 @@ static sqz_status combine(tree *t, int64_t a, int64_t b, sqz_calib_observer **ou
     return SQZ_OK;
 }
 
-sqz_status sqz__calib_exchange(sqz_calib_observer **mine, const sqz__calib_range *ranges, int n_mine, int64_t nw,
-                               const sqz_calib_observe_opts *o, sqz__calib_mem *mem, sqz_calib_observer **out) {
-    *out = NULL;
-    const int size = sqz_dist_size();
-    if (size == 1) { /* one piece, the whole tree */
-        SQZ_RETURN_IF(n_mine != 1 || ranges[0].a != 0 || ranges[0].b != nw, SQZ_ERR_INVALID_ARG,
-                      "calibration: one process observed windows [%lld, %lld) of %lld", (long long)ranges[0].a,
-                      (long long)ranges[0].b, (long long)nw);
-        *out = mine[0];
-        mine[0] = NULL;
-        return SQZ_OK;
-    }
-    uint8_t *buf = NULL, *all = NULL;
-    size_t len = 0, cap = 0;
-    sqz_status st = SQZ_OK;
-    for (int i = 0; i < n_mine && st == SQZ_OK; i++) {
-        int64_t ab[2] = {ranges[i].a, ranges[i].b};
-        const size_t at = len;
-        if (len + sizeof ab > cap) {
-            uint8_t *q = sqz__realloc(buf, cap = (len + sizeof ab) * 2 + 4096);
-            if (!q) st = SQZ_ERR_NOMEM;
-            else buf = q;
+/* Appends [a, b) and the observer (input `only`, or all when < 0) of each of this rank's pieces. */
+static sqz_status pack_pieces(sqz_calib_observer **mine, const sqz__calib_range *ranges, int n, int only, uint8_t **buf,
+                              size_t *len, size_t *cap) {
+    for (int i = 0; i < n; i++) {
+        const int64_t ab[2] = {ranges[i].a, ranges[i].b};
+        if (*len + sizeof ab > *cap) {
+            uint8_t *q = sqz__realloc(*buf, *cap = (*len + sizeof ab) * 2 + 4096);
+            if (!q) return SQZ_ERR_NOMEM;
+            *buf = q;
         }
-        if (st != SQZ_OK) break;
-        memcpy(buf + at, ab, sizeof ab);
-        len += sizeof ab;
-        st = sqz__calib_observer_pack(mine[i], &buf, &len, &cap);
-        sqz__calib_mem_set(mem, mem->live - sqz__calib_observer_bytes(mine[i]));
-        sqz_calib_observer_free(mine[i]); /* its bytes travel now */
-        mine[i] = NULL;
+        memcpy(*buf + *len, ab, sizeof ab);
+        *len += sizeof ab;
+        SQZ_TRY(sqz__calib_observer_pack(mine[i], only, buf, len, cap));
     }
-    size_t *counts = sqz__calloc((size_t)size, sizeof *counts);
-    if (st == SQZ_OK && !counts) st = SQZ_ERR_NOMEM;
-    sqz__calib_mem_set(mem, mem->live + cap);
-    if (st == SQZ_OK) st = sqz_dist_allgatherv(buf, len, &all, counts);
-    free(buf);
-    sqz__calib_mem_set(mem, mem->live - cap);
-    size_t total = 0;
-    for (int r = 0; st == SQZ_OK && r < size; r++) total += counts[r];
-    sqz__calib_mem_set(mem, mem->live + total);
+    return SQZ_OK;
+}
 
-    /* every piece of every rank, in rank order = window order */
+/* The observer of all nw windows from the packed pieces of every rank in all[0..total). */
+static sqz_status unpack_combine(const uint8_t *all, size_t total, int64_t nw, const sqz_calib_observe_opts *o,
+                                 sqz__calib_mem *mem, sqz_calib_observer **out) {
     enum { MAX_PIECES = 256 };
     sqz__calib_range rr[MAX_PIECES];
     sqz_calib_observer *obs[MAX_PIECES] = {0};
     int n = 0;
     sqz__reader rd;
     sqz__reader_init(&rd, all, total);
+    sqz_status st = SQZ_OK;
     while (st == SQZ_OK && sqz__reader_left(&rd) > 0) {
         const uint8_t *p = sqz__reader_bytes(&rd, 2 * sizeof(int64_t));
         if (!p || n == MAX_PIECES) {
@@ -131,13 +110,150 @@ sqz_status sqz__calib_exchange(sqz_calib_observer **mine, const sqz__calib_range
         if (st == SQZ_OK) sqz__calib_mem_set(mem, mem->live + sqz__calib_observer_bytes(obs[n]));
         n++;
     }
+    tree t = {rr, obs, n, mem};
+    if (st == SQZ_OK) st = combine(&t, 0, nw, out);
+    for (int i = 0; i < n; i++) {
+        if (obs[i]) sqz__calib_mem_set(mem, mem->live - sqz__calib_observer_bytes(obs[i]));
+        sqz_calib_observer_free(obs[i]);
+    }
+    return st;
+}
+
+/* Replicated: every rank gets every rank's pieces and merges the whole tree (an all-gather). */
+static sqz_status exchange_replicate(sqz_calib_observer **mine, const sqz__calib_range *ranges, int n_mine,
+                                     int64_t nw, const sqz_calib_observe_opts *o, sqz__calib_mem *mem,
+                                     sqz_calib_observer **out) {
+    const int size = sqz_dist_size();
+    uint8_t *buf = NULL, *all = NULL;
+    size_t len = 0, cap = 0, total = 0;
+    sqz_status st = pack_pieces(mine, ranges, n_mine, -1, &buf, &len, &cap);
+    sqz__calib_mem_set(mem, mem->live + cap);
+    for (int i = 0; i < n_mine; i++) { /* their bytes travel now */
+        sqz__calib_mem_set(mem, mem->live - sqz__calib_observer_bytes(mine[i]));
+        sqz_calib_observer_free(mine[i]);
+        mine[i] = NULL;
+    }
+    size_t *counts = sqz__calloc((size_t)size, sizeof *counts);
+    if (st == SQZ_OK && !counts) st = SQZ_ERR_NOMEM;
+    if (st == SQZ_OK) st = sqz_dist_allgatherv(buf, len, &all, counts);
+    for (int r = 0; st == SQZ_OK && r < size; r++) total += counts[r];
+    free(buf);
+    sqz__calib_mem_set(mem, mem->live - cap + total);
+    if (st == SQZ_OK) st = unpack_combine(all, total, nw, o, mem, out);
     free(all);
     sqz__calib_mem_set(mem, mem->live - total);
     free(counts);
-    tree t = {rr, obs, n, mem};
-    if (st == SQZ_OK) st = combine(&t, 0, nw, out);
-    for (int i = 0; i < n; i++) sqz_calib_observer_free(obs[i]);
     return st;
+}
+
+/* The owner of each input: the largest inputs first, each to the rank holding the fewest
+ * Hessian bytes so far (ties: the lower rank); the same on every rank. */
+static void owners(const sqz_calib_observer *ob, int size, int *owner) {
+    double load[256] = {0};
+    bool done[SQZ_CALIB_MAX_INPUTS] = {0};
+    for (int k = 0; k < ob->n_inputs; k++) {
+        int big = -1;
+        for (int i = 0; i < ob->n_inputs; i++)
+            if (!done[i] && (big < 0 || ob->in[i].n_in > ob->in[big].n_in)) big = i;
+        int r = 0;
+        for (int q = 1; q < size && q < 256; q++)
+            if (load[q] < load[r]) r = q;
+        owner[big] = r;
+        load[r] += (double)ob->in[big].n_in * (double)ob->in[big].n_in;
+        done[big] = true;
+    }
+}
+
+/* Partitioned: input i's pieces go to its owner only (a gather), which merges its tree and
+ * sends the merged statistics to every rank (a broadcast), one input at a time: no rank holds
+ * the pieces of more than one input, nor every rank's pieces at once. */
+static sqz_status exchange_owner(sqz_calib_observer **mine, const sqz__calib_range *ranges, int n_mine, int64_t nw,
+                                 const sqz_calib_observe_opts *o, sqz__calib_mem *mem, sqz_calib_observer **out) {
+    const int size = sqz_dist_size(), rank = sqz_dist_rank();
+    SQZ_RETURN_IF(n_mine < 1 || size > 256, SQZ_ERR_INVALID_ARG, "calibration: rank %d observed no window", rank);
+    const int n_inputs = mine[0]->n_inputs;
+    int owner[SQZ_CALIB_MAX_INPUTS] = {0};
+    owners(mine[0], size, owner);
+    size_t *counts = sqz__calloc((size_t)size, sizeof *counts);
+    if (!counts) return SQZ_ERR_NOMEM;
+    sqz_calib_observer *final = NULL;
+    sqz_status st = SQZ_OK;
+    for (int i = 0; i < n_inputs && st == SQZ_OK; i++) {
+        uint8_t *buf = NULL, *all = NULL;
+        size_t len = 0, cap = 0, total = 0;
+        st = pack_pieces(mine, ranges, n_mine, i, &buf, &len, &cap);
+        size_t dropped = 0;
+        for (int k = 0; k < n_mine; k++) { /* input i of this rank's pieces travels now */
+            dropped += sqz__calib_observer_bytes(mine[k]);
+            sqz__calib_observer_drop_input(mine[k], i);
+            dropped -= sqz__calib_observer_bytes(mine[k]);
+        }
+        sqz__calib_mem_set(mem, mem->live - dropped + cap);
+        if (st == SQZ_OK) st = sqz_dist_gatherv(buf, len, owner[i], &all, counts);
+        free(buf);
+        sqz__calib_mem_set(mem, mem->live - cap);
+        sqz_calib_observer *merged = NULL;
+        uint8_t *mbuf = NULL;
+        size_t mlen = 0, mcap = 0;
+        if (st == SQZ_OK && rank == owner[i]) {
+            for (int r = 0; r < size; r++) total += counts[r];
+            sqz__calib_mem_set(mem, mem->live + total);
+            st = unpack_combine(all, total, nw, o, mem, &merged);
+            free(all);
+            all = NULL;
+            sqz__calib_mem_set(mem, mem->live - total);
+            if (st == SQZ_OK) st = sqz__calib_observer_pack(merged, -1, &mbuf, &mlen, &mcap);
+        }
+        free(all);
+        uint64_t n64 = mlen;
+        if (st == SQZ_OK) st = sqz_dist_bcast(&n64, sizeof n64, owner[i]);
+        if (st == SQZ_OK && rank != owner[i] && !(mbuf = sqz__malloc(mcap = (size_t)n64 ? (size_t)n64 : 1)))
+            st = SQZ_ERR_NOMEM;
+        sqz__calib_mem_set(mem, mem->live + mcap);
+        if (st == SQZ_OK) st = sqz_dist_bcast(mbuf, (size_t)n64, owner[i]);
+        if (st == SQZ_OK && rank != owner[i]) {
+            sqz__reader rd;
+            sqz__reader_init(&rd, mbuf, (size_t)n64);
+            st = sqz__calib_observer_unpack(&rd, o, &merged);
+            if (st == SQZ_OK) sqz__calib_mem_set(mem, mem->live + sqz__calib_observer_bytes(merged));
+        }
+        free(mbuf);
+        sqz__calib_mem_set(mem, mem->live - mcap);
+        if (st == SQZ_OK && !final) { /* input 0's merge carries the block's cosine sums */
+            final = merged;
+            merged = NULL;
+        } else if (st == SQZ_OK) {
+            st = sqz__calib_observer_take_input(final, merged);
+        }
+        sqz_calib_observer_free(merged);
+    }
+    for (int k = 0; k < n_mine; k++) {
+        sqz_calib_observer_free(mine[k]);
+        mine[k] = NULL;
+    }
+    free(counts);
+    if (st != SQZ_OK) {
+        sqz_calib_observer_free(final);
+        return st;
+    }
+    *out = final;
+    return SQZ_OK;
+}
+
+sqz_status sqz__calib_exchange(sqz_calib_observer **mine, const sqz__calib_range *ranges, int n_mine, int64_t nw,
+                               const sqz_calib_observe_opts *o, sqz_calib_partition part, sqz__calib_mem *mem,
+                               sqz_calib_observer **out) {
+    *out = NULL;
+    if (sqz_dist_size() == 1) { /* one piece, the whole tree */
+        SQZ_RETURN_IF(n_mine != 1 || ranges[0].a != 0 || ranges[0].b != nw, SQZ_ERR_INVALID_ARG,
+                      "calibration: one process observed windows [%lld, %lld) of %lld", (long long)ranges[0].a,
+                      (long long)ranges[0].b, (long long)nw);
+        *out = mine[0];
+        mine[0] = NULL;
+        return SQZ_OK;
+    }
+    if (part == SQZ_CALIB_PARTITION_REPLICATE) return exchange_replicate(mine, ranges, n_mine, nw, o, mem, out);
+    return exchange_owner(mine, ranges, n_mine, nw, o, mem, out);
 }
 
 /* ---- the same model and windows on every rank --------------------------------------------- */

@@ -22,9 +22,11 @@ void sqz__calib_rank_windows(int64_t nw, int rank, int size, int64_t *s, int64_t
  * (at most 2 log2(b - a) + 2). */
 void sqz__calib_tree_pieces(int64_t a, int64_t b, int64_t s, int64_t e, sqz__calib_range *out, int *n);
 /* The observer of all nw windows from this rank's pieces mine[0..n_mine) (taken: freed or moved)
- * and every other rank's. Collective. */
+ * and every other rank's: all-gathered (replicate) or each input gathered to its owner, merged
+ * there and broadcast (owner). The same bits either way. Collective. */
 sqz_status sqz__calib_exchange(sqz_calib_observer **mine, const sqz__calib_range *ranges, int n_mine, int64_t nw,
-                               const sqz_calib_observe_opts *o, sqz__calib_mem *mem, sqz_calib_observer **out);
+                               const sqz_calib_observe_opts *o, sqz_calib_partition part, sqz__calib_mem *mem,
+                               sqz_calib_observer **out);
 /* SQZ_ERR_INVALID_ARG naming the rank when some rank's model (its header: tensors' names, types,
  * shapes, first bytes) or windows differ from rank 0's, or there are fewer windows than ranks.
  * Collective; nothing on one process. */

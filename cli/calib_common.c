@@ -31,6 +31,10 @@ const sqz_opt sqz_cli_calib_opts[] = {
     {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_calib, tokenizer), .flags = SQZ_OPT_INPUT,
      .metavar = "FILE",
      .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
+    {.name = "stats-partition", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz_cli_calib, partition),
+     .choices = "owner|replicate", .def = "owner",
+     .help = "under mpirun: each input's statistics merged by one owner rank and broadcast, or every rank "
+             "merges every rank's (docs/distributed.md); the same result"},
 };
 const int sqz_cli_calib_n_opts = (int)(sizeof sqz_cli_calib_opts / sizeof sqz_cli_calib_opts[0]);
 

@@ -97,6 +97,7 @@ typedef struct sqz_cli_calib {
     int64_t seed;           /* --seed S */
     int64_t sample_rows;    /* --sample-rows R; -1 = the command's default */
     int64_t threads;        /* --threads N */
+    int partition;          /* --stats-partition owner|replicate (sqz_calib_partition) */
 } sqz_cli_calib;
 /* The rows of sqz_cli_calib, a group of its own in a command's tables:
  *   {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, &cc} */

@@ -74,6 +74,7 @@ int sqz_cmd_calibrate(int argc, char **argv) {
     sqz_calib_windows w;
     memset(&w, 0, sizeof w);
     cal_ctx c = {0};
+    sqz_calib_run_info info = {0};
     sqz_open_opts oo = {.tokenizer_path = cc.tokenizer};
     sqz_status st = sqz_model_open(path, &oo, &m);
     if (st == SQZ_OK) sqz_cli_model_warnings(path, m);
@@ -94,6 +95,8 @@ int sqz_cmd_calibrate(int argc, char **argv) {
         ro.observe.block_io = true;
         ro.on_block = on_block;
         ro.user = &c;
+        ro.partition = (sqz_calib_partition)cc.partition;
+        ro.info = &info;
         sqz_progress *p = sqz_progress_start("calibrate", m->hp.n_layers * w.n_windows, "passes");
         ro.progress = sqz_progress_cb;
         ro.progress_user = p;
@@ -112,6 +115,11 @@ int sqz_cmd_calibrate(int argc, char **argv) {
         printf("block  cos(in, out)  1 - cos (importance)\n");
         for (int64_t l = 0; l < m->hp.n_layers; l++)
             printf("%5lld  %12.6f  %12.6f\n", (long long)l, c.cos[l], 1.0 - c.cos[l]);
+        if (info.ranks > 1)
+            printf("distributed  %d ranks, statistics partition %s: rank 0 held at most %.1f MB of statistics, "
+                   "sent %.1f MB (%.2f MB per block)\n", info.ranks, cc.partition ? "replicate" : "owner",
+                   (double)info.stats_peak_bytes / 1e6, (double)info.bytes_sent / 1e6,
+                   (double)info.bytes_sent / 1e6 / (double)m->hp.n_layers);
     }
     sqz_stats_writer_abort(c.wr);
     free(c.cos);

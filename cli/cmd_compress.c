@@ -168,6 +168,11 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
     if (e->done) printf(", evaluation %.2f", e->seconds);
     printf(")\n");
     printf("peak memory  %.1f MB\n", (double)ru.ru_maxrss / 1024.0);
+    if (r->ranks > 1)
+        printf("distributed  %d ranks, statistics partition %s: rank 0 held at most %.1f MB of statistics, sent "
+               "%.1f MB (%.2f MB per block)\n", r->ranks, cc->partition ? "replicate" : "owner",
+               (double)r->stats_peak_bytes / 1e6, (double)r->bytes_sent / 1e6,
+               r->n_layers_before ? (double)r->bytes_sent / 1e6 / (double)r->n_layers_before : 0.0);
     printf("wrote        %s (%s)\n", a->out, sqz_format_name(fmt));
 }
 
@@ -318,6 +323,7 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     sqz_compress_opts co = sqz_compress_default_opts();
     co.keep_float = a->keep;
     if (cc->sample_rows >= 0) co.sample_rows = cc->sample_rows;
+    co.stats_partition = (sqz_calib_partition)cc->partition;
     sqz_open_opts oo = {.tokenizer_path = cc->tokenizer};
     sqz_status st = sqz_model_open(a->path, &oo, &m);
     if (st == SQZ_OK) sqz_cli_model_warnings(a->path, m);

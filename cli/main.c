@@ -1,7 +1,9 @@
 /* cli/main.c - `sqz`: dispatch to the subcommands registered in one table. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli/cli.h"
 #include "sqz/dist.h"
@@ -72,6 +74,12 @@ static int run_together(const sqz_cmd *c, int argc, char **argv) {
     if (dist && rc != 0) {
         fflush(NULL);
         sqz_dist_abort(rc);
+    }
+    if (dist && getenv("SQZ_DIST_REPORT")) { /* one line per rank for `sqz bench distributed` */
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        fprintf(stderr, "sqz-dist: rank %d of %d: peak RSS %ld kB, sent %llu bytes\n", sqz_dist_rank(),
+                sqz_dist_size(), ru.ru_maxrss, (unsigned long long)sqz_dist_bytes_sent());
     }
     sqz_dist_finalize();
     return rc;

@@ -120,6 +120,9 @@ static sqz_status loop_calibrated(loop *L, const sqz_compress_env *env, bool fre
     ro.user = L;
     ro.progress = L->o->progress;
     ro.progress_user = L->o->progress_user;
+    ro.partition = L->o->stats_partition;
+    sqz_calib_run_info info = {0};
+    ro.info = &info;
     sqz_session *s = fresh ? NULL : env->session, *own = NULL;
     if (!s) {
         sqz_session_opts so = env->session_opts;
@@ -133,6 +136,9 @@ static sqz_status loop_calibrated(loop *L, const sqz_compress_env *env, bool fre
     L->rep->activation_bytes = L->w->n_windows * L->w->ctx * L->m->hp.d_model * (int64_t)sizeof(float);
     const double t0 = sqz__calib_now(), q0 = L->rep->seconds_quant + L->rep->seconds_validate;
     sqz_status st = sqz_calib_run(s, L->w, &ro);
+    L->rep->ranks = info.ranks;
+    if (info.stats_peak_bytes > L->rep->stats_peak_bytes) L->rep->stats_peak_bytes = info.stats_peak_bytes;
+    L->rep->bytes_sent = info.bytes_sent;
     L->rep->seconds_forward += sqz__calib_now() - t0 - (L->rep->seconds_quant + L->rep->seconds_validate - q0);
     sqz_session_free(own);
     return st;

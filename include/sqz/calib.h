@@ -180,6 +180,14 @@ SQZ_API void sqz_calib_observer_free(sqz_calib_observer *ob);
  * sqz_session_invalidate(s, layer) before returning. */
 typedef sqz_status (*sqz_calib_block_fn)(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *stats);
 
+/* How the ranks of an MPI job combine a block's statistics (docs/distributed.md); the result is
+ * the same bits either way. */
+typedef enum sqz_calib_partition {
+    SQZ_CALIB_PARTITION_OWNER = 0, /* each input's pieces gathered to one owner rank, merged there and
+                                      broadcast: no rank holds every rank's pieces (the default) */
+    SQZ_CALIB_PARTITION_REPLICATE, /* every rank gathers every rank's pieces and merges them all */
+} sqz_calib_partition;
+
 /* What a run measured (distributed calibration, docs/distributed.md). */
 typedef struct sqz_calib_run_info {
     int64_t stats_peak_bytes; /* most bytes of statistics this rank held at once (accumulators,
@@ -197,6 +205,7 @@ typedef struct sqz_calib_run_opts {
     sqz_progress_fn progress;   /* optional: done / total in window-block passes */
     void *progress_user;
     sqz_calib_run_info *info;   /* optional: filled at the end */
+    sqz_calib_partition partition; /* MPI jobs only */
 } sqz_calib_run_opts;
 
 /* Runs every window of w through the decoder or encoder of session s block by block as the

@@ -134,6 +134,9 @@ typedef struct sqz_compress_report {
                                         compensation; sqz/layerdrop.h), owned; NULL if none */
     struct sqz_prune_record *prune; /* the last prune stage: per layer what it removed and the
                                        scores it chose by (sqz/prune.h), owned; NULL if none */
+    int ranks;                 /* MPI ranks that calibrated (1 alone; docs/distributed.md) */
+    int64_t stats_peak_bytes;  /* most bytes of calibration statistics this rank held at once */
+    uint64_t bytes_sent;       /* bytes this rank sent to the other ranks */
 } sqz_compress_report;
 
 /* One stage of the recipe in the report. */
@@ -155,6 +158,7 @@ typedef struct sqz_compress_opts {
     int64_t sample_rows;     /* rows kept per input for the searches and validation; 512 */
     sqz_progress_fn progress; /* optional, done / total in blocks */
     void *progress_user;
+    sqz_calib_partition stats_partition; /* under mpirun: how the ranks combine statistics */
 } sqz_compress_opts;
 
 /* spec = int8 (rtn), the default policy, no keep_float, sample_rows 512. */

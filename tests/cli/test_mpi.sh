@@ -20,6 +20,8 @@ export OPENBLAS_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # OpenMPI's own allocations at MPI_Init are reported as leaks by LSan (ASan build): suppressed
 # for libmpi / libopen-pal / libopen-rte / their plugins only.
 export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan_mpi.supp:print_suppressions=0"
+# (ASan build) whole stacks, and OpenMPI's plugins kept loaded, so that the suppressions can name them
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0" OMPI_MCA_mca_base_component_disable_dlclose=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 tail -n 1200 "$wiki" > "$tmp/calib.txt"
@@ -52,6 +54,10 @@ c1=(--calib-samples 16 --calib-ctx 128 --threads 1)
 same stats calibrate "$s260" --text "$tmp/calib.txt" --hessian "${c1[@]}"
 same s260_gptq compress "$s260" --quant q4_0:gptq --calib "$tmp/calib.txt" "${c1[@]}"
 same s260_gptq_gguf compress "$s260" --quant q4_0:gptq --to gguf --calib "$tmp/calib.txt" "${c1[@]}"
+same s260_gptq_replicate compress "$s260" --quant q4_0:gptq --to gguf --calib "$tmp/calib.txt" "${c1[@]}" \
+  --stats-partition replicate
+cmp -s "$tmp/s260_gptq_gguf.2" "$tmp/s260_gptq_replicate.2" && echo "ok: --stats-partition owner == replicate" ||
+  { echo "FAIL: --stats-partition owner and replicate differ"; fail=1; }
 same tiny_gptq compress "$tiny" --quant q4_0:gptq --to gguf --calib "$tmp/calib.txt" --calib-samples 16 --calib-ctx 256 \
   --threads 1
 same s260_flap compress "$s260" --prune ffn=0.3:flap --calib "$tmp/calib.txt" "${c1[@]}"

@@ -15,6 +15,8 @@ wiki=$data/data/wiki.test.raw
 for f in "$wiki" "$tiny/config.json"; do [ -e "$f" ] || { echo "skipping: $f not found"; exit 77; }; done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan_mpi.supp:print_suppressions=0"
+# (ASan build) whole stacks, and OpenMPI's plugins kept loaded, so that the suppressions can name them
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0" OMPI_MCA_mca_base_component_disable_dlclose=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 head -c 3000000 "$wiki" > "$tmp/calib.txt"

@@ -41,6 +41,8 @@ printf '%s slots=1\n' "$net.1" "$net.2" > "$tmp/hostfile"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 export SQZ_NETNS_MAP=$tmp/hosts.ns
 export LSAN_OPTIONS="suppressions=$here/lsan_mpi.supp:print_suppressions=0"
+# (ASan build) whole stacks, and OpenMPI's plugins kept loaded, so that the suppressions can name them
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0" OMPI_MCA_mca_base_component_disable_dlclose=1
 tail -n 1200 "$wiki" > "$tmp/calib.txt"
 c1=(--calib-samples 16 --calib-ctx 128 --threads 1)
 
@@ -49,7 +51,7 @@ two_hosts() {
   timeout 120 ip netns exec "$a" unshare --uts /bin/sh -c 'hostname "$0"; exec "$@"' "$net.1" \
     mpirun --hostfile "$tmp/hostfile" -np 2 --mca plm_rsh_agent "$here/mpi_netns_agent.sh" \
     --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,self --mca btl_tcp_if_include "$net.0/24" \
-    --mca oob_tcp_if_include "$net.0/24" -x OPENBLAS_NUM_THREADS -x LSAN_OPTIONS -x SQZ_NETNS_MAP \
+    --mca oob_tcp_if_include "$net.0/24" -x OPENBLAS_NUM_THREADS -x LSAN_OPTIONS -x ASAN_OPTIONS -x SQZ_NETNS_MAP \
     --tag-output "$@"
 }
 fail=0
