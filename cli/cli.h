@@ -89,6 +89,11 @@ void sqz_bench_sparsity_usage(FILE *out);
 int sqz_bench_edge(int argc, char **argv);
 void sqz_bench_edge_usage(FILE *out);
 
+/* `sqz bench distributed` (cli/bench_distributed.c): calibration + GPTQ on 1 and R MPI ranks,
+ * both statistics partitions: time, bytes, memory, identical outputs. */
+int sqz_bench_distributed(int argc, char **argv);
+void sqz_bench_distributed_usage(FILE *out);
+
 /* The calibration options both commands take (filled through sqz_cli_calib_opts). */
 typedef struct sqz_cli_calib {
     const char *text;       /* --calib FILE (alias --text) */

@@ -45,6 +45,9 @@ static const bench_sub subs[] = {
      sqz_bench_sparsity, sqz_bench_sparsity_usage},
     {"edge", "the edge runtime: stripped size (x86-64, aarch64), peak RSS vs announced, tokens/s vs sqz generate, "
              "llama.cpp and under qemu", sqz_bench_edge, sqz_bench_edge_usage},
+    {"distributed", "calibration + GPTQ on 1 and R MPI ranks of 1 thread (owner and replicated statistics): time "
+                    "ratio, bytes per block, memory per rank, identical outputs", sqz_bench_distributed,
+     sqz_bench_distributed_usage},
 };
 static const int n_subs = (int)(sizeof subs / sizeof subs[0]);
 

@@ -168,7 +168,7 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
     if (e->done) printf(", evaluation %.2f", e->seconds);
     printf(")\n");
     printf("peak memory  %.1f MB\n", (double)ru.ru_maxrss / 1024.0);
-    if (r->ranks > 1)
+    if (r->ranks > 1 || (r->ranks == 1 && getenv("SQZ_DIST_REPORT")))
         printf("distributed  %d ranks, statistics partition %s: rank 0 held at most %.1f MB of statistics, sent "
                "%.1f MB (%.2f MB per block)\n", r->ranks, cc->partition ? "replicate" : "owner",
                (double)r->stats_peak_bytes / 1e6, (double)r->bytes_sent / 1e6,
