@@ -32,11 +32,14 @@ static uint32_t code_of(sqz_dtype d) {
 
 uint32_t sqz__bundle_dtype(const sqz_tensor *t, const sqz_save_opts *o) {
     sqz_dtype d = t->dtype;
-    if (o->dtype >= 0 && t->param == SQZ_PARAM_WEIGHT && t->ndim == 2 &&
-        sqz_tensor_row_len(t) % sqz_dtype_info((sqz_dtype)o->dtype)->block_size == 0)
-        d = (sqz_dtype)o->dtype;
-    else if (t->qp)
+    if (o->dtype >= 0 && t->param == SQZ_PARAM_WEIGHT && t->ndim == 2) {
+        /* the asked dtype; a matrix whose rows are not whole blocks of it is stored in f32
+         * (its values exactly: a float widened, or dequantized), as the GGUF writer does */
+        d = sqz_tensor_row_len(t) % sqz_dtype_info((sqz_dtype)o->dtype)->block_size == 0 ? (sqz_dtype)o->dtype
+                                                                                            : SQZ_DTYPE_F32;
+    } else if (t->qp) {
         return UINT32_MAX; /* sqz's I8/U4 schemes: not in format version 1 */
+    }
     return code_of(d);
 }
 

@@ -82,6 +82,18 @@ check "bundle to GGUF" '[ "$("$sqz" generate "$tmp/t.gguf" -p "$prompt" -n 16 --
 "$sqz" export "$tiny" > /dev/null 2>&1; rc=$?
 check "export without -o: usage error (exit 2)" '[ $rc -eq 2 ]'
 
+# sqz's INT8 scheme (scales per row): no bundle or GGUF dtype; --dtype q8_0 requantizes (rows that are
+# not whole blocks, stories260K's 172-wide down projections, are stored in f32)
+if "$sqz" compress "$s260" -o "$tmp/int8" --quant int8 > /dev/null 2>&1; then
+    "$sqz" export "$tmp/int8" -o "$tmp/i8.sqzb" > /dev/null 2> "$tmp/e"; rc=$?
+    check "INT8 scheme to a bundle: refused, one line" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q "quantization parameters" "$tmp/e"'
+    "$sqz" export "$tmp/int8" -o "$tmp/i8.gguf" > /dev/null 2> "$tmp/e"; rc=$?
+    check "INT8 scheme to GGUF: refused, one line" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ]'
+    "$sqz" export "$tmp/int8" -o "$tmp/i8.sqzb" --dtype q8_0 2>/dev/null
+    want=$("$sqz" generate "$tmp/i8.sqzb" -p "$prompt" -n 32 --ids | ids)
+    check "INT8 scheme --dtype q8_0: sqz-edge == sqz generate" '[ -n "$want" ] && [ "$("$edge" "$tmp/i8.sqzb" -p "$prompt" -n 32 --ids 2>/dev/null | ids)" = "$want" ]'
+fi
+
 # the runtime links libc and libm only
 if [ "${SQZ_SANITIZE:-OFF}" = ON ]; then
     echo "note: a sanitizer build links its runtime: the libc + libm check is for Release builds"
