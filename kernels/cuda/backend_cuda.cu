@@ -9,6 +9,7 @@
 #include "kernels/cuda/backend_cuda.cuh"
 #include "kernels/cuda/gemm_i8_lt.cuh"
 #include "kernels/cuda/gemm_i8_mma.cuh"
+#include "kernels/cuda/gemm_i8_sp24.cuh"
 #include "kernels/cuda/gemm_w4.cuh"
 #include "kernels/cuda/quantize_i8.cuh"
 
@@ -86,6 +87,7 @@ static bool cuda_supports(void *ctx, sqz_op op, sqz_dtype w) {
     (void)ctx;
     if (op == SQZ_OP_GEMM_I8) return w == SQZ_DTYPE_I8;
     if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
+    if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
     return false;
 }
 
@@ -294,6 +296,19 @@ static void cuda_destroy(void *ctx) {
     free(c);
 }
 
+/* The 2:4 sparse W8A8 GEMM (gemm_i8_sp24.cu): mma.sp m16n8k64, k a multiple of 64. */
+static sqz_status cuda_gemm_i8_sp24(void *ctx, const sqz_gemm_i8_sp24_args *a) {
+    sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
+    SQZ_RETURN_IF(a->m < 0 || a->n < 0 || a->k < 0 || a->k > SQZ_GEMM_I8_MAX_K, SQZ_ERR_INVALID_ARG,
+                  "CUDA gemm_i8_sp24: dimensions (%lld, %lld, %lld) out of range", (long long)a->m, (long long)a->n,
+                  (long long)a->k);
+    SQZ_TRY(check_out_dtype("gemm_i8_sp24", a->y_dtype));
+    SQZ_RETURN_IF(a->m > 0 && (!a->x || !a->x_scale || (a->n > 0 && (!a->values || !a->meta || !a->w_scale || !a->y))),
+                  SQZ_ERR_INVALID_ARG, "CUDA gemm_i8_sp24: a NULL buffer");
+    SQZ_TRY(sqz__cuda_enter(c));
+    return sqz__i8_sp24_gemm(c, a);
+}
+
 static const sqz_backend_ops cuda_ops = {
     /* .name = */ "cuda",
     /* .supports = */ cuda_supports,
@@ -307,6 +322,7 @@ static const sqz_backend_ops cuda_ops = {
     /* .prepare_w4 = */ cuda_prepare_w4,
     /* .gemm_w4 = */ cuda_gemm_w4,
     /* .destroy = */ cuda_destroy,
+    /* .gemm_i8_sp24 = */ cuda_gemm_i8_sp24,
 };
 
 sqz_cuda_ctx *sqz__cuda_ctx_of(sqz_backend *b) {

@@ -87,6 +87,38 @@ SQZ__FRAG void sqz_f16_ldsm_a(int lane, int r0, int ks, int *row, int *chunk) {
     *chunk = 2 * ks + (q >> 1);
 }
 
+/* ---- 2:4 sparse INT8 (gemm_i8_sp24.cu): mma.sp::ordered_metadata.m16n8k64.row.col.s32.s8.s8.s32,
+ * W as the sparse A operand (16 W rows x 64 k, compressed to 16 x 32), X^T as B (64 k x 8
+ * tokens). PTX ISA, "Matrix fragments for sparse mma.m16n8k64 with .u8/.s8":
+ *   A (compressed 16 x 32), r = 0..3: the dense m16n8k32 A layout on the compressed matrix,
+ *     (row, ccol .. ccol + 3): row = g + 8 (r & 1), ccol = 4t + 16 (r >> 1) (= sqz_frag_s8_a);
+ *     these are the kept values of uncompressed columns 2 ccol .. 2 ccol + 7;
+ *   B (64 x 8), r = 0..3: (k .. k + 3, n): k = 4t + 16 r, n = g;
+ *   metadata, sparsity selector 0 (every lane of a group of four contributes): lane (g, t)
+ *     holds the 2-bit index pairs of uncompressed columns 16t .. 16t + 15 (four groups of 4,
+ *     group j at bits 4j) of row g in bits 0..15 and of row g + 8 in bits 16..31.
+ * The metadata assignment is the one point not yet confirmed on hardware here (no GPU in the
+ * sessions so far): tests/gpu/test_gpu_sp24.c compares the kernel with the CPU reference
+ * wherever a GPU is found, and this function is the one place to change. ---- */
+SQZ__FRAG void sqz_frag_s8_b64(int lane, int r, int *k, int *n) {
+    *k = 4 * (lane & 3) + 16 * r;
+    *n = lane >> 2;
+}
+/* Row (within the tile) and first uncompressed column (within the k64 step) of the 16-bit
+ * half h (0: bits 0..15, 1: bits 16..31) of lane's metadata register. */
+SQZ__FRAG void sqz_sp24_meta_s8(int lane, int h, int *row, int *col0) {
+    *row = (lane >> 2) + 8 * h;
+    *col0 = 16 * (lane & 3);
+}
+/* The 16-bit half of W row R's metadata (sqz/sparse.h words, kw = k / 32 per row) for
+ * uncompressed columns [c0, c0 + 16) (c0 % 16 == 0); rows R >= n (past the matrix): four
+ * valid (0, 1) fields, over zero values. */
+SQZ__FRAG unsigned sqz_sp24_meta_half(const unsigned *meta, int n, int kw, int R, int c0) {
+    if (R >= n) return 0x4444u;
+    const unsigned w = meta[(long long)R * kw + c0 / 32];
+    return (w >> (16 * ((c0 / 16) & 1))) & 0xFFFFu;
+}
+
 #ifdef __cplusplus
 }
 #endif

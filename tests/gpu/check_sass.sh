@@ -2,8 +2,8 @@
 # tests/gpu/check_sass.sh LIB [CUOBJDUMP] - checks, without a GPU, that the CUDA kernels in
 # LIB (the CUDA module libsqz_cuda.so of a SQZ_CUDA build) were compiled to tensor-core instructions
 # for every architecture sqz targets: each INT8 kernel (i8_mma_kernel<...>) must contain
-# IMMA and each W4A16 kernel (w4_small_kernel / w4_big_kernel) HMMA, in the SASS of sm_80,
-# sm_89 and sm_90. Exits 77 (skipped) when no cuobjdump can be found (scripts/setup.sh fetches
+# IMMA and each W4A16 kernel (w4_small_kernel / w4_big_kernel) HMMA, and the 2:4 kernel
+# (i8_sp24_kernel) the sparse IMMA.SP, in the SASS of sm_80, sm_89 and sm_90. Exits 77 (skipped) when no cuobjdump can be found (scripts/setup.sh fetches
 # one from PyPI into $SQZ_CUDA_TOOLS when the toolkit lacks it).
 set -euo pipefail
 
@@ -53,5 +53,9 @@ for arch in sm_80 sm_89 sm_90; do
         printf '  %s\n' $bad_i8 $bad_w4 >&2
         status=1
     fi
+    # the 2:4 sparse INT8 kernel: sparse IMMA (mma.sp m16n8k64 -> IMMA.SP.16864)
+    sp=$(awk '/Function : / { f = ($3 ~ /i8_sp24_kernel/) } f && /IMMA\.SP/ { n++ } END { print n + 0 }' <<<"$sass")
+    echo "$arch: 2:4 sparse INT8 kernel: $sp IMMA.SP"
+    if (( sp < 1 )); then echo "$arch: i8_sp24_kernel has no sparse IMMA (IMMA.SP)" >&2; status=1; fi
 done
 exit $status
