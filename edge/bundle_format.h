@@ -101,12 +101,29 @@ typedef enum sqzb_kind {
 #define SQZB_VOCAB_SPLIT_WORDS 0x8u /* SPM: each U+2581 starts a word (HF Metaspace split) */
 #define SQZB_VOCAB_FUSE_UNK 0x10u   /* SPM: consecutive unknown characters give one <unk> */
 
-/* Tensor dtypes (GGML type ids). */
+/* Tensor dtypes: GGML type ids, and sqz's own schemes from 100 on. */
 #define SQZB_DT_F32 0
 #define SQZB_DT_F16 1
 #define SQZB_DT_Q4_0 2
 #define SQZB_DT_Q4_1 3
 #define SQZB_DT_Q8_0 8
+#define SQZB_DT_I8_ROW 100   /* sqz's int8: w = q * scale[row] (weight-only) */
+#define SQZB_DT_U4_GROUP 101 /* sqz's int4: w = scale[row][g] * (code - zero[row][g]), g = col / group */
+
+/*
+ * A tensor section of dtype I8_ROW or U4_GROUP (weight matrices (rows, cols) only):
+ *     0 u32 scheme (1 I8_ROW, 2 U4_GROUP)   4 u32 group_size (cols for I8_ROW)
+ *     8 u32 n_groups (cols / group_size)  12 u32 flags (bit 0: zero points follow)
+ *    16..63 zero
+ *    64 the codes: rows x cols int8 (I8_ROW), or rows x cols/2 bytes of 4-bit codes, element 2i
+ *       in the low nibble of byte i (U4_GROUP)
+ *    then, at the next multiple of 4: rows x n_groups f32 scales, then (flag) rows x n_groups
+ *       u8 zero points 0..15 (U4_GROUP without them: 8).
+ * Layers that quantize their input (W8A8), keep an unfolded smoothing vector, or group
+ * columns out of order (act-order g_idx) are not in version 1.
+ */
+#define SQZB_QHEADER 64
+#define SQZB_Q_ZEROS 0x1u
 
 /* Caps that turn absurd counts into errors before anything is sized from them. */
 #define SQZB_MAX_SECTIONS (1u << 16)

@@ -24,6 +24,8 @@ const char *sqze_dtype_name(uint32_t dtype) {
     case SQZB_DT_Q8_0: return "q8_0";
     case SQZB_DT_Q4_0: return "q4_0";
     case SQZB_DT_Q4_1: return "q4_1";
+    case SQZB_DT_I8_ROW: return "int8 (sqz, per row)";
+    case SQZB_DT_U4_GROUP: return "int4 (sqz, per group)";
     default: return "unknown";
     }
 }

@@ -25,9 +25,9 @@ enum {
     SQZE_N_ROLES = 18
 };
 
-/* ---- kernels (edge/kernels.c): y[r] = dot(row r of W, x) for rows [0, n_rows) ---- */
-/* W in a bundle dtype, rows of k elements (a multiple of the block size); x of k floats. */
-void sqze__matvec(const void *w, uint32_t dtype, const float *x, float *y, uint32_t n_rows, uint32_t k);
+/* ---- kernels (edge/kernels.c): y = W x over every row of W ---- */
+/* W in a bundle dtype (edge/model.c checked its shape and sizes); x of w->cols floats. */
+void sqze__matvec(const sqze_w *w, const float *x, float *y);
 /* Row r of W as floats (embedding lookup). */
 void sqze__row_f32(const void *w, uint32_t dtype, uint32_t r, uint32_t k, float *out);
 float sqze__fp16_to_f32(uint16_t h);

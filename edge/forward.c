@@ -22,7 +22,7 @@ static void rmsnorm(float *y, const float *x, const float *w, float eps, uint32_
 }
 
 static void linear(const sqze_w *w, const sqze_w *b, const float *x, float *y) {
-    sqze__matvec(w->data, w->dtype, x, y, w->rows, w->cols);
+    sqze__matvec(w, x, y);
     if (b && b->data) {
         const float *bias = (const float *)b->data;
         for (uint32_t i = 0; i < w->rows; i++) y[i] += bias[i];

@@ -233,8 +233,99 @@ static float dot_q4(const uint8_t *w, const float *x, uint32_t k, int with_min) 
     return s;
 }
 
-void sqze__matvec(const void *wv, uint32_t dtype, const float *x, float *y, uint32_t n_rows, uint32_t k) {
-    const uint8_t *w = wv;
+/* sqz's int8 row: the int8 codes . x (the row's scale is applied by the caller) */
+static float dot_i8(const uint8_t *w, const float *x, uint32_t k) {
+    const int8_t *q = (const int8_t *)w;
+    uint32_t i = 0;
+    float s = 0.0f;
+#if USE_AVX2
+    __m256 a = _mm256_setzero_ps();
+    for (; i + 16 <= k; i += 16) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(q + i));
+        a = _mm256_fmadd_ps(i8x8(v), _mm256_loadu_ps(x + i), a);
+        a = _mm256_fmadd_ps(i8x8(_mm_srli_si128(v, 8)), _mm256_loadu_ps(x + i + 8), a);
+    }
+    s = hsum(a);
+#elif USE_NEON
+    float32x4_t a = vdupq_n_f32(0);
+    for (; i + 8 <= k; i += 8) {
+        int16x8_t v = vmovl_s8(vld1_s8(q + i));
+        a = vfmaq_f32(a, vcvtq_f32_s32(vmovl_s16(vget_low_s16(v))), vld1q_f32(x + i));
+        a = vfmaq_f32(a, vcvtq_f32_s32(vmovl_s16(vget_high_s16(v))), vld1q_f32(x + i + 4));
+    }
+    s = vaddvq_f32(a);
+#endif
+    for (; i < k; i++) s += (float)q[i] * x[i];
+    return s;
+}
+
+/* sqz's int4 codes (element 2i low nibble, 2i+1 high) minus the zero point, . x, over n elements */
+static float dot_u4(const uint8_t *w, const float *x, uint32_t n, int z) {
+    uint32_t i = 0;
+    float s = 0.0f;
+#if USE_AVX2
+    __m256 a = _mm256_setzero_ps();
+    const __m128i mask = _mm_set1_epi8(0x0F), zz = _mm_set1_epi8((char)z);
+    for (; i + 32 <= n; i += 32) {
+        const __m128i raw = _mm_loadu_si128((const __m128i *)(w + i / 2));
+        const __m128i lo = _mm_and_si128(raw, mask), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+        const __m128i e0 = _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), zz), e1 = _mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), zz);
+        a = _mm256_fmadd_ps(i8x8(e0), _mm256_loadu_ps(x + i), a);
+        a = _mm256_fmadd_ps(i8x8(_mm_srli_si128(e0, 8)), _mm256_loadu_ps(x + i + 8), a);
+        a = _mm256_fmadd_ps(i8x8(e1), _mm256_loadu_ps(x + i + 16), a);
+        a = _mm256_fmadd_ps(i8x8(_mm_srli_si128(e1, 8)), _mm256_loadu_ps(x + i + 24), a);
+    }
+    s = hsum(a);
+#elif USE_NEON
+    float32x4_t a = vdupq_n_f32(0);
+    const uint8x16_t mask = vdupq_n_u8(0x0F);
+    const int8x16_t zz = vdupq_n_s8((int8_t)z);
+    for (; i + 32 <= n; i += 32) {
+        uint8x16_t raw = vld1q_u8(w + i / 2);
+        uint8x16x2_t e = vzipq_u8(vandq_u8(raw, mask), vshrq_n_u8(raw, 4)); /* elements in order */
+        for (int h = 0; h < 2; h++) {
+            int8x16_t v = vsubq_s8(vreinterpretq_s8_u8(e.val[h]), zz);
+            int16x8_t lo = vmovl_s8(vget_low_s8(v)), hi = vmovl_s8(vget_high_s8(v));
+            const float *xs = x + i + 16 * h;
+            a = vfmaq_f32(a, vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), vld1q_f32(xs));
+            a = vfmaq_f32(a, vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))), vld1q_f32(xs + 4));
+            a = vfmaq_f32(a, vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), vld1q_f32(xs + 8));
+            a = vfmaq_f32(a, vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), vld1q_f32(xs + 12));
+        }
+    }
+    s = vaddvq_f32(a);
+#endif
+    for (; i < n; i += 2) {
+        uint8_t b = w[i / 2];
+        s += (float)((b & 0x0F) - z) * x[i] + (float)((b >> 4) - z) * x[i + 1];
+    }
+    return s;
+}
+
+static void matvec_scheme(const sqze_w *w, const float *x, float *y) {
+    uint32_t k = w->cols, gs = w->group_size, ng = w->n_groups;
+    if (w->dtype == SQZB_DT_I8_ROW) {
+        for (uint32_t r = 0; r < w->rows; r++) y[r] = w->scales[r] * dot_i8(w->data + (size_t)r * k, x, k);
+        return;
+    }
+    for (uint32_t r = 0; r < w->rows; r++) {
+        const uint8_t *row = w->data + (size_t)r * (k / 2);
+        float s = 0.0f;
+        for (uint32_t g = 0; g < ng; g++) {
+            int z = w->zeros ? w->zeros[(size_t)r * ng + g] : 8;
+            s += w->scales[(size_t)r * ng + g] * dot_u4(row + (size_t)g * gs / 2, x + (size_t)g * gs, gs, z);
+        }
+        y[r] = s;
+    }
+}
+
+void sqze__matvec(const sqze_w *wt, const float *x, float *y) {
+    if (wt->dtype >= SQZB_DT_I8_ROW) {
+        matvec_scheme(wt, x, y);
+        return;
+    }
+    const uint8_t *w = wt->data;
+    uint32_t dtype = wt->dtype, n_rows = wt->rows, k = wt->cols;
     size_t rb = (size_t)sqze_dtype_bytes(dtype, k);
     for (uint32_t r = 0; r < n_rows; r++, w += rb) {
         switch (dtype) {

@@ -68,7 +68,34 @@ size_t sqze_model_memory(const sqze_bundle *b, uint32_t ctx) {
     return p.total;
 }
 
-/* The weight of (role, layer, param) with its shape checked: rows x cols, f32 for vectors. */
+/* An I8_ROW / U4_GROUP section (layout in edge/bundle_format.h): header, sizes, alignment. */
+static int bind_scheme(const sqze_section *s, const char *lab, uint32_t rows, uint32_t cols, sqze_w *w, char *err,
+                       size_t cap) {
+    int i8 = s->dtype == SQZB_DT_I8_ROW;
+    if (s->stored < SQZB_QHEADER || (!i8 && cols % 2))
+        return sqze__fail(err, cap, "%s: %llu bytes: too short for sqz's int8 / int4 layout", lab,
+                          (unsigned long long)s->stored);
+    const uint8_t *h = s->data;
+    uint32_t scheme = sqze__u32(h), gs = sqze__u32(h + 4), ng = sqze__u32(h + 8), flags = sqze__u32(h + 12);
+    if (scheme != (i8 ? 1u : 2u) || gs == 0 || ng == 0 || (uint64_t)gs * ng != cols || (!i8 && gs % 2) ||
+        (i8 && (ng != 1 || flags)) || (flags & ~SQZB_Q_ZEROS))
+        return sqze__fail(err, cap, "%s: scheme %u, groups of %u x %u for %u columns, flags %#x", lab,
+                          (unsigned)scheme, (unsigned)gs, (unsigned)ng, (unsigned)cols, (unsigned)flags);
+    uint64_t codes = i8 ? (uint64_t)rows * cols : (uint64_t)rows * cols / 2, side = (uint64_t)rows * ng;
+    uint64_t at = (SQZB_QHEADER + codes + 3) / 4 * 4, need = at + side * 4 + ((flags & SQZB_Q_ZEROS) ? side : 0);
+    if (need != s->stored)
+        return sqze__fail(err, cap, "%s: %llu bytes stored, the codes, scales and zero points need %llu", lab,
+                          (unsigned long long)s->stored, (unsigned long long)need);
+    if (((uintptr_t)s->data) % 4) return sqze__fail(err, cap, "%s: not 4-byte aligned in memory (map the bundle)", lab);
+    *w = (sqze_w){s->data + SQZB_QHEADER, s->dtype, rows, cols, (const float *)(const void *)(s->data + at),
+                  (flags & SQZB_Q_ZEROS) ? s->data + at + side * 4 : NULL, gs, ng};
+    for (uint64_t i = 0; w->zeros && i < side; i++)
+        if (w->zeros[i] > 15) return sqze__fail(err, cap, "%s: zero point %u out of 0..15", lab, (unsigned)w->zeros[i]);
+    return 0;
+}
+
+/* The weight of (role, layer, param) with its shape checked: rows x cols, f32 for vectors;
+ * sqz's int8 / int4 for the matrices that are only multiplied (not the embedding). */
 static int bind(const sqze_bundle *b, uint32_t role, int32_t layer, uint32_t param, uint32_t rows, uint32_t cols,
                 int optional, sqze_w *w, char *err, size_t cap) {
     memset(w, 0, sizeof *w);
@@ -83,6 +110,11 @@ static int bind(const sqze_bundle *b, uint32_t role, int32_t layer, uint32_t par
             return sqze__fail(err, cap, "%s is deflated (a transport form): export the bundle without --deflate to "
                               "run it", lab);
         int vec = cols == 1;
+        if (s.ndim == 2 && s.shape[0] == rows && s.shape[1] == cols && !vec && s.dtype >= SQZB_DT_I8_ROW &&
+            (s.dtype == SQZB_DT_I8_ROW || s.dtype == SQZB_DT_U4_GROUP) && role != SQZE_ROLE_TOKEN_EMBD) {
+            if (bind_scheme(&s, lab, rows, cols, w, err, cap)) return 1;
+            continue;
+        }
         if (vec ? (s.ndim != 1 || s.shape[0] != rows) : (s.ndim != 2 || s.shape[0] != rows || s.shape[1] != cols))
             return sqze__fail(err, cap, "%s: shape (%llu, %llu) where the hyperparameters say (%u, %u)", lab,
                               (unsigned long long)s.shape[0], (unsigned long long)s.shape[1], (unsigned)rows,
@@ -98,7 +130,7 @@ static int bind(const sqze_bundle *b, uint32_t role, int32_t layer, uint32_t par
                               (unsigned long long)nb);
         if (((uintptr_t)s.data) % 4)
             return sqze__fail(err, cap, "%s: data not 4-byte aligned in memory (map the bundle)", lab);
-        *w = (sqze_w){s.data, s.dtype, rows, cols};
+        *w = (sqze_w){s.data, s.dtype, rows, cols, NULL, NULL, 0, 0};
     }
     if (!w->data && !optional) {
         if (layer >= 0)

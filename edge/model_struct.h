@@ -11,8 +11,13 @@
 
 /* A weight where the bundle stores it: rows x cols elements of a bundle dtype. */
 typedef struct sqze_w {
-    const uint8_t *data; /* NULL when absent (a bias the model does not have) */
+    const uint8_t *data; /* NULL when absent (a bias the model does not have); the codes of I8_ROW/U4_GROUP */
     uint32_t dtype, rows, cols;
+    /* I8_ROW / U4_GROUP: rows x n_groups f32 scales (little-endian, 4-byte aligned), zero points
+     * (U4_GROUP, or NULL: 8), columns per group */
+    const float *scales;
+    const uint8_t *zeros;
+    uint32_t group_size, n_groups;
 } sqze_w;
 
 typedef struct sqze_layer {

@@ -9,6 +9,9 @@
 /* The bundle dtype code (GGML type id) tensor t is stored with under the options, or
  * UINT32_MAX when a bundle cannot hold it (sqz__bundle_check says why). */
 uint32_t sqz__bundle_dtype(const sqz_tensor *t, const sqz_save_opts *o);
+/* The section bytes of a scheme-quantized tensor (I8_ROW / U4_GROUP layout, edge/bundle_format.h),
+ * malloc'd. */
+sqz_status sqz__bundle_qpack(const sqz_tensor *t, uint8_t **out, size_t *n);
 /* The sqz dtype of a bundle dtype code (SQZ_DTYPE_COUNT for an unknown code). */
 sqz_dtype sqz__bundle_dtype_of(uint32_t code);
 /* SQZ_ERR_UNSUPPORTED naming the first tensor a bundle cannot hold, the family or the

@@ -11,6 +11,7 @@
 
 #include "edge/crypto.h"
 #include "formats/bundle_internal.h"
+#include "sqz/qparams.h"
 #include "sqz/sqz.h"
 
 static const struct { sqz_dtype d; uint32_t code; } dtype_codes[] = {
@@ -19,9 +20,42 @@ static const struct { sqz_dtype d; uint32_t code; } dtype_codes[] = {
 #define N_CODES (sizeof dtype_codes / sizeof dtype_codes[0])
 
 sqz_dtype sqz__bundle_dtype_of(uint32_t code) {
+    if (code == SQZB_DT_I8_ROW) return SQZ_DTYPE_I8;
+    if (code == SQZB_DT_U4_GROUP) return SQZ_DTYPE_U4;
     for (size_t i = 0; i < N_CODES; i++)
         if (dtype_codes[i].code == code) return dtype_codes[i].d;
     return SQZ_DTYPE_COUNT;
+}
+
+/* What keeps a scheme-quantized weight out of bundle format 1, or NULL. */
+static const char *scheme_unsupported(const sqz_qparams *qp) {
+    if (qp->act_mode != SQZ_ACT_FLOAT) return "W8A8 (quantized activations)";
+    if (qp->in_scale) return "an unfolded smoothing vector";
+    if (qp->g_idx) return "act-order groups (g_idx)";
+    if (qp->scheme != SQZ_QSCHEME_I8_ROW && qp->scheme != SQZ_QSCHEME_U4_GROUP) return "an unknown scheme";
+    return NULL;
+}
+
+sqz_status sqz__bundle_qpack(const sqz_tensor *t, uint8_t **out, size_t *n) {
+    const sqz_qparams *qp = t->qp;
+    size_t ng = (size_t)qp->n_groups, rows = (size_t)qp->n_out, codes = t->nbytes;
+    size_t at = (SQZB_QHEADER + codes + 3) / 4 * 4, total = at + rows * ng * 4 + (qp->zeros ? rows * ng : 0);
+    uint8_t *b = sqz__calloc(1, total);
+    if (!b) return SQZ_ERR_NOMEM;
+    sqz__wr_u32(b, qp->scheme == SQZ_QSCHEME_I8_ROW ? 1u : 2u);
+    sqz__wr_u32(b + 4, (uint32_t)qp->group_size);
+    sqz__wr_u32(b + 8, (uint32_t)qp->n_groups);
+    sqz__wr_u32(b + 12, qp->zeros ? SQZB_Q_ZEROS : 0u);
+    memcpy(b + SQZB_QHEADER, t->data, codes);
+    for (size_t i = 0; i < rows * ng; i++) {
+        uint32_t u;
+        memcpy(&u, &qp->scales[i], 4);
+        sqz__wr_u32(b + at + 4 * i, u);
+    }
+    if (qp->zeros) memcpy(b + at + rows * ng * 4, qp->zeros, rows * ng);
+    *out = b;
+    *n = total;
+    return SQZ_OK;
 }
 
 static uint32_t code_of(sqz_dtype d) {
@@ -37,8 +71,9 @@ uint32_t sqz__bundle_dtype(const sqz_tensor *t, const sqz_save_opts *o) {
          * (its values exactly: a float widened, or dequantized), as the GGUF writer does */
         d = sqz_tensor_row_len(t) % sqz_dtype_info((sqz_dtype)o->dtype)->block_size == 0 ? (sqz_dtype)o->dtype
                                                                                             : SQZ_DTYPE_F32;
-    } else if (t->qp) {
-        return UINT32_MAX; /* sqz's I8/U4 schemes: not in format version 1 */
+    } else if (t->qp) { /* sqz's int8 / int4, weight-only and in column order */
+        if (scheme_unsupported(t->qp)) return UINT32_MAX;
+        return t->qp->scheme == SQZ_QSCHEME_I8_ROW ? SQZB_DT_I8_ROW : SQZB_DT_U4_GROUP;
     }
     return code_of(d);
 }
@@ -56,10 +91,13 @@ sqz_status sqz__bundle_check(const sqz_model *m, const sqz_save_opts *o) {
                       t->name, (int)t->ndim);
         if (sqz__bundle_dtype(t, o) != UINT32_MAX) continue;
         bool asked = o->dtype >= 0 && t->param == SQZ_PARAM_WEIGHT && t->ndim == 2;
-        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "tensor '%s': a bundle cannot hold %s%s (it holds f32, f16, q8_0, "
-                         "q4_0, q4_1)%s", t->name, sqz_dtype_name(asked ? (sqz_dtype)o->dtype : t->dtype),
-                         !asked && t->qp ? " with sqz quantization parameters" : "",
-                         asked ? "" : "; choose one with --dtype");
+        if (!asked && t->qp && scheme_unsupported(t->qp))
+            return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "tensor '%s': sqz's %s with %s is not in bundle format %d.%d; "
+                             "choose a dtype with --dtype", t->name, sqz_dtype_name(t->dtype),
+                             scheme_unsupported(t->qp), SQZB_MAJOR, SQZB_MINOR);
+        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "tensor '%s': a bundle cannot hold %s (it holds f32, f16, q8_0, "
+                         "q4_0, q4_1, and sqz's int8 / int4 weights)%s", t->name,
+                         sqz_dtype_name(asked ? (sqz_dtype)o->dtype : t->dtype), asked ? "" : "; choose one with --dtype");
     }
     return SQZ_OK;
 }

@@ -13,6 +13,7 @@
 #include "edge/crypto.h"
 #include "edge/edge_internal.h"
 #include "formats/bundle_internal.h"
+#include "sqz/qparams.h"
 
 bool sqz__looks_bundle(const uint8_t *p, size_t n) { return n >= 8 && memcmp(p, SQZB_MAGIC, 8) == 0; }
 
@@ -121,6 +122,44 @@ static sqz_status read_vocab(const char *path, const sqze_bundle *b, sqz_vocab *
     return SQZ_OK;
 }
 
+/* The qparams of an I8_ROW / U4_GROUP tensor section (layout in edge/bundle_format.h): checked,
+ * owned by the model, pointing into the section; t->data / t->nbytes become the codes. */
+static sqz_status read_scheme(const char *path, const char *lab, const sqze_section *s, sqz_tensor *t,
+                              sqz_model *m) {
+    const uint64_t rows = s->shape[0], cols = s->shape[1];
+    const bool i8 = s->dtype == SQZB_DT_I8_ROW;
+    SQZ_RETURN_IF(s->ndim != 2 || (!i8 && cols % 2) || s->stored < SQZB_QHEADER, SQZ_ERR_FORMAT,
+                  "%s: %s: not a (rows, cols) matrix of sqz's int8 / int4 codes", path, lab);
+    const uint8_t *h = s->data;
+    uint32_t scheme = sqze__u32(h), gs = sqze__u32(h + 4), ng = sqze__u32(h + 8), flags = sqze__u32(h + 12);
+    SQZ_RETURN_IF(scheme != (i8 ? 1u : 2u) || gs == 0 || ng == 0 || (uint64_t)gs * ng != cols ||
+                      (i8 && (ng != 1 || flags)) || (flags & ~SQZB_Q_ZEROS),
+                  SQZ_ERR_FORMAT, "%s: %s: scheme %u, groups of %u x %u for %" PRIu64 " columns, flags %#x", path, lab,
+                  (unsigned)scheme, (unsigned)gs, (unsigned)ng, cols, (unsigned)flags);
+    uint64_t codes = i8 ? rows * cols : rows * cols / 2; /* shape checked: < 2^48 */
+    uint64_t at = (SQZB_QHEADER + codes + 3) / 4 * 4, side = rows * ng;
+    uint64_t need = at + side * 4 + ((flags & SQZB_Q_ZEROS) ? side : 0);
+    SQZ_RETURN_IF(need != s->stored, SQZ_ERR_FORMAT, "%s: %s: %" PRIu64 " bytes stored, the codes, scales and zero "
+                  "points need %" PRIu64, path, lab, s->stored, need);
+    sqz_qparams *qp = sqz__calloc(1, sizeof *qp);
+    if (!qp) return SQZ_ERR_NOMEM;
+    SQZ_TRY(sqz_model_keep(m, qp));
+    qp->scheme = i8 ? SQZ_QSCHEME_I8_ROW : SQZ_QSCHEME_U4_GROUP;
+    qp->n_out = (int64_t)rows;
+    qp->n_in = (int64_t)cols;
+    qp->group_size = (int32_t)gs;
+    qp->n_groups = ng;
+    qp->scales = (const float *)(const void *)(s->data + at);
+    qp->zeros = (flags & SQZB_Q_ZEROS) ? s->data + at + side * 4 : NULL;
+    qp->act_mode = SQZ_ACT_FLOAT;
+    t->data = (void *)(s->data + SQZB_QHEADER);
+    t->nbytes = (size_t)codes;
+    t->qp = qp;
+    sqz_status st = sqz_qparams_check(qp, t->dtype, t->nbytes, lab);
+    if (st != SQZ_OK) sqz__error_prefix("%s", path);
+    return st;
+}
+
 static sqz_status read_model(const char *path, const sqze_bundle *b, sqz_model *m) {
     char err[256];
     sqze_hparams hp;
@@ -171,12 +210,16 @@ static sqz_status read_model(const char *path, const sqze_bundle *b, sqz_model *
         t.ndim = (int32_t)s.ndim;
         t.shape[0] = (int64_t)s.shape[0];
         if (s.ndim == 2) t.shape[1] = (int64_t)s.shape[1];
-        size_t nb;
-        SQZ_RETURN_IF(!sqz_dtype_nbytes(t.dtype, sqz_tensor_nelements(&t), &nb) || nb != s.stored, SQZ_ERR_FORMAT,
-                      "%s: %s: %" PRIu64 " bytes stored, its shape in %s needs %zu", path, err, s.stored,
-                      sqz_dtype_name(t.dtype), nb);
-        t.nbytes = nb;
-        t.data = (void *)s.data;
+        if (s.dtype >= SQZB_DT_I8_ROW) {
+            SQZ_TRY(read_scheme(path, err, &s, &t, m));
+        } else {
+            size_t nb;
+            SQZ_RETURN_IF(!sqz_dtype_nbytes(t.dtype, sqz_tensor_nelements(&t), &nb) || nb != s.stored, SQZ_ERR_FORMAT,
+                          "%s: %s: %" PRIu64 " bytes stored, its shape in %s needs %zu", path, err, s.stored,
+                          sqz_dtype_name(t.dtype), nb);
+            t.nbytes = nb;
+            t.data = (void *)s.data;
+        }
         char name[96];
         if (s.layer >= 0) snprintf(name, sizeof name, "blk.%d.%s.%s", (int)s.layer, sqz_role_name(t.role),
                                    s.param ? "bias" : "weight");

@@ -33,7 +33,10 @@ static sqz_status section_bytes(const sqz_model *m, const bsect *s, bool deflate
     const uint8_t *raw = s->blob;
     size_t rawn = s->blob_n;
     uint8_t *conv = NULL;
-    if (s->t) {
+    if (s->t && s->dtype >= SQZB_DT_I8_ROW) { /* sqz's int8 / int4: codes, scales, zero points */
+        SQZ_TRY(sqz__bundle_qpack(s->t, &conv, &rawn));
+        raw = conv;
+    } else if (s->t) {
         raw = s->t->data;
         rawn = s->t->nbytes;
         if (sqz__bundle_dtype_of(s->dtype) != s->t->dtype || s->t->qp) {
@@ -140,6 +143,13 @@ static sqz_status write_all(const sqz_model *m, const char *path, bsect *s, size
     for (size_t i = 0; i < n; i++) { /* the inflated size */
         if (!(s[i].flags & SQZB_S_DEFLATE)) s[i].size = s[i].stored;
         else if (!s[i].t) s[i].size = s[i].blob_n;
+        else if (s[i].dtype >= SQZB_DT_I8_ROW) { /* measured from the packed bytes */
+            uint8_t *q;
+            size_t qn;
+            SQZ_TRY(sqz__bundle_qpack(s[i].t, &q, &qn));
+            free(q);
+            s[i].size = qn;
+        }
         else {
             size_t nb = 0;
             (void)sqz_dtype_nbytes(sqz__bundle_dtype_of(s[i].dtype), sqz_tensor_nelements(s[i].t), &nb);

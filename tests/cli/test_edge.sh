@@ -82,16 +82,26 @@ check "bundle to GGUF" '[ "$("$sqz" generate "$tmp/t.gguf" -p "$prompt" -n 16 --
 "$sqz" export "$tiny" > /dev/null 2>&1; rc=$?
 check "export without -o: usage error (exit 2)" '[ $rc -eq 2 ]'
 
-# sqz's INT8 scheme (scales per row): no bundle or GGUF dtype; --dtype q8_0 requantizes (rows that are
-# not whole blocks, stories260K's 172-wide down projections, are stored in f32)
-if "$sqz" compress "$s260" -o "$tmp/int8" --quant int8 > /dev/null 2>&1; then
-    "$sqz" export "$tmp/int8" -o "$tmp/i8.sqzb" > /dev/null 2> "$tmp/e"; rc=$?
-    check "INT8 scheme to a bundle: refused, one line" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q "quantization parameters" "$tmp/e"'
-    "$sqz" export "$tmp/int8" -o "$tmp/i8.gguf" > /dev/null 2> "$tmp/e"; rc=$?
-    check "INT8 scheme to GGUF: refused, one line" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ]'
-    "$sqz" export "$tmp/int8" -o "$tmp/i8.sqzb" --dtype q8_0 2>/dev/null
-    want=$("$sqz" generate "$tmp/i8.sqzb" -p "$prompt" -n 32 --ids | ids)
-    check "INT8 scheme --dtype q8_0: sqz-edge == sqz generate" '[ -n "$want" ] && [ "$("$edge" "$tmp/i8.sqzb" -p "$prompt" -n 32 --ids 2>/dev/null | ids)" = "$want" ]'
+# sqz's own schemes: int8 (a scale per row) and int4 (per group, with zero points) are bundle dtypes
+# that sqz-edge multiplies in place; W8A8 (quantized activations) is refused in one line, and GGUF
+# cannot hold either (one line); --dtype q8_0 requantizes (rows that are not whole blocks,
+# stories260K's 172-wide down projections, are stored in f32)
+for q in int8 int4:rtn:g32:asym; do
+    rm -rf "$tmp/sch"
+    "$sqz" compress "$tiny" -o "$tmp/sch" --quant $q > /dev/null 2>&1 || { echo "FAIL: compress $q"; fails=$((fails + 1)); continue; }
+    "$sqz" export "$tmp/sch" -o "$tmp/sch.sqzb" 2>/dev/null
+    want=$("$sqz" generate "$tmp/sch" -p "$prompt" -n 40 --ids | ids)
+    check "$q: the bundle generates what the compressed checkpoint does" '[ -n "$want" ] && [ "$("$sqz" generate "$tmp/sch.sqzb" -p "$prompt" -n 40 --ids | ids)" = "$want" ]'
+    check "$q: sqz-edge == sqz generate (40)" '[ "$("$edge" "$tmp/sch.sqzb" -p "$prompt" -n 40 --ids 2>/dev/null | ids)" = "$want" ]'
+    "$sqz" export "$tmp/sch" -o "$tmp/sch.gguf" > /dev/null 2> "$tmp/e"; rc=$?
+    check "$q to GGUF: refused, one line" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q "quantization parameters" "$tmp/e"'
+done
+if "$sqz" compress "$s260" -o "$tmp/w8a8" --quant w8a8 --calib "$data/data/wiki.test.raw" --calib-samples 2 --calib-ctx 32 > /dev/null 2>&1; then
+    "$sqz" export "$tmp/w8a8" -o "$tmp/w8a8.sqzb" > /dev/null 2> "$tmp/e"; rc=$?
+    check "w8a8 to a bundle: refused, one line naming W8A8" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q "W8A8" "$tmp/e"'
+    "$sqz" export "$tmp/w8a8" -o "$tmp/w8a8.sqzb" --dtype q8_0 2>/dev/null
+    want=$("$sqz" generate "$tmp/w8a8.sqzb" -p "$prompt" -n 32 --ids | ids)
+    check "w8a8 --dtype q8_0: sqz-edge == sqz generate" '[ -n "$want" ] && [ "$("$edge" "$tmp/w8a8.sqzb" -p "$prompt" -n 32 --ids 2>/dev/null | ids)" = "$want" ]'
 fi
 
 # the runtime links libc and libm only

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The edge runtime as an aarch64 program (issue 16): edge/ configured alone with
 # cmake/aarch64-linux-gnu.cmake (Debian's gcc-aarch64-linux-gnu), built with its NEON kernels,
-# run under qemu-aarch64 on bundles of stories260K and tinystories-656K (f32, q4_0, q8_0):
+# run under qemu-aarch64 on bundles of stories260K and tinystories-656K (f32, q4_0, q8_0, sqz's
+# int8 and int4):
 #   - its greedy tokens equal `sqz generate`'s on the host and the native sqz-edge's;
 #   - its logits equal the native sqz-edge's within 1e-3 absolute at every step (the kernels
 #     differ only in the order of float additions; measured ~1e-5 on logits of magnitude ~20);
@@ -49,7 +50,10 @@ prompt="Once upon a time, Lily"
 "$sqz" export "$tiny" -o "$tmp/t.sqzb" 2>/dev/null
 "$sqz" export "$tiny" -o "$tmp/t_q4_0.sqzb" --dtype q4_0 2>/dev/null
 "$sqz" export "$tiny" -o "$tmp/t_q8_0.sqzb" --dtype q8_0 2>/dev/null
-for b in s t t_q4_0 t_q8_0; do
+"$sqz" compress "$tiny" -o "$tmp/c8" --quant int8 > /dev/null 2>&1 && "$sqz" export "$tmp/c8" -o "$tmp/t_int8.sqzb" 2>/dev/null
+"$sqz" compress "$tiny" -o "$tmp/c4" --quant int4:rtn:g32:asym > /dev/null 2>&1 &&
+    "$sqz" export "$tmp/c4" -o "$tmp/t_int4.sqzb" 2>/dev/null
+for b in s t t_q4_0 t_q8_0 t_int8 t_int4; do
     f=$tmp/$b.sqzb
     host=$("$sqz" generate "$f" -p "$prompt" -n 40 --ids | ids)
     native=$("$edge" "$f" -p "$prompt" -n 40 --ids --dump-logits "$tmp/n.bin" 2>/dev/null | ids)
