@@ -2,7 +2,7 @@
  * edge/main.c - sqz-edge: run a bundle.
  *
  *   sqz-edge BUNDLE -p PROMPT -n N [--key PUB] [--ctx N] [--temp T] [--top-p P] [--seed S]
- *            [--ids] [--dump-logits FILE] [--memory]
+ *            [--ids] [--dump-logits FILE] [--memory] [--manifest]
  *
  * The bundle is mapped and checked (CRCs; the signature and digests with --key), the memory
  * the context needs is printed before anything is allocated, then one arena is allocated and
@@ -26,14 +26,14 @@ typedef struct args {
     const char *bundle, *prompt, *key, *dump;
     long long n, ctx, seed;
     double temp, top_p;
-    int ids, memory_only;
+    int ids, memory_only, manifest;
 } args;
 
 static int usage(const char *msg) {
     if (msg) fprintf(stderr, "sqz-edge: %s (see 'sqz-edge --help')\n", msg);
     FILE *o = msg ? stderr : stdout;
     fprintf(o, "usage: sqz-edge BUNDLE [-p PROMPT] [-n N] [--key PUB] [--ctx N] [--temp T] [--top-p P]\n"
-               "                [--seed S] [--ids] [--dump-logits FILE] [--memory]\n\n"
+               "                [--seed S] [--ids] [--dump-logits FILE] [--memory] [--manifest]\n\n"
                "Runs an sqz bundle (.sqzb): continues PROMPT with up to N new tokens (default 64),\n"
                "greedy at temperature 0, as `sqz generate` does on the same bundle.\n\n"
                "options:\n"
@@ -47,6 +47,7 @@ static int usage(const char *msg) {
                "  --ids                 print the new token ids, one per line\n"
                "  --dump-logits FILE    write the logits of every step (vocab float32 each, little-endian)\n"
                "  --memory              print the memory the context needs and exit\n"
+               "  --manifest            print the bundle's manifest (JSON provenance) and exit\n"
                "kernels: %s\n", sqze_kernels());
     return msg ? 2 : 0;
 }
@@ -71,6 +72,7 @@ static int parse(int argc, char **argv, args *a) {
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) exit(usage(NULL));
         else if (!strcmp(o, "--ids")) { a->ids = 1; val = 0; }
         else if (!strcmp(o, "--memory")) { a->memory_only = 1; val = 0; }
+        else if (!strcmp(o, "--manifest")) { a->manifest = 1; val = 0; }
         else if (o[0] != '-' || !o[1]) {
             if (a->bundle) return usage("more than one BUNDLE");
             a->bundle = o;
@@ -226,6 +228,16 @@ int main(int argc, char **argv) {
      * plus the prefix, BOS and EOS */
     uint64_t ctx = a.ctx ? (uint64_t)a.ctx : strlen(a.prompt) + 3 + (uint64_t)a.n;
     if (ctx > (1u << 24)) ctx = 1u << 24;
+    if (a.manifest) { /* after the checks (and the signature, with --key): provenance one can trust */
+        sqze_section s;
+        if (sqze_bundle_find(&b, SQZB_KIND_MANIFEST, &s) < 0 || (s.flags & SQZB_S_DEFLATE)) {
+            fprintf(stderr, "sqz-edge: error: %s: no plain manifest section\n", a.bundle);
+            return 1;
+        }
+        fwrite(s.data, 1, (size_t)s.stored, stdout);
+        printf("\n");
+        return 0;
+    }
     if (sqze_model_check(&b, err, sizeof err)) {
         fprintf(stderr, "sqz-edge: error: %s: %s\n", a.bundle, err);
         return 1;

@@ -41,6 +41,10 @@ check "empty prompt (BOS alone)" '[ "$("$edge" "$tmp/t.sqzb" -n 16 --ids 2>/dev/
 text=$("$edge" "$tmp/s.sqzb" -p "$prompt" -n 20 2>/dev/null)
 check "text output starts with the prompt" '[ "${text#"$prompt"}" != "$text" ]'
 
+# provenance
+"$edge" "$tmp/s.sqzb" --manifest > "$tmp/man" 2>/dev/null
+check "--manifest prints the provenance (source digest)" 'grep -q "\"format\":\"sqzb\"" "$tmp/man" && grep -q "\"sha512\":\"[0-9a-f]\{128\}\"" "$tmp/man"'
+
 # memory announced before allocating
 "$edge" "$tmp/t.sqzb" --ctx 256 --memory 2> "$tmp/mem" > /dev/null
 check "--memory announces bundle + arena bytes" 'grep -q "bytes of bundle + [0-9]* bytes of arena" "$tmp/mem"'
