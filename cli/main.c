@@ -21,10 +21,12 @@ static const sqz_cmd commands[] = {
      .run = sqz_cmd_eval, .usage = sqz_cmd_eval_usage, .outputs_together = true},
     {.name = "calibrate", .summary = "run calibration text through a model and save the activation statistics",
      .run = sqz_cmd_calibrate, .usage = sqz_cmd_calibrate_usage, .outputs_together = true},
-    {.name = "compress", .summary = "run a recipe of passes (quantization, layer removal) on a model, with a report "
-     "and the accuracy cost", .run = sqz_cmd_compress, .usage = sqz_cmd_compress_usage,
+    {.name = "compress",
+     .summary = "run a recipe of passes (quantization, pruning, sparsity, layer removal) on a model, with a report "
+                "and the accuracy cost", .run = sqz_cmd_compress, .usage = sqz_cmd_compress_usage,
      .outputs_together = true},
-    {.name = "bench", .summary = "benchmarks: GEMM kernels, the forward pass, compression, each against a baseline",
+    {.name = "bench",
+     .summary = "benchmarks (kernels, eval, compress, prune, sparsity, layerdrop, edge, ...), each against a baseline",
      .run = sqz_cmd_bench, .usage = sqz_cmd_bench_usage, .help_of = sqz_cmd_bench_help},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
