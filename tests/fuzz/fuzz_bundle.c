@@ -7,7 +7,8 @@
  * must leave a message), and the edge runtime: open, sqze_model_memory for 8 positions, and
  * when that is at most 64 MB, sqze_model_init in an arena of exactly that size, a prompt
  * tokenized and two positions run, and a token sampled. Seeds: tests/data/bundle/ (tiny
- * bundles from tests/data/llama2c) and tests/data/hostile/bundle/. */
+ * bundles from tests/data/llama2c: f32, signed + deflated, sqz's int8) and
+ * tests/data/hostile/bundle/. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
