@@ -70,11 +70,8 @@ typedef struct ld_bench {
     const char *calib, *eval, *base_file;
     sqz_model *orig;
     sqz_backend *be;
-    sqz_calib_windows w;
+    sqz_cli_bench_data d;
     sqz_layerdrop_scores sc;
-    int32_t *ids;
-    size_t n_ids;
-    int64_t (*exclude)[2];
     double ppl_base, gen_full[2];
     struct cached { char key[512]; sqz_eval_result r; double gen[2]; } cache[256];
     int n_cache;
@@ -95,11 +92,7 @@ static sqz_session_opts session_opts(const ld_bench *B, int64_t max_tokens) {
 }
 
 static sqz_status eval_opts(const ld_bench *B, sqz_eval_opts *o, bool save) {
-    *o = sqz_eval_default_opts();
-    o->ctx = B->a->eval_ctx;
-    o->max_chunks = B->a->eval_chunks;
-    o->exclude = (const int64_t(*)[2])B->exclude;
-    o->n_exclude = B->exclude ? B->w.n_windows : 0;
+    *o = sqz_cli_bench_eval_opts(&B->d, B->a->eval_ctx, B->a->eval_chunks);
     if (save) o->save_base = B->base_file;
     else o->base_logits = B->base_file;
     return SQZ_OK;
@@ -107,7 +100,7 @@ static sqz_status eval_opts(const ld_bench *B, sqz_eval_opts *o, bool save) {
 
 static sqz_status gen_speed(const ld_bench *B, const sqz_model *m, double tps[2]) {
     const sqz_session_opts so = session_opts(B, 0);
-    return sqz_cli_gen_speed(m, &so, B->ids, B->a->gen, tps);
+    return sqz_cli_gen_speed(m, &so, B->d.ids, B->a->gen, tps);
 }
 
 /* The model without blocks set[0..n) (compensated when comp), evaluated against the saved base. */
@@ -126,14 +119,14 @@ static sqz_status evaluate(ld_bench *B, const int32_t *set, int32_t n, bool comp
     sqz_session *s = NULL;
     sqz_layerdrop_result res = {0};
     sqz_eval_result r = {0};
-    const sqz_session_opts cso = session_opts(B, B->w.ctx), eso = session_opts(B, B->a->eval_ctx);
+    const sqz_session_opts cso = session_opts(B, B->d.w.ctx), eso = session_opts(B, B->a->eval_ctx);
     sqz_status st = sqz_model_open(B->a->path ? B->a->path : sqz_cli_default_smollm2(), NULL, &m);
-    if (st == SQZ_OK && comp) st = sqz_layerdrop_compensate(m, &B->w, &cso, set, n, 1e-4, &res);
+    if (st == SQZ_OK && comp) st = sqz_layerdrop_compensate(m, &B->d.w, &cso, set, n, 1e-4, &res);
     if (st == SQZ_OK) st = sqz_model_remove_layers(m, set, n);
     if (st == SQZ_OK) st = sqz_session_new(m, &eso, &s);
     sqz_eval_opts eo;
     if (st == SQZ_OK) st = eval_opts(B, &eo, false);
-    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->ids, (int64_t)B->n_ids, &eo, &r);
+    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, &r);
     double g[2] = {0, 0};
     if (st == SQZ_OK && gen) st = gen_speed(B, m, g);
     if (st == SQZ_OK) {
@@ -234,7 +227,7 @@ static sqz_status one_count(ld_bench *B, int32_t n) {
 static void print_scores(const ld_bench *B) {
     const sqz_layerdrop_scores *s = &B->sc;
     printf("\nscores of the %d blocks on %lld windows x %lld tokens (KLD on %lld windows, %lld scored tokens), "
-           "%.1f s\n", (int)s->n_layers, (long long)s->n_windows, (long long)B->w.ctx, (long long)s->kld_windows,
+           "%.1f s\n", (int)s->n_layers, (long long)s->n_windows, (long long)B->d.w.ctx, (long long)s->kld_windows,
            (long long)s->kld_tokens, s->seconds);
     printf("  %5s %9s %9s %9s %9s\n", "block", "bi", "ang(n=1)", "KLD", "top1");
     for (int32_t l = 0; l < s->n_layers; l++)
@@ -250,31 +243,15 @@ static sqz_status setup(ld_bench *B) {
     cc.ctx = B->a->ctx;
     cc.threads = B->a->threads;
     sqz_session *s = NULL;
-    sqz_status st = sqz_cli_calib_open(&cc, B->orig, B->be, &B->w, &s);
+    sqz_status st = sqz_cli_bench_data_open(B->orig, B->be, &cc, B->eval, &B->d, &s);
     sqz_layerdrop_score_opts so = {.kld = true, .kld_windows = B->a->kld_windows};
     sqz_progress *p = sqz_progress_start("scores", 0, "block passes");
     so.progress = sqz_progress_cb;
     so.progress_user = p;
-    if (st == SQZ_OK) st = sqz_layerdrop_score(s, &B->w, &so, &B->sc);
+    if (st == SQZ_OK) st = sqz_layerdrop_score(s, &B->d.w, &so, &B->sc);
     sqz_progress_end(p);
     sqz_session_free(s);
     if (st == SQZ_OK) print_scores(B);
-    char *text = NULL;
-    size_t len = 0;
-    sqz_tokenizer *tok = NULL;
-    if (st == SQZ_OK) st = sqz_read_file(B->eval, (size_t)1 << 31, &text, &len);
-    if (st == SQZ_OK) st = sqz_tokenizer_new(&B->orig->vocab, &tok);
-    if (st == SQZ_OK) st = sqz_tokenize(tok, text, len, true, &B->ids, &B->n_ids);
-    free(text);
-    sqz_tokenizer_free(tok);
-    if (st == SQZ_OK && !strcmp(B->eval, B->calib)) {
-        B->exclude = malloc((size_t)B->w.n_windows * sizeof *B->exclude);
-        if (!B->exclude) st = SQZ_ERR_NOMEM;
-        for (int64_t i = 0; st == SQZ_OK && i < B->w.n_windows; i++) {
-            B->exclude[i][0] = B->w.starts[i];
-            B->exclude[i][1] = B->w.starts[i] + B->w.ctx;
-        }
-    }
     return st;
 }
 
@@ -286,7 +263,7 @@ static sqz_status base_run(ld_bench *B) {
     sqz_eval_opts eo;
     sqz_status st = sqz_session_new(B->orig, &so, &s);
     if (st == SQZ_OK) st = eval_opts(B, &eo, true);
-    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->ids, (int64_t)B->n_ids, &eo, &r);
+    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, &r);
     sqz_session_free(s);
     if (st == SQZ_OK) st = gen_speed(B, B->orig, B->gen_full);
     if (st == SQZ_OK) {
@@ -354,9 +331,7 @@ int sqz_bench_layerdrop(int argc, char **argv) {
     if (fd >= 0) unlink(base);
     for (int i = 0; i < B->n_cache; i++) sqz_eval_result_free(&B->cache[i].r);
     sqz_layerdrop_scores_free(&B->sc);
-    sqz_calib_windows_free(&B->w);
-    free(B->ids);
-    free(B->exclude);
+    sqz_cli_bench_data_free(&B->d);
     sqz_backend_free(B->be);
     sqz_model_free(B->orig);
     free(B);

@@ -78,10 +78,7 @@ typedef struct pr_bench {
     char gguf[64];
     sqz_model *orig;
     sqz_backend *be;
-    sqz_calib_windows w;
-    int32_t *ids;
-    size_t n_ids;
-    int64_t (*exclude)[2];
+    sqz_cli_bench_data d;
     double ppl_base, eval_tps_dense, gen_dense[2];
     int64_t lin_dense, attn_dense, ffn_dense;
 } pr_bench;
@@ -129,14 +126,10 @@ static bool spec_of(const pr_bench *B, double r, const char *score, const char *
 static sqz_status eval_model(const pr_bench *B, const sqz_model *m, sqz_eval_result *r) {
     sqz_session *s = NULL;
     const sqz_session_opts so = session_opts(B, B->a->eval_ctx);
-    sqz_eval_opts eo = sqz_eval_default_opts();
-    eo.ctx = B->a->eval_ctx;
-    eo.max_chunks = B->a->eval_chunks;
-    eo.exclude = (const int64_t(*)[2])B->exclude;
-    eo.n_exclude = B->exclude ? B->w.n_windows : 0;
+    sqz_eval_opts eo = sqz_cli_bench_eval_opts(&B->d, B->a->eval_ctx, B->a->eval_chunks);
     eo.base_logits = B->base_file;
     sqz_status st = sqz_session_new(m, &so, &s);
-    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->ids, (int64_t)B->n_ids, &eo, r);
+    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, r);
     sqz_session_free(s);
     return st;
 }
@@ -149,7 +142,7 @@ static sqz_status prune_one(pr_bench *B, const char *spec, pr_row *row, sqz_mode
     memset(&rep, 0, sizeof rep);
     sqz_eval_result r = {0};
     sqz_compress_opts co = sqz_compress_default_opts();
-    sqz_compress_env env = {.windows = &B->w, .session_opts = session_opts(B, B->w.ctx)};
+    sqz_compress_env env = {.windows = &B->d.w, .session_opts = session_opts(B, B->d.w.ctx)};
     sqz_status st = sqz_model_open(B->model, NULL, &m);
     if (st == SQZ_OK) st = sqz_recipe_add(&rc, "prune", spec);
     if (st == SQZ_OK) st = sqz_recipe_check_model(&rc, m, true);
@@ -238,7 +231,7 @@ static sqz_status one_ratio(pr_bench *B, double r) {
     double g[2] = {0, 0};
     if (st == SQZ_OK) st = prune_one(B, best.spec, &again, &m);
     const sqz_session_opts so = session_opts(B, 0);
-    if (st == SQZ_OK) st = sqz_cli_gen_speed(m, &so, B->ids, B->a->gen, g);
+    if (st == SQZ_OK) st = sqz_cli_gen_speed(m, &so, B->d.ids, B->a->gen, g);
     sqz_model_free(m);
     if (st == SQZ_OK)
         printf("  best: %s KLD %.4f vs magnitude %.4f (x%.3f; %s); eval %.0f tokens/s vs dense %.0f (x%.3f); "
@@ -258,26 +251,7 @@ static sqz_status setup(pr_bench *B) {
     cc.samples = B->a->n;
     cc.ctx = B->a->ctx;
     cc.threads = B->a->threads;
-    sqz_session *s = NULL;
-    sqz_status st = sqz_cli_calib_open(&cc, B->orig, B->be, &B->w, &s);
-    sqz_session_free(s);
-    char *text = NULL;
-    size_t len = 0;
-    sqz_tokenizer *tok = NULL;
-    if (st == SQZ_OK) st = sqz_read_file(B->eval, (size_t)1 << 31, &text, &len);
-    if (st == SQZ_OK) st = sqz_tokenizer_new(&B->orig->vocab, &tok);
-    if (st == SQZ_OK) st = sqz_tokenize(tok, text, len, true, &B->ids, &B->n_ids);
-    free(text);
-    sqz_tokenizer_free(tok);
-    if (st == SQZ_OK && !strcmp(B->eval, B->calib)) {
-        B->exclude = malloc((size_t)B->w.n_windows * sizeof *B->exclude);
-        if (!B->exclude) st = SQZ_ERR_NOMEM;
-        for (int64_t i = 0; st == SQZ_OK && i < B->w.n_windows; i++) {
-            B->exclude[i][0] = B->w.starts[i];
-            B->exclude[i][1] = B->w.starts[i] + B->w.ctx;
-        }
-    }
-    return st;
+    return sqz_cli_bench_data_open(B->orig, B->be, &cc, B->eval, &B->d, NULL);
 }
 
 /* The dense model: its logits saved as the base, then evaluated against them (the speed
@@ -286,18 +260,14 @@ static sqz_status base_run(pr_bench *B) {
     sqz_session *s = NULL;
     const sqz_session_opts so = session_opts(B, B->a->eval_ctx);
     sqz_eval_result r = {0}, r2 = {0};
-    sqz_eval_opts eo = sqz_eval_default_opts();
-    eo.ctx = B->a->eval_ctx;
-    eo.max_chunks = B->a->eval_chunks;
-    eo.exclude = (const int64_t(*)[2])B->exclude;
-    eo.n_exclude = B->exclude ? B->w.n_windows : 0;
+    sqz_eval_opts eo = sqz_cli_bench_eval_opts(&B->d, B->a->eval_ctx, B->a->eval_chunks);
     eo.save_base = B->base_file;
     sqz_status st = sqz_session_new(B->orig, &so, &s);
-    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->ids, (int64_t)B->n_ids, &eo, &r);
+    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, &r);
     sqz_session_free(s);
     if (st == SQZ_OK) st = eval_model(B, B->orig, &r2);
     const sqz_session_opts go = session_opts(B, 0);
-    if (st == SQZ_OK) st = sqz_cli_gen_speed(B->orig, &go, B->ids, B->a->gen, B->gen_dense);
+    if (st == SQZ_OK) st = sqz_cli_gen_speed(B->orig, &go, B->d.ids, B->a->gen, B->gen_dense);
     if (st == SQZ_OK) {
         B->ppl_base = r.ppl;
         B->eval_tps_dense = r2.tokens_per_s;
@@ -366,9 +336,7 @@ int sqz_bench_prune(int argc, char **argv) {
         printf("\npeak RSS %.1f MB (F32 checkpoint %.1f MB); %.1f s in all\n", (double)ru.ru_maxrss / 1024.0,
                4.0 * (double)sqz_model_param_count(B->orig) / 1e6, sqz_cli_now_s() - t0);
     if (fd >= 0) unlink(base);
-    sqz_calib_windows_free(&B->w);
-    free(B->ids);
-    free(B->exclude);
+    sqz_cli_bench_data_free(&B->d);
     sqz_backend_free(B->be);
     sqz_model_free(B->orig);
     free(B);

@@ -1,6 +1,7 @@
 /* cli/bench_util.c - what the benchmarks share: the default text, CPU time, and greedy
  * generation speed. */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cli/cli.h"
@@ -40,4 +41,58 @@ sqz_status sqz_cli_gen_speed(const sqz_model *m, const sqz_session_opts *base, c
     free(out);
     sqz_session_free(s);
     return st;
+}
+
+/* [start, start + ctx) of every window: the chunks of the evaluation text to hold out. */
+static sqz_status exclude_windows(sqz_cli_bench_data *d) {
+    d->exclude = malloc((size_t)d->w.n_windows * sizeof *d->exclude);
+    if (!d->exclude) return SQZ_ERR_NOMEM;
+    for (int64_t i = 0; i < d->w.n_windows; i++) {
+        d->exclude[i][0] = d->w.starts[i];
+        d->exclude[i][1] = d->w.starts[i] + d->w.ctx;
+    }
+    return SQZ_OK;
+}
+
+sqz_status sqz_cli_bench_data_open(const sqz_model *m, sqz_backend *be, const sqz_cli_calib *cc, const char *eval,
+                                   sqz_cli_bench_data *d, sqz_session **session) {
+    memset(d, 0, sizeof *d);
+    sqz_session *s = NULL;
+    sqz_status st = sqz_cli_calib_open(cc, m, be, &d->w, &s);
+    if (session && st == SQZ_OK) *session = s;
+    else sqz_session_free(s);
+    char *text = NULL;
+    size_t len = 0;
+    sqz_tokenizer *tok = NULL;
+    if (st == SQZ_OK) st = sqz_read_file(eval, (size_t)1 << 31, &text, &len);
+    if (st == SQZ_OK) st = sqz_tokenizer_new(&m->vocab, &tok);
+    if (st == SQZ_OK) st = sqz_tokenize(tok, text, len, true, &d->ids, &d->n_ids);
+    free(text);
+    sqz_tokenizer_free(tok);
+    if (st == SQZ_OK && !strcmp(eval, cc->text)) st = exclude_windows(d);
+    if (st != SQZ_OK) {
+        sqz_cli_bench_data_free(d);
+        if (session) {
+            sqz_session_free(*session);
+            *session = NULL;
+        }
+    }
+    return st;
+}
+
+void sqz_cli_bench_data_free(sqz_cli_bench_data *d) {
+    if (!d) return;
+    sqz_calib_windows_free(&d->w);
+    free(d->ids);
+    free(d->exclude);
+    memset(d, 0, sizeof *d);
+}
+
+sqz_eval_opts sqz_cli_bench_eval_opts(const sqz_cli_bench_data *d, int64_t ctx, int64_t chunks) {
+    sqz_eval_opts eo = sqz_eval_default_opts();
+    eo.ctx = ctx;
+    eo.max_chunks = chunks;
+    eo.exclude = (const int64_t(*)[2])d->exclude;
+    eo.n_exclude = d->exclude ? d->w.n_windows : 0;
+    return eo;
 }

@@ -127,6 +127,22 @@ double sqz_cli_cpu_s(void);
  * the session keeps in f32). */
 sqz_status sqz_cli_gen_speed(const sqz_model *m, const sqz_session_opts *base, const int32_t *ids, int64_t gen,
                              double tps[2]);
+/* What a benchmark evaluates on: the calibration windows cut from cc->text, the evaluation
+ * text's ids (with BOS), and, when the two texts are the same file, the windows' spans to hold
+ * out of the evaluation (exclude, w.n_windows pairs; NULL otherwise). All owned. */
+typedef struct sqz_cli_bench_data {
+    sqz_calib_windows w;
+    int32_t *ids;
+    size_t n_ids;
+    int64_t (*exclude)[2];
+} sqz_cli_bench_data;
+/* Fills *d for model m; *session (when not NULL) gets the calibration session that can run the
+ * windows (the caller frees it), else it is freed here. On error *d is freed. */
+sqz_status sqz_cli_bench_data_open(const sqz_model *m, sqz_backend *be, const sqz_cli_calib *cc, const char *eval,
+                                   sqz_cli_bench_data *d, sqz_session **session);
+void sqz_cli_bench_data_free(sqz_cli_bench_data *d);
+/* Evaluation options over d: chunks of ctx tokens, at most `chunks` after the held-out ones. */
+sqz_eval_opts sqz_cli_bench_eval_opts(const sqz_cli_bench_data *d, int64_t ctx, int64_t chunks);
 /* The compress report as a self-contained HTML page (inline SVG plot of the per-layer output
  * error); malloc'd, NULL on out of memory. */
 char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const char *out);
