@@ -25,10 +25,11 @@ typedef struct sqz__quant_args {
     int order;   /* 1 act-order, 0 no-act-order */
     int groups;  /* 1 static-groups, 0 dynamic-groups */
     double damp, alpha, pct;
+    int mix;     /* 1 mix (llama.cpp's whole-model rules), 0 pure */
     sqz_compress_spec spec; /* the result */
     bool absorbed;          /* a --sparsity sparsegpt stage quantizes these layers jointly (set per run) */
 } sqz__quant_args;
-#define SQZ__QUANT_N_OPTS 10
+#define SQZ__QUANT_N_OPTS 11
 extern sqz_opt sqz__quant_opts[SQZ__QUANT_N_OPTS];
 void sqz__quant_opts_init(void);
 sqz_status sqz__quant_check(void *args, uint64_t given, const char *spec);
@@ -36,6 +37,8 @@ unsigned sqz__quant_needs(const void *args, unsigned *required);
 sqz_status sqz__quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args);
 /* Statistics a quantization SPEC cannot run without. */
 unsigned sqz__quant_required(const sqz_compress_spec *sp);
+/* A mix's token embedding and output, after the last block (compress/quant_mix.c). */
+sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, sqz_compress_report *rep);
 /* The SPEC of a quant stage, or NULL for a stage of another pass. */
 const sqz_compress_spec *sqz__quant_stage_spec(const sqz_stage *s);
 

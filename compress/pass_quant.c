@@ -11,8 +11,11 @@
 #include "compress/compress_internal.h"
 
 
-enum { F_INT8, F_W8A8, F_INT4, F_Q8_0, F_Q4_0, F_Q4_1, F_Q2_K, F_Q3_K, F_Q4_K, F_Q5_K, F_Q6_K };
-#define FORMATS "int8|w8a8|int4|q8_0|q4_0|q4_1|q2_k|q3_k|q4_k|q5_k|q6_k"
+enum { F_INT8, F_W8A8, F_INT4, F_Q8_0, F_Q4_0, F_Q4_1, F_Q2_K, F_Q3_K, F_Q4_K, F_Q5_K, F_Q6_K, F_Q5_0, F_Q5_1,
+       F_Q3_K_M, F_Q4_K_M, F_Q5_K_M };
+#define FORMATS "int8|w8a8|int4|q8_0|q4_0|q4_1|q2_k|q3_k|q4_k|q5_k|q6_k|q5_0|q5_1|q3_k_m|q4_k_m|q5_k_m"
+/* the formats that name a whole-model mix of quant/mix.c (llama.cpp's ftypes) */
+#define FIRST_MIX F_Q3_K_M
 #define ACT_DYNAMIC 3
 static const int act_values[] = {SQZ_ACT_CALIB_MINMAX, SQZ_ACT_CALIB_PERCENTILE, SQZ_ACT_CALIB_KL, ACT_DYNAMIC};
 static const int group_values[] = {32, 64, 128};
@@ -35,8 +38,8 @@ sqz_opt sqz__quant_opts[] = {
     ROW(.name = "format", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, format),
         .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .choices = FORMATS,
         .help = "int8 (W8A16 per channel), w8a8 (+ INT8 activations), int4 (per group), q8_0 / q4_0 / q4_1 "
-                "(GGUF blocks of 32, llama.cpp's exact grids), q2_k ... q6_k (GGUF K-quants, super-blocks of "
-                "256)"),
+                "/ q5_0 / q5_1 (GGUF blocks of 32, llama.cpp's exact grids), q2_k ... q6_k (GGUF K-quants, "
+                "super-blocks of 256), q3_k_m / q4_k_m / q5_k_m (llama.cpp's whole-model mixes of those names)"),
     ROW(.name = "method", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, method), .flags = SQZ_OPT_BARE,
         .choices = NULL /* method_choices */, .def = "rtn",
         .help = "imatrix: q4_0/q4_1/q2_k..q6_k; smoothquant: w8a8; gptq/awq: not the k-quants"),
@@ -59,8 +62,13 @@ sqz_opt sqz__quant_opts[] = {
         .help = "smoothquant: fixed migration strength (default: searched per layer)"),
     ROW(.name = "pct", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__quant_args, pct), .min = 50, .max = 100,
         .def = "99.99", .help = "w8a8:percentile: the percentile of |x|"),
+    ROW(.name = "mix", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, mix), .flags = SQZ_OPT_BARE,
+        .choices = "mix|pure", .values = onoff_values, .def = "pure",
+        .help = "q4_0 / q8_0: llama.cpp's whole-model mix of that ftype (token embedding and output quantized, "
+                "q4_0's first ffn_down q4_1 with calibration), or every matrix the format (the *_k_m formats "
+                "are mixes)"),
 };
-enum { R_FORMAT, R_METHOD, R_ACT, R_GROUP, R_SCHEME, R_ORDER, R_GROUPS, R_DAMP, R_ALPHA, R_PCT, N_ROWS };
+enum { R_FORMAT, R_METHOD, R_ACT, R_GROUP, R_SCHEME, R_ORDER, R_GROUPS, R_DAMP, R_ALPHA, R_PCT, R_MIX, N_ROWS };
 _Static_assert(sizeof sqz__quant_opts / sizeof sqz__quant_opts[0] == N_ROWS && N_ROWS == SQZ__QUANT_N_OPTS,
                "quant rows");
 
@@ -79,8 +87,8 @@ static const sqz_opt *rows(void) {
 #define FMT_BIT(f) (1u << (unsigned)(f))
 
 static const char *format_list(unsigned formats) {
-    static const char *names[SQZ_QFMT_COUNT] = {"int8/w8a8", "int4", "int4:asym", "q8_0", "q4_0", "q4_1",
-                                                "q2_k",      "q3_k", "q4_k",      "q5_k", "q6_k"};
+    static const char *names[SQZ_QFMT_COUNT] = {"int8/w8a8", "int4", "int4:asym", "q8_0", "q4_0", "q4_1", "q2_k",
+                                                "q3_k",      "q4_k", "q5_k",      "q6_k", "q5_0", "q5_1"};
     static _Thread_local char buf[96];
     buf[0] = 0;
     for (int f = 0; f < SQZ_QFMT_COUNT; f++) {
@@ -129,8 +137,25 @@ sqz_status sqz__quant_check(void *args, uint64_t given, const char *spec) {
     sqz_quant_opts q = sqz_quant_default_opts();
     static const sqz_qformat fmt[] = {SQZ_QFMT_I8,   SQZ_QFMT_I8,   SQZ_QFMT_I4_SYM, SQZ_QFMT_Q8_0,
                                       SQZ_QFMT_Q4_0, SQZ_QFMT_Q4_1, SQZ_QFMT_Q2_K,   SQZ_QFMT_Q3_K,
-                                      SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K, SQZ_QFMT_Q6_K};
+                                      SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K, SQZ_QFMT_Q6_K,   SQZ_QFMT_Q5_0,
+                                      SQZ_QFMT_Q5_1, SQZ_QFMT_Q3_K, SQZ_QFMT_Q4_K,   SQZ_QFMT_Q5_K};
+    static const char *fmt_names[] = {"int8", "w8a8", "int4", "q8_0", "q4_0",   "q4_1",   "q2_k",  "q3_k",
+                                      "q4_k", "q5_k", "q6_k", "q5_0", "q5_1", "q3_k_m", "q4_k_m", "q5_k_m"};
+    _Static_assert(sizeof fmt / sizeof fmt[0] == F_Q5_K_M + 1 && sizeof fmt_names / sizeof fmt_names[0] == F_Q5_K_M + 1,
+                   "format rows");
     q.target.fmt = fmt[a->format];
+    const sqz_qmix *mix = NULL;
+    if (a->format >= FIRST_MIX || (GIVEN(R_MIX) && a->mix == 1)) {
+        mix = sqz_qmix_find(fmt_names[a->format]);
+        SQZ_RETURN_IF(!mix, SQZ_ERR_INVALID_ARG, "SPEC '%s': llama.cpp has no whole-model mix for %s (mixes: q4_0, "
+                      "q8_0, q3_k_m, q4_k_m, q5_k_m)", spec, fmt_names[a->format]);
+        SQZ_RETURN_IF(method->smooths, SQZ_ERR_INVALID_ARG,
+                      "SPEC '%s': %s smooths the inputs of layers that a mix gives different types: use rtn, imatrix "
+                      "or gptq", spec, method->name);
+    }
+    SQZ_RETURN_IF(GIVEN(R_MIX) && a->mix == 0 && a->format >= FIRST_MIX, SQZ_ERR_INVALID_ARG,
+                  "SPEC '%s': %s is a mix; for every matrix in one type use %.4s", spec, fmt_names[a->format],
+                  fmt_names[a->format]);
     if (a->format == F_W8A8) q.act_mode = SQZ_ACT_STATIC_TENSOR;
     if (a->format == F_INT4) q.target = (sqz_qtarget){a->asym ? SQZ_QFMT_I4_ASYM : SQZ_QFMT_I4_SYM, a->group};
     if (GIVEN(R_ACT)) {
@@ -140,8 +165,6 @@ sqz_status sqz__quant_check(void *args, uint64_t given, const char *spec) {
     if (GIVEN(R_DAMP)) q.percdamp = a->damp;
     if (GIVEN(R_ALPHA)) q.sq_alpha = (float)a->alpha;
     if (GIVEN(R_PCT)) q.act_percentile = a->pct;
-    static const char *fmt_names[] = {"int8", "w8a8", "int4", "q8_0", "q4_0", "q4_1",
-                                      "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
     SQZ_RETURN_IF(!(method->formats & FMT_BIT(q.target.fmt)), SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': method '%s' does not produce %s (it supports %s)", spec, method->name,
                   fmt_names[a->format], format_list(method->formats));
@@ -155,6 +178,7 @@ sqz_status sqz__quant_check(void *args, uint64_t given, const char *spec) {
     snprintf(a->spec.text, sizeof a->spec.text, "%s", spec);
     a->spec.method = method;
     a->spec.q = q;
+    a->spec.mix = mix;
     return SQZ_OK;
 }
 
@@ -200,7 +224,9 @@ sqz_status sqz__quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bloc
     if (a->absorbed) return SQZ_OK; /* done by the sparsity stage's joint sweep */
     sqz_compress_opts o = *c->o;
     o.spec = a->spec;
-    return sqz_compress_block(c->m, layer, stats, &o, c->rep);
+    SQZ_TRY(sqz_compress_block(c->m, layer, stats, &o, c->rep));
+    /* a mix also quantizes the token embedding and the output, once the blocks are done */
+    return layer == c->m->hp.n_layers - 1 ? sqz__quant_mix_globals(c->m, &a->spec, c->rep) : SQZ_OK;
 }
 
 const sqz_compress_spec *sqz__quant_stage_spec(const sqz_stage *s) {

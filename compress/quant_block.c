@@ -215,6 +215,7 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
     sqz_tensor *t[3] = {0};
     sqz_layer_report rows[3];
     sqz_qlinear lin[3];
+    sqz_qtarget tgt[3]; /* each quantized member's target: sp->q.target, or the mix's type for it */
     int qidx[3], n_q = 0;
     int64_t n_in = 0;
     for (int i = 0; i < g->n; i++) {
@@ -223,19 +224,26 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         row_init(&rows[i], t[i]);
         n_in = t[i]->shape[1];
         const char *why = NULL;
-        bool policy_refused = false;
+        bool policy_refused = false, mix_f16 = false;
+        sqz_qtarget target = sp->q.target;
+        if (sp->mix) { /* llama.cpp's type for this tensor in the mix (quant/mix.c) */
+            const sqz_dtype d = sqz_qmix_type(sp->mix, m, t[i], sp->method->needs != 0);
+            if (!sqz_qformat_from_dtype(d, &target.fmt)) mix_f16 = true;
+            else (void)sqz_qtarget_check(&target);
+        }
         if (keep_float_match(o->keep_float, t[i])) why = "kept float (--keep-float)";
-        else if (!sqz_quant_policy_wants(t[i], &sp->q.target, &o->policy, &why)) policy_refused = true;
+        else if (mix_f16) why = "no block of the mix's type or its fallback fits: f16", policy_refused = true;
+        else if (!sqz_quant_policy_wants(t[i], &target, &o->policy, &why)) policy_refused = true;
         else if (t[i]->qp) why = "already quantized by sqz";
         if (why) {
             snprintf(rows[i].why, sizeof rows[i].why, "%s", why);
             snprintf(rows[i].method, sizeof rows[i].method, "float");
             sqz_dtype kept = t[i]->dtype;
-            if (policy_refused && f16_fallback(t[i], o, &sp->q.target)) {
+            if (policy_refused && (mix_f16 || f16_fallback(t[i], o, &sp->q.target))) {
                 c->to_f16[g->roles[i]] = true;
                 kept = SQZ_DTYPE_F16;
                 snprintf(rows[i].why, sizeof rows[i].why, "%lld columns, not a multiple of %d: f16",
-                         (long long)(n_in % 1000000), (int)(sp->q.target.group % 10000));
+                         (long long)(n_in % 1000000), mix_f16 ? 32 : (int)(sp->q.target.group % 10000));
             }
             snprintf(rows[i].format, sizeof rows[i].format, "%s", sqz_dtype_name(kept));
             const sqz_dtype_traits *tr = sqz_dtype_info(kept);
@@ -246,6 +254,7 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         SQZ_TRY(weight_f32(c, g->roles[i], &w));
         lin[n_q] = (sqz_qlinear){w, t[i]->shape[0], t[i]->name,
                                  g->roles[i] == SQZ_ROLE_ATTN_Q || g->roles[i] == SQZ_ROLE_ATTN_K};
+        tgt[n_q] = target;
         qidx[n_q++] = i;
     }
     const sqz_calib_input *in = stats ? sqz_calib_block_input(stats, g->roles[0]) : NULL;
@@ -265,7 +274,14 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         smooth = sqz__malloc((size_t)n_in * sizeof(float));
         if (!smooth) return SQZ_ERR_NOMEM;
         const double t0 = sqz__calib_now();
-        st = sp->method->run(lin, n_q, &qs, &qo, out, smooth);
+        const sqz_qmethod *used[3] = {sp->method, sp->method, sp->method};
+        if (!sp->mix) st = sp->method->run(lin, n_q, &qs, &qo, out, smooth);
+        for (int k = 0; sp->mix && k < n_q && st == SQZ_OK; k++) { /* one type per layer; no smoothing */
+            qo.target = tgt[k];
+            /* a type the method does not produce is rounded as llama.cpp does it (Q8_0: no imatrix) */
+            if (!(sp->method->formats & (1u << tgt[k].fmt))) used[k] = sqz_qmethod_find("rtn");
+            st = used[k]->run(&lin[k], 1, &qs, &qo, &out[k], smooth);
+        }
         *t_quant += sqz__calib_now() - t0;
         if (st != SQZ_OK) sqz__error_prefix("block %d", (int)c->layer);
         const bool smoothed = st == SQZ_OK && sp->method->smooths && !all_ones(smooth, n_in);
@@ -317,7 +333,7 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         for (int k = 0; k < n_q && st == SQZ_OK; k++) {
             sqz_layer_report *r = &rows[qidx[k]];
             r->quantized = true;
-            snprintf(r->method, sizeof r->method, "%s", sp->method->name);
+            snprintf(r->method, sizeof r->method, "%s", used[k]->name);
             snprintf(r->format, sizeof r->format, "%s", sqz_qformat_name(out[k].target.fmt));
             r->bits_per_weight = sqz_qmatrix_bits_per_weight(&out[k]);
             r->seconds = out[k].seconds;

@@ -21,8 +21,16 @@ static const struct {
     [SQZ_QFMT_Q4_0] = {"q4_0", SQZ_DTYPE_Q4_0, 32},     [SQZ_QFMT_Q4_1] = {"q4_1", SQZ_DTYPE_Q4_1, 32},
     [SQZ_QFMT_Q2_K] = {"q2_k", SQZ_DTYPE_Q2_K, 256},    [SQZ_QFMT_Q3_K] = {"q3_k", SQZ_DTYPE_Q3_K, 256},
     [SQZ_QFMT_Q4_K] = {"q4_k", SQZ_DTYPE_Q4_K, 256},    [SQZ_QFMT_Q5_K] = {"q5_k", SQZ_DTYPE_Q5_K, 256},
-    [SQZ_QFMT_Q6_K] = {"q6_k", SQZ_DTYPE_Q6_K, 256},
+    [SQZ_QFMT_Q6_K] = {"q6_k", SQZ_DTYPE_Q6_K, 256},    [SQZ_QFMT_Q5_0] = {"q5_0", SQZ_DTYPE_Q5_0, 32},
+    [SQZ_QFMT_Q5_1] = {"q5_1", SQZ_DTYPE_Q5_1, 32},
 };
+
+bool sqz_qformat_from_dtype(sqz_dtype d, sqz_qformat *out) {
+    for (int i = 0; i < SQZ_QFMT_COUNT; i++) {
+        if (fmt_table[i].block > 0 && fmt_table[i].dtype == d) { *out = (sqz_qformat)i; return true; }
+    }
+    return false;
+}
 
 bool sqz_qformat_is_gguf(sqz_qformat f) { return (unsigned)f < SQZ_QFMT_COUNT && fmt_table[f].block > 0; }
 

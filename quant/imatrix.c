@@ -183,13 +183,57 @@ static void row_q4_1(const float *x, sqz_block_q4_1 *y, int64_t n_per_row, const
     }
 }
 
+/* quantize_row_q5_0_impl / quantize_row_q5_1_impl: as Q4_0/Q4_1 with 16 / 31 levels, the
+ * fifth bit of element j in bit j of qh (j + 16 for the upper half). */
+static void put_q5(const uint8_t *L, uint8_t *qs, uint8_t qh_bytes[4]) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+        qs[j] = (uint8_t)((L[j] & 0x0F) | ((L[j + 16] & 0x0F) << 4));
+        qh |= ((L[j] & 0x10u) >> 4) << j;
+        qh |= ((L[j + 16] & 0x10u) >> 4) << (j + 16);
+    }
+    memcpy(qh_bytes, &qh, sizeof qh);
+}
+
+static void row_q5_0(const float *x, sqz_block_q5_0 *y, int64_t n_per_row, const float *quant_weights) {
+    float weight[SQZ_QK5_0];
+    int8_t L[SQZ_QK5_0];
+    uint8_t U[SQZ_QK5_0];
+    const float sigma2 = row_sigma2(x, n_per_row);
+    for (int64_t ib = 0; ib < n_per_row / SQZ_QK5_0; ++ib) {
+        const float *xb = x + SQZ_QK5_0 * ib;
+        const float *qw = quant_weights + SQZ_QK5_0 * ib;
+        for (int j = 0; j < SQZ_QK5_0; ++j) weight[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+        float d = make_qx_quants(SQZ_QK5_0, 16, xb, L, weight);
+        y[ib].d = sqz_fp32_to_fp16(d);
+        for (int j = 0; j < SQZ_QK5_0; ++j) U[j] = (uint8_t)L[j];
+        put_q5(U, y[ib].qs, y[ib].qh);
+    }
+}
+
+static void row_q5_1(const float *x, sqz_block_q5_1 *y, int64_t n_per_row, const float *quant_weights) {
+    float weight[SQZ_QK5_1];
+    uint8_t L[SQZ_QK5_1], Laux[SQZ_QK5_1];
+    const float sigma2 = row_sigma2(x, n_per_row);
+    for (int64_t ib = 0; ib < n_per_row / SQZ_QK5_1; ++ib) {
+        const float *xb = x + SQZ_QK5_1 * ib;
+        const float *qw = quant_weights + SQZ_QK5_1 * ib;
+        for (int j = 0; j < SQZ_QK5_1; ++j) weight[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+        float min;
+        float d = make_qkx3_quants(SQZ_QK5_1, 31, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36);
+        y[ib].d = sqz_fp32_to_fp16(d);
+        y[ib].m = sqz_fp32_to_fp16(-min);
+        put_q5(L, y[ib].qs, y[ib].qh);
+    }
+}
+
 sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
                              sqz_qmatrix *out, float *smooth) {
     SQZ_TRY(sqz__check_method_args("imatrix", lin, n_lin, st, o, SQZ_QSTAT_X2, smooth, false));
     const sqz_qformat f = o->target.fmt;
     const bool kquant = sqz_qformat_is_gguf(f) && sqz_dtype_info(sqz_qformat_dtype(f))->block_size == SQZ_QK_K;
-    SQZ_RETURN_IF(f != SQZ_QFMT_Q4_0 && f != SQZ_QFMT_Q4_1 && !kquant, SQZ_ERR_UNSUPPORTED,
-                  "imatrix: target %s (q4_0, q4_1, q2_k ... q6_k; llama.cpp ignores the importance matrix for "
+    SQZ_RETURN_IF(f != SQZ_QFMT_Q4_0 && f != SQZ_QFMT_Q4_1 && f != SQZ_QFMT_Q5_0 && f != SQZ_QFMT_Q5_1 && !kquant,
+                  SQZ_ERR_UNSUPPORTED, "imatrix: target %s (q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k; llama.cpp ignores the importance matrix for "
                   "q8_0)", sqz_qformat_name(f));
     const int64_t n_in = st->n_in;
     for (int64_t j = 0; j < n_in; j++)
@@ -208,7 +252,9 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
         for (int64_t r = 0; !kquant && r < lin[i].n_out; r++) {
             const float *x = lin[i].w + r * n_in;
             if (f == SQZ_QFMT_Q4_0) row_q4_0(x, (sqz_block_q4_0 *)out[i].data + r * nb, n_in, st->x2);
-            else row_q4_1(x, (sqz_block_q4_1 *)out[i].data + r * nb, n_in, st->x2);
+            else if (f == SQZ_QFMT_Q4_1) row_q4_1(x, (sqz_block_q4_1 *)out[i].data + r * nb, n_in, st->x2);
+            else if (f == SQZ_QFMT_Q5_0) row_q5_0(x, (sqz_block_q5_0 *)out[i].data + r * nb, n_in, st->x2);
+            else row_q5_1(x, (sqz_block_q5_1 *)out[i].data + r * nb, n_in, st->x2);
         }
         out[i].seconds = sqz__now() - t0;
     }

@@ -71,6 +71,8 @@ sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const 
     case SQZ_QFMT_Q8_0: q8_0_rows(w, out->data, ne); break;
     case SQZ_QFMT_Q4_0: sqz_quantize_q4_0_ref(w, out->data, ne); break;
     case SQZ_QFMT_Q4_1: sqz_quantize_q4_1_ref(w, out->data, ne); break;
+    case SQZ_QFMT_Q5_0: sqz_quantize_q5_0_ref(w, out->data, ne); break;
+    case SQZ_QFMT_Q5_1: sqz_quantize_q5_1_ref(w, out->data, ne); break;
     case SQZ_QFMT_Q2_K:
     case SQZ_QFMT_Q3_K:
     case SQZ_QFMT_Q4_K:

@@ -54,6 +54,8 @@ typedef struct sqz_compress_spec {
     char text[128];             /* the SPEC as given */
     const sqz_qmethod *method;  /* from sqz_qmethod_find */
     sqz_quant_opts q;           /* target, act_mode / act_calib, method options */
+    const sqz_qmix *mix;        /* a whole-model type mix (q4_k_m, q4_0:mix, ...; quant/mix.c), or NULL:
+                                   every matrix q.target */
 } sqz_compress_spec;
 
 /* Parses a SPEC. Errors: SQZ_ERR_INVALID_ARG with a message naming the offending part

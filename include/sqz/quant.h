@@ -88,6 +88,8 @@ typedef enum sqz_qformat {
     SQZ_QFMT_Q4_K = 8,
     SQZ_QFMT_Q5_K = 9,
     SQZ_QFMT_Q6_K = 10,
+    SQZ_QFMT_Q5_0 = 11,   /* GGUF Q5_0 / Q5_1 (blocks of 32): llama.cpp's fallbacks of Q4_K / Q5_K */
+    SQZ_QFMT_Q5_1 = 12,
     SQZ_QFMT_COUNT
 } sqz_qformat;
 
@@ -370,6 +372,29 @@ typedef struct sqz_quant_policy {
  * quantize; otherwise *why (may be NULL) gets a static reason. */
 SQZ_API bool sqz_quant_policy_wants(const sqz_tensor *t, const sqz_qtarget *target, const sqz_quant_policy *p,
                                     const char **why);
+
+/* ======================================================================================
+ * Whole-model type mixes (quant/mix.c): llama.cpp's llama_tensor_get_type as a table
+ * ====================================================================================== */
+
+typedef struct sqz_qmix sqz_qmix; /* a row of the mix table (static, never freed) */
+
+/* "q3_k_m", "q4_k_m", "q5_k_m", "q4_0", "q8_0" (llama.cpp's ftypes of those names); NULL if none. */
+SQZ_API const sqz_qmix *sqz_qmix_find(const char *name);
+SQZ_API const char *sqz_qmix_name(const sqz_qmix *mix);
+/* The mix's default format (the type of the tensors no rule names). */
+SQZ_API sqz_qformat sqz_qmix_base(const sqz_qmix *mix);
+
+/* The dtype the mix gives tensor t of model m, as llama-quantize chooses it for that ftype: the
+ * role rules (attn_v / ffn_down promotion on the first, last and every third layer, output
+ * Q6_K, a tied token embedding as the output), then llama.cpp's fallback when the row width
+ * is not a multiple of the type's block (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1,
+ * Q6_K -> Q8_0, then F16). has_imatrix: the ftype's imatrix-only rules (Q4_0's Q4_1 ffn_down
+ * in the first eighth). Tensors llama.cpp does not quantize (vectors, norms) keep t->dtype. */
+SQZ_API sqz_dtype sqz_qmix_type(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix);
+
+/* The qformat that stores dtype d (false for float dtypes: F16/F32). */
+SQZ_API bool sqz_qformat_from_dtype(sqz_dtype d, sqz_qformat *out);
 
 /* ======================================================================================
  * Benchmarks (the body of `sqz bench compress`)

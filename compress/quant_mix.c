@@ -1,0 +1,89 @@
+/*
+ * compress/quant_mix.c - the global tensors of a whole-model mix (quant/mix.c): the token
+ * embedding and the classifier, quantized after the last block to the type the mix gives
+ * them (Q6_K / Q8_0 for the output and a tied embedding, the base type for an untied one,
+ * F16 where no block fits). They are rounded with the reference quantizer, as llama-quantize
+ * does: llama-imatrix collects no importance for the embedding (a row lookup) and none for
+ * the output unless asked (--process-output).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress/compress_internal.h"
+#include "sqz/edit.h"
+
+static sqz_status add_row(sqz_compress_report *rep, const sqz_layer_report *row) {
+    if (rep->n_layers % 64 == 0) {
+        sqz_layer_report *n = sqz__realloc(rep->layers, (size_t)(rep->n_layers + 64) * sizeof *n);
+        if (!n) return SQZ_ERR_NOMEM;
+        rep->layers = n;
+    }
+    rep->layers[rep->n_layers++] = *row;
+    return SQZ_OK;
+}
+
+static sqz_status one(sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp, sqz_compress_report *rep) {
+    const sqz_dtype d = sqz_qmix_type(sp->mix, m, t, sp->method->needs != 0);
+    if (d == t->dtype || t->qp) return SQZ_OK;
+    sqz_layer_report row;
+    memset(&row, 0, sizeof row);
+    snprintf(row.tensor, sizeof row.tensor, "%s", t->name);
+    row.layer = t->layer;
+    row.role = t->role;
+    row.n_out = t->shape[0];
+    row.n_in = t->shape[1];
+    row.out_err = NAN;
+    const int64_t n = sqz_tensor_nelements(t);
+    float *w = sqz__malloc((size_t)n * sizeof(float));
+    if (!w) return SQZ_ERR_NOMEM;
+    sqz_status st = sqz_tensor_to_f32(t, w);
+    sqz_qtarget target = {SQZ_QFMT_Q8_0, 0};
+    if (st == SQZ_OK && !sqz_qformat_from_dtype(d, &target.fmt)) { /* f16: no block fits */
+        uint16_t *h = sqz__malloc((size_t)n * sizeof(uint16_t));
+        st = h ? sqz_convert(SQZ_DTYPE_F32, w, SQZ_DTYPE_F16, h, n, NULL) : SQZ_ERR_NOMEM;
+        int64_t shape[SQZ_MAX_DIMS];
+        memcpy(shape, t->shape, sizeof shape);
+        if (st == SQZ_OK) st = sqz_tensor_replace(m, t, SQZ_DTYPE_F16, t->ndim, shape, h, (size_t)n * 2, true);
+        else free(h);
+        snprintf(row.method, sizeof row.method, "float");
+        snprintf(row.format, sizeof row.format, "f16");
+        snprintf(row.why, sizeof row.why, "%lld columns fit no block of the mix's type: f16", (long long)row.n_in);
+        row.bits_per_weight = 16.0;
+    } else if (st == SQZ_OK) {
+        sqz_qmatrix q;
+        SQZ_TRY(sqz_qtarget_check(&target));
+        st = sqz_quant_rtn_one(w, t->shape[0], t->shape[1], &target, &q);
+        if (st == SQZ_OK) {
+            row.quantized = true;
+            snprintf(row.method, sizeof row.method, "rtn");
+            snprintf(row.format, sizeof row.format, "%s", sqz_qformat_name(target.fmt));
+            row.bits_per_weight = sqz_qmatrix_bits_per_weight(&q);
+            row.seconds = q.seconds;
+            float *deq = sqz__malloc((size_t)n * sizeof(float));
+            if (deq && sqz_qmatrix_to_f32(&q, deq) == SQZ_OK) {
+                double num = 0, den = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    num += ((double)deq[i] - w[i]) * ((double)deq[i] - w[i]);
+                    den += (double)w[i] * w[i];
+                }
+                row.weight_err = den > 0 ? sqrt(num / den) : 0.0;
+            }
+            free(deq);
+            st = sqz_qmatrix_attach(m, t, &q);
+            if (st != SQZ_OK) sqz_qmatrix_free(&q);
+        }
+    }
+    free(w);
+    if (st != SQZ_OK) sqz__error_prefix("%s", t->name);
+    return st == SQZ_OK ? add_row(rep, &row) : st;
+}
+
+sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, sqz_compress_report *rep) {
+    if (!sp->mix) return SQZ_OK;
+    static const sqz_role roles[] = {SQZ_ROLE_TOKEN_EMBD, SQZ_ROLE_OUTPUT};
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+        sqz_tensor *t = sqz_model_get(m, roles[i], -1, SQZ_PARAM_WEIGHT);
+        if (t && t->ndim == 2) SQZ_TRY(one(m, t, sp, rep));
+    }
+    return SQZ_OK;
+}

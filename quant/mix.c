@@ -1,0 +1,129 @@
+/*
+ * quant/mix.c - whole-model type mixes: which tensor gets which type, as llama-quantize
+ * chooses it for its ftypes Q3_K_M, Q4_K_M, Q5_K_M, Q4_0 and Q8_0 (llama.cpp
+ * src/llama-quant.cpp, llama_tensor_get_type_impl and tensor_type_fallback), written as data:
+ * a row per mix, each holding per-role rules "when COND the type is HI, else LO".
+ *
+ * What the rules reproduce (for models without experts, not Falcon, not 70B):
+ *   use_more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2
+ *   Q3_K_M: attn_v Q5_K in the first two layers, else Q4_K; ffn_down Q5_K for i < n/16,
+ *           else Q4_K; attn_output Q4_K
+ *   Q4_K_M, Q5_K_M: attn_v and ffn_down Q6_K where use_more_bits
+ *   Q4_0 with an importance matrix: ffn_down Q4_1 for i < n/8
+ *   output (and a tied token embedding): Q8_0 when its width is not a multiple of the base
+ *   type's block, else Q6_K unless the base is Q8_0; the untied token embedding: the base type.
+ * Then the fallback: a width that is not a multiple of the type's block gives Q2_K/Q3_K ->
+ * Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, and F16 where even that does not fit.
+ * The layer index of attn_v is llama.cpp's running count of attn_v tensors, which is the
+ * block index for a model whose every block has one.
+ */
+#include <string.h>
+
+#include "quant/quant_internal.h"
+
+typedef enum cond {
+    C_NONE = 0,     /* no rule: the base type */
+    C_ALWAYS,       /* HI */
+    C_MORE_BITS,    /* use_more_bits(i, n) ? HI : LO */
+    C_FIRST_2,      /* i < 2 ? HI : LO */
+    C_FIRST_16TH,   /* i < n/16 ? HI : LO */
+    C_FIRST_8TH_IM, /* with an importance matrix and i < n/8 ? HI : LO */
+} cond;
+
+typedef struct rule {
+    cond when;
+    sqz_dtype hi, lo; /* lo SQZ_DTYPE_COUNT: the base type */
+} rule;
+
+enum { R_ATTN_V, R_FFN_DOWN, R_ATTN_OUT, R_N };
+
+struct sqz_qmix {
+    const char *name;
+    sqz_dtype base;
+    rule rules[R_N];
+};
+
+#define BASE SQZ_DTYPE_COUNT
+static const struct sqz_qmix mixes[] = {
+    {"q3_k_m", SQZ_DTYPE_Q3_K,
+     {[R_ATTN_V] = {C_FIRST_2, SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q4_K},
+      [R_FFN_DOWN] = {C_FIRST_16TH, SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q4_K},
+      [R_ATTN_OUT] = {C_ALWAYS, SQZ_DTYPE_Q4_K, BASE}}},
+    {"q4_k_m", SQZ_DTYPE_Q4_K,
+     {[R_ATTN_V] = {C_MORE_BITS, SQZ_DTYPE_Q6_K, BASE}, [R_FFN_DOWN] = {C_MORE_BITS, SQZ_DTYPE_Q6_K, BASE}}},
+    {"q5_k_m", SQZ_DTYPE_Q5_K,
+     {[R_ATTN_V] = {C_MORE_BITS, SQZ_DTYPE_Q6_K, BASE}, [R_FFN_DOWN] = {C_MORE_BITS, SQZ_DTYPE_Q6_K, BASE}}},
+    {"q4_0", SQZ_DTYPE_Q4_0, {[R_FFN_DOWN] = {C_FIRST_8TH_IM, SQZ_DTYPE_Q4_1, BASE}}},
+    {"q8_0", SQZ_DTYPE_Q8_0, {{C_NONE, BASE, BASE}}},
+};
+
+/* tensor_type_fallback: the type a width that the block does not divide falls back to. */
+static const struct {
+    sqz_dtype from, to;
+} fallbacks[] = {
+    {SQZ_DTYPE_Q2_K, SQZ_DTYPE_Q4_0}, {SQZ_DTYPE_Q3_K, SQZ_DTYPE_Q4_0}, {SQZ_DTYPE_Q4_K, SQZ_DTYPE_Q5_0},
+    {SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q5_1}, {SQZ_DTYPE_Q6_K, SQZ_DTYPE_Q8_0},
+};
+
+const sqz_qmix *sqz_qmix_find(const char *name) {
+    for (size_t i = 0; name && i < sizeof mixes / sizeof mixes[0]; i++)
+        if (!strcmp(mixes[i].name, name)) return &mixes[i];
+    return NULL;
+}
+
+const char *sqz_qmix_name(const sqz_qmix *mix) { return mix ? mix->name : "none"; }
+
+sqz_qformat sqz_qmix_base(const sqz_qmix *mix) {
+    sqz_qformat f = SQZ_QFMT_Q4_0;
+    (void)sqz_qformat_from_dtype(mix->base, &f);
+    return f;
+}
+
+static bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static sqz_dtype apply(const rule *r, sqz_dtype base, int64_t i, int64_t n, bool has_imatrix) {
+    bool hi = false;
+    switch (r->when) {
+    case C_NONE: return base;
+    case C_ALWAYS: hi = true; break;
+    case C_MORE_BITS: hi = use_more_bits(i, n); break;
+    case C_FIRST_2: hi = i < 2; break;
+    case C_FIRST_16TH: hi = i < n / 16; break;
+    case C_FIRST_8TH_IM: hi = has_imatrix && i < n / 8; break;
+    }
+    const sqz_dtype t = hi ? r->hi : r->lo;
+    return t == BASE ? base : t;
+}
+
+static int64_t block_of(sqz_dtype d) { return sqz_dtype_info(d)->block_size; }
+
+sqz_dtype sqz_qmix_type(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix) {
+    if (!mix || !t || t->ndim != 2 || t->param != SQZ_PARAM_WEIGHT) return t ? t->dtype : SQZ_DTYPE_F32;
+    const int64_t n_cols = t->shape[1], n_layers = m->hp.n_layers;
+    sqz_dtype ty = mix->base;
+    /* a tied embedding is quantized as the output */
+    const bool as_output = t->role == SQZ_ROLE_OUTPUT || (t->role == SQZ_ROLE_TOKEN_EMBD && m->hp.tied_embeddings);
+    switch (as_output ? SQZ_ROLE_OUTPUT : t->role) {
+    case SQZ_ROLE_TOKEN_EMBD: break;
+    case SQZ_ROLE_OUTPUT:
+        ty = n_cols % block_of(mix->base) ? SQZ_DTYPE_Q8_0
+             : mix->base != SQZ_DTYPE_Q8_0 ? SQZ_DTYPE_Q6_K
+                                            : SQZ_DTYPE_Q8_0;
+        break;
+    case SQZ_ROLE_ATTN_V: ty = apply(&mix->rules[R_ATTN_V], mix->base, t->layer, n_layers, has_imatrix); break;
+    case SQZ_ROLE_FFN_DOWN: ty = apply(&mix->rules[R_FFN_DOWN], mix->base, t->layer, n_layers, has_imatrix); break;
+    case SQZ_ROLE_ATTN_OUT: ty = apply(&mix->rules[R_ATTN_OUT], mix->base, t->layer, n_layers, has_imatrix); break;
+    case SQZ_ROLE_ATTN_Q:
+    case SQZ_ROLE_ATTN_K:
+    case SQZ_ROLE_FFN_GATE:
+    case SQZ_ROLE_FFN_UP: break;
+    default: return t->dtype; /* norms, position embeddings, the pooler: not quantized */
+    }
+    if (n_cols % block_of(ty)) {
+        sqz_dtype to = ty;
+        for (size_t i = 0; i < sizeof fallbacks / sizeof fallbacks[0]; i++)
+            if (fallbacks[i].from == ty) to = fallbacks[i].to;
+        ty = n_cols % block_of(to) ? SQZ_DTYPE_F16 : to;
+    }
+    return ty;
+}

