@@ -6,6 +6,7 @@
 # rank 0 of compress (no output exists before the end). Skips (77) as test_mpi.sh does.
 set -u
 sqz=${SQZ_BIN:?}
+sqz=$(cd "$(dirname "$sqz")" && pwd)/$(basename "$sqz") # the job runs in its output directory
 data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
 build=${SQZ_BUILD_DIR:-$(dirname "$sqz")}
 command -v mpirun > /dev/null || { echo "skipping: no mpirun"; exit 77; }
@@ -29,6 +30,7 @@ kill_one() {
   (cd "$out" && exec mpirun --oversubscribe -np 2 "$@" > "$tmp/log" 2>&1) &
   local job=$! pids="" t
   for t in $(seq 1 600); do # up to 60 s for both ranks to be running
+    kill -0 "$job" 2> /dev/null || break
     pids=$(pgrep -P "$job" -d ' ' 2> /dev/null; for c in $(pgrep -P "$job"); do pgrep -P "$c" -d ' '; done)
     pids=$(for p in $pids; do [ "$(cat /proc/"$p"/comm 2> /dev/null)" = sqz ] && echo "$p"; done)
     [ "$(echo "$pids" | wc -w)" -ge 2 ] && break
