@@ -26,10 +26,11 @@ typedef struct sqz__quant_args {
     int groups;  /* 1 static-groups, 0 dynamic-groups */
     double damp, alpha, pct;
     int mix;     /* 1 mix (llama.cpp's whole-model rules), 0 pure */
+    double bpw;  /* auto: bits per parameter asked */
     sqz_compress_spec spec; /* the result */
     bool absorbed;          /* a --sparsity sparsegpt stage quantizes these layers jointly (set per run) */
 } sqz__quant_args;
-#define SQZ__QUANT_N_OPTS 11
+#define SQZ__QUANT_N_OPTS 12
 extern sqz_opt sqz__quant_opts[SQZ__QUANT_N_OPTS];
 void sqz__quant_opts_init(void);
 sqz_status sqz__quant_check(void *args, uint64_t given, const char *spec);
@@ -37,6 +38,16 @@ unsigned sqz__quant_needs(const void *args, unsigned *required);
 sqz_status sqz__quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args);
 /* Statistics a quantization SPEC cannot run without. */
 unsigned sqz__quant_required(const sqz_compress_spec *sp);
+/* auto:bpw=X (compress/quant_auto.c): the dtype of every block matrix, [layer * SQZ_ROLE_COUNT + role]
+ * (SQZ_DTYPE_COUNT: not planned). */
+typedef struct sqz_qplan {
+    int32_t n_layers;
+    sqz_dtype *type;
+    double bytes_target, bytes_planned; /* the whole model */
+} sqz_qplan;
+sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp);
+void sqz__qplan_free(sqz_qplan *p);
+sqz_dtype sqz__qplan_type(const sqz_qplan *p, const sqz_tensor *t);
 /* A mix's token embedding and output, after the last block (compress/quant_mix.c). */
 sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, sqz_compress_report *rep);
 /* The SPEC of a quant stage, or NULL for a stage of another pass. */

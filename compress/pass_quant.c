@@ -12,8 +12,8 @@
 
 
 enum { F_INT8, F_W8A8, F_INT4, F_Q8_0, F_Q4_0, F_Q4_1, F_Q2_K, F_Q3_K, F_Q4_K, F_Q5_K, F_Q6_K, F_Q5_0, F_Q5_1,
-       F_Q3_K_M, F_Q4_K_M, F_Q5_K_M };
-#define FORMATS "int8|w8a8|int4|q8_0|q4_0|q4_1|q2_k|q3_k|q4_k|q5_k|q6_k|q5_0|q5_1|q3_k_m|q4_k_m|q5_k_m"
+       F_Q3_K_M, F_Q4_K_M, F_Q5_K_M, F_AUTO };
+#define FORMATS "int8|w8a8|int4|q8_0|q4_0|q4_1|q2_k|q3_k|q4_k|q5_k|q6_k|q5_0|q5_1|q3_k_m|q4_k_m|q5_k_m|auto"
 /* the formats that name a whole-model mix of quant/mix.c (llama.cpp's ftypes) */
 #define FIRST_MIX F_Q3_K_M
 #define ACT_DYNAMIC 3
@@ -39,7 +39,8 @@ sqz_opt sqz__quant_opts[] = {
         .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .choices = FORMATS,
         .help = "int8 (W8A16 per channel), w8a8 (+ INT8 activations), int4 (per group), q8_0 / q4_0 / q4_1 "
                 "/ q5_0 / q5_1 (GGUF blocks of 32, llama.cpp's exact grids), q2_k ... q6_k (GGUF K-quants, "
-                "super-blocks of 256), q3_k_m / q4_k_m / q5_k_m (llama.cpp's whole-model mixes of those names)"),
+                "super-blocks of 256), q3_k_m / q4_k_m / q5_k_m (llama.cpp's whole-model mixes of those names), auto "
+                "(a type per matrix from its measured sensitivity, to the size bpw= asks)"),
     ROW(.name = "method", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, method), .flags = SQZ_OPT_BARE,
         .choices = NULL /* method_choices */, .def = "rtn",
         .help = "imatrix: q4_0/q4_1/q2_k..q6_k; smoothquant: w8a8; gptq/awq: not the k-quants"),
@@ -67,8 +68,10 @@ sqz_opt sqz__quant_opts[] = {
         .help = "q4_0 / q8_0: llama.cpp's whole-model mix of that ftype (token embedding and output quantized, "
                 "q4_0's first ffn_down q4_1 with calibration), or every matrix the format (the *_k_m formats "
                 "are mixes)"),
+    ROW(.name = "bpw", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__quant_args, bpw), .min = 2, .max = 16,
+        .help = "auto: the size asked, bits per parameter of the whole model (embedding, norms included)"),
 };
-enum { R_FORMAT, R_METHOD, R_ACT, R_GROUP, R_SCHEME, R_ORDER, R_GROUPS, R_DAMP, R_ALPHA, R_PCT, R_MIX, N_ROWS };
+enum { R_FORMAT, R_METHOD, R_ACT, R_GROUP, R_SCHEME, R_ORDER, R_GROUPS, R_DAMP, R_ALPHA, R_PCT, R_MIX, R_BPW, N_ROWS };
 _Static_assert(sizeof sqz__quant_opts / sizeof sqz__quant_opts[0] == N_ROWS && N_ROWS == SQZ__QUANT_N_OPTS,
                "quant rows");
 
@@ -138,15 +141,20 @@ sqz_status sqz__quant_check(void *args, uint64_t given, const char *spec) {
     static const sqz_qformat fmt[] = {SQZ_QFMT_I8,   SQZ_QFMT_I8,   SQZ_QFMT_I4_SYM, SQZ_QFMT_Q8_0,
                                       SQZ_QFMT_Q4_0, SQZ_QFMT_Q4_1, SQZ_QFMT_Q2_K,   SQZ_QFMT_Q3_K,
                                       SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K, SQZ_QFMT_Q6_K,   SQZ_QFMT_Q5_0,
-                                      SQZ_QFMT_Q5_1, SQZ_QFMT_Q3_K, SQZ_QFMT_Q4_K,   SQZ_QFMT_Q5_K};
+                                      SQZ_QFMT_Q5_1, SQZ_QFMT_Q3_K, SQZ_QFMT_Q4_K,   SQZ_QFMT_Q5_K,
+                                      SQZ_QFMT_Q4_K};
     static const char *fmt_names[] = {"int8", "w8a8", "int4", "q8_0", "q4_0",   "q4_1",   "q2_k",  "q3_k",
-                                      "q4_k", "q5_k", "q6_k", "q5_0", "q5_1", "q3_k_m", "q4_k_m", "q5_k_m"};
-    _Static_assert(sizeof fmt / sizeof fmt[0] == F_Q5_K_M + 1 && sizeof fmt_names / sizeof fmt_names[0] == F_Q5_K_M + 1,
+                                      "q4_k", "q5_k", "q6_k", "q5_0", "q5_1", "q3_k_m", "q4_k_m", "q5_k_m",
+                                      "auto"};
+    _Static_assert(sizeof fmt / sizeof fmt[0] == F_AUTO + 1 && sizeof fmt_names / sizeof fmt_names[0] == F_AUTO + 1,
                    "format rows");
     q.target.fmt = fmt[a->format];
     const sqz_qmix *mix = NULL;
+    SQZ_RETURN_IF((a->format == F_AUTO) != (GIVEN(R_BPW) != 0), SQZ_ERR_INVALID_ARG,
+                  "SPEC '%s': %s", spec, a->format == F_AUTO ? "auto needs the size: auto:bpw=4.5" : "'bpw=' needs auto");
     if (a->format >= FIRST_MIX || (GIVEN(R_MIX) && a->mix == 1)) {
-        mix = sqz_qmix_find(fmt_names[a->format]);
+        /* auto: the embedding and output as Q4_K_M has them; the block matrices as planned */
+        mix = sqz_qmix_find(a->format == F_AUTO ? "q4_k_m" : fmt_names[a->format]);
         SQZ_RETURN_IF(!mix, SQZ_ERR_INVALID_ARG, "SPEC '%s': llama.cpp has no whole-model mix for %s (mixes: q4_0, "
                       "q8_0, q3_k_m, q4_k_m, q5_k_m)", spec, fmt_names[a->format]);
         SQZ_RETURN_IF(method->smooths, SQZ_ERR_INVALID_ARG,
@@ -179,6 +187,7 @@ sqz_status sqz__quant_check(void *args, uint64_t given, const char *spec) {
     a->spec.method = method;
     a->spec.q = q;
     a->spec.mix = mix;
+    a->spec.auto_bpw = a->format == F_AUTO ? a->bpw : 0.0;
     return SQZ_OK;
 }
 
@@ -223,10 +232,16 @@ sqz_status sqz__quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bloc
     const sqz__quant_args *a = args;
     if (a->absorbed) return SQZ_OK; /* done by the sparsity stage's joint sweep */
     sqz_compress_opts o = *c->o;
+    if (a->spec.auto_bpw > 0 && !a->spec.plan) /* the plan of auto:bpw=, once: the stage's own args */
+        SQZ_TRY(sqz__quant_auto_plan(c, &((sqz__quant_args *)(uintptr_t)args)->spec));
     o.spec = a->spec;
     SQZ_TRY(sqz_compress_block(c->m, layer, stats, &o, c->rep));
+    if (layer < c->m->hp.n_layers - 1) return SQZ_OK;
     /* a mix also quantizes the token embedding and the output, once the blocks are done */
-    return layer == c->m->hp.n_layers - 1 ? sqz__quant_mix_globals(c->m, &a->spec, c->rep) : SQZ_OK;
+    sqz_status st = sqz__quant_mix_globals(c->m, &a->spec, c->rep);
+    sqz__qplan_free(a->spec.plan);
+    ((sqz__quant_args *)(uintptr_t)args)->spec.plan = NULL;
+    return st;
 }
 
 const sqz_compress_spec *sqz__quant_stage_spec(const sqz_stage *s) {

@@ -393,6 +393,28 @@ SQZ_API sqz_qformat sqz_qmix_base(const sqz_qmix *mix);
  * in the first eighth). Tensors llama.cpp does not quantize (vectors, norms) keep t->dtype. */
 SQZ_API sqz_dtype sqz_qmix_type(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix);
 
+/* ---- mixed precision to a size budget (quant/auto.c, `--quant auto:bpw=X`) ---- */
+#define SQZ_QAUTO_MAX_CAND 8
+typedef struct sqz_qauto_tensor {
+    int n;                               /* candidates that fit this tensor's width */
+    sqz_qformat fmt[SQZ_QAUTO_MAX_CAND];
+    double bytes[SQZ_QAUTO_MAX_CAND];    /* storage of the matrix in that type */
+    double err[SQZ_QAUTO_MAX_CAND];      /* sum_r sum_j E[x_j^2] (W - Q(W))[r, j]^2 */
+    int chosen;                          /* set by sqz_qauto_solve: index into fmt, -1 if none */
+} sqz_qauto_tensor;
+
+/* The candidate types (Q2_K .. Q8_0); returns their number. */
+SQZ_API int sqz_qauto_candidates(const sqz_qformat **out);
+/* The sensitivity of W (n_out, n_in) to every candidate that fits: each quantized (with E[x^2]
+ * as llama.cpp's importance when imatrix and x2, where the type has an importance-weighted
+ * quantizer; else RTN) and its output error weighted by x2 (1 where x2 is NULL). */
+SQZ_API sqz_status sqz_qauto_measure(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,
+                                     sqz_qauto_tensor *out);
+/* Chooses t[i].chosen for n tensors to minimise the summed error with at most `budget` bytes
+ * (greedy over the lower convex hulls); *used gets the bytes chosen (more than budget only when
+ * every tensor's cheapest type is). */
+SQZ_API sqz_status sqz_qauto_solve(sqz_qauto_tensor *t, int64_t n, double budget, double *used);
+
 /* The qformat that stores dtype d (false for float dtypes: F16/F32). */
 SQZ_API bool sqz_qformat_from_dtype(sqz_dtype d, sqz_qformat *out);
 
