@@ -7,6 +7,7 @@ stories260K, tinystories-656K and SmolLM2-135M; this test needs no llama.cpp.
 One difference is sqz's on purpose: where pad-ffn padded the FFN (stories260K: 172 -> 192 for
 the blocks of 32 of q4_0 / q8_0), ffn_down is quantized to the mix's base type instead of the
 f16 llama.cpp falls back to, and its row is wider than the recorded one.
+`auto:bpw=X` on tinystories-656K lands within 1% of the size asked.
 Exit 77 when gguf or a model is missing (SmolLM2 alone may be missing: it is then skipped).
 """
 import os
@@ -71,6 +72,29 @@ with tempfile.TemporaryDirectory() as tmp:
             if not ok:
                 failures.append(f"{model} {ftype} {name}: sqz {g_typ} ({g_width} wide), llama.cpp {typ} ({width})")
         os.remove(out)
+
+# auto:bpw=X lands within 1% of the size asked (tinystories-656K: 7 and 8 bits per parameter)
+calib = os.path.join(data, "data/wiki.test.raw")
+if os.path.isfile(calib):
+    import json
+    with tempfile.TemporaryDirectory() as tmp:
+        for bpw in (7.0, 8.0):
+            out, rep = os.path.join(tmp, "a.gguf"), os.path.join(tmp, "a.json")
+            p = subprocess.run([sqz, "compress", models["tinystories-656K"], "-o", out, "--quant",
+                                f"auto:bpw={bpw}:imatrix", "--calib", calib, "--calib-samples", "8",
+                                "--calib-ctx", "256", "--report", rep], capture_output=True, text=True)
+            if p.returncode != 0:
+                failures.append(f"auto:bpw={bpw}: sqz compress failed: {p.stderr.strip()}")
+                continue
+            r = json.load(open(rep))
+            got = 8.0 * r["totals"]["bytes_after"] / r["totals"]["params"]
+            note = r["stages"][0]["note"]
+            checked += 1
+            if abs(got - bpw) > 0.01 * bpw or not note.startswith("auto:"):
+                failures.append(f"auto:bpw={bpw}: {got:.4f} bits per parameter ({note})")
+            types = {t.tensor_type.name for t in gguf.GGUFReader(out).tensors if len(t.shape) == 2}
+            if not types <= {"Q2_K", "Q3_K", "Q4_0", "Q4_K", "Q5_0", "Q5_K", "Q6_K", "Q8_0"}:
+                failures.append(f"auto:bpw={bpw}: types {sorted(types)}")
 
 for f in failures[:20]:
     print("FAIL:", f)
