@@ -9,7 +9,8 @@
  *     allocating (bundle bytes + arena bytes), with the context filled (-n tokens);
  *   - decode tokens/s (greedy, after the prompt) of sqz-edge (one thread) against sqz's own
  *     runtime on the same bundle (sqz_forward one token at a time; one thread and all), and
- *     llama.cpp's llama-cli on the source GGUF when --llama-cpp DIR holds one (else said);
+ *     llama.cpp's llama-bench (or llama-cli) on the source GGUF when --llama-cpp DIR holds one
+ *     (else said);
  *   - the same under qemu-aarch64 for the aarch64 build (for the record: an emulator's speed
  *     says nothing about a device's).
  */
@@ -46,7 +47,7 @@ static const sqz_opt edge_bench_rows[] = {
      .help = "an aarch64 sqz-edge (cmake -S edge -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake), run "
              "under qemu-aarch64"},
     {.name = "llama-cpp", .type = SQZ_OPT_STRING, .offset = offsetof(edge_bench_opts, lcpp), .metavar = "DIR",
-     .help = "a llama.cpp bin directory holding llama-cli (default: none)"},
+     .help = "a llama.cpp bin directory holding llama-bench or llama-cli (default: none)"},
     {.name = "prompt", .type = SQZ_OPT_STRING, .offset = offsetof(edge_bench_opts, prompt), .metavar = "TEXT",
      .def = "Once upon a time, there was", .help = "the prompt"},
     {.name = "gen", .type = SQZ_OPT_INT, .offset = offsetof(edge_bench_opts, gen), .min = 2, .max = 4096,
@@ -274,10 +275,20 @@ int sqz_bench_edge(int argc, char **argv) {
     printf("               sqz generate, 1 thread            %8.1f   (sqz-edge x%.2f)\n", s1, s1 > 0 ? e_tps / s1 : 0);
     printf("               sqz generate, %d threads           %8.1f   (sqz-edge x%.2f)\n", all, sn,
            sn > 0 ? e_tps / sn : 0);
-    char lc[4200];
+    char lc[4200], lb[4200];
     struct stat ls;
     snprintf(lc, sizeof lc, "%s/llama-cli", a.lcpp ? a.lcpp : "");
-    if (a.lcpp && stat(lc, &ls) == 0) {
+    snprintf(lb, sizeof lb, "%s/llama-bench", a.lcpp ? a.lcpp : "");
+    if (a.lcpp && stat(lb, &ls) == 0) { /* llama-bench: tgN, 1 thread, 3 repetitions */
+        char *largv[] = {lb, "-m", (char *)path, "-t", "1", "-p", "0", "-n", n_arg, "-r", "3", NULL};
+        char tg[48];
+        snprintf(tg, sizeof tg, "tg%s", n_arg);
+        const char *p = run_child(largv, &r) == 0 && r.rc == 0 ? strstr(r.out, tg) : NULL;
+        p = p ? strchr(p, '|') : NULL;
+        if (p) printf("               llama.cpp llama-bench, 1 thread  %8.1f   (sqz-edge x%.2f; the source GGUF, %s)\n",
+                      atof(p + 1), atof(p + 1) > 0 ? e_tps / atof(p + 1) : 0, tg);
+        else printf("               llama.cpp: llama-bench failed (status %d)\n", r.rc);
+    } else if (a.lcpp && stat(lc, &ls) == 0) {
         char *largv[] = {lc, "-m", (char *)path, "-p", (char *)a.prompt, "-n", n_arg, "-t", "1", "--temp", "0",
                          "-no-cnv", NULL};
         if (run_child(largv, &r) == 0 && r.rc == 0) {
@@ -290,8 +301,8 @@ int sqz_bench_edge(int argc, char **argv) {
             printf("               llama.cpp: llama-cli failed (status %d)\n", r.rc);
         }
     } else {
-        printf("               llama.cpp: not measured (no llama-cli%s%s)\n", a.lcpp ? " in " : "; --llama-cpp DIR",
-               a.lcpp ? a.lcpp : "");
+        printf("               llama.cpp: not measured (no llama-bench or llama-cli%s%s)\n",
+               a.lcpp ? " in " : "; --llama-cpp DIR", a.lcpp ? a.lcpp : "");
     }
     if (a.arm) { /* emulation is ~100x slower: 16 tokens say enough */
         char q_arg[32];
