@@ -64,10 +64,7 @@ typedef struct sp_bench {
     const char *calib, *eval, *base_file, *model;
     sqz_model *orig;
     sqz_backend *be;
-    sqz_calib_windows w;
-    int32_t *ids;
-    size_t n_ids;
-    int64_t (*exclude)[2];
+    sqz_cli_bench_data d;
     double ppl_base;
     int fails; /* orderings that did not hold */
 } sp_bench;
@@ -85,12 +82,7 @@ static sqz_session_opts session_opts(const sp_bench *B, int64_t max_tokens) {
 }
 
 static sqz_eval_opts eval_opts(const sp_bench *B) {
-    sqz_eval_opts eo = sqz_eval_default_opts();
-    eo.ctx = B->a->eval_ctx;
-    eo.max_chunks = B->a->eval_chunks;
-    eo.exclude = (const int64_t(*)[2])B->exclude;
-    eo.n_exclude = B->exclude ? B->w.n_windows : 0;
-    return eo;
+    return sqz_cli_bench_eval_opts(&B->d, B->a->eval_ctx, B->a->eval_chunks);
 }
 
 /* Runs the stages (pass, SPEC pairs; NULL pass ends) on a fresh copy and evaluates it. */
@@ -101,7 +93,7 @@ static sqz_status run_one(sp_bench *B, const char *const *stages, sp_row *row) {
     memset(&rep, 0, sizeof rep);
     sqz_eval_result r = {0};
     sqz_compress_opts co = sqz_compress_default_opts();
-    sqz_compress_env env = {.windows = &B->w, .session_opts = session_opts(B, B->w.ctx)};
+    sqz_compress_env env = {.windows = &B->d.w, .session_opts = session_opts(B, B->d.w.ctx)};
     sqz_status st = sqz_model_open(B->model, NULL, &m);
     for (int i = 0; st == SQZ_OK && stages[i]; i += 2) st = sqz_recipe_add(&rc, stages[i], stages[i + 1]);
     if (st == SQZ_OK) st = sqz_recipe_check_model(&rc, m, true);
@@ -113,7 +105,7 @@ static sqz_status run_one(sp_bench *B, const char *const *stages, sp_row *row) {
     sqz_eval_opts eo = eval_opts(B);
     eo.base_logits = B->base_file;
     if (st == SQZ_OK) st = sqz_session_new(m, &so, &s);
-    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->ids, (int64_t)B->n_ids, &eo, &r);
+    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, &r);
     sqz_session_free(s);
     if (st == SQZ_OK) *row = (sp_row){r.kld_mean, r.ppl - B->ppl_base, r.top1_agree, row->seconds};
     sqz_eval_result_free(&r);
@@ -194,31 +186,13 @@ static sqz_status setup(sp_bench *B) {
     cc.ctx = B->a->ctx;
     cc.threads = B->a->threads;
     sqz_session *s = NULL;
-    sqz_status st = sqz_cli_calib_open(&cc, B->orig, B->be, &B->w, &s);
-    sqz_session_free(s);
-    s = NULL;
-    char *text = NULL;
-    size_t len = 0;
-    sqz_tokenizer *tok = NULL;
-    if (st == SQZ_OK) st = sqz_read_file(B->eval, (size_t)1 << 31, &text, &len);
-    if (st == SQZ_OK) st = sqz_tokenizer_new(&B->orig->vocab, &tok);
-    if (st == SQZ_OK) st = sqz_tokenize(tok, text, len, true, &B->ids, &B->n_ids);
-    free(text);
-    sqz_tokenizer_free(tok);
-    if (st == SQZ_OK && !strcmp(B->eval, B->calib)) {
-        B->exclude = malloc((size_t)B->w.n_windows * sizeof *B->exclude);
-        if (!B->exclude) st = SQZ_ERR_NOMEM;
-        for (int64_t i = 0; st == SQZ_OK && i < B->w.n_windows; i++) {
-            B->exclude[i][0] = B->w.starts[i];
-            B->exclude[i][1] = B->w.starts[i] + B->w.ctx;
-        }
-    }
+    sqz_status st = sqz_cli_bench_data_open(B->orig, B->be, &cc, B->eval, &B->d, NULL);
     sqz_eval_result r = {0};
     sqz_eval_opts eo = eval_opts(B);
     eo.save_base = B->base_file;
     const sqz_session_opts so = session_opts(B, B->a->eval_ctx);
     if (st == SQZ_OK) st = sqz_session_new(B->orig, &so, &s);
-    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->ids, (int64_t)B->n_ids, &eo, &r);
+    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, &r);
     sqz_session_free(s);
     if (st == SQZ_OK) {
         B->ppl_base = r.ppl;
@@ -283,9 +257,7 @@ int sqz_bench_sparsity(int argc, char **argv) {
                B->fails ? "FAILS" : "holds", sqz_cli_now_s() - t0);
     if (fd >= 0) unlink(base);
     const int fails = B->fails;
-    sqz_calib_windows_free(&B->w);
-    free(B->ids);
-    free(B->exclude);
+    sqz_cli_bench_data_free(&B->d);
     sqz_backend_free(B->be);
     sqz_model_free(B->orig);
     free(B);
