@@ -399,7 +399,7 @@ typedef struct sqz_qauto_tensor {
     int n;                               /* candidates that fit this tensor's width */
     sqz_qformat fmt[SQZ_QAUTO_MAX_CAND];
     double bytes[SQZ_QAUTO_MAX_CAND];    /* storage of the matrix in that type */
-    double err[SQZ_QAUTO_MAX_CAND];      /* sum_r sum_j E[x_j^2] (W - Q(W))[r, j]^2 */
+    double err[SQZ_QAUTO_MAX_CAND];      /* sum E[x_j^2] (W - Q(W))[r, j]^2 / sum E[x_j^2] W[r, j]^2 */
     int chosen;                          /* set by sqz_qauto_solve: index into fmt, -1 if none */
 } sqz_qauto_tensor;
 
