@@ -81,8 +81,37 @@ static sqz_status node(run *R, int64_t a, int64_t b, sqz_calib_observer **out) {
     return SQZ_OK;
 }
 
+/* A plain run (no mpirun): one observer fed every window in order, the accumulation of one
+ * process from before distributed calibration. The tree would hold up to log2(windows) + 1
+ * partial statistics (a 1.5 B model's 8960-wide Hessian is 640 MB); its only purpose is the
+ * same bits on any number of ranks, which mpirun -np 1 gives. */
+static sqz_status block_stats_serial(run *R, int64_t nw, sqz_calib_block *stats) {
+    sqz_calib_observer *ob = NULL;
+    SQZ_TRY(sqz__calib_observer_range(R->layer, &R->oo, 0, nw, R->ctx, &ob));
+    sqz_session_set_hook(R->s, sqz_calib_observer_hook, ob);
+    sqz_status st = SQZ_OK;
+    for (int64_t i = 0; i < nw && st == SQZ_OK; i++) {
+        float *xi = R->x + (size_t)i * R->win_floats;
+        if (R->tmp) {
+            memcpy(R->tmp, xi, R->win_floats * sizeof(float));
+            xi = R->tmp;
+        }
+        st = sqz_session_block(R->s, R->layer, xi, R->ctx, 0);
+        if (R->o->progress) R->o->progress(R->o->progress_user, ++R->done, R->total);
+    }
+    sqz_session_set_hook(R->s, NULL, NULL);
+    if (st == SQZ_OK) {
+        sqz__calib_observer_seal(ob);
+        sqz__calib_mem_set(&R->mem, sqz__calib_observer_bytes(ob));
+        st = sqz_calib_observer_finish(ob, stats);
+    }
+    sqz_calib_observer_free(ob);
+    return st;
+}
+
 /* The statistics of block R->layer over all windows (of all ranks). */
 static sqz_status block_stats(run *R, int64_t nw, int64_t w1, sqz_calib_block *stats) {
+    if (!sqz_dist_launched()) return block_stats_serial(R, nw, stats);
     enum { MAX_PIECES = 128 };
     sqz__calib_range pr[MAX_PIECES];
     sqz_calib_observer *pieces[MAX_PIECES] = {0};

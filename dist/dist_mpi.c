@@ -65,6 +65,7 @@ void sqz_dist_abort(int code) {
 int sqz_dist_rank(void) { return g_rank; }
 int sqz_dist_size(void) { return g_size; }
 bool sqz_dist_built(void) { return true; }
+bool sqz_dist_launched(void) { return started; }
 uint64_t sqz_dist_bytes_sent(void) { return g_sent; }
 
 sqz_status sqz_dist_barrier(void) {

@@ -18,6 +18,7 @@ void sqz_dist_abort(int code) { (void)code; }
 int sqz_dist_rank(void) { return 0; }
 int sqz_dist_size(void) { return 1; }
 bool sqz_dist_built(void) { return false; }
+bool sqz_dist_launched(void) { return false; }
 sqz_status sqz_dist_barrier(void) { return SQZ_OK; }
 uint64_t sqz_dist_bytes_sent(void) { return 0; }
 

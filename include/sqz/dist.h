@@ -43,6 +43,11 @@ SQZ_API int sqz_dist_rank(void);
 SQZ_API int sqz_dist_size(void);
 /* Whether this build has MPI (SQZ_MPI). Not collective. */
 SQZ_API bool sqz_dist_built(void);
+/* True when this process was started by mpirun and joined the job (even as its only rank):
+ * calibration then merges per-window statistics along the fixed tree that makes any number of
+ * ranks give the same bits; false for a plain run, which accumulates in window order with one
+ * set of statistics (calib/driver.c). */
+SQZ_API bool sqz_dist_launched(void);
 
 SQZ_API sqz_status sqz_dist_barrier(void);
 /* buf[0..n) of rank `root` into buf[0..n) of every rank. */

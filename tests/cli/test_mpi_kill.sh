@@ -41,7 +41,7 @@ kill_one() {
     if tr '\0' '\n' < /proc/"$p"/environ 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$victim"; then victim_pid=$p; fi
   done
   if [ -z "$victim_pid" ]; then echo "FAIL: rank $victim not found among '$pids'"; cat "$tmp/log"; kill "$job"; fail=1; return; fi
-  sleep 2 # mid-run: the windows are going through the blocks
+  sleep 1 # mid-run: the windows are going through the blocks
   local t0=$(date +%s.%N)
   kill -9 "$victim_pid"
   local rc=0 waited=0
@@ -64,8 +64,8 @@ kill_one() {
   [ -z "$(ls -A "$out")" ] || { echo "FAIL: files left: $(ls -A "$out")"; fail=1; }
   pgrep -f "$out" > /dev/null && { echo "FAIL: processes of the job left"; fail=1; }
 }
-args=(--calib "$tmp/calib.txt" --calib-samples 128 --calib-ctx 512 --threads 1)
-kill_one 1 "$sqz" calibrate "$tiny" --text "$tmp/calib.txt" --calib-samples 128 --calib-ctx 512 --hessian --threads 1 \
+args=(--calib "$tmp/calib.txt" --calib-samples 1024 --calib-ctx 512 --threads 1) # long enough to be mid-run after 1 s
+kill_one 1 "$sqz" calibrate "$tiny" --text "$tmp/calib.txt" --calib-samples 1024 --calib-ctx 512 --hessian --threads 1 \
   -o stats.sqzs
 kill_one 0 "$sqz" compress "$tiny" --quant q4_0:gptq --to gguf "${args[@]}" -o q.gguf
 exit $fail

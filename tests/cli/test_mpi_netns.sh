@@ -55,9 +55,10 @@ two_hosts() {
     --tag-output "$@"
 }
 fail=0
-check() { # NAME OUT ARGS...: one process and two hosts byte-identical
+check() { # NAME OUT ARGS...: one process (a job of one rank) and two hosts byte-identical
   local name=$1 out=$2; shift 2
-  "$sqz" "$@" -o "$tmp/one.$out" > "$tmp/log1" 2>&1 || { echo "FAIL: $name on one process"; cat "$tmp/log1"; fail=1; return; }
+  timeout 120 mpirun -np 1 --mca btl self,vader "$sqz" "$@" -o "$tmp/one.$out" > "$tmp/log1" 2>&1 ||
+    { echo "FAIL: $name on one process"; cat "$tmp/log1"; fail=1; return; }
   if ! two_hosts "$sqz" "$@" -o "$tmp/two.$out" > "$tmp/log2" 2>&1; then
     echo "FAIL: $name on two hosts"; cat "$tmp/log2"; fail=1; return
   fi
