@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "compress/compress_internal.h"
+#include "quant/quant_internal.h"
 #include "sqz/edit.h"
 #include "sqz/family.h"
 
@@ -72,17 +73,6 @@ static bool keep_float_match(const char *list, const sqz_tensor *t) {
     return false;
 }
 
-/* ||a - b|| / ||b|| over n values (NaN when b is zero). */
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-    }
-    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
-}
-
 static sqz_status report_add(sqz_compress_report *rep, const sqz_layer_report *row) {
     if (rep->n_layers % 64 == 0) {
         sqz_layer_report *n = sqz__realloc(rep->layers, (size_t)(rep->n_layers + 64) * sizeof *n);
@@ -118,14 +108,14 @@ static sqz_status validate(const sqz_qmatrix *q, const float *w, const float *x,
     if (st == SQZ_OK) {
         memcpy(ws, w, (size_t)no * (size_t)ni * sizeof(float));
         if (smooth) sqz_scale_columns(ws, no, ni, smooth);
-        row->weight_err = rel_err(deq, ws, no * ni);
+        row->weight_err = sqz__rel_err(deq, ws, no * ni);
     }
     if (st == SQZ_OK && n_x) {
         /* the float layer on the original input */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n_x, (int)no, (int)ni, 1.0f, x, (int)ni, w, (int)ni,
                     0.0f, yr, (int)no);
         st = sqz_qmatrix_forward(q, xs, n_x, yq);
-        if (st == SQZ_OK) row->out_err = rel_err(yq, yr, n_x * no);
+        if (st == SQZ_OK) row->out_err = sqz__rel_err(yq, yr, n_x * no);
     }
     free(deq);
     free(ws);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "compress/compress_internal.h"
+#include "quant/quant_internal.h"
 #include "sqz/edit.h"
 
 static sqz_status add_row(sqz_compress_report *rep, const sqz_layer_report *row) {
@@ -60,14 +61,7 @@ static sqz_status one(sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp, 
             row.bits_per_weight = sqz_qmatrix_bits_per_weight(&q);
             row.seconds = q.seconds;
             float *deq = sqz__malloc((size_t)n * sizeof(float));
-            if (deq && sqz_qmatrix_to_f32(&q, deq) == SQZ_OK) {
-                double num = 0, den = 0;
-                for (int64_t i = 0; i < n; i++) {
-                    num += ((double)deq[i] - w[i]) * ((double)deq[i] - w[i]);
-                    den += (double)w[i] * w[i];
-                }
-                row.weight_err = den > 0 ? sqrt(num / den) : 0.0;
-            }
+            if (deq && sqz_qmatrix_to_f32(&q, deq) == SQZ_OK) row.weight_err = sqz__rel_err(deq, w, n);
             free(deq);
             st = sqz_qmatrix_attach(m, t, &q);
             if (st != SQZ_OK) sqz_qmatrix_free(&q);

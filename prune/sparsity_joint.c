@@ -11,17 +11,8 @@
 #include <string.h>
 
 #include "prune/sparsity_internal.h"
+#include "quant/quant_internal.h"
 #include "sqz/family.h"
-
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-    }
-    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
-}
 
 /* The same growth as compress/quant_block.c's rows (capacity: multiples of 64). */
 static sqz_status report_add(sqz_compress_report *rep, const sqz_layer_report *row) {
@@ -50,7 +41,7 @@ static sqz_status check(const sqz__sparsity_args *a, const sqz_qmatrix *q, const
 
 static sqz_status validate(const sqz__sparsity_args *a, const sqz_qmatrix *q, const float *w, const float *deq,
                            const sqz_calib_input *in, sqz_layer_report *row) {
-    row->weight_err = rel_err(deq, w, q->n_out * q->n_in);
+    row->weight_err = sqz__rel_err(deq, w, q->n_out * q->n_in);
     row->out_err = NAN;
     const int64_t nx = in && in->x ? in->st.n_x : 0;
     if (!nx) return SQZ_OK;
@@ -62,7 +53,7 @@ static sqz_status validate(const sqz__sparsity_args *a, const sqz_qmatrix *q, co
                     (int)q->n_in, w, (int)q->n_in, 0.0f, yr, (int)q->n_out);
         st = sqz__sparsity_forward(a, q, in->x, nx, yq);
     }
-    if (st == SQZ_OK) row->out_err = rel_err(yq, yr, nx * q->n_out);
+    if (st == SQZ_OK) row->out_err = sqz__rel_err(yq, yr, nx * q->n_out);
     free(yr);
     free(yq);
     return st;

@@ -1,14 +1,25 @@
 /*
  * quant/forward.c - running a quantized layer as it would run (weight-only in float, W8A8
- * through the exact INT8 GEMM), and the output-error helper the searches use.
+ * through the exact INT8 GEMM), and the error helpers the searches and the report use.
  */
 #include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/gemm_i8.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "quant/quant_internal.h"
+
+double sqz__rel_err(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
+}
 
 double sqz__out_err2(const float *x, int64_t n_x, int64_t n_in, const float *a, const float *b, int64_t n_out,
                      float *ya, float *yb, bool have_ya) {

@@ -15,137 +15,10 @@
 #include <string.h>
 
 #include "core/blocks.h"
+#include "core/kquant_internal.h"
 #include "core/quant_ref.h"
 #include "quant/quant_internal.h"
 
-#define GROUP_MAX_EPS 1e-15f
-#define MAXI(a, b) ((a) > (b) ? (a) : (b))
-#define MINI(a, b) ((a) < (b) ? (a) : (b))
-
-/* ggml's nearest_int: round half to even through the 1.5 * 2^23 trick (|v| <= 4194303). */
-static inline int nearest_int(float fval) {
-    float val = fval + 12582912.f;
-    int i;
-    memcpy(&i, &val, sizeof(int));
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-/* make_qx_quants(n, nmax, x, L, rmse_type = 1, qw) */
-static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *qw) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
-    if (amax < GROUP_MAX_EPS) {
-        for (int i = 0; i < n; ++i) L[i] = 0;
-        return 0.f;
-    }
-    float iscale = -nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale * x[i]);
-        l = MAXI(-nmax, MINI(nmax - 1, l));
-        L[i] = (int8_t)(l + nmax);
-        float w = qw[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
-    float scale = suml2 ? sumlx / suml2 : 0.0f;
-    float best = scale * sumlx;
-    for (int is = -9; is <= 9; ++is) {
-        if (is == 0) continue;
-        iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * x[i]);
-            l = MAXI(-nmax, MINI(nmax - 1, l));
-            float w = qw[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
-        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; ++i) {
-                int l = nearest_int(iscale * x[i]);
-                L[i] = (int8_t)(nmax + MAXI(-nmax, MINI(nmax - 1, l)));
-            }
-            scale = sumlx / suml2;
-            best = scale * sumlx;
-        }
-    }
-    return scale;
-}
-
-/* make_qkx3_quants(n, nmax, x, weights, L, the_min, Laux, rmin, rdelta, nstep, use_mad = false) */
-static float make_qkx3_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *the_min,
-                              uint8_t *Laux, float rmin, float rdelta, int nstep) {
-    float min = x[0], max = x[0];
-    float sum_w = weights[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; ++i) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        float w = weights[i];
-        sum_w += w;
-        sum_x += w * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max <= min) {
-        memset(L, 0, (size_t)n);
-        *the_min = -min;
-        return 0.f;
-    }
-    float iscale = nmax / (max - min);
-    float scale = 1 / iscale;
-    float best_mad = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t)MAXI(0, MINI(nmax, l));
-        float diff = scale * L[i] + min - x[i];
-        diff = diff * diff;
-        best_mad += weights[i] * diff;
-    }
-    if (nstep < 1) {
-        *the_min = -min;
-        return scale;
-    }
-    for (int is = 0; is <= nstep; ++is) {
-        iscale = (rmin + rdelta * is + nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * (x[i] - min));
-            l = MAXI(0, MINI(nmax, l));
-            Laux[i] = (uint8_t)l;
-            float w = weights[i];
-            sum_l += w * l;
-            sum_l2 += w * l * l;
-            sum_xl += w * l * x[i];
-        }
-        float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float mad = 0;
-            for (int i = 0; i < n; ++i) {
-                float diff = this_scale * Laux[i] + this_min - x[i];
-                diff = diff * diff;
-                mad += weights[i] * diff;
-            }
-            if (mad < best_mad) {
-                for (int i = 0; i < n; ++i) L[i] = Laux[i];
-                best_mad = mad;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    *the_min = -min;
-    return scale;
-}
 
 static float row_sigma2(const float *x, int64_t n) {
     float sum_x2 = 0;
@@ -161,7 +34,7 @@ static void row_q4_0(const float *x, sqz_block_q4_0 *y, int64_t n_per_row, const
         const float *xb = x + SQZ_QK4_0 * ib;
         const float *qw = quant_weights + SQZ_QK4_0 * ib;
         for (int j = 0; j < SQZ_QK4_0; ++j) weight[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
-        float d = make_qx_quants(SQZ_QK4_0, 8, xb, L, weight);
+        float d = sqz__make_qx_quants(SQZ_QK4_0, 8, xb, L, weight);
         y[ib].d = sqz_fp32_to_fp16(d);
         for (int j = 0; j < 16; ++j) y[ib].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
     }
@@ -176,7 +49,7 @@ static void row_q4_1(const float *x, sqz_block_q4_1 *y, int64_t n_per_row, const
         const float *qw = quant_weights + SQZ_QK4_1 * ib;
         for (int j = 0; j < SQZ_QK4_1; ++j) weight[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
         float min;
-        float d = make_qkx3_quants(SQZ_QK4_1, 15, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36);
+        float d = sqz__make_qkx3_quants(SQZ_QK4_1, 15, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36);
         y[ib].d = sqz_fp32_to_fp16(d);
         y[ib].m = sqz_fp32_to_fp16(-min);
         for (int j = 0; j < 16; ++j) y[ib].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
@@ -204,7 +77,7 @@ static void row_q5_0(const float *x, sqz_block_q5_0 *y, int64_t n_per_row, const
         const float *xb = x + SQZ_QK5_0 * ib;
         const float *qw = quant_weights + SQZ_QK5_0 * ib;
         for (int j = 0; j < SQZ_QK5_0; ++j) weight[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
-        float d = make_qx_quants(SQZ_QK5_0, 16, xb, L, weight);
+        float d = sqz__make_qx_quants(SQZ_QK5_0, 16, xb, L, weight);
         y[ib].d = sqz_fp32_to_fp16(d);
         for (int j = 0; j < SQZ_QK5_0; ++j) U[j] = (uint8_t)L[j];
         put_q5(U, y[ib].qs, y[ib].qh);
@@ -220,7 +93,7 @@ static void row_q5_1(const float *x, sqz_block_q5_1 *y, int64_t n_per_row, const
         const float *qw = quant_weights + SQZ_QK5_1 * ib;
         for (int j = 0; j < SQZ_QK5_1; ++j) weight[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
         float min;
-        float d = make_qkx3_quants(SQZ_QK5_1, 31, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36);
+        float d = sqz__make_qkx3_quants(SQZ_QK5_1, 31, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36);
         y[ib].d = sqz_fp32_to_fp16(d);
         y[ib].m = sqz_fp32_to_fp16(-min);
         put_q5(L, y[ib].qs, y[ib].qh);

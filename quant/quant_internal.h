@@ -97,6 +97,8 @@ sqz_status sqz__check_method_args(const char *method, const sqz_qlinear *lin, in
  * NULL on out of memory. */
 const float *sqz__search_rows(const sqz_qstats *st, const sqz_quant_opts *o, int64_t *nx, float **owned);
 
+/* ||a - b|| / ||b|| over n values (0 when both are all zero, infinity when only b is). */
+double sqz__rel_err(const float *a, const float *b, int64_t n);
 /* Sum of squared differences between X . A^T and X . B^T over the sample rows (n_x, n_in),
  * A and B (n_out, n_in); ya and yb are scratch of n_x * n_out floats (ya may hold X . A^T
  * already when have_ya). */
