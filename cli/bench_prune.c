@@ -165,25 +165,10 @@ static void print_row(const char *score, const char *comp, const pr_row *r, doub
            dense_tps > 0 ? r->eval_tps / dense_tps : NAN);
 }
 
-/* Splits a comma-separated list into at most cap items of at most 15 characters. */
-static int split(const char *list, char items[][16], int cap) {
-    int n = 0;
-    for (const char *p = list; p && *p && n < cap;) {
-        const char *e = strchr(p, ',');
-        const size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len && len < 16) {
-            memcpy(items[n], p, len);
-            items[n++][len] = 0;
-        }
-        p = e ? e + 1 : NULL;
-    }
-    return n;
-}
-
 /* The rows of one budget, the baseline first, then the best row's generation speed. */
 static sqz_status one_ratio(pr_bench *B, double r) {
     char scores[8][16], comps[4][16], spec[96];
-    const int ns = split(B->a->scores, scores, 8), nc = split(B->a->comps, comps, 4);
+    const int ns = SQZ_CLI_SPLIT(B->a->scores, scores), nc = SQZ_CLI_SPLIT(B->a->comps, comps);
     pr_row base = {0}, best = {0}, rows[8][4];
     memset(rows, 0, sizeof rows);
     if (!spec_of(B, r, "magnitude", "none", spec, sizeof spec)) {

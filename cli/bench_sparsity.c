@@ -100,21 +100,6 @@ static sqz_status run_one(sp_bench *B, const char *const *stages, sp_row *row) {
     return st;
 }
 
-/* Splits a comma-separated list into at most cap items of at most 31 characters. */
-static int split(const char *list, char items[][32], int cap) {
-    int n = 0;
-    for (const char *p = list; p && *p && n < cap;) {
-        const char *e = strchr(p, ',');
-        const size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len && len < 32) {
-            memcpy(items[n], p, len);
-            items[n++][len] = 0;
-        }
-        p = e ? e + 1 : NULL;
-    }
-    return n;
-}
-
 static void print_row(const char *pattern, const char *method, const char *quant, const sp_row *r) {
     printf("  %-6s %-10s %-10s %9.4f %10.3f %7.4f %8.1f\n", pattern, method, quant, r->kld, r->dppl, r->top1,
            r->seconds);
@@ -138,7 +123,7 @@ static void verdict(sp_bench *B, const char *pattern, const char *quant, const d
 
 static sqz_status one_pattern(sp_bench *B, const char *pattern) {
     char methods[4][32], quants[6][32], spec[96];
-    const int nm = split(B->a->methods, methods, 4), nq = split(B->a->quants, quants, 6);
+    const int nm = SQZ_CLI_SPLIT(B->a->methods, methods), nq = SQZ_CLI_SPLIT(B->a->quants, quants);
     sqz_status st = SQZ_OK;
     printf("\npattern %s\n  %-6s %-10s %-10s %9s %10s %7s %8s\n", pattern, "pattern", "method", "quant", "KLD", "dppl",
            "top1", "seconds");
@@ -191,7 +176,7 @@ static sqz_status setup(sp_bench *B) {
 /* The quantizations alone, for reference. */
 static sqz_status quant_only(sp_bench *B) {
     char quants[6][32];
-    const int nq = split(B->a->quants, quants, 6);
+    const int nq = SQZ_CLI_SPLIT(B->a->quants, quants);
     sqz_status st = SQZ_OK;
     for (int q = 0; q < nq && st == SQZ_OK; q++) {
         if (!strcmp(quants[q], "none")) continue;
@@ -214,7 +199,7 @@ static sqz_status bench(sp_bench *B) {
     if (st == SQZ_OK) st = setup(B);
     if (st == SQZ_OK) st = quant_only(B);
     char pats[6][32];
-    const int np = split(B->a->patterns, pats, 6);
+    const int np = SQZ_CLI_SPLIT(B->a->patterns, pats);
     for (int i = 0; i < np && st == SQZ_OK; i++) st = one_pattern(B, pats[i]);
     return st;
 }

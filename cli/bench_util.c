@@ -118,3 +118,17 @@ sqz_eval_opts sqz_cli_bench_eval_opts(const sqz_cli_bench_data *d, int64_t ctx, 
     eo.n_exclude = d->exclude ? d->w.n_windows : 0;
     return eo;
 }
+
+int sqz_cli_split_list(const char *list, char *items, size_t width, int cap) {
+    int n = 0;
+    for (const char *p = list; p && *p && n < cap;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len && len < width) {
+            memcpy(items + (size_t)n * width, p, len);
+            items[(size_t)n++ * width + len] = 0;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    return n;
+}

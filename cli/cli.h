@@ -149,6 +149,12 @@ typedef struct sqz_cli_bench_data {
 sqz_status sqz_cli_bench_data_open(const sqz_model *m, sqz_backend *be, const sqz_cli_calib *cc, const char *eval,
                                    sqz_cli_bench_data *d, sqz_session **session);
 void sqz_cli_bench_data_free(sqz_cli_bench_data *d);
+/* Splits a comma-separated list into at most cap items of fewer than `width` characters each
+ * (items: cap rows of width chars, NUL-terminated; longer and empty items are left out).
+ * Returns the item count. SQZ_CLI_SPLIT(list, char arr[CAP][W]) passes the array's shape. */
+int sqz_cli_split_list(const char *list, char *items, size_t width, int cap);
+#define SQZ_CLI_SPLIT(list, arr) \
+    sqz_cli_split_list((list), &(arr)[0][0], sizeof (arr)[0], (int)(sizeof(arr) / sizeof (arr)[0]))
 /* Evaluation options over d: chunks of ctx tokens, at most `chunks` after the held-out ones. */
 sqz_eval_opts sqz_cli_bench_eval_opts(const sqz_cli_bench_data *d, int64_t ctx, int64_t chunks);
 /* The compress report as a self-contained HTML page (inline SVG plot of the per-layer output
