@@ -102,37 +102,8 @@ sqz_status sqz__bundle_check(const sqz_model *m, const sqz_save_opts *o) {
     return SQZ_OK;
 }
 
-/* ---- a small growable buffer ---- */
-typedef struct bbuf {
-    uint8_t *p;
-    size_t n, cap;
-    bool oom;
-} bbuf;
-
-static void put(bbuf *b, const void *src, size_t n) {
-    if (b->oom || !n) return;
-    if (n > b->cap - b->n) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (n > cap - b->n) cap *= 2;
-        uint8_t *p = sqz__realloc(b->p, cap);
-        if (!p) { b->oom = true; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-}
-static void put_u32(bbuf *b, uint32_t v) {
-    uint8_t x[4];
-    sqz__wr_u32(x, v);
-    put(b, x, 4);
-}
-static void put_f32(bbuf *b, float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    put_u32(b, u);
-}
-static sqz_status done(bbuf *b, uint8_t **out, size_t *n) {
+/* ---- the metadata sections, built in a growable buffer ---- */
+static sqz_status done(sqz__bytebuf *b, uint8_t **out, size_t *n) {
     if (b->oom) {
         free(b->p);
         return SQZ_ERR_NOMEM;
@@ -144,24 +115,24 @@ static sqz_status done(bbuf *b, uint8_t **out, size_t *n) {
 
 sqz_status sqz__bundle_hparams(const sqz_model *m, uint8_t **out, size_t *n) {
     const sqz_hparams *hp = &m->hp;
-    bbuf b = {0};
+    sqz__bytebuf b = {0};
     char arch[32] = {0};
     snprintf(arch, sizeof arch, "%s", hp->arch);
-    put_u32(&b, SQZB_HP_FIXED);
-    put(&b, arch, 32);
-    put_u32(&b, 0); /* llama */
-    put_u32(&b, (uint32_t)hp->rope_layout);
-    put_u32(&b, 0); /* SiLU */
-    put_u32(&b, (hp->tied_embeddings ? SQZB_HP_TIED : 0u) | (hp->attn_bias ? SQZB_HP_ATTN_BIAS : 0u));
-    put_f32(&b, hp->norm_eps);
-    put_f32(&b, hp->rope_theta);
+    sqz__bytebuf_put_u32(&b, SQZB_HP_FIXED);
+    sqz__bytebuf_put(&b, arch, 32);
+    sqz__bytebuf_put_u32(&b, 0); /* llama */
+    sqz__bytebuf_put_u32(&b, (uint32_t)hp->rope_layout);
+    sqz__bytebuf_put_u32(&b, 0); /* SiLU */
+    sqz__bytebuf_put_u32(&b, (hp->tied_embeddings ? SQZB_HP_TIED : 0u) | (hp->attn_bias ? SQZB_HP_ATTN_BIAS : 0u));
+    sqz__bytebuf_put_f32(&b, hp->norm_eps);
+    sqz__bytebuf_put_f32(&b, hp->rope_theta);
     const int64_t dims[8] = {hp->n_layers, hp->d_model, hp->n_heads, hp->n_kv_heads,
                              hp->head_dim, hp->d_ff,    hp->vocab_size, hp->ctx_len};
-    for (int i = 0; i < 8; i++) put_u32(&b, (uint32_t)dims[i]);
+    for (int i = 0; i < 8; i++) sqz__bytebuf_put_u32(&b, (uint32_t)dims[i]);
     for (int64_t l = 0; l < hp->n_layers; l++) {
-        put_u32(&b, (uint32_t)m->layers[l].n_heads);
-        put_u32(&b, (uint32_t)m->layers[l].n_kv_heads);
-        put_u32(&b, (uint32_t)m->layers[l].d_ff);
+        sqz__bytebuf_put_u32(&b, (uint32_t)m->layers[l].n_heads);
+        sqz__bytebuf_put_u32(&b, (uint32_t)m->layers[l].n_kv_heads);
+        sqz__bytebuf_put_u32(&b, (uint32_t)m->layers[l].d_ff);
     }
     return done(&b, out, n);
 }
@@ -194,18 +165,18 @@ static uint32_t hf_flags(const sqz_vocab *v) {
 
 sqz_status sqz__bundle_vocab(const sqz_model *m, uint8_t **out, size_t *n) {
     const sqz_vocab *v = &m->vocab;
-    bbuf b = {0};
-    put_u32(&b, SQZB_VOCAB_FIXED);
-    put_u32(&b, v->kind == SQZ_VOCAB_SPM ? 1u : 2u);
-    put_u32(&b, (uint32_t)v->n_tokens);
-    put_u32(&b, (uint32_t)v->bos);
-    put_u32(&b, (uint32_t)v->eos);
-    put_u32(&b, (uint32_t)v->unk);
-    put_u32(&b, (v->add_bos ? SQZB_VOCAB_ADD_BOS : 0u) | (v->add_eos ? SQZB_VOCAB_ADD_EOS : 0u) |
+    sqz__bytebuf b = {0};
+    sqz__bytebuf_put_u32(&b, SQZB_VOCAB_FIXED);
+    sqz__bytebuf_put_u32(&b, v->kind == SQZ_VOCAB_SPM ? 1u : 2u);
+    sqz__bytebuf_put_u32(&b, (uint32_t)v->n_tokens);
+    sqz__bytebuf_put_u32(&b, (uint32_t)v->bos);
+    sqz__bytebuf_put_u32(&b, (uint32_t)v->eos);
+    sqz__bytebuf_put_u32(&b, (uint32_t)v->unk);
+    sqz__bytebuf_put_u32(&b, (v->add_bos ? SQZB_VOCAB_ADD_BOS : 0u) | (v->add_eos ? SQZB_VOCAB_ADD_EOS : 0u) |
                     (v->add_space_prefix ? SQZB_VOCAB_SPACE_PREFIX : 0u) | hf_flags(v));
-    put_u32(&b, (uint32_t)v->max_token_len);
-    put_u32(&b, (uint32_t)(v->merges ? v->n_merges : 0));
-    for (int32_t i = 0; i < v->n_tokens; i++) put_f32(&b, v->scores ? v->scores[i] : 0.0f);
+    sqz__bytebuf_put_u32(&b, (uint32_t)v->max_token_len);
+    sqz__bytebuf_put_u32(&b, (uint32_t)(v->merges ? v->n_merges : 0));
+    for (int32_t i = 0; i < v->n_tokens; i++) sqz__bytebuf_put_f32(&b, v->scores ? v->scores[i] : 0.0f);
     for (int32_t i = 0; i < v->n_tokens; i++) {
         int32_t ty = v->types ? v->types[i] : SQZ_TOKEN_NORMAL;
         if (!v->types) { /* as the runtime's tokenizer: the named special ids are what is known */
@@ -214,24 +185,24 @@ sqz_status sqz__bundle_vocab(const sqz_model *m, uint8_t **out, size_t *n) {
             if (i == v->unk) ty = SQZ_TOKEN_UNKNOWN;
         }
         uint8_t t8 = (uint8_t)(ty >= SQZ_TOKEN_NORMAL && ty <= SQZ_TOKEN_BYTE ? ty : SQZ_TOKEN_NORMAL);
-        put(&b, &t8, 1);
+        sqz__bytebuf_put(&b, &t8, 1);
     }
     for (int32_t i = 0; i < v->n_tokens; i++) {
         size_t len = strlen(v->tokens[i]);
         SQZ_RETURN_IF(len > SQZB_MAX_TOKEN_LEN, SQZ_ERR_UNSUPPORTED, "token %d: %zu bytes (a bundle holds at most %u)",
                       (int)i, len, SQZB_MAX_TOKEN_LEN);
-        put_u32(&b, (uint32_t)len);
-        put(&b, v->tokens[i], len);
+        sqz__bytebuf_put_u32(&b, (uint32_t)len);
+        sqz__bytebuf_put(&b, v->tokens[i], len);
     }
     for (int32_t i = 0; v->merges && i < v->n_merges; i++) {
         size_t len = strlen(v->merges[i]);
         SQZ_RETURN_IF(len > SQZB_MAX_TOKEN_LEN, SQZ_ERR_UNSUPPORTED, "merge %d: %zu bytes", (int)i, len);
-        put_u32(&b, (uint32_t)len);
-        put(&b, v->merges[i], len);
+        sqz__bytebuf_put_u32(&b, (uint32_t)len);
+        sqz__bytebuf_put(&b, v->merges[i], len);
     }
     const char *pre = v->pre ? v->pre : "";
-    put_u32(&b, (uint32_t)strlen(pre));
-    put(&b, pre, strlen(pre));
+    sqz__bytebuf_put_u32(&b, (uint32_t)strlen(pre));
+    sqz__bytebuf_put(&b, pre, strlen(pre));
     return done(&b, out, n);
 }
 

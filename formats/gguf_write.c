@@ -19,44 +19,14 @@
 /* ---- a growable byte buffer for the header ---- */
 
 typedef struct gbuf {
-    uint8_t *p;
-    size_t n, cap;
-    bool oom;
+    sqz__bytebuf buf;
     uint64_t n_kv; /* metadata entries written so far */
 } gbuf;
 
-static void put(gbuf *b, const void *src, size_t n) {
-    if (b->oom) return;
-    if (n > b->cap - b->n) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (n > cap - b->n) {
-            if (cap > SIZE_MAX / 2) { b->oom = true; return; }
-            cap *= 2;
-        }
-        uint8_t *p = sqz__realloc(b->p, cap);
-        if (!p) { b->oom = true; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-}
-
-static void put_u32(gbuf *b, uint32_t v) {
-    uint8_t x[4];
-    sqz__wr_u32(x, v);
-    put(b, x, 4);
-}
-static void put_u64(gbuf *b, uint64_t v) {
-    uint8_t x[8];
-    sqz__wr_u64(x, v);
-    put(b, x, 8);
-}
-static void put_f32(gbuf *b, float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    put_u32(b, u);
-}
+static void put(gbuf *b, const void *src, size_t n) { sqz__bytebuf_put(&b->buf, src, n); }
+static void put_u32(gbuf *b, uint32_t v) { sqz__bytebuf_put_u32(&b->buf, v); }
+static void put_u64(gbuf *b, uint64_t v) { sqz__bytebuf_put_u64(&b->buf, v); }
+static void put_f32(gbuf *b, float f) { sqz__bytebuf_put_f32(&b->buf, f); }
 static void put_str(gbuf *b, const char *s) {
     size_t n = strlen(s);
     put_u64(b, n);
@@ -84,13 +54,13 @@ static void kv_arr_head(gbuf *b, const char *key, sqz__gguf_type et, uint64_t n)
 /* wpm: WordPiece tokens in llama.cpp's spelling (sqz__wpm_to_gguf). */
 static void kv_arr_str(gbuf *b, const char *key, char *const *s, int64_t n, bool wpm) {
     kv_arr_head(b, key, SQZ__GGUF_STRING, (uint64_t)n);
-    for (int64_t i = 0; i < n && !b->oom; i++) {
+    for (int64_t i = 0; i < n && !b->buf.oom; i++) {
         if (!wpm) {
             put_str(b, s[i] ? s[i] : "");
             continue;
         }
         char *t = sqz__wpm_to_gguf(s[i] ? s[i] : "");
-        if (!t) b->oom = true;
+        if (!t) b->buf.oom = true;
         else put_str(b, t);
         free(t);
     }
@@ -297,7 +267,7 @@ static sqz_status build_metadata(writer *wr) {
     if (any_quant) kv_u32(b, "general.quantization_version", 2); /* GGML_QNT_VERSION */
     SQZ_TRY(write_arch_kv(wr));
     write_vocab_kv(wr);
-    return b->oom ? SQZ_ERROR(SQZ_ERR_NOMEM, "%s: out of memory building the GGUF header", wr->path) : SQZ_OK;
+    return b->buf.oom ? SQZ_ERROR(SQZ_ERR_NOMEM, "%s: out of memory building the GGUF header", wr->path) : SQZ_OK;
 }
 
 static sqz_status build_header(writer *wr, gbuf *h) {
@@ -305,7 +275,7 @@ static sqz_status build_header(writer *wr, gbuf *h) {
     put_u32(h, SQZ__GGUF_VERSION);
     put_u64(h, (uint64_t)wr->n_w);
     put_u64(h, wr->kv.n_kv);
-    put(h, wr->kv.p, wr->kv.n);
+    put(h, wr->kv.buf.p, wr->kv.buf.n);
     for (int64_t i = 0; i < wr->n_w; i++) {
         const wtensor *w = &wr->w[i];
         const sqz_tensor *t = w->t;
@@ -315,7 +285,7 @@ static sqz_status build_header(writer *wr, gbuf *h) {
         put_u32(h, (uint32_t)sqz_dtype_info(w->dtype)->gguf_type);
         put_u64(h, w->offset);
     }
-    return h->oom ? SQZ_ERROR(SQZ_ERR_NOMEM, "%s: out of memory building the GGUF header", wr->path) : SQZ_OK;
+    return h->buf.oom ? SQZ_ERROR(SQZ_ERR_NOMEM, "%s: out of memory building the GGUF header", wr->path) : SQZ_OK;
 }
 
 static sqz_status stream_tensors(writer *wr, sqz_outfile *f) {
@@ -349,8 +319,8 @@ static sqz_status write_file(writer *wr) {
     sqz_status s = build_header(wr, &h);
     sqz_outfile *f = NULL;
     if (s == SQZ_OK) s = sqz_outfile_open(wr->path, &f);
-    if (s == SQZ_OK) s = sqz_outfile_write(f, h.p, h.n);
-    free(h.p);
+    if (s == SQZ_OK) s = sqz_outfile_write(f, h.buf.p, h.buf.n);
+    free(h.buf.p);
     if (s == SQZ_OK) s = sqz_outfile_pad(f, SQZ__GGUF_DEFAULT_ALIGNMENT);
     if (s == SQZ_OK) s = stream_tensors(wr, f);
     if (s == SQZ_OK) return sqz_outfile_commit(f);
@@ -363,6 +333,6 @@ sqz_status sqz__gguf_save(const sqz_model *m, const char *path, const sqz_save_o
     writer wr = {.m = m, .path = path, .o = o, .arch = sqz__gguf_arch_for_model(m)};
     sqz_status s = write_file(&wr);
     free(wr.w);
-    free(wr.kv.p);
+    free(wr.kv.buf.p);
     return s;
 }
