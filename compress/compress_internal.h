@@ -43,11 +43,38 @@ unsigned sqz__quant_required(const sqz_compress_spec *sp);
 typedef struct sqz_qplan {
     int32_t n_layers;
     sqz_dtype *type;
+    sqz_dtype embd, out;                /* the token embedding's and output's types; SQZ_DTYPE_COUNT: the mix's */
     double bytes_target, bytes_planned; /* the whole model */
+    char label[32];                     /* "greedy", "q3_k_m+" (a mix with upgrades) */
 } sqz_qplan;
 sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp);
+sqz_qplan *sqz__qplan_new(int32_t n_layers); /* every type SQZ_DTYPE_COUNT; NULL on out of memory */
 void sqz__qplan_free(sqz_qplan *p);
+/* The plan's type for t: a block matrix, or the token embedding / output; SQZ_DTYPE_COUNT if none. */
 sqz_dtype sqz__qplan_type(const sqz_qplan *p, const sqz_tensor *t);
+/* Bytes of every tensor of m under plan p (the mix's types for what p leaves to it). */
+double sqz__qplan_bytes(const sqz_model *m, const sqz_compress_spec *sp, const sqz_qplan *p);
+
+/* auto's guard (compress/quant_auto_trial.c). The block matrices auto measured: t[i] and its
+ * layer's input statistics x2[i] (E[x^2], or NULL) for i = layer * n_roles + k, roles[k]. */
+typedef struct sqz__qauto_measured {
+    const sqz_qauto_tensor *t;
+    float *const *x2;
+    const bool *have;
+    const sqz_role *roles;
+    int n_roles;
+    int32_t n_layers;
+} sqz__qauto_measured;
+/* The largest of llama.cpp's mixes (q3_k_m, q4_k_m, q5_k_m, q4_0, q8_0) whose whole model fits
+ * `target` bytes, its block matrices then upgraded greedily (most error saved per byte) with
+ * what is left; *out NULL when no mix fits. */
+sqz_status sqz__qplan_anchor(const sqz_model *m, const sqz_compress_spec *sp, const sqz__qauto_measured *ms,
+                             double target, sqz_qplan **out);
+/* Mean KLD of the model under each plan against the model as it is, on up to 8 calibration
+ * windows (llama.cpp's protocol: the second half of each window scored); kld[i] NAN when fewer
+ * than 2 windows. The model is restored before returning. */
+sqz_status sqz__qplan_trial(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz__qauto_measured *ms,
+                            sqz_qplan *const *plans, int n, double *kld);
 /* A mix's token embedding and output, after the last block (compress/quant_mix.c). */
 sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, sqz_compress_report *rep);
 /* The SPEC of a quant stage, or NULL for a stage of another pass. */

@@ -6,7 +6,15 @@
  * and count as fixed bytes, as do norms and biases; the block matrices share the rest:
  *   budget = bpw * parameters / 8 - fixed bytes.
  * The plan is made when the quant stage reaches block 0 and freed after the last block.
+ *
+ * The proxy (each matrix's own output error, nothing propagated) can misjudge: on SmolLM2 at
+ * Q3_K_M's size its plan measured worse than llama.cpp's mix. So the plan is guarded: the
+ * largest llama.cpp mix that fits, upgraded with what is left (quant_auto_trial.c), is a second
+ * candidate, both are measured end to end (mean KLD on calibration windows) and the better one
+ * is kept: auto is never worse than the fixed mix of its size on the calibration text.
  */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +29,7 @@ typedef struct collector {
     bool imatrix;
     sqz_qauto_tensor *t; /* [n_layers * N_LIN] */
     bool *have;
+    float **x2;          /* [n_layers * N_LIN]: a copy of the input's E[x^2], or NULL */
 } collector;
 
 static sqz_status measure_block(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *b) {
@@ -32,6 +41,13 @@ static sqz_status measure_block(void *user, sqz_session *s, int32_t layer, const
         if (!t || t->ndim != 2) continue;
         const sqz_calib_input *in = b ? sqz_calib_block_input(b, linear_roles[k]) : NULL;
         const float *x2 = in && in->x2 && in->st.n_in == t->shape[1] ? in->x2 : NULL;
+        if (x2) { /* kept for the trial's quantization */
+            float *keep = sqz__malloc((size_t)t->shape[1] * sizeof(float));
+            if (!keep) return SQZ_ERR_NOMEM;
+            memcpy(keep, x2, (size_t)t->shape[1] * sizeof(float));
+            free(c->x2[layer * N_LIN + k]);
+            c->x2[layer * N_LIN + k] = keep;
+        }
         const int64_t n = sqz_tensor_nelements(t);
         float *w = sqz__malloc((size_t)n * sizeof(float));
         if (!w) return SQZ_ERR_NOMEM;
@@ -45,28 +61,100 @@ static sqz_status measure_block(void *user, sqz_session *s, int32_t layer, const
     return SQZ_OK;
 }
 
+sqz_qplan *sqz__qplan_new(int32_t n_layers) {
+    sqz_qplan *p = sqz__calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n_layers = n_layers;
+    p->type = sqz__malloc((size_t)(n_layers > 0 ? n_layers : 1) * SQZ_ROLE_COUNT * sizeof(sqz_dtype));
+    if (!p->type) {
+        free(p);
+        return NULL;
+    }
+    for (int64_t i = 0; i < (int64_t)n_layers * SQZ_ROLE_COUNT; i++) p->type[i] = SQZ_DTYPE_COUNT;
+    p->embd = p->out = SQZ_DTYPE_COUNT;
+    return p;
+}
+
 void sqz__qplan_free(sqz_qplan *p) {
     if (!p) return;
     free(p->type);
     free(p);
 }
 
-/* Bytes of everything the plan does not choose: norms, biases, and the embedding / output in
- * the mix's type. */
-static double fixed_bytes(const sqz_model *m, const sqz_compress_spec *sp) {
+double sqz__qplan_bytes(const sqz_model *m, const sqz_compress_spec *sp, const sqz_qplan *p) {
     double b = 0;
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const sqz_tensor *t = &m->tensors[i];
-        bool planned = false;
-        for (int k = 0; k < N_LIN && t->param == SQZ_PARAM_WEIGHT && t->ndim == 2; k++)
-            planned = planned || t->role == linear_roles[k];
-        if (planned) continue;
         size_t nb = t->nbytes;
-        if (t->ndim == 2 && (t->role == SQZ_ROLE_TOKEN_EMBD || t->role == SQZ_ROLE_OUTPUT) && sp->mix)
-            (void)sqz_dtype_nbytes(sqz_qmix_type(sp->mix, m, t, false), sqz_tensor_nelements(t), &nb);
+        sqz_dtype d = sqz__qplan_type(p, t);
+        if (d == SQZ_DTYPE_COUNT && t->ndim == 2 && (t->role == SQZ_ROLE_TOKEN_EMBD || t->role == SQZ_ROLE_OUTPUT) &&
+            sp->mix)
+            d = sqz_qmix_type(sp->mix, m, t, sp->method->needs != 0);
+        if (d != SQZ_DTYPE_COUNT) (void)sqz_dtype_nbytes(d, sqz_tensor_nelements(t), &nb);
         b += (double)nb;
     }
     return b;
+}
+
+/* The greedy plan over the measured matrices (their bytes are the budget left by the rest). */
+static sqz_status greedy_plan(const sqz_model *m, const sqz_compress_spec *sp, collector *c, int64_t nt,
+                              double target, sqz_qplan **out) {
+    sqz_qplan *p = sqz__qplan_new(m->hp.n_layers);
+    if (!p) return SQZ_ERR_NOMEM;
+    double fixed = sqz__qplan_bytes(m, sp, p), used = 0; /* the planned matrices as they are, then out */
+    for (int64_t i = 0; i < nt; i++) {
+        const sqz_tensor *t = sqz_model_get(m, linear_roles[i % N_LIN], (int32_t)(i / N_LIN), SQZ_PARAM_WEIGHT);
+        if (c->have[i] && t) fixed -= (double)t->nbytes;
+    }
+    sqz_status st = sqz_qauto_solve(c->t, nt, target - fixed, &used);
+    for (int64_t i = 0; st == SQZ_OK && i < nt; i++)
+        if (c->have[i] && c->t[i].chosen >= 0)
+            p->type[(i / N_LIN) * SQZ_ROLE_COUNT + linear_roles[i % N_LIN]] = sqz_qformat_dtype(c->t[i].fmt[c->t[i].chosen]);
+    snprintf(p->label, sizeof p->label, "greedy");
+    p->bytes_target = target;
+    p->bytes_planned = sqz__qplan_bytes(m, sp, p);
+    if (st != SQZ_OK) {
+        sqz__qplan_free(p);
+        return st;
+    }
+    *out = p;
+    return SQZ_OK;
+}
+
+static sqz_status measure_all(sqz_pass_ctx *pc, collector *c) {
+    sqz_session *s = NULL;
+    sqz_session_opts so = *pc->session_opts;
+    so.max_tokens = pc->w->ctx;
+    SQZ_TRY(sqz_session_new(c->m, &so, &s));
+    sqz_calib_run_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.observe.needs = SQZ_QSTAT_X2;
+    ro.on_block = measure_block;
+    ro.user = c;
+    ro.progress = pc->o->progress;
+    ro.progress_user = pc->o->progress_user;
+    sqz_status st = sqz_calib_run(s, pc->w, &ro);
+    sqz_session_free(s);
+    return st;
+}
+
+/* The stage's note: the size, the types chosen, and the trial. */
+static void note_plan(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz_qplan *p, sqz_qplan *const *cand,
+                      const double *kld, int n_cand) {
+    const sqz_model *m = pc->m;
+    int counts[SQZ_DTYPE_COUNT] = {0};
+    for (int64_t i = 0; i < (int64_t)p->n_layers * SQZ_ROLE_COUNT; i++)
+        if (p->type[i] != SQZ_DTYPE_COUNT) counts[p->type[i]]++;
+    char *b = pc->stage->note;
+    const size_t cap = sizeof pc->stage->note;
+    size_t k = (size_t)snprintf(b, cap, "auto: %.3f bpw asked, %.3f planned (%.0f bytes of %.0f), %s:", sp->auto_bpw,
+                                8.0 * p->bytes_planned / (double)sqz_model_param_count(m), p->bytes_planned,
+                                p->bytes_target, p->label);
+    for (int d = 0; d < SQZ_DTYPE_COUNT && k < cap; d++)
+        if (counts[d]) k += (size_t)snprintf(b + k, cap - k, " %d %s", counts[d], sqz_dtype_name((sqz_dtype)d));
+    for (int i = 0; i < n_cand && k < cap; i++)
+        k += (size_t)snprintf(b + k, cap - k, "%s %s KLD %.5f", i ? "," : "; calibration trial:", cand[i]->label,
+                              kld[i]);
 }
 
 sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp) {
@@ -76,63 +164,37 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp) {
                   "FILE", sp->text);
     const int64_t nl = m->hp.n_layers, nt = nl * N_LIN;
     collector c = {m, !strcmp(sp->method->name, "imatrix"), sqz__calloc((size_t)nt, sizeof(sqz_qauto_tensor)),
-                   sqz__calloc((size_t)nt, sizeof(bool))};
-    sqz_qplan *plan = sqz__calloc(1, sizeof *plan);
-    sqz_status st = c.t && c.have && plan ? SQZ_OK : SQZ_ERR_NOMEM;
-    if (st == SQZ_OK) {
-        plan->n_layers = (int32_t)nl;
-        plan->type = sqz__malloc((size_t)nl * SQZ_ROLE_COUNT * sizeof(sqz_dtype));
-        if (!plan->type) st = SQZ_ERR_NOMEM;
-        for (int64_t i = 0; plan->type && i < nl * SQZ_ROLE_COUNT; i++) plan->type[i] = SQZ_DTYPE_COUNT;
-    }
-    sqz_session *s = NULL;
-    if (st == SQZ_OK) {
-        sqz_session_opts so = *pc->session_opts;
-        so.max_tokens = pc->w->ctx;
-        st = sqz_session_new(m, &so, &s);
-    }
-    if (st == SQZ_OK) {
-        sqz_calib_run_opts ro;
-        memset(&ro, 0, sizeof ro);
-        ro.observe.needs = SQZ_QSTAT_X2;
-        ro.on_block = measure_block;
-        ro.user = &c;
-        st = sqz_calib_run(s, pc->w, &ro);
-    }
-    sqz_session_free(s);
+                   sqz__calloc((size_t)nt, sizeof(bool)), sqz__calloc((size_t)nt, sizeof(float *))};
+    sqz_status st = c.t && c.have && c.x2 ? SQZ_OK : SQZ_ERR_NOMEM;
+    if (st == SQZ_OK) st = measure_all(pc, &c);
     const double target = sp->auto_bpw * (double)sqz_model_param_count(m) / 8.0;
-    const double fixed = st == SQZ_OK ? fixed_bytes(m, sp) : 0;
-    double used = 0;
-    if (st == SQZ_OK) st = sqz_qauto_solve(c.t, nt, target - fixed, &used);
-    int counts[SQZ_QFMT_COUNT] = {0};
-    for (int64_t i = 0; st == SQZ_OK && i < nt; i++) {
-        if (!c.have[i] || c.t[i].chosen < 0) continue;
-        const sqz_qformat f = c.t[i].fmt[c.t[i].chosen];
-        plan->type[(i / N_LIN) * SQZ_ROLE_COUNT + linear_roles[i % N_LIN]] = sqz_qformat_dtype(f);
-        counts[f]++;
-    }
-    if (st == SQZ_OK) {
-        plan->bytes_target = target;
-        plan->bytes_planned = used + fixed;
-        size_t k = (size_t)snprintf(pc->stage->note, sizeof pc->stage->note,
-                                    "auto: %.3f bpw asked, %.3f planned (%.0f bytes of %.0f):", sp->auto_bpw,
-                                    8.0 * (used + fixed) / (double)sqz_model_param_count(m), used + fixed, target);
-        for (int f = 0; f < SQZ_QFMT_COUNT && k < sizeof pc->stage->note; f++)
-            if (counts[f])
-                k += (size_t)snprintf(pc->stage->note + k, sizeof pc->stage->note - k, " %d %s", counts[f],
-                                      sqz_qformat_name((sqz_qformat)f));
-    }
+    sqz_qplan *cand[2] = {NULL, NULL};
+    double kld[2] = {NAN, NAN};
+    int n_cand = 0;
+    if (st == SQZ_OK) st = greedy_plan(m, sp, &c, nt, target, &cand[0]);
+    if (st == SQZ_OK) n_cand = 1;
+    const sqz__qauto_measured ms = {c.t, c.x2, c.have, linear_roles, N_LIN, (int32_t)nl};
+    if (st == SQZ_OK) st = sqz__qplan_anchor(m, sp, &ms, target, &cand[1]);
+    if (st == SQZ_OK && cand[1]) n_cand = 2;
+    if (st == SQZ_OK && n_cand == 2) st = sqz__qplan_trial(pc, sp, &ms, cand, 2, kld);
+    int pick = 0; /* the greedy plan, unless the mix measured better (or the greedy one could not be measured) */
+    if (n_cand == 2 && (kld[1] < kld[0] || (isnan(kld[0]) && !isnan(kld[1])))) pick = 1;
+    if (st == SQZ_OK) note_plan(pc, sp, cand[pick], cand, kld, isnan(kld[0]) ? 0 : n_cand);
+    for (int64_t i = 0; c.x2 && i < nt; i++) free(c.x2[i]);
+    free(c.x2);
     free(c.t);
     free(c.have);
-    if (st != SQZ_OK) {
-        sqz__qplan_free(plan);
-        return st;
-    }
-    sp->plan = plan;
+    for (int i = 0; i < 2; i++)
+        if (i != pick || st != SQZ_OK) sqz__qplan_free(cand[i]);
+    if (st != SQZ_OK) return st;
+    sp->plan = cand[pick];
     return SQZ_OK;
 }
 
 sqz_dtype sqz__qplan_type(const sqz_qplan *p, const sqz_tensor *t) {
-    if (!p || t->layer < 0 || t->layer >= p->n_layers || t->param != SQZ_PARAM_WEIGHT) return SQZ_DTYPE_COUNT;
+    if (!p || t->param != SQZ_PARAM_WEIGHT) return SQZ_DTYPE_COUNT;
+    if (t->layer < 0 && t->ndim == 2) return t->role == SQZ_ROLE_TOKEN_EMBD ? p->embd : t->role == SQZ_ROLE_OUTPUT ? p->out
+                                                                                                         : SQZ_DTYPE_COUNT;
+    if (t->layer < 0 || t->layer >= p->n_layers) return SQZ_DTYPE_COUNT;
     return p->type[(int64_t)t->layer * SQZ_ROLE_COUNT + t->role];
 }

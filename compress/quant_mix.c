@@ -24,7 +24,8 @@ static sqz_status add_row(sqz_compress_report *rep, const sqz_layer_report *row)
 }
 
 static sqz_status one(sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp, sqz_compress_report *rep) {
-    const sqz_dtype d = sqz_qmix_type(sp->mix, m, t, sp->method->needs != 0);
+    sqz_dtype d = sqz__qplan_type(sp->plan, t); /* auto's plan may take another mix's types */
+    if (d == SQZ_DTYPE_COUNT) d = sqz_qmix_type(sp->mix, m, t, sp->method->needs != 0);
     if (d == t->dtype || t->qp) return SQZ_OK;
     sqz_layer_report row;
     memset(&row, 0, sizeof row);

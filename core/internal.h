@@ -138,5 +138,9 @@ sqz_status sqz__open_regular(const char *path, int *fd, uint64_t *size);
 /* Whether this process opened the file (device, inode) as an input (sqz__open_regular):
  * outputs are never put in the place of one. */
 bool sqz__is_input(uint64_t dev, uint64_t ino);
+/* sqz_outfile_open for a scratch file a step reads back at once (auto's trial logits): its
+ * commit puts it in place even while a program defers its commits (sqz_io_defer_begin). */
+struct sqz_outfile;
+sqz_status sqz__outfile_open_scratch(const char *path, struct sqz_outfile **out);
 
 #endif

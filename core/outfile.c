@@ -116,6 +116,7 @@ struct sqz_outfile {
     char *tmp;      /* temporary */
     int slot;
     bool in_dir;    /* a file of an sqz_outdir: committed into the staged directory at once */
+    bool scratch;   /* sqz__outfile_open_scratch: put in place at once, never deferred */
     bool discard;   /* written to /dev/null (sqz_io_discard_outputs) */
     uint64_t written;
     size_t buf_len;
@@ -240,6 +241,12 @@ static sqz_status outfile_place(sqz_outfile *f, bool deferred) {
     return s;
 }
 
+sqz_status sqz__outfile_open_scratch(const char *path, sqz_outfile **out) {
+    SQZ_TRY(sqz_outfile_open(path, out));
+    (*out)->scratch = true;
+    return SQZ_OK;
+}
+
 sqz_status sqz_outfile_commit(sqz_outfile *f) {
     sqz_status s = outfile_finish(f);
     if (s != SQZ_OK) {
@@ -250,7 +257,7 @@ sqz_status sqz_outfile_commit(sqz_outfile *f) {
         sqz_outfile_abort(f);
         return SQZ_OK;
     }
-    if (!f->in_dir && defer_push(f, NULL)) return SQZ_OK;
+    if (!f->in_dir && !f->scratch && defer_push(f, NULL)) return SQZ_OK;
     return outfile_place(f, false);
 }
 

@@ -39,8 +39,9 @@ typedef struct sqz__logits_header {
 size_t sqz__logits_row_bytes(uint32_t n_vocab);
 
 typedef struct sqz__logits_writer sqz__logits_writer;
-/* Starts an atomic file at path with the header and the tokens. */
-sqz_status sqz__logits_writer_open(const char *path, const sqz__logits_header *h, const int32_t *tokens,
+/* Starts an atomic file at path with the header and the tokens (scratch: committed at once even
+ * while commits are deferred, see sqz__outfile_open_scratch). */
+sqz_status sqz__logits_writer_open(const char *path, const sqz__logits_header *h, const int32_t *tokens, bool scratch,
                                    sqz__logits_writer **out);
 /* Appends one scored row: logits (n_vocab) and the target token. */
 sqz_status sqz__logits_writer_row(sqz__logits_writer *w, const float *logits, int32_t target);

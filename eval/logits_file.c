@@ -30,7 +30,7 @@ struct sqz__logits_writer {
     uint8_t *row;
 };
 
-sqz_status sqz__logits_writer_open(const char *path, const sqz__logits_header *h, const int32_t *tokens,
+sqz_status sqz__logits_writer_open(const char *path, const sqz__logits_header *h, const int32_t *tokens, bool scratch,
                                    sqz__logits_writer **out) {
     *out = NULL;
     sqz__logits_writer *w = sqz__calloc(1, sizeof *w);
@@ -38,7 +38,7 @@ sqz_status sqz__logits_writer_open(const char *path, const sqz__logits_header *h
     w->n_vocab = h->n_vocab;
     w->sum = FNV_START;
     w->row = sqz__malloc(sqz__logits_row_bytes(h->n_vocab));
-    sqz_status st = w->row ? sqz_outfile_open(path, &w->f) : SQZ_ERR_NOMEM;
+    sqz_status st = !w->row ? SQZ_ERR_NOMEM : scratch ? sqz__outfile_open_scratch(path, &w->f) : sqz_outfile_open(path, &w->f);
     if (st == SQZ_OK) {
         uint8_t hd[LOGB_HEADER];
         memcpy(hd, LOGB_MAGIC, 8);

@@ -238,7 +238,7 @@ sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_
     if (st == SQZ_OK && o.save_base) {
         sqz__logits_header h = {(uint32_t)vocab, (uint32_t)o.ctx, (uint32_t)n_chunks, (uint32_t)R.first,
                                 (uint32_t)add_bos, bos, (uint64_t)(n_chunks * o.ctx)};
-        st = sqz__logits_writer_open(o.save_base, &h, sel, &R.wr);
+        st = sqz__logits_writer_open(o.save_base, &h, sel, o.save_base_scratch, &R.wr);
     }
     double t0 = now_s();
     if (st == SQZ_OK) st = run_chunks(&R, sel, n_chunks, add_bos, bos);

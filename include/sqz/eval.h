@@ -48,6 +48,8 @@ typedef struct sqz_eval_opts {
     const char *base_logits;   /* optional base logits file (sqz_eval saved them) to compare with */
     const char *save_base;     /* optional path: write the base's logits (the live base's, or the
                                   model's own when there is no base) for later --base-logits use */
+    bool save_base_scratch;    /* save_base is a scratch file read back within the run: it is put in
+                                  place at once even while commits are deferred (sqz/io.h) */
     sqz_progress_fn progress;  /* optional: done/total in tokens processed */
     void *progress_user;
     /* Optional held-out evaluation: n_exclude spans [exclude[i][0], exclude[i][1]) of token

@@ -7,7 +7,9 @@ stories260K, tinystories-656K and SmolLM2-135M; this test needs no llama.cpp.
 One difference is sqz's on purpose: where pad-ffn padded the FFN (stories260K: 172 -> 192 for
 the blocks of 32 of q4_0 / q8_0), ffn_down is quantized to the mix's base type instead of the
 f16 llama.cpp falls back to, and its row is wider than the recorded one.
-`auto:bpw=X` on tinystories-656K lands within 1% of the size asked.
+`auto:bpw=X` on tinystories-656K lands within 1% of the size asked, and at the size of llama.cpp's
+q4_k_m mix it measures both its own plan and that mix's end to end on the calibration windows
+and keeps the one with the lower KLD (never worse than the fixed mix of its size).
 Exit 77 when gguf or a model is missing (SmolLM2 alone may be missing: it is then skipped).
 """
 import os
@@ -96,6 +98,42 @@ if os.path.isfile(calib):
             types = {t.tensor_type.name for t in gguf.GGUFReader(out).tensors if len(t.shape) == 2}
             if not types <= {"Q2_K", "Q3_K", "Q4_0", "Q4_K", "Q5_0", "Q5_K", "Q6_K", "Q8_0"}:
                 failures.append(f"auto:bpw={bpw}: types {sorted(types)}")
+
+# at exactly q4_k_m's size, the trial measures the greedy plan against q4_k_m itself (nothing left
+# to upgrade) and keeps the better; the file is no larger than the mix's
+if os.path.isfile(calib):
+    import json
+    import math
+    import re
+    with tempfile.TemporaryDirectory() as tmp:
+        common = ["--calib", calib, "--calib-samples", "8", "--calib-ctx", "256"]
+        mix_out, mix_rep = os.path.join(tmp, "m.gguf"), os.path.join(tmp, "m.json")
+        p = subprocess.run([sqz, "compress", models["tinystories-656K"], "-o", mix_out, "--quant", "q4_k_m:imatrix",
+                            "--report", mix_rep] + common, capture_output=True, text=True)
+        if p.returncode != 0:
+            failures.append(f"q4_k_m:imatrix: sqz compress failed: {p.stderr.strip()}")
+        else:
+            r = json.load(open(mix_rep))
+            mix_bytes, params = r["totals"]["bytes_after"], r["totals"]["params"]
+            bpw = math.ceil(8e6 * mix_bytes / params) / 1e6  # rounded up: the mix must fit
+            out, rep = os.path.join(tmp, "a.gguf"), os.path.join(tmp, "a.json")
+            p = subprocess.run([sqz, "compress", models["tinystories-656K"], "-o", out, "--quant",
+                                f"auto:bpw={bpw:.6f}:imatrix", "--report", rep] + common, capture_output=True, text=True)
+            if p.returncode != 0:
+                failures.append(f"auto at q4_k_m's size: sqz compress failed: {p.stderr.strip()}")
+            else:
+                a = json.load(open(rep))
+                note = a["stages"][0]["note"]
+                chosen = re.search(r"planned \([^)]*\), (\S+):", note)
+                trial = dict(re.findall(r"(greedy|q\w+\+) KLD ([0-9.]+)", note))
+                checked += 1
+                if not chosen or set(trial) != {"greedy", "q4_k_m+"}:
+                    failures.append(f"auto at q4_k_m's size: no trial of greedy against q4_k_m+ in '{note}'")
+                elif float(trial[chosen.group(1)]) > min(float(v) for v in trial.values()):
+                    failures.append(f"auto at q4_k_m's size kept {chosen.group(1)}, not the lower KLD: '{note}'")
+                if a["totals"]["bytes_after"] > mix_bytes:
+                    failures.append(f"auto at q4_k_m's size: {a['totals']['bytes_after']} bytes > the mix's {mix_bytes}")
+                print(f"auto at q4_k_m's size ({bpw:.4f} bpw): {note}")
 
 for f in failures[:20]:
     print("FAIL:", f)
