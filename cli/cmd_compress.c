@@ -240,6 +240,11 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
         if (req && !cc->text && !a->stats)
             return sqz_cli_usage_error("compress", "--%s '%s' needs calibration: give --calib FILE (or --stats FILE)",
                                        s->pass->name, s->spec);
+        sqz_compress_spec qs;
+        if (!strcmp(s->pass->name, "quant") && sqz_compress_spec_parse(s->spec, &qs) == SQZ_OK && qs.auto_bpw > 0 &&
+            !cc->text) /* it runs the model: statistics from a file are not enough */
+            return sqz_cli_usage_error("compress", "--%s '%s' measures every layer's sensitivity and its plans on "
+                                       "calibration text: give --calib FILE", s->pass->name, s->spec);
     }
     return 0;
 }

@@ -150,6 +150,8 @@ check "a bad list -> exit 2 naming the item" '[ $rc -eq 2 ] && grep -q "x" "$tmp
 check "a block listed twice -> exit 2" '[ $rc -eq 2 ] && grep -q "twice" "$tmp/err"'
 "$sqz" compress "$s260" -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
 check "no stage -> exit 2" '[ $rc -eq 2 ] && grep -q "stage" "$tmp/err"'
+"$sqz" compress "$s260" --quant auto:bpw=5 -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "auto:bpw= without --calib -> exit 2 asking for it" '[ $rc -eq 2 ] && grep -q -- "--calib" "$tmp/err"'
 printf '{"sqz_recipe": 1, "stages": [{"prune": "x"}]}' > "$tmp/bad.json"
 "$sqz" compress "$s260" --recipe "$tmp/bad.json" -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
 check "a recipe naming an unknown pass -> exit 1 naming the file and the pass" \
