@@ -14,7 +14,9 @@ usage: test_gguf_types.py GGUF_TYPES_TOOL
 3. with SQZ_GGML_LIB=path/to/libggml-base.so (or llama_cpp installed): the same synthetic
    blocks against libggml's dequantize_row_* for every type; the K-quant quantizers
    (quantize_row_q*_K_ref, and quantize_q*_K with an importance matrix) byte for byte on
-   real weights (stories260K, tinystories-656K, Qwen rows) and on synthetic ones.
+   real weights (stories260K, tinystories-656K, Qwen rows) and on synthetic ones, and the
+   importance-weighted Q4_0, Q4_1, Q5_0, Q5_1 (quantize_q4_0 ... with an imatrix) the same way.
+   Without libggml (CI), sha256 goldens of libggml's bytes on the synthetic weights pin both.
 Exits 77 when numpy or gguf is missing.
 """
 import ctypes
@@ -47,6 +49,8 @@ TYPES = {
     "iq4_nl": (QT.IQ4_NL, 32, 18, [0]), "iq4_xs": (QT.IQ4_XS, 256, 136, [0]),
 }
 KQUANTS = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
+# llama.cpp's importance-weighted quantizers of the 32-blocks (quantize_q4_0 ... with an imatrix)
+IMAT32 = ["q4_0", "q4_1", "q5_0", "q5_1"]
 
 
 def check(cond, msg):
@@ -215,6 +219,9 @@ def libggml():
         fn.restype, fn.argtypes = None, [v, v, ctypes.c_int64]
         fn = getattr(lib, "quantize_" + k)
         fn.restype, fn.argtypes = ctypes.c_size_t, [v, v, ctypes.c_int64, ctypes.c_int64, v]
+    for name in IMAT32:
+        fn = getattr(lib, "quantize_" + name)
+        fn.restype, fn.argtypes = ctypes.c_size_t, [v, v, ctypes.c_int64, ctypes.c_int64, v]
     return lib
 
 
@@ -293,7 +300,7 @@ def sqz_kquant(d, name, w, imat):
 def ggml_kquant(lib, name, w, imat):
     k = name.replace("_k", "_K")
     w = np.ascontiguousarray(w, np.float32)
-    ref = np.zeros(w.size // 256 * TYPES[name][2], dtype=np.uint8)
+    ref = np.zeros(w.size // TYPES[name][1] * TYPES[name][2], dtype=np.uint8)
     if imat is None:
         getattr(lib, "quantize_row_%s_ref" % k)(ptr(w), ptr(ref), w.size)
     else:
@@ -323,6 +330,10 @@ GOLDEN = {
     ("q5_k", "imatrix"): "840eb8956cd8089b1869b05d249422635130186fe5ea84dd3328675de7d61c58",
     ("q6_k", "ref"): "41fb158a41965ec3f535d17717de2f73c80a8ff7c303f60b29094f93c67dc18f",
     ("q6_k", "imatrix"): "f42b90de84ab427a2e5267d9739e71c57fd2d486d6ac0bf959560edee1800c43",
+    ("q4_0", "imatrix"): "469ce8ead88d5446512b9ac2caac7156503deec985ee205f4f940a80a50a7c17",
+    ("q4_1", "imatrix"): "35c6558df616d5215a4189f6d249166a795c4a75138a681323a56e1245fa336e",
+    ("q5_0", "imatrix"): "37ad328f6932e17ee534ce1209ca1e9f6714812735b93e829124a2ee4366f057",
+    ("q5_1", "imatrix"): "2069d7eaed20a77613062cdb6172f0e250e815a7b3587bc8a2b57a95159e09d7",
 }
 
 
@@ -330,8 +341,10 @@ def test_kquant_golden(d, lib):
     import hashlib
     w = synthetic_weights()
     imat = importance(w.shape[1], 5)
-    for name in KQUANTS:
+    for name in KQUANTS + IMAT32:
         for mode, im in (("ref", None), ("imatrix", imat)):
+            if mode == "ref" and name in IMAT32:
+                continue  # their reference quantizers are checked against gguf-py above
             mine = hashlib.sha256(sqz_kquant(d, name, w, im).tobytes()).hexdigest()
             if lib is not None:
                 ref = hashlib.sha256(ggml_kquant(lib, name, w, im).tobytes()).hexdigest()
@@ -342,7 +355,7 @@ def test_kquant_golden(d, lib):
             if want:
                 check(mine == want, "%s %s: bytes differ from the golden sha256 (libggml's)" % (name, mode))
     if GOLDEN:
-        ran.append("K-quant goldens (%d types x ref, imatrix)" % len(KQUANTS))
+        ran.append("K-quant goldens (%d types x ref, imatrix) and %s imatrix" % (len(KQUANTS), ", ".join(IMAT32)))
 
 
 def test_kquant_libggml(d, lib, qrows):
@@ -353,8 +366,11 @@ def test_kquant_libggml(d, lib, qrows):
             for im in (None, imat):
                 compare_bytes("%s %s %s" % (wname, name, "imatrix" if im is not None else "ref"),
                               sqz_kquant(d, name, w, im), ggml_kquant(lib, name, w, im), TYPES[name][2])
-    ran.append("K-quant bytes vs libggml (%d inputs: %s) x %d types x ref, imatrix" %
-               (len(inputs), ", ".join(n for n, _ in inputs), len(KQUANTS)))
+        for name in IMAT32:
+            compare_bytes("%s %s imatrix" % (wname, name), sqz_kquant(d, name, w, imat),
+                          ggml_kquant(lib, name, w, imat), TYPES[name][2])
+    ran.append("K-quant bytes vs libggml (%d inputs: %s) x %d types x ref, imatrix; %s imatrix" %
+               (len(inputs), ", ".join(n for n, _ in inputs), len(KQUANTS), ", ".join(IMAT32)))
 
 
 def main():
