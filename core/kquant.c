@@ -51,6 +51,24 @@ static void put_scale_q3(uint8_t *scales, int j, int l) {
     scales[j % 4 + 8] |= (uint8_t)(l << (2 * (j / 4)));
 }
 
+/* Codes L (0..7) of a Q3_K block: the high bits into hmask, the rest packed; L is changed. */
+static void q3_K_pack(uint8_t *L, sqz_block_q3_K *y) {
+    memset(y->hmask, 0, QK_K / 8);
+    int m = 0;
+    uint8_t hm = 1;
+    for (int j = 0; j < QK_K; ++j) { /* high bit of the first 32 values in bit 0, the next in bit 1, ... */
+        if (L[j] > 3) {
+            y->hmask[m] |= hm;
+            L[j] = (uint8_t)(L[j] - 4);
+        }
+        if (++m == QK_K / 8) {
+            m = 0;
+            hm = (uint8_t)(hm << 1);
+        }
+    }
+    pack_2bit(L, y->qs);
+}
+
 /* Codes of x on the stored Q3_K grid, then the high bits into hmask and the rest packed. */
 static void q3_K_finish(const float *x, sqz_block_q3_K *y, int8_t *L) {
     for (int j = 0; j < QK_K / 16; ++j) {
@@ -64,20 +82,7 @@ static void q3_K_finish(const float *x, sqz_block_q3_K *y, int8_t *L) {
             L[16 * j + ii] = (int8_t)(l + 4);
         }
     }
-    memset(y->hmask, 0, QK_K / 8);
-    int m = 0;
-    uint8_t hm = 1;
-    for (int j = 0; j < QK_K; ++j) { /* high bit of the first 32 values in bit 0, the next in bit 1, ... */
-        if (L[j] > 3) {
-            y->hmask[m] |= hm;
-            L[j] = (int8_t)(L[j] - 4);
-        }
-        if (++m == QK_K / 8) {
-            m = 0;
-            hm = (uint8_t)(hm << 1);
-        }
-    }
-    pack_2bit((const uint8_t *)L, y->qs);
+    q3_K_pack((uint8_t *)L, y);
 }
 
 /* Codes of x on the stored Q4_K / Q5_K grid (nmax 15 or 31). */
@@ -328,6 +333,23 @@ void sqz_quantize_q5_K_ref(const float *x, void *vy, int64_t k) {
 
 /* quant_weights: NULL for the reference quantizer (weights x^2), else the row's block weights
  * (llama.cpp passes them unscaled to make_qx_quants for Q6_K). */
+/* Codes L (0..63) of a Q6_K block into ql (low 4 bits) and qh (high 2). */
+static void q6_K_pack(const uint8_t *L, sqz_block_q6_K *y) {
+    uint8_t *ql = y->ql, *qh = y->qh;
+    for (int j = 0; j < QK_K; j += 128) {
+        for (int l = 0; l < 32; ++l) {
+            const uint8_t q1 = L[j + l + 0] & 0xF, q2 = L[j + l + 32] & 0xF;
+            const uint8_t q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
+            ql[l + 0] = (uint8_t)(q1 | (q3 << 4));
+            ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
+            qh[l] = (uint8_t)((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
+                              ((L[j + l + 96] >> 4) << 6));
+        }
+        ql += 64;
+        qh += 32;
+    }
+}
+
 static void q6_K_block(const float *x, sqz_block_q6_K *y, const float *qw_block) {
     int8_t L[QK_K];
     float scales[QK_K / 16];
@@ -358,19 +380,7 @@ static void q6_K_block(const float *x, sqz_block_q6_K *y, const float *qw_block)
             L[16 * j + ii] = (int8_t)(l + 32);
         }
     }
-    uint8_t *ql = y->ql, *qh = y->qh;
-    for (int j = 0; j < QK_K; j += 128) {
-        for (int l = 0; l < 32; ++l) {
-            const uint8_t q1 = L[j + l + 0] & 0xF, q2 = L[j + l + 32] & 0xF;
-            const uint8_t q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
-            ql[l + 0] = (uint8_t)(q1 | (q3 << 4));
-            ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
-            qh[l] = (uint8_t)((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
-                              ((L[j + l + 96] >> 4) << 6));
-        }
-        ql += 64;
-        qh += 32;
-    }
+    q6_K_pack((const uint8_t *)L, y);
 }
 
 void sqz_quantize_q6_K_ref(const float *x, void *vy, int64_t k) {
@@ -415,5 +425,62 @@ void sqz_quantize_k(sqz_dtype t, const float *src, void *dst, int64_t nrow, int6
             break;
         default: tr->from_f32(src, qrow, n_per_row); break;
         }
+    }
+}
+
+/* ---- a block's grids and codes (GPTQ onto the K-quant grids) ---------------------------------- */
+
+int sqz__kquant_subgrids(sqz_dtype t, const void *block, float *d, float *m, int *zero, int *nmax) {
+    uint8_t sc, mn;
+    switch (t) {
+    case SQZ_DTYPE_Q2_K: {
+        const sqz_block_q2_K *x = block;
+        for (int j = 0; j < QK_K / 16; j++) {
+            d[j] = FP16(x->d) * (float)(x->scales[j] & 0xF);
+            m[j] = -(FP16(x->dmin) * (float)(x->scales[j] >> 4));
+        }
+        *zero = 0, *nmax = 3;
+        return 16;
+    }
+    case SQZ_DTYPE_Q3_K: {
+        const sqz_block_q3_K *x = block;
+        int8_t s16[16];
+        sqz__q3_K_scales(x->scales, s16);
+        for (int j = 0; j < QK_K / 16; j++) d[j] = FP16(x->d) * (float)(s16[j] - 32), m[j] = 0.0f;
+        *zero = 4, *nmax = 7;
+        return 16;
+    }
+    case SQZ_DTYPE_Q4_K:
+    case SQZ_DTYPE_Q5_K: {
+        const sqz_block_q4_K *x4 = block;
+        const sqz_block_q5_K *x5 = block;
+        const uint16_t d16 = t == SQZ_DTYPE_Q4_K ? x4->d : x5->d, m16 = t == SQZ_DTYPE_Q4_K ? x4->dmin : x5->dmin;
+        const uint8_t *scales = t == SQZ_DTYPE_Q4_K ? x4->scales : x5->scales;
+        for (int j = 0; j < QK_K / 32; j++) {
+            sqz__get_scale_min_k4(j, scales, &sc, &mn);
+            d[j] = FP16(d16) * (float)sc;
+            m[j] = -(FP16(m16) * (float)mn);
+        }
+        *zero = 0, *nmax = t == SQZ_DTYPE_Q4_K ? 15 : 31;
+        return 32;
+    }
+    case SQZ_DTYPE_Q6_K: {
+        const sqz_block_q6_K *x = block;
+        for (int j = 0; j < QK_K / 16; j++) d[j] = FP16(x->d) * (float)x->scales[j], m[j] = 0.0f;
+        *zero = 32, *nmax = 63;
+        return 16;
+    }
+    default: return 0;
+    }
+}
+
+void sqz__kquant_repack(sqz_dtype t, uint8_t *L, void *block) {
+    switch (t) {
+    case SQZ_DTYPE_Q2_K: pack_2bit(L, ((sqz_block_q2_K *)block)->qs); break;
+    case SQZ_DTYPE_Q3_K: q3_K_pack(L, block); break;
+    case SQZ_DTYPE_Q4_K: q4_K_pack(L, ((sqz_block_q4_K *)block)->qs); break;
+    case SQZ_DTYPE_Q5_K: q5_K_pack(L, ((sqz_block_q5_K *)block)->qh, ((sqz_block_q5_K *)block)->qs); break;
+    case SQZ_DTYPE_Q6_K: q6_K_pack(L, block); break;
+    default: break;
     }
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "sqz/dtype.h"
+
 #define SQZ__GROUP_MAX_EPS 1e-15f
 
 /* ggml's nearest_int: round half to even by adding 1.5 * 2^23 (|v| <= 4194303; larger values
@@ -32,5 +34,15 @@ float sqz__make_qkx3_quants(int n, int nmax, const float *x, const float *weight
                             uint8_t *Laux, float rmin, float rdelta, int nstep);
 /* Non-negative values x onto 0..nmax with an importance-weighted scale (make_qp_quants). */
 float sqz__make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights);
+
+/* The sub-block grids of one K-quant block (Q2_K..Q6_K) as its dequantizer reads them: sub-block
+ * j's code c in [0, *nmax] is the value (float)(c - *zero) * d[j] + m[j], computed in that order
+ * (m is 0 for Q3_K / Q6_K, minus dmin times the sub-block's min for Q2_K / Q4_K / Q5_K: exactly
+ * llama.cpp's dequantize_row_q*_K). d and m hold 16 entries. Returns the sub-block length (16 or
+ * 32), 0 for another dtype. */
+int sqz__kquant_subgrids(sqz_dtype t, const void *block, float *d, float *m, int *zero, int *nmax);
+/* Writes codes L[256] (each in its sub-block's [0, nmax]) into the block's code bits, keeping its
+ * scales: with the codes of the quantizer itself this reproduces its bytes. L may be changed. */
+void sqz__kquant_repack(sqz_dtype t, uint8_t *L, void *block);
 
 #endif

@@ -21,6 +21,11 @@
  * act-order, which cannot store a permutation). I4 with act-order and dynamic groups forms
  * groups of consecutive columns in processing order and records g_idx (AutoGPTQ desc_act).
  * GGUF targets pin each grid's anchors to their extreme codes (sqz/quant.h, the invariant).
+ * K-quant targets (Q2_K..Q6_K) take static grids: each super-block of 256 original weights is
+ * quantized once by llama.cpp's quantizer (importance = diag H), which fixes d, dmin and the
+ * sub-block scales; the sweep then rounds onto the sub-block grids those bytes define
+ * (core/kquant.c sqz__kquant_subgrids) and the codes are packed back into the same blocks, so
+ * the blocks dequantize to exactly the values GPTQ used.
  *
  * SparseGPT runs this same sweep with a mask hook (sqz__gptq_masked, quant_internal.h): the
  * hook picks the weights that become zero, which is the target value instead of the grid's.
@@ -32,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/kquant_internal.h"
+#include "core/quant_ref.h"
 #include "quant/quant_internal.h"
 
 typedef struct gptq_ctx {
@@ -46,6 +53,7 @@ typedef struct gptq_ctx {
     int32_t blocksize;
     const sqz__gptq_mask *mask; /* NULL: plain GPTQ */
     const float *ud;    /* (n) U's diagonal, when mask */
+    const float *hdiag; /* K-quants: diag H by original column, the importance of the grids */
 } gptq_ctx;
 
 /* argsort of diag(H) descending, ties by index (a stable order every libc agrees on). */
@@ -183,6 +191,36 @@ static double sweep(const gptq_ctx *c, float *wp, int64_t n_out, int8_t *codes, 
     return loss;
 }
 
+/* K-quants: the grids of every sub-block from the blocks llama.cpp's quantizer makes of the
+ * original row (its scales are kept in kblk, its codes are replaced after the sweep). */
+static void kgrids_row(const gptq_ctx *c, const float *row, uint8_t *kblk, sqz__grid *grids) {
+    const sqz_dtype dt = sqz_qformat_dtype(c->fmt);
+    const size_t bb = sqz_dtype_info(dt)->type_size;
+    float d[16], m[16];
+    int zero = 0, nmax = 0;
+    for (int64_t sb = 0; sb < c->n / 256; sb++) {
+        sqz_quantize_k(dt, row + sb * 256, kblk + sb * bb, 1, 256, c->hdiag ? c->hdiag + sb * 256 : NULL);
+        const int sub = sqz__kquant_subgrids(dt, kblk + sb * bb, d, m, &zero, &nmax);
+        for (int j = 0; j < 256 / sub; j++) {
+            sqz__grid *g = &grids[sb * (256 / sub) + j];
+            *g = (sqz__grid){.d = d[j], .m = m[j], .zero = zero, .lo = 0, .hi = nmax, .anchor = {-1, -1}};
+        }
+    }
+}
+
+/* K-quants: the sweep's codes (original column order) into the blocks kgrids_row made. */
+static void kencode(const gptq_ctx *c, const int8_t *codes, int64_t n_out, uint8_t *kblk, sqz_qmatrix *q) {
+    const sqz_dtype dt = sqz_qformat_dtype(c->fmt);
+    const size_t bb = sqz_dtype_info(dt)->type_size;
+    uint8_t L[256];
+    for (int64_t r = 0; r < n_out; r++)
+        for (int64_t sb = 0; sb < c->n / 256; sb++) {
+            for (int e = 0; e < 256; e++) L[e] = (uint8_t)codes[r * c->n + sb * 256 + e];
+            sqz__kquant_repack(dt, L, kblk + ((size_t)r * (size_t)(c->n / 256) + (size_t)sb) * bb);
+        }
+    memcpy(q->data, kblk, q->nbytes);
+}
+
 /* One layer: out (quantizing) or values (mask without quantization). */
 static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz_qmatrix *out, float *values) {
     const int64_t n = c->n, B = c->blocksize;
@@ -193,8 +231,10 @@ static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz
     float *err = sqz__malloc((size_t)n_out * (size_t)B * sizeof(float));
     float *tmp = sqz__malloc((size_t)n * sizeof(float));
     uint8_t *pr = c->mask ? sqz__calloc((size_t)n_out * (size_t)B, 1) : NULL;
-    if (!wp || (quant && (!codes || !grids)) || !err || !tmp || (c->mask && !pr)) {
-        free(wp); free(codes); free(grids); free(err); free(tmp); free(pr);
+    const bool kq = quant && sqz__qfmt_kquant(c->fmt);
+    uint8_t *kblk = kq ? sqz__malloc(out->nbytes) : NULL;
+    if (!wp || (quant && (!codes || !grids)) || !err || !tmp || (c->mask && !pr) || (kq && !kblk)) {
+        free(wp); free(codes); free(grids); free(err); free(tmp); free(pr); free(kblk);
         return SQZ_ERR_NOMEM;
     }
     /* permuted, dead columns zeroed */
@@ -206,15 +246,20 @@ static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz
     if (quant && c->static_grids) { /* from the original (dead-zeroed) weights, in original column order */
         for (int64_t r = 0; r < n_out; r++) {
             for (int64_t p = 0; p < n; p++) tmp[c->perm[p]] = wp[r * n + p];
+            if (kq) {
+                kgrids_row(c, tmp, kblk + (size_t)r * (out->nbytes / (size_t)n_out), &grids[r * c->ng]);
+                continue;
+            }
             for (int64_t g = 0; g < c->ng; g++) sqz__grid_make(c->fmt, tmp + g * c->gs, (int)c->gs, &grids[r * c->ng + g]);
         }
     }
     const double loss = sweep(c, wp, n_out, codes, grids, err, pr, values);
     if (quant) {
-        sqz__encode(out, codes, grids);
+        if (kq) kencode(c, codes, n_out, kblk, out);
+        else sqz__encode(out, codes, grids);
         out->loss = loss;
     }
-    free(wp); free(codes); free(grids); free(err); free(tmp); free(pr);
+    free(wp); free(codes); free(grids); free(err); free(tmp); free(pr); free(kblk);
     return SQZ_OK;
 }
 
@@ -227,16 +272,21 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
     sqz_qtarget t = o->target;
     SQZ_TRY(sqz_qtarget_check(&t));
     const int64_t n = st->n_in;
-    const int64_t gs = sqz__group_cols(&t, n);
+    const bool kq = sqz__qfmt_kquant(t.fmt);
+    /* K-quants: a grid per sub-block (32 for Q4_K / Q5_K, 16 for the others) */
+    const int64_t gs = !kq ? sqz__group_cols(&t, n) : t.fmt == SQZ_QFMT_Q4_K || t.fmt == SQZ_QFMT_Q5_K ? 32 : 16;
     const bool quant = !mask || mask->quantize;
+    SQZ_RETURN_IF(kq && n % 256, SQZ_ERR_INVALID_ARG, "gptq: %s needs a width that is a multiple of 256, not %lld",
+                  sqz_qformat_name(t.fmt), (long long)n);
     SQZ_RETURN_IF(o->blocksize < 1 || (quant && t.fmt != SQZ_QFMT_I8 && o->blocksize % gs != 0), SQZ_ERR_INVALID_ARG,
                   "gptq: block size %d must be a positive multiple of the group (%lld)", (int)o->blocksize,
                   (long long)gs);
     SQZ_RETURN_IF(mask && mask->per_row && (mask->span < 1 || o->blocksize % mask->span), SQZ_ERR_INVALID_ARG,
                   "gptq: block size %d must be a multiple of the mask span %lld", (int)o->blocksize,
                   (long long)mask->span);
-    SQZ_RETURN_IF(mask && quant && t.fmt == SQZ_QFMT_Q4_1, SQZ_ERR_INVALID_ARG,
-                  "gptq: q4_1 has no exact zero (d * code + m), so it cannot keep a sparsity mask");
+    SQZ_RETURN_IF(mask && quant && sqz__qfmt_affine(t.fmt), SQZ_ERR_INVALID_ARG,
+                  "gptq: %s has no exact zero (d * code + m), so it cannot keep a sparsity mask",
+                  sqz_qformat_name(t.fmt));
     SQZ_RETURN_IF(!(o->percdamp >= 0), SQZ_ERR_INVALID_ARG, "gptq: damping %g", o->percdamp);
     float act_scale = 0.0f;
     if (quant && o->act_mode == SQZ_ACT_STATIC_TENSOR) SQZ_TRY(sqz__act_scale_for(st, o, NULL, &act_scale));
@@ -250,10 +300,17 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
         return SQZ_ERR_NOMEM;
     }
     for (int64_t p = 0; ud && p < n; p++) ud[p] = u[p * n + p];
-    const bool gguf = t.fmt == SQZ_QFMT_Q8_0 || t.fmt == SQZ_QFMT_Q4_0 || t.fmt == SQZ_QFMT_Q4_1;
+    float *hdiag = kq && quant ? sqz__malloc((size_t)n * sizeof(float)) : NULL;
+    if (kq && quant && !hdiag) {
+        free(u); free(ud); free(perm); free(dead);
+        return SQZ_ERR_NOMEM;
+    }
+    for (int64_t j = 0; hdiag && j < n; j++) hdiag[j] = (float)st->xtx[j * n + j];
+    const bool gguf = t.fmt == SQZ_QFMT_Q8_0 || t.fmt == SQZ_QFMT_Q4_0 || t.fmt == SQZ_QFMT_Q4_1 ||
+                      t.fmt == SQZ_QFMT_Q5_0 || t.fmt == SQZ_QFMT_Q5_1;
     gptq_ctx c = {.n = n, .perm = perm, .dead = dead, .u = u, .fmt = t.fmt, .gs = gs, .ng = n / gs,
-                  .static_grids = t.fmt == SQZ_QFMT_I8 || o->static_groups || (gguf && o->act_order),
-                  .act_order = o->act_order, .blocksize = o->blocksize, .mask = mask, .ud = ud};
+                  .static_grids = t.fmt == SQZ_QFMT_I8 || o->static_groups || (gguf && o->act_order) || kq,
+                  .act_order = o->act_order, .blocksize = o->blocksize, .mask = mask, .ud = ud, .hdiag = hdiag};
     const double t_prep = sqz__now() - t0;
     sqz_status s = SQZ_OK;
     int done = 0;
@@ -284,6 +341,7 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
     }
     free(u);
     free(ud);
+    free(hdiag);
     free(perm);
     free(dead);
     if (s != SQZ_OK) {

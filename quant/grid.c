@@ -28,17 +28,19 @@ void sqz__grid_make(sqz_qformat f, const float *x, int n, sqz__grid *g) {
         break;
     }
     case SQZ_QFMT_I4_SYM:
-    case SQZ_QFMT_Q4_0: { /* the signed element of largest magnitude (first one) maps to -8 */
+    case SQZ_QFMT_Q4_0:
+    case SQZ_QFMT_Q5_0: { /* the signed element of largest magnitude (first one) maps to -8 (-16) */
         float amax = 0.0f, max = 0.0f;
         int at = -1;
         for (int i = 0; i < n; i++) {
             if (amax < fabsf(x[i])) { amax = fabsf(x[i]); max = x[i]; at = i; }
         }
-        g->d = sqz__fp16_round(max / -8);
-        g->zero = 8;
+        const int half = f == SQZ_QFMT_Q5_0 ? 16 : 8;
+        g->d = sqz__fp16_round(max / (float)-half);
+        g->zero = half;
         g->lo = 0;
-        g->hi = 15;
-        if (f == SQZ_QFMT_Q4_0 && g->d != 0.0f) { g->anchor[0] = at; g->anchor_code[0] = 0; }
+        g->hi = 2 * half - 1;
+        if (f != SQZ_QFMT_I4_SYM && g->d != 0.0f) { g->anchor[0] = at; g->anchor_code[0] = 0; }
         break;
     }
     case SQZ_QFMT_I4_ASYM: { /* GPTQ's asymmetric quantizer with zero on the grid */
@@ -66,22 +68,24 @@ void sqz__grid_make(sqz_qformat f, const float *x, int n, sqz__grid *g) {
         }
         break;
     }
-    case SQZ_QFMT_Q4_1: {
+    case SQZ_QFMT_Q4_1:
+    case SQZ_QFMT_Q5_1: {
         float min = FLT_MAX, max = -FLT_MAX;
         int at_min = -1, at_max = -1;
         for (int i = 0; i < n; i++) {
             if (x[i] < min) { min = x[i]; at_min = i; }
             if (x[i] > max) { max = x[i]; at_max = i; }
         }
-        g->d = sqz__fp16_round((max - min) / ((1 << 4) - 1));
+        const int top = f == SQZ_QFMT_Q5_1 ? 31 : 15;
+        g->d = sqz__fp16_round((max - min) / (float)top);
         g->m = sqz__fp16_round(min);
         g->lo = 0;
-        g->hi = 15;
+        g->hi = top;
         if (g->d != 0.0f) {
             g->anchor[0] = at_min;
             g->anchor_code[0] = 0;
             g->anchor[1] = at_max;
-            g->anchor_code[1] = 15;
+            g->anchor_code[1] = top;
         }
         break;
     }
@@ -125,11 +129,27 @@ void sqz__encode(sqz_qmatrix *q, const int8_t *codes, const sqz__grid *grids) {
                 sqz_block_q4_0 *blk = (sqz_block_q4_0 *)q->data + r * nb + b;
                 blk->d = sqz_fp32_to_fp16(g->d);
                 for (int j = 0; j < 16; j++) blk->qs[j] = (uint8_t)((c[j] & 0x0F) | ((c[j + 16] & 0x0F) << 4));
-            } else {
+            } else if (f == SQZ_QFMT_Q4_1) {
                 sqz_block_q4_1 *blk = (sqz_block_q4_1 *)q->data + r * nb + b;
                 blk->d = sqz_fp32_to_fp16(g->d);
                 blk->m = sqz_fp32_to_fp16(g->m);
                 for (int j = 0; j < 16; j++) blk->qs[j] = (uint8_t)((c[j] & 0x0F) | ((c[j + 16] & 0x0F) << 4));
+            } else { /* Q5_0 / Q5_1: low nibbles as Q4, the 5th bits in qh (bit j = code j's) */
+                uint8_t *qs, *qh;
+                if (f == SQZ_QFMT_Q5_0) {
+                    sqz_block_q5_0 *blk = (sqz_block_q5_0 *)q->data + r * nb + b;
+                    blk->d = sqz_fp32_to_fp16(g->d);
+                    qs = blk->qs, qh = blk->qh;
+                } else {
+                    sqz_block_q5_1 *blk = (sqz_block_q5_1 *)q->data + r * nb + b;
+                    blk->d = sqz_fp32_to_fp16(g->d);
+                    blk->m = sqz_fp32_to_fp16(g->m);
+                    qs = blk->qs, qh = blk->qh;
+                }
+                uint32_t h = 0;
+                for (int j = 0; j < 32; j++) h |= (uint32_t)((c[j] >> 4) & 1) << j;
+                for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((c[j] & 0x0F) | ((c[j + 16] & 0x0F) << 4));
+                for (int k = 0; k < 4; k++) qh[k] = (uint8_t)(h >> (8 * k));
             }
         }
     }

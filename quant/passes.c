@@ -26,9 +26,9 @@ static const sqz_qmethod methods[] = {
      .summary = "llama.cpp's importance-weighted Q4_0/Q4_1, Q5_0/Q5_1 and Q2_K..Q6_K (quant_weights = E[x^2]), byte-exact",
      .run = sqz_quant_imatrix},
     {.name = "gptq", .needs = SQZ_QSTAT_XTX, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
-     .smooths = false, .formats = ALL_FORMATS,
+     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS,
      .summary = "GPTQ: Hessian-based error feedback, blocked lazy updates, optional act-order and static "
-                "groups; GGUF targets stay on llama.cpp's exact grids",
+                "groups; GGUF targets (Q8_0, Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K) stay on llama.cpp's exact grids",
      .run = sqz_quant_gptq},
     {.name = "awq", .needs = SQZ_QSTAT_SAMPLE, .optional = SQZ_QSTAT_ABSMEAN, .smooths = true,
      .formats = ALL_FORMATS,

@@ -56,18 +56,26 @@ typedef struct sqz__grid {
 /* Grid of one group x[0..n) under format f, exactly as that format's reference quantizer
  * chooses it (n is the group: 32 for Q formats, the group size for I4, the row for I8). */
 void sqz__grid_make(sqz_qformat f, const float *x, int n, sqz__grid *g);
+/* Formats whose values are code * d + m (a stored minimum) rather than (code - zero) * d. */
+static inline bool sqz__qfmt_affine(sqz_qformat f) {
+    return f == SQZ_QFMT_Q4_1 || f == SQZ_QFMT_Q5_1 || f == SQZ_QFMT_Q2_K || f == SQZ_QFMT_Q4_K || f == SQZ_QFMT_Q5_K;
+}
+/* The K-quants Q2_K..Q6_K (super-blocks of 256, sub-block grids: sqz__kquant_subgrids). */
+static inline bool sqz__qfmt_kquant(sqz_qformat f) {
+    return f == SQZ_QFMT_Q2_K || f == SQZ_QFMT_Q3_K || f == SQZ_QFMT_Q4_K || f == SQZ_QFMT_Q5_K || f == SQZ_QFMT_Q6_K;
+}
 /* The code of value v on grid g (nearest stored value, clamped to the code range). */
 static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
     if (g->d == 0.0f) return f == SQZ_QFMT_Q4_0 || f == SQZ_QFMT_I4_SYM ? 8 : g->zero;
     int c;
-    if (f == SQZ_QFMT_Q4_1) c = sqz__rint_sat((v - g->m) / g->d);
+    if (sqz__qfmt_affine(f)) c = sqz__rint_sat((v - g->m) / g->d);
     else c = sqz__rint_sat(v / g->d) + g->zero;
     return sqz__clampi(c, g->lo, g->hi);
 }
 
 /* The value the dequantizer produces for code c (bit-exact with the format's dequantizer). */
 static inline float sqz__grid_value(const sqz__grid *g, sqz_qformat f, int c) {
-    if (f == SQZ_QFMT_Q4_1) {
+    if (sqz__qfmt_affine(f)) {
         const float p = (float)c * g->d; /* exact: fp16 times a 4-bit integer */
         return p + g->m;                 /* one rounding, as (q & 15) * d + m in the dequantizer */
     }

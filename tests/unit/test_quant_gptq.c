@@ -3,12 +3,15 @@
  * output error on held-out tokens is below RTN's; GGUF targets keep the invariant of
  * sqz/quant.h (re-quantizing the dequantized result with the reference gives the same bytes);
  * act-order with and without static groups; determinism (same bytes twice, Q4_0 and I4).
+ * K-quants (Q2_K..Q6_K, where the width is a multiple of 256: SmolLM2's ffn_down) keep the
+ * super-block and sub-block scales llama.cpp's quantizer picks for the original row.
  * SmolLM2's weights are already on a Q4_1 grid (the package ships a Q4_1 GGUF): RTN to Q4_1
  * reproduces them exactly, so Q4_1 is not compared there. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/kquant_internal.h"
 #include "core/quant_ref.h"
 #include "quant_fixture.h"
 
@@ -24,7 +27,11 @@ typedef struct model_case {
 static const int fmt_groups[][2] = {
     {SQZ_QFMT_I8, 0},       {SQZ_QFMT_I4_SYM, 32},  {SQZ_QFMT_I4_SYM, 128}, {SQZ_QFMT_I4_ASYM, 32},
     {SQZ_QFMT_I4_ASYM, 128}, {SQZ_QFMT_Q8_0, 32},   {SQZ_QFMT_Q4_0, 32},    {SQZ_QFMT_Q4_1, 32},
+    {SQZ_QFMT_Q2_K, 0},     {SQZ_QFMT_Q3_K, 0},     {SQZ_QFMT_Q4_K, 0},     {SQZ_QFMT_Q5_K, 0},
+    {SQZ_QFMT_Q6_K, 0},     {SQZ_QFMT_Q5_0, 32},    {SQZ_QFMT_Q5_1, 32},
 };
+
+static bool is_k(sqz_qformat f) { return f >= SQZ_QFMT_Q2_K && f <= SQZ_QFMT_Q6_K; }
 
 static const sqz_role group_roles[QF_N][3] = {{SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V},
                                                {SQZ_ROLE_ATTN_OUT, SQZ_ROLE_COUNT, SQZ_ROLE_COUNT},
@@ -46,6 +53,30 @@ static void group_err(const qfix *f, int g, const sqz_qlinear *lin, int n, const
     }
 }
 
+/* K-quants: every super-block keeps the grids llama.cpp's quantizer chooses for the original row
+ * with diag H as the importance (d, dmin and the sub-block scales), only the codes differ. */
+static void check_kgrids(const sqz_qmatrix *q, const float *w, const sqz_qstats *st) {
+    const int64_t n = q->n_in, nb = n / 256;
+    const size_t bb = sqz_dtype_info(q->dtype)->type_size;
+    float *imp = malloc((size_t)n * sizeof(float));
+    uint8_t *ref = malloc((size_t)nb * bb);
+    for (int64_t j = 0; j < n; j++) imp[j] = (float)st->xtx[j * n + j];
+    for (int64_t r = 0; r < q->n_out; r++) {
+        sqz_quantize_k(q->dtype, w + r * n, ref, 1, n, imp);
+        for (int64_t b = 0; b < nb; b++) {
+            float d0[16], m0[16], d1[16], m1[16];
+            int z0, z1, x0, x1;
+            const int sub = sqz__kquant_subgrids(q->dtype, ref + b * bb, d0, m0, &z0, &x0);
+            assert_int_equal(sqz__kquant_subgrids(q->dtype, (const uint8_t *)q->data + ((size_t)(r * nb + b)) * bb, d1,
+                                                  m1, &z1, &x1), sub);
+            assert_memory_equal(d0, d1, (size_t)(256 / sub) * sizeof(float));
+            assert_memory_equal(m0, m1, (size_t)(256 / sub) * sizeof(float));
+        }
+    }
+    free(imp);
+    free(ref);
+}
+
 /* Re-quantizing the dequantized GPTQ result with the reference reproduces its bytes. */
 static void check_invariant(const sqz_qmatrix *q) {
     const int64_t ne = q->n_out * q->n_in;
@@ -54,6 +85,8 @@ static void check_invariant(const sqz_qmatrix *q) {
     SQZ_ASSERT_OK(sqz_qmatrix_to_f32(q, deq));
     if (q->dtype == SQZ_DTYPE_Q4_0) sqz_quantize_q4_0_ref(deq, re, ne);
     else if (q->dtype == SQZ_DTYPE_Q4_1) sqz_quantize_q4_1_ref(deq, re, ne);
+    else if (q->dtype == SQZ_DTYPE_Q5_0) sqz_quantize_q5_0_ref(deq, re, ne);
+    else if (q->dtype == SQZ_DTYPE_Q5_1) sqz_quantize_q5_1_ref(deq, re, ne);
     else sqz_quantize_q8_0_ref(deq, re, ne);
     assert_memory_equal(re, q->data, q->nbytes);
     free(deq);
@@ -80,7 +113,7 @@ static void run_model(const model_case *mc) {
             sqz_quant_opts o = sqz_quant_default_opts();
             o.target = (sqz_qtarget){(sqz_qformat)fmt_groups[fi][0], fmt_groups[fi][1]};
             if (!sqz_qtarget_fits(&o.target, n_in)) continue;
-            if (mc->on_q4_1_grid && o.target.fmt == SQZ_QFMT_Q4_1) continue;
+            if (mc->on_q4_1_grid && (o.target.fmt == SQZ_QFMT_Q4_1 || o.target.fmt == SQZ_QFMT_Q5_1)) continue;
             const bool gguf = o.target.fmt >= SQZ_QFMT_Q8_0;
             sqz_qmatrix rq[3], gq[3], aq[3];
             memset(rq, 0, sizeof rq);
@@ -113,7 +146,10 @@ static void run_model(const model_case *mc) {
                 }
             }
             for (int i = 0; i < n; i++) {
-                if (gguf) {
+                if (is_k(o.target.fmt)) {
+                    check_kgrids(&gq[i], lin[i].w, &sb.s);
+                    check_kgrids(&aq[i], lin[i].w, &sb.s);
+                } else if (gguf) {
                     check_invariant(&gq[i]);
                     check_invariant(&aq[i]);
                 }
@@ -181,8 +217,9 @@ static void test_smollm2(void **state) {
 /* Degenerate Hessians: dead columns (a channel that is always 0) and a rank-deficient X. */
 static void test_dead_columns(void **state) {
     (void)state;
-    const int64_t n_in = 64, n_out = 8, rows = 16;
-    float x[16 * 64], w[8 * 64];
+    enum { N_IN = 256 }; /* a K-quant super-block */
+    const int64_t n_in = N_IN, n_out = 8, rows = 16;
+    static float x[16 * N_IN], w[8 * N_IN];
     for (int i = 0; i < rows * n_in; i++) x[i] = (i % n_in == 5 || i % n_in == 40) ? 0.0f : sinf(0.37f * (float)i);
     for (int i = 0; i < n_out * n_in; i++) w[i] = cosf(0.11f * (float)i);
     sqz_qstats_buf sb;
@@ -190,19 +227,19 @@ static void test_dead_columns(void **state) {
     sqz_quant_opts o = sqz_quant_default_opts();
     sqz_qlinear lin = {w, n_out, "w", false};
     for (int f = 0; f < SQZ_QFMT_COUNT; f++) {
-        if (!(sqz_qmethod_find("gptq")->formats & (1u << f))) continue; /* not the K-quants (yet) */
+        if (!(sqz_qmethod_find("gptq")->formats & (1u << f))) continue;
         o.target = (sqz_qtarget){(sqz_qformat)f, 32};
         for (int ao = 0; ao < 2; ao++) {
             o.act_order = ao;
             sqz_qmatrix q = {0};
             SQZ_ASSERT_OK(sqz_quant_gptq(&lin, 1, &sb.s, &o, &q, NULL));
-            float deq[8 * 64];
+            static float deq[8 * N_IN];
             SQZ_ASSERT_OK(sqz_qmatrix_to_f32(&q, deq));
-            for (int r = 0; r < n_out; r++) {
-                if (f == SQZ_QFMT_Q4_1 || f == SQZ_QFMT_I4_ASYM) continue; /* 0 need not be on an offset grid */
+            const bool offset = f == SQZ_QFMT_Q4_1 || f == SQZ_QFMT_Q5_1 || f == SQZ_QFMT_I4_ASYM || f == SQZ_QFMT_Q2_K ||
+                                f == SQZ_QFMT_Q4_K || f == SQZ_QFMT_Q5_K; /* 0 need not be on an offset grid */
+            for (int r = 0; r < n_out && !offset; r++)
                 assert_true(deq[r * n_in + 5] == 0.0f && deq[r * n_in + 40] == 0.0f); /* dead columns are zeroed */
-            }
-            if (f >= SQZ_QFMT_Q8_0) check_invariant(&q);
+            if (f >= SQZ_QFMT_Q8_0 && !is_k((sqz_qformat)f)) check_invariant(&q);
             sqz_qmatrix_free(&q);
         }
     }
