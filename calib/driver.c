@@ -190,3 +190,21 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
     free(tmp);
     return st;
 }
+
+sqz_status sqz_calib_scan(sqz_model *m, const sqz_session_opts *so, const sqz_calib_windows *w, unsigned needs,
+                          sqz_calib_block_fn on_block, void *user, sqz_progress_fn progress, void *progress_user) {
+    sqz_session_opts o = *so;
+    o.max_tokens = w->ctx;
+    sqz_session *s = NULL;
+    SQZ_TRY(sqz_session_new(m, &o, &s));
+    sqz_calib_run_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.observe.needs = needs;
+    ro.on_block = on_block;
+    ro.user = user;
+    ro.progress = progress;
+    ro.progress_user = progress_user;
+    sqz_status st = sqz_calib_run(s, w, &ro);
+    sqz_session_free(s);
+    return st;
+}

@@ -202,6 +202,7 @@ static sqz_status run_eval(sqz_pass_ctx *pc, const int32_t *ids, int64_t n, int6
                            double *kld) {
     sqz_session_opts so = *pc->session_opts;
     so.max_tokens = ctx;
+    so.weights = SQZ_WEIGHTS_STREAM; /* the compressor streams: no f32 copy of the whole model */
     sqz_session *s = NULL;
     SQZ_TRY(sqz_session_new(pc->m, &so, &s));
     sqz_eval_opts eo = sqz_eval_default_opts();

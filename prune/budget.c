@@ -54,20 +54,7 @@ static sqz_status score_all(sqz_pass_ctx *c, scorer *sc) {
     }
     SQZ_RETURN_IF(!c->w || !c->session_opts, SQZ_ERR_INVALID_ARG,
                   "--prune '%s': part 'params=' scores every layer first: give --calib FILE", c->stage->spec);
-    sqz_session_opts so = *c->session_opts;
-    so.max_tokens = c->w->ctx;
-    sqz_session *s;
-    SQZ_TRY(sqz_session_new(c->m, &so, &s));
-    sqz_calib_run_opts ro;
-    memset(&ro, 0, sizeof ro);
-    ro.observe.needs = need;
-    ro.on_block = on_block;
-    ro.user = sc;
-    ro.progress = c->o->progress;
-    ro.progress_user = c->o->progress_user;
-    sqz_status st = sqz_calib_run(s, c->w, &ro);
-    sqz_session_free(s);
-    return st;
+    return sqz_calib_scan(c->m, c->session_opts, c->w, need, on_block, sc, c->o->progress, c->o->progress_user);
 }
 
 static int by_z(const void *x, const void *y) {

@@ -216,6 +216,15 @@ typedef struct sqz_calib_run_opts {
  * errors, on_block's status. */
 SQZ_API sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_calib_run_opts *o);
 
+/* One pass over model m as it is, for a step that scores the model before changing it (auto's
+ * sensitivities, pruning budgets): a session of m with `so` (max_tokens set to the windows'
+ * ctx), the statistics `needs` of every block handed to on_block(user, ...), no recompute,
+ * progress as sqz_calib_run's. The session is freed before returning. Errors: sqz_calib_run's
+ * and sqz_session_new's. */
+SQZ_API sqz_status sqz_calib_scan(sqz_model *m, const sqz_session_opts *so, const sqz_calib_windows *w,
+                                  unsigned needs, sqz_calib_block_fn on_block, void *user, sqz_progress_fn progress,
+                                  void *progress_user);
+
 /* ======================================================================================
  * Statistics file (.sqzs)
  * ====================================================================================== */
