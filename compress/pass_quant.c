@@ -43,7 +43,8 @@ sqz_opt sqz__quant_opts[] = {
                 "(a type per matrix from its measured sensitivity, to the size bpw= asks)"),
     ROW(.name = "method", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, method), .flags = SQZ_OPT_BARE,
         .choices = NULL /* method_choices */, .def = "rtn",
-        .help = "imatrix: q4_0/q4_1/q2_k..q6_k; smoothquant: w8a8; gptq/awq: not the k-quants"),
+        .help = "imatrix: q4_0/q4_1/q5_0/q5_1/q2_k..q6_k; smoothquant: w8a8; gptq: every format; awq: not the "
+                "k-quants or q5_0/q5_1"),
     ROW(.name = "act", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, act), .flags = SQZ_OPT_BARE,
         .choices = "minmax|percentile|entropy|dynamic", .values = act_values, .def = "minmax",
         .help = "w8a8: how activation scales are calibrated (dynamic: per token at run time)"),
