@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include "compress/compress_internal.h"
+#include "quant/quant_internal.h"
+#include "runtime/pool.h"
 
 static const sqz_role linear_roles[] = {SQZ_ROLE_ATTN_Q,   SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V,  SQZ_ROLE_ATTN_OUT,
                                         SQZ_ROLE_FFN_GATE, SQZ_ROLE_FFN_UP, SQZ_ROLE_FFN_DOWN};
@@ -31,35 +33,85 @@ typedef struct collector {
     sqz_qauto_tensor *t; /* [n_layers * N_LIN] */
     bool *have;
     float **x2;          /* [n_layers * N_LIN]: a copy of the input's E[x^2], or NULL */
+    sqz__pool *pool;     /* the block's (matrix, candidate) measurements run on it */
 } collector;
+
+/* One block's measurements: job j is matrix j % N_LIN to candidate j / N_LIN, so that each
+ * claimed run of jobs mixes large and small matrices. */
+typedef struct block_jobs {
+    const collector *c;
+    float *w[N_LIN];     /* the matrices in f32 (NULL: absent) */
+    int64_t rows[N_LIN], cols[N_LIN];
+    const float *x2[N_LIN];
+    const sqz_qformat *cand;
+    float **deq;         /* a scratch per thread, the largest matrix */
+    double bytes[N_LIN * SQZ_QAUTO_MAX_CAND], err[N_LIN * SQZ_QAUTO_MAX_CAND];
+    sqz_status st[N_LIN * SQZ_QAUTO_MAX_CAND];
+} block_jobs;
+
+static void measure_jobs(void *ctx, int64_t begin, int64_t end, int thread) {
+    block_jobs *J = ctx;
+    for (int64_t j = begin; j < end; j++) {
+        const int k = (int)(j % N_LIN);
+        J->bytes[j] = -1.0;
+        J->st[j] = SQZ_OK;
+        if (!J->w[k]) continue;
+        J->st[j] = sqz_qauto_measure_one(J->w[k], J->rows[k], J->cols[k], J->x2[k], J->c->imatrix,
+                                         J->cand[j / N_LIN], J->deq[thread], &J->bytes[j], &J->err[j]);
+    }
+}
+
+static void jobs_free(block_jobs *J, int n_threads) {
+    for (int k = 0; k < N_LIN; k++) free(J->w[k]);
+    for (int i = 0; J->deq && i < n_threads; i++) free(J->deq[i]);
+    free(J->deq);
+}
 
 static sqz_status measure_block(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *b) {
     (void)s;
     collector *c = user;
     if (layer < 0 || layer >= c->m->hp.n_layers) return SQZ_OK;
-    for (int k = 0; k < N_LIN; k++) {
+    block_jobs J;
+    memset(&J, 0, sizeof J);
+    J.c = c;
+    const int n_cand = sqz_qauto_candidates(&J.cand), nt = sqz__pool_threads(c->pool);
+    int64_t most = 0;
+    sqz_status st = SQZ_OK;
+    for (int k = 0; k < N_LIN && st == SQZ_OK; k++) {
         const sqz_tensor *t = sqz_model_get(c->m, linear_roles[k], layer, SQZ_PARAM_WEIGHT);
         if (!t || t->ndim != 2) continue;
         const sqz_calib_input *in = b ? sqz_calib_block_input(b, linear_roles[k]) : NULL;
         const float *x2 = in && in->x2 && in->st.n_in == t->shape[1] ? in->x2 : NULL;
         if (x2) { /* kept for the trial's quantization */
             float *keep = sqz__malloc((size_t)t->shape[1] * sizeof(float));
-            if (!keep) return SQZ_ERR_NOMEM;
+            if (!keep) { st = SQZ_ERR_NOMEM; break; }
             memcpy(keep, x2, (size_t)t->shape[1] * sizeof(float));
             free(c->x2[layer * N_LIN + k]);
             c->x2[layer * N_LIN + k] = keep;
+            J.x2[k] = keep;
         }
         const int64_t n = sqz_tensor_nelements(t);
-        float *w = sqz__malloc((size_t)n * sizeof(float));
-        if (!w) return SQZ_ERR_NOMEM;
-        sqz_status st = sqz_tensor_to_f32(t, w);
-        if (st == SQZ_OK)
-            st = sqz_qauto_measure(w, t->shape[0], t->shape[1], x2, c->imatrix, &c->t[layer * N_LIN + k]);
-        free(w);
-        SQZ_TRY(st);
-        c->have[layer * N_LIN + k] = true;
+        J.rows[k] = t->shape[0];
+        J.cols[k] = t->shape[1];
+        most = n > most ? n : most;
+        if (!(J.w[k] = sqz__malloc((size_t)n * sizeof(float)))) st = SQZ_ERR_NOMEM;
+        else st = sqz_tensor_to_f32(t, J.w[k]);
     }
-    return SQZ_OK;
+    if (st == SQZ_OK && !(J.deq = sqz__calloc((size_t)nt, sizeof *J.deq))) st = SQZ_ERR_NOMEM;
+    for (int i = 0; st == SQZ_OK && i < nt; i++)
+        if (!(J.deq[i] = sqz__malloc((size_t)(most > 0 ? most : 1) * sizeof(float)))) st = SQZ_ERR_NOMEM;
+    if (st == SQZ_OK) sqz__pool_for(c->pool, (int64_t)N_LIN * n_cand, 1, measure_jobs, &J);
+    for (int64_t j = 0; st == SQZ_OK && j < (int64_t)N_LIN * n_cand; j++) {
+        const int k = (int)(j % N_LIN);
+        st = J.st[j] == SQZ_OK ? SQZ_OK
+                               : SQZ_ERROR(J.st[j], "auto: block %d %s as %s could not be measured", (int)layer,
+                                           sqz_role_name(linear_roles[k]), sqz_qformat_name(J.cand[j / N_LIN]));
+        if (st == SQZ_OK && J.bytes[j] >= 0)
+            sqz__qauto_add(&c->t[layer * N_LIN + k], J.cand[j / N_LIN], J.bytes[j], J.err[j]);
+    }
+    for (int k = 0; st == SQZ_OK && k < N_LIN; k++) c->have[layer * N_LIN + k] = J.w[k] != NULL;
+    jobs_free(&J, nt);
+    return st;
 }
 
 sqz_qplan *sqz__qplan_new(int32_t n_layers) {
@@ -193,8 +245,9 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp) {
                   "FILE", sp->text);
     const int64_t nl = m->hp.n_layers, nt = nl * N_LIN;
     collector c = {m, !strcmp(sp->method->name, "imatrix"), sqz__calloc((size_t)nt, sizeof(sqz_qauto_tensor)),
-                   sqz__calloc((size_t)nt, sizeof(bool)), sqz__calloc((size_t)nt, sizeof(float *))};
+                   sqz__calloc((size_t)nt, sizeof(bool)), sqz__calloc((size_t)nt, sizeof(float *)), NULL};
     sqz_status st = c.t && c.have && c.x2 ? SQZ_OK : SQZ_ERR_NOMEM;
+    if (st == SQZ_OK) st = sqz__pool_new(pc->session_opts->n_threads, &c.pool);
     if (st == SQZ_OK)
         st = sqz_calib_scan(m, pc->session_opts, pc->w, SQZ_QSTAT_X2, measure_block, &c, pc->o->progress,
                             pc->o->progress_user);
@@ -209,6 +262,7 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp) {
     for (int i = 1; i < n_cand; i++)
         if (!isnan(kld[i]) && (isnan(kld[pick]) || kld[i] < kld[pick])) pick = i;
     if (st == SQZ_OK) note_plan(pc, sp, cand[pick], cand, kld, isnan(kld[pick]) ? 0 : n_cand);
+    sqz__pool_free(c.pool);
     for (int64_t i = 0; c.x2 && i < nt; i++) free(c.x2[i]);
     free(c.x2);
     free(c.t);

@@ -31,48 +31,63 @@ int sqz_qauto_candidates(const sqz_qformat **out) {
     return SQZ_QAUTO_MAX_CAND;
 }
 
+sqz_status sqz_qauto_measure_one(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,
+                                 sqz_qformat f, float *deq, double *bytes, double *err) {
+    *bytes = -1.0;
+    *err = 0.0;
+    sqz_qtarget t = {f, 0};
+    SQZ_TRY(sqz_qtarget_check(&t));
+    if (!sqz_qtarget_fits(&t, n_in)) return SQZ_OK;
+    const sqz_qmethod *im = sqz_qmethod_find("imatrix");
+    sqz_qmatrix q;
+    sqz_status st;
+    if (imatrix && x2 && (im->formats & (1u << t.fmt))) {
+        sqz_quant_opts o = sqz_quant_default_opts();
+        o.target = t;
+        sqz_qstats s = {.n_in = n_in, .x2 = x2};
+        sqz_qlinear lin = {w, n_out, "auto", false};
+        st = sqz_quant_imatrix(&lin, 1, &s, &o, &q, NULL);
+    } else {
+        st = sqz_quant_rtn_one(w, n_out, n_in, &t, &q);
+    }
+    if (st == SQZ_OK) st = sqz_qmatrix_to_f32(&q, deq);
+    if (st == SQZ_OK) {
+        double e = 0, y = 0;
+        for (int64_t r = 0; r < n_out; r++) {
+            const float *a = w + r * n_in, *b = deq + r * n_in;
+            for (int64_t j = 0; j < n_in; j++) {
+                const double d = (double)a[j] - (double)b[j], h = x2 ? (double)x2[j] : 1.0;
+                e += h * d * d;
+                y += h * (double)a[j] * (double)a[j];
+            }
+        }
+        *err = y > 0 ? e / y : e; /* relative: each layer's error as a fraction of its output energy */
+        *bytes = (double)q.nbytes;
+    }
+    sqz_qmatrix_free(&q);
+    return st;
+}
+
 sqz_status sqz_qauto_measure(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,
                              sqz_qauto_tensor *out) {
     memset(out, 0, sizeof *out);
     float *deq = sqz__malloc((size_t)n_out * (size_t)n_in * sizeof(float));
     if (!deq) return SQZ_ERR_NOMEM;
-    const sqz_qmethod *im = sqz_qmethod_find("imatrix");
     sqz_status st = SQZ_OK;
     for (int k = 0; k < SQZ_QAUTO_MAX_CAND && st == SQZ_OK; k++) {
-        sqz_qtarget t = {candidates[k], 0};
-        SQZ_TRY(sqz_qtarget_check(&t));
-        if (!sqz_qtarget_fits(&t, n_in)) continue;
-        sqz_qmatrix q;
-        if (imatrix && x2 && (im->formats & (1u << t.fmt))) {
-            sqz_quant_opts o = sqz_quant_default_opts();
-            o.target = t;
-            sqz_qstats s = {.n_in = n_in, .x2 = x2};
-            sqz_qlinear lin = {w, n_out, "auto", false};
-            st = sqz_quant_imatrix(&lin, 1, &s, &o, &q, NULL);
-        } else {
-            st = sqz_quant_rtn_one(w, n_out, n_in, &t, &q);
-        }
-        if (st == SQZ_OK) st = sqz_qmatrix_to_f32(&q, deq);
-        if (st == SQZ_OK) {
-            double e = 0, y = 0;
-            for (int64_t r = 0; r < n_out; r++) {
-                const float *a = w + r * n_in, *b = deq + r * n_in;
-                for (int64_t j = 0; j < n_in; j++) {
-                    const double d = (double)a[j] - (double)b[j], h = x2 ? (double)x2[j] : 1.0;
-                    e += h * d * d;
-                    y += h * (double)a[j] * (double)a[j];
-                }
-            }
-            if (y > 0) e /= y; /* relative: each layer's error as a fraction of its output energy */
-            out->fmt[out->n] = t.fmt;
-            out->bytes[out->n] = (double)q.nbytes;
-            out->err[out->n] = e;
-            out->n++;
-        }
-        sqz_qmatrix_free(&q);
+        double bytes, err;
+        st = sqz_qauto_measure_one(w, n_out, n_in, x2, imatrix, candidates[k], deq, &bytes, &err);
+        if (st == SQZ_OK && bytes >= 0) sqz__qauto_add(out, candidates[k], bytes, err);
     }
     free(deq);
     return st;
+}
+
+void sqz__qauto_add(sqz_qauto_tensor *t, sqz_qformat f, double bytes, double err) {
+    t->fmt[t->n] = f;
+    t->bytes[t->n] = bytes;
+    t->err[t->n] = err;
+    t->n++;
 }
 
 /* Indices of t's candidates on the lower convex hull of (bytes, err), by increasing bytes. */

@@ -43,6 +43,9 @@ static inline int sqz__rint_sat(float v) {
 #endif
 }
 
+/* Appends candidate (f, bytes, err) to t (quant/auto.c). */
+void sqz__qauto_add(sqz_qauto_tensor *t, sqz_qformat f, double bytes, double err);
+
 /* ---- grids (grid.c) ---- */
 typedef struct sqz__grid {
     float d;        /* the stored scale (fp16-exact for I4/Q formats; f32 for I8) */

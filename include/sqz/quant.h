@@ -410,6 +410,11 @@ SQZ_API int sqz_qauto_candidates(const sqz_qformat **out);
  * quantizer; else RTN) and its output error weighted by x2 (1 where x2 is NULL). */
 SQZ_API sqz_status sqz_qauto_measure(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,
                                      sqz_qauto_tensor *out);
+/* One candidate of sqz_qauto_measure: W quantized to f, deq (n_out * n_in floats, the caller's
+ * scratch) gets its dequantization, *bytes its storage and *err its relative output error;
+ * *bytes = -1 when f's block does not divide n_in. Safe to call from several threads. */
+SQZ_API sqz_status sqz_qauto_measure_one(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,
+                                         sqz_qformat f, float *deq, double *bytes, double *err);
 /* Chooses t[i].chosen for n tensors to minimise the summed error with at most `budget` bytes
  * (greedy over the lower convex hulls); *used gets the bytes chosen (more than budget only when
  * every tensor's cheapest type is). */
