@@ -10,6 +10,11 @@
 /* The groups of linear layers of a block and where smoothing folds: sqz/family.h
  * (sqz_family_linear_groups), the one table of what each architecture family couples. */
 
+/* The report's layer rows (compress/quant_block.c): a row for 2-D tensor t with nothing measured
+ * yet (errors NAN), and its append to rep->layers. */
+void sqz__report_row_init(sqz_layer_report *r, const sqz_tensor *t);
+sqz_status sqz__report_add(sqz_compress_report *rep, const sqz_layer_report *row);
+
 /* Replaces tensor t's data with an owned f32 copy of values (n elements), dtype F32. */
 sqz_status sqz__tensor_set_f32(sqz_model *m, sqz_tensor *t, const float *values);
 

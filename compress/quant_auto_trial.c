@@ -140,8 +140,7 @@ static const float *x2_of(const sqz__qauto_measured *ms, const sqz_tensor *t) {
     return NULL;
 }
 
-/* q: t quantized to d as the quant stage does it (importance-weighted where the method and the
- * type have it, else reference rounding); q->data stays NULL for a float d. */
+/* q: t quantized to d as auto measured it (sqz__qauto_quantize); q->data stays NULL for a float d. */
 static sqz_status quantize(const sqz_tensor *t, sqz_dtype d, const float *x2, bool imatrix, sqz_qmatrix *q) {
     memset(q, 0, sizeof *q);
     sqz_qtarget target = {SQZ_QFMT_Q8_0, 0};
@@ -151,16 +150,7 @@ static sqz_status quantize(const sqz_tensor *t, sqz_dtype d, const float *x2, bo
     float *w = sqz__malloc((size_t)n * sizeof(float));
     if (!w) return SQZ_ERR_NOMEM;
     sqz_status st = sqz_tensor_to_f32(t, w);
-    const sqz_qmethod *im = sqz_qmethod_find("imatrix");
-    if (st == SQZ_OK && imatrix && x2 && (im->formats & (1u << target.fmt))) {
-        sqz_quant_opts o = sqz_quant_default_opts();
-        o.target = target;
-        sqz_qstats s = {.n_in = t->shape[1], .x2 = x2};
-        sqz_qlinear lin = {w, t->shape[0], t->name, false};
-        st = sqz_quant_imatrix(&lin, 1, &s, &o, q, NULL);
-    } else if (st == SQZ_OK) {
-        st = sqz_quant_rtn_one(w, t->shape[0], t->shape[1], &target, q);
-    }
+    if (st == SQZ_OK) st = sqz__qauto_quantize(w, t->shape[0], t->shape[1], x2, imatrix, &target, q);
     free(w);
     return st;
 }

@@ -73,7 +73,7 @@ static bool keep_float_match(const char *list, const sqz_tensor *t) {
     return false;
 }
 
-static sqz_status report_add(sqz_compress_report *rep, const sqz_layer_report *row) {
+sqz_status sqz__report_add(sqz_compress_report *rep, const sqz_layer_report *row) {
     if (rep->n_layers % 64 == 0) {
         sqz_layer_report *n = sqz__realloc(rep->layers, (size_t)(rep->n_layers + 64) * sizeof *n);
         if (!n) return SQZ_ERR_NOMEM;
@@ -83,7 +83,7 @@ static sqz_status report_add(sqz_compress_report *rep, const sqz_layer_report *r
     return SQZ_OK;
 }
 
-static void row_init(sqz_layer_report *r, const sqz_tensor *t) {
+void sqz__report_row_init(sqz_layer_report *r, const sqz_tensor *t) {
     memset(r, 0, sizeof *r);
     snprintf(r->tensor, sizeof r->tensor, "%s", t->name);
     r->layer = t->layer;
@@ -211,7 +211,7 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
     for (int i = 0; i < g->n; i++) {
         t[i] = sqz_model_get(m, g->roles[i], c->layer, SQZ_PARAM_WEIGHT);
         if (!t[i]) continue;
-        row_init(&rows[i], t[i]);
+        sqz__report_row_init(&rows[i], t[i]);
         n_in = t[i]->shape[1];
         const char *why = NULL;
         bool policy_refused = false, mix_f16 = false;
@@ -348,7 +348,7 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
     for (int k = 0; k < n_q; k++) sqz_qmatrix_free(&out[k]);
     free(smooth);
     for (int i = 0; i < g->n && st == SQZ_OK; i++)
-        if (t[i]) st = report_add(rep, &rows[i]);
+        if (t[i]) st = sqz__report_add(rep, &rows[i]);
     return st;
 }
 

@@ -13,28 +13,13 @@
 #include "quant/quant_internal.h"
 #include "sqz/edit.h"
 
-static sqz_status add_row(sqz_compress_report *rep, const sqz_layer_report *row) {
-    if (rep->n_layers % 64 == 0) {
-        sqz_layer_report *n = sqz__realloc(rep->layers, (size_t)(rep->n_layers + 64) * sizeof *n);
-        if (!n) return SQZ_ERR_NOMEM;
-        rep->layers = n;
-    }
-    rep->layers[rep->n_layers++] = *row;
-    return SQZ_OK;
-}
-
 static sqz_status one(sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp, sqz_compress_report *rep) {
     sqz_dtype d = sqz__qplan_type(sp->plan, t); /* auto's plan may take another mix's types */
     if (d == SQZ_DTYPE_COUNT) d = sqz_qmix_type(sp->mix, m, t, sp->method->needs != 0);
     if (d == t->dtype || t->qp) return SQZ_OK;
     sqz_layer_report row;
-    memset(&row, 0, sizeof row);
-    snprintf(row.tensor, sizeof row.tensor, "%s", t->name);
-    row.layer = t->layer;
-    row.role = t->role;
-    row.n_out = t->shape[0];
-    row.n_in = t->shape[1];
-    row.out_err = NAN;
+    sqz__report_row_init(&row, t);
+    row.weight_err = 0.0; /* these rows have always reported 0 until measured */
     const int64_t n = sqz_tensor_nelements(t);
     float *w = sqz__malloc((size_t)n * sizeof(float));
     if (!w) return SQZ_ERR_NOMEM;
@@ -70,7 +55,7 @@ static sqz_status one(sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp, 
     }
     free(w);
     if (st != SQZ_OK) sqz__error_prefix("%s", t->name);
-    return st == SQZ_OK ? add_row(rep, &row) : st;
+    return st == SQZ_OK ? sqz__report_add(rep, &row) : st;
 }
 
 sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, sqz_compress_report *rep) {

@@ -99,9 +99,14 @@ void sqz_dequantize_q4_1(const void *vx, float *y, int64_t n) {
     }
 }
 
-/* The 5th bits of the 32 codes of a Q5 block: bit j of the little-endian u32 is code j's. */
-static void put_qh(uint8_t qh[4], uint32_t v) {
-    for (int b = 0; b < 4; b++) qh[b] = (uint8_t)(v >> (8 * b));
+void sqz__pack_q5(const uint8_t *L, uint8_t *qs, uint8_t *qh) {
+    uint32_t h = 0;
+    for (int j = 0; j < 16; ++j) {
+        qs[j] = (uint8_t)((L[j] & 0x0F) | ((L[j + 16] & 0x0F) << 4));
+        h |= ((L[j] & 0x10u) >> 4) << j;
+        h |= ((L[j + 16] & 0x10u) >> 4) << (j + 16);
+    }
+    for (int b = 0; b < 4; b++) qh[b] = (uint8_t)(h >> (8 * b));
 }
 
 void sqz_quantize_q5_0_ref(const float *x, void *vy, int64_t n) {
@@ -115,16 +120,12 @@ void sqz_quantize_q5_0_ref(const float *x, void *vy, int64_t n) {
         const float d = max / -16;
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = sqz_fp32_to_fp16(d);
-        uint32_t qh = 0;
-        for (int j = 0; j < SQZ_QK5_0 / 2; ++j) {
-            const float x0 = xb[j] * id, x1 = xb[SQZ_QK5_0 / 2 + j] * id;
-            const int8_t t0 = (int8_t)(x0 + 16.5f), t1 = (int8_t)(x1 + 16.5f);
-            const uint8_t xi0 = (uint8_t)(t0 < 31 ? t0 : 31), xi1 = (uint8_t)(t1 < 31 ? t1 : 31);
-            y[i].qs[j] = (uint8_t)((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
-            qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
-            qh |= ((xi1 & 0x10u) >> 4) << (j + SQZ_QK5_0 / 2);
+        uint8_t L[SQZ_QK5_0];
+        for (int j = 0; j < SQZ_QK5_0; ++j) {
+            const int8_t t = (int8_t)(xb[j] * id + 16.5f);
+            L[j] = (uint8_t)(t < 31 ? t : 31);
         }
-        put_qh(y[i].qh, qh);
+        sqz__pack_q5(L, y[i].qs, y[i].qh);
     }
 }
 
@@ -141,15 +142,9 @@ void sqz_quantize_q5_1_ref(const float *x, void *vy, int64_t n) {
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = sqz_fp32_to_fp16(d);
         y[i].m = sqz_fp32_to_fp16(min);
-        uint32_t qh = 0;
-        for (int j = 0; j < SQZ_QK5_1 / 2; ++j) {
-            const float x0 = (xb[j] - min) * id, x1 = (xb[SQZ_QK5_1 / 2 + j] - min) * id;
-            const uint8_t xi0 = (uint8_t)(x0 + 0.5f), xi1 = (uint8_t)(x1 + 0.5f);
-            y[i].qs[j] = (uint8_t)((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
-            qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
-            qh |= ((xi1 & 0x10u) >> 4) << (j + SQZ_QK5_1 / 2);
-        }
-        put_qh(y[i].qh, qh);
+        uint8_t L[SQZ_QK5_1];
+        for (int j = 0; j < SQZ_QK5_1; ++j) L[j] = (uint8_t)((xb[j] - min) * id + 0.5f);
+        sqz__pack_q5(L, y[i].qs, y[i].qh);
     }
 }
 

@@ -27,6 +27,9 @@ void sqz_quantize_q6_K_ref(const float *x, void *y, int64_t n);
 void sqz_quantize_k(sqz_dtype t, const float *src, void *dst, int64_t nrow, int64_t n_per_row,
                     const float *quant_weights);
 
+/* The 32 codes L (0..31) of a Q5_0 / Q5_1 block: low nibbles into qs[16] as Q4's, the fifth bit
+ * of code j into bit j of qh[4] (a little-endian u32). */
+void sqz__pack_q5(const uint8_t *L, uint8_t *qs, uint8_t *qh);
 void sqz_quantize_q5_0_ref(const float *x, void *y, int64_t n);
 void sqz_quantize_q5_1_ref(const float *x, void *y, int64_t n);
 

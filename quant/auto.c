@@ -31,6 +31,18 @@ int sqz_qauto_candidates(const sqz_qformat **out) {
     return SQZ_QAUTO_MAX_CAND;
 }
 
+sqz_status sqz__qauto_quantize(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,
+                               const sqz_qtarget *t, sqz_qmatrix *q) {
+    if (imatrix && x2 && (sqz_qmethod_find("imatrix")->formats & (1u << t->fmt))) {
+        sqz_quant_opts o = sqz_quant_default_opts();
+        o.target = *t;
+        sqz_qstats s = {.n_in = n_in, .x2 = x2};
+        sqz_qlinear lin = {w, n_out, "auto", false};
+        return sqz_quant_imatrix(&lin, 1, &s, &o, q, NULL);
+    }
+    return sqz_quant_rtn_one(w, n_out, n_in, t, q);
+}
+
 sqz_status sqz_qauto_measure_one(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,
                                  sqz_qformat f, float *deq, double *bytes, double *err) {
     *bytes = -1.0;
@@ -38,18 +50,8 @@ sqz_status sqz_qauto_measure_one(const float *w, int64_t n_out, int64_t n_in, co
     sqz_qtarget t = {f, 0};
     SQZ_TRY(sqz_qtarget_check(&t));
     if (!sqz_qtarget_fits(&t, n_in)) return SQZ_OK;
-    const sqz_qmethod *im = sqz_qmethod_find("imatrix");
     sqz_qmatrix q;
-    sqz_status st;
-    if (imatrix && x2 && (im->formats & (1u << t.fmt))) {
-        sqz_quant_opts o = sqz_quant_default_opts();
-        o.target = t;
-        sqz_qstats s = {.n_in = n_in, .x2 = x2};
-        sqz_qlinear lin = {w, n_out, "auto", false};
-        st = sqz_quant_imatrix(&lin, 1, &s, &o, &q, NULL);
-    } else {
-        st = sqz_quant_rtn_one(w, n_out, n_in, &t, &q);
-    }
+    sqz_status st = sqz__qauto_quantize(w, n_out, n_in, x2, imatrix, &t, &q);
     if (st == SQZ_OK) st = sqz_qmatrix_to_f32(&q, deq);
     if (st == SQZ_OK) {
         double e = 0, y = 0;

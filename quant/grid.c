@@ -134,22 +134,15 @@ void sqz__encode(sqz_qmatrix *q, const int8_t *codes, const sqz__grid *grids) {
                 blk->d = sqz_fp32_to_fp16(g->d);
                 blk->m = sqz_fp32_to_fp16(g->m);
                 for (int j = 0; j < 16; j++) blk->qs[j] = (uint8_t)((c[j] & 0x0F) | ((c[j + 16] & 0x0F) << 4));
-            } else { /* Q5_0 / Q5_1: low nibbles as Q4, the 5th bits in qh (bit j = code j's) */
-                uint8_t *qs, *qh;
-                if (f == SQZ_QFMT_Q5_0) {
-                    sqz_block_q5_0 *blk = (sqz_block_q5_0 *)q->data + r * nb + b;
-                    blk->d = sqz_fp32_to_fp16(g->d);
-                    qs = blk->qs, qh = blk->qh;
-                } else {
-                    sqz_block_q5_1 *blk = (sqz_block_q5_1 *)q->data + r * nb + b;
-                    blk->d = sqz_fp32_to_fp16(g->d);
-                    blk->m = sqz_fp32_to_fp16(g->m);
-                    qs = blk->qs, qh = blk->qh;
-                }
-                uint32_t h = 0;
-                for (int j = 0; j < 32; j++) h |= (uint32_t)((c[j] >> 4) & 1) << j;
-                for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((c[j] & 0x0F) | ((c[j + 16] & 0x0F) << 4));
-                for (int k = 0; k < 4; k++) qh[k] = (uint8_t)(h >> (8 * k));
+            } else if (f == SQZ_QFMT_Q5_0) {
+                sqz_block_q5_0 *blk = (sqz_block_q5_0 *)q->data + r * nb + b;
+                blk->d = sqz_fp32_to_fp16(g->d);
+                sqz__pack_q5((const uint8_t *)c, blk->qs, blk->qh);
+            } else {
+                sqz_block_q5_1 *blk = (sqz_block_q5_1 *)q->data + r * nb + b;
+                blk->d = sqz_fp32_to_fp16(g->d);
+                blk->m = sqz_fp32_to_fp16(g->m);
+                sqz__pack_q5((const uint8_t *)c, blk->qs, blk->qh);
             }
         }
     }

@@ -56,18 +56,8 @@ static void row_q4_1(const float *x, sqz_block_q4_1 *y, int64_t n_per_row, const
     }
 }
 
-/* quantize_row_q5_0_impl / quantize_row_q5_1_impl: as Q4_0/Q4_1 with 16 / 31 levels, the
- * fifth bit of element j in bit j of qh (j + 16 for the upper half). */
-static void put_q5(const uint8_t *L, uint8_t *qs, uint8_t qh_bytes[4]) {
-    uint32_t qh = 0;
-    for (int j = 0; j < 16; ++j) {
-        qs[j] = (uint8_t)((L[j] & 0x0F) | ((L[j + 16] & 0x0F) << 4));
-        qh |= ((L[j] & 0x10u) >> 4) << j;
-        qh |= ((L[j + 16] & 0x10u) >> 4) << (j + 16);
-    }
-    memcpy(qh_bytes, &qh, sizeof qh);
-}
-
+/* quantize_row_q5_0_impl / quantize_row_q5_1_impl: as Q4_0/Q4_1 with 16 / 31 levels, packed by
+ * sqz__pack_q5 (core/quant_ref.c). */
 static void row_q5_0(const float *x, sqz_block_q5_0 *y, int64_t n_per_row, const float *quant_weights) {
     float weight[SQZ_QK5_0];
     int8_t L[SQZ_QK5_0];
@@ -80,7 +70,7 @@ static void row_q5_0(const float *x, sqz_block_q5_0 *y, int64_t n_per_row, const
         float d = sqz__make_qx_quants(SQZ_QK5_0, 16, xb, L, weight);
         y[ib].d = sqz_fp32_to_fp16(d);
         for (int j = 0; j < SQZ_QK5_0; ++j) U[j] = (uint8_t)L[j];
-        put_q5(U, y[ib].qs, y[ib].qh);
+        sqz__pack_q5(U, y[ib].qs, y[ib].qh);
     }
 }
 
@@ -96,7 +86,7 @@ static void row_q5_1(const float *x, sqz_block_q5_1 *y, int64_t n_per_row, const
         float d = sqz__make_qkx3_quants(SQZ_QK5_1, 31, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36);
         y[ib].d = sqz_fp32_to_fp16(d);
         y[ib].m = sqz_fp32_to_fp16(-min);
-        put_q5(L, y[ib].qs, y[ib].qh);
+        sqz__pack_q5(L, y[ib].qs, y[ib].qh);
     }
 }
 

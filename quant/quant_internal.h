@@ -43,6 +43,10 @@ static inline int sqz__rint_sat(float v) {
 #endif
 }
 
+/* W quantized to t as auto measures and plans it: llama.cpp's importance-weighted quantizer
+ * with E[x^2] = x2 where asked (imatrix) and the type has one, the reference one otherwise. */
+sqz_status sqz__qauto_quantize(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,
+                               const sqz_qtarget *t, sqz_qmatrix *q);
 /* Appends candidate (f, bytes, err) to t (quant/auto.c). */
 void sqz__qauto_add(sqz_qauto_tensor *t, sqz_qformat f, double bytes, double err);
 
