@@ -8,11 +8,14 @@
  * X in place: block l + 1 is calibrated on what the compressed blocks 0..l produce, as
  * GPTQ's and AWQ's sequential layer-by-layer procedure does.
  *
- * Each window is observed by an observer of its own; the observers are merged along a fixed
- * binary tree over the windows (calib/reduce.c). On N ranks, rank r holds and runs only its
- * contiguous share of the windows, merges the tree's nodes inside its share, and the ranks
- * exchange those and merge the rest of the tree: the statistics, hence the compressed block
- * every rank computes from them, are the same bits for any N (1 included).
+ * A plain run feeds one observer every window in order. In an MPI job each rank holds and runs
+ * only its share of the windows, and the statistics, hence the compressed block every rank
+ * computes from them, are the same bits for any N (1 included): with --stats-partition owner
+ * (calib/owner.c) the windows are dealt round-robin and each linear input's activations go to
+ * the rank that owns the input, which accumulates them in window order (the plain run's bits);
+ * with replicate each window gets an observer of its own and the observers are merged along a
+ * fixed binary tree over the windows (calib/reduce.c), each rank merging the nodes inside its
+ * contiguous share, the ranks exchanging those and merging the rest of the tree.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -109,9 +112,19 @@ static sqz_status block_stats_serial(run *R, int64_t nw, sqz_calib_block *stats)
     return st;
 }
 
+/* Whether the windows are dealt round-robin and combined by owners (calib/owner.c). */
+static bool owner_mode(const sqz_calib_run_opts *o) {
+    return sqz_dist_launched() && o->partition == SQZ_CALIB_PARTITION_OWNER;
+}
+
 /* The statistics of block R->layer over all windows (of all ranks). */
 static sqz_status block_stats(run *R, int64_t nw, int64_t w1, sqz_calib_block *stats) {
     if (!sqz_dist_launched()) return block_stats_serial(R, nw, stats);
+    if (owner_mode(R->o)) {
+        const sqz__calib_owner_job j = {R->s, R->layer, &R->oo, R->x, R->tmp, R->ctx, nw, R->win_floats, &R->mem,
+                                        R->o->progress, R->o->progress_user, &R->done, R->total};
+        return sqz__calib_owner_stats(&j, stats);
+    }
     enum { MAX_PIECES = 128 };
     sqz__calib_range pr[MAX_PIECES];
     sqz_calib_observer *pieces[MAX_PIECES] = {0};
@@ -124,7 +137,7 @@ static sqz_status block_stats(run *R, int64_t nw, int64_t w1, sqz_calib_block *s
     if (R->w0 > 0 && (R->oo.needs & SQZ_QSTAT_HIST)) st = sqz_dist_bcast(R->hist_w0, sizeof R->hist_w0, 0);
     for (int i = 0; i < n && st == SQZ_OK; i++) st = node(R, pr[i].a, pr[i].b, &pieces[i]);
     sqz_calib_observer *all = NULL;
-    if (st == SQZ_OK) st = sqz__calib_exchange(pieces, pr, n, nw, &R->oo, R->o->partition, &R->mem, &all);
+    if (st == SQZ_OK) st = sqz__calib_exchange(pieces, pr, n, nw, &R->oo, &R->mem, &all);
     for (int i = 0; i < n; i++) sqz_calib_observer_free(pieces[i]);
     if (st == SQZ_OK) st = sqz_calib_observer_finish(all, stats);
     sqz_calib_observer_free(all);
@@ -140,9 +153,11 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
                   "calibration: windows of %lld tokens exceed the session's %lld", (long long)ctx,
                   (long long)sqz_session_max_tokens(s));
     SQZ_TRY(sqz__calib_check_ranks(m, w)); /* every rank: the same model and windows */
+    const int rank = sqz_dist_rank(), size = sqz_dist_size();
+    const bool dealt = owner_mode(o); /* windows rank, rank + size, ...; else [w0, w1) */
     int64_t w0, w1;
-    sqz__calib_rank_windows(nw, sqz_dist_rank(), sqz_dist_size(), &w0, &w1);
-    const int64_t here = w1 - w0;
+    sqz__calib_rank_windows(nw, rank, size, &w0, &w1);
+    const int64_t here = dealt ? (nw - rank + size - 1) / size : w1 - w0;
     size_t win_floats, all_floats, all_bytes;
     SQZ_RETURN_IF(!sqz__mul_size((size_t)ctx, (size_t)d, &win_floats) ||
                       !sqz__mul_size(win_floats, (size_t)here, &all_floats) ||
@@ -160,7 +175,8 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
     }
     sqz_status st = SQZ_OK;
     for (int64_t i = 0; i < here && st == SQZ_OK; i++)
-        st = sqz_session_embed(s, w->tokens + (w0 + i) * ctx, NULL, ctx, 0, x + (size_t)i * win_floats);
+        st = sqz_session_embed(s, w->tokens + (dealt ? rank + i * size : w0 + i) * ctx, NULL, ctx, 0,
+                               x + (size_t)i * win_floats);
 
     run R = {.s = s, .o = o, .oo = o->observe, .ctx = ctx, .w0 = w0, .win_floats = win_floats, .x = x, .tmp = tmp,
              .total = nl * here * (o->recompute ? 2 : 1)};

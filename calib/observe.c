@@ -163,21 +163,26 @@ static sqz_status observe_block_in(sqz_calib_observer *ob, const sqz_hook_event 
     return SQZ_OK;
 }
 
+double sqz__calib_cosine(const float *a, const float *b, int64_t d) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t j = 0; j < d; j++) {
+        ab += (double)a[j] * b[j];
+        aa += (double)a[j] * a[j];
+        bb += (double)b[j] * b[j];
+    }
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 1.0;
+}
+
+void sqz__calib_cos_add(sqz_calib_observer *ob, double c) {
+    ob->cos_sum += c;
+    if (c < ob->cos_min) ob->cos_min = c;
+    ob->cos_n++;
+}
+
 static void observe_block_out(sqz_calib_observer *ob, const sqz_hook_event *e) {
     if (ob->blk_n != e->n_tokens || ob->blk_d != e->dim) return; /* no matching input seen */
-    for (int64_t t = 0; t < e->n_tokens; t++) {
-        const float *a = ob->blk_in + t * e->dim, *b = e->x + t * e->dim;
-        double ab = 0, aa = 0, bb = 0;
-        for (int64_t j = 0; j < e->dim; j++) {
-            ab += (double)a[j] * b[j];
-            aa += (double)a[j] * a[j];
-            bb += (double)b[j] * b[j];
-        }
-        double c = aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 1.0;
-        ob->cos_sum += c;
-        if (c < ob->cos_min) ob->cos_min = c;
-        ob->cos_n++;
-    }
+    for (int64_t t = 0; t < e->n_tokens; t++)
+        sqz__calib_cos_add(ob, sqz__calib_cosine(ob->blk_in + t * e->dim, e->x + t * e->dim, e->dim));
     ob->blk_n = 0;
 }
 

@@ -41,6 +41,11 @@ struct sqz_calib_observer {
                                              are met) as the first window set it; 0: its own */
 };
 
+/* The cosine similarity of a block's input and output rows a, b (d floats each; 1 when either is
+ * zero), and adding one token's to the block's sums: the arithmetic of the block_io statistics. */
+double sqz__calib_cosine(const float *a, const float *b, int64_t d);
+void sqz__calib_cos_add(sqz_calib_observer *ob, double c);
+
 /* ---- distributed calibration (calib/observe_merge.c, calib/reduce.c) --------------------
  * The statistics of a block are the merge of per-window observers along one fixed binary
  * tree over the windows (sqz__calib_tree_split), whatever the number of ranks: every

@@ -1,6 +1,7 @@
 /*
- * calib/reduce.c - the statistics of a block from the observers of every rank, the same bits
- * on any number of ranks (see observe_internal.h): each rank observed a contiguous range of
+ * calib/reduce.c - --stats-partition replicate: the statistics of a block from the observers of
+ * every rank, the same bits on any number of ranks (see observe_internal.h): each rank observed a
+ * contiguous range of
  * windows as the maximal nodes of the fixed tree inside its range ("pieces"); the pieces of
  * all ranks are exchanged (sqz/dist.h) and merged along the tree, so the additions are those
  * one process makes for the whole tree. Also the check, before any work, that every rank
@@ -146,103 +147,8 @@ static sqz_status exchange_replicate(sqz_calib_observer **mine, const sqz__calib
     return st;
 }
 
-/* The owner of each input: the largest inputs first, each to the rank holding the fewest
- * Hessian bytes so far (ties: the lower rank); the same on every rank. */
-static void owners(const sqz_calib_observer *ob, int size, int *owner) {
-    double load[256] = {0};
-    bool done[SQZ_CALIB_MAX_INPUTS] = {0};
-    for (int k = 0; k < ob->n_inputs; k++) {
-        int big = -1;
-        for (int i = 0; i < ob->n_inputs; i++)
-            if (!done[i] && (big < 0 || ob->in[i].n_in > ob->in[big].n_in)) big = i;
-        int r = 0;
-        for (int q = 1; q < size && q < 256; q++)
-            if (load[q] < load[r]) r = q;
-        owner[big] = r;
-        load[r] += (double)ob->in[big].n_in * (double)ob->in[big].n_in;
-        done[big] = true;
-    }
-}
-
-/* Partitioned: input i's pieces go to its owner only (a gather), which merges its tree and
- * sends the merged statistics to every rank (a broadcast), one input at a time: no rank holds
- * the pieces of more than one input, nor every rank's pieces at once. */
-static sqz_status exchange_owner(sqz_calib_observer **mine, const sqz__calib_range *ranges, int n_mine, int64_t nw,
-                                 const sqz_calib_observe_opts *o, sqz__calib_mem *mem, sqz_calib_observer **out) {
-    const int size = sqz_dist_size(), rank = sqz_dist_rank();
-    SQZ_RETURN_IF(n_mine < 1 || size > 256, SQZ_ERR_INVALID_ARG, "calibration: rank %d observed no window", rank);
-    const int n_inputs = mine[0]->n_inputs;
-    int owner[SQZ_CALIB_MAX_INPUTS] = {0};
-    owners(mine[0], size, owner);
-    size_t *counts = sqz__calloc((size_t)size, sizeof *counts);
-    if (!counts) return SQZ_ERR_NOMEM;
-    sqz_calib_observer *final = NULL;
-    sqz_status st = SQZ_OK;
-    for (int i = 0; i < n_inputs && st == SQZ_OK; i++) {
-        uint8_t *buf = NULL, *all = NULL;
-        size_t len = 0, cap = 0, total = 0;
-        st = pack_pieces(mine, ranges, n_mine, i, &buf, &len, &cap);
-        size_t dropped = 0;
-        for (int k = 0; k < n_mine; k++) { /* input i of this rank's pieces travels now */
-            dropped += sqz__calib_observer_bytes(mine[k]);
-            sqz__calib_observer_drop_input(mine[k], i);
-            dropped -= sqz__calib_observer_bytes(mine[k]);
-        }
-        sqz__calib_mem_set(mem, mem->live - dropped + cap);
-        if (st == SQZ_OK) st = sqz_dist_gatherv(buf, len, owner[i], &all, counts);
-        free(buf);
-        sqz__calib_mem_set(mem, mem->live - cap);
-        sqz_calib_observer *merged = NULL;
-        uint8_t *mbuf = NULL;
-        size_t mlen = 0, mcap = 0;
-        if (st == SQZ_OK && rank == owner[i]) {
-            for (int r = 0; r < size; r++) total += counts[r];
-            sqz__calib_mem_set(mem, mem->live + total);
-            st = unpack_combine(all, total, nw, o, mem, &merged);
-            free(all);
-            all = NULL;
-            sqz__calib_mem_set(mem, mem->live - total);
-            if (st == SQZ_OK) st = sqz__calib_observer_pack(merged, -1, &mbuf, &mlen, &mcap);
-        }
-        free(all);
-        uint64_t n64 = mlen;
-        if (st == SQZ_OK) st = sqz_dist_bcast(&n64, sizeof n64, owner[i]);
-        if (st == SQZ_OK && rank != owner[i] && !(mbuf = sqz__malloc(mcap = (size_t)n64 ? (size_t)n64 : 1)))
-            st = SQZ_ERR_NOMEM;
-        sqz__calib_mem_set(mem, mem->live + mcap);
-        if (st == SQZ_OK) st = sqz_dist_bcast(mbuf, (size_t)n64, owner[i]);
-        if (st == SQZ_OK && rank != owner[i]) {
-            sqz__reader rd;
-            sqz__reader_init(&rd, mbuf, (size_t)n64);
-            st = sqz__calib_observer_unpack(&rd, o, &merged);
-            if (st == SQZ_OK) sqz__calib_mem_set(mem, mem->live + sqz__calib_observer_bytes(merged));
-        }
-        free(mbuf);
-        sqz__calib_mem_set(mem, mem->live - mcap);
-        if (st == SQZ_OK && !final) { /* input 0's merge carries the block's cosine sums */
-            final = merged;
-            merged = NULL;
-        } else if (st == SQZ_OK) {
-            st = sqz__calib_observer_take_input(final, merged);
-        }
-        sqz_calib_observer_free(merged);
-    }
-    for (int k = 0; k < n_mine; k++) {
-        sqz_calib_observer_free(mine[k]);
-        mine[k] = NULL;
-    }
-    free(counts);
-    if (st != SQZ_OK) {
-        sqz_calib_observer_free(final);
-        return st;
-    }
-    *out = final;
-    return SQZ_OK;
-}
-
 sqz_status sqz__calib_exchange(sqz_calib_observer **mine, const sqz__calib_range *ranges, int n_mine, int64_t nw,
-                               const sqz_calib_observe_opts *o, sqz_calib_partition part, sqz__calib_mem *mem,
-                               sqz_calib_observer **out) {
+                               const sqz_calib_observe_opts *o, sqz__calib_mem *mem, sqz_calib_observer **out) {
     *out = NULL;
     if (sqz_dist_size() == 1) { /* one piece, the whole tree */
         SQZ_RETURN_IF(n_mine != 1 || ranges[0].a != 0 || ranges[0].b != nw, SQZ_ERR_INVALID_ARG,
@@ -252,8 +158,7 @@ sqz_status sqz__calib_exchange(sqz_calib_observer **mine, const sqz__calib_range
         mine[0] = NULL;
         return SQZ_OK;
     }
-    if (part == SQZ_CALIB_PARTITION_REPLICATE) return exchange_replicate(mine, ranges, n_mine, nw, o, mem, out);
-    return exchange_owner(mine, ranges, n_mine, nw, o, mem, out);
+    return exchange_replicate(mine, ranges, n_mine, nw, o, mem, out);
 }
 
 /* ---- the same model and windows on every rank --------------------------------------------- */

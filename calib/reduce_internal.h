@@ -16,17 +16,36 @@ typedef struct sqz__calib_mem {
 } sqz__calib_mem;
 void sqz__calib_mem_set(sqz__calib_mem *mem, size_t live);
 
-/* The windows [s, e) of rank `rank` of `size`: contiguous, sizes differing by at most one. */
+/* The windows [s, e) of rank `rank` of `size` (replicate: contiguous, sizes differing by at most
+ * one). */
 void sqz__calib_rank_windows(int64_t nw, int rank, int size, int64_t *s, int64_t *e);
 /* The maximal nodes of the tree over [a, b) inside [s, e), in window order, into out[*n...]
  * (at most 2 log2(b - a) + 2). */
 void sqz__calib_tree_pieces(int64_t a, int64_t b, int64_t s, int64_t e, sqz__calib_range *out, int *n);
-/* The observer of all nw windows from this rank's pieces mine[0..n_mine) (taken: freed or moved)
- * and every other rank's: all-gathered (replicate) or each input gathered to its owner, merged
- * there and broadcast (owner). The same bits either way. Collective. */
+/* --stats-partition replicate: the observer of all nw windows from this rank's pieces
+ * mine[0..n_mine) (taken: freed or moved) and every other rank's, all-gathered and merged along
+ * the tree on every rank. Collective. */
 sqz_status sqz__calib_exchange(sqz_calib_observer **mine, const sqz__calib_range *ranges, int n_mine, int64_t nw,
-                               const sqz_calib_observe_opts *o, sqz_calib_partition part, sqz__calib_mem *mem,
-                               sqz_calib_observer **out);
+                               const sqz_calib_observe_opts *o, sqz__calib_mem *mem, sqz_calib_observer **out);
+
+/* --stats-partition owner (calib/owner.c): this rank holds the windows rank, rank + N, ... of
+ * nw, in x (win_floats each, in that order); tmp (or NULL) is a window of scratch so that x
+ * keeps the block's input. */
+typedef struct sqz__calib_owner_job {
+    sqz_session *s;
+    int32_t layer;
+    const sqz_calib_observe_opts *oo;
+    float *x, *tmp;
+    int64_t ctx, nw;
+    size_t win_floats;
+    sqz__calib_mem *mem;
+    sqz_progress_fn progress;
+    void *progress_user;
+    int64_t *done, total;
+} sqz__calib_owner_job;
+/* The statistics of the block over all nw windows, the same bits as one observer fed every
+ * window in order (a plain run) on any number of ranks; every rank gets them all. Collective. */
+sqz_status sqz__calib_owner_stats(const sqz__calib_owner_job *j, sqz_calib_block *stats);
 /* SQZ_ERR_INVALID_ARG naming the rank when some rank's model (its header: tensors' names, types,
  * shapes, first bytes) or windows differ from rank 0's, or there are fewer windows than ranks.
  * Collective; nothing on one process. */

@@ -180,12 +180,16 @@ SQZ_API void sqz_calib_observer_free(sqz_calib_observer *ob);
  * sqz_session_invalidate(s, layer) before returning. */
 typedef sqz_status (*sqz_calib_block_fn)(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *stats);
 
-/* How the ranks of an MPI job combine a block's statistics (docs/distributed.md); the result is
- * the same bits either way. */
+/* How the ranks of an MPI job combine a block's statistics (docs/distributed.md). Either way the
+ * result is the same bits on any number of ranks. */
 typedef enum sqz_calib_partition {
-    SQZ_CALIB_PARTITION_OWNER = 0, /* each input's pieces gathered to one owner rank, merged there and
-                                      broadcast: no rank holds every rank's pieces (the default) */
-    SQZ_CALIB_PARTITION_REPLICATE, /* every rank gathers every rank's pieces and merges them all */
+    SQZ_CALIB_PARTITION_OWNER = 0, /* each linear input owned by one rank, which accumulates every
+                                      window's activations of it in window order (a plain run's
+                                      bits) and broadcasts the result; windows dealt round-robin
+                                      (the default) */
+    SQZ_CALIB_PARTITION_REPLICATE, /* each rank sums its contiguous windows' statistics along a
+                                      fixed tree, every rank gathers every rank's partial sums and
+                                      merges them all (an all-reduce; its own bits) */
 } sqz_calib_partition;
 
 /* What a run measured (distributed calibration, docs/distributed.md). */

@@ -1,0 +1,329 @@
+/*
+ * calib/owner.c - a block's statistics on the ranks of an MPI job with --stats-partition owner
+ * (docs/distributed.md): the statistics are partitioned by linear input, and no rank ever holds
+ * a partial sum of an input it does not own.
+ *
+ * The windows are dealt round-robin: rank r runs windows r, r + N, r + 2N, ... Step k, every
+ * rank runs its window kN + r through the block with a hook that only copies what it sees (the
+ * activations of each linear input, the block's per-token input/output cosines). Then each
+ * input's activations of the step are gathered to the input's owner in rank order, which is
+ * window order, and the owner feeds them to one observer, exactly as the hook of a plain run
+ * (no mpirun) feeds its one observer window after window: every sum is formed by the same
+ * additions in the same order, so the statistics, hence the files, are the same bits as a plain
+ * run's for any number of ranks. Rank 0 adds the cosines the same way. At the end each owner
+ * broadcasts its inputs' statistics, one input at a time, so that every rank can compress the
+ * whole block.
+ *
+ * Memory for statistics on a rank: its own inputs' accumulators, one window's activations of
+ * every input (the capture) and the step's activations of the inputs it owns (N windows); then
+ * the merged block. Traffic per block: every input's activations once, to its owner (T x d
+ * floats per window, against the tree's d x d Hessians per rank: less when the tokens per rank
+ * are fewer than the width), and the merged statistics broadcast.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/reduce_internal.h"
+#include "sqz/dist.h"
+
+enum { CAP_MAX_EVENTS = 64 };
+
+typedef struct cap_event {
+    uint32_t roles;
+    int64_t dim, n;
+    size_t off; /* floats into buf */
+} cap_event;
+
+/* What one window's pass through the block showed. */
+typedef struct capture {
+    int32_t layer;
+    bool block_io;
+    cap_event ev[CAP_MAX_EVENTS];
+    int n_ev;
+    float *buf;
+    size_t len, cap; /* floats */
+    float *blk;      /* the block's input, until its output arrives */
+    size_t blk_cap;
+    int64_t blk_n, blk_d;
+    double *cos; /* per-token cosines */
+    int64_t n_cos, cos_cap;
+} capture;
+
+static sqz_status grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return SQZ_OK;
+    size_t n = *cap ? *cap : 1024;
+    while (n < need) n *= 2;
+    void *q = sqz__realloc(*p, n * elem);
+    if (!q) return SQZ_ERROR(SQZ_ERR_NOMEM, "calibration: cannot hold one window's activations (%.1f MB)",
+                             (double)(need * elem) / 1e6);
+    *p = q;
+    *cap = n;
+    return SQZ_OK;
+}
+
+static sqz_status capture_hook(void *user, const sqz_hook_event *e) {
+    capture *c = user;
+    if (e->layer != c->layer) return SQZ_OK;
+    const size_t n = (size_t)e->n_tokens * (size_t)e->dim;
+    if (e->point == SQZ_HOOK_LINEAR_IN && e->roles) {
+        SQZ_RETURN_IF(c->n_ev == CAP_MAX_EVENTS, SQZ_ERR_INVALID_ARG,
+                      "calibration: block %d reports more than %d linear inputs per window", (int)c->layer,
+                      CAP_MAX_EVENTS);
+        SQZ_TRY(grow((void **)&c->buf, &c->cap, c->len + n, sizeof(float)));
+        memcpy(c->buf + c->len, e->x, n * sizeof(float));
+        c->ev[c->n_ev++] = (cap_event){e->roles, e->dim, e->n_tokens, c->len};
+        c->len += n;
+    } else if (e->point == SQZ_HOOK_BLOCK_IN && c->block_io) {
+        SQZ_TRY(grow((void **)&c->blk, &c->blk_cap, n, sizeof(float)));
+        memcpy(c->blk, e->x, n * sizeof(float));
+        c->blk_n = e->n_tokens;
+        c->blk_d = e->dim;
+    } else if (e->point == SQZ_HOOK_BLOCK_OUT && c->block_io && c->blk_n == e->n_tokens && c->blk_d == e->dim) {
+        size_t cap = (size_t)c->cos_cap;
+        SQZ_TRY(grow((void **)&c->cos, &cap, (size_t)(c->n_cos + e->n_tokens), sizeof(double)));
+        c->cos_cap = (int64_t)cap;
+        for (int64_t t = 0; t < e->n_tokens; t++)
+            c->cos[c->n_cos++] = sqz__calib_cosine(c->blk + t * e->dim, e->x + t * e->dim, e->dim);
+        c->blk_n = 0;
+    }
+    return SQZ_OK;
+}
+
+static size_t capture_bytes(const capture *c) {
+    return c->cap * sizeof(float) + c->blk_cap * sizeof(float) + (size_t)c->cos_cap * sizeof(double);
+}
+
+/* The block's linear inputs, in the order a window meets them (every rank sees the same). */
+typedef struct inputs {
+    uint32_t roles[SQZ_CALIB_MAX_INPUTS];
+    int64_t dim[SQZ_CALIB_MAX_INPUTS];
+    int owner[SQZ_CALIB_MAX_INPUTS];
+    int n;
+} inputs;
+
+/* Each input to an owner: the largest first, each to the rank with the fewest Hessian bytes so
+ * far (ties: the lower rank). The same on every rank. */
+static sqz_status assign(const capture *c, int size, inputs *in) {
+    memset(in, 0, sizeof *in);
+    for (int e = 0; e < c->n_ev; e++) {
+        int i = 0;
+        while (i < in->n && in->roles[i] != c->ev[e].roles) i++;
+        if (i < in->n) continue;
+        SQZ_RETURN_IF(in->n == SQZ_CALIB_MAX_INPUTS, SQZ_ERR_INVALID_ARG,
+                      "calibration: block %d has more than %d distinct linear inputs", (int)c->layer,
+                      SQZ_CALIB_MAX_INPUTS);
+        in->roles[in->n] = c->ev[e].roles;
+        in->dim[in->n++] = c->ev[e].dim;
+    }
+    double *load = sqz__calloc((size_t)size, sizeof *load);
+    if (!load) return SQZ_ERR_NOMEM;
+    bool done[SQZ_CALIB_MAX_INPUTS] = {0};
+    for (int k = 0; k < in->n; k++) {
+        int big = -1;
+        for (int i = 0; i < in->n; i++)
+            if (!done[i] && (big < 0 || in->dim[i] > in->dim[big])) big = i;
+        int r = 0;
+        for (int q = 1; q < size; q++)
+            if (load[q] < load[r]) r = q;
+        in->owner[big] = r;
+        load[r] += (double)in->dim[big] * (double)in->dim[big];
+        done[big] = true;
+    }
+    free(load);
+    return SQZ_OK;
+}
+
+/* This rank's events of the input with `roles`, as [count][n_tokens...][floats...]. */
+static sqz_status pack_input(const capture *c, uint32_t roles, uint8_t **buf, size_t *len, size_t *cap) {
+    int64_t cnt = 0;
+    size_t floats = 0;
+    for (int e = 0; e < c->n_ev; e++)
+        if (c->ev[e].roles == roles) cnt++, floats += (size_t)(c->ev[e].n * c->ev[e].dim);
+    *len = (size_t)(1 + cnt) * sizeof(int64_t) + floats * sizeof(float);
+    SQZ_TRY(grow((void **)buf, cap, *len, 1));
+    uint8_t *p = *buf;
+    memcpy(p, &cnt, sizeof cnt);
+    p += sizeof cnt;
+    for (int e = 0; e < c->n_ev; e++)
+        if (c->ev[e].roles == roles) {
+            memcpy(p, &c->ev[e].n, sizeof(int64_t));
+            p += sizeof(int64_t);
+        }
+    for (int e = 0; e < c->n_ev; e++)
+        if (c->ev[e].roles == roles) {
+            const size_t nb = (size_t)(c->ev[e].n * c->ev[e].dim) * sizeof(float);
+            memcpy(p, c->buf + c->ev[e].off, nb);
+            p += nb;
+        }
+    return SQZ_OK;
+}
+
+/* The owner feeds every rank's events of one input (all[0..), counts per rank) to its observer. */
+static sqz_status replay(sqz_calib_observer *ob, int32_t layer, uint32_t roles, int64_t dim, const uint8_t *all,
+                         const size_t *counts, int size) {
+    size_t off = 0;
+    for (int r = 0; r < size; off += counts[r], r++) {
+        if (!counts[r]) continue;
+        sqz__reader rd;
+        sqz__reader_init(&rd, all + off, counts[r]);
+        int64_t cnt = 0;
+        const uint8_t *p = sqz__reader_bytes(&rd, sizeof cnt);
+        SQZ_RETURN_IF(!p, SQZ_ERR_FORMAT, "calibration: rank %d's activations are damaged", r);
+        memcpy(&cnt, p, sizeof cnt);
+        const uint8_t *ns = cnt >= 0 && cnt <= CAP_MAX_EVENTS ? sqz__reader_bytes(&rd, (size_t)cnt * 8) : NULL;
+        SQZ_RETURN_IF(!ns, SQZ_ERR_FORMAT, "calibration: rank %d's activations are damaged", r);
+        for (int64_t e = 0; e < cnt; e++) {
+            int64_t n;
+            memcpy(&n, ns + e * 8, sizeof n);
+            const uint8_t *x = n > 0 && n <= (int64_t)(counts[r] / sizeof(float)) / dim
+                                   ? sqz__reader_bytes(&rd, (size_t)(n * dim) * sizeof(float))
+                                   : NULL;
+            SQZ_RETURN_IF(!x, SQZ_ERR_FORMAT, "calibration: rank %d's activations are damaged", r);
+            /* the hook's event: the rows are float-aligned in the gather buffer (8-byte header) */
+            sqz_hook_event ev = {.point = SQZ_HOOK_LINEAR_IN, .layer = layer, .roles = roles,
+                                 .x = (const float *)(const void *)x, .n_tokens = n, .dim = dim};
+            SQZ_TRY(sqz_calib_observer_hook(ob, &ev));
+        }
+    }
+    return SQZ_OK;
+}
+
+/* Input i's statistics from its owner to every rank, appended to `final`; the owner drops its copy. */
+static sqz_status bcast_input(sqz_calib_observer *mine, const inputs *in, int i, const sqz_calib_observe_opts *o,
+                              sqz__calib_mem *mem, sqz_calib_observer *final) {
+    const int rank = sqz_dist_rank(), root = in->owner[i];
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    sqz_status st = SQZ_OK;
+    if (rank == root) {
+        int j = 0;
+        while (j < mine->n_inputs && mine->in[j].roles != in->roles[i]) j++;
+        st = j < mine->n_inputs ? sqz__calib_observer_pack(mine, j, &buf, &len, &cap)
+                                : SQZ_ERROR(SQZ_ERR_INVALID_ARG, "calibration: block %d: rank %d saw no input %d",
+                                            (int)final->layer, rank, i);
+        if (st == SQZ_OK) {
+            const size_t before = sqz__calib_observer_bytes(mine);
+            sqz__calib_observer_drop_input(mine, j);
+            sqz__calib_mem_set(mem, mem->live - before + sqz__calib_observer_bytes(mine) + cap);
+        }
+    }
+    uint64_t n64 = len;
+    if (st == SQZ_OK) st = sqz_dist_bcast(&n64, sizeof n64, root);
+    if (st == SQZ_OK && rank != root) {
+        cap = (size_t)n64 ? (size_t)n64 : 1;
+        if (!(buf = sqz__malloc(cap))) st = SQZ_ERR_NOMEM;
+        else sqz__calib_mem_set(mem, mem->live + cap);
+    }
+    if (st == SQZ_OK) st = sqz_dist_bcast(buf, (size_t)n64, root);
+    sqz_calib_observer *one = NULL;
+    if (st == SQZ_OK) {
+        sqz__reader rd;
+        sqz__reader_init(&rd, buf, (size_t)n64);
+        st = sqz__calib_observer_unpack(&rd, o, &one);
+    }
+    free(buf);
+    sqz__calib_mem_set(mem, mem->live - cap + sqz__calib_observer_bytes(one));
+    if (st == SQZ_OK) st = sqz__calib_observer_take_input(final, one);
+    sqz_calib_observer_free(one);
+    return st;
+}
+
+typedef struct owner_run {
+    const sqz__calib_owner_job *j;
+    capture cap;
+    inputs in;
+    sqz_calib_observer *mine; /* the inputs this rank owns (and, on rank 0, the cosines) */
+    uint8_t *pk;              /* packing buffer */
+    size_t pk_cap;
+} owner_run;
+
+/* Step k: this rank's window kN + rank (if any) through the block, then the exchange. */
+static sqz_status step(owner_run *R, int64_t k) {
+    const sqz__calib_owner_job *j = R->j;
+    const int rank = sqz_dist_rank(), size = sqz_dist_size();
+    capture *c = &R->cap;
+    c->n_ev = 0;
+    c->len = 0;
+    c->n_cos = 0;
+    c->blk_n = 0;
+    const size_t before = capture_bytes(c);
+    if (k * size + rank < j->nw) {
+        float *xi = j->x + (size_t)k * j->win_floats;
+        if (j->tmp) {
+            memcpy(j->tmp, xi, j->win_floats * sizeof(float));
+            xi = j->tmp;
+        }
+        sqz_session_set_hook(j->s, capture_hook, c);
+        sqz_status st = sqz_session_block(j->s, j->layer, xi, j->ctx, 0);
+        sqz_session_set_hook(j->s, NULL, NULL);
+        SQZ_TRY(st);
+        if (j->progress) j->progress(j->progress_user, ++*j->done, j->total);
+    }
+    sqz__calib_mem_set(j->mem, j->mem->live - before + capture_bytes(c));
+    if (k == 0) SQZ_TRY(assign(c, size, &R->in)); /* every rank ran a window: nw >= size */
+    size_t *counts = sqz__calloc((size_t)size, sizeof *counts);
+    if (!counts) return SQZ_ERR_NOMEM;
+    sqz_status st = SQZ_OK;
+    for (int i = 0; i < R->in.n && st == SQZ_OK; i++) {
+        size_t len = 0;
+        uint8_t *all = NULL;
+        st = pack_input(c, R->in.roles[i], &R->pk, &len, &R->pk_cap);
+        if (st == SQZ_OK) st = sqz_dist_gatherv(R->pk, len, R->in.owner[i], &all, counts);
+        if (st == SQZ_OK && rank == R->in.owner[i]) {
+            size_t total = 0, b0 = sqz__calib_observer_bytes(R->mine);
+            for (int r = 0; r < size; r++) total += counts[r];
+            sqz__calib_mem_set(j->mem, j->mem->live + total);
+            st = replay(R->mine, j->layer, R->in.roles[i], R->in.dim[i], all, counts, size);
+            sqz__calib_mem_set(j->mem, j->mem->live - total - b0 + sqz__calib_observer_bytes(R->mine));
+        }
+        free(all);
+    }
+    if (st == SQZ_OK && j->oo->block_io) { /* the cosines, to rank 0 in window order */
+        uint8_t *all = NULL;
+        st = sqz_dist_gatherv(c->cos, (size_t)c->n_cos * sizeof(double), 0, &all, counts);
+        size_t off = 0;
+        for (int r = 0; st == SQZ_OK && rank == 0 && r < size; off += counts[r], r++)
+            for (size_t t = 0; t < counts[r] / sizeof(double); t++) {
+                double v;
+                memcpy(&v, all + off + t * sizeof(double), sizeof v);
+                sqz__calib_cos_add(R->mine, v);
+            }
+        free(all);
+    }
+    free(counts);
+    return st;
+}
+
+sqz_status sqz__calib_owner_stats(const sqz__calib_owner_job *j, sqz_calib_block *stats) {
+    const int size = sqz_dist_size();
+    owner_run R;
+    memset(&R, 0, sizeof R);
+    R.j = j;
+    R.cap.layer = j->layer;
+    R.cap.block_io = j->oo->block_io;
+    SQZ_TRY(sqz__calib_observer_range(j->layer, j->oo, 0, j->nw, j->ctx, &R.mine));
+    sqz_status st = SQZ_OK;
+    for (int64_t k = 0; k * size < j->nw && st == SQZ_OK; k++) st = step(&R, k);
+    sqz__calib_mem_set(j->mem, j->mem->live - capture_bytes(&R.cap));
+    free(R.cap.buf);
+    free(R.cap.blk);
+    free(R.cap.cos);
+    free(R.pk);
+    sqz__calib_observer_seal(R.mine);
+    sqz_calib_observer *final = NULL;
+    if (st == SQZ_OK) st = sqz__calib_observer_range(j->layer, j->oo, 0, j->nw, j->ctx, &final);
+    if (st == SQZ_OK && j->oo->block_io) { /* rank 0's cosine sums */
+        double cs[2] = {R.mine->cos_sum, R.mine->cos_min};
+        int64_t cn = R.mine->cos_n;
+        st = sqz_dist_bcast(cs, sizeof cs, 0);
+        if (st == SQZ_OK) st = sqz_dist_bcast(&cn, sizeof cn, 0);
+        final->cos_sum = cs[0];
+        final->cos_min = cs[1];
+        final->cos_n = cn;
+    }
+    for (int i = 0; i < R.in.n && st == SQZ_OK; i++) st = bcast_input(R.mine, &R.in, i, j->oo, j->mem, final);
+    sqz_calib_observer_free(R.mine);
+    if (st == SQZ_OK) st = sqz_calib_observer_finish(final, stats);
+    sqz_calib_observer_free(final);
+    return st;
+}
