@@ -122,7 +122,8 @@ static sqz_status block_stats(run *R, int64_t nw, int64_t w1, sqz_calib_block *s
     if (!sqz_dist_launched()) return block_stats_serial(R, nw, stats);
     if (owner_mode(R->o)) {
         const sqz__calib_owner_job j = {R->s, R->layer, &R->oo, R->x, R->tmp, R->ctx, nw, R->win_floats, &R->mem,
-                                        R->o->progress, R->o->progress_user, &R->done, R->total};
+                                        R->o->progress, R->o->progress_user, &R->done, R->total,
+                                        R->o->partitioned_solve && sqz_dist_size() > 1};
         return sqz__calib_owner_stats(&j, stats);
     }
     enum { MAX_PIECES = 128 };

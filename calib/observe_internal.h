@@ -7,7 +7,14 @@
 
 #include "calib/calib_internal.h"
 
-enum { XTX_CHUNK = 256 }; /* rows converted to double per dsyrk call */
+enum { XTX_CHUNK = 256 };      /* rows converted to double per update of X^T X */
+enum { SQZ__PANEL_ROWS = 128 }; /* X^T X is formed in panels of this many rows (fixed: a job's
+                                   ranks hold different panels, calib/panel.c) */
+
+/* Rows [a, b) of the upper triangle of X^T X += D^T D, D (nr, n) row-major doubles; h points at
+ * row a of the accumulator (row stride n, columns >= a + r of row r are added): the diagonal block
+ * by dsyrk, the rest by dgemm. The one arithmetic of the Hessian, plain run and jobs alike. */
+void sqz__calib_xtx_panel(const double *d, int64_t nr, int64_t n, int64_t a, int64_t b, double *h);
 
 typedef struct obs_input {
     uint32_t roles;
@@ -68,8 +75,10 @@ sqz_status sqz__calib_observer_pack(const sqz_calib_observer *ob, int only, uint
                                     size_t *cap);
 /* Frees the statistics of input i (it stays, empty). */
 void sqz__calib_observer_drop_input(sqz_calib_observer *ob, int i);
-/* Moves the one input of src to the end of dst's inputs. */
-sqz_status sqz__calib_observer_take_input(sqz_calib_observer *dst, sqz_calib_observer *src);
+/* Moves input j of src to the end of dst's inputs (src keeps an empty slot). */
+sqz_status sqz__calib_observer_take_input(sqz_calib_observer *dst, sqz_calib_observer *src, int j);
+/* Appends to dst an input of width n_in read by `roles` with no statistics. */
+sqz_status sqz__calib_observer_stub_input(sqz_calib_observer *dst, uint32_t roles, int64_t n_in);
 /* An observer from packed bytes at r (checked against the bytes left); `o` as the packer's. */
 sqz_status sqz__calib_observer_unpack(sqz__reader *r, const sqz_calib_observe_opts *o, sqz_calib_observer **out);
 

@@ -119,12 +119,21 @@ void sqz__calib_observer_drop_input(sqz_calib_observer *ob, int i) {
     in->n_x = in->x_cap = 0;
 }
 
-sqz_status sqz__calib_observer_take_input(sqz_calib_observer *dst, sqz_calib_observer *src) {
-    SQZ_RETURN_IF(dst->n_inputs >= SQZ_CALIB_MAX_INPUTS || src->n_inputs != 1, SQZ_ERR_INVALID_ARG,
+sqz_status sqz__calib_observer_take_input(sqz_calib_observer *dst, sqz_calib_observer *src, int j) {
+    SQZ_RETURN_IF(dst->n_inputs >= SQZ_CALIB_MAX_INPUTS || j < 0 || j >= src->n_inputs, SQZ_ERR_INVALID_ARG,
                   "calibration: block %d: cannot join the inputs", (int)dst->layer);
-    dst->in[dst->n_inputs++] = src->in[0];
-    memset(&src->in[0], 0, sizeof src->in[0]);
-    src->n_inputs = 0;
+    dst->in[dst->n_inputs++] = src->in[j];
+    memset(&src->in[j], 0, sizeof src->in[j]);
+    return SQZ_OK;
+}
+
+sqz_status sqz__calib_observer_stub_input(sqz_calib_observer *dst, uint32_t roles, int64_t n_in) {
+    SQZ_RETURN_IF(dst->n_inputs >= SQZ_CALIB_MAX_INPUTS, SQZ_ERR_INVALID_ARG,
+                  "calibration: block %d: cannot join the inputs", (int)dst->layer);
+    obs_input *in = &dst->in[dst->n_inputs++];
+    memset(in, 0, sizeof *in);
+    in->roles = roles;
+    in->n_in = n_in;
     return SQZ_OK;
 }
 

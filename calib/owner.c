@@ -12,7 +12,8 @@
  * additions in the same order, so the statistics, hence the files, are the same bits as a plain
  * run's for any number of ranks. Rank 0 adds the cosines the same way. At the end each owner
  * broadcasts its inputs' statistics, one input at a time, so that every rank can compress the
- * whole block.
+ * whole block, or, for a partitioned solve (a quantization that solves each input's layers
+ * alone: compress/quant_share.c), keeps them: the owner alone solves them and sends the result.
  *
  * Memory for statistics on a rank: its own inputs' accumulators, one window's activations of
  * every input (the capture) and the step's activations of the inputs it owns (N windows); then
@@ -98,12 +99,15 @@ typedef struct inputs {
     uint32_t roles[SQZ_CALIB_MAX_INPUTS];
     int64_t dim[SQZ_CALIB_MAX_INPUTS];
     int owner[SQZ_CALIB_MAX_INPUTS];
+    bool recv[SQZ_CALIB_MAX_INPUTS][256]; /* the ranks that get input i's activations: its owner
+                                             and the holders of its Hessian panels */
     int n;
 } inputs;
 
 /* Each input to an owner: the largest first, each to the rank with the fewest Hessian bytes so
- * far (ties: the lower rank). The same on every rank. */
-static sqz_status assign(const capture *c, int size, inputs *in) {
+ * far (ties: the lower rank); the Hessians' row panels dealt on their own (calib/panel.c). The
+ * same on every rank. */
+static sqz_status assign(const capture *c, int size, bool xtx, inputs *in, sqz__calib_panels *ps) {
     memset(in, 0, sizeof *in);
     for (int e = 0; e < c->n_ev; e++) {
         int i = 0;
@@ -126,11 +130,12 @@ static sqz_status assign(const capture *c, int size, inputs *in) {
         for (int q = 1; q < size; q++)
             if (load[q] < load[r]) r = q;
         in->owner[big] = r;
+        in->recv[big][r] = true;
         load[r] += (double)in->dim[big] * (double)in->dim[big];
         done[big] = true;
     }
     free(load);
-    return SQZ_OK;
+    return xtx ? sqz__calib_panels_assign(in->dim, in->n, sqz_dist_rank(), size, ps, in->recv) : SQZ_OK;
 }
 
 /* This rank's events of the input with `roles`, as [count][n_tokens...][floats...]. */
@@ -158,9 +163,10 @@ static sqz_status pack_input(const capture *c, uint32_t roles, uint8_t **buf, si
     return SQZ_OK;
 }
 
-/* The owner feeds every rank's events of one input (all[0..), counts per rank) to its observer. */
-static sqz_status replay(sqz_calib_observer *ob, int32_t layer, uint32_t roles, int64_t dim, const uint8_t *all,
-                         const size_t *counts, int size) {
+/* Every rank's events of input i (all[0..), counts per rank), in window order, to this rank's
+ * observer (ob, when it owns the input) and Hessian panels of it. */
+static sqz_status replay(sqz_calib_observer *ob, sqz__calib_panels *ps, int i, int32_t layer, uint32_t roles,
+                         int64_t dim, const uint8_t *all, const size_t *counts, int size) {
     size_t off = 0;
     for (int r = 0; r < size; off += counts[r], r++) {
         if (!counts[r]) continue;
@@ -182,7 +188,8 @@ static sqz_status replay(sqz_calib_observer *ob, int32_t layer, uint32_t roles, 
             /* the hook's event: the rows are float-aligned in the gather buffer (8-byte header) */
             sqz_hook_event ev = {.point = SQZ_HOOK_LINEAR_IN, .layer = layer, .roles = roles,
                                  .x = (const float *)(const void *)x, .n_tokens = n, .dim = dim};
-            SQZ_TRY(sqz_calib_observer_hook(ob, &ev));
+            if (ob) SQZ_TRY(sqz_calib_observer_hook(ob, &ev));
+            SQZ_TRY(sqz__calib_panels_add(ps, i, ev.x, n, dim));
         }
     }
     return SQZ_OK;
@@ -223,15 +230,26 @@ static sqz_status bcast_input(sqz_calib_observer *mine, const inputs *in, int i,
     }
     free(buf);
     sqz__calib_mem_set(mem, mem->live - cap + sqz__calib_observer_bytes(one));
-    if (st == SQZ_OK) st = sqz__calib_observer_take_input(final, one);
+    if (st == SQZ_OK) st = sqz__calib_observer_take_input(final, one, 0);
     sqz_calib_observer_free(one);
     return st;
+}
+
+/* A partitioned solve: input i's statistics stay on its owner (moved into `final`); the other
+ * ranks get its roles and width only. */
+static sqz_status keep_input(sqz_calib_observer *mine, const inputs *in, int i, sqz_calib_observer *final) {
+    if (sqz_dist_rank() != in->owner[i]) return sqz__calib_observer_stub_input(final, in->roles[i], in->dim[i]);
+    int j = 0;
+    while (j < mine->n_inputs && mine->in[j].roles != in->roles[i]) j++;
+    return sqz__calib_observer_take_input(final, mine, j);
 }
 
 typedef struct owner_run {
     const sqz__calib_owner_job *j;
     capture cap;
     inputs in;
+    sqz_calib_observe_opts mine_o; /* the job's statistics but the Hessians (in panels) */
+    sqz__calib_panels panels; /* this rank's Hessian panels */
     sqz_calib_observer *mine; /* the inputs this rank owns (and, on rank 0, the cosines) */
     uint8_t *pk;              /* packing buffer */
     size_t pk_cap;
@@ -260,24 +278,32 @@ static sqz_status step(owner_run *R, int64_t k) {
         if (j->progress) j->progress(j->progress_user, ++*j->done, j->total);
     }
     sqz__calib_mem_set(j->mem, j->mem->live - before + capture_bytes(c));
-    if (k == 0) SQZ_TRY(assign(c, size, &R->in)); /* every rank ran a window: nw >= size */
-    size_t *counts = sqz__calloc((size_t)size, sizeof *counts);
+    if (k == 0) { /* every rank ran a window (nw >= size): the block's inputs are known */
+        SQZ_TRY(assign(c, size, (j->oo->needs & SQZ_QSTAT_XTX) != 0, &R->in, &R->panels));
+        sqz__calib_mem_set(j->mem, j->mem->live + sqz__calib_panels_bytes(&R->panels));
+    }
+    /* first every exchange, then the work on what arrived: a rank that received waits for no
+     * other rank's work, and the ranks accumulate at the same time */
+    size_t *counts = sqz__calloc((size_t)size * SQZ_CALIB_MAX_INPUTS, sizeof *counts), total = 0;
+    uint8_t *got[SQZ_CALIB_MAX_INPUTS] = {0};
     if (!counts) return SQZ_ERR_NOMEM;
     sqz_status st = SQZ_OK;
     for (int i = 0; i < R->in.n && st == SQZ_OK; i++) {
         size_t len = 0;
-        uint8_t *all = NULL;
         st = pack_input(c, R->in.roles[i], &R->pk, &len, &R->pk_cap);
-        if (st == SQZ_OK) st = sqz_dist_gatherv(R->pk, len, R->in.owner[i], &all, counts);
-        if (st == SQZ_OK && rank == R->in.owner[i]) {
-            size_t total = 0, b0 = sqz__calib_observer_bytes(R->mine);
-            for (int r = 0; r < size; r++) total += counts[r];
-            sqz__calib_mem_set(j->mem, j->mem->live + total);
-            st = replay(R->mine, j->layer, R->in.roles[i], R->in.dim[i], all, counts, size);
-            sqz__calib_mem_set(j->mem, j->mem->live - total - b0 + sqz__calib_observer_bytes(R->mine));
-        }
-        free(all);
+        for (int q = 0; q < size && st == SQZ_OK; q++) /* to each rank that needs them */
+            if (R->in.recv[i][q]) st = sqz_dist_gatherv(R->pk, len, q, q == rank ? &got[i] : &(uint8_t *){NULL},
+                                                        counts + (size_t)i * (size_t)size);
+        for (int r = 0; got[i] && r < size; r++) total += counts[(size_t)i * (size_t)size + (size_t)r];
     }
+    sqz__calib_mem_set(j->mem, j->mem->live + total);
+    const size_t b0 = sqz__calib_observer_bytes(R->mine);
+    for (int i = 0; i < R->in.n && st == SQZ_OK; i++)
+        if (got[i])
+            st = replay(rank == R->in.owner[i] ? R->mine : NULL, &R->panels, i, j->layer, R->in.roles[i],
+                        R->in.dim[i], got[i], counts + (size_t)i * (size_t)size, size);
+    sqz__calib_mem_set(j->mem, j->mem->live - total - b0 + sqz__calib_observer_bytes(R->mine));
+    for (int i = 0; i < SQZ_CALIB_MAX_INPUTS; i++) free(got[i]);
     if (st == SQZ_OK && j->oo->block_io) { /* the cosines, to rank 0 in window order */
         uint8_t *all = NULL;
         st = sqz_dist_gatherv(c->cos, (size_t)c->n_cos * sizeof(double), 0, &all, counts);
@@ -301,9 +327,27 @@ sqz_status sqz__calib_owner_stats(const sqz__calib_owner_job *j, sqz_calib_block
     R.j = j;
     R.cap.layer = j->layer;
     R.cap.block_io = j->oo->block_io;
-    SQZ_TRY(sqz__calib_observer_range(j->layer, j->oo, 0, j->nw, j->ctx, &R.mine));
+    R.mine_o = *j->oo;
+    R.mine_o.needs &= ~(unsigned)SQZ_QSTAT_XTX;
+    SQZ_RETURN_IF(size > 256, SQZ_ERR_INVALID_ARG, "calibration: --stats-partition owner takes at most 256 ranks");
+    SQZ_TRY(sqz__calib_observer_range(j->layer, &R.mine_o, 0, j->nw, j->ctx, &R.mine));
     sqz_status st = SQZ_OK;
     for (int64_t k = 0; k * size < j->nw && st == SQZ_OK; k++) st = step(&R, k);
+    for (int i = 0; i < R.in.n && st == SQZ_OK && (j->oo->needs & SQZ_QSTAT_XTX); i++) { /* whole Hessians */
+        double *h = NULL;
+        st = sqz__calib_panels_gather(&R.panels, i, R.in.dim[i], R.in.owner[i], &h, j->mem);
+        for (int q = 0; st == SQZ_OK && h && q < R.mine->n_inputs; q++)
+            if (R.mine->in[q].roles == R.in.roles[i]) {
+                R.mine->in[q].xtx = h;
+                h = NULL;
+            }
+        if (h) {
+            free(h);
+            st = SQZ_ERROR(SQZ_ERR_INVALID_ARG, "calibration: block %d: rank %d owns an input it never saw",
+                           (int)j->layer, sqz_dist_rank());
+        }
+    }
+    sqz__calib_panels_free(&R.panels);
     sqz__calib_mem_set(j->mem, j->mem->live - capture_bytes(&R.cap));
     free(R.cap.buf);
     free(R.cap.blk);
@@ -321,9 +365,14 @@ sqz_status sqz__calib_owner_stats(const sqz__calib_owner_job *j, sqz_calib_block
         final->cos_min = cs[1];
         final->cos_n = cn;
     }
-    for (int i = 0; i < R.in.n && st == SQZ_OK; i++) st = bcast_input(R.mine, &R.in, i, j->oo, j->mem, final);
+    for (int i = 0; i < R.in.n && st == SQZ_OK; i++)
+        st = j->partitioned ? keep_input(R.mine, &R.in, i, final) : bcast_input(R.mine, &R.in, i, j->oo, j->mem, final);
     sqz_calib_observer_free(R.mine);
     if (st == SQZ_OK) st = sqz_calib_observer_finish(final, stats);
+    if (st == SQZ_OK && j->partitioned) {
+        stats->partitioned = true;
+        for (int i = 0; i < R.in.n; i++) stats->owner[i] = R.in.owner[i];
+    }
     sqz_calib_observer_free(final);
     return st;
 }

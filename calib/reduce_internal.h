@@ -28,6 +28,32 @@ void sqz__calib_tree_pieces(int64_t a, int64_t b, int64_t s, int64_t e, sqz__cal
 sqz_status sqz__calib_exchange(sqz_calib_observer **mine, const sqz__calib_range *ranges, int n_mine, int64_t nw,
                                const sqz_calib_observe_opts *o, sqz__calib_mem *mem, sqz_calib_observer **out);
 
+/* Row panels of the Hessians of an owner-partitioned job (calib/panel.c). */
+typedef struct sqz__calib_panel {
+    int input;     /* index among the block's inputs */
+    int64_t a, b;  /* rows [a, b) of X^T X's upper triangle */
+    int64_t n;     /* the input's width */
+    double *h;     /* (b - a, n): row r is row a + r, columns >= a + r accumulated */
+} sqz__calib_panel;
+typedef struct sqz__calib_panels {
+    sqz__calib_panel *p;
+    int n;
+    double *dbuf; /* (XTX_CHUNK, dbuf_n) */
+    int64_t dbuf_n;
+} sqz__calib_panels;
+/* Deals the panels of inputs of widths dim[0..n_inputs) to `size` ranks (the same on every rank)
+ * and allocates this rank's; holds[i][r] is set when rank r holds a panel of input i. */
+sqz_status sqz__calib_panels_assign(const int64_t *dim, int n_inputs, int rank, int size, sqz__calib_panels *ps,
+                                    bool holds[][256]);
+/* Adds x (n_tokens, n) of input `input`, one event, to this rank's panels of it. */
+sqz_status sqz__calib_panels_add(sqz__calib_panels *ps, int input, const float *x, int64_t n_tokens, int64_t n);
+/* Every rank's panels of `input` (width n) to rank root (freed here), where *xtx becomes the
+ * whole (n, n) matrix, upper triangle (malloc'd; NULL elsewhere). Collective. */
+sqz_status sqz__calib_panels_gather(sqz__calib_panels *ps, int input, int64_t n, int root, double **xtx,
+                                    sqz__calib_mem *mem);
+size_t sqz__calib_panels_bytes(const sqz__calib_panels *ps);
+void sqz__calib_panels_free(sqz__calib_panels *ps);
+
 /* --stats-partition owner (calib/owner.c): this rank holds the windows rank, rank + N, ... of
  * nw, in x (win_floats each, in that order); tmp (or NULL) is a window of scratch so that x
  * keeps the block's input. */
@@ -42,6 +68,7 @@ typedef struct sqz__calib_owner_job {
     sqz_progress_fn progress;
     void *progress_user;
     int64_t *done, total;
+    bool partitioned; /* leave each input's statistics on its owner (sqz_calib_block.partitioned) */
 } sqz__calib_owner_job;
 /* The statistics of the block over all nw windows, the same bits as one observer fed every
  * window in order (a plain run) on any number of ranks; every rank gets them all. Collective. */

@@ -6,6 +6,7 @@
 
 #include "calib/calib_internal.h"
 #include "sqz/compress.h"
+#include "sqz/family.h"
 
 /* The groups of linear layers of a block and where smoothing folds: sqz/family.h
  * (sqz_family_linear_groups), the one table of what each architecture family couples. */
@@ -14,6 +15,16 @@
  * yet (errors NAN), and its append to rep->layers. */
 void sqz__report_row_init(sqz_layer_report *r, const sqz_tensor *t);
 sqz_status sqz__report_add(sqz_compress_report *rep, const sqz_layer_report *row);
+
+/* Gives the pages of a borrowed (mapped) tensor's old bytes back to the kernel. */
+void sqz__release_pages(const void *p, size_t n);
+
+/* A partitioned solve (calib/owner.c, compress/quant_share.c): rank `owner` quantized group g
+ * of block `layer`, its report rows in rows->layers (the owner's; ignored elsewhere); every rank
+ * calls this, and after it every rank has the group's tensors and quantized[] and to_f16[] flags
+ * (by role) as the owner has them, and the rows appended to rep. Collective. */
+sqz_status sqz__share_group(sqz_model *m, int32_t layer, const sqz_linear_group *g, int owner, bool *quantized,
+                            bool *to_f16, const sqz_compress_report *rows, sqz_compress_report *rep);
 
 /* Replaces tensor t's data with an owned f32 copy of values (n elements), dtype F32. */
 sqz_status sqz__tensor_set_f32(sqz_model *m, sqz_tensor *t, const float *values);

@@ -108,6 +108,18 @@ static unsigned loop_needs(const loop *L, unsigned *required) {
     return need;
 }
 
+/* Whether every stage of the loop can solve each linear input's layers on the input's owner rank
+ * alone (compress/quant_share.c): quantization that folds nothing into other layers (no AWQ or
+ * SmoothQuant) and is not absorbed into a sparsity stage. */
+static bool loop_partitions(const loop *L) {
+    for (int k = L->first; k < L->last; k++) {
+        const sqz_stage *s = &L->r->stages[k];
+        const sqz_compress_spec *sp = sqz__quant_stage_spec(s);
+        if (!sp || sp->method->smooths || ((const sqz__quant_args *)s->args)->absorbed) return false;
+    }
+    return true;
+}
+
 static sqz_status loop_calibrated(loop *L, const sqz_compress_env *env, bool fresh) {
     unsigned required;
     sqz_calib_run_opts ro;
@@ -121,6 +133,7 @@ static sqz_status loop_calibrated(loop *L, const sqz_compress_env *env, bool fre
     ro.progress = L->o->progress;
     ro.progress_user = L->o->progress_user;
     ro.partition = L->o->stats_partition;
+    ro.partitioned_solve = loop_partitions(L);
     sqz_calib_run_info info = {0};
     ro.info = &info;
     sqz_session *s = fresh ? NULL : env->session, *own = NULL;

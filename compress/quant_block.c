@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "compress/compress_internal.h"
+#include "sqz/dist.h"
 #include "quant/quant_internal.h"
 #include "sqz/edit.h"
 #include "sqz/family.h"
@@ -38,7 +39,7 @@ sqz_status sqz__tensor_set_f32(sqz_model *m, sqz_tensor *t, const float *values)
  * (a later access reads them from the file again), so nothing is lost; it keeps the memory
  * of a compress run near one block of the source plus the compressed model instead of the
  * whole checkpoint. (MADV_PAGEOUT leaves page-cache pages resident on current kernels.) */
-static void release_pages(const void *p, size_t n) {
+void sqz__release_pages(const void *p, size_t n) {
     const long pg = sysconf(_SC_PAGESIZE);
     if (pg <= 0 || !p) return;
     uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
@@ -340,7 +341,7 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
             const size_t old_n = t[qidx[k]]->nbytes;
             const bool borrowed = !t[qidx[k]]->owned;
             st = sqz_qmatrix_attach(m, t[qidx[k]], &out[k]);
-            if (st == SQZ_OK && borrowed) release_pages(old, old_n);
+            if (st == SQZ_OK && borrowed) sqz__release_pages(old, old_n);
             c->quantized[g->roles[qidx[k]]] = true;
             c->dirty[g->roles[qidx[k]]] = false;
         }
@@ -367,7 +368,21 @@ sqz_status sqz_compress_block(sqz_model *m, int32_t layer, const sqz_calib_block
     const int ng = sqz_family_linear_groups(m, layer, g);
     double tq = 0, tv = 0;
     sqz_status st = SQZ_OK;
-    for (int i = 0; i < ng && st == SQZ_OK; i++) st = compress_group(&c, &g[i], stats, rep, &tq, &tv);
+    /* a partitioned solve: each input's owner quantizes its groups (all of them, before any
+     * exchange: no rank waits for another's solve), then each group's result goes to every rank,
+     * its report rows in group order */
+    int owner[SQZ_LINEAR_GROUPS_MAX];
+    sqz_compress_report mine[SQZ_LINEAR_GROUPS_MAX];
+    memset(mine, 0, sizeof mine);
+    for (int i = 0; i < ng && st == SQZ_OK; i++) {
+        const sqz_calib_input *in = stats && stats->partitioned ? sqz_calib_block_input(stats, g[i].roles[0]) : NULL;
+        owner[i] = in ? stats->owner[in - stats->in] : -1;
+        if (owner[i] < 0) st = compress_group(&c, &g[i], stats, rep, &tq, &tv);
+        else if (owner[i] == sqz_dist_rank()) st = compress_group(&c, &g[i], stats, &mine[i], &tq, &tv);
+    }
+    for (int i = 0; i < ng && st == SQZ_OK; i++)
+        if (owner[i] >= 0) st = sqz__share_group(m, layer, &g[i], owner[i], c.quantized, c.to_f16, &mine[i], rep);
+    for (int i = 0; i < ng; i++) free(mine[i].layers);
     /* weights a fold changed but that stay float */
     for (int r = 0; r < SQZ_ROLE_COUNT && st == SQZ_OK; r++)
         if (c.dirty[r]) st = sqz__tensor_set_f32(m, sqz_model_get(m, (sqz_role)r, layer, SQZ_PARAM_WEIGHT), c.w[r]);

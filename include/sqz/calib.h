@@ -140,6 +140,11 @@ typedef struct sqz_calib_block {
     double cos_min;
     int n_inputs;
     sqz_calib_input in[SQZ_CALIB_MAX_INPUTS];
+    /* An MPI job with a partitioned solve (sqz_calib_run_opts.partitioned_solve): input i's
+     * statistics are on rank owner[i] only; on the other ranks in[i] has its roles and st.n_in
+     * and nothing else (have == 0). false: every input's statistics are here. */
+    bool partitioned;
+    int owner[SQZ_CALIB_MAX_INPUTS];
 } sqz_calib_block;
 
 /* The input read by the linear layer of `role` (ATTN_Q/K/V, ATTN_OUT, FFN_GATE/UP/DOWN,
@@ -210,6 +215,10 @@ typedef struct sqz_calib_run_opts {
     void *progress_user;
     sqz_calib_run_info *info;   /* optional: filled at the end */
     sqz_calib_partition partition; /* MPI jobs only */
+    bool partitioned_solve;     /* MPI jobs with the owner partition: on_block gets each input's
+                                   statistics on its owner rank only (sqz_calib_block.partitioned)
+                                   and must solve the inputs this rank owns and share the results
+                                   (compress/quant_share.c); false: every rank gets them all */
 } sqz_calib_run_opts;
 
 /* Runs every window of w through the decoder or encoder of session s block by block as the
