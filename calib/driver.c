@@ -199,6 +199,9 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
     sqz_session_set_hook(s, NULL, NULL);
     if (o->info) {
         o->info->stats_peak_bytes = (int64_t)R.mem.peak;
+        double most = (double)R.mem.peak; /* collective: every rank that got here */
+        if (st == SQZ_OK) st = sqz_dist_max_f64(&most, 1);
+        o->info->stats_peak_max_bytes = (int64_t)most;
         o->info->bytes_sent = sqz_dist_bytes_sent();
         o->info->windows_here = here;
         o->info->ranks = sqz_dist_size();

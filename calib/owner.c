@@ -195,46 +195,6 @@ static sqz_status replay(sqz_calib_observer *ob, sqz__calib_panels *ps, int i, i
     return SQZ_OK;
 }
 
-/* Input i's statistics from its owner to every rank, appended to `final`; the owner drops its copy. */
-static sqz_status bcast_input(sqz_calib_observer *mine, const inputs *in, int i, const sqz_calib_observe_opts *o,
-                              sqz__calib_mem *mem, sqz_calib_observer *final) {
-    const int rank = sqz_dist_rank(), root = in->owner[i];
-    uint8_t *buf = NULL;
-    size_t len = 0, cap = 0;
-    sqz_status st = SQZ_OK;
-    if (rank == root) {
-        int j = 0;
-        while (j < mine->n_inputs && mine->in[j].roles != in->roles[i]) j++;
-        st = j < mine->n_inputs ? sqz__calib_observer_pack(mine, j, &buf, &len, &cap)
-                                : SQZ_ERROR(SQZ_ERR_INVALID_ARG, "calibration: block %d: rank %d saw no input %d",
-                                            (int)final->layer, rank, i);
-        if (st == SQZ_OK) {
-            const size_t before = sqz__calib_observer_bytes(mine);
-            sqz__calib_observer_drop_input(mine, j);
-            sqz__calib_mem_set(mem, mem->live - before + sqz__calib_observer_bytes(mine) + cap);
-        }
-    }
-    uint64_t n64 = len;
-    if (st == SQZ_OK) st = sqz_dist_bcast(&n64, sizeof n64, root);
-    if (st == SQZ_OK && rank != root) {
-        cap = (size_t)n64 ? (size_t)n64 : 1;
-        if (!(buf = sqz__malloc(cap))) st = SQZ_ERR_NOMEM;
-        else sqz__calib_mem_set(mem, mem->live + cap);
-    }
-    if (st == SQZ_OK) st = sqz_dist_bcast(buf, (size_t)n64, root);
-    sqz_calib_observer *one = NULL;
-    if (st == SQZ_OK) {
-        sqz__reader rd;
-        sqz__reader_init(&rd, buf, (size_t)n64);
-        st = sqz__calib_observer_unpack(&rd, o, &one);
-    }
-    free(buf);
-    sqz__calib_mem_set(mem, mem->live - cap + sqz__calib_observer_bytes(one));
-    if (st == SQZ_OK) st = sqz__calib_observer_take_input(final, one, 0);
-    sqz_calib_observer_free(one);
-    return st;
-}
-
 /* A partitioned solve: input i's statistics stay on its owner (moved into `final`); the other
  * ranks get its roles and width only. */
 static sqz_status keep_input(sqz_calib_observer *mine, const inputs *in, int i, sqz_calib_observer *final) {
@@ -242,6 +202,43 @@ static sqz_status keep_input(sqz_calib_observer *mine, const inputs *in, int i, 
     int j = 0;
     while (j < mine->n_inputs && mine->in[j].roles != in->roles[i]) j++;
     return sqz__calib_observer_take_input(final, mine, j);
+}
+
+/* Input i's statistics from its owner to every rank, appended to `final` (the owner moves its
+ * own there). */
+static sqz_status bcast_input(sqz_calib_observer *mine, const inputs *in, int i, const sqz_calib_observe_opts *o,
+                              sqz__calib_mem *mem, sqz_calib_observer *final) {
+    const int rank = sqz_dist_rank(), root = in->owner[i];
+    if (sqz_dist_size() == 1) return keep_input(mine, in, i, final);
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    int j = 0;
+    while (j < mine->n_inputs && mine->in[j].roles != in->roles[i]) j++;
+    sqz_status st = rank != root || j < mine->n_inputs
+                        ? SQZ_OK
+                        : SQZ_ERROR(SQZ_ERR_INVALID_ARG, "calibration: block %d: rank %d saw no input %d",
+                                    (int)final->layer, rank, i);
+    if (st == SQZ_OK && rank == root) st = sqz__calib_observer_pack(mine, j, &buf, &len, &cap);
+    uint64_t n64 = len;
+    if (st == SQZ_OK) st = sqz_dist_bcast(&n64, sizeof n64, root);
+    if (st == SQZ_OK && rank != root) {
+        cap = (size_t)n64 ? (size_t)n64 : 1;
+        if (!(buf = sqz__malloc(cap))) st = SQZ_ERR_NOMEM;
+    }
+    sqz__calib_mem_set(mem, mem->live + cap);
+    if (st == SQZ_OK) st = sqz_dist_bcast(buf, (size_t)n64, root);
+    sqz_calib_observer *one = NULL;
+    if (st == SQZ_OK && rank != root) {
+        sqz__reader rd;
+        sqz__reader_init(&rd, buf, (size_t)n64);
+        st = sqz__calib_observer_unpack(&rd, o, &one);
+    }
+    free(buf);
+    sqz__calib_mem_set(mem, mem->live - cap + sqz__calib_observer_bytes(one));
+    if (st == SQZ_OK) st = rank == root ? sqz__calib_observer_take_input(final, mine, j)
+                                        : sqz__calib_observer_take_input(final, one, 0);
+    sqz_calib_observer_free(one);
+    return st;
 }
 
 typedef struct owner_run {

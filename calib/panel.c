@@ -116,15 +116,16 @@ sqz_status sqz__calib_panels_add(sqz__calib_panels *ps, int input, const float *
 sqz_status sqz__calib_panels_gather(sqz__calib_panels *ps, int input, int64_t n, int root, double **xtx,
                                     sqz__calib_mem *mem) {
     const int size = sqz_dist_size();
+    const bool root_here = sqz_dist_rank() == root;
     *xtx = NULL;
-    /* this rank's panels of the input, as [a][b][rows...] */
+    /* this rank's panels of the input, as [a][b][rows...] (the root copies its own in place) */
     size_t len = 0;
-    for (int k = 0; k < ps->n; k++)
+    for (int k = 0; k < ps->n && !root_here; k++)
         if (ps->p[k].input == input) len += 2 * sizeof(int64_t) + (size_t)(ps->p[k].b - ps->p[k].a) * (size_t)n * 8;
     uint8_t *buf = sqz__malloc(len ? len : 1), *q = buf;
     if (!buf) return SQZ_ERR_NOMEM;
     size_t freed = 0;
-    for (int k = 0; k < ps->n; k++) {
+    for (int k = 0; k < ps->n && !root_here; k++) {
         sqz__calib_panel *p = &ps->p[k];
         if (p->input != input) continue;
         const size_t nb = (size_t)(p->b - p->a) * (size_t)n * sizeof(double);
@@ -164,6 +165,16 @@ sqz_status sqz__calib_panels_gather(sqz__calib_panels *ps, int input, int64_t n,
             }
             memcpy(h + ab[0] * n, body, (size_t)(ab[1] - ab[0]) * (size_t)n * sizeof(double));
             rows += ab[1] - ab[0];
+        }
+        for (int k = 0; st == SQZ_OK && k < ps->n; k++) { /* the root's own panels */
+            sqz__calib_panel *p = &ps->p[k];
+            if (p->input != input) continue;
+            const size_t nb = (size_t)(p->b - p->a) * (size_t)n * sizeof(double);
+            memcpy(h + p->a * n, p->h, nb);
+            free(p->h);
+            p->h = NULL;
+            sqz__calib_mem_set(mem, mem->live - nb);
+            rows += p->b - p->a;
         }
         if (st == SQZ_OK && rows != n)
             st = SQZ_ERROR(SQZ_ERR_FORMAT, "calibration: %lld of %lld Hessian rows arrived", (long long)rows,

@@ -116,9 +116,10 @@ int sqz_cmd_calibrate(int argc, char **argv) {
         for (int64_t l = 0; l < m->hp.n_layers; l++)
             printf("%5lld  %12.6f  %12.6f\n", (long long)l, c.cos[l], 1.0 - c.cos[l]);
         if (info.ranks > 1)
-            printf("distributed  %d ranks, statistics partition %s: rank 0 held at most %.1f MB of statistics, "
-                   "sent %.1f MB (%.2f MB per block)\n", info.ranks, cc.partition ? "replicate" : "owner",
-                   (double)info.stats_peak_bytes / 1e6, (double)info.bytes_sent / 1e6,
+            printf("distributed  %d ranks, statistics partition %s: rank 0 held at most %.1f MB of statistics "
+                   "(the most of any rank %.1f MB), sent %.1f MB (%.2f MB per block)\n", info.ranks,
+                   cc.partition ? "replicate" : "owner", (double)info.stats_peak_bytes / 1e6,
+                   (double)info.stats_peak_max_bytes / 1e6, (double)info.bytes_sent / 1e6,
                    (double)info.bytes_sent / 1e6 / (double)m->hp.n_layers);
     }
     sqz_stats_writer_abort(c.wr);

@@ -169,9 +169,10 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
     printf(")\n");
     printf("peak memory  %.1f MB\n", (double)ru.ru_maxrss / 1024.0);
     if (r->ranks > 1 || (r->ranks == 1 && getenv("SQZ_DIST_REPORT")))
-        printf("distributed  %d ranks, statistics partition %s: rank 0 held at most %.1f MB of statistics, sent "
-               "%.1f MB (%.2f MB per block)\n", r->ranks, cc->partition ? "replicate" : "owner",
-               (double)r->stats_peak_bytes / 1e6, (double)r->bytes_sent / 1e6,
+        printf("distributed  %d ranks, statistics partition %s: rank 0 held at most %.1f MB of statistics (the "
+               "most of any rank %.1f MB), sent %.1f MB (%.2f MB per block)\n", r->ranks,
+               cc->partition ? "replicate" : "owner", (double)r->stats_peak_bytes / 1e6,
+               (double)r->stats_peak_max_bytes / 1e6, (double)r->bytes_sent / 1e6,
                r->n_layers_before ? (double)r->bytes_sent / 1e6 / (double)r->n_layers_before : 0.0);
     printf("wrote        %s (%s)\n", a->out, sqz_format_name(fmt));
 }

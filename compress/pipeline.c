@@ -151,6 +151,8 @@ static sqz_status loop_calibrated(loop *L, const sqz_compress_env *env, bool fre
     sqz_status st = sqz_calib_run(s, L->w, &ro);
     L->rep->ranks = info.ranks;
     if (info.stats_peak_bytes > L->rep->stats_peak_bytes) L->rep->stats_peak_bytes = info.stats_peak_bytes;
+    if (info.stats_peak_max_bytes > L->rep->stats_peak_max_bytes)
+        L->rep->stats_peak_max_bytes = info.stats_peak_max_bytes;
     L->rep->bytes_sent = info.bytes_sent;
     L->rep->seconds_forward += sqz__calib_now() - t0 - (L->rep->seconds_quant + L->rep->seconds_validate - q0);
     sqz_session_free(own);

@@ -201,6 +201,7 @@ typedef enum sqz_calib_partition {
 typedef struct sqz_calib_run_info {
     int64_t stats_peak_bytes; /* most bytes of statistics this rank held at once (accumulators,
                                  exchanged pieces, the merged block) */
+    int64_t stats_peak_max_bytes; /* the most any rank of the job held at once */
     uint64_t bytes_sent;      /* bytes this rank sent to other ranks (sqz_dist_bytes_sent) */
     int64_t windows_here;     /* windows this rank ran */
     int ranks;                /* ranks of the job (1 without MPI) */

@@ -140,6 +140,7 @@ typedef struct sqz_compress_report {
                                        scores it chose by (sqz/prune.h), owned; NULL if none */
     int ranks;                 /* MPI ranks that calibrated (1 alone; docs/distributed.md) */
     int64_t stats_peak_bytes;  /* most bytes of calibration statistics this rank held at once */
+    int64_t stats_peak_max_bytes; /* the same, the most of any rank of an MPI job */
     uint64_t bytes_sent;       /* bytes this rank sent to the other ranks */
 } sqz_compress_report;
 
