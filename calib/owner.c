@@ -135,7 +135,7 @@ static sqz_status assign(const capture *c, int size, bool xtx, inputs *in, sqz__
         done[big] = true;
     }
     free(load);
-    return xtx ? sqz__calib_panels_assign(in->dim, in->n, sqz_dist_rank(), size, ps, in->recv) : SQZ_OK;
+    return xtx ? sqz__calib_panels_assign(in->dim, in->owner, in->n, sqz_dist_rank(), size, ps, in->recv) : SQZ_OK;
 }
 
 /* This rank's events of the input with `roles`, as [count][n_tokens...][floats...]. */

@@ -18,8 +18,14 @@
 #include "calib/reduce_internal.h"
 #include "sqz/dist.h"
 
+static bool in_whole(const sqz__calib_panels *ps, const sqz__calib_panel *p) {
+    return ps->whole[p->input] != NULL;
+}
+
 void sqz__calib_panels_free(sqz__calib_panels *ps) {
-    for (int k = 0; k < ps->n; k++) free(ps->p[k].h);
+    for (int k = 0; k < ps->n; k++)
+        if (!in_whole(ps, &ps->p[k])) free(ps->p[k].h);
+    for (int i = 0; i < SQZ_CALIB_MAX_INPUTS; i++) free(ps->whole[i]);
     free(ps->p);
     free(ps->dbuf);
     memset(ps, 0, sizeof *ps);
@@ -28,7 +34,14 @@ void sqz__calib_panels_free(sqz__calib_panels *ps) {
 size_t sqz__calib_panels_bytes(const sqz__calib_panels *ps) {
     size_t b = 0;
     for (int k = 0; k < ps->n; k++)
-        if (ps->p[k].h) b += (size_t)(ps->p[k].b - ps->p[k].a) * (size_t)ps->p[k].n * sizeof(double);
+        if (ps->p[k].h && !in_whole(ps, &ps->p[k]))
+            b += (size_t)(ps->p[k].b - ps->p[k].a) * (size_t)ps->p[k].n * sizeof(double);
+    for (int k = 0; k < ps->n; k++) /* each whole matrix once: its first panel here */
+        if (in_whole(ps, &ps->p[k])) {
+            bool first = true;
+            for (int q = 0; q < k; q++) first = first && ps->p[q].input != ps->p[k].input;
+            if (first) b += (size_t)ps->p[k].n * (size_t)ps->p[k].n * sizeof(double);
+        }
     return b;
 }
 
@@ -45,8 +58,8 @@ static int by_cost(const void *x, const void *y) {
     return u->a < v->a ? -1 : 1;
 }
 
-sqz_status sqz__calib_panels_assign(const int64_t *dim, int n_inputs, int rank, int size, sqz__calib_panels *ps,
-                                    bool holds[][256]) {
+sqz_status sqz__calib_panels_assign(const int64_t *dim, const int *owner, int n_inputs, int rank, int size,
+                                    sqz__calib_panels *ps, bool holds[][256]) {
     int64_t total = 0;
     for (int i = 0; i < n_inputs; i++) total += (dim[i] + SQZ__PANEL_ROWS - 1) / SQZ__PANEL_ROWS;
     unit *u = sqz__calloc((size_t)total, sizeof *u);
@@ -81,7 +94,11 @@ sqz_status sqz__calib_panels_assign(const int64_t *dim, int n_inputs, int rank, 
         }
         sqz__calib_panel *p = &ps->p[ps->n++];
         *p = (sqz__calib_panel){u[k].input, u[k].a, u[k].b, u[k].n, NULL};
-        if (!(p->h = sqz__calloc((size_t)(p->b - p->a) * (size_t)p->n, sizeof(double)))) st = SQZ_ERR_NOMEM;
+        const int i = p->input;
+        if (owner[i] == rank && !ps->whole[i] && !(ps->whole[i] = sqz__calloc((size_t)p->n * (size_t)p->n, 8)))
+            st = SQZ_ERR_NOMEM;
+        else if (owner[i] == rank) p->h = ps->whole[i] + p->a * p->n;
+        else if (!(p->h = sqz__calloc((size_t)(p->b - p->a) * (size_t)p->n, sizeof(double)))) st = SQZ_ERR_NOMEM;
     }
     free(u);
     free(load);
@@ -111,6 +128,14 @@ sqz_status sqz__calib_panels_add(sqz__calib_panels *ps, int input, const float *
         }
     }
     return SQZ_OK;
+}
+
+/* Rows of `input` in this rank's panels. */
+static int64_t rows_here(const sqz__calib_panels *ps, int input) {
+    int64_t r = 0;
+    for (int k = 0; k < ps->n; k++)
+        if (ps->p[k].input == input) r += ps->p[k].b - ps->p[k].a;
+    return r;
 }
 
 sqz_status sqz__calib_panels_gather(sqz__calib_panels *ps, int input, int64_t n, int root, double **xtx,
@@ -146,9 +171,13 @@ sqz_status sqz__calib_panels_gather(sqz__calib_panels *ps, int input, int64_t n,
     if (st == SQZ_OK && sqz_dist_rank() == root) {
         size_t total = 0;
         for (int r = 0; r < size; r++) total += counts[r];
-        double *h = sqz__calloc((size_t)n * (size_t)n, sizeof(double));
-        sqz__calib_mem_set(mem, mem->live + total + (size_t)n * (size_t)n * sizeof(double));
-        if (!h) st = SQZ_ERR_NOMEM;
+        /* the root owns the input: its whole matrix holds its own panels already */
+        double *h = ps->whole[input];
+        if (!h) { /* it holds no panel of its input */
+            if (!(h = ps->whole[input] = sqz__calloc((size_t)n * (size_t)n, sizeof(double)))) st = SQZ_ERR_NOMEM;
+            else sqz__calib_mem_set(mem, mem->live + (size_t)n * (size_t)n * sizeof(double));
+        }
+        sqz__calib_mem_set(mem, mem->live + total);
         sqz__reader rd;
         sqz__reader_init(&rd, all, total);
         int64_t rows = 0;
@@ -166,16 +195,10 @@ sqz_status sqz__calib_panels_gather(sqz__calib_panels *ps, int input, int64_t n,
             memcpy(h + ab[0] * n, body, (size_t)(ab[1] - ab[0]) * (size_t)n * sizeof(double));
             rows += ab[1] - ab[0];
         }
-        for (int k = 0; st == SQZ_OK && k < ps->n; k++) { /* the root's own panels */
-            sqz__calib_panel *p = &ps->p[k];
-            if (p->input != input) continue;
-            const size_t nb = (size_t)(p->b - p->a) * (size_t)n * sizeof(double);
-            memcpy(h + p->a * n, p->h, nb);
-            free(p->h);
-            p->h = NULL;
-            sqz__calib_mem_set(mem, mem->live - nb);
-            rows += p->b - p->a;
-        }
+        rows += rows_here(ps, input);
+        for (int k = 0; k < ps->n; k++) /* its panels are the whole matrix's rows, which leaves here */
+            if (ps->p[k].input == input) ps->p[k].h = NULL;
+        ps->whole[input] = NULL;
         if (st == SQZ_OK && rows != n)
             st = SQZ_ERROR(SQZ_ERR_FORMAT, "calibration: %lld of %lld Hessian rows arrived", (long long)rows,
                            (long long)n);

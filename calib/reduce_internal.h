@@ -38,13 +38,16 @@ typedef struct sqz__calib_panel {
 typedef struct sqz__calib_panels {
     sqz__calib_panel *p;
     int n;
+    double *whole[SQZ_CALIB_MAX_INPUTS]; /* the inputs this rank owns: their whole (n, n) Hessian,
+                                            its panels' h pointing into it */
     double *dbuf; /* (XTX_CHUNK, dbuf_n) */
     int64_t dbuf_n;
 } sqz__calib_panels;
 /* Deals the panels of inputs of widths dim[0..n_inputs) to `size` ranks (the same on every rank)
- * and allocates this rank's; holds[i][r] is set when rank r holds a panel of input i. */
-sqz_status sqz__calib_panels_assign(const int64_t *dim, int n_inputs, int rank, int size, sqz__calib_panels *ps,
-                                    bool holds[][256]);
+ * and allocates this rank's (for an input it owns, owner[i] == rank, the whole Hessian at once,
+ * which the other ranks' panels join); holds[i][r] is set when rank r holds a panel of input i. */
+sqz_status sqz__calib_panels_assign(const int64_t *dim, const int *owner, int n_inputs, int rank, int size,
+                                    sqz__calib_panels *ps, bool holds[][256]);
 /* Adds x (n_tokens, n) of input `input`, one event, to this rank's panels of it. */
 sqz_status sqz__calib_panels_add(sqz__calib_panels *ps, int input, const float *x, int64_t n_tokens, int64_t n);
 /* Every rank's panels of `input` (width n) to rank root (freed here), where *xtx becomes the
