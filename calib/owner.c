@@ -252,6 +252,48 @@ typedef struct owner_run {
     size_t pk_cap;
 } owner_run;
 
+/* The step's activations of each input to the ranks that need it, then the work on what arrived
+ * (first every exchange: a rank that received waits for no other rank's work, and the ranks
+ * accumulate at the same time). counts: size * SQZ_CALIB_MAX_INPUTS. */
+static sqz_status exchange(owner_run *R, size_t *counts) {
+    const sqz__calib_owner_job *j = R->j;
+    const int rank = sqz_dist_rank(), size = sqz_dist_size();
+    size_t total = 0;
+    uint8_t *got[SQZ_CALIB_MAX_INPUTS] = {0};
+    sqz_status st = SQZ_OK;
+    for (int i = 0; i < R->in.n && st == SQZ_OK; i++) {
+        size_t len = 0, *ci = counts + (size_t)i * (size_t)size;
+        st = pack_input(&R->cap, R->in.roles[i], &R->pk, &len, &R->pk_cap);
+        for (int q = 0; q < size && st == SQZ_OK; q++)
+            if (R->in.recv[i][q]) st = sqz_dist_gatherv(R->pk, len, q, q == rank ? &got[i] : &(uint8_t *){NULL}, ci);
+        for (int r = 0; got[i] && r < size; r++) total += ci[r];
+    }
+    sqz__calib_mem_set(j->mem, j->mem->live + total);
+    const size_t b0 = sqz__calib_observer_bytes(R->mine);
+    for (int i = 0; i < R->in.n && st == SQZ_OK; i++)
+        if (got[i])
+            st = replay(rank == R->in.owner[i] ? R->mine : NULL, &R->panels, i, j->layer, R->in.roles[i],
+                        R->in.dim[i], got[i], counts + (size_t)i * (size_t)size, size);
+    sqz__calib_mem_set(j->mem, j->mem->live - total - b0 + sqz__calib_observer_bytes(R->mine));
+    for (int i = 0; i < SQZ_CALIB_MAX_INPUTS; i++) free(got[i]);
+    return st;
+}
+
+/* The step's per-token cosines to rank 0, added in window order. */
+static sqz_status cosines(owner_run *R, size_t *counts) {
+    uint8_t *all = NULL;
+    sqz_status st = sqz_dist_gatherv(R->cap.cos, (size_t)R->cap.n_cos * sizeof(double), 0, &all, counts);
+    size_t off = 0;
+    for (int r = 0; st == SQZ_OK && sqz_dist_rank() == 0 && r < sqz_dist_size(); off += counts[r], r++)
+        for (size_t t = 0; t < counts[r] / sizeof(double); t++) {
+            double v;
+            memcpy(&v, all + off + t * sizeof(double), sizeof v);
+            sqz__calib_cos_add(R->mine, v);
+        }
+    free(all);
+    return st;
+}
+
 /* Step k: this rank's window kN + rank (if any) through the block, then the exchange. */
 static sqz_status step(owner_run *R, int64_t k) {
     const sqz__calib_owner_job *j = R->j;
@@ -279,40 +321,10 @@ static sqz_status step(owner_run *R, int64_t k) {
         SQZ_TRY(assign(c, size, (j->oo->needs & SQZ_QSTAT_XTX) != 0, &R->in, &R->panels));
         sqz__calib_mem_set(j->mem, j->mem->live + sqz__calib_panels_bytes(&R->panels));
     }
-    /* first every exchange, then the work on what arrived: a rank that received waits for no
-     * other rank's work, and the ranks accumulate at the same time */
-    size_t *counts = sqz__calloc((size_t)size * SQZ_CALIB_MAX_INPUTS, sizeof *counts), total = 0;
-    uint8_t *got[SQZ_CALIB_MAX_INPUTS] = {0};
+    size_t *counts = sqz__calloc((size_t)size * SQZ_CALIB_MAX_INPUTS, sizeof *counts);
     if (!counts) return SQZ_ERR_NOMEM;
-    sqz_status st = SQZ_OK;
-    for (int i = 0; i < R->in.n && st == SQZ_OK; i++) {
-        size_t len = 0;
-        st = pack_input(c, R->in.roles[i], &R->pk, &len, &R->pk_cap);
-        for (int q = 0; q < size && st == SQZ_OK; q++) /* to each rank that needs them */
-            if (R->in.recv[i][q]) st = sqz_dist_gatherv(R->pk, len, q, q == rank ? &got[i] : &(uint8_t *){NULL},
-                                                        counts + (size_t)i * (size_t)size);
-        for (int r = 0; got[i] && r < size; r++) total += counts[(size_t)i * (size_t)size + (size_t)r];
-    }
-    sqz__calib_mem_set(j->mem, j->mem->live + total);
-    const size_t b0 = sqz__calib_observer_bytes(R->mine);
-    for (int i = 0; i < R->in.n && st == SQZ_OK; i++)
-        if (got[i])
-            st = replay(rank == R->in.owner[i] ? R->mine : NULL, &R->panels, i, j->layer, R->in.roles[i],
-                        R->in.dim[i], got[i], counts + (size_t)i * (size_t)size, size);
-    sqz__calib_mem_set(j->mem, j->mem->live - total - b0 + sqz__calib_observer_bytes(R->mine));
-    for (int i = 0; i < SQZ_CALIB_MAX_INPUTS; i++) free(got[i]);
-    if (st == SQZ_OK && j->oo->block_io) { /* the cosines, to rank 0 in window order */
-        uint8_t *all = NULL;
-        st = sqz_dist_gatherv(c->cos, (size_t)c->n_cos * sizeof(double), 0, &all, counts);
-        size_t off = 0;
-        for (int r = 0; st == SQZ_OK && rank == 0 && r < size; off += counts[r], r++)
-            for (size_t t = 0; t < counts[r] / sizeof(double); t++) {
-                double v;
-                memcpy(&v, all + off + t * sizeof(double), sizeof v);
-                sqz__calib_cos_add(R->mine, v);
-            }
-        free(all);
-    }
+    sqz_status st = exchange(R, counts);
+    if (st == SQZ_OK && j->oo->block_io) st = cosines(R, counts);
     free(counts);
     return st;
 }

@@ -26,6 +26,7 @@ void sqz__calib_panels_free(sqz__calib_panels *ps) {
     for (int k = 0; k < ps->n; k++)
         if (!in_whole(ps, &ps->p[k])) free(ps->p[k].h);
     for (int i = 0; i < SQZ_CALIB_MAX_INPUTS; i++) free(ps->whole[i]);
+    free(ps->home);
     free(ps->p);
     free(ps->dbuf);
     memset(ps, 0, sizeof *ps);
@@ -77,12 +78,15 @@ sqz_status sqz__calib_panels_assign(const int64_t *dim, const int *owner, int n_
         }
     qsort(u, (size_t)m, sizeof *u, by_cost);
     sqz_status st = SQZ_OK;
+    if (!(ps->home = sqz__calloc((size_t)m, sizeof *ps->home))) st = SQZ_ERR_NOMEM;
+    ps->n_home = m;
     for (int64_t k = 0; k < m && st == SQZ_OK; k++) {
         int r = 0;
         for (int q = 1; q < size; q++)
             if (load[q] < load[r]) r = q;
         load[r] += u[k].cost;
         if (r < 256) holds[u[k].input][r] = true;
+        ps->home[k] = (sqz__calib_panel){u[k].input, u[k].a, u[k].b, r, NULL};
         if (r != rank) continue;
         if (ps->n % 16 == 0) {
             sqz__calib_panel *np = sqz__realloc(ps->p, (size_t)(ps->n + 16) * sizeof *np);
@@ -130,86 +134,41 @@ sqz_status sqz__calib_panels_add(sqz__calib_panels *ps, int input, const float *
     return SQZ_OK;
 }
 
-/* Rows of `input` in this rank's panels. */
-static int64_t rows_here(const sqz__calib_panels *ps, int input) {
-    int64_t r = 0;
-    for (int k = 0; k < ps->n; k++)
-        if (ps->p[k].input == input) r += ps->p[k].b - ps->p[k].a;
-    return r;
-}
-
 sqz_status sqz__calib_panels_gather(sqz__calib_panels *ps, int input, int64_t n, int root, double **xtx,
                                     sqz__calib_mem *mem) {
-    const int size = sqz_dist_size();
-    const bool root_here = sqz_dist_rank() == root;
+    const int rank = sqz_dist_rank();
+    const size_t whole = (size_t)n * (size_t)n * sizeof(double);
     *xtx = NULL;
-    /* this rank's panels of the input, as [a][b][rows...] (the root copies its own in place) */
-    size_t len = 0;
-    for (int k = 0; k < ps->n && !root_here; k++)
-        if (ps->p[k].input == input) len += 2 * sizeof(int64_t) + (size_t)(ps->p[k].b - ps->p[k].a) * (size_t)n * 8;
-    uint8_t *buf = sqz__malloc(len ? len : 1), *q = buf;
-    if (!buf) return SQZ_ERR_NOMEM;
-    size_t freed = 0;
-    for (int k = 0; k < ps->n && !root_here; k++) {
-        sqz__calib_panel *p = &ps->p[k];
-        if (p->input != input) continue;
-        const size_t nb = (size_t)(p->b - p->a) * (size_t)n * sizeof(double);
-        memcpy(q, &p->a, sizeof p->a);
-        memcpy(q + sizeof p->a, &p->b, sizeof p->b);
-        memcpy(q + 2 * sizeof p->a, p->h, nb);
-        q += 2 * sizeof p->a + nb;
-        free(p->h); /* its bytes travel now */
-        p->h = NULL;
-        freed += nb;
+    double *h = rank == root ? ps->whole[input] : NULL;
+    if (rank == root && !h) { /* it holds no panel of its input */
+        if (!(h = ps->whole[input] = sqz__calloc((size_t)n * (size_t)n, sizeof(double)))) return SQZ_ERR_NOMEM;
+        sqz__calib_mem_set(mem, mem->live + whole);
     }
-    sqz__calib_mem_set(mem, mem->live - freed + len);
-    size_t *counts = sqz__calloc((size_t)size, sizeof *counts);
-    uint8_t *all = NULL;
-    sqz_status st = counts ? sqz_dist_gatherv(buf, len, root, &all, counts) : SQZ_ERR_NOMEM;
-    free(buf);
-    sqz__calib_mem_set(mem, mem->live - len);
-    if (st == SQZ_OK && sqz_dist_rank() == root) {
-        size_t total = 0;
-        for (int r = 0; r < size; r++) total += counts[r];
-        /* the root owns the input: its whole matrix holds its own panels already */
-        double *h = ps->whole[input];
-        if (!h) { /* it holds no panel of its input */
-            if (!(h = ps->whole[input] = sqz__calloc((size_t)n * (size_t)n, sizeof(double)))) st = SQZ_ERR_NOMEM;
-            else sqz__calib_mem_set(mem, mem->live + (size_t)n * (size_t)n * sizeof(double));
-        }
-        sqz__calib_mem_set(mem, mem->live + total);
-        sqz__reader rd;
-        sqz__reader_init(&rd, all, total);
-        int64_t rows = 0;
-        while (st == SQZ_OK && sqz__reader_left(&rd) > 0) {
-            int64_t ab[2];
-            const uint8_t *hd = sqz__reader_bytes(&rd, sizeof ab);
-            if (hd) memcpy(ab, hd, sizeof ab);
-            const uint8_t *body = hd && ab[0] >= 0 && ab[0] < ab[1] && ab[1] <= n
-                                      ? sqz__reader_bytes(&rd, (size_t)(ab[1] - ab[0]) * (size_t)n * sizeof(double))
-                                      : NULL;
-            if (!body) {
-                st = SQZ_ERROR(SQZ_ERR_FORMAT, "calibration: a rank's Hessian panels are damaged");
-                break;
-            }
-            memcpy(h + ab[0] * n, body, (size_t)(ab[1] - ab[0]) * (size_t)n * sizeof(double));
-            rows += ab[1] - ab[0];
-        }
-        rows += rows_here(ps, input);
-        for (int k = 0; k < ps->n; k++) /* its panels are the whole matrix's rows, which leaves here */
-            if (ps->p[k].input == input) ps->p[k].h = NULL;
-        ps->whole[input] = NULL;
-        if (st == SQZ_OK && rows != n)
-            st = SQZ_ERROR(SQZ_ERR_FORMAT, "calibration: %lld of %lld Hessian rows arrived", (long long)rows,
-                           (long long)n);
-        sqz__calib_mem_set(mem, mem->live - total);
-        if (st == SQZ_OK) *xtx = h;
-        else {
-            free(h);
-            sqz__calib_mem_set(mem, mem->live - (size_t)n * (size_t)n * sizeof(double));
+    sqz_status st = SQZ_OK;
+    for (int64_t k = 0; k < ps->n_home && st == SQZ_OK; k++) { /* in the order dealt, the same everywhere */
+        const sqz__calib_panel *u = &ps->home[k];
+        const int holder = (int)u->n;
+        if (u->input != input || holder == root) continue; /* the root's are in place */
+        const size_t nb = (size_t)(u->b - u->a) * (size_t)n * sizeof(double);
+        if (rank == root) st = sqz_dist_recv(h + u->a * n, nb, holder);
+        if (rank != holder) continue;
+        for (int q = 0; q < ps->n; q++) {
+            sqz__calib_panel *p = &ps->p[q];
+            if (p->input != input || p->a != u->a) continue;
+            st = sqz_dist_send(p->h, nb, root);
+            free(p->h); /* its bytes have travelled */
+            p->h = NULL;
+            sqz__calib_mem_set(mem, mem->live - nb);
         }
     }
-    free(all);
-    free(counts);
+    if (rank != root) return st;
+    for (int q = 0; q < ps->n; q++) /* its panels are rows of the whole matrix, which leaves here */
+        if (ps->p[q].input == input) ps->p[q].h = NULL;
+    ps->whole[input] = NULL;
+    if (st == SQZ_OK) *xtx = h;
+    else {
+        free(h);
+        sqz__calib_mem_set(mem, mem->live - whole);
+    }
     return st;
 }

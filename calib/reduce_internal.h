@@ -36,8 +36,10 @@ typedef struct sqz__calib_panel {
     double *h;     /* (b - a, n): row r is row a + r, columns >= a + r accumulated */
 } sqz__calib_panel;
 typedef struct sqz__calib_panels {
-    sqz__calib_panel *p;
+    sqz__calib_panel *p; /* this rank's */
     int n;
+    sqz__calib_panel *home; /* every rank's panels, in the order dealt; h is unused, n is the rank */
+    int64_t n_home;
     double *whole[SQZ_CALIB_MAX_INPUTS]; /* the inputs this rank owns: their whole (n, n) Hessian,
                                             its panels' h pointing into it */
     double *dbuf; /* (XTX_CHUNK, dbuf_n) */
@@ -50,8 +52,9 @@ sqz_status sqz__calib_panels_assign(const int64_t *dim, const int *owner, int n_
                                     sqz__calib_panels *ps, bool holds[][256]);
 /* Adds x (n_tokens, n) of input `input`, one event, to this rank's panels of it. */
 sqz_status sqz__calib_panels_add(sqz__calib_panels *ps, int input, const float *x, int64_t n_tokens, int64_t n);
-/* Every rank's panels of `input` (width n) to rank root (freed here), where *xtx becomes the
- * whole (n, n) matrix, upper triangle (malloc'd; NULL elsewhere). Collective. */
+/* Every rank's panels of `input` (width n) to rank root (freed here; sent one by one, straight
+ * into place), where *xtx becomes the whole (n, n) matrix, upper triangle (malloc'd; NULL
+ * elsewhere). Collective. */
 sqz_status sqz__calib_panels_gather(sqz__calib_panels *ps, int input, int64_t n, int root, double **xtx,
                                     sqz__calib_mem *mem);
 size_t sqz__calib_panels_bytes(const sqz__calib_panels *ps);

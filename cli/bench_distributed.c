@@ -37,11 +37,12 @@ static const sqz_opt bench_dist_rows[] = {
 static const char bench_dist_head[] =
     "usage: sqz bench distributed [MODEL] [--calib FILE] [--quant SPEC] [--calib-samples N]\n"
     "                             [--calib-ctx T] [--ranks R] [--mpirun PATH]\n\n"
-    "Runs `sqz compress MODEL --quant SPEC --calib FILE --threads 1` as an MPI job of 1 rank,\n"
-    "then of R ranks (default 2) with --stats-partition owner and replicate, one thread each\n"
+    "Runs `sqz compress MODEL --quant SPEC --calib FILE --threads 1` as MPI jobs of 1 and of R\n"
+    "ranks (default 2), with --stats-partition owner and with replicate, one thread each\n"
     "(OPENBLAS_NUM_THREADS=1), and prints per job: wall time and its ratio to 1 rank, the\n"
     "statistics bytes rank 0 and the most of any rank held at once, the bytes each rank sent per\n"
-    "block, each rank's peak RSS, and whether the model is byte-identical to 1 rank's. Needs sqz\n"
+    "block, each rank's peak RSS, and whether the model is byte-identical to 1 rank's (of the same\n"
+    "partition: owner's are also a plain run's, replicate sums along a tree). Needs sqz\n"
     "built with MPI.\n"
     "The load average is printed: on a loaded machine the ranks share cores and the time ratio\n"
     "says little.\n";
@@ -126,10 +127,11 @@ int sqz_bench_distributed(int argc, char **argv) {
     setenv("SQZ_DIST_REPORT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0); /* OpenMPI refuses root without both */
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    job jobs[3] = {{.ranks = 1, .partition = "owner"},
+    job jobs[4] = {{.ranks = 1, .partition = "owner"},
                    {.ranks = (int)a.ranks, .partition = "owner"},
+                   {.ranks = 1, .partition = "replicate"},
                    {.ranks = (int)a.ranks, .partition = "replicate"}};
-    char outs[3][128];
+    char outs[4][128];
     double load[3] = {0};
     FILE *la = fopen("/proc/loadavg", "r");
     if (la) {
@@ -143,32 +145,36 @@ int sqz_bench_distributed(int argc, char **argv) {
     printf("ranks  partition  wall s  1 rank / this  stats MB rank 0 / most  sent MB/block/rank  peak RSS MB per rank  "
            "same bytes\n");
     int rc = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         snprintf(outs[i], sizeof outs[i], "%s/out%d.gguf", dir, i);
         run_job(&a, model, text, outs[i], &jobs[i]);
-        job *j = &jobs[i];
-        j->same = i == 0 || (j->ok && jobs[0].ok && same_file(outs[0], outs[i]));
+        job *j = &jobs[i], *one = &jobs[i & ~1]; /* the 1-rank job of the same partition */
+        j->same = j == one || (j->ok && one->ok && same_file(outs[i & ~1], outs[i]));
         char rss[256] = "";
         for (int r = 0; r < j->n_rss; r++) {
             size_t k = strlen(rss);
             snprintf(rss + k, sizeof rss - k, "%s%.0f", r ? " / " : "", j->rss_mb[r]);
         }
         if (!j->ok) {
-            printf("%5d  %-9s  job failed (see above)\n", j->ranks, j->ranks > 1 ? j->partition : "-");
+            printf("%5d  %-9s  job failed (see above)\n", j->ranks, j->partition);
             rc = 1;
             continue;
         }
         char mb[64];
         snprintf(mb, sizeof mb, "%.1f / %.1f", j->stats_mb, j->stats_max_mb);
-        printf("%5d  %-9s  %6.1f  %13.2f  %22s  %18.2f  %20s  %s\n", j->ranks, j->ranks > 1 ? j->partition : "-",
-               j->wall, jobs[0].wall / j->wall, mb, j->sent_mb_block, rss, i == 0 ? "-" : j->same ? "yes" : "NO");
+        printf("%5d  %-9s  %6.1f  %13.2f  %22s  %18.2f  %20s  %s\n", j->ranks, j->partition, j->wall,
+               one->wall / j->wall, mb, j->sent_mb_block, rss, j == one ? "-" : j->same ? "yes" : "NO");
         if (!j->same) rc = 1;
     }
-    for (int i = 0; i < 3; i++) unlink(outs[i]);
+    if (jobs[0].ok && jobs[2].ok)
+        printf("\n1-rank files of the two partitions: %s\n", same_file(outs[0], outs[2])
+                                                                 ? "byte-identical"
+                                                                 : "differ (replicate sums along a tree: its own bits)");
+    for (int i = 0; i < 4; i++) unlink(outs[i]);
     rmdir(dir);
-    if (jobs[1].ok && jobs[2].ok && jobs[2].stats_max_mb > 0)
-        printf("\nowner / replicate statistics bytes, the most of any rank: %.2f; %d ranks / 1 rank wall time: %.2fx "
-               "(owner), %.2fx (replicate)\n", jobs[1].stats_max_mb / jobs[2].stats_max_mb, (int)a.ranks,
-               jobs[0].wall / jobs[1].wall, jobs[0].wall / jobs[2].wall);
+    if (jobs[1].ok && jobs[3].ok && jobs[3].stats_max_mb > 0)
+        printf("owner / replicate statistics bytes at %d ranks, the most of any rank: %.2f; %d ranks / 1 rank wall "
+               "time: %.2fx (owner), %.2fx (replicate)\n", (int)a.ranks, jobs[1].stats_max_mb / jobs[3].stats_max_mb,
+               (int)a.ranks, jobs[0].wall / jobs[1].wall, jobs[2].wall / jobs[3].wall);
     return rc;
 }

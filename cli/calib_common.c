@@ -33,8 +33,10 @@ const sqz_opt sqz_cli_calib_opts[] = {
      .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
     {.name = "stats-partition", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz_cli_calib, partition),
      .choices = "owner|replicate", .def = "owner",
-     .help = "under mpirun: each input's statistics merged by one owner rank and broadcast, or every rank "
-             "merges every rank's (docs/distributed.md); the same result"},
+     .help = "under mpirun: owner: each linear input's statistics formed by one rank from every window's "
+             "activations (Hessians in row panels spread over the ranks), the GPTQ/RTN/imatrix solve of its layers "
+             "on that rank alone, the same bytes as one process; replicate: every rank sums its windows and merges "
+             "every rank's partial sums, solving everything (docs/distributed.md)"},
 };
 const int sqz_cli_calib_n_opts = (int)(sizeof sqz_cli_calib_opts / sizeof sqz_cli_calib_opts[0]);
 

@@ -84,6 +84,27 @@ sqz_status sqz_dist_bcast(void *buf, size_t n, int root) {
     return SQZ_OK;
 }
 
+sqz_status sqz_dist_send(const void *buf, size_t n, int to) {
+    SQZ_RETURN_IF(to < 0 || to >= g_size || to == g_rank, SQZ_ERR_INVALID_ARG, "dist: rank %d sends to rank %d of %d",
+                  g_rank, to, g_size);
+    for (size_t off = 0; off < n; off += CHUNK) {
+        const int c = (int)(n - off < CHUNK ? n - off : CHUNK);
+        MPI_TRY(MPI_Send((const uint8_t *)buf + off, c, MPI_BYTE, to, 9, MPI_COMM_WORLD), "send");
+    }
+    g_sent += n;
+    return SQZ_OK;
+}
+
+sqz_status sqz_dist_recv(void *buf, size_t n, int from) {
+    SQZ_RETURN_IF(from < 0 || from >= g_size || from == g_rank, SQZ_ERR_INVALID_ARG,
+                  "dist: rank %d receives from rank %d of %d", g_rank, from, g_size);
+    for (size_t off = 0; off < n; off += CHUNK) {
+        const int c = (int)(n - off < CHUNK ? n - off : CHUNK);
+        MPI_TRY(MPI_Recv((uint8_t *)buf + off, c, MPI_BYTE, from, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "receive");
+    }
+    return SQZ_OK;
+}
+
 sqz_status sqz_dist_max_f64(double *x, size_t n) {
     if (g_size == 1) return SQZ_OK;
     SQZ_RETURN_IF(n > (size_t)CHUNK / sizeof(double), SQZ_ERR_INVALID_ARG, "dist: max of %zu values", n);

@@ -64,6 +64,12 @@ SQZ_API sqz_status sqz_dist_allgatherv(const void *mine, size_t n, uint8_t **all
 /* The same, but only `root` receives (*all and counts are set on root only; NULL elsewhere). */
 SQZ_API sqz_status sqz_dist_gatherv(const void *mine, size_t n, int root, uint8_t **all, size_t *counts);
 
+/* Point to point (not collective): buf[0..n) to rank `to`, and n bytes from rank `from` into
+ * buf[0..n), which must be the size sent. Messages between two ranks arrive in the order sent.
+ * A rank never sends to itself. */
+SQZ_API sqz_status sqz_dist_send(const void *buf, size_t n, int to);
+SQZ_API sqz_status sqz_dist_recv(void *buf, size_t n, int from);
+
 /* Bytes this rank has sent since sqz_dist_init (what it contributed to every collective),
  * and zero for the single process. Not collective. */
 SQZ_API uint64_t sqz_dist_bytes_sent(void);

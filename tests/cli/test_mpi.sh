@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Distributed calibration (issue 12, docs/distributed.md): `mpirun -np N sqz calibrate|compress`
-# writes files byte-identical for N = 1, 2, 3 and (owner partition) to a plain run (statistics with Hessians,
-# q4_0:gptq on stories260K and tinystories-656K, a FLAP pruning recipe), rank 0 alone writes,
-# and a job whose ranks disagree (a rank cannot open the model, or opens another one) fails
+# writes files byte-identical for N = 1, 2, 3 and, with the owner partition, to a plain run
+# (statistics with Hessians, q4_0:gptq on stories260K and tinystories-656K, W8A8 percentile, AWQ,
+# a FLAP pruning recipe), rank 0 alone writes, and a job whose ranks disagree (a rank cannot open the model, or opens another one) fails
 # before any work with one line naming the rank, and leaves no file.
 # Skips (77) without mpirun, without the test models, or when sqz was built without MPI.
 set -u
@@ -75,6 +75,8 @@ same s260_w8a8_replicate compress "$s260" --quant w8a8:percentile --calib "$tmp/
 same tiny_gptq compress "$tiny" --quant q4_0:gptq --to gguf --calib "$tmp/calib.txt" --calib-samples 16 --calib-ctx 256 \
   --threads 1
 same s260_flap compress "$s260" --prune ffn=0.3:flap --calib "$tmp/calib.txt" "${c1[@]}"
+# AWQ folds scales into other layers: no partitioned solve, the owners broadcast the statistics
+same s260_awq compress "$s260" --quant q4_0:awq --to gguf --calib "$tmp/calib.txt" "${c1[@]}"
 same s260_w8a8_percentile compress "$s260" --quant w8a8:percentile --calib "$tmp/calib.txt" "${c1[@]}"
 
 # rank 0 alone writes: nothing but the outputs in the directory
