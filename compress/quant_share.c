@@ -11,37 +11,15 @@
 #include "compress/compress_internal.h"
 #include "sqz/dist.h"
 
-typedef struct obuf {
-    uint8_t *p;
-    size_t len, cap;
-    bool failed;
-} obuf;
+#define PUT(b, v) sqz__bytebuf_put((b), &(v), sizeof(v))
 
-static void put(obuf *b, const void *src, size_t n) {
-    if (b->failed || n == 0) return;
-    if (b->len + n > b->cap) {
-        size_t c = b->cap ? b->cap : 4096;
-        while (c < b->len + n) c *= 2;
-        uint8_t *q = sqz__realloc(b->p, c);
-        if (!q) {
-            b->failed = true;
-            return;
-        }
-        b->p = q;
-        b->cap = c;
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-}
-#define PUT(b, v) put((b), &(v), sizeof(v))
-
-static void pack_tensor(obuf *b, const sqz_tensor *t) {
+static void pack_tensor(sqz__bytebuf *b, const sqz_tensor *t) {
     const int32_t dtype = (int32_t)t->dtype;
     const uint64_t nbytes = t->nbytes;
     const uint8_t has_qp = t->qp != NULL;
     PUT(b, dtype);
     PUT(b, nbytes);
-    put(b, t->data, t->nbytes);
+    sqz__bytebuf_put(b, t->data, t->nbytes);
     PUT(b, has_qp);
     if (!has_qp) return;
     const sqz_qparams *q = t->qp;
@@ -49,10 +27,10 @@ static void pack_tensor(obuf *b, const sqz_tensor *t) {
     const uint8_t has[3] = {q->zeros != NULL, q->g_idx != NULL, q->in_scale != NULL};
     PUT(b, has);
     const size_t ns = (size_t)q->n_out * (size_t)q->n_groups;
-    put(b, q->scales, ns * sizeof(float));
-    if (q->zeros) put(b, q->zeros, ns);
-    if (q->g_idx) put(b, q->g_idx, (size_t)q->n_in * sizeof(int32_t));
-    if (q->in_scale) put(b, q->in_scale, (size_t)q->n_in * sizeof(float));
+    sqz__bytebuf_put(b, q->scales, ns * sizeof(float));
+    if (q->zeros) sqz__bytebuf_put(b, q->zeros, ns);
+    if (q->g_idx) sqz__bytebuf_put(b, q->g_idx, (size_t)q->n_in * sizeof(int32_t));
+    if (q->in_scale) sqz__bytebuf_put(b, q->in_scale, (size_t)q->n_in * sizeof(float));
 }
 
 /* p = copy of the next n bytes of r (malloc'd), or false. */
@@ -114,17 +92,17 @@ static sqz_status unpack_tensor(sqz__reader *r, sqz_model *m, sqz_tensor *t) {
 /* The owner's bytes: its report rows of the group, then per member (present, quantized, f16
  * fallback, the tensor when quantized). */
 static sqz_status pack(sqz_model *m, int32_t layer, const sqz_linear_group *g, const bool *quantized,
-                       const bool *to_f16, const sqz_compress_report *rows, obuf *b) {
+                       const bool *to_f16, const sqz_compress_report *rows, sqz__bytebuf *b) {
     const uint32_t n_rows = (uint32_t)rows->n_layers;
     PUT(b, n_rows);
-    put(b, rows->layers, (size_t)n_rows * sizeof(sqz_layer_report));
+    sqz__bytebuf_put(b, rows->layers, (size_t)n_rows * sizeof(sqz_layer_report));
     for (int i = 0; i < g->n; i++) {
         const sqz_tensor *t = sqz_model_get(m, g->roles[i], layer, SQZ_PARAM_WEIGHT);
         const uint8_t f[2] = {t && quantized[g->roles[i]], to_f16[g->roles[i]]};
         PUT(b, f);
         if (f[0]) pack_tensor(b, t);
     }
-    return b->failed ? SQZ_ERROR(SQZ_ERR_NOMEM, "compress: block %d: cannot pack a group for the other ranks",
+    return b->oom ? SQZ_ERROR(SQZ_ERR_NOMEM, "compress: block %d: cannot pack a group for the other ranks",
                                  (int)layer)
                      : SQZ_OK;
 }
@@ -156,12 +134,12 @@ static sqz_status unpack(sqz_model *m, int32_t layer, const sqz_linear_group *g,
 
 sqz_status sqz__share_group(sqz_model *m, int32_t layer, const sqz_linear_group *g, int owner, bool *quantized,
                             bool *to_f16, const sqz_compress_report *rows, sqz_compress_report *rep) {
-    obuf b = {0};
+    sqz__bytebuf b = {0};
     sqz_status st = SQZ_OK;
     for (int64_t k = 0; sqz_dist_rank() == owner && k < rows->n_layers && st == SQZ_OK; k++)
         st = sqz__report_add(rep, &rows->layers[k]);
     if (st == SQZ_OK && sqz_dist_rank() == owner) st = pack(m, layer, g, quantized, to_f16, rows, &b);
-    uint64_t n = b.len;
+    uint64_t n = b.n;
     if (st == SQZ_OK) st = sqz_dist_bcast(&n, sizeof n, owner);
     if (st == SQZ_OK && sqz_dist_rank() != owner && !(b.p = sqz__malloc((size_t)n ? (size_t)n : 1)))
         st = SQZ_ERR_NOMEM;

@@ -143,4 +143,16 @@ bool sqz__is_input(uint64_t dev, uint64_t ino);
 struct sqz_outfile;
 sqz_status sqz__outfile_open_scratch(const char *path, struct sqz_outfile **out);
 
+/* A growable byte buffer (core/bytebuf.c): appends are no-ops after the first allocation
+ * failure, which sets oom; the caller frees p. */
+typedef struct sqz__bytebuf {
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;
+} sqz__bytebuf;
+void sqz__bytebuf_put(sqz__bytebuf *b, const void *src, size_t n);
+void sqz__bytebuf_put_u32(sqz__bytebuf *b, uint32_t v);
+void sqz__bytebuf_put_u64(sqz__bytebuf *b, uint64_t v);
+void sqz__bytebuf_put_f32(sqz__bytebuf *b, float f);
+
 #endif

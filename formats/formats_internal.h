@@ -126,16 +126,4 @@ typedef struct sqz__st_view {
  * words into U4 codes; checks every side tensor's dtype, shape and values (SQZ_ERR_FORMAT). */
 sqz_status sqz__st_qpack_attach(sqz_model *m, const sqz__st_view *v, size_t n);
 
-/* A growable byte buffer (formats/bytebuf.c): appends are no-ops after the first allocation
- * failure, which sets oom; the caller frees p. */
-typedef struct sqz__bytebuf {
-    uint8_t *p;
-    size_t n, cap;
-    bool oom;
-} sqz__bytebuf;
-void sqz__bytebuf_put(sqz__bytebuf *b, const void *src, size_t n);
-void sqz__bytebuf_put_u32(sqz__bytebuf *b, uint32_t v);
-void sqz__bytebuf_put_u64(sqz__bytebuf *b, uint64_t v);
-void sqz__bytebuf_put_f32(sqz__bytebuf *b, float f);
-
 #endif

@@ -1,12 +1,13 @@
 /*
- * formats/bytebuf.c - the growable byte buffer the writers build headers and sections in
- * (GGUF's header, the bundle's metadata sections): little-endian numbers appended, the first
- * allocation failure remembered (oom) and every later append a no-op.
+ * core/bytebuf.c - the growable byte buffer the writers build headers and sections in (GGUF's
+ * header, the bundle's metadata sections) and distributed compression packs messages in:
+ * little-endian numbers appended, the first allocation failure remembered (oom) and every later
+ * append a no-op.
  */
 #include <stdint.h>
 #include <string.h>
 
-#include "formats/formats_internal.h"
+#include "core/internal.h"
 
 void sqz__bytebuf_put(sqz__bytebuf *b, const void *src, size_t n) {
     if (b->oom || !n) return;
