@@ -36,6 +36,18 @@ typedef struct run {
     double hist_w0[SQZ_CALIB_MAX_INPUTS]; /* the first window's histogram widths (rank 0's) */
 } run;
 
+sqz_status sqz__calib_window(sqz_session *s, int32_t layer, float *x, float *tmp, size_t win_floats, int64_t ctx,
+                             sqz_hook_fn hook, void *user) {
+    if (tmp) {
+        memcpy(tmp, x, win_floats * sizeof(float));
+        x = tmp;
+    }
+    sqz_session_set_hook(s, hook, user);
+    sqz_status st = sqz_session_block(s, layer, x, ctx, 0);
+    sqz_session_set_hook(s, NULL, NULL);
+    return st;
+}
+
 /* The observer of tree node [a, b) of this rank's windows. */
 static sqz_status node(run *R, int64_t a, int64_t b, sqz_calib_observer **out) {
     *out = NULL;
@@ -57,14 +69,8 @@ static sqz_status node(run *R, int64_t a, int64_t b, sqz_calib_observer **out) {
     sqz_calib_observer *ob = NULL;
     SQZ_TRY(sqz__calib_observer_range(R->layer, &R->oo, a, b, R->ctx, &ob));
     memcpy(ob->hist_w0, R->hist_w0, sizeof ob->hist_w0);
-    float *xi = R->x + (size_t)(a - R->w0) * R->win_floats;
-    if (R->tmp) {
-        memcpy(R->tmp, xi, R->win_floats * sizeof(float));
-        xi = R->tmp;
-    }
-    sqz_session_set_hook(R->s, sqz_calib_observer_hook, ob);
-    sqz_status st = sqz_session_block(R->s, R->layer, xi, R->ctx, 0);
-    sqz_session_set_hook(R->s, NULL, NULL);
+    sqz_status st = sqz__calib_window(R->s, R->layer, R->x + (size_t)(a - R->w0) * R->win_floats, R->tmp,
+                                      R->win_floats, R->ctx, sqz_calib_observer_hook, ob);
     if (R->o->progress) R->o->progress(R->o->progress_user, ++R->done, R->total);
     if (st != SQZ_OK) {
         sqz_calib_observer_free(ob);
@@ -84,25 +90,17 @@ static sqz_status node(run *R, int64_t a, int64_t b, sqz_calib_observer **out) {
     return SQZ_OK;
 }
 
-/* A plain run (no mpirun): one observer fed every window in order, the accumulation of one
- * process from before distributed calibration. The tree would hold up to log2(windows) + 1
- * partial statistics (a 1.5 B model's 8960-wide Hessian is 640 MB); its only purpose is the
- * same bits on any number of ranks, which mpirun -np 1 gives. */
+/* A plain run (no mpirun): one observer fed every window in order, with one set of statistics
+ * in memory; an owner-partitioned job forms the same bits (calib/owner.c). */
 static sqz_status block_stats_serial(run *R, int64_t nw, sqz_calib_block *stats) {
     sqz_calib_observer *ob = NULL;
     SQZ_TRY(sqz__calib_observer_range(R->layer, &R->oo, 0, nw, R->ctx, &ob));
-    sqz_session_set_hook(R->s, sqz_calib_observer_hook, ob);
     sqz_status st = SQZ_OK;
     for (int64_t i = 0; i < nw && st == SQZ_OK; i++) {
-        float *xi = R->x + (size_t)i * R->win_floats;
-        if (R->tmp) {
-            memcpy(R->tmp, xi, R->win_floats * sizeof(float));
-            xi = R->tmp;
-        }
-        st = sqz_session_block(R->s, R->layer, xi, R->ctx, 0);
+        st = sqz__calib_window(R->s, R->layer, R->x + (size_t)i * R->win_floats, R->tmp, R->win_floats, R->ctx,
+                               sqz_calib_observer_hook, ob);
         if (R->o->progress) R->o->progress(R->o->progress_user, ++R->done, R->total);
     }
-    sqz_session_set_hook(R->s, NULL, NULL);
     if (st == SQZ_OK) {
         sqz__calib_observer_seal(ob);
         sqz__calib_mem_set(&R->mem, sqz__calib_observer_bytes(ob));

@@ -204,13 +204,7 @@ sqz_status sqz__calib_observer_pack(const sqz_calib_observer *ob, int only, uint
     return w.failed ? SQZ_ERR_NOMEM : SQZ_OK;
 }
 
-static bool get(sqz__reader *r, void *dst, size_t n) {
-    const uint8_t *p = sqz__reader_bytes(r, n);
-    if (!p) return false;
-    if (n) memcpy(dst, p, n);
-    return true;
-}
-#define GET(r, v) get((r), &(v), sizeof(v))
+#define GET(r, v) sqz__reader_copy((r), &(v), sizeof(v))
 
 static sqz_status unpack_input(sqz__reader *r, sqz_calib_observer *ob, obs_input *in) {
     uint32_t has = 0;
@@ -219,18 +213,18 @@ static sqz_status unpack_input(sqz__reader *r, sqz_calib_observer *ob, obs_input
                       in->n_x > ob->o.sample_rows,
                   SQZ_ERR_FORMAT, "calibration: a rank's statistics are damaged (input header)");
     const size_t k = (size_t)in->n_in;
-    if (has & HAS_X2) ok = ok && (in->sum_x2 = sqz__malloc(k * sizeof(double))) && get(r, in->sum_x2, k * 8);
-    if (has & HAS_ABS) ok = ok && (in->sum_abs = sqz__malloc(k * sizeof(double))) && get(r, in->sum_abs, k * 8);
-    if (has & HAS_SUMX) ok = ok && (in->sum_x = sqz__malloc(k * sizeof(double))) && get(r, in->sum_x, k * 8);
-    if (has & HAS_ABSMAX) ok = ok && (in->absmax = sqz__malloc(k * sizeof(float))) && get(r, in->absmax, k * 4);
+    if (has & HAS_X2) ok = ok && (in->sum_x2 = sqz__malloc(k * sizeof(double))) && sqz__reader_copy(r, in->sum_x2, k * 8);
+    if (has & HAS_ABS) ok = ok && (in->sum_abs = sqz__malloc(k * sizeof(double))) && sqz__reader_copy(r, in->sum_abs, k * 8);
+    if (has & HAS_SUMX) ok = ok && (in->sum_x = sqz__malloc(k * sizeof(double))) && sqz__reader_copy(r, in->sum_x, k * 8);
+    if (has & HAS_ABSMAX) ok = ok && (in->absmax = sqz__malloc(k * sizeof(float))) && sqz__reader_copy(r, in->absmax, k * 4);
     if (ok && (has & HAS_XTX)) {
         ok = (in->xtx = sqz__calloc(k * k, sizeof(double))) != NULL;
-        for (size_t row = 0; ok && row < k; row++) ok = get(r, in->xtx + row * k + row, (k - row) * sizeof(double));
+        for (size_t row = 0; ok && row < k; row++) ok = sqz__reader_copy(r, in->xtx + row * k + row, (k - row) * sizeof(double));
     }
     if (ok && (has & HAS_ROWS)) {
         in->x_cap = in->n_x > 0 ? in->n_x : 1;
         ok = (in->x = sqz__malloc((size_t)in->x_cap * k * sizeof(float))) &&
-             get(r, in->x, (size_t)in->n_x * k * sizeof(float));
+             sqz__reader_copy(r, in->x, (size_t)in->n_x * k * sizeof(float));
     }
     if (ok && (has & HAS_HIST)) {
         sqz_act_hist *h = &in->hist;
@@ -239,7 +233,7 @@ static sqz_status unpack_input(sqz__reader *r, sqz_calib_observer *ob, obs_input
         ok = GET(r, h->n_bins) && GET(r, h->width) && GET(r, h->total) && GET(r, h->absmax) && GET(r, h->n_zero) &&
              h->n_bins >= 0 && h->n_bins <= SQZ_HIST_MAX_BINS;
         ok = ok && (h->counts = sqz__calloc(h->n_bins ? (size_t)h->n_bins : 1, sizeof(double))) &&
-             get(r, h->counts, (size_t)h->n_bins * sizeof(double));
+             sqz__reader_copy(r, h->counts, (size_t)h->n_bins * sizeof(double));
     }
     SQZ_RETURN_IF(!ok, !r->ok ? SQZ_ERR_FORMAT : SQZ_ERR_NOMEM, "calibration: a rank's statistics %s",
                   !r->ok ? "are damaged (too short)" : "do not fit in memory");

@@ -15,11 +15,16 @@
  * whole block, or, for a partitioned solve (a quantization that solves each input's layers
  * alone: compress/quant_share.c), keeps them: the owner alone solves them and sends the result.
  *
- * Memory for statistics on a rank: its own inputs' accumulators, one window's activations of
- * every input (the capture) and the step's activations of the inputs it owns (N windows); then
- * the merged block. Traffic per block: every input's activations once, to its owner (T x d
- * floats per window, against the tree's d x d Hessians per rank: less when the tokens per rank
- * are fewer than the width), and the merged statistics broadcast.
+ * The Hessians are formed in row panels dealt over the ranks (calib/panel.c), so a step's
+ * activations of an input also go to the ranks holding panels of it; after the last window the
+ * panels are gathered into the owner's whole matrix.
+ *
+ * Memory for statistics on a rank: its panels, the whole Hessian of each input it owns, its own
+ * inputs' other accumulators, one window's activations of every input (the capture) and the
+ * step's activations of the inputs it needs (N windows); then the merged block, or only its own
+ * inputs for a partitioned solve. Traffic per block: every window's activations of an input to
+ * its owner and panel holders (T x d floats per window, against the tree's d x d Hessians per
+ * rank), the panels to the owners, and the merged statistics or the solved groups.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -195,13 +200,18 @@ static sqz_status replay(sqz_calib_observer *ob, sqz__calib_panels *ps, int i, i
     return SQZ_OK;
 }
 
+/* The index of the input with `roles` among ob's, or -1. */
+static int mine_index(const sqz_calib_observer *ob, uint32_t roles) {
+    for (int j = 0; j < ob->n_inputs; j++)
+        if (ob->in[j].roles == roles) return j;
+    return -1;
+}
+
 /* A partitioned solve: input i's statistics stay on its owner (moved into `final`); the other
  * ranks get its roles and width only. */
 static sqz_status keep_input(sqz_calib_observer *mine, const inputs *in, int i, sqz_calib_observer *final) {
     if (sqz_dist_rank() != in->owner[i]) return sqz__calib_observer_stub_input(final, in->roles[i], in->dim[i]);
-    int j = 0;
-    while (j < mine->n_inputs && mine->in[j].roles != in->roles[i]) j++;
-    return sqz__calib_observer_take_input(final, mine, j);
+    return sqz__calib_observer_take_input(final, mine, mine_index(mine, in->roles[i]));
 }
 
 /* Input i's statistics from its owner to every rank, appended to `final` (the owner moves its
@@ -212,9 +222,8 @@ static sqz_status bcast_input(sqz_calib_observer *mine, const inputs *in, int i,
     if (sqz_dist_size() == 1) return keep_input(mine, in, i, final);
     uint8_t *buf = NULL;
     size_t len = 0, cap = 0;
-    int j = 0;
-    while (j < mine->n_inputs && mine->in[j].roles != in->roles[i]) j++;
-    sqz_status st = rank != root || j < mine->n_inputs
+    const int j = mine_index(mine, in->roles[i]);
+    sqz_status st = rank != root || j >= 0
                         ? SQZ_OK
                         : SQZ_ERROR(SQZ_ERR_INVALID_ARG, "calibration: block %d: rank %d saw no input %d",
                                     (int)final->layer, rank, i);
@@ -305,15 +314,8 @@ static sqz_status step(owner_run *R, int64_t k) {
     c->blk_n = 0;
     const size_t before = capture_bytes(c);
     if (k * size + rank < j->nw) {
-        float *xi = j->x + (size_t)k * j->win_floats;
-        if (j->tmp) {
-            memcpy(j->tmp, xi, j->win_floats * sizeof(float));
-            xi = j->tmp;
-        }
-        sqz_session_set_hook(j->s, capture_hook, c);
-        sqz_status st = sqz_session_block(j->s, j->layer, xi, j->ctx, 0);
-        sqz_session_set_hook(j->s, NULL, NULL);
-        SQZ_TRY(st);
+        SQZ_TRY(sqz__calib_window(j->s, j->layer, j->x + (size_t)k * j->win_floats, j->tmp, j->win_floats, j->ctx,
+                                  capture_hook, c));
         if (j->progress) j->progress(j->progress_user, ++*j->done, j->total);
     }
     sqz__calib_mem_set(j->mem, j->mem->live - before + capture_bytes(c));
@@ -344,13 +346,11 @@ sqz_status sqz__calib_owner_stats(const sqz__calib_owner_job *j, sqz_calib_block
     for (int64_t k = 0; k * size < j->nw && st == SQZ_OK; k++) st = step(&R, k);
     for (int i = 0; i < R.in.n && st == SQZ_OK && (j->oo->needs & SQZ_QSTAT_XTX); i++) { /* whole Hessians */
         double *h = NULL;
-        st = sqz__calib_panels_gather(&R.panels, i, R.in.dim[i], R.in.owner[i], &h, j->mem);
-        for (int q = 0; st == SQZ_OK && h && q < R.mine->n_inputs; q++)
-            if (R.mine->in[q].roles == R.in.roles[i]) {
-                R.mine->in[q].xtx = h;
-                h = NULL;
-            }
-        if (h) {
+        st = sqz__calib_panels_gather(&R.panels, i, R.in.owner[i], &h, j->mem);
+        const int q = h ? mine_index(R.mine, R.in.roles[i]) : -1;
+        if (q >= 0) {
+            R.mine->in[q].xtx = h;
+        } else if (h) {
             free(h);
             st = SQZ_ERROR(SQZ_ERR_INVALID_ARG, "calibration: block %d: rank %d owns an input it never saw",
                            (int)j->layer, sqz_dist_rank());

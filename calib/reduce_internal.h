@@ -28,18 +28,23 @@ void sqz__calib_tree_pieces(int64_t a, int64_t b, int64_t s, int64_t e, sqz__cal
 sqz_status sqz__calib_exchange(sqz_calib_observer **mine, const sqz__calib_range *ranges, int n_mine, int64_t nw,
                                const sqz_calib_observe_opts *o, sqz__calib_mem *mem, sqz_calib_observer **out);
 
+/* Runs one window (x, win_floats floats) through block `layer` with hook(user) installed for the
+ * pass; with tmp, on a copy there, so that x keeps the block's input. */
+sqz_status sqz__calib_window(sqz_session *s, int32_t layer, float *x, float *tmp, size_t win_floats, int64_t ctx,
+                             sqz_hook_fn hook, void *user);
+
 /* Row panels of the Hessians of an owner-partitioned job (calib/panel.c). */
 typedef struct sqz__calib_panel {
     int input;     /* index among the block's inputs */
+    int rank;      /* the rank that forms it */
     int64_t a, b;  /* rows [a, b) of X^T X's upper triangle */
-    int64_t n;     /* the input's width */
-    double *h;     /* (b - a, n): row r is row a + r, columns >= a + r accumulated */
+    double *h;     /* on its rank, until it leaves: (b - a, width) rows, row r is row a + r, columns
+                      >= a + r accumulated; NULL elsewhere */
 } sqz__calib_panel;
 typedef struct sqz__calib_panels {
-    sqz__calib_panel *p; /* this rank's */
-    int n;
-    sqz__calib_panel *home; /* every rank's panels, in the order dealt; h is unused, n is the rank */
-    int64_t n_home;
+    sqz__calib_panel *p; /* every rank's panels, in the order dealt (the same on every rank) */
+    int64_t n;
+    int64_t dim[SQZ_CALIB_MAX_INPUTS];   /* the inputs' widths */
     double *whole[SQZ_CALIB_MAX_INPUTS]; /* the inputs this rank owns: their whole (n, n) Hessian,
                                             its panels' h pointing into it */
     double *dbuf; /* (XTX_CHUNK, dbuf_n) */
@@ -52,11 +57,10 @@ sqz_status sqz__calib_panels_assign(const int64_t *dim, const int *owner, int n_
                                     sqz__calib_panels *ps, bool holds[][256]);
 /* Adds x (n_tokens, n) of input `input`, one event, to this rank's panels of it. */
 sqz_status sqz__calib_panels_add(sqz__calib_panels *ps, int input, const float *x, int64_t n_tokens, int64_t n);
-/* Every rank's panels of `input` (width n) to rank root (freed here; sent one by one, straight
+/* Every rank's panels of `input` to rank root (freed here; sent one by one, straight
  * into place), where *xtx becomes the whole (n, n) matrix, upper triangle (malloc'd; NULL
  * elsewhere). Collective. */
-sqz_status sqz__calib_panels_gather(sqz__calib_panels *ps, int input, int64_t n, int root, double **xtx,
-                                    sqz__calib_mem *mem);
+sqz_status sqz__calib_panels_gather(sqz__calib_panels *ps, int input, int root, double **xtx, sqz__calib_mem *mem);
 size_t sqz__calib_panels_bytes(const sqz__calib_panels *ps);
 void sqz__calib_panels_free(sqz__calib_panels *ps);
 

@@ -41,13 +41,7 @@ static bool take(sqz__reader *r, size_t n, void **p) {
     return true;
 }
 
-static bool get(sqz__reader *r, void *dst, size_t n) {
-    const uint8_t *s = sqz__reader_bytes(r, n);
-    if (!s) return false;
-    memcpy(dst, s, n);
-    return true;
-}
-#define GET(r, v) get((r), &(v), sizeof(v))
+#define GET(r, v) sqz__reader_copy((r), &(v), sizeof(v))
 
 static sqz_status unpack_tensor(sqz__reader *r, sqz_model *m, sqz_tensor *t) {
     sqz_qmatrix q;
@@ -102,9 +96,8 @@ static sqz_status pack(sqz_model *m, int32_t layer, const sqz_linear_group *g, c
         PUT(b, f);
         if (f[0]) pack_tensor(b, t);
     }
-    return b->oom ? SQZ_ERROR(SQZ_ERR_NOMEM, "compress: block %d: cannot pack a group for the other ranks",
-                                 (int)layer)
-                     : SQZ_OK;
+    SQZ_RETURN_IF(b->oom, SQZ_ERR_NOMEM, "compress: block %d: cannot pack a group for the other ranks", (int)layer);
+    return SQZ_OK;
 }
 
 static sqz_status unpack(sqz_model *m, int32_t layer, const sqz_linear_group *g, bool *quantized, bool *to_f16,

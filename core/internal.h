@@ -116,6 +116,12 @@ static inline const uint8_t *sqz__reader_bytes(sqz__reader *r, size_t n) {
     if (!sqz__reader_need(r, n)) return NULL;
     const uint8_t *q = r->p + r->pos; r->pos += n; return q;
 }
+/* Copies the next n bytes into dst and advances, or returns false (ok = false). */
+static inline bool sqz__reader_copy(sqz__reader *r, void *dst, size_t n) {
+    const uint8_t *q = sqz__reader_bytes(r, n);
+    if (q && n) memcpy(dst, q, n);
+    return q != NULL;
+}
 
 /* True if s[0..n) is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 bool sqz__utf8_valid(const char *s, size_t n);
