@@ -72,17 +72,18 @@ static const sqz_opt compress_rows[] = {
 /* One row per pass of the pass table: --NAME SPEC. */
 static int stage_rows(sqz_opt *rows, int cap) {
     int n = 0;
-    const sqz_pass *p = sqz_passes(&n);
+    const sqz_pass *const *p = sqz_passes(&n);
     for (int i = 0; i < n && i < cap; i++)
-        rows[i] = (sqz_opt){.name = p[i].name, .type = SQZ_OPT_STRING, .flags = SQZ_OPT_REPEAT,
-                            .metavar = p[i].metavar, .help = p[i].summary, .set = add_stage};
+        rows[i] = (sqz_opt){.name = p[i]->name, .type = SQZ_OPT_STRING, .flags = SQZ_OPT_REPEAT,
+                            .metavar = p[i]->metavar, .help = p[i]->summary, .set = add_stage};
     return n < cap ? n : cap;
 }
 
 static const char compress_head[] =
     "usage: sqz compress MODEL -o OUT STAGE... [--calib FILE | --stats FILE] [--eval TEXT]\n"
     "                    [--report R.json] [--html R.html] [options]\n"
-    "  STAGE: --quant SPEC | --drop-layers LIST | --recipe FILE   (run in the order given)\n\n"
+    "  STAGE: --PASS SPEC (the passes below: --quant, --drop-layers, --prune, ...) | --recipe FILE\n"
+    "         (run in the order given)\n\n"
     "Runs the stages on the model: whole-model steps (layer removal) as given, block stages\n"
     "(quantization) block by block; with --calib, block l is calibrated on the output of the\n"
     "already compressed blocks 0..l-1 (N windows of T tokens spread over FILE; default 128 x 512;\n"
@@ -102,11 +103,11 @@ void sqz_cmd_compress_usage(FILE *out) {
                                {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, NULL}};
     sqz_cli_help(out, compress_head, g, 3);
     int n = 0;
-    const sqz_pass *p = sqz_passes(&n);
+    const sqz_pass *const *p = sqz_passes(&n);
     for (int i = 0; i < n; i++) {
-        char *parts = sqz_opts_help_spec(p[i].opts, p[i].n_opts, 4);
-        fprintf(out, "\n--%s %s: %s\n  parts (separated by ':'):\n%s  e.g. %s\n", p[i].name, p[i].metavar,
-                p[i].summary, parts ? parts : "", p[i].examples);
+        char *parts = sqz_opts_help_spec(p[i]->opts, p[i]->n_opts, 4);
+        fprintf(out, "\n--%s %s: %s\n  parts (separated by ':'):\n%s  e.g. %s\n", p[i]->name, p[i]->metavar,
+                p[i]->summary, parts ? parts : "", p[i]->examples);
         free(parts);
     }
     fprintf(out, "\nMore: docs/compress.md (passes, recipes), docs/quantization.md (methods, formats).\n");
@@ -186,36 +187,19 @@ static bool ends_with(const char *s, const char *suf) {
 static const sqz_compress_spec *quant_spec(const sqz_recipe *r, const char **text) {
     const sqz_compress_spec *q = NULL;
     for (int i = 0; i < r->n; i++) {
-        if (strcmp(r->stages[i].pass->name, "quant")) continue;
-        static _Thread_local sqz_compress_spec sp;
-        if (sqz_compress_spec_parse(r->stages[i].spec, &sp) == SQZ_OK) {
-            q = &sp;
-            *text = r->stages[i].spec;
-        }
+        const sqz_compress_spec *sp = sqz_stage_quant_spec(&r->stages[i]);
+        if (!sp) continue;
+        q = sp;
+        *text = r->stages[i].spec;
     }
     return q;
 }
 
-/* --keep-float LIST: every item a role ("attn_v"), "blk.N" or "blk.N.role" (a typo would
- * match nothing and keep nothing float); 0 or exit status 2. */
+/* --keep-float LIST: its grammar, before the model is opened (then, in run(), that it names
+ * tensors of the model); 0 or exit status 2. */
 static int check_keep_float(const char *list) {
-    for (const char *p = list; p && *p;) {
-        const char *e = strchr(p, ',');
-        const int n = e ? (int)(e - p) : (int)strlen(p);
-        char item[64], *role = item;
-        snprintf(item, sizeof item, "%.*s", n, p);
-        if (!strncmp(item, "blk.", 4)) {
-            char *end;
-            const long l = strtol(item + 4, &end, 10);
-            role = end == item + 4 || l < 0 ? NULL : *end == '.' ? end + 1 : *end ? NULL : "";
-        }
-        sqz_role r;
-        if (!role || n <= 0 || n >= (int)sizeof item || (*role && !sqz_role_from_name(role, &r)))
-            return sqz_cli_usage_error("compress", "--keep-float: '%.*s' is not a role (attn_v, ffn_down, ...), "
-                                       "blk.N or blk.N.ROLE", n, p);
-        p = e ? e + 1 : NULL;
-    }
-    return 0;
+    sqz_keep_float k;
+    return sqz_keep_float_parse(list, NULL, &k) == SQZ_OK ? 0 : sqz_cli_usage_error("compress", "%s", sqz_last_error());
 }
 
 /* Output format and the checks between stages, output and calibration; 0 or exit status 2. */
@@ -241,9 +225,8 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
         if (req && !cc->text && !a->stats)
             return sqz_cli_usage_error("compress", "--%s '%s' needs calibration: give --calib FILE (or --stats FILE)",
                                        s->pass->name, s->spec);
-        sqz_compress_spec qs;
-        if (!strcmp(s->pass->name, "quant") && sqz_compress_spec_parse(s->spec, &qs) == SQZ_OK && qs.auto_bpw > 0 &&
-            !cc->text) /* it runs the model: statistics from a file are not enough */
+        const sqz_compress_spec *qs = sqz_stage_quant_spec(s);
+        if (qs && qs->auto_bpw > 0 && !cc->text) /* it runs the model: statistics from a file are not enough */
             return sqz_cli_usage_error("compress", "--%s '%s' measures every layer's sensitivity and its plans on "
                                        "calibration text: give --calib FILE", s->pass->name, s->spec);
     }
@@ -335,6 +318,8 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     if (st == SQZ_OK) sqz_cli_model_warnings(a->path, m);
     if (st == SQZ_OK) st = sqz_model_check_finite(m); /* NaN / Inf weights never pass through */
     if (st == SQZ_OK && (st = sqz_recipe_check_model(&a->recipe, m, cc->text != NULL)) != SQZ_OK) *usage = true;
+    sqz_keep_float keep;
+    if (st == SQZ_OK && (st = sqz_keep_float_parse(a->keep, m, &keep)) != SQZ_OK) *usage = true;
     /* odd FFN widths are padded to the quant group (not with --stats: its statistics have the old widths) */
     if (st == SQZ_OK && !a->stats) st = sqz_recipe_pad_for_quant(&a->recipe, m, NULL);
     if (st == SQZ_OK && cc->text && (st = sqz_cli_calib_check(cc, m)) != SQZ_OK) *usage = true;

@@ -5,6 +5,7 @@
 #define SQZ_COMPRESS_INTERNAL_H
 
 #include "calib/calib_internal.h"
+#include "sparse/sparse_internal.h"
 #include "sqz/compress.h"
 #include "sqz/family.h"
 
@@ -29,9 +30,32 @@ sqz_status sqz__share_group(sqz_model *m, int32_t layer, const sqz_linear_group 
 /* Replaces tensor t's data with an owned f32 copy of values (n elements), dtype F32. */
 sqz_status sqz__tensor_set_f32(sqz_model *m, sqz_tensor *t, const float *values);
 
-/* ---- passes: each pass's arguments, option rows and functions (the table: passes.c) ---- */
+/* ---- the passes: one row each, defined in the pass's own file (the table: passes.c) ---- */
 
-/* What the SPEC's parts fill; check() turns it into an sqz_compress_spec. */
+extern const sqz_pass sqz__pass_drop_layers; /* pass_drop.c */
+extern const sqz_pass sqz__pass_pad_ffn;     /* pass_pad.c */
+extern const sqz_pass sqz__pass_quant;       /* pass_quant.c */
+extern const sqz_pass sqz__pass_prune;       /* pass_prune.c */
+extern const sqz_pass sqz__pass_sparsity;    /* pass_sparsity.c */
+extern const sqz_pass sqz__pass_cast;        /* pass_cast.c */
+
+/* Every stage's link (sqz_pass.link) into links[0..r->n), zeroed first (recipe.c). */
+sqz_status sqz__recipe_link(const sqz_recipe *r, sqz_stage_link *links);
+
+/* Block `layer` compressed as sqz_compress_block, with --keep-float parsed (keep, may be NULL). */
+sqz_status sqz__compress_block(sqz_model *m, int32_t layer, const sqz_calib_block *stats, const sqz_compress_opts *o,
+                               const sqz_keep_float *keep, sqz_compress_report *rep);
+
+/* --sparsity's joint mode (sparsity_joint.c): SparseGPT with the following quant stage's
+ * options q in one sweep for the n layers t[] (f32 copies in lin[]): every result is checked (the
+ * zeros dequantize to exact zeros; N:M holds on every row), validated on the sample rows of `in`
+ * (2:4 INT8 layers through the sparse INT8 kernel, which must agree bit for bit with the dense
+ * one), reported as the quant pass reports its layers, and attached; *zeros grows by the zeros. */
+sqz_status sqz__sparsity_joint(sqz_pass_ctx *c, const sqz__sparse_opts *a, const sqz_quant_opts *q,
+                               const sqz_qlinear *lin, sqz_tensor **t, int n, const sqz_calib_input *in, double ratio,
+                               int64_t *zeros);
+
+/* The quant pass's SPEC as its option rows fill it; check() turns it into an sqz_compress_spec. */
 typedef struct sqz__quant_args {
     int format;  /* index into FORMATS */
     int method;  /* index into the method table (sqz_qmethods) */
@@ -44,14 +68,8 @@ typedef struct sqz__quant_args {
     int mix;     /* 1 mix (llama.cpp's whole-model rules), 0 pure */
     double bpw;  /* auto: bits per parameter asked */
     sqz_compress_spec spec; /* the result */
-    bool absorbed;          /* a --sparsity sparsegpt stage quantizes these layers jointly (set per run) */
 } sqz__quant_args;
-#define SQZ__QUANT_N_OPTS 12
-extern sqz_opt sqz__quant_opts[SQZ__QUANT_N_OPTS];
-void sqz__quant_opts_init(void);
-sqz_status sqz__quant_check(void *args, uint64_t given, const char *spec);
-unsigned sqz__quant_needs(const void *args, unsigned *required);
-sqz_status sqz__quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args);
+
 /* Statistics a quantization SPEC cannot run without. */
 unsigned sqz__quant_required(const sqz_compress_spec *sp);
 /* auto:bpw=X (compress/quant_auto.c): the dtype of every block matrix, [layer * SQZ_ROLE_COUNT + role]
@@ -93,35 +111,4 @@ sqz_status sqz__qplan_trial(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const
                             sqz_qplan *const *plans, int n, double *kld);
 /* A mix's token embedding and output, after the last block (compress/quant_mix.c). */
 sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, sqz_compress_report *rep);
-/* The SPEC of a quant stage, or NULL for a stage of another pass. */
-const sqz_compress_spec *sqz__quant_stage_spec(const sqz_stage *s);
-
-/* --pad-ffn M: zero neurons up to a multiple of M (compress/pass_pad.c). */
-typedef struct sqz__pad_args {
-    int64_t multiple;
-} sqz__pad_args;
-#define SQZ__PAD_N_OPTS 1
-extern const sqz_opt sqz__pad_opts[SQZ__PAD_N_OPTS];
-sqz_status sqz__pad_model_step(sqz_pass_ctx *c, const void *args);
-
-/* --drop-layers: explicit blocks (LIST), or N / P% blocks chosen by a method of layerdrop/
- * (sqz/layerdrop.h), optionally iterative and compensated. */
-typedef struct sqz__drop_args {
-    const char *list;     /* as given (points into the stage's SPEC copy only during parsing) */
-    int method;           /* sqz_layerdrop_method; SQZ_LAYERDROP_LIST: `layers` are the blocks */
-    bool iterative;
-    int compensation;     /* 0 none, 1 replaceme */
-    bool all_scores;      /* measure every block's KLD for the report too */
-    int64_t seed, kld_windows;
-    double ridge;
-    int32_t count;        /* a method: N blocks, or 0 when given as a percentage */
-    double percent;       /* a method: P of "P%" (N = round(P / 100 x blocks)), else 0 */
-    int32_t layers[256];  /* LIST: the blocks to remove, sorted, distinct */
-    int n;
-} sqz__drop_args;
-#define SQZ__DROP_N_OPTS 8
-extern const sqz_opt sqz__drop_opts[SQZ__DROP_N_OPTS];
-sqz_status sqz__drop_check(void *args, uint64_t given, const char *spec);
-sqz_status sqz__drop_model_step(sqz_pass_ctx *c, const void *args);
-
 #endif

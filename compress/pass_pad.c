@@ -19,15 +19,19 @@
 #include "compress/compress_internal.h"
 #include "sqz/family.h"
 
-const sqz_opt sqz__pad_opts[SQZ__PAD_N_OPTS] = {
-    {.name = "multiple", .type = SQZ_OPT_INT, .offset = offsetof(sqz__pad_args, multiple),
+typedef struct pad_args {
+    int64_t multiple;
+} pad_args;
+
+static const sqz_opt pad_opts[] = {
+    {.name = "multiple", .type = SQZ_OPT_INT, .offset = offsetof(pad_args, multiple),
      .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .min = 2, .max = 4096, .metavar = "M",
      .help = "pad every FFN width up to the next multiple of M (32: the GGUF blocks of q4_0 / q8_0; 256: the "
              "K-quants)"},
 };
 
-sqz_status sqz__pad_model_step(sqz_pass_ctx *c, const void *args) {
-    const sqz__pad_args *a = args;
+static sqz_status pad_model_step(sqz_pass_ctx *c, const void *args) {
+    const pad_args *a = args;
     sqz_model *m = c->m;
     int64_t n_pad = 0, from = 0, to = 0;
     for (int32_t l = 0; l < m->hp.n_layers; l++) {
@@ -51,6 +55,15 @@ sqz_status sqz__pad_model_step(sqz_pass_ctx *c, const void *args) {
     return SQZ_OK;
 }
 
+const sqz_pass sqz__pass_pad_ffn = {
+    .name = "pad-ffn", .metavar = "M",
+    .summary = "pad every FFN with zero neurons to a multiple of M (exact), so that ffn_down fits the blocks of a "
+               "following --quant; added by itself before a quant stage that needs it",
+    .examples = "32 256", .opts = pad_opts, .n_opts = (int)(sizeof pad_opts / sizeof pad_opts[0]),
+    .args_size = sizeof(pad_args), .reshapes = true, .changes_widths = true, .pads_ffn = true,
+    .model_step = pad_model_step,
+};
+
 /* Stage k shares its block loop with stage k - 1 (the pipeline's rule, compress/pipeline.c). */
 static bool joins_previous(const sqz_recipe *r, int k) {
     return k > 0 && r->stages[k].pass->run_block && !r->stages[k].pass->model_step &&
@@ -63,9 +76,9 @@ sqz_status sqz_recipe_pad_for_quant(sqz_recipe *r, const sqz_model *m, int *inse
     int64_t multiple = 0;
     bool pruned = false; /* a prune stage before changes the widths: pad whatever they become */
     for (int k = 0; k < r->n; k++) {
-        if (!strcmp(r->stages[k].pass->name, "pad-ffn")) return SQZ_OK; /* the user's own */
-        pruned = pruned || !strcmp(r->stages[k].pass->name, "prune");
-        const sqz_compress_spec *sp = sqz__quant_stage_spec(&r->stages[k]);
+        if (r->stages[k].pass->pads_ffn) return SQZ_OK; /* the user's own */
+        pruned = pruned || r->stages[k].pass->changes_widths;
+        const sqz_compress_spec *sp = sqz_stage_quant_spec(&r->stages[k]);
         if (!sp || !sp->method || sp->q.target.fmt == SQZ_QFMT_I8) continue;
         /* worth it only when gate/up (input width d_model) take the same blocks: zero rows of a
          * float gate/up cost more than the quantized down saves */
@@ -82,7 +95,7 @@ sqz_status sqz_recipe_pad_for_quant(sqz_recipe *r, const sqz_model *m, int *inse
     while (joins_previous(r, pos)) pos--;
     char spec[32];
     snprintf(spec, sizeof spec, "%" PRId64, multiple);
-    SQZ_TRY(sqz_recipe_add(r, "pad-ffn", spec));
+    SQZ_TRY(sqz_recipe_add(r, sqz__pass_pad_ffn.name, spec));
     const sqz_stage s = r->stages[r->n - 1];
     memmove(&r->stages[pos + 1], &r->stages[pos], (size_t)(r->n - 1 - pos) * sizeof *r->stages);
     r->stages[pos] = s;

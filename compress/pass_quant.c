@@ -34,7 +34,7 @@ static void method_init(void) {
 }
 
 #define ROW(...) {__VA_ARGS__}
-sqz_opt sqz__quant_opts[] = {
+static sqz_opt quant_opts[] = {
     ROW(.name = "format", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, format),
         .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .choices = FORMATS,
         .help = "int8 (W8A16 per channel), w8a8 (+ INT8 activations), int4 (per group), q8_0 / q4_0 / q4_1 "
@@ -73,18 +73,17 @@ sqz_opt sqz__quant_opts[] = {
         .help = "auto: the size asked, bits per parameter of the whole model (embedding, norms included)"),
 };
 enum { R_FORMAT, R_METHOD, R_ACT, R_GROUP, R_SCHEME, R_ORDER, R_GROUPS, R_DAMP, R_ALPHA, R_PCT, R_MIX, R_BPW, N_ROWS };
-_Static_assert(sizeof sqz__quant_opts / sizeof sqz__quant_opts[0] == N_ROWS && N_ROWS == SQZ__QUANT_N_OPTS,
-               "quant rows");
+_Static_assert(sizeof quant_opts / sizeof quant_opts[0] == N_ROWS, "quant rows");
 
 /* Fills in what the rows cannot say statically (the method names). Idempotent. */
-void sqz__quant_opts_init(void) {
+static void quant_init(void) {
     pthread_once(&method_once, method_init);
-    sqz__quant_opts[R_METHOD].choices = method_choices;
+    quant_opts[R_METHOD].choices = method_choices;
 }
 
 static const sqz_opt *rows(void) {
-    sqz__quant_opts_init();
-    return sqz__quant_opts;
+    quant_init();
+    return quant_opts;
 }
 
 #define GIVEN(r) (given & (1ull << (r)))
@@ -133,7 +132,7 @@ static sqz_status check_applies(const sqz__quant_args *a, uint64_t given, const 
     return SQZ_OK;
 }
 
-sqz_status sqz__quant_check(void *args, uint64_t given, const char *spec) {
+static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
     sqz__quant_args *a = args;
     int n_methods = 0;
     const sqz_qmethod *method = &sqz_qmethods(&n_methods)[a->method];
@@ -202,7 +201,7 @@ sqz_status sqz_compress_spec_parse(const char *spec, sqz_compress_spec *out) {
     uint64_t given = 0;
     SQZ_TRY(sqz_opts_defaults(rows(), N_ROWS, &a));
     SQZ_TRY(sqz_opts_parse_spec(rows(), N_ROWS, spec, "SPEC", &a, &given));
-    SQZ_TRY(sqz__quant_check(&a, given, spec));
+    SQZ_TRY(quant_check(&a, given, spec));
     *out = a.spec;
     return SQZ_OK;
 }
@@ -223,29 +222,55 @@ unsigned sqz__quant_required(const sqz_compress_spec *sp) {
     return need & ~(unsigned)SQZ_QSTAT_ABSMEAN;
 }
 
-unsigned sqz__quant_needs(const void *args, unsigned *required) {
+static unsigned quant_needs(const void *args, unsigned *required) {
     const sqz__quant_args *a = args;
     *required = sqz__quant_required(&a->spec);
     return sqz_compress_needs(&a->spec);
 }
 
-sqz_status sqz__quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args) {
+/* The run's state: auto:bpw='s plan, made at block 0, freed after the last block or by fini. */
+typedef struct quant_state {
+    sqz_qplan *plan;
+} quant_state;
+
+static sqz_status quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args) {
     const sqz__quant_args *a = args;
-    if (a->absorbed) return SQZ_OK; /* done by the sparsity stage's joint sweep */
+    quant_state *qs = c->state;
     sqz_compress_opts o = *c->o;
-    if (a->spec.auto_bpw > 0 && !a->spec.plan) /* the plan of auto:bpw=, once: the stage's own args */
-        SQZ_TRY(sqz__quant_auto_plan(c, &((sqz__quant_args *)(uintptr_t)args)->spec));
     o.spec = a->spec;
-    SQZ_TRY(sqz_compress_block(c->m, layer, stats, &o, c->rep));
+    if (a->spec.auto_bpw > 0 && !qs->plan) { /* the plan of auto:bpw=, once */
+        o.spec.plan = NULL;
+        sqz_status st = sqz__quant_auto_plan(c, &o.spec);
+        qs->plan = o.spec.plan;
+        SQZ_TRY(st);
+    }
+    o.spec.plan = qs->plan;
+    SQZ_TRY(sqz__compress_block(c->m, layer, stats, &o, c->keep, c->rep));
     if (layer < c->m->hp.n_layers - 1) return SQZ_OK;
     /* a mix also quantizes the token embedding and the output, once the blocks are done */
-    sqz_status st = sqz__quant_mix_globals(c->m, &a->spec, c->rep);
-    sqz__qplan_free(a->spec.plan);
-    ((sqz__quant_args *)(uintptr_t)args)->spec.plan = NULL;
+    sqz_status st = sqz__quant_mix_globals(c->m, &o.spec, c->rep);
+    sqz__qplan_free(qs->plan);
+    qs->plan = NULL;
     return st;
 }
 
-const sqz_compress_spec *sqz__quant_stage_spec(const sqz_stage *s) {
-    return s->pass->run_block == sqz__quant_block ? &((const sqz__quant_args *)s->args)->spec : NULL;
+static void quant_fini(void *state) {
+    quant_state *qs = state;
+    sqz__qplan_free(qs->plan);
+    qs->plan = NULL;
 }
 
+static const sqz_compress_spec *quant_spec(const void *args) { return &((const sqz__quant_args *)args)->spec; }
+
+/* Every layer's result depends on its own input only, unless the method folds smoothing vectors
+ * into other layers (AWQ, SmoothQuant). */
+static bool quant_partitions(const void *args) { return !quant_spec(args)->method->smooths; }
+
+const sqz_pass sqz__pass_quant = {
+    .name = "quant", .metavar = "SPEC", .label = "SPEC",
+    .summary = "quantize the linear layers of every block (RTN, imatrix, GPTQ, AWQ, SmoothQuant)",
+    .examples = "int8 w8a8:smoothquant int4:gptq:g128:act-order q4_0:imatrix q4_0:awq q4_1:gptq",
+    .opts = quant_opts, .n_opts = N_ROWS, .args_size = sizeof(sqz__quant_args), .state_size = sizeof(quant_state),
+    .init = quant_init, .check = quant_check, .needs = quant_needs, .quant_spec = quant_spec,
+    .partitions = quant_partitions, .run_block = quant_block, .fini = quant_fini,
+};

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "compress/compress_internal.h"
-#include "prune/sparsity_internal.h"
 #include "sqz/prune.h"
 
 sqz_compress_opts sqz_compress_default_opts(void) {
@@ -69,9 +68,17 @@ static void totals(sqz_model *m, sqz_compress_report *rep) {
 
 /* ---- one loop over the blocks for stages [first, last) ---------------------------------- */
 
+/* One run's per-stage state and links, and --keep-float parsed. */
+typedef struct run_state {
+    void **state;          /* [stage]: pass->state_size bytes, or NULL */
+    sqz_stage_link *links; /* [stage] */
+    sqz_keep_float keep;
+} run_state;
+
 typedef struct loop {
     sqz_model *m;
     const sqz_recipe *r;
+    const run_state *run;
     int first, last;
     const sqz_compress_opts *o;
     sqz_compress_report *rep;
@@ -83,7 +90,9 @@ typedef struct loop {
 static sqz_status loop_block(loop *L, int32_t layer, const sqz_calib_block *stats) {
     for (int k = L->first; k < L->last; k++) {
         const sqz_stage *s = &L->r->stages[k];
-        sqz_pass_ctx c = {L->m, L->o, L->rep, L->w, &L->stage_rep[k - L->first], L->session_opts};
+        if (L->run->links[k].absorbed) continue; /* another stage does its work (sqz_pass.link) */
+        sqz_pass_ctx c = {L->m,           L->o,           L->rep, L->w, &L->stage_rep[k - L->first], L->session_opts,
+                          L->run->state[k], L->run->links[k].joint, &L->run->keep};
         const double t0 = sqz__calib_now();
         SQZ_TRY(s->pass->run_block(&c, layer, stats, s->args));
         c.stage->seconds += sqz__calib_now() - t0;
@@ -109,13 +118,12 @@ static unsigned loop_needs(const loop *L, unsigned *required) {
 }
 
 /* Whether every stage of the loop can solve each linear input's layers on the input's owner rank
- * alone (compress/quant_share.c): quantization that folds nothing into other layers (no AWQ or
- * SmoothQuant) and is not absorbed into a sparsity stage. */
+ * alone (compress/quant_share.c): its row says so (quantization that folds nothing into other
+ * layers) and no other stage does its work. */
 static bool loop_partitions(const loop *L) {
     for (int k = L->first; k < L->last; k++) {
         const sqz_stage *s = &L->r->stages[k];
-        const sqz_compress_spec *sp = sqz__quant_stage_spec(s);
-        if (!sp || sp->method->smooths || ((const sqz__quant_args *)s->args)->absorbed) return false;
+        if (!s->pass->partitions || !s->pass->partitions(s->args) || L->run->links[k].absorbed) return false;
     }
     return true;
 }
@@ -211,32 +219,52 @@ static sqz_status stage_rows(const sqz_recipe *r, sqz_compress_report *rep) {
         int w = snprintf(rep->recipe + k, sizeof rep->recipe - k, "%s%s %s", i ? ", " : "", r->stages[i].pass->name,
                          r->stages[i].spec);
         if (w > 0 && (size_t)w < sizeof rep->recipe - k) k += (size_t)w;
-        const sqz_compress_spec *qs = sqz__quant_stage_spec(&r->stages[i]);
+        const sqz_compress_spec *qs = sqz_stage_quant_spec(&r->stages[i]);
         if (qs && !rep->spec[0]) snprintf(rep->spec, sizeof rep->spec, "%s", qs->text);
     }
     return SQZ_OK;
 }
 
-sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compress_env *env,
-                            const sqz_compress_opts *o, sqz_compress_report *rep) {
-    memset(rep, 0, sizeof *rep);
-    SQZ_RETURN_IF(!m || !r || !env || !o || r->n < 1, SQZ_ERR_INVALID_ARG, "compress: no model or no stages");
-    const double t0 = sqz__calib_now();
-    SQZ_TRY(sqz__sparsity_link(r)); /* joint sparsity + quantization (compress/sparsity_link.c) */
-    SQZ_TRY(stage_rows(r, rep));
-    rep->bytes_before = sqz_model_data_bytes(m);
-    rep->params = sqz_model_param_count(m);
-    rep->n_layers_before = m->hp.n_layers;
-    if (env->windows) { /* also when only a whole-model step (layer removal) reads them */
-        rep->n_windows = env->windows->n_windows;
-        rep->ctx = env->windows->ctx;
+/* The run's states (zeroed), links and --keep-float against the model. */
+static sqz_status run_open(run_state *rs, sqz_model *m, const sqz_recipe *r, const sqz_compress_opts *o) {
+    memset(rs, 0, sizeof *rs);
+    rs->state = sqz__calloc((size_t)r->n, sizeof *rs->state);
+    rs->links = sqz__calloc((size_t)r->n, sizeof *rs->links);
+    if (!rs->state || !rs->links) return SQZ_ERR_NOMEM;
+    for (int k = 0; k < r->n; k++) {
+        const size_t n = r->stages[k].pass->state_size;
+        if (n && !(rs->state[k] = sqz__calloc(1, n))) return SQZ_ERR_NOMEM;
     }
+    SQZ_TRY(sqz_keep_float_parse(o->keep_float, m, &rs->keep));
+    return sqz__recipe_link(r, rs->links);
+}
+
+static void run_close(run_state *rs, const sqz_recipe *r) {
+    for (int k = 0; rs->state && k < r->n; k++) {
+        if (rs->state[k] && r->stages[k].pass->fini) r->stages[k].pass->fini(rs->state[k]);
+        free(rs->state[k]);
+    }
+    free(rs->state);
+    free(rs->links);
+}
+
+/* Stages i.. that share one block loop: up to a whole-model step or past a reshaping stage. */
+static int loop_end(const sqz_recipe *r, int i) {
+    int j = i + 1;
+    while (j < r->n && r->stages[j].pass->run_block && !r->stages[j].pass->model_step && !r->stages[j - 1].pass->reshapes)
+        j++;
+    return j;
+}
+
+static sqz_status run_stages(sqz_model *m, const sqz_recipe *r, const run_state *rs, const sqz_compress_env *env,
+                             const sqz_compress_opts *o, sqz_compress_report *rep) {
     sqz_status st = SQZ_OK;
     bool reshaped = false;
     for (int i = 0; i < r->n && st == SQZ_OK;) {
         const sqz_stage *s = &r->stages[i];
         if (s->pass->model_step) {
-            sqz_pass_ctx c = {m, o, rep, env->windows, &rep->stages[i], &env->session_opts};
+            sqz_pass_ctx c = {m, o, rep, env->windows, &rep->stages[i], &env->session_opts,
+                              rs->state[i], rs->links[i].joint, &rs->keep};
             const double ts = sqz__calib_now();
             st = s->pass->model_step(&c, s->args);
             rep->stages[i].seconds += sqz__calib_now() - ts;
@@ -247,12 +275,8 @@ sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compres
             i++;
             continue;
         }
-        /* stages i..j-1 share one block loop: up to a whole-model step or past a reshaping stage */
-        int j = i + 1;
-        while (j < r->n && r->stages[j].pass->run_block && !r->stages[j].pass->model_step &&
-               !r->stages[j - 1].pass->reshapes)
-            j++;
-        loop L = {m, r, i, j, o, rep, env->windows, &rep->stages[i], &env->session_opts};
+        const int j = loop_end(r, i);
+        loop L = {m, r, rs, i, j, o, rep, env->windows, &rep->stages[i], &env->session_opts};
         /* a whole-model step that reshapes (adds tensors) leaves the live session stale */
         const bool fresh = reshaped || (s->pass->model_step && s->pass->reshapes);
         if (env->windows) st = loop_calibrated(&L, env, fresh);
@@ -261,8 +285,30 @@ sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compres
         for (int k = i; k < j; k++) reshaped = reshaped || r->stages[k].pass->reshapes;
         i = j;
     }
-    totals(m, rep);
-    rep->seconds_total = sqz__calib_now() - t0;
+    return st;
+}
+
+sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compress_env *env,
+                            const sqz_compress_opts *o, sqz_compress_report *rep) {
+    memset(rep, 0, sizeof *rep);
+    SQZ_RETURN_IF(!m || !r || !env || !o || r->n < 1, SQZ_ERR_INVALID_ARG, "compress: no model or no stages");
+    const double t0 = sqz__calib_now();
+    run_state rs;
+    sqz_status st = run_open(&rs, m, r, o);
+    if (st == SQZ_OK) st = stage_rows(r, rep);
+    if (st == SQZ_OK) {
+        rep->bytes_before = sqz_model_data_bytes(m);
+        rep->params = sqz_model_param_count(m);
+        rep->n_layers_before = m->hp.n_layers;
+        if (env->windows) { /* also when only a whole-model step (layer removal) reads them */
+            rep->n_windows = env->windows->n_windows;
+            rep->ctx = env->windows->ctx;
+        }
+        st = run_stages(m, r, &rs, env, o, rep);
+        totals(m, rep);
+        rep->seconds_total = sqz__calib_now() - t0;
+    }
+    run_close(&rs, r);
     return st;
 }
 

@@ -47,33 +47,6 @@ void sqz__release_pages(const void *p, size_t n) {
     if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-/* Does the --keep-float list name tensor t? Items: a role ("attn_v"), "blk.N", "blk.N.role". */
-static bool keep_float_match(const char *list, const sqz_tensor *t) {
-    if (!list) return false;
-    const char *p = list;
-    while (*p) {
-        const char *e = strchr(p, ',');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        char item[64];
-        if (n > 0 && n < sizeof item) {
-            memcpy(item, p, n);
-            item[n] = 0;
-            const char *role = item;
-            bool layer_ok = true;
-            if (!strncmp(item, "blk.", 4)) {
-                char *end;
-                long l = strtol(item + 4, &end, 10);
-                layer_ok = end != item + 4 && l == t->layer;
-                role = *end == '.' ? end + 1 : (*end ? "?" : NULL);
-            }
-            if (layer_ok && (!role || !strcmp(role, sqz_role_name(t->role)))) return true;
-        }
-        if (!e) break;
-        p = e + 1;
-    }
-    return false;
-}
-
 sqz_status sqz__report_add(sqz_compress_report *rep, const sqz_layer_report *row) {
     if (rep->n_layers % 64 == 0) {
         sqz_layer_report *n = sqz__realloc(rep->layers, (size_t)(rep->n_layers + 64) * sizeof *n);
@@ -131,6 +104,7 @@ typedef struct block_ctx {
     sqz_model *m;
     int32_t layer;
     const sqz_compress_opts *o;
+    const sqz_keep_float *keep; /* --keep-float, parsed */
     float *w[SQZ_ROLE_COUNT];   /* f32 copy, when made */
     bool dirty[SQZ_ROLE_COUNT]; /* changed by a fold and not quantized yet */
     bool quantized[SQZ_ROLE_COUNT];
@@ -223,7 +197,7 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
             if (!sqz_qformat_from_dtype(d, &target.fmt)) mix_f16 = true;
             else (void)sqz_qtarget_check(&target);
         }
-        if (keep_float_match(o->keep_float, t[i])) why = "kept float (--keep-float)";
+        if (sqz_keep_float_match(c->keep, t[i])) why = "kept float (--keep-float)";
         else if (mix_f16) why = "no block of the mix's type or its fallback fits: f16", policy_refused = true;
         else if (!sqz_quant_policy_wants(t[i], &target, &o->policy, &why)) policy_refused = true;
         else if (t[i]->qp) why = "already quantized by sqz";
@@ -355,6 +329,13 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
 
 sqz_status sqz_compress_block(sqz_model *m, int32_t layer, const sqz_calib_block *stats, const sqz_compress_opts *o,
                               sqz_compress_report *rep) {
+    sqz_keep_float keep;
+    SQZ_TRY(sqz_keep_float_parse(o->keep_float, NULL, &keep));
+    return sqz__compress_block(m, layer, stats, o, &keep, rep);
+}
+
+sqz_status sqz__compress_block(sqz_model *m, int32_t layer, const sqz_calib_block *stats, const sqz_compress_opts *o,
+                               const sqz_keep_float *keep, sqz_compress_report *rep) {
     SQZ_RETURN_IF(layer < 0 || layer >= m->hp.n_layers, SQZ_ERR_INVALID_ARG, "compress: block %d of %lld",
                   (int)layer, (long long)m->hp.n_layers);
     SQZ_RETURN_IF(!o->spec.method, SQZ_ERR_INVALID_ARG, "compress: no SPEC");
@@ -364,6 +345,7 @@ sqz_status sqz_compress_block(sqz_model *m, int32_t layer, const sqz_calib_block
     c.m = m;
     c.layer = layer;
     c.o = o;
+    c.keep = keep;
     sqz_linear_group g[SQZ_LINEAR_GROUPS_MAX];
     const int ng = sqz_family_linear_groups(m, layer, g);
     double tq = 0, tv = 0;

@@ -14,11 +14,11 @@
 
 static const char *pass_names(char *buf, size_t cap) {
     int n = 0;
-    const sqz_pass *p = sqz_passes(&n);
+    const sqz_pass *const *p = sqz_passes(&n);
     buf[0] = 0;
     for (int i = 0; i < n; i++) {
         if (i) strncat(buf, ", ", cap - strlen(buf) - 1);
-        strncat(buf, p[i].name, cap - strlen(buf) - 1);
+        strncat(buf, p[i]->name, cap - strlen(buf) - 1);
     }
     return buf;
 }
@@ -32,9 +32,8 @@ sqz_status sqz_recipe_add(sqz_recipe *r, const char *pass, const char *spec) {
     void *args = sqz__calloc(1, p->args_size);
     if (!args) return SQZ_ERR_NOMEM;
     uint64_t given = 0;
-    /* the quantization SPEC keeps its historical label in messages */
-    snprintf(label, sizeof label, "%s", strcmp(p->name, "quant") ? "--" : "SPEC");
-    if (strcmp(p->name, "quant")) strncat(label, p->name, sizeof label - strlen(label) - 1);
+    if (p->label) snprintf(label, sizeof label, "%s", p->label);
+    else snprintf(label, sizeof label, "--%s", p->name);
     sqz_status st = sqz_opts_defaults(p->opts, p->n_opts, args);
     if (st == SQZ_OK) st = sqz_opts_parse_spec(p->opts, p->n_opts, spec, label, args, &given);
     if (st == SQZ_OK && p->check) st = p->check(args, given, spec);
@@ -132,6 +131,29 @@ sqz_status sqz_recipe_load(sqz_recipe *r, const char *path) {
         for (int i = n0; i < r->n; i++) free(r->stages[i].args);
         r->n = n0;
     }
+    return st;
+}
+
+const sqz_compress_spec *sqz_stage_quant_spec(const sqz_stage *s) {
+    return s && s->pass->quant_spec ? s->pass->quant_spec(s->args) : NULL;
+}
+
+sqz_status sqz__recipe_link(const sqz_recipe *r, sqz_stage_link *links) {
+    memset(links, 0, (size_t)r->n * sizeof *links);
+    for (int k = 0; k < r->n; k++)
+        if (r->stages[k].pass->link) SQZ_TRY(r->stages[k].pass->link(r, k, links));
+    return SQZ_OK;
+}
+
+sqz_status sqz_recipe_check_model(const sqz_recipe *r, const sqz_model *m, bool have_windows) {
+    if (!r || r->n == 0) return SQZ_OK;
+    sqz_stage_link *links = sqz__calloc((size_t)r->n, sizeof *links);
+    if (!links) return SQZ_ERR_NOMEM;
+    sqz_status st = sqz__recipe_link(r, links);
+    free(links);
+    int64_t n_layers = m->hp.n_layers;
+    for (int k = 0; k < r->n && st == SQZ_OK; k++)
+        if (r->stages[k].pass->check_model) st = r->stages[k].pass->check_model(&r->stages[k], m, &n_layers, have_windows);
     return st;
 }
 

@@ -2,6 +2,7 @@
  * core/options.c - options declared as data (sqz/options.h): defaults, one value, a SPEC, a
  * command line, and the help text of both, all from the same sqz_opt rows.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -86,6 +87,47 @@ static sqz_status set_float(const sqz_opt *o, void *dst, const char *v, const ch
     return SQZ_OK;
 }
 
+static int cmp_i32(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* One item "N" or "A-B" (len bytes at p) appended to out. */
+static sqz_status list_item(const char *p, size_t len, double min, double max, const char *what, sqz_opt_list *out) {
+    char buf[32], *end;
+    SQZ_RETURN_IF(len == 0 || len >= sizeof buf, SQZ_ERR_INVALID_ARG,
+                  "%s: empty or too long item (integers and ranges such as 3,4 or 2-5 in [%g, %g])", what, min, max);
+    memcpy(buf, p, len);
+    buf[len] = 0;
+    errno = 0;
+    const long long lo = strtoll(buf, &end, 10);
+    long long hi = lo;
+    if (*end == '-' && end != buf) hi = strtoll(end + 1, &end, 10);
+    SQZ_RETURN_IF(errno || *end || !isdigit((unsigned char)buf[0]) || (double)lo < min || hi < lo || (double)hi > max,
+                  SQZ_ERR_INVALID_ARG, "%s: bad item '%s' (integers and ranges such as 3,4 or 2-5 in [%g, %g])", what,
+                  buf, min, max);
+    for (long long v = lo; v <= hi; v++) {
+        SQZ_RETURN_IF(out->n >= SQZ_OPT_LIST_MAX, SQZ_ERR_INVALID_ARG, "%s: more than %d values", what,
+                      SQZ_OPT_LIST_MAX);
+        out->v[out->n++] = (int32_t)v;
+    }
+    return SQZ_OK;
+}
+
+sqz_status sqz_opt_list_parse(const char *text, double min, double max, const char *what, sqz_opt_list *out) {
+    memset(out, 0, sizeof *out);
+    SQZ_RETURN_IF(min < INT32_MIN || max > INT32_MAX || min > max, SQZ_ERR_INVALID_ARG, "%s: bad list range", what);
+    for (const char *p = text ? text : ""; p;) {
+        const char *e = strchr(p, ',');
+        SQZ_TRY(list_item(p, e ? (size_t)(e - p) : strlen(p), min, max, what, out));
+        p = e ? e + 1 : NULL;
+    }
+    qsort(out->v, (size_t)out->n, sizeof out->v[0], cmp_i32);
+    for (int i = 1; i < out->n; i++)
+        SQZ_RETURN_IF(out->v[i] == out->v[i - 1], SQZ_ERR_INVALID_ARG, "%s: %d listed twice", what, (int)out->v[i]);
+    return SQZ_OK;
+}
+
 sqz_status sqz_opt_set(const sqz_opt *o, void *dst, const char *value, const char *what) {
     if (o->set) return o->set(dst, o, value);
     char w[256];
@@ -97,6 +139,8 @@ sqz_status sqz_opt_set(const sqz_opt *o, void *dst, const char *value, const cha
         SQZ_RETURN_IF(!value || !*value, SQZ_ERR_INVALID_ARG, "%s: empty %s", what, o->name);
         memcpy((char *)dst + o->offset, &value, sizeof value);
         return SQZ_OK;
+    case SQZ_OPT_LIST:
+        return sqz_opt_list_parse(value, o->min, o->max, what, (sqz_opt_list *)(void *)((char *)dst + o->offset));
     case SQZ_OPT_CHOICE: {
         const int i = choice_index(o->choices, value ? value : "");
         SQZ_RETURN_IF(i < 0, SQZ_ERR_INVALID_ARG, "%s: unknown %s '%s' (%s)", what, o->name, value ? value : "",
@@ -444,6 +488,7 @@ static const char *type_metavar(const sqz_opt *o) {
     case SQZ_OPT_INT: return "N";
     case SQZ_OPT_FLOAT: return "X";
     case SQZ_OPT_CHOICE: return o->choices;
+    case SQZ_OPT_LIST: return "LIST";
     default: return "VALUE";
     }
 }

@@ -12,7 +12,8 @@
 #include "edge/crypto.h"
 #include "formats/bundle_internal.h"
 #include "sqz/qparams.h"
-#include "sqz/sqz.h"
+#include "sqz/formats.h"
+#include "sqz/io.h"
 
 static const struct { sqz_dtype d; uint32_t code; } dtype_codes[] = {
     {SQZ_DTYPE_F32, SQZB_DT_F32}, {SQZ_DTYPE_F16, SQZB_DT_F16}, {SQZ_DTYPE_Q8_0, SQZB_DT_Q8_0},

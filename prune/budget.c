@@ -20,7 +20,7 @@ typedef struct item {
 } item;
 
 typedef struct scorer {
-    const sqz__prune_args *a;
+    const sqz__prune_opts *a;
     const sqz_model *m;
     double **scores; /* [layer * 2 + kind]: n_heads or d_ff scores */
 } scorer;
@@ -46,15 +46,16 @@ static sqz_status on_block(void *user, sqz_session *s, int32_t layer, const sqz_
 
 /* Scores of every layer: one calibration pass on the model as it is (no recompute: nothing
  * changes), or from the weights alone when the score reads no statistics. */
-static sqz_status score_all(sqz_pass_ctx *c, scorer *sc) {
+static sqz_status score_all(sqz_model *m, const sqz__prune_env *e, scorer *sc) {
     const unsigned need = sqz_prune_score_needs((sqz_prune_score)sc->a->score);
     if (!need) {
-        for (int32_t l = 0; l < c->m->hp.n_layers; l++) SQZ_TRY(score_layer(sc, l, NULL));
+        for (int32_t l = 0; l < m->hp.n_layers; l++) SQZ_TRY(score_layer(sc, l, NULL));
         return SQZ_OK;
     }
-    SQZ_RETURN_IF(!c->w || !c->session_opts, SQZ_ERR_INVALID_ARG,
-                  "--prune '%s': part 'params=' scores every layer first: give --calib FILE", c->stage->spec);
-    return sqz_calib_scan(c->m, c->session_opts, c->w, need, on_block, sc, c->o->progress, c->o->progress_user);
+    SQZ_RETURN_IF(!e->w || !e->session_opts, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'params=' scores every layer first: give --calib FILE", e->spec);
+    return sqz_calib_scan(m, e->session_opts, e->w, need, on_block, sc, e->progress,
+                          e->progress_user);
 }
 
 static int by_z(const void *x, const void *y) {
@@ -75,7 +76,7 @@ static void standardize(const double *s, int64_t n, int32_t layer, int8_t head, 
 
 /* Walks the structures by increasing z, removing each while its layer keeps a head and
  * `align` neurons, until `target` parameters are gone. */
-static void allocate(const sqz_model *m, const sqz__prune_args *a, const item *it, int64_t n, int32_t *rm_heads,
+static void allocate(const sqz_model *m, const sqz__prune_opts *a, const item *it, int64_t n, int32_t *rm_heads,
                      int32_t *rm_ffn) {
     const int64_t d = m->hp.d_model, hd = m->hp.head_dim;
     const bool gated = sqz_family_get(m->hp.family)->gated_ffn;
@@ -99,14 +100,14 @@ static void allocate(const sqz_model *m, const sqz__prune_args *a, const item *i
     }
 }
 
-sqz_status sqz__prune_plan(sqz_pass_ctx *c, sqz__prune_args *a) {
-    const sqz_model *m = c->m;
+sqz_status sqz__prune_plan(sqz_model *m, const sqz__prune_opts *a, const sqz__prune_env *e,
+                           int32_t *plan_heads, int32_t *plan_ffn) {
     const int32_t nl = (int32_t)m->hp.n_layers;
     SQZ_RETURN_IF(nl > SQZ__PRUNE_MAX_LAYERS, SQZ_ERR_INVALID_ARG, "--prune '%s': params= supports up to %d layers",
-                  c->stage->spec, SQZ__PRUNE_MAX_LAYERS);
+                  e->spec, SQZ__PRUNE_MAX_LAYERS);
     scorer sc = {a, m, sqz__calloc((size_t)nl * 2, sizeof(double *))};
     if (!sc.scores) return SQZ_ERR_NOMEM;
-    sqz_status st = score_all(c, &sc);
+    sqz_status st = score_all(m, e, &sc);
     int64_t n = 0;
     for (int32_t l = 0; l < nl; l++) n += m->layers[l].n_heads + m->layers[l].d_ff;
     item *it = st == SQZ_OK ? sqz__malloc((size_t)n * sizeof *it) : NULL;
@@ -118,9 +119,9 @@ sqz_status sqz__prune_plan(sqz_pass_ctx *c, sqz__prune_args *a) {
             standardize(sc.scores[l * 2], m->layers[l].d_ff, l, 0, it, &k);
         }
         qsort(it, (size_t)n, sizeof *it, by_z);
-        memset(a->plan_heads, 0, sizeof a->plan_heads);
-        memset(a->plan_ffn, 0, sizeof a->plan_ffn);
-        allocate(m, a, it, n, a->plan_heads, a->plan_ffn);
+        memset(plan_heads, 0, (size_t)nl * sizeof *plan_heads);
+        memset(plan_ffn, 0, (size_t)nl * sizeof *plan_ffn);
+        allocate(m, a, it, n, plan_heads, plan_ffn);
     }
     for (int32_t i = 0; i < nl * 2; i++) free(sc.scores[i]);
     free(sc.scores);

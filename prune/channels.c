@@ -55,22 +55,22 @@ static sqz_status weight_scores(const sqz_model *m, double *score) {
     return SQZ_OK;
 }
 
-static sqz_status activation_scores(sqz_pass_ctx *c, double *score) {
-    SQZ_RETURN_IF(!c->w || !c->session_opts, SQZ_ERR_INVALID_ARG,
-                  "--prune '%s': part 'channels=' measures every layer first: give --calib FILE", c->stage->spec);
-    sqz_session_opts so = *c->session_opts;
-    so.max_tokens = c->w->ctx;
+static sqz_status activation_scores(sqz_model *m, const sqz__prune_env *e, double *score) {
+    SQZ_RETURN_IF(!e->w || !e->session_opts, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'channels=' measures every layer first: give --calib FILE", e->spec);
+    sqz_session_opts so = *e->session_opts;
+    so.max_tokens = e->w->ctx;
     sqz_session *s;
-    SQZ_TRY(sqz_session_new(c->m, &so, &s));
-    acc a = {score, c->m->hp.d_model};
+    SQZ_TRY(sqz_session_new(m, &so, &s));
+    acc a = {score, m->hp.d_model};
     sqz_calib_run_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.observe.needs = SQZ_QSTAT_X2;
     ro.on_block = on_block;
     ro.user = &a;
-    ro.progress = c->o->progress;
-    ro.progress_user = c->o->progress_user;
-    sqz_status st = sqz_calib_run(s, c->w, &ro);
+    ro.progress = e->progress;
+    ro.progress_user = e->progress_user;
+    sqz_status st = sqz_calib_run(s, e->w, &ro);
     sqz_session_free(s);
     return st;
 }
@@ -94,22 +94,21 @@ static sqz_status columns_to_f32(sqz_model *m) {
     return SQZ_OK;
 }
 
-int64_t sqz__prune_channels_remove(const sqz__prune_args *a, int64_t d) {
+int64_t sqz__prune_channels_remove(const sqz__prune_opts *a, int64_t d) {
     const int64_t r = (int64_t)llround(a->channels * (double)d);
     if (a->align <= 1 || d % a->align || d <= a->align) return r;
     int64_t keep = (d - r + a->align / 2) / a->align * a->align;
     return d - (keep < a->align ? a->align : keep);
 }
 
-sqz_status sqz__prune_channels(sqz_pass_ctx *c, const sqz__prune_args *a) {
-    sqz_model *m = c->m;
+sqz_status sqz__prune_channels(sqz_model *m, const sqz__prune_opts *a, const sqz__prune_env *e) {
     const int64_t d = m->hp.d_model, remove = sqz__prune_channels_remove(a, d);
     if (remove <= 0) return SQZ_OK;
     double *score = sqz__calloc((size_t)d, sizeof(double));
     int64_t *keep = sqz__malloc((size_t)d * sizeof(int64_t));
     sqz_status st = score && keep ? SQZ_OK : SQZ_ERR_NOMEM;
     if (st == SQZ_OK)
-        st = a->score == SQZ_PRUNE_MAGNITUDE ? weight_scores(m, score) : activation_scores(c, score);
+        st = a->score == SQZ_PRUNE_MAGNITUDE ? weight_scores(m, score) : activation_scores(m, e, score);
     if (st == SQZ_OK) sqz_prune_choose_top(d, score, remove, keep);
     if (st == SQZ_OK) st = columns_to_f32(m);
     if (st == SQZ_OK) st = sqz_model_keep_channels(m, keep, d - remove);

@@ -1,13 +1,16 @@
 /*
- * prune/prune_internal.h - what the files of prune/ share (not public), and the `--prune`
- * pass's declarations for the pass table (compress/passes.c).
+ * prune/prune_internal.h - what the files of prune/ share and export to the `--prune` pass
+ * (compress/pass_prune.c), not public: the options a prune SPEC gives, the global budget, the
+ * hidden-channel removal and the record of what was removed.
  */
 #ifndef SQZ_PRUNE_INTERNAL_H
 #define SQZ_PRUNE_INTERNAL_H
 
 #include "core/internal.h"
-#include "sqz/compress.h"
+#include "sqz/calib.h"
+#include "sqz/progress.h"
 #include "sqz/prune.h"
+#include "sqz/runtime.h"
 
 /* A 2-D tensor's float values, malloc'd (*out, rows * cols), NULL-safe: *out = NULL on error. */
 sqz_status sqz__prune_load(const sqz_tensor *t, float **out);
@@ -20,11 +23,11 @@ sqz_tensor *sqz__prune_out_layer(const sqz_model *m, int32_t layer, sqz_structur
  * (dead inputs, H_jj == 0, get 1 on the diagonal as GPTQ does). NULL on out of memory. */
 double *sqz__prune_damped(const double *h, int64_t n_in, const int64_t *idx, int64_t n, double damp);
 
-/* ---- the pass (pass_prune.c) -------------------------------------------------------- */
+/* ---- what a prune SPEC asks for (the `--prune` pass's option rows fill it) ------------------ */
 
 #define SQZ__PRUNE_MAX_LAYERS 512
 
-typedef struct sqz__prune_args {
+typedef struct sqz__prune_opts {
     double heads, ffn;    /* fraction of each layer's heads / FFN neurons to remove */
     double params;        /* or: fraction of the attention+FFN parameters, placed by budget.c */
     double channels;      /* fraction of the hidden channels to remove (channels.c) */
@@ -32,26 +35,30 @@ typedef struct sqz__prune_args {
     int comp;             /* sqz_prune_comp, or -1: the score's default */
     double damp;          /* relative damping of H (obs, lsq) */
     int64_t align;        /* kept FFN widths are a multiple of this (where d_ff is) */
-    /* params=: what the model step decided per layer (heads / neurons to remove) */
-    int32_t plan_heads[SQZ__PRUNE_MAX_LAYERS], plan_ffn[SQZ__PRUNE_MAX_LAYERS];
-} sqz__prune_args;
-#define SQZ__PRUNE_N_OPTS 8
+} sqz__prune_opts;
+
+/* Where the whole-model measurements run: calibration windows (NULL: none given), the sessions'
+ * options, progress, and the stage's SPEC for messages. */
+typedef struct sqz__prune_env {
+    const sqz_calib_windows *w;
+    const sqz_session_opts *session_opts;
+    sqz_progress_fn progress;
+    void *progress_user;
+    const char *spec;
+} sqz__prune_env;
+
+/* The compensation a->comp names, or the score's default (bias for flap, lsq for obs). */
+sqz_prune_comp sqz__prune_comp_of(const sqz__prune_opts *a);
 
 /* Hidden channels to remove from d (a->channels, aligned as FFN widths), and the whole-model
  * removal (channels.c). */
-int64_t sqz__prune_channels_remove(const sqz__prune_args *a, int64_t d);
-sqz_status sqz__prune_channels(sqz_pass_ctx *c, const sqz__prune_args *a);
+int64_t sqz__prune_channels_remove(const sqz__prune_opts *a, int64_t d);
+sqz_status sqz__prune_channels(sqz_model *m, const sqz__prune_opts *a, const sqz__prune_env *e);
 
-/* Fills a->plan_heads / plan_ffn for a->params (budget.c). */
-sqz_status sqz__prune_plan(sqz_pass_ctx *c, sqz__prune_args *a);
-extern const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS];
-sqz_status sqz__prune_check(void *args, uint64_t given, const char *spec);
-unsigned sqz__prune_needs(const void *args, unsigned *required);
-/* The usage checks that need the model (sqz_recipe_check_model): every layer keeps a head and
- * an FFN neuron. */
-sqz_status sqz__prune_check_model(const void *args, const char *spec, const sqz_model *m);
-sqz_status sqz__prune_model_step(sqz_pass_ctx *c, const void *args);
-sqz_status sqz__prune_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args);
+/* params=: the heads and FFN neurons to remove in every layer (plan_heads / plan_ffn, n_layers
+ * entries each, at most SQZ__PRUNE_MAX_LAYERS) from one scoring pass over the model (budget.c). */
+sqz_status sqz__prune_plan(sqz_model *m, const sqz__prune_opts *a, const sqz__prune_env *e,
+                           int32_t *plan_heads, int32_t *plan_ffn);
 
 /* ---- the record of what the pass removed (record.c; sqz_prune_record of sqz/prune.h) ----- */
 

@@ -1,7 +1,8 @@
 /*
  * sqz/api.h - SQZ_API marks what libsqz exports. The shared library is built with hidden
  * visibility: only declarations in include/sqz/ carrying SQZ_API are visible to programs,
- * so the sqz__ internals shared between the library's own modules stay private.
+ * so the sqz__ internals shared between the library's own modules stay private. The version of
+ * the library is here too, where every module (and every public header) can see it.
  */
 #ifndef SQZ_API_H
 #define SQZ_API_H
@@ -11,5 +12,10 @@
 #else
 #define SQZ_API
 #endif
+
+#define SQZ_VERSION_MAJOR 0
+#define SQZ_VERSION_MINOR 1
+#define SQZ_VERSION_PATCH 0
+#define SQZ_VERSION_STRING "0.1.0"
 
 #endif

@@ -66,7 +66,7 @@
 #include <stdint.h>
 
 #include "sqz/api.h"
-#include "sqz/formats.h"
+#include "sqz/progress.h"
 #include "sqz/model.h"
 #include "sqz/quant.h"
 #include "sqz/runtime.h"

@@ -159,12 +159,32 @@ typedef struct sqz_compress_opts {
     sqz_quant_policy policy;
     const char *keep_float;  /* comma-separated list of what stays float beyond the policy:
                                 role names (attn_q, ffn_down, ...), "blk.N" (a whole block) or
-                                "blk.N.role"; NULL for none */
+                                "blk.N.role"; NULL for none (sqz_keep_float_parse: an item that
+                                names nothing is an error of the run) */
     int64_t sample_rows;     /* rows kept per input for the searches and validation; 512 */
     sqz_progress_fn progress; /* optional, done / total in blocks */
     void *progress_user;
     sqz_calib_partition stats_partition; /* under mpirun: how the ranks combine statistics */
 } sqz_compress_opts;
+
+/* --keep-float LIST parsed once: every item a role (attn_v, ffn_down, ... in every block),
+ * "blk.N" (every tensor of block N) or "blk.N.ROLE". */
+#define SQZ_KEEP_FLOAT_MAX 64
+typedef struct sqz_keep_float {
+    int n;
+    struct {
+        int32_t layer;  /* the block, or -1: every block */
+        sqz_role role;  /* the role, or SQZ_ROLE_COUNT: every role of the block */
+    } items[SQZ_KEEP_FLOAT_MAX];
+} sqz_keep_float;
+
+/* Parses list (NULL or "" : no item) into *out. With m non-NULL every item must name at least one
+ * tensor of m (a block it has, a role it has there). Errors: SQZ_ERR_INVALID_ARG naming the item
+ * ("--keep-float: 'blk.99' names no tensor of the model (blocks 0..4)", "'atn_v' is not a role
+ * (attn_v, ffn_down, ...), blk.N or blk.N.ROLE"); more than SQZ_KEEP_FLOAT_MAX items. */
+SQZ_API sqz_status sqz_keep_float_parse(const char *list, const sqz_model *m, sqz_keep_float *out);
+/* Whether k (may be NULL) names tensor t. */
+SQZ_API bool sqz_keep_float_match(const sqz_keep_float *k, const sqz_tensor *t);
 
 /* spec = int8 (rtn), the default policy, no keep_float, sample_rows 512. */
 SQZ_API sqz_compress_opts sqz_compress_default_opts(void);
@@ -204,10 +224,11 @@ SQZ_API char *sqz_compress_report_json(const sqz_compress_report *r, const char 
  * ====================================================================================== */
 
 /*
- * A pass is one row of the pass table (compress/passes.c): its name (the command-line flag
- * "--NAME SPEC" and the recipe's stage key), its options declared as data (sqz/options.h:
- * the SPEC is parsed by the one generic parser, and --help is generated from the same rows),
- * the statistics it needs, and what it does:
+ * A pass is one row of the pass table (compress/passes.c lists the rows; each pass defines its
+ * row in its own file, compress/pass_*.c): its name (the command-line flag "--NAME SPEC" and the
+ * recipe's stage key), its options declared as data (sqz/options.h: the SPEC is parsed by the
+ * one generic parser, and --help is generated from the same rows), the statistics it needs, how
+ * it is checked against the model and the stages around it, and what it does:
  *   model_step   optional, once, on the whole model before the block loop (passes that decide
  *                across layers: layer removal, a global pruning budget); it may change the
  *                model's structure (then `reshapes`).
@@ -218,7 +239,24 @@ SQZ_API char *sqz_compress_report_json(const sqz_compress_report *r, const char 
  * (each block: every stage's run_block in order, then the block is recomputed), except that a
  * stage that reshapes ends its loop: the next stage calibrates again on the changed model.
  * A whole-model step is a barrier between loops.
+ *
+ * A stage's parsed options (its args) never change once parsed: what a run decides (a plan, the
+ * counts of its note) lives in the run's state for that stage (pass_ctx.state, state_size bytes,
+ * zeroed when a run starts, given to fini when it ends), and what one stage does for another (a
+ * joint sweep) is recorded by `link` in the run's table of stage links, never in the other
+ * stage's args. Nothing outside the pass table recognises a pass by its name or its functions:
+ * what the pipeline, the recipe checks and the CLI need to know is a field or a slot of the row.
  */
+struct sqz_stage;
+struct sqz_recipe;
+struct sqz_keep_float;
+
+/* What the stages of one run record about each other (sqz_pass.link). */
+typedef struct sqz_stage_link {
+    const struct sqz_stage *joint; /* this stage works jointly with that stage (its SPEC), or NULL */
+    bool absorbed;                 /* another stage does this stage's work: its run_block is not called */
+} sqz_stage_link;
+
 typedef struct sqz_pass_ctx {
     sqz_model *m;
     const struct sqz_compress_opts *o;  /* policy, keep_float, sample_rows */
@@ -227,6 +265,10 @@ typedef struct sqz_pass_ctx {
     sqz_stage_report *stage;            /* this stage's row of the report (its note) */
     const sqz_session_opts *session_opts; /* for a whole-model step that runs the model itself
                                              (max_tokens is set from the windows it runs) */
+    void *state;                        /* this stage's run-time state (pass->state_size bytes, zeroed at
+                                           the start of the run; NULL when state_size is 0) */
+    const struct sqz_stage *joint;      /* the stage a link joined this one with, or NULL */
+    const struct sqz_keep_float *keep;  /* o->keep_float, parsed once for the run */
 } sqz_pass_ctx;
 
 typedef struct sqz_pass {
@@ -234,22 +276,45 @@ typedef struct sqz_pass {
     const char *metavar;     /* "SPEC", "LIST" */
     const char *summary;     /* one line */
     const char *examples;    /* SPECs, space-separated */
+    const char *label;       /* how parse errors name a SPEC of this pass ("SPEC"); NULL: "--NAME" */
     const sqz_opt *opts;     /* the SPEC's parts */
     int n_opts;
     size_t args_size;        /* bytes of the struct the options fill (and `check` completes) */
+    size_t state_size;       /* bytes of the run-time state (pass_ctx.state); 0: none */
+    bool reshapes;           /* changes tensor shapes or the number of layers */
+    bool changes_widths;     /* may change FFN widths (the widths a later stage sees are known only then) */
+    bool pads_ffn;           /* pads FFN widths itself (sqz_recipe_pad_for_quant adds no stage then) */
+    /* Fills what the option rows cannot say statically (choices from another table); called by
+     * sqz_passes, idempotent and thread-safe. May be NULL. */
+    void (*init)(void);
     /* Cross-option rules and derived fields, after the generic parse; `given` has bit i for
      * every option row i given. `spec` labels errors. May be NULL. */
     sqz_status (*check)(void *args, uint64_t given, const char *spec);
+    /* The usage checks that need the model (sqz_recipe_check_model): s is the stage, m the model
+     * as given, *n_layers the blocks it has when this stage runs (a stage that removes blocks
+     * lowers it), have_windows whether calibration text was given. May be NULL. */
+    sqz_status (*check_model)(const struct sqz_stage *s, const sqz_model *m, int64_t *n_layers, bool have_windows);
+    /* The stages around stage k of r: records in links[] what it does with them (joint work) or
+     * refuses an order it cannot run. Called before every run and by sqz_recipe_check_model.
+     * May be NULL. */
+    sqz_status (*link)(const struct sqz_recipe *r, int k, sqz_stage_link *links);
     /* Statistics run_block reads (SQZ_QSTAT_*); *required gets those it cannot run without.
      * NULL: none. */
     unsigned (*needs)(const void *args, unsigned *required);
-    bool reshapes;           /* changes tensor shapes or the number of layers */
+    /* A quantization stage's SPEC (the format it writes, its method), or NULL: the accessor
+     * through which the CLI, the recipe and other stages see it. May be NULL (not a quant pass). */
+    const sqz_compress_spec *(*quant_spec)(const void *args);
+    /* Whether run_block may solve each linear input's layers on that input's owner rank alone
+     * (distributed calibration, docs/distributed.md): it changes no other layer. NULL: no. */
+    bool (*partitions)(const void *args);
     sqz_status (*model_step)(sqz_pass_ctx *c, const void *args);
     sqz_status (*run_block)(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args);
+    /* Frees what the run left in the state (also after a failure). May be NULL. */
+    void (*fini)(void *state);
 } sqz_pass;
 
 /* The pass table (static, *n gets its length) and a lookup by name (NULL if none). */
-SQZ_API const sqz_pass *sqz_passes(int *n);
+SQZ_API const sqz_pass *const *sqz_passes(int *n);
 SQZ_API const sqz_pass *sqz_pass_find(const char *name);
 
 /* One stage: a pass with its parsed options. */
@@ -285,6 +350,8 @@ SQZ_API sqz_status sqz_recipe_load(sqz_recipe *r, const char *path);
 SQZ_API char *sqz_recipe_json(const sqz_recipe *r);
 /* Frees the stages. NULL is fine. */
 SQZ_API void sqz_recipe_free(sqz_recipe *r);
+/* The SPEC of a quantization stage (its pass has quant_spec), or NULL for a stage of another pass. */
+SQZ_API const sqz_compress_spec *sqz_stage_quant_spec(const sqz_stage *s);
 
 /* Usage checks of a recipe that need the model (the CLI runs them before anything is computed,
  * and reports a failure as a usage error): a drop-layers stage with a method must leave a block

@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #include "sqz/api.h"
-#include "sqz/formats.h"
+#include "sqz/progress.h"
 #include "sqz/runtime.h"
 #include "sqz/status.h"
 

@@ -10,6 +10,7 @@
 #define SQZ_FORMATS_H
 
 #include "sqz/api.h"
+#include "sqz/progress.h"
 #include "sqz/dtype.h"
 #include "sqz/model.h"
 #include "sqz/status.h"
@@ -46,8 +47,7 @@ typedef struct sqz_open_opts {
  * file, the tensor and the reason. */
 SQZ_API sqz_status sqz_model_open(const char *path, const sqz_open_opts *opts, sqz_model **out);
 
-/* Progress callback: done and total in bytes of tensor data. */
-typedef void (*sqz_progress_fn)(void *user, int64_t done, int64_t total);
+/* Progress of a save: sqz_progress_fn (sqz/progress.h), done and total in bytes of tensor data. */
 
 typedef struct sqz_save_opts {
     sqz_format format;      /* SQZ_FORMAT_GGUF, SQZ_FORMAT_SAFETENSORS or SQZ_FORMAT_BUNDLE */

@@ -45,7 +45,15 @@ typedef enum sqz_opt_type {
     SQZ_OPT_FLOAT = 2,  /* double in [min, max]; the range excludes min when SQZ_OPT_OPEN_MIN */
     SQZ_OPT_STRING = 3, /* const char *: borrowed from the parsed text (argv or the stage's SPEC copy) */
     SQZ_OPT_CHOICE = 4, /* int: values[i] (or i) of the chosen word of choices ("a|b|c") */
+    SQZ_OPT_LIST = 5,   /* sqz_opt_list: integers and ranges "3,4,7-9" in [min, max], sorted, each once */
 } sqz_opt_type;
+
+#define SQZ_OPT_LIST_MAX 256
+/* The value of a LIST option. */
+typedef struct sqz_opt_list {
+    int32_t v[SQZ_OPT_LIST_MAX]; /* v[0..n), increasing */
+    int n;
+} sqz_opt_list;
 
 #define SQZ_OPT_BARE 0x1u       /* SPEC: a choice may be written alone ("gptq") */
 #define SQZ_OPT_POSITIONAL 0x2u /* SPEC: the first part; command line: a word without '-' */
@@ -92,6 +100,12 @@ SQZ_API const sqz_opt *sqz_opts_find(const sqz_opt *t, int n, const char *name);
  * the error message ("SPEC 'int4:g96'", "--seed"). Errors: SQZ_ERR_INVALID_ARG naming the
  * value and what is allowed. */
 SQZ_API sqz_status sqz_opt_set(const sqz_opt *o, void *dst, const char *value, const char *what);
+
+/* The one parser of lists: text "3,4,7-9" (integers and ranges A-B, comma-separated) into *out,
+ * every value in [min, max], sorted. `what` starts the messages. Errors: SQZ_ERR_INVALID_ARG for an
+ * empty or malformed item ("WHAT: bad item '7-' (integers and ranges such as 3,4 or 2-5 in [0, 65535])"),
+ * a value listed twice ("WHAT: 3 listed twice"), more than SQZ_OPT_LIST_MAX values. */
+SQZ_API sqz_status sqz_opt_list_parse(const char *text, double min, double max, const char *what, sqz_opt_list *out);
 
 /* Parses a SPEC (syntax above) into dst, which holds the defaults already. *given (may be
  * NULL) receives bit i for every row i given. `label` starts the error messages ("SPEC",

@@ -16,6 +16,9 @@
 extern "C" {
 #endif
 
+/* A progress callback: done of total units (bytes, blocks, tokens: the caller says which). */
+typedef void (*sqz_progress_fn)(void *user, int64_t done, int64_t total);
+
 typedef struct sqz_progress sqz_progress;
 
 /* Starts a progress line. unit is "B" (shown as MB) or a word such as "tokens".

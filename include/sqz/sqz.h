@@ -24,11 +24,7 @@
 #ifndef SQZ_H
 #define SQZ_H
 
-#define SQZ_VERSION_MAJOR 0
-#define SQZ_VERSION_MINOR 1
-#define SQZ_VERSION_PATCH 0
-#define SQZ_VERSION_STRING "0.1.0"
-
+/* SQZ_VERSION_MAJOR, _MINOR, _PATCH, _STRING: sqz/api.h, which every header includes. */
 #include "sqz/backend.h"
 #include "sqz/calib.h"
 #include "sqz/compress.h"

@@ -167,5 +167,37 @@ check "a truncated recipe -> exit 1" '[ $rc -eq 1 ] && grep -q "bad.json" "$tmp/
 check "--stats after a stage that changed the structure -> exit 1 saying why" '[ $rc -eq 1 ] && grep -q "calib" "$tmp/err"'
 check "... and no failed run left anything behind" '[ ! -e "$tmp/bad.gguf" ] && [ -z "$(ls "$tmp" | grep sqztmp)" ]'
 
+# ---- --keep-float names what exists; --cast (a pass added as one row and its own file) ----
+"$sqz" compress "$s260" --quant q8_0 --keep-float attn_v,blk.99 -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "--keep-float blk.99 on a 5-block model -> exit 2 naming it" '[ $rc -eq 2 ] && grep -q "blk.99" "$tmp/err"'
+"$sqz" compress "$s260" --quant q4_0 -o "$tmp/nc.gguf" > /dev/null 2>&1
+"$sqz" compress "$s260" --quant q4_0 --cast f16 -o "$tmp/c.gguf" --report "$tmp/c.json" > "$tmp/out" 2>&1
+check "--quant q4_0 --cast f16 runs and says what it cast" \
+  '[ $? -eq 0 ] && grep -q "cast" "$tmp/c.json" && [ $(wc -c < "$tmp/c.gguf") -lt $(wc -c < "$tmp/nc.gguf") ]' || cat "$tmp/out"
+check "gguf-py: what stayed float is F16 after --cast (values: the f32 ones rounded), norms F32, q4_0 untouched" \
+  '"$py" - "$tmp/nc.gguf" "$tmp/c.gguf" <<PY
+import sys
+try:
+    import gguf, numpy as np
+except ImportError:
+    sys.exit(0)
+a = {t.name: t for t in gguf.GGUFReader(sys.argv[1]).tensors}
+b = {t.name: t for t in gguf.GGUFReader(sys.argv[2]).tensors}
+assert a.keys() == b.keys()
+n16 = 0
+for k, ta in a.items():
+    tb = b[k]
+    if ta.tensor_type.name == "F32" and len(ta.shape) == 2 or (ta.tensor_type.name == "F32" and k == "token_embd.weight"):
+        assert tb.tensor_type.name == "F16", (k, tb.tensor_type.name)
+        assert np.array_equal(np.asarray(ta.data, dtype=np.float32).astype(np.float16), np.asarray(tb.data)), k
+        n16 += 1
+    else:
+        assert tb.tensor_type == ta.tensor_type, (k, ta.tensor_type, tb.tensor_type)
+        assert bytes(ta.data) == bytes(tb.data), k
+assert n16 > 0
+PY'
+"$sqz" compress "$s260" --cast f8 -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+check "--cast f8 -> exit 2 naming the choices" '[ $rc -eq 2 ] && grep -q "f16" "$tmp/err"'
+
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all pipeline checks passed"

@@ -11,17 +11,17 @@
 static void test_table(void **state) {
     (void)state;
     int n = 0, nm = 0;
-    const sqz_pass *p = sqz_passes(&n);
+    const sqz_pass *const *p = sqz_passes(&n);
     assert_true(n >= 2);
     for (int i = 0; i < n; i++) {
-        assert_non_null(p[i].name);
-        assert_non_null(p[i].summary);
-        assert_true(p[i].n_opts > 0 && p[i].opts && p[i].args_size > 0);
-        assert_true(p[i].model_step || p[i].run_block);
-        assert_ptr_equal(sqz_pass_find(p[i].name), &p[i]);
-        char *h = sqz_opts_help_spec(p[i].opts, p[i].n_opts, 2);
+        assert_non_null(p[i]->name);
+        assert_non_null(p[i]->summary);
+        assert_true(p[i]->n_opts > 0 && p[i]->opts && p[i]->args_size > 0);
+        assert_true(p[i]->model_step || p[i]->run_block);
+        assert_ptr_equal(sqz_pass_find(p[i]->name), p[i]);
+        char *h = sqz_opts_help_spec(p[i]->opts, p[i]->n_opts, 2);
         assert_non_null(h);
-        for (int k = 0; k < p[i].n_opts; k++) assert_non_null(strstr(h, p[i].opts[k].name));
+        for (int k = 0; k < p[i]->n_opts; k++) assert_non_null(strstr(h, p[i]->opts[k].name));
         free(h);
     }
     assert_null(sqz_pass_find("prun"));

@@ -11,7 +11,7 @@
 
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cuda/mma_frag.h"
-#include "prune/sparsity_internal.h"
+#include "sparse/sparse_internal.h"
 #include "real_weights.h"
 #include "sqz/sparse.h"
 #include "test_util.h"

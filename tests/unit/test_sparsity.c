@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "kernels/cpu/gemm_ref.h"
-#include "prune/sparsity_internal.h"
+#include "sparse/sparse_internal.h"
 #include "quant/quant_internal.h"
 #include "real_weights.h"
 #include "sqz/sparse.h"
@@ -74,8 +74,8 @@ static void test_choosers(void **state) {
     free(rw);
 }
 
-static sqz__sparsity_args args(int n, int m) {
-    sqz__sparsity_args a;
+static sqz__sparse_opts args(int n, int m) {
+    sqz__sparse_opts a;
     memset(&a, 0, sizeof a);
     a.n = n;
     a.m = m;
@@ -94,7 +94,7 @@ static void test_sparsegpt(void **state) {
     assert_int_equal(sqz_qstats_compute(xs(rw), NX, NI, SQZ_QSTAT_XTX | SQZ_QSTAT_X2, 0, &sb), SQZ_OK);
     float *w = malloc(sizeof(float) * NO * NI), *v = malloc(sizeof(float) * NO * NI);
     for (int nm = 0; nm < 2; nm++) {
-        const sqz__sparsity_args a = args(nm ? 2 : 0, nm ? 4 : 0);
+        const sqz__sparse_opts a = args(nm ? 2 : 0, nm ? 4 : 0);
         const sqz_qlinear lin = {w_orig(rw), NO, "w1", false};
         float *vals[1] = {v};
         assert_int_equal(sqz__sparsegpt(&lin, 1, &sb.s, &a, 0.5, NULL, NULL, vals), SQZ_OK);
@@ -126,14 +126,14 @@ static void test_joint(void **state) {
     assert_int_equal(sqz_qstats_compute(xs(rw), NX, NI, SQZ_QSTAT_XTX, 0, &sb), SQZ_OK);
     const char *specs[] = {"int8", "int4:g32", "int4:g32:asym", "q4_0", "w8a8"};
     float *d = malloc(sizeof(float) * NO * NI);
-    const sqz__sparsity_args a = args(2, 4);
+    const sqz__sparse_opts a = args(2, 4);
     const sqz_qlinear lin = {w_orig(rw), NO, "w1", false};
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         sqz_compress_spec sp;
         assert_int_equal(sqz_compress_spec_parse(specs[i], &sp), SQZ_OK);
         sqz_qmatrix q;
         memset(&q, 0, sizeof q);
-        sqz_status s = sqz__sparsegpt(&lin, 1, &sb.s, &a, 0.5, &sp, &q, NULL);
+        sqz_status s = sqz__sparsegpt(&lin, 1, &sb.s, &a, 0.5, &sp.q, &q, NULL);
         if (s == SQZ_ERR_INVALID_ARG && !strcmp(specs[i], "w8a8")) { /* needs absmax: not computed here */
             continue;
         }
@@ -147,7 +147,7 @@ static void test_joint(void **state) {
     assert_int_equal(sqz_compress_spec_parse("q4_1", &sp), SQZ_OK);
     sqz_qmatrix q;
     memset(&q, 0, sizeof q);
-    assert_int_equal(sqz__sparsegpt(&lin, 1, &sb.s, &a, 0.5, &sp, &q, NULL), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__sparsegpt(&lin, 1, &sb.s, &a, 0.5, &sp.q, &q, NULL), SQZ_ERR_INVALID_ARG);
     assert_non_null(strstr(sqz_last_error(), "q4_1"));
     free(d);
     sqz_qstats_buf_free(&sb);

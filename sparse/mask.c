@@ -1,5 +1,5 @@
 /*
- * prune/sparsity_mask.c - choosing which weights become zero from a score: the k lowest of a
+ * sparse/mask.c - choosing which weights become zero from a score: the k lowest of a
  * whole matrix (magnitude, SparseGPT's block threshold), of each row (Wanda compares weights
  * of one output only), or of every M consecutive weights of a row (N:M). Ties are broken by
  * position (lower index first), so every choice is deterministic on every libc.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prune/sparsity_internal.h"
+#include "sparse/sparse_internal.h"
 
 typedef struct key {
     float s;

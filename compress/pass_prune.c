@@ -1,8 +1,8 @@
 /*
- * prune/pass_prune.c - `--prune SPEC`: removes a fraction of every layer's attention heads
+ * compress/pass_prune.c - `--prune SPEC`: removes a fraction of every layer's attention heads
  * and / or FFN neurons, block by block inside the sequential calibration loop (block l is
  * scored and compensated on statistics of the already pruned blocks 0..l-1), scored and
- * compensated as sqz/prune.h describes. Its row is in compress/passes.c; docs/pruning.md.
+ * compensated as sqz/prune.h describes (the algorithms: prune/). docs/pruning.md.
  *
  *   SPEC  := PART (':' PART)*
  *   PART  := 'heads=' R | 'ffn=' R          fraction of each layer's heads / FFN neurons, [0, 1)
@@ -25,56 +25,63 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress/compress_internal.h"
 #include "prune/prune_internal.h"
 
 static const int comp_values[] = {-1, SQZ_PRUNE_COMP_NONE, SQZ_PRUNE_COMP_BIAS, SQZ_PRUNE_COMP_LSQ,
                                   SQZ_PRUNE_COMP_BOTH};
 
 enum { R_HEADS, R_FFN, R_PARAMS, R_CHANNELS, R_SCORE, R_COMP, R_DAMP, R_ALIGN, N_ROWS };
-const sqz_opt sqz__prune_opts[SQZ__PRUNE_N_OPTS] = {
-    [R_HEADS] = {.name = "heads", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, heads), .min = 0,
+static const sqz_opt prune_opts[] = {
+    [R_HEADS] = {.name = "heads", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_opts, heads), .min = 0,
                  .max = 1, .def = "0",
                  .help = "fraction of each layer's attention heads to remove, below 1 (GQA: whole KV groups or "
                          "the same number of query heads in every group, n_heads stays a multiple of n_kv_heads)"},
-    [R_FFN] = {.name = "ffn", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, ffn), .min = 0, .max = 1,
+    [R_FFN] = {.name = "ffn", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_opts, ffn), .min = 0, .max = 1,
                .def = "0", .help = "fraction of each layer's FFN neurons to remove, below 1"},
-    [R_PARAMS] = {.name = "params", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, params), .min = 0,
+    [R_PARAMS] = {.name = "params", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_opts, params), .min = 0,
                   .max = 1, .def = "0",
                   .help = "instead of heads= / ffn=: fraction of all attention+FFN parameters to remove, placed "
                           "across layers, heads and neurons by scores standardized per layer (FLAP's adaptive "
                           "structure; per-layer widths: GGUF output)"},
-    [R_CHANNELS] = {.name = "channels", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, channels),
+    [R_CHANNELS] = {.name = "channels", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_opts, channels),
                     .min = 0, .max = 1, .def = "0",
                     .help = "fraction of the hidden channels to remove across the whole model (embedding columns, "
                             "norms, every input column and output row; llama family), scored by the activations "
                             "every layer reads (magnitude: by the weights), before heads / neurons"},
-    [R_SCORE] = {.name = "score", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__prune_args, score),
+    [R_SCORE] = {.name = "score", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__prune_opts, score),
                  .flags = SQZ_OPT_BARE, .choices = "magnitude|wanda|flap|obs", .def = "flap",
                  .help = "importance: weight magnitude, Wanda-sp |W|*||x||, FLAP's fluctuation Var(x)*||W||^2, "
                          "OBS reconstruction error from the Hessian"},
-    [R_COMP] = {.name = "comp", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__prune_args, comp),
+    [R_COMP] = {.name = "comp", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__prune_opts, comp),
                 .flags = SQZ_OPT_BARE, .choices = "auto|none|bias|lsq|both", .values = comp_values, .def = "auto",
                 .help = "compensation: FLAP's bias (E[x] of the removed inputs into the output bias), least-squares "
                         "W_K += W_S H_SK H_KK^-1, both; auto: bias for flap, lsq for obs, none otherwise"},
-    [R_DAMP] = {.name = "damp", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_args, damp),
+    [R_DAMP] = {.name = "damp", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_opts, damp),
                 .flags = SQZ_OPT_OPEN_MIN, .min = 0, .max = 10, .def = "0.01",
                 .help = "relative damping of the Hessian (obs, lsq)"},
-    [R_ALIGN] = {.name = "align", .type = SQZ_OPT_INT, .offset = offsetof(sqz__prune_args, align), .min = 1,
+    [R_ALIGN] = {.name = "align", .type = SQZ_OPT_INT, .offset = offsetof(sqz__prune_opts, align), .min = 1,
                  .max = 4096, .def = "32",
                  .help = "kept FFN widths are a multiple of N where d_ff is (GGUF blocks of 32 need it to quantize "
                          "the down rows; 1 = the exact ratio)"},
 };
-_Static_assert(N_ROWS == SQZ__PRUNE_N_OPTS, "prune rows");
+_Static_assert(sizeof prune_opts / sizeof prune_opts[0] == N_ROWS, "prune rows");
 
-static sqz_prune_comp comp_of(const sqz__prune_args *a) {
+/* What a run decides: params='s plan (the model step), the totals of the note before the stage. */
+typedef struct prune_state {
+    int32_t plan_heads[SQZ__PRUNE_MAX_LAYERS], plan_ffn[SQZ__PRUNE_MAX_LAYERS];
+    int64_t h0, n0, d0;
+} prune_state;
+
+sqz_prune_comp sqz__prune_comp_of(const sqz__prune_opts *a) {
     if (a->comp >= 0) return (sqz_prune_comp)a->comp;
     return a->score == SQZ_PRUNE_FLAP ? SQZ_PRUNE_COMP_BIAS
            : a->score == SQZ_PRUNE_OBS ? SQZ_PRUNE_COMP_LSQ
                                        : SQZ_PRUNE_COMP_NONE;
 }
 
-sqz_status sqz__prune_check(void *args, uint64_t given, const char *spec) {
-    sqz__prune_args *a = args;
+static sqz_status prune_check(void *args, uint64_t given, const char *spec) {
+    sqz__prune_opts *a = args;
     SQZ_RETURN_IF(a->heads >= 1, SQZ_ERR_INVALID_ARG,
                   "--prune '%s': part 'heads=%g': a fraction below 1 (1 removes every head)", spec, a->heads);
     SQZ_RETURN_IF(a->ffn >= 1, SQZ_ERR_INVALID_ARG,
@@ -93,9 +100,9 @@ sqz_status sqz__prune_check(void *args, uint64_t given, const char *spec) {
     return SQZ_OK;
 }
 
-unsigned sqz__prune_needs(const void *args, unsigned *required) {
-    const sqz__prune_args *a = args;
-    *required = sqz_prune_score_needs((sqz_prune_score)a->score) | sqz_prune_comp_needs(comp_of(a));
+static unsigned prune_needs(const void *args, unsigned *required) {
+    const sqz__prune_opts *a = args;
+    *required = sqz_prune_score_needs((sqz_prune_score)a->score) | sqz_prune_comp_needs(sqz__prune_comp_of(a));
     if (a->channels > 0 && a->score != SQZ_PRUNE_MAGNITUDE) *required |= SQZ_QSTAT_X2;
     return *required;
 }
@@ -104,7 +111,7 @@ static int64_t to_remove(double ratio, int64_t n) { return (int64_t)llround(rati
 
 /* FFN neurons to remove from a layer of n, r asked: the kept count rounded to the nearest
  * multiple of align (at least align) when n is a multiple of it. */
-static int64_t ffn_remove(const sqz__prune_args *a, int64_t n, int64_t r) {
+static int64_t ffn_remove(const sqz__prune_opts *a, int64_t n, int64_t r) {
     if (a->align <= 1 || n % a->align || n <= a->align) return r;
     int64_t keep = (n - r + a->align / 2) / a->align * a->align;
     if (keep < a->align) keep = a->align;
@@ -120,18 +127,18 @@ static void totals(const sqz_model *m, int64_t *heads, int64_t *neurons) {
     }
 }
 
-static void write_note(sqz_pass_ctx *c, const sqz__prune_args *a, int64_t h0, int64_t n0, int64_t d0) {
+static void write_note(sqz_pass_ctx *c, const sqz__prune_opts *a, int64_t h0, int64_t n0, int64_t d0) {
     int64_t h, n;
     totals(c->m, &h, &n);
     snprintf(c->stage->note, sizeof c->stage->note,
              "heads %" PRId64 " -> %" PRId64 ", FFN neurons %" PRId64 " -> %" PRId64 ", hidden %" PRId64 " -> %" PRId64
              " (score %s, compensation %s)",
              h0, h, n0, n, d0, c->m->hp.d_model, sqz_prune_score_name((sqz_prune_score)a->score),
-             sqz_prune_comp_name(comp_of(a)));
+             sqz_prune_comp_name(sqz__prune_comp_of(a)));
 }
 
-sqz_status sqz__prune_check_model(const void *args, const char *spec, const sqz_model *m) {
-    const sqz__prune_args *a = args;
+/* Every layer keeps a head and an FFN neuron; hidden channels only where the family can lose them. */
+static sqz_status check_model(const sqz__prune_opts *a, const char *spec, const sqz_model *m) {
     SQZ_RETURN_IF(!sqz_family_get(m->hp.family), SQZ_ERR_INVALID_ARG, "--prune '%s': family %s has no pruning table",
                   spec, sqz_family_name(m->hp.family));
     for (int32_t l = 0; l < m->hp.n_layers; l++) {
@@ -158,21 +165,29 @@ sqz_status sqz__prune_check_model(const void *args, const char *spec, const sqz_
 
 /* Every layer keeps at least one head and one neuron (checked again: the model may have
  * changed since sqz_recipe_check_model); biases for the compensation; the note. */
-sqz_status sqz__prune_model_step(sqz_pass_ctx *c, const void *args) {
-    const sqz__prune_args *a = args;
+static sqz_status prune_check_model(const sqz_stage *s, const sqz_model *m, int64_t *n_layers, bool have_windows) {
+    (void)n_layers;
+    (void)have_windows;
+    return check_model(s->args, s->spec, m);
+}
+
+static sqz_status prune_model_step(sqz_pass_ctx *c, const void *args) {
+    const sqz__prune_opts *a = args;
+    prune_state *ps = c->state;
     sqz_model *m = c->m;
-    SQZ_TRY(sqz__prune_check_model(args, c->stage->spec, m));
+    SQZ_TRY(check_model(a, c->stage->spec, m));
+    const sqz__prune_env env = {c->w, c->session_opts, c->o->progress, c->o->progress_user, c->stage->spec};
     const int64_t d0 = m->hp.d_model;
-    if (a->channels > 0) SQZ_TRY(sqz__prune_channels(c, a));
-    const sqz_prune_comp comp = comp_of(a);
-    if (a->params > 0) /* the plan: a->plan_* are this stage's own per-run state */
-        SQZ_TRY(sqz__prune_plan(c, (sqz__prune_args *)(uintptr_t)args));
+    if (a->channels > 0) SQZ_TRY(sqz__prune_channels(m, a, &env));
+    const sqz_prune_comp comp = sqz__prune_comp_of(a);
+    if (a->params > 0) SQZ_TRY(sqz__prune_plan(m, a, &env, ps->plan_heads, ps->plan_ffn));
     if (comp == SQZ_PRUNE_COMP_BIAS || comp == SQZ_PRUNE_COMP_BOTH) {
         int64_t added; /* fixed before the calibration session is made (pipeline.c: a fresh one) */
         SQZ_TRY(sqz_prune_add_biases(m, a->heads > 0 || a->params > 0, a->ffn > 0 || a->params > 0, &added));
     }
     int64_t h0, n0;
     totals(m, &h0, &n0);
+    ps->h0 = h0, ps->n0 = n0, ps->d0 = d0;
     write_note(c, a, h0, n0, d0);
     if (!c->rep) return SQZ_OK;
     if (!c->rep->prune) c->rep->prune = sqz__calloc(1, sizeof *c->rep->prune);
@@ -185,25 +200,27 @@ static const sqz_qstats *input_of(const sqz_calib_block *stats, sqz_role role) {
     return in ? &in->st : NULL;
 }
 
-static sqz_status prune_heads(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const sqz__prune_args *a) {
+static sqz_status prune_heads(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const sqz__prune_opts *a) {
+    const prune_state *ps = c->state;
     const sqz_layer_dims ld = c->m->layers[layer];
     const sqz_qstats *st = input_of(stats, SQZ_ROLE_ATTN_OUT);
     double *sc = sqz__malloc((size_t)ld.n_heads * sizeof(double));
     int64_t *keep = sqz__malloc((size_t)ld.n_heads * sizeof(int64_t)), n_keep = 0;
     sqz_status rc = sc && keep ? SQZ_OK : SQZ_ERR_NOMEM;
     if (rc == SQZ_OK) rc = sqz_prune_scores(c->m, layer, SQZ_STRUCT_HEAD, (sqz_prune_score)a->score, st, a->damp, sc);
-    const int64_t remove = a->params > 0 ? a->plan_heads[layer] : to_remove(a->heads, ld.n_heads);
+    const int64_t remove = a->params > 0 ? ps->plan_heads[layer] : to_remove(a->heads, ld.n_heads);
     if (rc == SQZ_OK) rc = sqz_prune_choose_heads(ld.n_heads, ld.n_kv_heads, sc, remove, keep, &n_keep);
-    if (rc == SQZ_OK) rc = sqz_prune_apply(c->m, layer, SQZ_STRUCT_HEAD, keep, n_keep, comp_of(a), st, a->damp);
+    if (rc == SQZ_OK) rc = sqz_prune_apply(c->m, layer, SQZ_STRUCT_HEAD, keep, n_keep, sqz__prune_comp_of(a), st, a->damp);
     if (rc == SQZ_OK && c->rep) sqz__prune_record_heads(c->rep->prune, c->m, layer, sc, keep, n_keep);
     free(sc);
     free(keep);
     return rc;
 }
 
-static sqz_status prune_ffn(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const sqz__prune_args *a) {
+static sqz_status prune_ffn(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const sqz__prune_opts *a) {
+    const prune_state *ps = c->state;
     const int64_t n = c->m->layers[layer].d_ff;
-    const int64_t remove = ffn_remove(a, n, a->params > 0 ? a->plan_ffn[layer] : to_remove(a->ffn, n));
+    const int64_t remove = ffn_remove(a, n, a->params > 0 ? ps->plan_ffn[layer] : to_remove(a->ffn, n));
     if (remove == 0) return SQZ_OK;
     const sqz_qstats *st = input_of(stats, SQZ_ROLE_FFN_DOWN);
     double *sc = sqz__malloc((size_t)n * sizeof(double));
@@ -211,19 +228,28 @@ static sqz_status prune_ffn(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bloc
     sqz_status rc = sc && keep ? SQZ_OK : SQZ_ERR_NOMEM;
     if (rc == SQZ_OK) rc = sqz_prune_scores(c->m, layer, SQZ_STRUCT_NEURON, (sqz_prune_score)a->score, st, a->damp, sc);
     if (rc == SQZ_OK) sqz_prune_choose_top(n, sc, remove, keep);
-    if (rc == SQZ_OK) rc = sqz_prune_apply(c->m, layer, SQZ_STRUCT_NEURON, keep, n - remove, comp_of(a), st, a->damp);
+    if (rc == SQZ_OK) rc = sqz_prune_apply(c->m, layer, SQZ_STRUCT_NEURON, keep, n - remove, sqz__prune_comp_of(a), st, a->damp);
     if (rc == SQZ_OK && c->rep) sqz__prune_record_ffn(c->rep->prune, c->m, layer, sc, n, keep, n - remove);
     free(sc);
     free(keep);
     return rc;
 }
 
-sqz_status sqz__prune_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args) {
-    const sqz__prune_args *a = args;
-    long long h0 = 0, n0 = 0, d0 = 0; /* the model step's totals */
-    (void)sscanf(c->stage->note, "heads %lld -> %*d, FFN neurons %lld -> %*d, hidden %lld", &h0, &n0, &d0);
-    if (a->heads > 0 || (a->params > 0 && a->plan_heads[layer] > 0)) SQZ_TRY(prune_heads(c, layer, stats, a));
+static sqz_status prune_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args) {
+    const sqz__prune_opts *a = args;
+    const prune_state *ps = c->state;
+    if (a->heads > 0 || (a->params > 0 && ps->plan_heads[layer] > 0)) SQZ_TRY(prune_heads(c, layer, stats, a));
     if (a->ffn > 0 || a->params > 0) SQZ_TRY(prune_ffn(c, layer, stats, a));
-    write_note(c, a, (int64_t)h0, (int64_t)n0, (int64_t)d0);
+    write_note(c, a, ps->h0, ps->n0, ps->d0);
     return SQZ_OK;
 }
+
+const sqz_pass sqz__pass_prune = {
+    .name = "prune", .metavar = "SPEC",
+    .summary = "remove a fraction of every layer's attention heads / FFN neurons, scored and compensated from "
+               "calibration statistics (docs/pruning.md)",
+    .examples = "ffn=0.3 heads=0.25:ffn=0.25:obs ffn=0.3:flap:none ffn=0.2:wanda:lsq",
+    .opts = prune_opts, .n_opts = N_ROWS, .args_size = sizeof(sqz__prune_opts), .state_size = sizeof(prune_state),
+    .reshapes = true, .changes_widths = true, .check = prune_check, .check_model = prune_check_model,
+    .needs = prune_needs, .model_step = prune_model_step, .run_block = prune_block,
+};

@@ -1,5 +1,5 @@
 /*
- * prune/sparsity_forward.c - how a sparse quantized layer is validated: as it runs
+ * sparse/forward.c - how a sparse quantized layer is validated: as it runs
  * (sqz_qmatrix_forward, the output error in the report), and, for a 2:4 INT8 layer, through
  * the 2:4 sparse INT8 kernel too: its weight packed into the sparse layout (sqz/sparse.h, which
  * also checks the pattern), the sample rows quantized per token, and the sparse GEMM's outputs
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "kernels/cpu/gemm_ref.h"
-#include "prune/sparsity_internal.h"
+#include "sparse/sparse_internal.h"
 #include "sqz/sparse.h"
 
 static sqz_status sparse_check(const sqz_qmatrix *q, const float *x, int64_t m) {
@@ -37,14 +37,14 @@ static sqz_status sparse_check(const sqz_qmatrix *q, const float *x, int64_t m) 
     return st;
 }
 
-sqz_status sqz__sparsity_forward(const sqz__sparsity_args *a, const sqz_qmatrix *q, const float *x, int64_t m,
+sqz_status sqz__sparsity_forward(const sqz__sparse_opts *a, const sqz_qmatrix *q, const float *x, int64_t m,
                                  float *y) {
     if (a->m == 4 && a->n == 2 && q->target.fmt == SQZ_QFMT_I8 && q->n_in % 32 == 0 && !q->qp.in_scale)
         SQZ_TRY(sparse_check(q, x, m));
     return sqz_qmatrix_forward(q, x, m, y);
 }
 
-sqz_status sqz__sparsity_check_f32(const sqz__sparsity_args *a, const float *w, int64_t n_out, int64_t n_in,
+sqz_status sqz__sparsity_check_f32(const sqz__sparse_opts *a, const float *w, int64_t n_out, int64_t n_in,
                                    const float *x, int64_t m) {
     if (!(a->m == 4 && a->n == 2) || n_in % 32 || !x || m < 1) return SQZ_OK;
     const sqz_qtarget t = {SQZ_QFMT_I8, 0};

@@ -1,5 +1,5 @@
 /*
- * prune/sparsity_joint.c - SparseGPT's joint mode (sparsity and quantization in one column
+ * compress/sparsity_joint.c - SparseGPT's joint mode (sparsity and quantization in one column
  * sweep, Frantar & Alistarh 2023 sec. 3.5): the quantized layers are checked (exact zeros,
  * N:M on every row), validated on the calibration sample rows, put in the report as the
  * quantization pass would, and attached to the model.
@@ -10,24 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prune/sparsity_internal.h"
-#include "quant/quant_internal.h"
+#include "compress/compress_internal.h"
 #include "sqz/family.h"
-
-/* The same growth as compress/quant_block.c's rows (capacity: multiples of 64). */
-static sqz_status report_add(sqz_compress_report *rep, const sqz_layer_report *row) {
-    if (rep->n_layers % 64 == 0) {
-        sqz_layer_report *n = sqz__realloc(rep->layers, (size_t)(rep->n_layers + 64) * sizeof *n);
-        if (!n) return SQZ_ERR_NOMEM;
-        rep->layers = n;
-    }
-    rep->layers[rep->n_layers++] = *row;
-    return SQZ_OK;
-}
 
 /* Zeros of the dequantized q (at least `want` when N:M holds) and the checks; deq: room for
  * n_out * n_in. */
-static sqz_status check(const sqz__sparsity_args *a, const sqz_qmatrix *q, const char *name, float *deq,
+static sqz_status check(const sqz__sparse_opts *a, const sqz_qmatrix *q, const char *name, float *deq,
                         int64_t *zeros) {
     SQZ_TRY(sqz_qmatrix_to_f32(q, deq));
     const int64_t ne = q->n_out * q->n_in;
@@ -39,7 +27,7 @@ static sqz_status check(const sqz__sparsity_args *a, const sqz_qmatrix *q, const
     return SQZ_OK;
 }
 
-static sqz_status validate(const sqz__sparsity_args *a, const sqz_qmatrix *q, const float *w, const float *deq,
+static sqz_status validate(const sqz__sparse_opts *a, const sqz_qmatrix *q, const float *w, const float *deq,
                            const sqz_calib_input *in, sqz_layer_report *row) {
     row->weight_err = sqz__rel_err(deq, w, q->n_out * q->n_in);
     row->out_err = NAN;
@@ -59,13 +47,8 @@ static sqz_status validate(const sqz__sparsity_args *a, const sqz_qmatrix *q, co
     return st;
 }
 
-static void row_init(sqz_layer_report *r, const sqz_tensor *t, const sqz_qmatrix *q, const sqz__sparsity_args *a) {
-    memset(r, 0, sizeof *r);
-    snprintf(r->tensor, sizeof r->tensor, "%s", t->name);
-    r->layer = t->layer;
-    r->role = t->role;
-    r->n_out = t->shape[0];
-    r->n_in = t->shape[1];
+static void row_init(sqz_layer_report *r, const sqz_tensor *t, const sqz_qmatrix *q, const sqz__sparse_opts *a) {
+    sqz__report_row_init(r, t);
     r->quantized = true;
     snprintf(r->method, sizeof r->method, "sparsegpt");
     snprintf(r->format, sizeof r->format, "%s", sqz_qformat_name(q->target.fmt));
@@ -75,12 +58,12 @@ static void row_init(sqz_layer_report *r, const sqz_tensor *t, const sqz_qmatrix
     r->seconds = q->seconds;
 }
 
-sqz_status sqz__sparsity_joint(sqz_pass_ctx *c, sqz__sparsity_args *a, int32_t layer, const sqz_qlinear *lin,
-                               sqz_tensor **t, int n, const sqz_calib_input *in, double ratio) {
-    (void)layer;
+sqz_status sqz__sparsity_joint(sqz_pass_ctx *c, const sqz__sparse_opts *a, const sqz_quant_opts *q,
+                               const sqz_qlinear *lin, sqz_tensor **t, int n, const sqz_calib_input *in, double ratio,
+                               int64_t *zeros) {
     sqz_qmatrix out[SQZ_LINEAR_GROUP_MAX];
     memset(out, 0, sizeof out);
-    sqz_status st = sqz__sparsegpt(lin, n, &in->st, a, ratio, a->joint, out, NULL);
+    sqz_status st = sqz__sparsegpt(lin, n, &in->st, a, ratio, q, out, NULL);
     for (int i = 0; i < n && st == SQZ_OK; i++) {
         float *deq = sqz__malloc((size_t)(out[i].n_out * out[i].n_in) * sizeof(float));
         int64_t z = 0;
@@ -89,9 +72,9 @@ sqz_status sqz__sparsity_joint(sqz_pass_ctx *c, sqz__sparsity_args *a, int32_t l
         st = deq ? check(a, &out[i], t[i]->name, deq, &z) : SQZ_ERR_NOMEM;
         if (st == SQZ_OK) st = validate(a, &out[i], lin[i].w, deq, in, &row);
         free(deq);
-        if (st == SQZ_OK) st = report_add(c->rep, &row);
+        if (st == SQZ_OK) st = sqz__report_add(c->rep, &row);
         if (st == SQZ_OK) st = sqz_qmatrix_attach(c->m, t[i], &out[i]);
-        a->zeros += z;
+        *zeros += z;
     }
     for (int i = 0; i < n; i++) sqz_qmatrix_free(&out[i]);
     return st;

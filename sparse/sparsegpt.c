@@ -1,5 +1,5 @@
 /*
- * prune/sparsity_gpt.c - SparseGPT (Frantar & Alistarh 2023, IST-DASLab sparsegpt.py) on the
+ * sparse/sparsegpt.c - SparseGPT (Frantar & Alistarh 2023, IST-DASLab sparsegpt.py) on the
  * GPTQ sweep of quant/gptq.c (sqz__gptq_masked): the same Hessian H = X^T X, relative damping,
  * upper Cholesky factor U of H^-1 and lazy block updates. Only the mask is SparseGPT's:
  *   unstructured  at the start of every block of `blocksize` columns, the fraction `ratio` of
@@ -13,11 +13,10 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "prune/sparsity_internal.h"
-#include "quant/quant_internal.h"
+#include "sparse/sparse_internal.h"
 
 typedef struct hook {
-    const sqz__sparsity_args *a;
+    const sqz__sparse_opts *a;
     double ratio;
     float *score; /* rows x cols of the current call */
     sqz_status st;
@@ -44,13 +43,13 @@ static void select_mask(void *user, const float *w, int64_t ld_w, int64_t rows, 
     free(p);
 }
 
-sqz_status sqz__sparsegpt(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz__sparsity_args *a,
-                          double ratio, const sqz_compress_spec *q, sqz_qmatrix *out, float **values) {
+sqz_status sqz__sparsegpt(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz__sparse_opts *a,
+                          double ratio, const sqz_quant_opts *q, sqz_qmatrix *out, float **values) {
     int64_t max_out = 0;
     for (int i = 0; i < n_lin; i++) max_out = lin[i].n_out > max_out ? lin[i].n_out : max_out;
     hook h = {a, ratio, sqz__malloc((size_t)max_out * (size_t)a->blocksize * sizeof(float)), SQZ_OK};
     if (!h.score) return SQZ_ERR_NOMEM;
-    sqz_quant_opts o = q ? q->q : sqz_quant_default_opts();
+    sqz_quant_opts o = q ? *q : sqz_quant_default_opts();
     o.blocksize = (int32_t)a->blocksize;
     o.percdamp = a->damp;
     const sqz__gptq_mask mk = {.per_row = a->m > 0, .span = a->m > 0 ? a->m : a->blocksize, .quantize = q != NULL,

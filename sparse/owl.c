@@ -1,5 +1,5 @@
 /*
- * prune/sparsity_owl.c - OWL, outlier-weighted layer-wise sparsity (Yin et al. 2024,
+ * sparse/owl.c - OWL, outlier-weighted layer-wise sparsity (Yin et al. 2024,
  * luuyin/OWL): one calibration pass on the model as it is collects E[x^2] of every block's
  * linear inputs; block l's outlier ratio D_l is the share of Wanda scores |W_ij| * ||x_j|| over
  * all its linear layers that exceed M times their mean; the ratios are spread linearly to
@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prune/sparsity_internal.h"
+#include "sparse/sparse_internal.h"
 #include "sqz/family.h"
 
 typedef struct owl {
-    const sqz__sparsity_args *a;
+    const sqz__sparse_opts *a;
     const sqz_model *m;
     double *d; /* per block */
 } owl;
@@ -62,27 +62,25 @@ static sqz_status on_block(void *user, sqz_session *s, int32_t layer, const sqz_
     return SQZ_OK;
 }
 
-sqz_status sqz__sparsity_owl(sqz_pass_ctx *c, sqz__sparsity_args *a) {
-    const int32_t nl = (int32_t)c->m->hp.n_layers;
-    SQZ_RETURN_IF(nl > SQZ__SPARSITY_MAX_LAYERS, SQZ_ERR_INVALID_ARG, "--sparsity '%s': owl supports up to %d blocks",
-                  c->stage->spec, SQZ__SPARSITY_MAX_LAYERS);
-    SQZ_RETURN_IF(!c->w || !c->session_opts, SQZ_ERR_INVALID_ARG,
-                  "--sparsity '%s': part 'owl' measures every block first: give --calib FILE", c->stage->spec);
-    owl o = {a, c->m, sqz__calloc((size_t)nl, sizeof(double))};
+sqz_status sqz__sparsity_owl(sqz_model *m, const sqz_calib_windows *w, const sqz_session_opts *so,
+                             const sqz__sparse_opts *a, sqz_progress_fn progress, void *progress_user,
+                             double *layer_ratio) {
+    const int32_t nl = (int32_t)m->hp.n_layers;
+    owl o = {a, m, sqz__calloc((size_t)(nl ? nl : 1), sizeof(double))};
     if (!o.d) return SQZ_ERR_NOMEM;
-    sqz_session_opts so = *c->session_opts;
-    so.max_tokens = c->w->ctx;
+    sqz_session_opts sso = *so;
+    sso.max_tokens = w->ctx;
     sqz_session *s = NULL;
-    sqz_status st = sqz_session_new(c->m, &so, &s);
+    sqz_status st = sqz_session_new(m, &sso, &s);
     if (st == SQZ_OK) {
         sqz_calib_run_opts ro;
         memset(&ro, 0, sizeof ro);
         ro.observe.needs = SQZ_QSTAT_X2;
         ro.on_block = on_block;
         ro.user = &o;
-        ro.progress = c->o->progress;
-        ro.progress_user = c->o->progress_user;
-        st = sqz_calib_run(s, c->w, &ro);
+        ro.progress = progress;
+        ro.progress_user = progress_user;
+        st = sqz_calib_run(s, w, &ro);
     }
     sqz_session_free(s);
     if (st == SQZ_OK) {
@@ -97,9 +95,8 @@ sqz_status sqz__sparsity_owl(sqz_pass_ctx *c, sqz__sparsity_args *a) {
         }
         for (int32_t l = 0; l < nl; l++) {
             const double r = 1.0 - (o.d[l] - mean + (1.0 - a->ratio));
-            a->layer_ratio[l] = fmin(fmax(r, 0.0), 0.99);
+            layer_ratio[l] = fmin(fmax(r, 0.0), 0.99);
         }
-        a->have_layer_ratio = true;
     }
     free(o.d);
     return st;
