@@ -13,7 +13,7 @@
  * run's for any number of ranks. Rank 0 adds the cosines the same way. At the end each owner
  * broadcasts its inputs' statistics, one input at a time, so that every rank can compress the
  * whole block, or, for a partitioned solve (a quantization that solves each input's layers
- * alone: compress/quant_share.c), keeps them: the owner alone solves them and sends the result.
+ * alone: compress/pass_quant_share.c), keeps them: the owner alone solves them and sends the result.
  *
  * The Hessians are formed in row panels dealt over the ranks (calib/panel.c), so a step's
  * activations of an input also go to the ranks holding panels of it; after the last window the

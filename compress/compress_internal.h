@@ -12,7 +12,7 @@
 /* The groups of linear layers of a block and where smoothing folds: sqz/family.h
  * (sqz_family_linear_groups), the one table of what each architecture family couples. */
 
-/* The report's layer rows (compress/quant_block.c): a row for 2-D tensor t with nothing measured
+/* The report's layer rows (compress/pass_quant_block.c): a row for 2-D tensor t with nothing measured
  * yet (errors NAN), and its append to rep->layers. */
 void sqz__report_row_init(sqz_layer_report *r, const sqz_tensor *t);
 sqz_status sqz__report_add(sqz_compress_report *rep, const sqz_layer_report *row);
@@ -20,7 +20,7 @@ sqz_status sqz__report_add(sqz_compress_report *rep, const sqz_layer_report *row
 /* Gives the pages of a borrowed (mapped) tensor's old bytes back to the kernel. */
 void sqz__release_pages(const void *p, size_t n);
 
-/* A partitioned solve (calib/owner.c, compress/quant_share.c): rank `owner` quantized group g
+/* A partitioned solve (calib/owner.c, compress/pass_quant_share.c): rank `owner` quantized group g
  * of block `layer`, its report rows in rows->layers (the owner's; ignored elsewhere); every rank
  * calls this, and after it every rank has the group's tensors and quantized[] and to_f16[] flags
  * (by role) as the owner has them, and the rows appended to rep. Collective. */
@@ -72,7 +72,7 @@ typedef struct sqz__quant_args {
 
 /* Statistics a quantization SPEC cannot run without. */
 unsigned sqz__quant_required(const sqz_compress_spec *sp);
-/* auto:bpw=X (compress/quant_auto.c): the dtype of every block matrix, [layer * SQZ_ROLE_COUNT + role]
+/* auto:bpw=X (compress/pass_quant_plan.c): the dtype of every block matrix, [layer * SQZ_ROLE_COUNT + role]
  * (SQZ_DTYPE_COUNT: not planned). */
 typedef struct sqz_qplan {
     int32_t n_layers;
@@ -89,7 +89,7 @@ sqz_dtype sqz__qplan_type(const sqz_qplan *p, const sqz_tensor *t);
 /* Bytes of every tensor of m under plan p (the mix's types for what p leaves to it). */
 double sqz__qplan_bytes(const sqz_model *m, const sqz_compress_spec *sp, const sqz_qplan *p);
 
-/* auto's guard (compress/quant_auto_trial.c). The block matrices auto measured: t[i] and its
+/* auto's guard (compress/pass_quant_trial.c). The block matrices auto measured: t[i] and its
  * layer's input statistics x2[i] (E[x^2], or NULL) for i = layer * n_roles + k, roles[k]. */
 typedef struct sqz__qauto_measured {
     const sqz_qauto_tensor *t;
@@ -109,6 +109,6 @@ sqz_status sqz__qplan_anchor(const sqz_model *m, const sqz_compress_spec *sp, co
  * than 2 windows. The model is restored before returning. */
 sqz_status sqz__qplan_trial(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz__qauto_measured *ms,
                             sqz_qplan *const *plans, int n, double *kld);
-/* A mix's token embedding and output, after the last block (compress/quant_mix.c). */
+/* A mix's token embedding and output, after the last block (compress/pass_quant_globals.c). */
 sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, sqz_compress_report *rep);
 #endif

@@ -1,7 +1,7 @@
 /*
  * compress/pass_quant.c - the quantization pass: its SPEC declared as option rows (parsed by
  * the generic parser of sqz/options.h), the rules between options, the statistics it needs,
- * and run_block (compress/quant_block.c). sqz_compress_spec_parse is this pass's parser.
+ * and run_block (compress/pass_quant_block.c). sqz_compress_spec_parse is this pass's parser.
  */
 #include <pthread.h>
 #include <stddef.h>

@@ -118,7 +118,7 @@ static unsigned loop_needs(const loop *L, unsigned *required) {
 }
 
 /* Whether every stage of the loop can solve each linear input's layers on the input's owner rank
- * alone (compress/quant_share.c): its row says so (quantization that folds nothing into other
+ * alone (compress/pass_quant_share.c): its row says so (quantization that folds nothing into other
  * layers) and no other stage does its work. */
 static bool loop_partitions(const loop *L) {
     for (int k = L->first; k < L->last; k++) {
@@ -318,7 +318,7 @@ sqz_status sqz_compress_model(sqz_model *m, sqz_session *s, const sqz_calib_wind
     SQZ_RETURN_IF(!m || !o || !o->spec.method, SQZ_ERR_INVALID_ARG, "compress: no model or SPEC");
     SQZ_RETURN_IF(w && !s, SQZ_ERR_INVALID_ARG, "compress: calibration windows without a session");
     sqz_recipe r = {0};
-    SQZ_TRY(sqz_recipe_add(&r, "quant", o->spec.text));
+    SQZ_TRY(sqz_recipe_add(&r, sqz__pass_quant.name, o->spec.text));
     sqz__quant_args *a = r.stages[0].args;
     a->spec = o->spec; /* exactly the caller's SPEC, also when built by hand */
     sqz_compress_env env = {.windows = s ? w : NULL, .session = s, .session_opts = sqz_session_default_opts(),

@@ -125,7 +125,7 @@ double sqz__out_err2(const float *x, int64_t n_x, int64_t n_in, const float *a, 
  * max_j absmax_j / smooth_j exactly, PERCENTILE and KL a histogram of the smoothed sample rows. */
 sqz_status sqz__act_scale_for(const sqz_qstats *st, const sqz_quant_opts *o, const float *smooth, float *scale);
 
-/* ---- GPTQ's column sweep with a mask (gptq.c; SparseGPT, prune/sparsity_*.c) ----
+/* ---- GPTQ's column sweep with a mask (gptq.c; SparseGPT: sparse/sparsegpt.c) ----
  * SparseGPT (Frantar & Alistarh 2023) is GPTQ's sweep in which some weights are set to zero
  * instead of to their nearest grid value: the same Hessian, damping, factor U of H^-1 and
  * lazy block updates; only the choice of each column's target value differs. A hook chooses

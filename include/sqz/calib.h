@@ -219,7 +219,7 @@ typedef struct sqz_calib_run_opts {
     bool partitioned_solve;     /* MPI jobs with the owner partition: on_block gets each input's
                                    statistics on its owner rank only (sqz_calib_block.partitioned)
                                    and must solve the inputs this rank owns and share the results
-                                   (compress/quant_share.c); false: every rank gets them all */
+                                   (compress/pass_quant_share.c); false: every rank gets them all */
 } sqz_calib_run_opts;
 
 /* Runs every window of w through the decoder or encoder of session s block by block as the

@@ -729,7 +729,7 @@ static void test_writers(void **state) {
 
 /* ---- the family table ---------------------------------------------------------------------- */
 
-/* The groups compress/quant_block.c's sqz__block_groups hard-coded (llama, GQA layers). */
+/* The groups compress/pass_quant_block.c's sqz__block_groups hard-coded (llama, GQA layers). */
 static void test_family_table(void **state) {
     (void)state;
     SQZ_SKIP_UNLESS(stories());

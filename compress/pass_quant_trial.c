@@ -1,5 +1,5 @@
 /*
- * compress/quant_auto_trial.c - the guard of `--quant auto:bpw=X`: a second candidate plan
+ * compress/pass_quant_trial.c - the guard of `--quant auto:bpw=X`: a second candidate plan
  * built from llama.cpp's fixed mixes, and the end-to-end trial that picks between plans.
  *
  * The greedy plan minimises a proxy (each matrix's own relative output error, nothing

@@ -1,5 +1,5 @@
 /*
- * compress/quant_mix.c - the global tensors of a whole-model mix (quant/mix.c): the token
+ * compress/pass_quant_globals.c - the global tensors of a whole-model mix (quant/mix.c): the token
  * embedding and the classifier, quantized after the last block to the type the mix gives
  * them (Q6_K / Q8_0 for the output and a tied embedding, the base type for an untied one,
  * F16 where no block fits). They are rounded with the reference quantizer, as llama-quantize

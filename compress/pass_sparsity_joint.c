@@ -1,5 +1,5 @@
 /*
- * compress/sparsity_joint.c - SparseGPT's joint mode (sparsity and quantization in one column
+ * compress/pass_sparsity_joint.c - SparseGPT's joint mode (sparsity and quantization in one column
  * sweep, Frantar & Alistarh 2023 sec. 3.5): the quantized layers are checked (exact zeros,
  * N:M on every row), validated on the calibration sample rows, put in the report as the
  * quantization pass would, and attached to the model.

@@ -1,5 +1,5 @@
 /*
- * compress/quant_auto.c - the plan of `--quant auto:bpw=X`: one calibration pass over the
+ * compress/pass_quant_plan.c - the plan of `--quant auto:bpw=X`: one calibration pass over the
  * model as it is (E[x^2] of every linear input, no recompute), the sensitivity of every
  * block matrix to every candidate type (quant/auto.c), and the allocation to the size budget.
  * The token embedding and the output take Q4_K_M's types (Q6_K / Q8_0, llama.cpp's choice)

@@ -1,5 +1,5 @@
 /*
- * compress/quant_share.c - a partitioned solve in an MPI job (docs/distributed.md): the rank
+ * compress/pass_quant_share.c - a partitioned solve in an MPI job (docs/distributed.md): the rank
  * that owns a linear input's statistics (calib/owner.c) quantized the group of layers reading it
  * alone; here it sends what that changed to every other rank: each member's new bytes and
  * quantization parameters, which members fall back to f16, and the group's report rows. Every

@@ -1,5 +1,5 @@
 /*
- * compress/quant_block.c - compressing one block: the linear layers grouped by shared input, a
+ * compress/pass_quant_block.c - compressing one block: the linear layers grouped by shared input, a
  * method of sqz/quant.h per group, smoothing vectors folded into the operation that
  * produces the input, every compressed layer validated on calibration rows, the results
  * attached to the model.
