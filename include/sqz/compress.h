@@ -57,7 +57,8 @@ typedef struct sqz_compress_spec {
     const sqz_qmix *mix;        /* a whole-model type mix (q4_k_m, q4_0:mix, ...; quant/mix.c), or NULL:
                                    every matrix q.target */
     double auto_bpw;            /* auto:bpw=X: the size asked, bits per parameter of the whole model; else 0 */
-    struct sqz_qplan *plan;     /* auto: the type of every block matrix, made at block 0 (owned by the stage) */
+    struct sqz_qplan *plan;     /* auto: the type of every block matrix, made at block 0 of a run (owned by
+                                   the quant stage's run-time state; NULL in a parsed SPEC) */
 } sqz_compress_spec;
 
 /* Parses a SPEC. Errors: SQZ_ERR_INVALID_ARG with a message naming the offending part
