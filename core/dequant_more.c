@@ -3,12 +3,12 @@
  * the K-quants Q2_K, Q3_K, Q5_K, Q8_K and the non-linear IQ4_NL, IQ4_XS. Transcribed from
  * llama.cpp's ggml-quants.c (dequantize_row_*), operation for operation, so every value is the
  * float llama.cpp computes (tests/py/test_gguf_types.py checks them against gguf-py and libggml).
- * Q4_K and Q6_K are in core/quant_ref.c.
+ * Q8_0, Q4_0, Q4_1, Q4_K and Q6_K are in core/dequant.c.
  */
 #include <string.h>
 
 #include "core/blocks.h"
-#include "core/quant_ref.h"
+#include "core/dequant.h"
 #include "sqz/dtype.h"
 
 #define FP16(x) sqz_fp16_to_fp32(x)

@@ -1,10 +1,14 @@
-/* core/dtype.c - the dtype traits table: one row per storage type. */
+/* core/dtype.c - the dtype traits table: one row per storage type, with its layout, its
+ * dequantizer (to_f32) and, for the float types, its converter from float. The GGUF block types'
+ * quantizers are quant/gguf's, which completes these rows into sqz_dtype_info's table
+ * (quant/gguf/dtype_ref.c). */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "core/blocks.h"
-#include "core/quant_ref.h"
+#include "core/dequant.h"
+#include "core/internal.h"
 #include "sqz/dtype.h"
 
 static void f32_to_f32(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
@@ -76,19 +80,17 @@ static const sqz_dtype_traits traits[SQZ_DTYPE_COUNT] = {
                        .st_name = "I32", .to_f32 = i32_to_f32},
     [SQZ_DTYPE_Q8_0] = {.name = "q8_0", .block_size = SQZ_QK8_0, .type_size = sizeof(sqz_block_q8_0),
                         .gguf_type = GGML_Q8_0, .is_quantized = true,
-                        .to_f32 = sqz_dequantize_q8_0, .from_f32 = sqz_quantize_q8_0_ref},
+                        .to_f32 = sqz_dequantize_q8_0},
     [SQZ_DTYPE_Q4_0] = {.name = "q4_0", .block_size = SQZ_QK4_0, .type_size = sizeof(sqz_block_q4_0),
                         .gguf_type = GGML_Q4_0, .is_quantized = true,
-                        .to_f32 = sqz_dequantize_q4_0, .from_f32 = sqz_quantize_q4_0_ref},
+                        .to_f32 = sqz_dequantize_q4_0},
     [SQZ_DTYPE_Q4_1] = {.name = "q4_1", .block_size = SQZ_QK4_1, .type_size = sizeof(sqz_block_q4_1),
                         .gguf_type = GGML_Q4_1, .is_quantized = true,
-                        .to_f32 = sqz_dequantize_q4_1, .from_f32 = sqz_quantize_q4_1_ref},
+                        .to_f32 = sqz_dequantize_q4_1},
     [SQZ_DTYPE_Q4_K] = {.name = "q4_k", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_q4_K),
-                        .gguf_type = GGML_Q4_K, .is_quantized = true, .to_f32 = sqz_dequantize_q4_K,
-                        .from_f32 = sqz_quantize_q4_K_ref},
+                        .gguf_type = GGML_Q4_K, .is_quantized = true, .to_f32 = sqz_dequantize_q4_K},
     [SQZ_DTYPE_Q6_K] = {.name = "q6_k", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_q6_K),
-                        .gguf_type = GGML_Q6_K, .is_quantized = true, .to_f32 = sqz_dequantize_q6_K,
-                        .from_f32 = sqz_quantize_q6_K_ref},
+                        .gguf_type = GGML_Q6_K, .is_quantized = true, .to_f32 = sqz_dequantize_q6_K},
     [SQZ_DTYPE_I16] = {.name = "i16", .block_size = 1, .type_size = 2, .gguf_type = GGML_I16,
                        .st_name = "I16", .to_f32 = i16_to_f32},
     [SQZ_DTYPE_I64] = {.name = "i64", .block_size = 1, .type_size = 8, .gguf_type = GGML_I64,
@@ -97,20 +99,15 @@ static const sqz_dtype_traits traits[SQZ_DTYPE_COUNT] = {
                        .st_name = "F64", .is_float = true, .to_f32 = f64_to_f32, .from_f32 = f64_from_f32},
     [SQZ_DTYPE_U4] = {.name = "u4", .block_size = 2, .type_size = 1, .gguf_type = -1, .to_f32 = u4_to_f32},
     [SQZ_DTYPE_Q5_0] = {.name = "q5_0", .block_size = SQZ_QK5_0, .type_size = sizeof(sqz_block_q5_0),
-                        .gguf_type = GGML_Q5_0, .is_quantized = true, .to_f32 = sqz_dequantize_q5_0,
-                        .from_f32 = sqz_quantize_q5_0_ref},
+                        .gguf_type = GGML_Q5_0, .is_quantized = true, .to_f32 = sqz_dequantize_q5_0},
     [SQZ_DTYPE_Q5_1] = {.name = "q5_1", .block_size = SQZ_QK5_1, .type_size = sizeof(sqz_block_q5_1),
-                        .gguf_type = GGML_Q5_1, .is_quantized = true, .to_f32 = sqz_dequantize_q5_1,
-                        .from_f32 = sqz_quantize_q5_1_ref},
+                        .gguf_type = GGML_Q5_1, .is_quantized = true, .to_f32 = sqz_dequantize_q5_1},
     [SQZ_DTYPE_Q2_K] = {.name = "q2_k", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_q2_K),
-                        .gguf_type = GGML_Q2_K, .is_quantized = true, .to_f32 = sqz_dequantize_q2_K,
-                        .from_f32 = sqz_quantize_q2_K_ref},
+                        .gguf_type = GGML_Q2_K, .is_quantized = true, .to_f32 = sqz_dequantize_q2_K},
     [SQZ_DTYPE_Q3_K] = {.name = "q3_k", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_q3_K),
-                        .gguf_type = GGML_Q3_K, .is_quantized = true, .to_f32 = sqz_dequantize_q3_K,
-                        .from_f32 = sqz_quantize_q3_K_ref},
+                        .gguf_type = GGML_Q3_K, .is_quantized = true, .to_f32 = sqz_dequantize_q3_K},
     [SQZ_DTYPE_Q5_K] = {.name = "q5_k", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_q5_K),
-                        .gguf_type = GGML_Q5_K, .is_quantized = true, .to_f32 = sqz_dequantize_q5_K,
-                        .from_f32 = sqz_quantize_q5_K_ref},
+                        .gguf_type = GGML_Q5_K, .is_quantized = true, .to_f32 = sqz_dequantize_q5_K},
     [SQZ_DTYPE_Q8_K] = {.name = "q8_k", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_q8_K),
                         .gguf_type = GGML_Q8_K, .is_quantized = true, .to_f32 = sqz_dequantize_q8_K},
     [SQZ_DTYPE_IQ4_NL] = {.name = "iq4_nl", .block_size = SQZ_QK4_NL, .type_size = sizeof(sqz_block_iq4_nl),
@@ -119,13 +116,13 @@ static const sqz_dtype_traits traits[SQZ_DTYPE_COUNT] = {
                           .gguf_type = GGML_IQ4_XS, .is_quantized = true, .to_f32 = sqz_dequantize_iq4_xs},
 };
 
-const sqz_dtype_traits *sqz_dtype_info(sqz_dtype t) {
+const sqz_dtype_traits *sqz__dtype_core(sqz_dtype t) {
     if ((unsigned)t >= SQZ_DTYPE_COUNT) return NULL;
     return &traits[t];
 }
 
 const char *sqz_dtype_name(sqz_dtype t) {
-    const sqz_dtype_traits *tr = sqz_dtype_info(t);
+    const sqz_dtype_traits *tr = sqz__dtype_core(t);
     return tr ? tr->name : "invalid";
 }
 
@@ -151,7 +148,7 @@ bool sqz_dtype_from_st(const char *st_name, sqz_dtype *out) {
 }
 
 bool sqz_dtype_nbytes(sqz_dtype t, int64_t n, size_t *out) {
-    const sqz_dtype_traits *tr = sqz_dtype_info(t);
+    const sqz_dtype_traits *tr = sqz__dtype_core(t);
     if (!tr || n < 0 || n % tr->block_size != 0) return false;
     return !__builtin_mul_overflow((uint64_t)(n / tr->block_size), (uint64_t)tr->type_size, out);
 }

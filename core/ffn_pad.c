@@ -26,7 +26,7 @@ typedef struct padded {
 } padded;
 
 static sqz_status pad_member(const sqz_tensor *t, int axis, int64_t n_new, padded *p) {
-    const sqz_dtype_traits *tr = sqz_dtype_info(t->dtype);
+    const sqz_dtype_traits *tr = sqz__dtype_core(t->dtype);
     SQZ_RETURN_IF(t->qp, SQZ_ERR_UNSUPPORTED, "tensor '%s': quantized by sqz; pad the FFN before quantizing", t->name);
     SQZ_RETURN_IF(!tr || !t->data || t->ndim < 1 || t->ndim > 2, SQZ_ERR_INVALID_ARG,
                   "tensor '%s': cannot be padded (no data, or not 1-D / 2-D)", t->name);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "sqz/dtype.h"
 #include "sqz/status.h"
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -149,8 +150,8 @@ bool sqz__is_input(uint64_t dev, uint64_t ino);
 struct sqz_outfile;
 sqz_status sqz__outfile_open_scratch(const char *path, struct sqz_outfile **out);
 
-/* A growable byte buffer (core/bytebuf.c): appends are no-ops after the first allocation
- * failure, which sets oom; the caller frees p. */
+/* A growable byte buffer (core/bytebuf.c), zero-initialised to start: appends are no-ops after
+ * the first allocation failure, which sets oom; the caller frees p. */
 typedef struct sqz__bytebuf {
     uint8_t *p;
     size_t n, cap;
@@ -160,5 +161,15 @@ void sqz__bytebuf_put(sqz__bytebuf *b, const void *src, size_t n);
 void sqz__bytebuf_put_u32(sqz__bytebuf *b, uint32_t v);
 void sqz__bytebuf_put_u64(sqz__bytebuf *b, uint64_t v);
 void sqz__bytebuf_put_f32(sqz__bytebuf *b, float f);
+/* Appends the printf text (without its NUL; a NUL follows it in p, outside n). */
+void sqz__bytebuf_printf(sqz__bytebuf *b, const char *fmt, ...) SQZ__PRINTF(2, 3);
+/* p as a C string: a NUL after the n bytes (not counted in n); NULL after an allocation failure. */
+char *sqz__bytebuf_str(sqz__bytebuf *b);
+
+/* The dtype table without the quantizers (core/dtype.c): the rows of sqz_dtype_info with
+ * from_f32 set for the float types only (F32, F16, BF16, F64). Core reads this one (the layouts
+ * and to_f32); quant/gguf/dtype_ref.c completes it with the GGUF block quantizers into the public
+ * table. NULL if t is out of range. Static storage. */
+const sqz_dtype_traits *sqz__dtype_core(sqz_dtype t);
 
 #endif

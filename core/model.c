@@ -200,7 +200,7 @@ static const char *shape_text(const int64_t *shape, int nd, char *buf, size_t ca
  * block type, or integers with their qparams), not raw integers; q/k/v biases only in a model
  * whose attention has them (the forward pass would skip one a writer still exports). */
 static sqz_status check_kind(const sqz_model *m, const sqz_tensor *t, const char *src) {
-    const sqz_dtype_traits *tr = sqz_dtype_info(t->dtype);
+    const sqz_dtype_traits *tr = sqz__dtype_core(t->dtype);
     SQZ_RETURN_IF(!tr || (!tr->is_float && !tr->is_quantized && !t->qp), SQZ_ERR_FORMAT,
                   "%s: tensor '%s' is %s: a weight needs a float or quantized type", src, t->name,
                   sqz_dtype_name(t->dtype));

@@ -137,7 +137,7 @@ static sqz_status slice_rows(sqz_model *m, const sqz_tensor *src, const int64_t 
 
 /* Columns of a 2-D tensor, or entries of a 1-D one: scalar dtypes only. */
 static sqz_status slice_cols(const sqz_tensor *src, const int64_t *keep, int64_t n, sqz__slice *o) {
-    const sqz_dtype_traits *tr = sqz_dtype_info(src->dtype);
+    const sqz_dtype_traits *tr = sqz__dtype_core(src->dtype);
     SQZ_RETURN_IF(src->qp, SQZ_ERR_UNSUPPORTED, "tensor '%s': cannot drop %s of an sqz-quantized (%s) tensor: its "
                   "quantization parameters describe every column (groups, g_idx, in_scale); prune before quantizing",
                   src->name, src->ndim == 1 ? "entries" : "columns", tr->name);
@@ -163,7 +163,7 @@ sqz_status sqz__slice_prepare(sqz_model *m, const sqz_tensor *src, sqz_tensor *d
                               int64_t n, sqz__slice *out) {
     memset(out, 0, sizeof *out);
     out->t = dst;
-    SQZ_RETURN_IF(!sqz_dtype_info(src->dtype), SQZ_ERR_INVALID_ARG, "tensor '%s': invalid dtype", src->name);
+    SQZ_RETURN_IF(!sqz__dtype_core(src->dtype), SQZ_ERR_INVALID_ARG, "tensor '%s': invalid dtype", src->name);
     SQZ_RETURN_IF(src->ndim < 1 || src->ndim > 2, SQZ_ERR_INVALID_ARG,
                   "tensor '%s': %d dimensions; only 1-D and 2-D tensors can keep rows or columns", src->name,
                   (int)src->ndim);
@@ -231,7 +231,7 @@ static sqz_status check_replace(const sqz_model *m, const sqz_tensor *t, sqz_dty
                                 const int64_t *shape, const void *data, size_t nbytes) {
     SQZ_RETURN_IF(!sqz__tensor_in_model(m, t), SQZ_ERR_INVALID_ARG, "tensor '%s' is not one of the model's tensors",
                   t && t->name ? t->name : "(null)");
-    const sqz_dtype_traits *tr = sqz_dtype_info(dtype);
+    const sqz_dtype_traits *tr = sqz__dtype_core(dtype);
     SQZ_RETURN_IF(!tr, SQZ_ERR_INVALID_ARG, "tensor '%s': invalid dtype %d", t->name, (int)dtype);
     SQZ_RETURN_IF(!data, SQZ_ERR_INVALID_ARG, "tensor '%s': no data given", t->name);
     SQZ_RETURN_IF(ndim < 1 || ndim > SQZ_MAX_DIMS || !shape, SQZ_ERR_INVALID_ARG, "tensor '%s': %d dimensions",

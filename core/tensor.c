@@ -47,7 +47,7 @@ int64_t sqz_tensor_nrows(const sqz_tensor *t) {
 }
 
 sqz_status sqz_tensor_to_f32(const sqz_tensor *t, float *dst) {
-    const sqz_dtype_traits *tr = sqz_dtype_info(t->dtype);
+    const sqz_dtype_traits *tr = sqz__dtype_core(t->dtype);
     SQZ_RETURN_IF(!tr || !tr->to_f32, SQZ_ERR_UNSUPPORTED, "tensor '%s': dtype %s has no float view",
                   t->name, sqz_dtype_name(t->dtype));
     SQZ_RETURN_IF(!t->data, SQZ_ERR_INVALID_ARG, "tensor '%s' has no data", t->name);
@@ -75,7 +75,7 @@ static sqz_status nonfinite_error(const sqz_tensor *t, float v, int64_t at) {
 }
 
 sqz_status sqz_tensor_check_finite(const sqz_tensor *t) {
-    const sqz_dtype_traits *tr = sqz_dtype_info(t->dtype);
+    const sqz_dtype_traits *tr = sqz__dtype_core(t->dtype);
     if (!t->data || !tr || !tr->to_f32 || (!tr->is_float && !tr->is_quantized && !t->qp)) return SQZ_OK;
     const int64_t n = sqz_tensor_nelements(t);
     if (t->qp) {
@@ -100,38 +100,4 @@ sqz_status sqz_tensor_check_finite(const sqz_tensor *t) {
     }
     free(buf);
     return st;
-}
-
-sqz_status sqz_convert(sqz_dtype from, const void *src, sqz_dtype to, void *dst, int64_t n, float *scratch) {
-    const sqz_dtype_traits *tf = sqz_dtype_info(from), *tt = sqz_dtype_info(to);
-    SQZ_RETURN_IF(!tf || !tt, SQZ_ERR_INVALID_ARG, "invalid dtype in conversion");
-    size_t nb;
-    SQZ_RETURN_IF(!sqz_dtype_nbytes(from, n, &nb) || !sqz_dtype_nbytes(to, n, &nb), SQZ_ERR_SHAPE,
-                  "cannot convert %lld elements from %s to %s: not a whole number of blocks", (long long)n,
-                  tf->name, tt->name);
-    if (from == to) {
-        memcpy(dst, src, nb);
-        return SQZ_OK;
-    }
-    SQZ_RETURN_IF(!tf->to_f32, SQZ_ERR_UNSUPPORTED, "dtype %s has no float view", tf->name);
-    SQZ_RETURN_IF(!tt->from_f32, SQZ_ERR_UNSUPPORTED, "sqz cannot produce dtype %s", tt->name);
-    float *buf = scratch;
-    if (from == SQZ_DTYPE_F32) {
-        tt->from_f32(src, dst, n);
-        return SQZ_OK;
-    }
-    if (to == SQZ_DTYPE_F32) {
-        tf->to_f32(src, dst, n);
-        return SQZ_OK;
-    }
-    if (!buf) {
-        size_t fb;
-        SQZ_RETURN_IF(!sqz__mul_size((size_t)n, sizeof(float), &fb), SQZ_ERR_SHAPE, "conversion size overflows");
-        buf = sqz__malloc(fb);
-        if (!buf) return SQZ_ERR_NOMEM;
-    }
-    tf->to_f32(src, buf, n);
-    tt->from_f32(buf, dst, n);
-    if (buf != scratch) free(buf);
-    return SQZ_OK;
 }

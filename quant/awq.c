@@ -18,7 +18,8 @@
 #include <string.h>
 
 #include "core/blocks.h"
-#include "core/quant_ref.h"
+#include "core/dequant.h"
+#include "quant/gguf/quant_gguf.h"
 #include "quant/quant_internal.h"
 
 /* Quantize-dequantize one group of n values (n = the format's group) with the reference. */

@@ -24,7 +24,7 @@
  * K-quant targets (Q2_K..Q6_K) take static grids: each super-block of 256 original weights is
  * quantized once by llama.cpp's quantizer (importance = diag H), which fixes d, dmin and the
  * sub-block scales; the sweep then rounds onto the sub-block grids those bytes define
- * (core/kquant.c sqz__kquant_subgrids) and the codes are packed back into the same blocks, so
+ * (quant/gguf/kquant.c sqz__kquant_subgrids) and the codes are packed back into the same blocks, so
  * the blocks dequantize to exactly the values GPTQ used.
  *
  * SparseGPT runs this same sweep with a mask hook (sqz__gptq_masked, quant_internal.h): the
@@ -37,8 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/kquant_internal.h"
-#include "core/quant_ref.h"
+#include "quant/gguf/kquant_internal.h"
+#include "quant/gguf/quant_gguf.h"
 #include "quant/quant_internal.h"
 
 typedef struct gptq_ctx {

@@ -2,7 +2,7 @@
  * quant/grid.c - the grid of one group under each format (how the reference quantizer picks
  * d / m / zero), value <-> code on that grid, and encoding codes + grids into storage.
  *
- * GGUF formats follow core/quant_ref.c (llama.cpp's quantize_row_*_ref) for the choice of d
+ * GGUF formats follow quant/gguf/quant_ref.c (llama.cpp's quantize_row_*_ref) for the choice of d
  * and m, then keep the values as the blocks store them (fp16). The anchors (the elements
  * that defined the grid) let GPTQ pin them to the extreme codes so that re-quantizing the
  * dequantized result reproduces the same grid (sqz/quant.h, "the invariant").
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/blocks.h"
-#include "core/quant_ref.h"
+#include "quant/gguf/quant_gguf.h"
 #include "quant/quant_internal.h"
 
 void sqz__grid_make(sqz_qformat f, const float *x, int n, sqz__grid *g) {

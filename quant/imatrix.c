@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "core/blocks.h"
-#include "core/kquant_internal.h"
-#include "core/quant_ref.h"
+#include "quant/gguf/kquant_internal.h"
+#include "quant/gguf/quant_gguf.h"
 #include "quant/quant_internal.h"
 
 
@@ -57,7 +57,7 @@ static void row_q4_1(const float *x, sqz_block_q4_1 *y, int64_t n_per_row, const
 }
 
 /* quantize_row_q5_0_impl / quantize_row_q5_1_impl: as Q4_0/Q4_1 with 16 / 31 levels, packed by
- * sqz__pack_q5 (core/quant_ref.c). */
+ * sqz__pack_q5 (quant/gguf/quant_ref.c). */
 static void row_q5_0(const float *x, sqz_block_q5_0 *y, int64_t n_per_row, const float *quant_weights) {
     float weight[SQZ_QK5_0];
     int8_t L[SQZ_QK5_0];
@@ -110,7 +110,7 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
             return s;
         }
         const int64_t nb = n_in / 32;
-        if (kquant) /* llama.cpp's quantize_q*_K with quant_weights (core/kquant.c) */
+        if (kquant) /* llama.cpp's quantize_q*_K with quant_weights (quant/gguf/kquant.c) */
             sqz_quantize_k(out[i].dtype, lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
         for (int64_t r = 0; !kquant && r < lin[i].n_out; r++) {
             const float *x = lin[i].w + r * n_in;

@@ -2,16 +2,16 @@
  * quant/rtn.c - round-to-nearest with each format's reference quantizer, and plain W8A8
  * (INT8 weights per channel + static or dynamic activation scales, no smoothing).
  *
- * Q8_0/Q4_0/Q4_1 and the K-quants call llama.cpp's reference quantizers (core/quant_ref.c,
- * core/kquant.c) so the bytes are exactly what llama-quantize writes without an importance matrix; I8 is
- * sqz_quantize_rows_i8_ref, the weight quantizer of the W8A8 GEMM; I4 groups follow the grids
+ * Q8_0/Q4_0/Q4_1 and the K-quants call llama.cpp's reference quantizers
+ * (quant/gguf/quant_ref.c, quant/gguf/kquant.c) so the bytes are exactly what llama-quantize
+ * writes without an importance matrix; I8 is sqz_quantize_rows_i8_ref, the weight quantizer of the W8A8 GEMM; I4 groups follow the grids
  * of grid.c (documented in sqz/quant.h).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/blocks.h"
-#include "core/quant_ref.h"
+#include "quant/gguf/quant_gguf.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "quant/quant_internal.h"
 
@@ -37,7 +37,7 @@ static void rtn_i4(const float *w, int64_t n_out, int64_t n_in, sqz_qmatrix *q) 
 
 /* llama.cpp's quantize_row_q8_0_ref, bit for bit, without a libm call per element: roundf
  * (half away from zero) of |v| <= 127 * (1 + 2^-23) is the truncation plus one when the
- * fraction is >= 0.5 (v - trunc(v) is exact). The test compares it with core/quant_ref.c. */
+ * fraction is >= 0.5 (v - trunc(v) is exact). The test compares it with quant/gguf/quant_ref.c. */
 static void q8_0_rows(const float *x, void *vy, int64_t n) {
     sqz_block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / SQZ_QK8_0; i++) {

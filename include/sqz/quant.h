@@ -34,9 +34,9 @@
  *   I4_ASYM lo = min(min w, 0), hi = max(max w, 0) (zero is always on the grid, as GPTQ),
  *           scale = fp16((hi - lo) / 15), zero = clamp(rint(-lo / scale), 0, 15),
  *           code = clamp(rint(w / scale) + zero, 0, 15); scale 0 -> zero 0, codes 0.
- *   Q8_0, Q4_0, Q4_1: llama.cpp's reference quantizers (core/quant_ref.c), byte for byte.
+ *   Q8_0, Q4_0, Q4_1: llama.cpp's reference quantizers (quant/gguf/quant_ref.c), byte for byte.
  *   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: llama.cpp's quantize_row_q*_K_ref (RTN) and quantize_q*_K with
- *           quant_weights = E[x^2] (imatrix), byte for byte (core/kquant.c).
+ *           quant_weights = E[x^2] (imatrix), byte for byte (quant/gguf/kquant.c).
  * (fp16(v) is v rounded to the nearest binary16, as a float.)
  *
  * ---- GPTQ on GGUF grids: the invariant ----------------------------------------------------

@@ -1,6 +1,6 @@
 /* kernels/cpu/cuda_stubs.c - the names of the benchmarkable kernels, and the CUDA-only
  * public entry points of sqz/backend.h when libsqz is built without CUDA
- * (cuda_loader.c provides them otherwise, through the CUDA module). */
+ * (kernels/cuda_loader/cuda_loader.c provides them otherwise, through the CUDA module). */
 #include "core/internal.h"
 #include "sqz/backend.h"
 

@@ -8,7 +8,7 @@
 
 #include "core/blocks.h"
 #include "core/internal.h"
-#include "core/quant_ref.h"
+#include "core/dequant.h"
 #include "kernels/cpu/gemm_ref.h"
 
 void sqz_quantize_rows_i8_ref(const float *x, int64_t m, int64_t k, int8_t *q, float *scale) {

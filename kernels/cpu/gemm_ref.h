@@ -10,7 +10,7 @@
  * Per-token quantization is equally exact: scale = absmax / 127 and q = rint(x / scale)
  * with IEEE division and round half to even (the CUDA kernels use __fdiv_rn and
  * __float2int_rn, no fast-math).
- * W4A16 dequantizes with the GGUF reference (core/quant_ref.h) and accumulates in double:
+ * W4A16 dequantizes with the GGUF reference (core/dequant.h) and accumulates in double:
  * it is the accuracy yardstick; backends that round the dequantized weights to fp16 (the
  * tensor-core path) agree within a normalised-MSE tolerance.
  */

@@ -166,7 +166,7 @@ void sqz_w4_dequant_rows(const sqz_w4_layout *L, const void *vprep, int64_t row0
                             const int64_t row = tile * SQZ_W4_TILE_N + nn;
                             if (row < row0 || row >= row0 + rows) continue;
                             const int q = (int)((word >> (4 * p)) & 0x0Fu);
-                            /* the GGUF reference's arithmetic (core/quant_ref.c) */
+                            /* the GGUF reference's arithmetic (quant/gguf/quant_ref.c) */
                             const float v = q41 ? q * dv[nn] + mv[nn] : (q - 8) * dv[nn];
                             out[(row - row0) * L->k + step * SQZ_W4_KSTEP + kk] = v;
                         }

@@ -2,7 +2,7 @@
  * kernels/cuda/backend_cuda.cuh - the CUDA backend's context and the helpers its kernel
  * families share (device, stream, handles, scratch memory, registry of prepared int4
  * weights). The public face is plain C: sqz_backend_cuda() in sqz/backend.h, which libsqz
- * reaches through the module's entry table (kernels/cpu/cuda_module.h, module_entry.cu).
+ * reaches through the module's entry table (kernels/cuda_loader/cuda_module.h, module_entry.cu).
  */
 #ifndef SQZ_KERNELS_CUDA_BACKEND_CUDA_CUH
 #define SQZ_KERNELS_CUDA_BACKEND_CUDA_CUH

@@ -1,6 +1,6 @@
 /*
  * kernels/cuda/module_entry.cu - the entry of the CUDA module libsqz_cuda.so
- * (kernels/cpu/cuda_module.h): libsqz's loader calls sqz_cuda_module_entry with its host
+ * (kernels/cuda_loader/cuda_module.h): libsqz's loader calls sqz_cuda_module_entry with its host
  * table and gets the entry points of this backend. The libsqz internals the CUDA code calls
  * (error recording, allocation, dtype names, the int4 packer) are defined here as forwarders
  * to the host table: one error state per thread on both sides, and no undefined sqz symbol in
@@ -11,7 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "kernels/cpu/cuda_module.h"
+#include "kernels/cuda_loader/cuda_module.h"
 #include "kernels/cuda/backend_cuda.cuh"
 
 static const sqz__cuda_host *host; /* set once by the entry, before any other call */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/test_cuda_module.sh MODULE LIBSQZ_SO - a CUDA build keeps CUDA out of the way
-# until a GPU is asked for (kernels/cpu/cuda_loader.c, docs/kernels.md):
+# until a GPU is asked for (kernels/cuda_loader/cuda_loader.c, docs/kernels.md):
 #   1. sqz and libsqz.so need no CUDA library; the module (MODULE, libsqz_cuda.so) needs them and
 #      exports its entry only;
 #   2. inspect maps no CUDA library and its peak RSS is that of a CPU-only build (a few MB, where

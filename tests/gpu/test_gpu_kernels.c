@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "core/quant_ref.h"
+#include "quant/gguf/quant_gguf.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "test_util.h"
 #include "unit/real_weights.h"

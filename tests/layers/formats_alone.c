@@ -1,7 +1,8 @@
 /*
- * tests/layers/formats_alone.c - formats/ and core/ ALONE: this program links libsqz_formats.a
- * and libsqz_core.a and no other sqz module (tests/CMakeLists.txt), so a call from formats/ or
- * core/ into a higher module is an undefined reference and the build fails. At run time it
+ * tests/layers/formats_alone.c - formats/ with core/ and quant/gguf/ ALONE: this program links
+ * libsqz_formats.a, libsqz_quant_gguf.a (the GGUF block quantizers the writers convert with) and
+ * libsqz_core.a and no other sqz module (tests/CMakeLists.txt), so a call from formats/, quant/gguf/
+ * or core/ into a higher module is an undefined reference and the build fails. At run time it
  * converts a real model both ways: tinystories-656K (HF safetensors) -> GGUF -> HF directory,
  * then opens the result and checks that hyperparameters, vocabulary and every tensor equal the
  * source bit for bit (the rotary rows that the GGUF step permutes come back in HF order).

@@ -7,7 +7,8 @@
 
 #include "core/blocks.h"
 #include "core/internal.h"
-#include "core/quant_ref.h"
+#include "core/dequant.h"
+#include "quant/gguf/quant_gguf.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cpu/w4_pack.h"
 #include "real_weights.h"

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "core/quant_ref.h"
+#include "quant/gguf/quant_gguf.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cpu/w4_pack.h"
 #include "kernels/cuda/mma_frag.h"

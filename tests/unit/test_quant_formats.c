@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "core/blocks.h"
-#include "core/quant_ref.h"
+#include "core/dequant.h"
+#include "quant/gguf/quant_gguf.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "real_weights.h"
 #include "sqz/quant.h"

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/kquant_internal.h"
-#include "core/quant_ref.h"
+#include "quant/gguf/kquant_internal.h"
+#include "quant/gguf/quant_gguf.h"
 #include "quant_fixture.h"
 
 typedef struct model_case {

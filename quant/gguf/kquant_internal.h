@@ -1,7 +1,7 @@
-/* core/kquant_internal.h - the scale searches shared by the K-quant quantizers
- * (core/kquant_search.c; llama.cpp's ggml-quants.c helpers of the same names). */
-#ifndef SQZ_CORE_KQUANT_INTERNAL_H
-#define SQZ_CORE_KQUANT_INTERNAL_H
+/* quant/gguf/kquant_internal.h - the scale searches shared by the K-quant quantizers
+ * (quant/gguf/kquant_search.c; llama.cpp's ggml-quants.c helpers of the same names). */
+#ifndef SQZ_QUANT_GGUF_KQUANT_INTERNAL_H
+#define SQZ_QUANT_GGUF_KQUANT_INTERNAL_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /*
- * core/kquant_search.c - the scale searches of llama.cpp's K-quant quantizers (ggml-quants.c:
+ * quant/gguf/kquant_search.c - the scale searches of llama.cpp's K-quant quantizers (ggml-quants.c:
  * make_qx_quants, make_q3_quants, make_qkx2_quants, make_qkx3_quants, make_qp_quants),
  * transcribed expression for expression: every sum is accumulated in the same order with the
  * same float operations, so the chosen scales and codes, and hence the bytes, are llama.cpp's.
@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/kquant_internal.h"
+#include "quant/gguf/kquant_internal.h"
 
 #define MAXI(a, b) ((a) > (b) ? (a) : (b))
 #define MINI(a, b) ((a) < (b) ? (a) : (b))

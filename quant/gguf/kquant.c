@@ -1,9 +1,10 @@
 /*
- * core/kquant.c - the K-quant quantizers Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: llama.cpp's reference
+ * quant/gguf/kquant.c - the K-quant quantizers Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: llama.cpp's reference
  * quantizers (quantize_row_q*_K_ref, what llama-quantize writes without an importance matrix)
  * and its importance-weighted ones (quantize_q*_K with quant_weights: quantize_row_q*_K_impl),
  * transcribed from ggml-quants.c so that the bytes are identical (tests/py/test_gguf_types.py
- * compares them with libggml's). The scale searches are in core/kquant_search.c.
+ * compares them with libggml's). The scale searches are in quant/gguf/kquant_search.c;
+ * the dequantizers are core's (core/dequant.c, core/dequant_more.c).
  *
  * Every quantizer works on 256-element super-blocks; the importance-weighted ones per row
  * (quant_weights holds one weight per column, E[x^2] of the layer's input as llama-imatrix
@@ -14,8 +15,9 @@
 #include <string.h>
 
 #include "core/blocks.h"
-#include "core/kquant_internal.h"
-#include "core/quant_ref.h"
+#include "core/dequant.h"
+#include "quant/gguf/kquant_internal.h"
+#include "quant/gguf/quant_gguf.h"
 #include "sqz/dtype.h"
 
 #define QK_K SQZ_QK_K

@@ -1,6 +1,7 @@
-/* kernels/cpu/cuda_loader.c - the CUDA entry points of sqz/backend.h in a CUDA build: they load
- * the CUDA module (libsqz_cuda.so, kernels/cpu/cuda_module.h) on first use and call through
- * its entry-point table. libsqz links no CUDA library, so a command that never asks for a
+/* kernels/cuda_loader/cuda_loader.c - the CUDA entry points of sqz/backend.h in a CUDA build:
+ * they load the CUDA module (libsqz_cuda.so, kernels/cuda_loader/cuda_module.h) on first use and
+ * call through its entry-point table. Compiled into kernels/cpu's module (libsqz holds it; the
+ * CPU backend's registry calls these entry points), not into the CUDA module it loads. libsqz links no CUDA library, so a command that never asks for a
  * GPU maps none, and a machine without the CUDA runtime runs the CPU paths.
  *
  * Where the module is looked for, first found wins:
@@ -24,7 +25,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
-#include "kernels/cpu/cuda_module.h"
+#include "kernels/cuda_loader/cuda_module.h"
 #include "sqz/backend.h"
 
 /* ---- the services libsqz lends the module ------------------------------------------- */

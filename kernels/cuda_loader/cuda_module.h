@@ -1,10 +1,10 @@
 /*
- * kernels/cpu/cuda_module.h - the interface between libsqz and its CUDA module (internal).
+ * kernels/cuda_loader/cuda_module.h - the interface between libsqz and its CUDA module (internal).
  *
  * A CUDA build (SQZ_CUDA) puts the CUDA backend (kernels/cuda/) in a module of its own,
  * libsqz_cuda.so, which links cudart, cuBLAS and cuBLASLt; libsqz and the programs that link
- * it link none of them. kernels/cpu/cuda_loader.c dlopens the module the first time a CUDA
- * entry point of sqz/backend.h is called (once, thread-safe; never unloaded), looks up
+ * it link none of them. kernels/cuda_loader/cuda_loader.c dlopens the module the first time a
+ * CUDA entry point of sqz/backend.h is called (once, thread-safe; never unloaded), looks up
  * SQZ__CUDA_MODULE_ENTRY and calls it with the host table below; the module answers with
  * its entry-point table. The module defines the few libsqz internals its code calls
  * (error recording, allocation, dtype names, the int4 packer) as forwarders to the host
@@ -16,8 +16,8 @@
  * another ABI, and the module refuses a host of another ABI (the module and libsqz are
  * meant to come from the same build).
  */
-#ifndef SQZ_KERNELS_CPU_CUDA_MODULE_H
-#define SQZ_KERNELS_CPU_CUDA_MODULE_H
+#ifndef SQZ_KERNELS_CUDA_LOADER_CUDA_MODULE_H
+#define SQZ_KERNELS_CUDA_LOADER_CUDA_MODULE_H
 
 #include <stddef.h>
 #include <stdint.h>

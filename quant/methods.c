@@ -1,5 +1,5 @@
 /*
- * quant/passes.c - the table of quantization methods (one row each: name, statistics it
+ * quant/methods.c - the table of quantization methods (one row each: name, statistics it
  * needs, formats it supports, function), their default options and shared argument checks.
  */
 #include <stdlib.h>

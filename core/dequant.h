@@ -1,0 +1,34 @@
+/* core/dequant.h - scalar reference dequantizers of the GGUF block types (the dtype table's
+ * to_f32: every reader needs them) and the block-field helpers shared with the quantizers of
+ * quant/gguf/. n is the number of elements, a multiple of the block size. */
+#ifndef SQZ_CORE_DEQUANT_H
+#define SQZ_CORE_DEQUANT_H
+
+#include <stdint.h>
+
+#include "sqz/dtype.h"
+
+/* core/dequant.c */
+void sqz_dequantize_q8_0(const void *x, float *y, int64_t n);
+void sqz_dequantize_q4_0(const void *x, float *y, int64_t n);
+void sqz_dequantize_q4_1(const void *x, float *y, int64_t n);
+void sqz_dequantize_q4_K(const void *x, float *y, int64_t n);
+void sqz_dequantize_q6_K(const void *x, float *y, int64_t n);
+
+/* core/dequant_more.c */
+void sqz_dequantize_q5_0(const void *x, float *y, int64_t n);
+void sqz_dequantize_q5_1(const void *x, float *y, int64_t n);
+void sqz_dequantize_q2_K(const void *x, float *y, int64_t n);
+void sqz_dequantize_q3_K(const void *x, float *y, int64_t n);
+void sqz_dequantize_q5_K(const void *x, float *y, int64_t n);
+void sqz_dequantize_q8_K(const void *x, float *y, int64_t n);
+void sqz_dequantize_iq4_nl(const void *x, float *y, int64_t n);
+void sqz_dequantize_iq4_xs(const void *x, float *y, int64_t n);
+extern const int8_t sqz__kvalues_iq4nl[16];
+
+/* Scale and minimum j (0..7) of a Q4_K/Q5_K block's 12 packed bytes (6 bits each). */
+void sqz__get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m);
+/* The 16 scales of a Q3_K block, 0..63 (offset 32 not removed). */
+void sqz__q3_K_scales(const uint8_t packed[12], int8_t scales[16]);
+
+#endif
