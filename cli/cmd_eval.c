@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "sqz/family.h"
 #include "sqz/tokenizer.h"
 
 typedef struct eval_args {
@@ -243,7 +244,7 @@ static sqz_status eval_encoder(const eval_args *a, eval_ctx *c) {
 /* The logits of a chunk (--ctx x vocabulary floats, for the model and the base) against the
  * memory, before any is allocated: 0, or the usage error's exit status. */
 static int check_sizes(const eval_args *a, const sqz_model *m) {
-    const int64_t ctx = a->ctx > 0 ? a->ctx : m->hp.family == SQZ_FAMILY_BERT ? 256 : 512;
+    const int64_t ctx = a->ctx > 0 ? a->ctx : sqz_family_get(m->hp.family)->eval_ctx;
     const sqz_size_term t[] = {{"--ctx", ctx}, {"vocab_size", m->hp.vocab_size}, {"bytes per float", 4},
                                {"models", a->base || a->base_logits ? 2 : 1}};
     if (sqz_opts_check_size("the logits of a chunk", t, 4, sqz_cli_memory_limit(), "the memory") == SQZ_OK) return 0;
@@ -268,7 +269,7 @@ int sqz_cmd_eval(int argc, char **argv) {
     if (st == SQZ_OK) st = sqz_model_check_finite(c.m);
     if (st == SQZ_OK) st = sqz_tokenizer_new(&c.m->vocab, &c.tok);
     if (st == SQZ_OK) {
-        if (c.m->hp.family == SQZ_FAMILY_BERT) {
+        if (!sqz_family_get(c.m->hp.family)->lm_head) {
             if (!a.base) {
                 eval_ctx_free(&c);
                 return sqz_cli_usage_error("eval", "an encoder is evaluated against a base: give --base BASE");

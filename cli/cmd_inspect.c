@@ -99,7 +99,8 @@ static int print_json(const sqz_model *m, bool tensors, bool sparsity) {
     cJSON_AddNumberToObject(o, "vocab_size", (double)hp->vocab_size);
     cJSON_AddNumberToObject(o, "ctx_len", (double)hp->ctx_len);
     cJSON_AddNumberToObject(o, "norm_eps", hp->norm_eps);
-    if (hp->family == SQZ_FAMILY_LLAMA) {
+    const sqz_family_info *fi = sqz_family_get(hp->family);
+    if (fi->positions == SQZ_POS_ROTARY) {
         cJSON_AddNumberToObject(o, "rope_theta", hp->rope_theta);
         cJSON_AddStringToObject(o, "rope_layout", sqz_rope_layout_name(hp->rope_layout));
     } else {
@@ -179,7 +180,7 @@ static void print_text(const sqz_model *m, bool tensors, bool sparsity) {
            "  d_ff %" PRId64 "  vocab %" PRId64 "  ctx %" PRId64 "\n",
            hp->n_layers, hp->d_model, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->d_ff, hp->vocab_size,
            hp->ctx_len);
-    if (hp->family == SQZ_FAMILY_LLAMA) {
+    if (sqz_family_get(hp->family)->positions == SQZ_POS_ROTARY) {
         printf("  norm_eps %g  rope_theta %g  rope rows %s  tied embeddings %s  qkv bias %s\n", hp->norm_eps,
                hp->rope_theta, sqz_rope_layout_name(hp->rope_layout), hp->tied_embeddings ? "yes" : "no",
                hp->attn_bias ? "yes" : "no");

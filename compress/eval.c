@@ -14,11 +14,10 @@
 #include "core/internal.h"
 #include "sqz/compress.h"
 #include "sqz/eval.h"
+#include "sqz/family.h"
 #include "sqz/io.h"
 #include "sqz/tokenizer.h"
 
-#define CTX_DECODER 512     /* llama.cpp's perplexity default */
-#define CTX_ENCODER 256     /* sentence-transformers' max_seq_length for MiniLM */
 #define ENCODER_BATCH 64    /* sentences between progress reports */
 
 sqz_compress_eval_opts sqz_compress_eval_default_opts(void) {
@@ -257,7 +256,7 @@ static sqz_status check_args(const sqz_model *mc, const sqz_model *mo, const sqz
     /* decoders are compared by their logits (any width: hidden channels may have been pruned);
      * encoders by their embeddings, which need the same width */
     SQZ_RETURN_IF(mc->hp.family != mo->hp.family || mc->hp.vocab_size != mo->hp.vocab_size ||
-                      (mc->hp.family == SQZ_FAMILY_BERT && mc->hp.d_model != mo->hp.d_model),
+                      (!sqz_family_get(mc->hp.family)->lm_head && mc->hp.d_model != mo->hp.d_model),
                   SQZ_ERR_INVALID_ARG,
                   "compress eval: the compressed model (%s, vocabulary %lld, width %lld) and the original (%s, %lld, "
                   "%lld) cannot be compared", sqz_family_name(mc->hp.family), (long long)mc->hp.vocab_size,
@@ -270,7 +269,8 @@ static sqz_status check_args(const sqz_model *mc, const sqz_model *mo, const sqz
 }
 
 static sqz_status run(ev *e, const char *text, size_t len, sqz_compress_eval *out) {
-    const bool encoder = e->mo->hp.family == SQZ_FAMILY_BERT;
+    const sqz_family_info *fi = sqz_family_get(e->mo->hp.family);
+    const bool encoder = !fi->lm_head;
     SQZ_RETURN_IF(len == 0, SQZ_ERR_INVALID_ARG, "compress eval: %s is empty", e->label);
     SQZ_TRY(sqz_tokenizer_new(&e->mo->vocab, &e->tok));
     if (!encoder || e->held) SQZ_TRY(sqz_tokenize(e->tok, text, len, true, &e->ids, &e->n_ids));
@@ -278,7 +278,7 @@ static sqz_status run(ev *e, const char *text, size_t len, sqz_compress_eval *ou
                   "compress eval: the calibration windows were cut from a text of %lld tokens, %s has %zu: windows "
                   "are held out only of the text they come from", (long long)e->held->n_text_tokens, e->label,
                   e->n_ids);
-    const int64_t dflt = encoder ? CTX_ENCODER : CTX_DECODER, trained = e->mo->hp.ctx_len;
+    const int64_t dflt = fi->eval_ctx, trained = e->mo->hp.ctx_len;
     e->ctx = e->o->ctx > 0 ? e->o->ctx : (trained > 0 && trained < dflt ? trained : dflt);
     out->encoder = encoder;
     out->ctx = e->ctx;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core/edit_internal.h"
+#include "core/family_internal.h"
 #include "sqz/family.h"
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -69,21 +70,68 @@ static const sqz_member bert_channel[] = {
     {SQZ_ROLE_LAYER_OUT_NORM, W, 0, SQZ_UNIT_CHANNEL}, {SQZ_ROLE_LAYER_OUT_NORM, B, 0, SQZ_UNIT_CHANNEL},
 };
 
+/* The weights every layer must have. */
+static const sqz_role llama_layer_roles[] = {SQZ_ROLE_ATTN_NORM, SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K,
+                                             SQZ_ROLE_ATTN_V, SQZ_ROLE_ATTN_OUT, SQZ_ROLE_FFN_NORM,
+                                             SQZ_ROLE_FFN_GATE, SQZ_ROLE_FFN_UP, SQZ_ROLE_FFN_DOWN};
+static const sqz_role bert_layer_roles[] = {SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V,
+                                            SQZ_ROLE_ATTN_OUT, SQZ_ROLE_ATTN_OUT_NORM, SQZ_ROLE_FFN_UP,
+                                            SQZ_ROLE_FFN_DOWN, SQZ_ROLE_LAYER_OUT_NORM};
+
+/* One row per family. Adding a family: a value of sqz_family (sqz/model.h), a row here, its
+ * runtime passes and their row (runtime/family_ops.c), and its rows in formats/ (HF names and
+ * config keys, GGUF architecture) if it is read from files. */
 static const sqz_family_info families[] = {
-    [SQZ_FAMILY_LLAMA] = {SQZ_FAMILY_LLAMA, SQZ_NORM_RMS, true, true, llama_groups, N_OF(llama_groups),
-                          {[SQZ_STRUCT_HEAD] = {llama_head, N_OF(llama_head)},
-                           [SQZ_STRUCT_NEURON] = {llama_neuron, N_OF(llama_neuron)},
-                           [SQZ_STRUCT_CHANNEL] = {llama_channel, N_OF(llama_channel)}}},
+    [SQZ_FAMILY_LLAMA] = {
+        .family = SQZ_FAMILY_LLAMA, .norm = SQZ_NORM_RMS, .pre_norm = true, .gated_ffn = true,
+        .groups = llama_groups, .n_groups = N_OF(llama_groups),
+        .structures = {[SQZ_STRUCT_HEAD] = {llama_head, N_OF(llama_head)},
+                       [SQZ_STRUCT_NEURON] = {llama_neuron, N_OF(llama_neuron)},
+                       [SQZ_STRUCT_CHANNEL] = {llama_channel, N_OF(llama_channel)}},
+        .name = "llama", .lm_head = true, .causal = true, .positions = SQZ_POS_ROTARY, .token_types = false,
+        .layer_roles = llama_layer_roles, .n_layer_roles = N_OF(llama_layer_roles), .final_norm = true,
+        .qkv_bias_by_hparam = true, .eval_ctx = 512, .prune_channels = true, .bias_siblings = true,
+        .gguf_arch = NULL, .bundle = true,
+    },
     /* BERT's head members are llama's: q/k/v rows and biases, o columns (n_kv_heads == n_heads) */
-    [SQZ_FAMILY_BERT] = {SQZ_FAMILY_BERT, SQZ_NORM_LAYER, false, false, bert_groups, N_OF(bert_groups),
-                         {[SQZ_STRUCT_HEAD] = {llama_head, N_OF(llama_head)},
-                          [SQZ_STRUCT_NEURON] = {bert_neuron, N_OF(bert_neuron)},
-                          [SQZ_STRUCT_CHANNEL] = {bert_channel, N_OF(bert_channel)}}},
+    [SQZ_FAMILY_BERT] = {
+        .family = SQZ_FAMILY_BERT, .norm = SQZ_NORM_LAYER, .pre_norm = false, .gated_ffn = false,
+        .groups = bert_groups, .n_groups = N_OF(bert_groups),
+        .structures = {[SQZ_STRUCT_HEAD] = {llama_head, N_OF(llama_head)},
+                       [SQZ_STRUCT_NEURON] = {bert_neuron, N_OF(bert_neuron)},
+                       [SQZ_STRUCT_CHANNEL] = {bert_channel, N_OF(bert_channel)}},
+        .name = "bert", .lm_head = false, .causal = false, .positions = SQZ_POS_ABSOLUTE, .token_types = true,
+        .layer_roles = bert_layer_roles, .n_layer_roles = N_OF(bert_layer_roles), .final_norm = false,
+        .qkv_bias_by_hparam = false, .eval_ctx = 256, .prune_channels = false, .bias_siblings = false,
+        .gguf_arch = "bert", .bundle = false,
+    },
 };
+_Static_assert(N_OF(families) == SQZ_FAMILY_COUNT, "one row per sqz_family");
+
+/* Rows registered at run time (sqz__family_register): tests define a family through the table. */
+#define EXTRA_FAMILIES 4
+static const sqz_family_info *extra[EXTRA_FAMILIES];
 
 const sqz_family_info *sqz_family_get(sqz_family f) {
-    if ((unsigned)f >= (unsigned)N_OF(families)) return NULL;
-    return &families[f];
+    if ((unsigned)f < (unsigned)N_OF(families)) return &families[f];
+    if ((unsigned)f - SQZ_FAMILY_COUNT < EXTRA_FAMILIES) return extra[(unsigned)f - SQZ_FAMILY_COUNT];
+    return NULL;
+}
+
+const char *sqz_family_name(sqz_family f) {
+    const sqz_family_info *fi = sqz_family_get(f);
+    return fi && fi->name ? fi->name : "unknown";
+}
+
+sqz_status sqz__family_register(sqz_family_info *row, sqz_family *out) {
+    for (unsigned i = 0; i < EXTRA_FAMILIES; i++) {
+        if (extra[i]) continue;
+        row->family = (sqz_family)(SQZ_FAMILY_COUNT + i);
+        extra[i] = row;
+        *out = row->family;
+        return SQZ_OK;
+    }
+    return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "family table: no free slot for family '%s'", row->name);
 }
 
 int sqz_family_linear_groups(const sqz_model *m, int32_t layer, sqz_linear_group *out) {

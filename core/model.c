@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "core/internal.h"
+#include "sqz/family.h"
 #include "sqz/io.h"
 #include "sqz/model.h"
 
@@ -129,8 +130,6 @@ int64_t sqz_model_data_bytes(const sqz_model *m) {
     return n;
 }
 
-const char *sqz_family_name(sqz_family f) { return f == SQZ_FAMILY_BERT ? "bert" : "llama"; }
-
 const char *sqz_rope_layout_name(sqz_rope_layout r) {
     switch (r) {
     case SQZ_ROPE_INTERLEAVED: return "interleaved";
@@ -171,13 +170,6 @@ static int expected_shape(const sqz_model *m, sqz_role role, sqz_param param, in
     return 2;
 }
 
-static const sqz_role llama_layer_roles[] = {SQZ_ROLE_ATTN_NORM, SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K,
-                                             SQZ_ROLE_ATTN_V, SQZ_ROLE_ATTN_OUT, SQZ_ROLE_FFN_NORM,
-                                             SQZ_ROLE_FFN_GATE, SQZ_ROLE_FFN_UP, SQZ_ROLE_FFN_DOWN};
-static const sqz_role bert_layer_roles[] = {SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V,
-                                            SQZ_ROLE_ATTN_OUT, SQZ_ROLE_ATTN_OUT_NORM, SQZ_ROLE_FFN_UP,
-                                            SQZ_ROLE_FFN_DOWN, SQZ_ROLE_LAYER_OUT_NORM};
-
 sqz_status sqz_model_check_finite(const sqz_model *m) {
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const sqz_status st = sqz_tensor_check_finite(&m->tensors[i]);
@@ -205,7 +197,8 @@ static sqz_status check_kind(const sqz_model *m, const sqz_tensor *t, const char
                   "%s: tensor '%s' is %s: a weight needs a float or quantized type", src, t->name,
                   sqz_dtype_name(t->dtype));
     const bool qkv = t->role == SQZ_ROLE_ATTN_Q || t->role == SQZ_ROLE_ATTN_K || t->role == SQZ_ROLE_ATTN_V;
-    SQZ_RETURN_IF(m->hp.family == SQZ_FAMILY_LLAMA && qkv && t->param == SQZ_PARAM_BIAS && !m->hp.attn_bias,
+    SQZ_RETURN_IF(sqz_family_get(m->hp.family)->qkv_bias_by_hparam && qkv && t->param == SQZ_PARAM_BIAS &&
+                      !m->hp.attn_bias,
                   SQZ_ERR_FORMAT, "%s: tensor '%s' is a q/k/v bias, but the model's attention has none "
                   "(attention_bias false): it would be ignored here and applied by llama.cpp", src, t->name);
     return SQZ_OK;
@@ -221,6 +214,8 @@ sqz_status sqz_model_validate(const sqz_model *m) {
                   ", head_dim %" PRId64 ", vocab %" PRId64 ", d_ff %" PRId64 ")",
                   src, hp->n_layers, hp->d_model, hp->n_heads, hp->head_dim, hp->vocab_size, hp->d_ff);
     SQZ_RETURN_IF(!m->layers, SQZ_ERR_INVALID_ARG, "%s: per-layer dimensions not initialised", src);
+    const sqz_family_info *fi = sqz_family_get(hp->family);
+    SQZ_RETURN_IF(!fi, SQZ_ERR_ARCH, "%s: family %d has no row in the family table", src, (int)hp->family);
     for (int64_t l = 0; l < hp->n_layers; l++) {
         const sqz_layer_dims *ld = &m->layers[l];
         SQZ_RETURN_IF(ld->n_heads <= 0 || ld->n_kv_heads <= 0 || ld->n_heads % ld->n_kv_heads != 0 || ld->d_ff <= 0,
@@ -264,20 +259,15 @@ sqz_status sqz_model_validate(const sqz_model *m) {
     /* Required roles. */
     SQZ_RETURN_IF(!sqz_model_get(m, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT), SQZ_ERR_FORMAT,
                   "%s: no token embedding tensor", src);
-    const sqz_role *need = hp->family == SQZ_FAMILY_BERT ? bert_layer_roles : llama_layer_roles;
-    size_t n_need = hp->family == SQZ_FAMILY_BERT ? sizeof bert_layer_roles / sizeof *bert_layer_roles
-                                                  : sizeof llama_layer_roles / sizeof *llama_layer_roles;
     for (int64_t l = 0; l < hp->n_layers; l++) {
-        for (size_t r = 0; r < n_need; r++) {
-            SQZ_RETURN_IF(!sqz_model_get(m, need[r], (int32_t)l, SQZ_PARAM_WEIGHT), SQZ_ERR_FORMAT,
-                          "%s: layer %" PRId64 " has no %s tensor", src, l, sqz_role_name(need[r]));
+        for (int r = 0; r < fi->n_layer_roles; r++) {
+            SQZ_RETURN_IF(!sqz_model_get(m, fi->layer_roles[r], (int32_t)l, SQZ_PARAM_WEIGHT), SQZ_ERR_FORMAT,
+                          "%s: layer %" PRId64 " has no %s tensor", src, l, sqz_role_name(fi->layer_roles[r]));
         }
     }
-    if (hp->family == SQZ_FAMILY_LLAMA) {
-        SQZ_RETURN_IF(!sqz_model_get(m, SQZ_ROLE_OUTPUT_NORM, -1, SQZ_PARAM_WEIGHT), SQZ_ERR_FORMAT,
-                      "%s: no final norm tensor", src);
-        SQZ_RETURN_IF(!hp->tied_embeddings && !sqz_model_get(m, SQZ_ROLE_OUTPUT, -1, SQZ_PARAM_WEIGHT),
-                      SQZ_ERR_FORMAT, "%s: no classifier tensor and embeddings are not tied", src);
-    }
+    SQZ_RETURN_IF(fi->final_norm && !sqz_model_get(m, SQZ_ROLE_OUTPUT_NORM, -1, SQZ_PARAM_WEIGHT), SQZ_ERR_FORMAT,
+                  "%s: no final norm tensor", src);
+    SQZ_RETURN_IF(fi->lm_head && !hp->tied_embeddings && !sqz_model_get(m, SQZ_ROLE_OUTPUT, -1, SQZ_PARAM_WEIGHT),
+                  SQZ_ERR_FORMAT, "%s: no classifier tensor and embeddings are not tied", src);
     return SQZ_OK;
 }

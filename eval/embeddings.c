@@ -6,12 +6,13 @@
 #include <time.h>
 
 #include "eval/eval_internal.h"
+#include "sqz/family.h"
 
 sqz_status sqz_eval_embeddings(sqz_session *model, sqz_session *base, const int32_t *const *seqs,
                                const int64_t *lens, int64_t n, sqz_eval_result *r) {
     memset(r, 0, sizeof *r);
     const sqz_model *mm = sqz_session_model(model), *mb = sqz_session_model(base);
-    SQZ_RETURN_IF(mm->hp.family != SQZ_FAMILY_BERT || mb->hp.family != SQZ_FAMILY_BERT, SQZ_ERR_ARCH,
+    SQZ_RETURN_IF(sqz_family_get(mm->hp.family)->lm_head || sqz_family_get(mb->hp.family)->lm_head, SQZ_ERR_ARCH,
                   "eval: embedding similarity needs two encoders");
     SQZ_RETURN_IF(mm->hp.d_model != mb->hp.d_model, SQZ_ERR_INVALID_ARG,
                   "eval: embeddings of %lld and %lld dimensions cannot be compared", (long long)mm->hp.d_model,

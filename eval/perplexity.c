@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "eval/eval_internal.h"
+#include "sqz/family.h"
 
 sqz_eval_opts sqz_eval_default_opts(void) {
     sqz_eval_opts o;
@@ -189,7 +190,7 @@ sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_
     memset(r, 0, sizeof *r);
     sqz_eval_opts o = opts ? *opts : sqz_eval_default_opts();
     const sqz_model *m = sqz_session_model(model);
-    SQZ_RETURN_IF(m->hp.family != SQZ_FAMILY_LLAMA, SQZ_ERR_ARCH,
+    SQZ_RETURN_IF(!sqz_family_get(m->hp.family)->lm_head, SQZ_ERR_ARCH,
                   "eval: perplexity needs a decoder; %s is an encoder (compare embeddings with a base instead)",
                   m->source_path ? m->source_path : "the model");
     SQZ_RETURN_IF(o.ctx < 4 || o.ctx > sqz_session_max_tokens(model) ||
@@ -202,7 +203,7 @@ sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_
     int64_t vocab = m->hp.vocab_size;
     if (o.base) {
         const sqz_model *b = sqz_session_model(o.base);
-        SQZ_RETURN_IF(b->hp.family != SQZ_FAMILY_LLAMA || b->hp.vocab_size != vocab, SQZ_ERR_INVALID_ARG,
+        SQZ_RETURN_IF(!sqz_family_get(b->hp.family)->lm_head || b->hp.vocab_size != vocab, SQZ_ERR_INVALID_ARG,
                       "eval: the base has a vocabulary of %lld, the model %lld", (long long)b->hp.vocab_size,
                       (long long)vocab);
     }

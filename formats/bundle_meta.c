@@ -80,7 +80,8 @@ uint32_t sqz__bundle_dtype(const sqz_tensor *t, const sqz_save_opts *o) {
 }
 
 sqz_status sqz__bundle_check(const sqz_model *m, const sqz_save_opts *o) {
-    SQZ_RETURN_IF(m->hp.family != SQZ_FAMILY_LLAMA, SQZ_ERR_UNSUPPORTED,
+    const sqz_family_info *fi = sqz_family_get(m->hp.family);
+    SQZ_RETURN_IF(!fi || !fi->bundle, SQZ_ERR_UNSUPPORTED,
                   "a bundle holds llama-family decoders; this model is %s", sqz_family_name(m->hp.family));
     SQZ_RETURN_IF(m->hp.act != SQZ_ACT_SILU || m->hp.rope_layout == SQZ_ROPE_NONE, SQZ_ERR_UNSUPPORTED,
                   "a bundle holds SiLU decoders with rotary embeddings");

@@ -36,7 +36,8 @@ sqz_status sqz_model_check_target(const sqz_model *m, const sqz_save_opts *o) {
 }
 
 sqz_rope_layout sqz__target_rope(const sqz_model *m, sqz_format target) {
-    if (m->hp.family != SQZ_FAMILY_LLAMA) return SQZ_ROPE_NONE;
+    const sqz_family_info *fi = sqz_family_get(m->hp.family);
+    if (!fi || fi->positions != SQZ_POS_ROTARY) return SQZ_ROPE_NONE;
     if (target == SQZ_FORMAT_SAFETENSORS) return SQZ_ROPE_HALF;
     /* llama.cpp: "llama" uses LLAMA_ROPE_TYPE_NORM (interleaved, q/k permuted by
      * convert_hf_to_gguf.py); qwen2 uses NEOX (HF order, not permuted). */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/internal.h"
+#include "sqz/family.h"
 #include "sqz/formats.h"
 #include "sqz/model.h"
 

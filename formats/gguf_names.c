@@ -35,7 +35,8 @@ static bool layers_uniform(const sqz_model *m) {
 }
 
 const sqz__gguf_arch *sqz__gguf_arch_for_model(const sqz_model *m) {
-    if (m->hp.family == SQZ_FAMILY_BERT) return sqz__gguf_arch_find("bert");
+    const sqz_family_info *fi = sqz_family_get(m->hp.family);
+    if (fi && fi->gguf_arch) return sqz__gguf_arch_find(fi->gguf_arch);
     if (strcmp(m->hp.arch, "qwen2") == 0) return sqz__gguf_arch_find("qwen2"); /* pruned: llama.cpp refuses */
     /* llama, mistral, smollm, llama2.c checkpoints; pruned ones as deci (llama.cpp's "llama"
      * sizes every layer from the first layer's counts) */

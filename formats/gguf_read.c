@@ -118,7 +118,8 @@ static sqz_status read_hparams(const reader_ctx *c, const sqz__gguf_arch *a) {
                       "key_length is missing", c->g->path, hp->d_model, hp->n_heads, c->arch);
         hp->head_dim = hp->d_model / hp->n_heads;
     }
-    if (hp->family == SQZ_FAMILY_LLAMA) {
+    const sqz_family_info *fi = sqz_family_get(hp->family);
+    if (fi->positions == SQZ_POS_ROTARY) {
         char key[128];
         double theta = 10000.0;
         SQZ_TRY(sqz__gguf_get_float(c->g, arch_key(c, "rope.freq_base", key, sizeof key), &found, &theta));
@@ -132,14 +133,14 @@ static sqz_status read_hparams(const reader_ctx *c, const sqz__gguf_arch *a) {
         SQZ_RETURN_IF(found && rot != hp->head_dim, SQZ_ERR_UNSUPPORTED, "%s: metadata '%s.rope.dimension_count' "
                       "= %" PRId64 ", not head_dim %" PRId64 ": partial rotary embeddings are not supported",
                       c->g->path, c->arch, rot, hp->head_dim);
-        SQZ_TRY(get_eps(c, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->norm_eps));
     } else {
         hp->rope_theta = 0;
-        SQZ_TRY(get_eps(c, "attention.layer_norm_epsilon", 1e-12f, &hp->norm_eps));
     }
+    if (fi->norm == SQZ_NORM_RMS) SQZ_TRY(get_eps(c, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->norm_eps));
+    else SQZ_TRY(get_eps(c, "attention.layer_norm_epsilon", 1e-12f, &hp->norm_eps));
     SQZ_TRY(get_dim(c, "vocab_size", false, 1, &found, &hp->vocab_size));
     if (!found) hp->vocab_size = 0; /* from the tokenizer or the embedding, later */
-    if (hp->family == SQZ_FAMILY_BERT) {
+    if (fi->token_types) {
         SQZ_TRY(sqz__gguf_get_int(c->g, "tokenizer.ggml.token_type_count", &found, &hp->n_token_types));
         if (!found) SQZ_TRY(get_dim(c, "token_type_count", false, 0, &found, &hp->n_token_types));
         SQZ_RETURN_IF(found && (hp->n_token_types < 0 || hp->n_token_types > MAX_DIM), SQZ_ERR_FORMAT,
@@ -302,10 +303,9 @@ static sqz_status finish_hparams(const reader_ctx *c) {
     }
     SQZ_RETURN_IF(hp->vocab_size <= 0, SQZ_ERR_FORMAT, "%s: vocabulary size unknown (no %s.vocab_size, no "
                   "tokenizer.ggml.tokens, no token_embd.weight)", c->g->path, c->arch);
-    if (hp->family == SQZ_FAMILY_LLAMA) {
-        hp->tied_embeddings = sqz_model_get(m, SQZ_ROLE_OUTPUT, -1, SQZ_PARAM_WEIGHT) == NULL;
-    }
-    if (hp->family == SQZ_FAMILY_BERT && hp->n_token_types < 0) {
+    const sqz_family_info *fi = sqz_family_get(hp->family);
+    if (fi->lm_head) hp->tied_embeddings = sqz_model_get(m, SQZ_ROLE_OUTPUT, -1, SQZ_PARAM_WEIGHT) == NULL;
+    if (fi->token_types && hp->n_token_types < 0) {
         const sqz_tensor *tt = sqz_model_get(m, SQZ_ROLE_TYPE_EMBD, -1, SQZ_PARAM_WEIGHT);
         hp->n_token_types = tt ? tt->shape[0] : 0;
     }

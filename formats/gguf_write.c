@@ -202,15 +202,15 @@ static sqz_status write_arch_kv(writer *wr) {
         kv_u32(b, AKEY("attention.key_length"), (uint32_t)hp->head_dim);
         kv_u32(b, AKEY("attention.value_length"), (uint32_t)hp->head_dim);
     }
-    if (hp->family == SQZ_FAMILY_LLAMA) {
+    const sqz_family_info *fi = sqz_family_get(hp->family);
+    if (fi->positions == SQZ_POS_ROTARY) {
         kv_u32(b, AKEY("rope.dimension_count"), (uint32_t)hp->head_dim);
         kv_f32(b, AKEY("rope.freq_base"), hp->rope_theta > 0 ? hp->rope_theta : 10000.0f);
-        kv_f32(b, AKEY("attention.layer_norm_rms_epsilon"), hp->norm_eps);
-    } else {
-        kv_f32(b, AKEY("attention.layer_norm_epsilon"), hp->norm_eps);
-        kv_bool(b, AKEY("attention.causal"), false);
-        kv_u32(b, AKEY("pooling_type"), 1); /* LLAMA_POOLING_TYPE_MEAN: sentence-transformers' pooling */
     }
+    if (fi->norm == SQZ_NORM_RMS) kv_f32(b, AKEY("attention.layer_norm_rms_epsilon"), hp->norm_eps);
+    else kv_f32(b, AKEY("attention.layer_norm_epsilon"), hp->norm_eps);
+    if (!fi->causal) kv_bool(b, AKEY("attention.causal"), false);
+    if (!fi->lm_head) kv_u32(b, AKEY("pooling_type"), 1); /* LLAMA_POOLING_TYPE_MEAN: sentence-transformers' */
     kv_u32(b, AKEY("vocab_size"), (uint32_t)hp->vocab_size);
 #undef AKEY
     return SQZ_OK;
@@ -249,8 +249,9 @@ static void write_vocab_kv(writer *wr) {
     kv_bool(b, "tokenizer.ggml.add_bos_token", v->add_bos);
     kv_bool(b, "tokenizer.ggml.add_eos_token", v->add_eos);
     kv_bool(b, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
-    if (wr->m->hp.family == SQZ_FAMILY_BERT && fits_u32(wr->m->hp.n_token_types) && wr->m->hp.n_token_types > 0) {
-        kv_u32(b, "tokenizer.ggml.token_type_count", (uint32_t)wr->m->hp.n_token_types);
+    const sqz_hparams *hp = &wr->m->hp;
+    if (sqz_family_get(hp->family)->token_types && fits_u32(hp->n_token_types) && hp->n_token_types > 0) {
+        kv_u32(b, "tokenizer.ggml.token_type_count", (uint32_t)hp->n_token_types);
     }
     if (v->chat_template) kv_str(b, "tokenizer.chat_template", v->chat_template);
 }

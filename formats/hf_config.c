@@ -149,6 +149,63 @@ static sqz_status read_act(const cfg *c, const char *def, sqz_act *out) {
     return SQZ_OK;
 }
 
+/* What config.json holds beyond the keys every family shares, one row per family (the row's
+ * functions are below). */
+typedef struct jw jw;
+typedef struct hf_family {
+    int64_t ctx_default;     /* max_position_embeddings when absent (transformers' default) */
+    const char *act_default; /* hidden_act when absent */
+    bool head_dim_key;       /* the config may set head_dim (BertConfig has none: hidden_size / heads) */
+    sqz_status (*read)(const cfg *c, const hf_arch *a, sqz_hparams *hp, sqz_model *m);
+    /* false, with the error recorded, when config.json cannot express m */
+    bool (*check)(const sqz_model *m, const hf_arch *a);
+    void (*write)(jw *w, const sqz_model *m, const hf_arch *a);
+} hf_family;
+static const hf_family *hf_family_of(sqz_family f);
+
+static sqz_status read_llama_keys(const cfg *c, const hf_arch *a, sqz_hparams *hp, sqz_model *m) {
+    (void)m;
+    SQZ_RETURN_IF(hp->head_dim % 2 != 0, SQZ_ERR_FORMAT, "%s: head_dim %lld is odd: rotary embeddings need pairs",
+                  c->path, (long long)hp->head_dim);
+    SQZ_TRY(get_float(c, "rms_norm_eps", 1e-6, 0.0, 1.0, &hp->norm_eps));
+    SQZ_TRY(get_float(c, "rope_theta", 10000.0, 0.0, 1e12, &hp->rope_theta));
+    const cJSON *rs = item(c, "rope_scaling");
+    if (rs) {
+        const char *kind = NULL;
+        if (cJSON_IsObject(rs)) {
+            const cJSON *k = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+            if (!cJSON_IsString(k)) k = cJSON_GetObjectItemCaseSensitive(rs, "type");
+            kind = cJSON_IsString(k) ? k->valuestring : NULL;
+        }
+        bool plain = kind && strcmp(kind, "default") == 0;
+        SQZ_RETURN_IF(!plain, SQZ_ERR_UNSUPPORTED, "%s: rope_scaling \"%.64s\" is not supported", c->path,
+                      kind ? kind : "(malformed)");
+    }
+    hp->rope_layout = SQZ_ROPE_HALF;
+    bool bias = a->qkv_bias;
+    if (a->has_bias_key) SQZ_TRY(get_bool(c, "attention_bias", false, &bias));
+    hp->attn_bias = bias;
+    SQZ_TRY(get_bool(c, "tie_word_embeddings", a->tie_default, &hp->tied_embeddings));
+    return SQZ_OK;
+}
+
+static sqz_status read_bert_keys(const cfg *c, const hf_arch *a, sqz_hparams *hp, sqz_model *m) {
+    (void)a;
+    SQZ_RETURN_IF(hp->n_kv_heads != hp->n_heads, SQZ_ERR_FORMAT, "%s: BERT has no grouped-query attention "
+                  "(num_key_value_heads %lld != num_attention_heads %lld)", c->path, (long long)hp->n_kv_heads,
+                  (long long)hp->n_heads);
+    SQZ_TRY(get_int(c, "type_vocab_size", false, 2, 0, 1 << 16, &hp->n_token_types));
+    SQZ_TRY(get_float(c, "layer_norm_eps", 1e-12, 0.0, 1.0, &hp->norm_eps));
+    const char *pe = get_string(c, "position_embedding_type");
+    SQZ_RETURN_IF(pe && strcmp(pe, "absolute") != 0, SQZ_ERR_UNSUPPORTED,
+                  "%s: position_embedding_type \"%.64s\" is not supported (only \"absolute\")", c->path, pe);
+    hp->rope_layout = SQZ_ROPE_NONE;
+    hp->attn_bias = true;
+    hp->tied_embeddings = false;
+    m->vocab.pad = token_id(c, "pad_token_id", hp->vocab_size);
+    return SQZ_OK;
+}
+
 static sqz_status read_hparams(const cfg *c, sqz_model *m) {
     const hf_arch *a = NULL;
     SQZ_TRY(find_arch(c, &a));
@@ -156,7 +213,8 @@ static sqz_status read_hparams(const cfg *c, sqz_model *m) {
     memset(&hp, 0, sizeof hp);
     snprintf(hp.arch, sizeof hp.arch, "%s", a->arch);
     hp.family = a->family;
-    const bool bert = a->family == SQZ_FAMILY_BERT;
+    const hf_family *hf = hf_family_of(a->family);
+    SQZ_RETURN_IF(!hf, SQZ_ERR_ARCH, "%s: family %d has no config.json row", c->path, (int)a->family);
 
     SQZ_TRY(get_int(c, "hidden_size", true, 0, 1, 1 << 20, &hp.d_model));
     SQZ_TRY(get_int(c, "num_hidden_layers", true, 0, 1, 10000, &hp.n_layers));
@@ -165,8 +223,7 @@ static sqz_status read_hparams(const cfg *c, sqz_model *m) {
     SQZ_RETURN_IF(hp.n_heads % hp.n_kv_heads != 0, SQZ_ERR_FORMAT,
                   "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld", c->path,
                   (long long)hp.n_heads, (long long)hp.n_kv_heads);
-    /* BertConfig has no head_dim (transformers derives it); the llama family may set it */
-    bool explicit_hd = !bert && item(c, "head_dim") != NULL;
+    bool explicit_hd = hf->head_dim_key && item(c, "head_dim") != NULL;
     hp.head_dim = hp.d_model / hp.n_heads;
     if (explicit_hd) SQZ_TRY(get_int(c, "head_dim", false, 0, 1, 1 << 16, &hp.head_dim));
     SQZ_RETURN_IF(!explicit_hd && hp.d_model % hp.n_heads != 0, SQZ_ERR_FORMAT,
@@ -174,45 +231,10 @@ static sqz_status read_hparams(const cfg *c, sqz_model *m) {
                   (long long)hp.d_model, (long long)hp.n_heads);
     SQZ_TRY(get_int(c, "intermediate_size", true, 0, 1, 1 << 24, &hp.d_ff));
     SQZ_TRY(get_int(c, "vocab_size", true, 0, 1, SQZ__MAX_VOCAB, &hp.vocab_size));
-    SQZ_TRY(get_int(c, "max_position_embeddings", false, bert ? 512 : 2048, 1, 1 << 24, &hp.ctx_len));
-    SQZ_TRY(read_act(c, bert ? "gelu" : "silu", &hp.act));
+    SQZ_TRY(get_int(c, "max_position_embeddings", false, hf->ctx_default, 1, 1 << 24, &hp.ctx_len));
+    SQZ_TRY(read_act(c, hf->act_default, &hp.act));
 
-    if (bert) {
-        SQZ_RETURN_IF(hp.n_kv_heads != hp.n_heads, SQZ_ERR_FORMAT, "%s: BERT has no grouped-query attention "
-                      "(num_key_value_heads %lld != num_attention_heads %lld)", c->path, (long long)hp.n_kv_heads,
-                      (long long)hp.n_heads);
-        SQZ_TRY(get_int(c, "type_vocab_size", false, 2, 0, 1 << 16, &hp.n_token_types));
-        SQZ_TRY(get_float(c, "layer_norm_eps", 1e-12, 0.0, 1.0, &hp.norm_eps));
-        const char *pe = get_string(c, "position_embedding_type");
-        SQZ_RETURN_IF(pe && strcmp(pe, "absolute") != 0, SQZ_ERR_UNSUPPORTED,
-                      "%s: position_embedding_type \"%.64s\" is not supported (only \"absolute\")", c->path, pe);
-        hp.rope_layout = SQZ_ROPE_NONE;
-        hp.attn_bias = true;
-        hp.tied_embeddings = false;
-        m->vocab.pad = token_id(c, "pad_token_id", hp.vocab_size);
-    } else {
-        SQZ_RETURN_IF(hp.head_dim % 2 != 0, SQZ_ERR_FORMAT, "%s: head_dim %lld is odd: rotary embeddings need pairs",
-                      c->path, (long long)hp.head_dim);
-        SQZ_TRY(get_float(c, "rms_norm_eps", 1e-6, 0.0, 1.0, &hp.norm_eps));
-        SQZ_TRY(get_float(c, "rope_theta", 10000.0, 0.0, 1e12, &hp.rope_theta));
-        const cJSON *rs = item(c, "rope_scaling");
-        if (rs) {
-            const char *kind = NULL;
-            if (cJSON_IsObject(rs)) {
-                const cJSON *k = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-                if (!cJSON_IsString(k)) k = cJSON_GetObjectItemCaseSensitive(rs, "type");
-                kind = cJSON_IsString(k) ? k->valuestring : NULL;
-            }
-            bool plain = kind && strcmp(kind, "default") == 0;
-            SQZ_RETURN_IF(!plain, SQZ_ERR_UNSUPPORTED, "%s: rope_scaling \"%.64s\" is not supported", c->path,
-                          kind ? kind : "(malformed)");
-        }
-        hp.rope_layout = SQZ_ROPE_HALF;
-        bool bias = a->qkv_bias;
-        if (a->has_bias_key) SQZ_TRY(get_bool(c, "attention_bias", false, &bias));
-        hp.attn_bias = bias;
-        SQZ_TRY(get_bool(c, "tie_word_embeddings", a->tie_default, &hp.tied_embeddings));
-    }
+    SQZ_TRY(hf->read(c, a, &hp, m));
     m->hp = hp;
     m->vocab.bos = token_id(c, "bos_token_id", hp.vocab_size);
     m->vocab.eos = token_id(c, "eos_token_id", hp.vocab_size);
@@ -284,10 +306,10 @@ static const hf_arch *arch_for(const sqz_hparams *hp) {
 }
 
 /* A JSON object under construction; ok turns false at the first allocation failure. */
-typedef struct jw {
+struct jw {
     cJSON *o;
     bool ok;
-} jw;
+};
 
 static void add_item(jw *w, const char *k, cJSON *v) {
     if (!v || !w->o || !cJSON_AddItemToObject(w->o, k, v)) {
@@ -298,6 +320,84 @@ static void add_item(jw *w, const char *k, cJSON *v) {
 static void add_num(jw *w, const char *k, double v) { add_item(w, k, cJSON_CreateNumber(v)); }
 static void add_str(jw *w, const char *k, const char *v) { add_item(w, k, cJSON_CreateString(v)); }
 static void add_bool(jw *w, const char *k, bool v) { add_item(w, k, cJSON_CreateBool(v)); }
+
+/* ---- the rows: what each family adds to config.json ---- */
+
+static bool check_llama(const sqz_model *m, const hf_arch *a) {
+    const sqz_hparams *hp = &m->hp;
+    const sqz_layer_dims *l0 = &m->layers[0];
+    if (!a->has_bias_key && hp->attn_bias != a->qkv_bias) {
+        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: %s cannot express q/k/v biases %s", a->hf_class,
+                  hp->attn_bias ? "present" : "absent");
+        return false;
+    }
+    if (hp->d_model % l0->n_heads) {
+        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: transformers' %s requires hidden_size %lld to be a multiple "
+                  "of num_attention_heads %lld (it checks even with an explicit head_dim): write GGUF (--to gguf)",
+                  a->hf_class, (long long)hp->d_model, (long long)l0->n_heads);
+        return false;
+    }
+    const bool o_bias = sqz_model_get(m, SQZ_ROLE_ATTN_OUT, 0, SQZ_PARAM_BIAS) != NULL;
+    const bool mlp_bias = sqz_model_get(m, SQZ_ROLE_FFN_DOWN, 0, SQZ_PARAM_BIAS) != NULL;
+    if ((o_bias || mlp_bias) && !(a->has_bias_key && (!o_bias || hp->attn_bias))) {
+        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: %s cannot express biases on %s (a pruned model's "
+                  "compensation): write GGUF (--to gguf), which llama.cpp loads with them", a->hf_class,
+                  o_bias ? "o_proj without q/k/v" : "the MLP");
+        return false;
+    }
+    return true;
+}
+
+static void write_llama(jw *w, const sqz_model *m, const hf_arch *a) {
+    const sqz_hparams *hp = &m->hp;
+    const sqz_layer_dims *l0 = &m->layers[0];
+    const bool mlp_bias = sqz_model_get(m, SQZ_ROLE_FFN_DOWN, 0, SQZ_PARAM_BIAS) != NULL;
+    add_num(w, "num_key_value_heads", (double)l0->n_kv_heads);
+    add_num(w, "head_dim", (double)hp->head_dim);
+    add_num(w, "rms_norm_eps", short_float(hp->norm_eps));
+    add_num(w, "rope_theta", short_float(hp->rope_theta > 0 ? hp->rope_theta : 10000.0f));
+    add_item(w, "rope_scaling", cJSON_CreateNull());
+    if (a->has_bias_key) {
+        add_bool(w, "attention_bias", hp->attn_bias);
+        add_bool(w, "mlp_bias", mlp_bias);
+    }
+    add_num(w, "attention_dropout", 0.0);
+    add_bool(w, "tie_word_embeddings", hp->tied_embeddings);
+    add_bool(w, "use_cache", true);
+}
+
+static bool check_bert(const sqz_model *m, const hf_arch *a) {
+    (void)a;
+    const sqz_hparams *hp = &m->hp;
+    const sqz_layer_dims *l0 = &m->layers[0];
+    if (l0->n_kv_heads != l0->n_heads || l0->n_heads * hp->head_dim != hp->d_model) {
+        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: BertModel cannot express %lld heads of %lld (%lld KV heads) "
+                  "in a hidden size of %lld", (long long)l0->n_heads, (long long)hp->head_dim,
+                  (long long)l0->n_kv_heads, (long long)hp->d_model);
+        return false;
+    }
+    return true;
+}
+
+static void write_bert(jw *w, const sqz_model *m, const hf_arch *a) {
+    (void)a;
+    const sqz_hparams *hp = &m->hp;
+    add_num(w, "type_vocab_size", (double)hp->n_token_types);
+    add_num(w, "layer_norm_eps", short_float(hp->norm_eps));
+    add_num(w, "pad_token_id", m->vocab.pad >= 0 ? m->vocab.pad : 0);
+    add_str(w, "position_embedding_type", "absolute");
+    add_num(w, "hidden_dropout_prob", 0.1);
+    add_num(w, "attention_probs_dropout_prob", 0.1);
+}
+
+static const hf_family hf_families[] = {
+    [SQZ_FAMILY_LLAMA] = {2048, "silu", true, read_llama_keys, check_llama, write_llama},
+    [SQZ_FAMILY_BERT] = {512, "gelu", false, read_bert_keys, check_bert, write_bert},
+};
+
+static const hf_family *hf_family_of(sqz_family f) {
+    return (unsigned)f < sizeof hf_families / sizeof *hf_families ? &hf_families[f] : NULL;
+}
 
 char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype) {
     const sqz_hparams *hp = &m->hp;
@@ -322,32 +422,12 @@ char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype) {
             return NULL;
         }
     }
-    const bool bert = hp->family == SQZ_FAMILY_BERT;
-    if (bert && (l0->n_kv_heads != l0->n_heads || l0->n_heads * hp->head_dim != hp->d_model)) {
-        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: BertModel cannot express %lld heads of %lld (%lld KV heads) "
-                  "in a hidden size of %lld", (long long)l0->n_heads, (long long)hp->head_dim,
-                  (long long)l0->n_kv_heads, (long long)hp->d_model);
+    const hf_family *hf = hf_family_of(hp->family);
+    if (!hf) {
+        SQZ_ERROR(SQZ_ERR_ARCH, "config.json: no HF architecture for family %d", (int)hp->family);
         return NULL;
     }
-    if (!bert && !a->has_bias_key && hp->attn_bias != a->qkv_bias) {
-        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: %s cannot express q/k/v biases %s", a->hf_class,
-                  hp->attn_bias ? "present" : "absent");
-        return NULL;
-    }
-    if (!bert && hp->d_model % l0->n_heads) {
-        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: transformers' %s requires hidden_size %lld to be a multiple "
-                  "of num_attention_heads %lld (it checks even with an explicit head_dim): write GGUF (--to gguf)",
-                  a->hf_class, (long long)hp->d_model, (long long)l0->n_heads);
-        return NULL;
-    }
-    const bool o_bias = sqz_model_get(m, SQZ_ROLE_ATTN_OUT, 0, SQZ_PARAM_BIAS) != NULL;
-    const bool mlp_bias = !bert && sqz_model_get(m, SQZ_ROLE_FFN_DOWN, 0, SQZ_PARAM_BIAS) != NULL;
-    if (!bert && (o_bias || mlp_bias) && !(a->has_bias_key && (!o_bias || hp->attn_bias))) {
-        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: %s cannot express biases on %s (a pruned model's "
-                  "compensation): write GGUF (--to gguf), which llama.cpp loads with them", a->hf_class,
-                  o_bias ? "o_proj without q/k/v" : "the MLP");
-        return NULL;
-    }
+    if (!hf->check(m, a)) return NULL;
     jw w = {cJSON_CreateObject(), true};
     w.ok = w.o != NULL;
     cJSON *classes = cJSON_CreateArray();
@@ -362,27 +442,7 @@ char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype) {
     add_num(&w, "max_position_embeddings", (double)hp->ctx_len);
     add_str(&w, "hidden_act", hp->act == SQZ_ACT_GELU ? "gelu" : "silu");
     add_num(&w, "initializer_range", 0.02);
-    if (bert) {
-        add_num(&w, "type_vocab_size", (double)hp->n_token_types);
-        add_num(&w, "layer_norm_eps", short_float(hp->norm_eps));
-        add_num(&w, "pad_token_id", m->vocab.pad >= 0 ? m->vocab.pad : 0);
-        add_str(&w, "position_embedding_type", "absolute");
-        add_num(&w, "hidden_dropout_prob", 0.1);
-        add_num(&w, "attention_probs_dropout_prob", 0.1);
-    } else {
-        add_num(&w, "num_key_value_heads", (double)l0->n_kv_heads);
-        add_num(&w, "head_dim", (double)hp->head_dim);
-        add_num(&w, "rms_norm_eps", short_float(hp->norm_eps));
-        add_num(&w, "rope_theta", short_float(hp->rope_theta > 0 ? hp->rope_theta : 10000.0f));
-        add_item(&w, "rope_scaling", cJSON_CreateNull());
-        if (a->has_bias_key) {
-            add_bool(&w, "attention_bias", hp->attn_bias);
-            add_bool(&w, "mlp_bias", mlp_bias);
-        }
-        add_num(&w, "attention_dropout", 0.0);
-        add_bool(&w, "tie_word_embeddings", hp->tied_embeddings);
-        add_bool(&w, "use_cache", true);
-    }
+    hf->write(&w, m, a);
     if (m->vocab.bos >= 0) add_num(&w, "bos_token_id", m->vocab.bos);
     if (m->vocab.eos >= 0) add_num(&w, "eos_token_id", m->vocab.eos);
     add_str(&w, "torch_dtype", torch_dtype_name(weight_dtype));

@@ -378,18 +378,19 @@ static bool aliased(const st_set *s, const char *a, const char *b) {
 static sqz_status add_tensors(const st_set *s, sqz_model *m, bool qpack) {
     const sqz_family fam = m->hp.family;
     char embd_name[64], head_name[64];
-    bool llama = fam == SQZ_FAMILY_LLAMA;
-    if (llama) {
+    const sqz_family_info *fi = sqz_family_get(fam);
+    const bool lm_head = fi && fi->lm_head; /* a classifier that may be tied to the embedding */
+    if (lm_head) {
         sqz__hf_name_make(fam, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT, embd_name, sizeof embd_name);
         sqz__hf_name_make(fam, SQZ_ROLE_OUTPUT, -1, SQZ_PARAM_WEIGHT, head_name, sizeof head_name);
     }
     bool has_embd = false;
-    for (size_t i = 0; i < s->n && llama; i++) has_embd |= strcmp(s->e[i].name, embd_name) == 0;
+    for (size_t i = 0; i < s->n && lm_head; i++) has_embd |= strcmp(s->e[i].name, embd_name) == 0;
     /* safetensors' save_model drops one of two tensors that share storage and records
      * {"dropped": "kept"} in __metadata__: an alias between the embedding and the
      * classifier means tied embeddings whatever config.json says. */
-    if (llama && aliased(s, embd_name, head_name)) m->hp.tied_embeddings = true;
-    if (!llama) m->hp.tied_embeddings = false;
+    if (lm_head && aliased(s, embd_name, head_name)) m->hp.tied_embeddings = true;
+    if (!lm_head) m->hp.tied_embeddings = false;
 
     for (size_t i = 0; i < s->n; i++) {
         const st_entry *e = &s->e[i];

@@ -264,7 +264,7 @@ static sqz_status write_side_files(const sqz_model *m, const st_plan *plan, size
     char *cfg = sqz__st_qpack_config(m, sqz__hf_config_write_dtype(m, wd));
     if (!cfg) return SQZ_ERR_UNSUPPORTED; /* the generator's message says why */
     SQZ_TRY(write_generated(d, "config.json", cfg));
-    if (m->hp.family == SQZ_FAMILY_LLAMA && (m->vocab.bos >= 0 || m->vocab.eos >= 0)) {
+    if (sqz_family_get(m->hp.family)->lm_head && (m->vocab.bos >= 0 || m->vocab.eos >= 0)) {
         char gen[160];
         int k = snprintf(gen, sizeof gen, "{\n  \"_from_model_config\": true");
         if (m->vocab.bos >= 0)

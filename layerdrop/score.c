@@ -9,9 +9,11 @@
 #include <string.h>
 
 #include "layerdrop/layerdrop_internal.h"
+#include "sqz/family.h"
 
 sqz_status sqz__ld_check_decoder(const sqz_model *m, const char *what) {
-    SQZ_RETURN_IF(m->hp.family != SQZ_FAMILY_LLAMA, SQZ_ERR_UNSUPPORTED,
+    const sqz_family_info *fi = sqz_family_get(m->hp.family);
+    SQZ_RETURN_IF(!fi || !fi->lm_head, SQZ_ERR_UNSUPPORTED,
                   "%s: needs a decoder (llama family); %s is an encoder", what, m->hp.arch);
     return SQZ_OK;
 }

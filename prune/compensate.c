@@ -41,15 +41,15 @@ static sqz_status add_bias(sqz_model *m, const sqz_tensor *w) {
 static sqz_status add_layer_biases(sqz_model *m, int32_t layer, sqz_role out) {
     static const sqz_role attn[] = {SQZ_ROLE_ATTN_OUT, SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V};
     static const sqz_role ffn[] = {SQZ_ROLE_FFN_DOWN, SQZ_ROLE_FFN_GATE, SQZ_ROLE_FFN_UP};
-    const bool is_attn = out == SQZ_ROLE_ATTN_OUT, llama = m->hp.family == SQZ_FAMILY_LLAMA;
-    const int n = !llama ? 1 : is_attn ? 4 : 3;
+    const bool is_attn = out == SQZ_ROLE_ATTN_OUT, siblings = sqz_family_get(m->hp.family)->bias_siblings;
+    const int n = !siblings ? 1 : is_attn ? 4 : 3;
     for (int i = 0; i < n; i++) {
         const sqz_role r = is_attn ? attn[i] : ffn[i];
         if (sqz_model_get(m, r, layer, SQZ_PARAM_BIAS)) continue;
         const sqz_tensor *w = sqz_model_get(m, r, layer, SQZ_PARAM_WEIGHT);
         if (w) SQZ_TRY(add_bias(m, w));
     }
-    if (llama && is_attn) m->hp.attn_bias = true;
+    if (siblings && is_attn) m->hp.attn_bias = true;
     return SQZ_OK;
 }
 

@@ -75,7 +75,7 @@ sqz_status sqz__bert_block(sqz_session *s, int32_t layer, float *x, int64_t n, i
     SQZ_TRY(linear_role(s, SQZ_ROLE_ATTN_K, layer, x, n, kc));
     SQZ_TRY(linear_role(s, SQZ_ROLE_ATTN_V, layer, x, n, vc));
     s->kv_valid[layer] = pos + n;
-    sqz__attention(s, layer, s->q, qd, n, pos, false, s->att, qd);
+    sqz__attention(s, layer, s->q, qd, n, pos, s->fam->causal, s->att, qd);
     SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, layer, ROLE_BIT(SQZ_ROLE_ATTN_OUT), s->att, n, qd, pos));
     SQZ_TRY(linear_role(s, SQZ_ROLE_ATTN_OUT, layer, s->att, n, s->h));
     sqz__add(s->pool, x, s->h, n, d);

@@ -1,5 +1,5 @@
 /*
- * runtime/llama.c - one decoder block of the llama family and the classifier head.
+ * runtime/llama.c - the llama family's passes: the embedding, one decoder block, the classifier head.
  *
  *   h = RMSNorm(x) * attn_norm
  *   q = h Wq^T (+bq), k = h Wk^T (+bk), v = h Wv^T (+bv)      (biases: qwen2)
@@ -24,6 +24,14 @@ static sqz_status linear_role(sqz_session *s, sqz_role r, int32_t layer, const f
     return sqz__linear(s, x, n, sqz__st(s, r, layer, SQZ_PARAM_WEIGHT), b, y);
 }
 
+/* The token embedding's rows; positions are rotary, applied inside the blocks. */
+sqz_status sqz__llama_embed(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n, int64_t pos,
+                            float *x) {
+    (void)types;
+    (void)pos;
+    return sqz__embed_rows(sqz__st(s, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT), tokens, n, x);
+}
+
 sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos) {
     const sqz_hparams *hp = &s->m->hp;
     const sqz_layer_dims *ld = &s->m->layers[layer];
@@ -46,7 +54,7 @@ sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, 
     sqz__rope(s->pool, s->q, qd, n, ld->n_heads, hd, pos, hp->rope_layout, s->rope_cos, s->rope_sin);
     sqz__rope(s->pool, kc, kvd, n, ld->n_kv_heads, hd, pos, hp->rope_layout, s->rope_cos, s->rope_sin);
     s->kv_valid[layer] = pos + n;
-    sqz__attention(s, layer, s->q, qd, n, pos, true, s->att, qd);
+    sqz__attention(s, layer, s->q, qd, n, pos, s->fam->causal, s->att, qd);
     SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, layer, ROLE_BIT(SQZ_ROLE_ATTN_OUT), s->att, n, qd, pos));
     SQZ_TRY(linear_role(s, SQZ_ROLE_ATTN_OUT, layer, s->att, n, s->h));
     sqz__add(s->pool, x, s->h, n, d);

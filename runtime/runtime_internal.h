@@ -11,7 +11,10 @@
 #include "core/internal.h"
 #include "runtime/ops.h"
 #include "runtime/pool.h"
+#include "sqz/family.h"
 #include "sqz/runtime.h"
+
+typedef struct sqz__family_ops sqz__family_ops;
 
 /* The tensors of one layer by (role, param), resolved once when the session is made. */
 typedef struct sqz__layer_tensors {
@@ -31,6 +34,8 @@ struct sqz_session {
     sqz__layer_tensors *lt;      /* n_layers entries */
     const sqz_tensor *glob[SQZ_ROLE_COUNT][2]; /* global tensors */
     const sqz_tensor *classifier; /* OUTPUT, or TOKEN_EMBD when tied */
+    const sqz_family_info *fam;  /* the model's row of the family table */
+    const sqz__family_ops *ops;  /* its runtime passes (family_ops.c) */
 
     void **wcache;               /* per tensor index: float copy (f32) or NULL; matrices and vectors */
     int64_t n_wcache;            /* entries of wcache: the model's tensors when the session was made (a
@@ -95,7 +100,30 @@ void sqz__attention(sqz_session *s, int32_t layer, const float *q, int64_t ldq, 
 sqz_status sqz__hook(sqz_session *s, sqz_hook_point pt, int32_t layer, uint32_t roles, const float *x, int64_t n,
                      int64_t dim, int64_t pos);
 
-/* The per-family passes (llama.c, bert.c). */
+/* The runtime row of a family (family_ops.c): its passes. embed and block are required; head
+ * is NULL for an encoder (sqz_family_info.lm_head false). Each is called after session.c
+ * checked the window. */
+struct sqz__family_ops {
+    /* x (n, d_model) = the embedding of tokens (and types: NULL = all 0) at positions [pos, pos+n) */
+    sqz_status (*embed)(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n, int64_t pos,
+                        float *x);
+    /* block `layer` on x (n, d_model) in place at positions [pos, pos+n) */
+    sqz_status (*block)(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos);
+    /* logits (n - logits_from, vocab) of rows [logits_from, n) of x; NULL: an encoder */
+    sqz_status (*head)(sqz_session *s, const float *x, int64_t n, int64_t logits_from, float *logits);
+};
+
+/* The runtime row of family f; NULL when it has none. */
+const sqz__family_ops *sqz__family_ops_get(sqz_family f);
+
+/* Registers a family defined at run time: row in the family table (sqz__family_register) and
+ * its passes here, under one new id in *out. For tests; the same rules as sqz__family_register.
+ * Returns SQZ_OK, SQZ_ERR_INVALID_ARG (a pass missing), SQZ_ERR_UNSUPPORTED (no free slot). */
+sqz_status sqz__family_ops_register(sqz_family_info *row, const sqz__family_ops *fops, sqz_family *out);
+
+/* The per-family passes (llama.c, bert.c), the rows of family_ops.c. */
+sqz_status sqz__llama_embed(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n, int64_t pos,
+                            float *x);
 sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos);
 sqz_status sqz__llama_head(sqz_session *s, const float *x, int64_t n, int64_t logits_from, float *logits);
 sqz_status sqz__bert_embed(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n, int64_t pos,

@@ -90,7 +90,7 @@ static sqz_status build_tables(sqz_session *s) {
         else if (t->layer < m->hp.n_layers) s->lt[t->layer].t[t->role][t->param] = t;
     }
     s->classifier = s->glob[SQZ_ROLE_OUTPUT][SQZ_PARAM_WEIGHT];
-    if (!s->classifier && m->hp.family == SQZ_FAMILY_LLAMA) s->classifier = s->glob[SQZ_ROLE_TOKEN_EMBD][SQZ_PARAM_WEIGHT];
+    if (!s->classifier && s->fam->lm_head) s->classifier = s->glob[SQZ_ROLE_TOKEN_EMBD][SQZ_PARAM_WEIGHT];
     return SQZ_OK;
 }
 
@@ -106,12 +106,15 @@ static int64_t max_row_len(const sqz_model *m) {
 static sqz_status setup(sqz_session *s, const sqz_session_opts *o) {
     const sqz_model *m = s->m;
     const sqz_hparams *hp = &m->hp;
-    SQZ_RETURN_IF(hp->family != SQZ_FAMILY_LLAMA && hp->family != SQZ_FAMILY_BERT, SQZ_ERR_ARCH,
-                  "%s: the runtime runs llama and BERT families, not family %d", m->source_path, (int)hp->family);
+    s->fam = sqz_family_get(hp->family);
+    s->ops = sqz__family_ops_get(hp->family);
+    SQZ_RETURN_IF(!s->fam || !s->ops, SQZ_ERR_ARCH, "%s: the runtime runs llama and BERT families, not family %d",
+                  m->source_path, (int)hp->family);
     SQZ_TRY(sqz_model_validate(m));
     s->d = hp->d_model;
     s->hd = hp->head_dim;
-    if (hp->family == SQZ_FAMILY_LLAMA) {
+    const bool rotary = s->fam->positions == SQZ_POS_ROTARY;
+    if (rotary) {
         SQZ_RETURN_IF(hp->head_dim % 2 != 0, SQZ_ERR_ARCH, "%s: odd head_dim %lld cannot be rotated",
                       m->source_path, (long long)hp->head_dim);
         SQZ_RETURN_IF(hp->rope_layout != SQZ_ROPE_INTERLEAVED && hp->rope_layout != SQZ_ROPE_HALF, SQZ_ERR_ARCH,
@@ -123,7 +126,7 @@ static sqz_status setup(sqz_session *s, const sqz_session_opts *o) {
     if (T <= 0) T = hp->ctx_len > 0 && hp->ctx_len < 2048 ? hp->ctx_len : 2048;
     SQZ_RETURN_IF(T > (1 << 24), SQZ_ERR_INVALID_ARG, "runtime: max_tokens %lld is beyond the supported 16M",
                   (long long)T);
-    if (hp->family == SQZ_FAMILY_BERT) {
+    if (s->fam->positions == SQZ_POS_ABSOLUTE) {
         /* Positions cannot go beyond the position embeddings. */
         const sqz_tensor *pe = sqz_model_get(m, SQZ_ROLE_POS_EMBD, -1, SQZ_PARAM_WEIGHT);
         if (pe && T > pe->shape[0]) T = pe->shape[0];
@@ -168,7 +171,7 @@ static sqz_status setup(sqz_session *s, const sqz_session_opts *o) {
         SQZ_TRY(alloc_f32(s, SQZ__PANEL_ROWS, s->max_k, &s->panel));
         SQZ_TRY(alloc_f32(s, T, SQZ__PANEL_ROWS, &s->panel_out));
     }
-    if (hp->family == SQZ_FAMILY_LLAMA) {
+    if (rotary) {
         SQZ_TRY(alloc_f32(s, T, s->hd / 2, &s->rope_cos));
         SQZ_TRY(alloc_f32(s, T, s->hd / 2, &s->rope_sin));
         sqz__rope_tables(hp->rope_theta, s->hd, T, s->rope_cos, s->rope_sin);
@@ -232,8 +235,7 @@ static sqz_status check_cache(const sqz_session *s, int32_t layer, int64_t pos) 
 sqz_status sqz_session_embed(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n, int64_t pos,
                              float *x) {
     SQZ_TRY(check_window(s, tokens, n, pos));
-    if (s->m->hp.family == SQZ_FAMILY_BERT) return sqz__bert_embed(s, tokens, types, n, pos, x);
-    return sqz__embed_rows(sqz__st(s, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT), tokens, n, x);
+    return s->ops->embed(s, tokens, types, n, pos, x);
 }
 
 sqz_status sqz_session_block(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos) {
@@ -243,24 +245,20 @@ sqz_status sqz_session_block(sqz_session *s, int32_t layer, float *x, int64_t n,
                   (long long)(pos + n), (long long)s->max_tokens);
     SQZ_TRY(check_cache(s, layer, pos));
     if (n == 0) return SQZ_OK;
-    if (s->m->hp.family == SQZ_FAMILY_BERT) return sqz__bert_block(s, layer, x, n, pos);
-    return sqz__llama_block(s, layer, x, n, pos);
+    return s->ops->block(s, layer, x, n, pos);
 }
 
 sqz_status sqz_session_head(sqz_session *s, const float *x, int64_t n, int64_t logits_from, float *logits) {
-    SQZ_RETURN_IF(s->m->hp.family != SQZ_FAMILY_LLAMA, SQZ_ERR_ARCH, "%s: an encoder has no classifier head",
-                  s->m->source_path);
+    SQZ_RETURN_IF(!s->fam->lm_head, SQZ_ERR_ARCH, "%s: an encoder has no classifier head", s->m->source_path);
     SQZ_RETURN_IF(n < 0 || n > s->max_tokens || logits_from < 0 || logits_from > n, SQZ_ERR_INVALID_ARG,
                   "runtime: logits from %lld of %lld tokens", (long long)logits_from, (long long)n);
-    return sqz__llama_head(s, x, n, logits_from, logits);
+    return s->ops->head(s, x, n, logits_from, logits);
 }
 
 static sqz_status run_blocks(sqz_session *s, float *x, int64_t n, int64_t pos) {
     for (int32_t l = 0; l < (int32_t)s->m->hp.n_layers; l++) {
         SQZ_TRY(check_cache(s, l, pos));
-        sqz_status st = s->m->hp.family == SQZ_FAMILY_BERT ? sqz__bert_block(s, l, x, n, pos)
-                                                           : sqz__llama_block(s, l, x, n, pos);
-        if (st != SQZ_OK) return st;
+        SQZ_TRY(s->ops->block(s, l, x, n, pos));
     }
     return SQZ_OK;
 }
@@ -276,7 +274,7 @@ static sqz_status alloc_x(sqz_session *s, int64_t n, float **x) {
 
 sqz_status sqz_forward(sqz_session *s, const int32_t *tokens, int64_t n, int64_t pos, int64_t logits_from,
                        float *logits) {
-    SQZ_RETURN_IF(s->m->hp.family != SQZ_FAMILY_LLAMA, SQZ_ERR_ARCH,
+    SQZ_RETURN_IF(!s->fam->lm_head, SQZ_ERR_ARCH,
                   "%s: sqz_forward runs decoders; use sqz_encode or sqz_embed for an encoder", s->m->source_path);
     SQZ_TRY(check_window(s, tokens, n, pos));
     SQZ_RETURN_IF(logits_from < 0 || logits_from > n, SQZ_ERR_INVALID_ARG,
@@ -286,14 +284,13 @@ sqz_status sqz_forward(sqz_session *s, const int32_t *tokens, int64_t n, int64_t
     SQZ_TRY(alloc_x(s, n, &x));
     sqz_status st = sqz_session_embed(s, tokens, NULL, n, pos, x);
     if (st == SQZ_OK) st = run_blocks(s, x, n, pos);
-    if (st == SQZ_OK) st = sqz__llama_head(s, x, n, logits_from, logits);
+    if (st == SQZ_OK) st = s->ops->head(s, x, n, logits_from, logits);
     free(x);
     return st;
 }
 
 sqz_status sqz_encode(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n, float *hidden) {
-    SQZ_RETURN_IF(s->m->hp.family != SQZ_FAMILY_BERT, SQZ_ERR_ARCH, "%s: sqz_encode runs encoders",
-                  s->m->source_path);
+    SQZ_RETURN_IF(s->fam->lm_head, SQZ_ERR_ARCH, "%s: sqz_encode runs encoders", s->m->source_path);
     SQZ_RETURN_IF(n < 1, SQZ_ERR_INVALID_ARG, "runtime: empty sequence");
     SQZ_TRY(sqz_session_embed(s, tokens, types, n, 0, hidden));
     return run_blocks(s, hidden, n, 0);
@@ -327,17 +324,19 @@ sqz_status sqz_embed(sqz_session *s, const int32_t *tokens, const int32_t *types
 /* ---- cost model ---- */
 double sqz_forward_flops(const sqz_model *m, int64_t n, int64_t n_logits) {
     const sqz_hparams *hp = &m->hp;
+    const sqz_family_info *fi = sqz_family_get(hp->family);
+    if (!fi) return 0;
     double f = 0, N = (double)n;
     for (int64_t l = 0; l < hp->n_layers; l++) {
         const sqz_layer_dims *ld = &m->layers[l];
         double qd = (double)(ld->n_heads * hp->head_dim), kvd = (double)(ld->n_kv_heads * hp->head_dim);
         double d = (double)hp->d_model, ff = (double)ld->d_ff;
-        double ffn = hp->family == SQZ_FAMILY_BERT ? 2 * d * ff : 3 * d * ff;
+        double ffn = (fi->gated_ffn ? 3 : 2) * d * ff; /* gate, up, down or up, down */
         f += 2 * N * (d * qd + 2 * d * kvd + qd * d + ffn);
         /* QK^T and PV: causal keeps n(n+1)/2 pairs, bidirectional n^2 */
-        double pairs = hp->family == SQZ_FAMILY_BERT ? N * N : N * (N + 1) / 2;
+        double pairs = fi->causal ? N * (N + 1) / 2 : N * N;
         f += 2 * 2 * pairs * qd;
     }
-    if (hp->family == SQZ_FAMILY_LLAMA) f += 2 * (double)n_logits * (double)hp->d_model * (double)hp->vocab_size;
+    if (fi->lm_head) f += 2 * (double)n_logits * (double)hp->d_model * (double)hp->vocab_size;
     return f;
 }

@@ -124,18 +124,52 @@ typedef struct sqz_coupled {
     int n_members;
 } sqz_coupled;
 
-/* One row of the family table. Static storage. */
+/* How a family encodes positions. */
+typedef enum sqz_positions {
+    SQZ_POS_ROTARY = 0,   /* RoPE on q and k (hp.rope_theta, hp.rope_layout) */
+    SQZ_POS_ABSOLUTE = 1, /* a learned position embedding added to the tokens' (SQZ_ROLE_POS_EMBD) */
+} sqz_positions;
+
+/* One row of the family table. Static storage. Everything the library needs to know about a
+ * family is here or in the rows keyed by family beside the code that needs it: the runtime's
+ * passes (runtime/family_ops.c), the HF tensor names and config keys (formats/hf_names.c,
+ * formats/hf_config.c) and the GGUF architectures (formats/gguf_names.c). */
 typedef struct sqz_family_info {
     sqz_family family;
     sqz_norm_kind norm;
     bool pre_norm;   /* norm before attention / FFN (llama) vs after each residual add (BERT) */
-    bool gated_ffn;  /* act(gate) * up (SwiGLU) vs act(up) */
+    bool gated_ffn;  /* act(gate) * up (SwiGLU): 3 FFN matrices; else act(up): 2 */
     const sqz_linear_group *groups; /* in compression order: o, down, q|k|v, gate|up (or up) */
     int n_groups;
     sqz_coupled structures[SQZ_STRUCT_COUNT];
+
+    /* ---- the architecture ---- */
+    const char *name;      /* "llama", "bert" (sqz_family_name) */
+    bool lm_head;          /* a decoder with a classifier (output, or the token embedding when tied):
+                              sqz_forward, perplexity, layer dropping; false: an encoder (sqz_encode,
+                              sqz_embed, compared by its embeddings) */
+    bool causal;           /* attention sees earlier positions only */
+    sqz_positions positions;
+    bool token_types;      /* token type (segment) embeddings: hp.n_token_types, SQZ_ROLE_TYPE_EMBD */
+    const sqz_role *layer_roles; /* the weights every layer must have (sqz_model_validate) */
+    int n_layer_roles;
+    bool final_norm;       /* SQZ_ROLE_OUTPUT_NORM is required */
+    bool qkv_bias_by_hparam; /* q/k/v biases only where hp.attn_bias says so (the runtime skips none,
+                                llama.cpp applies them); false: always allowed */
+    /* ---- what the tools need ---- */
+    int64_t eval_ctx;      /* default evaluation context (eval, compress --eval): llama.cpp's 512 for
+                              decoders, sentence-transformers' 256 for MiniLM */
+    bool prune_channels;   /* hidden-channel pruning (--prune channels=) is supported */
+    bool bias_siblings;    /* a compensation bias on o (down) also puts zero biases on q, k, v (gate,
+                              up) and sets hp.attn_bias: the HF config ties them (attention_bias,
+                              mlp_bias) */
+    /* ---- what the writers need ---- */
+    const char *gguf_arch; /* the GGUF general.architecture it is written as; NULL: by hp.arch and the
+                              layers (llama, qwen2, or deci for per-layer dimensions: formats/gguf_names.c) */
+    bool bundle;           /* an sqz bundle (the edge runtime) can hold it */
 } sqz_family_info;
 
-/* The table row of family f; NULL when f is out of range. */
+/* The table row of family f; NULL when f is out of range (or a registered slot is empty). */
 SQZ_API const sqz_family_info *sqz_family_get(sqz_family f);
 
 /* Fills out[0..n) (capacity SQZ_LINEAR_GROUPS_MAX) with the linear groups of block `layer`

@@ -36,6 +36,8 @@ extern "C" {
 typedef enum sqz_family {
     SQZ_FAMILY_LLAMA = 0, /* decoder: RMSNorm, RoPE, GQA, SwiGLU (llama, mistral, qwen2, smollm) */
     SQZ_FAMILY_BERT = 1,  /* encoder: LayerNorm, absolute positions, GELU (BERT, MiniLM) */
+    SQZ_FAMILY_COUNT      /* the families of the table (core/family.c); ids from here on are
+                             registered at run time (tests) */
 } sqz_family;
 
 /*
