@@ -150,13 +150,15 @@ static sqz_status check_model(const sqz__prune_opts *a, const char *spec, const 
                       "--prune '%s': part 'ffn=%g' removes every FFN neuron of layer %d (%" PRId64 ")", spec, a->ffn,
                       (int)l, ld->d_ff);
     }
-    /* BERT's norms cannot take it: post-LayerNorm re-centres the residual stream over whatever
-     * channels are left after every residual add, and BertModel derives head_dim from
-     * hidden_size, which would then disagree with the heads */
-    SQZ_RETURN_IF(a->channels > 0 && m->hp.family != SQZ_FAMILY_LLAMA, SQZ_ERR_INVALID_ARG,
-                  "--prune '%s': part 'channels=%g': %s's post-LayerNorm blocks cannot lose hidden channels (the "
-                  "norm after each residual add re-centres over the kept ones; BertModel derives head_dim from "
-                  "hidden_size): prune heads= / ffn= instead", spec, a->channels, sqz_family_name(m->hp.family));
+    /* the family row says whether it can (BERT cannot: post-LayerNorm re-centres the residual
+     * stream over whatever channels are left after every residual add, and BertModel derives
+     * head_dim from hidden_size, which would then disagree with the heads) */
+    const sqz_family_info *fi = sqz_family_get(m->hp.family);
+    SQZ_RETURN_IF(a->channels > 0 && !fi->prune_channels, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'channels=%g': %s blocks cannot lose hidden channels (%s): prune heads= / "
+                  "ffn= instead", spec, a->channels, sqz_family_name(m->hp.family),
+                  fi->pre_norm ? "the family's table row does not allow it"
+                               : "the norm after each residual add re-centres over the kept ones");
     SQZ_RETURN_IF(a->channels > 0 && sqz__prune_channels_remove(a, m->hp.d_model) >= m->hp.d_model,
                   SQZ_ERR_INVALID_ARG, "--prune '%s': part 'channels=%g' removes every hidden channel (%lld)", spec,
                   a->channels, (long long)m->hp.d_model);
