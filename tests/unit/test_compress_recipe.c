@@ -173,12 +173,56 @@ static void test_run(void **state) {
     sqz_model_free(ref);
 }
 
+/* --keep-float parsed once: the grammar, the model check (an item naming nothing is an error naming
+ * it), matching; a library caller's typo fails the run instead of keeping nothing float. */
+static void test_keep_float(void **state) {
+    (void)state;
+    const char *path = sqz_test_data("models/stories260K/stories260K.bin");
+    SQZ_SKIP_UNLESS(path);
+    sqz_model *m = NULL;
+    SQZ_ASSERT_OK(sqz_model_open(path, NULL, &m));
+    sqz_keep_float k;
+    SQZ_ASSERT_OK(sqz_keep_float_parse("attn_v,blk.2,blk.4.ffn_down", m, &k));
+    assert_int_equal(k.n, 3);
+    int kept = 0;
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const sqz_tensor *t = &m->tensors[i];
+        const bool want = t->role == SQZ_ROLE_ATTN_V || t->layer == 2 || (t->layer == 4 && t->role == SQZ_ROLE_FFN_DOWN);
+        assert_int_equal(sqz_keep_float_match(&k, t), want);
+        kept += want;
+    }
+    assert_true(kept > 5);
+    SQZ_ASSERT_OK(sqz_keep_float_parse(NULL, m, &k));
+    assert_int_equal(k.n, 0);
+    static const struct { const char *list, *names; } bad[] = {
+        {"atn_v", "'atn_v' is not a role"}, {"blk.x", "'blk.x'"},       {"blk.-1", "'blk.-1'"},
+        {"blk.2.frob", "'blk.2.frob'"},     {"attn_q,,attn_v", "''"},      {"blk.99", "'blk.99' names no tensor"},
+        {"blk.5.attn_q", "'blk.5.attn_q' names no tensor"}, {"token_types", "'token_types' names no tensor"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(sqz_keep_float_parse(bad[i].list, m, &k), SQZ_ERR_INVALID_ARG);
+        if (!strstr(sqz_last_error(), bad[i].names))
+            fail_msg("--keep-float %s: '%s' does not name %s", bad[i].list, sqz_last_error(), bad[i].names);
+    }
+    /* the library path: sqz_compress_model refuses the typo before any work, the model unchanged */
+    sqz_compress_opts o = sqz_compress_default_opts();
+    o.keep_float = "blk.99";
+    sqz_compress_report rep;
+    const int64_t bytes = sqz_model_data_bytes(m);
+    assert_int_equal(sqz_compress_model(m, NULL, NULL, NULL, &o, &rep), SQZ_ERR_INVALID_ARG);
+    assert_non_null(strstr(sqz_last_error(), "blk.99"));
+    assert_int_equal(sqz_model_data_bytes(m), bytes);
+    sqz_compress_report_free(&rep);
+    sqz_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_stages),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_run),
+        cmocka_unit_test(test_keep_float),
     };
     return sqz_test_run(tests, NULL, NULL);
 }
