@@ -10,8 +10,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -45,18 +43,13 @@ static const char ld_bench_head[] =
     "peak memory.\n";
 
 void sqz_bench_layerdrop_usage(FILE *out) {
-    const sqz_opt_group g[] = {{NULL, sqz_cli_bench_rows, sqz_cli_bench_n_rows, NULL},
-                               {NULL, ld_bench_rows, SQZ_CLI_N(ld_bench_rows), NULL}};
-    sqz_cli_help(out, ld_bench_head, g, 2);
+    sqz_cli_bench_model_usage(out, ld_bench_head, ld_bench_rows, SQZ_CLI_N(ld_bench_rows));
 }
 
 /* What one run shares. */
 typedef struct ld_bench {
+    sqz_cli_bench_model H; /* model, backend, data, the base's logits (cli/bench_model.c) */
     const ld_bench_opts *a;
-    const char *calib, *eval, *base_file;
-    sqz_model *orig;
-    sqz_backend *be;
-    sqz_cli_bench_data d;
     sqz_layerdrop_scores sc;
     double ppl_base, gen_full[2];
     struct cached { char key[512]; sqz_eval_result r; double gen[2]; } cache[256];
@@ -68,26 +61,6 @@ typedef struct ld_row {
     double kld, dppl, top1, ppl, gen[2]; /* tokens per wall second, per CPU second */
     bool ok;
 } ld_row;
-
-static sqz_session_opts session_opts(const ld_bench *B, int64_t max_tokens) {
-    sqz_session_opts so = sqz_session_default_opts();
-    so.n_threads = (int)B->a->c.threads;
-    so.backend = B->be;
-    so.max_tokens = max_tokens;
-    return so;
-}
-
-static sqz_status eval_opts(const ld_bench *B, sqz_eval_opts *o, bool save) {
-    *o = sqz_cli_bench_eval_opts(&B->d, B->a->c.eval_ctx, B->a->c.eval_chunks);
-    if (save) o->save_base = B->base_file;
-    else o->base_logits = B->base_file;
-    return SQZ_OK;
-}
-
-static sqz_status gen_speed(const ld_bench *B, const sqz_model *m, double tps[2]) {
-    const sqz_session_opts so = session_opts(B, 0);
-    return sqz_cli_gen_speed(m, &so, B->d.ids, B->a->gen, tps);
-}
 
 /* The model without blocks set[0..n) (compensated when comp), evaluated against the saved base. */
 static sqz_status evaluate(ld_bench *B, const int32_t *set, int32_t n, bool comp, bool gen, ld_row *row) {
@@ -102,19 +75,15 @@ static sqz_status evaluate(ld_bench *B, const int32_t *set, int32_t n, bool comp
             return SQZ_OK;
         }
     sqz_model *m = NULL;
-    sqz_session *s = NULL;
     sqz_layerdrop_result res = {0};
     sqz_eval_result r = {0};
-    const sqz_session_opts cso = session_opts(B, B->d.w.ctx), eso = session_opts(B, B->a->c.eval_ctx);
-    sqz_status st = sqz_model_open(B->a->c.path ? B->a->c.path : sqz_cli_default_smollm2(), NULL, &m);
-    if (st == SQZ_OK && comp) st = sqz_layerdrop_compensate(m, &B->d.w, &cso, set, n, 1e-4, &res);
+    const sqz_session_opts cso = sqz_cli_bench_session_opts(&B->H, B->H.d.w.ctx);
+    sqz_status st = sqz_model_open(B->H.model, NULL, &m);
+    if (st == SQZ_OK && comp) st = sqz_layerdrop_compensate(m, &B->H.d.w, &cso, set, n, 1e-4, &res);
     if (st == SQZ_OK) st = sqz_model_remove_layers(m, set, n);
-    if (st == SQZ_OK) st = sqz_session_new(m, &eso, &s);
-    sqz_eval_opts eo;
-    if (st == SQZ_OK) st = eval_opts(B, &eo, false);
-    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, &r);
+    if (st == SQZ_OK) st = sqz_cli_bench_evaluate(&B->H, m, false, &r);
     double g[2] = {0, 0};
-    if (st == SQZ_OK && gen) st = gen_speed(B, m, g);
+    if (st == SQZ_OK && gen) st = sqz_cli_bench_gen(&B->H, m, B->a->gen, g);
     if (st == SQZ_OK) {
         *row = (ld_row){r.kld_mean, r.ppl - B->ppl_base, r.top1_agree, r.ppl, {g[0], g[1]}, true};
         free(r.kld_values);
@@ -129,7 +98,6 @@ static sqz_status evaluate(ld_bench *B, const int32_t *set, int32_t n, bool comp
     }
     sqz_eval_result_free(&r);
     sqz_layerdrop_result_free(&res);
-    sqz_session_free(s);
     sqz_model_free(m);
     return st;
 }
@@ -151,7 +119,7 @@ static int cmp_kld(const void *a, const void *b) {
 
 /* The rows of one count: scored methods, last, random (median), compensated. */
 static sqz_status one_count(ld_bench *B, int32_t n) {
-    const int32_t L = (int32_t)B->orig->hp.n_layers;
+    const int32_t L = (int32_t)B->H.orig->hp.n_layers;
     static const sqz_layerdrop_method scored[] = {SQZ_LAYERDROP_BI, SQZ_LAYERDROP_ANGULAR, SQZ_LAYERDROP_KLD};
     int32_t set[4][256], last_set[256];
     ld_row rows[4] = {{0}}, last = {0}, comp[4] = {{0}}, lastc = {0}, rnd[99] = {{0}};
@@ -213,7 +181,7 @@ static sqz_status one_count(ld_bench *B, int32_t n) {
 static void print_scores(const ld_bench *B) {
     const sqz_layerdrop_scores *s = &B->sc;
     printf("\nscores of the %d blocks on %lld windows x %lld tokens (KLD on %lld windows, %lld scored tokens), "
-           "%.1f s\n", (int)s->n_layers, (long long)s->n_windows, (long long)B->d.w.ctx, (long long)s->kld_windows,
+           "%.1f s\n", (int)s->n_layers, (long long)s->n_windows, (long long)B->H.d.w.ctx, (long long)s->kld_windows,
            (long long)s->kld_tokens, s->seconds);
     printf("  %5s %9s %9s %9s %9s\n", "block", "bi", "ang(n=1)", "KLD", "top1");
     for (int32_t l = 0; l < s->n_layers; l++)
@@ -222,19 +190,13 @@ static void print_scores(const ld_bench *B) {
 
 /* Windows, scores, the evaluation text and the base's logits. */
 static sqz_status setup(ld_bench *B) {
-    sqz_cli_calib cc;
-    sqz_cli_calib_defaults(&cc);
-    cc.text = B->calib;
-    cc.samples = B->a->c.n;
-    cc.ctx = B->a->c.ctx;
-    cc.threads = B->a->c.threads;
     sqz_session *s = NULL;
-    sqz_status st = sqz_cli_bench_data_open(B->orig, B->be, &cc, B->eval, &B->d, &s);
+    sqz_status st = sqz_cli_bench_model_data(&B->H, &s);
     sqz_layerdrop_score_opts so = {.kld = true, .kld_windows = B->a->kld_windows};
     sqz_progress *p = sqz_progress_start("scores", 0, "block passes");
     so.progress = sqz_progress_cb;
     so.progress_user = p;
-    if (st == SQZ_OK) st = sqz_layerdrop_score(s, &B->d.w, &so, &B->sc);
+    if (st == SQZ_OK) st = sqz_layerdrop_score(s, &B->H.d.w, &so, &B->sc);
     sqz_progress_end(p);
     sqz_session_free(s);
     if (st == SQZ_OK) print_scores(B);
@@ -243,15 +205,9 @@ static sqz_status setup(ld_bench *B) {
 
 /* The full model's perplexity (its logits saved as the base) and generation speed. */
 static sqz_status base_run(ld_bench *B) {
-    sqz_session *s = NULL;
-    const sqz_session_opts so = session_opts(B, B->a->c.eval_ctx);
     sqz_eval_result r = {0};
-    sqz_eval_opts eo;
-    sqz_status st = sqz_session_new(B->orig, &so, &s);
-    if (st == SQZ_OK) st = eval_opts(B, &eo, true);
-    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, &r);
-    sqz_session_free(s);
-    if (st == SQZ_OK) st = gen_speed(B, B->orig, B->gen_full);
+    sqz_status st = sqz_cli_bench_evaluate(&B->H, B->H.orig, true, &r);
+    if (st == SQZ_OK) st = sqz_cli_bench_gen(&B->H, B->H.orig, B->a->gen, B->gen_full);
     if (st == SQZ_OK) {
         B->ppl_base = r.ppl;
         printf("\nfull model: ppl %.4f on %lld chunks of %lld tokens (%lld held out: they overlap calibration "
@@ -264,7 +220,7 @@ static sqz_status base_run(ld_bench *B) {
 }
 
 static sqz_status run_counts(ld_bench *B) {
-    const int32_t L = (int32_t)B->orig->hp.n_layers;
+    const int32_t L = (int32_t)B->H.orig->hp.n_layers;
     sqz_status st = SQZ_OK;
     for (const char *p = B->a->counts; p && *p && st == SQZ_OK;) {
         char *end;
@@ -285,42 +241,25 @@ static sqz_status run_counts(ld_bench *B) {
 
 int sqz_bench_layerdrop(int argc, char **argv) {
     ld_bench_opts a = {0};
-    const sqz_opt_group g[] = {{NULL, sqz_cli_bench_rows, sqz_cli_bench_n_rows, &a.c},
-                               {NULL, ld_bench_rows, SQZ_CLI_N(ld_bench_rows), &a}};
-    const int bad = sqz_cli_parse("bench layerdrop", g, 2, argc, argv, NULL);
+    const int bad = sqz_cli_bench_model_parse("bench layerdrop", ld_bench_rows, SQZ_CLI_N(ld_bench_rows), &a, &a.c,
+                                              argc, argv);
     if (bad) return bad;
     ld_bench *B = calloc(1, sizeof *B);
     if (!B) return sqz_cli_fail(SQZ_ERR_NOMEM);
-    setvbuf(stdout, NULL, _IOLBF, 0); /* rows as they are measured, also into a log file */
-    char base[] = "/tmp/sqz_bench_layerdrop_XXXXXX";
-    const int fd = mkstemp(base);
-    if (fd >= 0) close(fd);
     B->a = &a;
-    B->calib = a.c.calib ? a.c.calib : sqz_cli_bench_text();
-    B->eval = a.c.eval ? a.c.eval : B->calib;
-    B->base_file = base;
-    const char *path = a.c.path ? a.c.path : sqz_cli_default_smollm2();
-    const double t0 = sqz_cli_now_s();
-    sqz_status st = fd >= 0 ? sqz_model_open(path, NULL, &B->orig) : SQZ_ERR_IO;
-    if (st == SQZ_OK) st = sqz_backend_cpu((int)a.c.threads, &B->be);
+    const sqz_cli_bench_model *H = &B->H;
+    sqz_status st = sqz_cli_bench_model_open(&B->H, "layerdrop", &a.c);
     if (st == SQZ_OK)
-        printf("model: %s (%lld blocks, %.1f M params)\ncalibration: %s, %lld x %lld; evaluation: %s\n", path,
-               (long long)B->orig->hp.n_layers, (double)sqz_model_param_count(B->orig) / 1e6, B->calib,
-               (long long)a.c.n, (long long)a.c.ctx, B->eval);
+        printf("model: %s (%lld blocks, %.1f M params)\ncalibration: %s, %lld x %lld; evaluation: %s\n", H->model,
+               (long long)H->orig->hp.n_layers, (double)sqz_model_param_count(H->orig) / 1e6, H->calib,
+               (long long)a.c.n, (long long)a.c.ctx, H->eval);
     if (st == SQZ_OK) st = setup(B);
     if (st == SQZ_OK) st = base_run(B);
     if (st == SQZ_OK) st = run_counts(B);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    if (st == SQZ_OK)
-        printf("\npeak RSS %.1f MB (F32 checkpoint %.1f MB); %.1f s in all\n", (double)ru.ru_maxrss / 1024.0,
-               4.0 * (double)sqz_model_param_count(B->orig) / 1e6, sqz_cli_now_s() - t0);
-    if (fd >= 0) unlink(base);
+    if (st == SQZ_OK) sqz_cli_bench_model_peak(H);
     for (int i = 0; i < B->n_cache; i++) sqz_eval_result_free(&B->cache[i].r);
     sqz_layerdrop_scores_free(&B->sc);
-    sqz_cli_bench_data_free(&B->d);
-    sqz_backend_free(B->be);
-    sqz_model_free(B->orig);
+    sqz_cli_bench_model_close(&B->H);
     free(B);
     return st == SQZ_OK ? 0 : sqz_cli_fail(st);
 }

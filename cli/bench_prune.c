@@ -11,7 +11,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,18 +52,13 @@ static const char pr_bench_head[] =
     "generation tokens/s of the best result vs the dense model; peak memory.\n";
 
 void sqz_bench_prune_usage(FILE *out) {
-    const sqz_opt_group g[] = {{NULL, sqz_cli_bench_rows, sqz_cli_bench_n_rows, NULL},
-                               {NULL, pr_bench_rows, SQZ_CLI_N(pr_bench_rows), NULL}};
-    sqz_cli_help(out, pr_bench_head, g, 2);
+    sqz_cli_bench_model_usage(out, pr_bench_head, pr_bench_rows, SQZ_CLI_N(pr_bench_rows));
 }
 
 typedef struct pr_bench {
+    sqz_cli_bench_model H; /* model, backend, data, the base's logits (cli/bench_model.c) */
     const pr_bench_opts *a;
-    const char *calib, *eval, *base_file, *model;
-    char gguf[64];
-    sqz_model *orig;
-    sqz_backend *be;
-    sqz_cli_bench_data d;
+    char gguf[96];
     double ppl_base, eval_tps_dense, gen_dense[2];
     int64_t lin_dense, attn_dense, ffn_dense;
 } pr_bench;
@@ -73,14 +67,6 @@ typedef struct pr_row {
     char spec[96];
     double kld, dppl, top1, removed, mb, seconds, eval_tps;
 } pr_row;
-
-static sqz_session_opts session_opts(const pr_bench *B, int64_t max_tokens) {
-    sqz_session_opts so = sqz_session_default_opts();
-    so.n_threads = (int)B->a->c.threads;
-    so.backend = B->be;
-    so.max_tokens = max_tokens;
-    return so;
-}
 
 /* Attention and FFN weight parameters of m. */
 static void linear_params(const sqz_model *m, int64_t *attn, int64_t *ffn) {
@@ -109,33 +95,13 @@ static bool spec_of(const pr_bench *B, double r, const char *score, const char *
     return true;
 }
 
-static sqz_status eval_model(const pr_bench *B, const sqz_model *m, sqz_eval_result *r) {
-    sqz_session *s = NULL;
-    const sqz_session_opts so = session_opts(B, B->a->c.eval_ctx);
-    sqz_eval_opts eo = sqz_cli_bench_eval_opts(&B->d, B->a->c.eval_ctx, B->a->c.eval_chunks);
-    eo.base_logits = B->base_file;
-    sqz_status st = sqz_session_new(m, &so, &s);
-    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, r);
-    sqz_session_free(s);
-    return st;
-}
-
 /* Prunes a fresh copy of the model with spec, measures it; *m_out keeps the model when asked. */
 static sqz_status prune_one(pr_bench *B, const char *spec, pr_row *row, sqz_model **m_out) {
     sqz_model *m = NULL;
-    sqz_recipe rc = {0};
-    sqz_compress_report rep;
-    memset(&rep, 0, sizeof rep);
     sqz_eval_result r = {0};
-    sqz_compress_opts co = sqz_compress_default_opts();
-    sqz_compress_env env = {.windows = &B->d.w, .session_opts = session_opts(B, B->d.w.ctx)};
-    sqz_status st = sqz_model_open(B->model, NULL, &m);
-    if (st == SQZ_OK) st = sqz_recipe_add(&rc, "prune", spec);
-    if (st == SQZ_OK) st = sqz_recipe_check_model(&rc, m, true);
-    const double t0 = sqz_cli_now_s();
-    if (st == SQZ_OK) st = sqz_compress_run(m, &rc, &env, &co, &rep);
-    row->seconds = sqz_cli_now_s() - t0;
-    if (st == SQZ_OK) st = eval_model(B, m, &r);
+    const char *const stages[] = {"prune", spec, NULL};
+    sqz_status st = sqz_cli_bench_compress(&B->H, stages, &row->seconds, &m);
+    if (st == SQZ_OK) st = sqz_cli_bench_evaluate(&B->H, m, false, &r);
     sqz_save_opts so = {.format = SQZ_FORMAT_GGUF, .dtype = -1};
     if (st == SQZ_OK) st = sqz_model_save(m, B->gguf, &so);
     struct stat sb;
@@ -152,8 +118,6 @@ static sqz_status prune_one(pr_bench *B, const char *spec, pr_row *row, sqz_mode
         row->removed = 1 - (double)(attn + ffn) / (double)B->lin_dense;
     }
     sqz_eval_result_free(&r);
-    sqz_compress_report_free(&rep);
-    sqz_recipe_free(&rc);
     if (st == SQZ_OK && m_out) *m_out = m;
     else sqz_model_free(m);
     return st;
@@ -201,8 +165,7 @@ static sqz_status one_ratio(pr_bench *B, double r) {
     pr_row again = {0};
     double g[2] = {0, 0};
     if (st == SQZ_OK) st = prune_one(B, best.spec, &again, &m);
-    const sqz_session_opts so = session_opts(B, 0);
-    if (st == SQZ_OK) st = sqz_cli_gen_speed(m, &so, B->d.ids, B->a->gen, g);
+    if (st == SQZ_OK) st = sqz_cli_bench_gen(&B->H, m, B->a->gen, g);
     sqz_model_free(m);
     if (st == SQZ_OK)
         printf("  best: %s KLD %.4f vs magnitude %.4f (x%.3f; %s); eval %.0f tokens/s vs dense %.0f (x%.3f); "
@@ -214,31 +177,13 @@ static sqz_status one_ratio(pr_bench *B, double r) {
     return st;
 }
 
-/* Windows, the evaluation text's ids, the held-out spans. */
-static sqz_status setup(pr_bench *B) {
-    sqz_cli_calib cc;
-    sqz_cli_calib_defaults(&cc);
-    cc.text = B->calib;
-    cc.samples = B->a->c.n;
-    cc.ctx = B->a->c.ctx;
-    cc.threads = B->a->c.threads;
-    return sqz_cli_bench_data_open(B->orig, B->be, &cc, B->eval, &B->d, NULL);
-}
-
 /* The dense model: its logits saved as the base, then evaluated against them (the speed
  * every row is compared with, measured the same way), its generation speed. */
 static sqz_status base_run(pr_bench *B) {
-    sqz_session *s = NULL;
-    const sqz_session_opts so = session_opts(B, B->a->c.eval_ctx);
     sqz_eval_result r = {0}, r2 = {0};
-    sqz_eval_opts eo = sqz_cli_bench_eval_opts(&B->d, B->a->c.eval_ctx, B->a->c.eval_chunks);
-    eo.save_base = B->base_file;
-    sqz_status st = sqz_session_new(B->orig, &so, &s);
-    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, &r);
-    sqz_session_free(s);
-    if (st == SQZ_OK) st = eval_model(B, B->orig, &r2);
-    const sqz_session_opts go = session_opts(B, 0);
-    if (st == SQZ_OK) st = sqz_cli_gen_speed(B->orig, &go, B->d.ids, B->a->gen, B->gen_dense);
+    sqz_status st = sqz_cli_bench_evaluate(&B->H, B->H.orig, true, &r);
+    if (st == SQZ_OK) st = sqz_cli_bench_evaluate(&B->H, B->H.orig, false, &r2);
+    if (st == SQZ_OK) st = sqz_cli_bench_gen(&B->H, B->H.orig, B->a->gen, B->gen_dense);
     if (st == SQZ_OK) {
         B->ppl_base = r.ppl;
         B->eval_tps_dense = r2.tokens_per_s;
@@ -266,17 +211,18 @@ static sqz_status run_ratios(pr_bench *B) {
 }
 
 static sqz_status bench(pr_bench *B, const pr_bench_opts *a) {
-    sqz_status st = sqz_model_open(B->model, NULL, &B->orig);
-    if (st == SQZ_OK) st = sqz_backend_cpu((int)a->c.threads, &B->be);
+    const sqz_cli_bench_model *H = &B->H;
+    sqz_status st = sqz_cli_bench_model_open(&B->H, "prune", &a->c);
     if (st == SQZ_OK) {
-        linear_params(B->orig, &B->attn_dense, &B->ffn_dense);
+        linear_params(H->orig, &B->attn_dense, &B->ffn_dense);
         B->lin_dense = B->attn_dense + B->ffn_dense;
         printf("model: %s (%lld blocks, %.1f M params, %.1f M in attention+FFN)\ncalibration: %s, %lld x %lld; "
-               "evaluation: %s\n", B->model, (long long)B->orig->hp.n_layers,
-               (double)sqz_model_param_count(B->orig) / 1e6, (double)B->lin_dense / 1e6, B->calib, (long long)a->c.n,
-               (long long)a->c.ctx, B->eval);
+               "evaluation: %s\n", H->model, (long long)H->orig->hp.n_layers,
+               (double)sqz_model_param_count(H->orig) / 1e6, (double)B->lin_dense / 1e6, H->calib, (long long)a->c.n,
+               (long long)a->c.ctx, H->eval);
     }
-    if (st == SQZ_OK) st = setup(B);
+    snprintf(B->gguf, sizeof B->gguf, "%s.gguf", H->base_file);
+    if (st == SQZ_OK) st = sqz_cli_bench_model_data(&B->H, NULL);
     if (st == SQZ_OK) st = base_run(B);
     if (st == SQZ_OK) st = run_ratios(B);
     return st;
@@ -284,33 +230,15 @@ static sqz_status bench(pr_bench *B, const pr_bench_opts *a) {
 
 int sqz_bench_prune(int argc, char **argv) {
     pr_bench_opts a = {0};
-    const sqz_opt_group g[] = {{NULL, sqz_cli_bench_rows, sqz_cli_bench_n_rows, &a.c},
-                               {NULL, pr_bench_rows, SQZ_CLI_N(pr_bench_rows), &a}};
-    const int bad = sqz_cli_parse("bench prune", g, 2, argc, argv, NULL);
+    const int bad = sqz_cli_bench_model_parse("bench prune", pr_bench_rows, SQZ_CLI_N(pr_bench_rows), &a, &a.c, argc,
+                                              argv);
     if (bad) return bad;
     pr_bench *B = calloc(1, sizeof *B);
     if (!B) return sqz_cli_fail(SQZ_ERR_NOMEM);
-    setvbuf(stdout, NULL, _IOLBF, 0); /* rows as they are measured, also into a log file */
-    char base[] = "/tmp/sqz_bench_prune_XXXXXX";
-    const int fd = mkstemp(base);
-    if (fd >= 0) close(fd);
-    snprintf(B->gguf, sizeof B->gguf, "%s.gguf", base);
     B->a = &a;
-    B->calib = a.c.calib ? a.c.calib : sqz_cli_bench_text();
-    B->eval = a.c.eval ? a.c.eval : B->calib;
-    B->base_file = base;
-    B->model = a.c.path ? a.c.path : sqz_cli_default_smollm2();
-    const double t0 = sqz_cli_now_s();
-    const sqz_status st = fd >= 0 ? bench(B, &a) : SQZ_ERR_IO;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    if (st == SQZ_OK)
-        printf("\npeak RSS %.1f MB (F32 checkpoint %.1f MB); %.1f s in all\n", (double)ru.ru_maxrss / 1024.0,
-               4.0 * (double)sqz_model_param_count(B->orig) / 1e6, sqz_cli_now_s() - t0);
-    if (fd >= 0) unlink(base);
-    sqz_cli_bench_data_free(&B->d);
-    sqz_backend_free(B->be);
-    sqz_model_free(B->orig);
+    const sqz_status st = bench(B, &a);
+    if (st == SQZ_OK) sqz_cli_bench_model_peak(&B->H);
+    sqz_cli_bench_model_close(&B->H);
     free(B);
     return st == SQZ_OK ? 0 : sqz_cli_fail(st);
 }

@@ -11,7 +11,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -39,17 +38,12 @@ static const char sp_bench_head[] =
     "2:4 and Wanda < magnitude at 50% (mean KLD) in this run.\n";
 
 void sqz_bench_sparsity_usage(FILE *out) {
-    const sqz_opt_group g[] = {{NULL, sqz_cli_bench_rows, sqz_cli_bench_n_rows, NULL},
-                               {NULL, sp_bench_rows, SQZ_CLI_N(sp_bench_rows), NULL}};
-    sqz_cli_help(out, sp_bench_head, g, 2);
+    sqz_cli_bench_model_usage(out, sp_bench_head, sp_bench_rows, SQZ_CLI_N(sp_bench_rows));
 }
 
 typedef struct sp_bench {
+    sqz_cli_bench_model H; /* model, backend, data, the base's logits (cli/bench_model.c) */
     const sp_bench_opts *a;
-    const char *calib, *eval, *base_file, *model;
-    sqz_model *orig;
-    sqz_backend *be;
-    sqz_cli_bench_data d;
     double ppl_base;
     int fails; /* orderings that did not hold */
 } sp_bench;
@@ -58,44 +52,14 @@ typedef struct sp_row {
     double kld, dppl, top1, seconds;
 } sp_row;
 
-static sqz_session_opts session_opts(const sp_bench *B, int64_t max_tokens) {
-    sqz_session_opts so = sqz_session_default_opts();
-    so.n_threads = (int)B->a->c.threads;
-    so.backend = B->be;
-    so.max_tokens = max_tokens;
-    return so;
-}
-
-static sqz_eval_opts eval_opts(const sp_bench *B) {
-    return sqz_cli_bench_eval_opts(&B->d, B->a->c.eval_ctx, B->a->c.eval_chunks);
-}
-
 /* Runs the stages (pass, SPEC pairs; NULL pass ends) on a fresh copy and evaluates it. */
 static sqz_status run_one(sp_bench *B, const char *const *stages, sp_row *row) {
     sqz_model *m = NULL;
-    sqz_recipe rc = {0};
-    sqz_compress_report rep;
-    memset(&rep, 0, sizeof rep);
     sqz_eval_result r = {0};
-    sqz_compress_opts co = sqz_compress_default_opts();
-    sqz_compress_env env = {.windows = &B->d.w, .session_opts = session_opts(B, B->d.w.ctx)};
-    sqz_status st = sqz_model_open(B->model, NULL, &m);
-    for (int i = 0; st == SQZ_OK && stages[i]; i += 2) st = sqz_recipe_add(&rc, stages[i], stages[i + 1]);
-    if (st == SQZ_OK) st = sqz_recipe_check_model(&rc, m, true);
-    const double t0 = sqz_cli_now_s();
-    if (st == SQZ_OK) st = sqz_compress_run(m, &rc, &env, &co, &rep);
-    row->seconds = sqz_cli_now_s() - t0;
-    sqz_session *s = NULL;
-    const sqz_session_opts so = session_opts(B, B->a->c.eval_ctx);
-    sqz_eval_opts eo = eval_opts(B);
-    eo.base_logits = B->base_file;
-    if (st == SQZ_OK) st = sqz_session_new(m, &so, &s);
-    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, &r);
-    sqz_session_free(s);
+    sqz_status st = sqz_cli_bench_compress(&B->H, stages, &row->seconds, &m);
+    if (st == SQZ_OK) st = sqz_cli_bench_evaluate(&B->H, m, false, &r);
     if (st == SQZ_OK) *row = (sp_row){r.kld_mean, r.ppl - B->ppl_base, r.top1_agree, row->seconds};
     sqz_eval_result_free(&r);
-    sqz_compress_report_free(&rep);
-    sqz_recipe_free(&rc);
     sqz_model_free(m);
     return st;
 }
@@ -149,21 +113,9 @@ static sqz_status one_pattern(sp_bench *B, const char *pattern) {
 
 /* Windows, the evaluation text's ids, the held-out spans, the dense model's logits. */
 static sqz_status setup(sp_bench *B) {
-    sqz_cli_calib cc;
-    sqz_cli_calib_defaults(&cc);
-    cc.text = B->calib;
-    cc.samples = B->a->c.n;
-    cc.ctx = B->a->c.ctx;
-    cc.threads = B->a->c.threads;
-    sqz_session *s = NULL;
-    sqz_status st = sqz_cli_bench_data_open(B->orig, B->be, &cc, B->eval, &B->d, NULL);
     sqz_eval_result r = {0};
-    sqz_eval_opts eo = eval_opts(B);
-    eo.save_base = B->base_file;
-    const sqz_session_opts so = session_opts(B, B->a->c.eval_ctx);
-    if (st == SQZ_OK) st = sqz_session_new(B->orig, &so, &s);
-    if (st == SQZ_OK) st = sqz_eval_perplexity(s, B->d.ids, (int64_t)B->d.n_ids, &eo, &r);
-    sqz_session_free(s);
+    sqz_status st = sqz_cli_bench_model_data(&B->H, NULL);
+    if (st == SQZ_OK) st = sqz_cli_bench_evaluate(&B->H, B->H.orig, true, &r);
     if (st == SQZ_OK) {
         B->ppl_base = r.ppl;
         printf("dense model: ppl %.4f on %lld chunks of %lld tokens (%lld held out)\n", r.ppl, (long long)r.n_chunks,
@@ -189,12 +141,12 @@ static sqz_status quant_only(sp_bench *B) {
 }
 
 static sqz_status bench(sp_bench *B) {
-    sqz_status st = sqz_model_open(B->model, NULL, &B->orig);
-    if (st == SQZ_OK) st = sqz_backend_cpu((int)B->a->c.threads, &B->be);
+    const sqz_cli_bench_model *H = &B->H;
+    sqz_status st = sqz_cli_bench_model_open(&B->H, "sparsity", &B->a->c);
     if (st == SQZ_OK)
         printf("model: %s (%lld blocks, %.1f M params)\ncalibration: %s, %lld x %lld; evaluation: %s, %lld chunks of "
-               "%lld\n", B->model, (long long)B->orig->hp.n_layers, (double)sqz_model_param_count(B->orig) / 1e6,
-               B->calib, (long long)B->a->c.n, (long long)B->a->c.ctx, B->eval, (long long)B->a->c.eval_chunks,
+               "%lld\n", H->model, (long long)H->orig->hp.n_layers, (double)sqz_model_param_count(H->orig) / 1e6,
+               H->calib, (long long)B->a->c.n, (long long)B->a->c.ctx, H->eval, (long long)B->a->c.eval_chunks,
                (long long)B->a->c.eval_ctx);
     if (st == SQZ_OK) st = setup(B);
     if (st == SQZ_OK) st = quant_only(B);
@@ -206,31 +158,18 @@ static sqz_status bench(sp_bench *B) {
 
 int sqz_bench_sparsity(int argc, char **argv) {
     sp_bench_opts a = {0};
-    const sqz_opt_group g[] = {{NULL, sqz_cli_bench_rows, sqz_cli_bench_n_rows, &a.c},
-                               {NULL, sp_bench_rows, SQZ_CLI_N(sp_bench_rows), &a}};
-    const int bad = sqz_cli_parse("bench sparsity", g, 2, argc, argv, NULL);
+    const int bad = sqz_cli_bench_model_parse("bench sparsity", sp_bench_rows, SQZ_CLI_N(sp_bench_rows), &a, &a.c,
+                                              argc, argv);
     if (bad) return bad;
     sp_bench *B = calloc(1, sizeof *B);
     if (!B) return sqz_cli_fail(SQZ_ERR_NOMEM);
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    char base[] = "/tmp/sqz_bench_sparsity_XXXXXX";
-    const int fd = mkstemp(base);
-    if (fd >= 0) close(fd);
     B->a = &a;
-    B->calib = a.c.calib ? a.c.calib : sqz_cli_bench_text();
-    B->eval = a.c.eval ? a.c.eval : B->calib;
-    B->base_file = base;
-    B->model = a.c.path ? a.c.path : sqz_cli_default_smollm2();
-    const double t0 = sqz_cli_now_s();
-    const sqz_status st = fd >= 0 ? bench(B) : SQZ_ERR_IO;
+    const sqz_status st = bench(B);
     if (st == SQZ_OK)
-        printf("\n%s: the papers' ordering (unquantized rows) %s; %.1f s in all\n", B->model,
-               B->fails ? "FAILS" : "holds", sqz_cli_now_s() - t0);
-    if (fd >= 0) unlink(base);
+        printf("\n%s: the papers' ordering (unquantized rows) %s; %.1f s in all\n", B->H.model,
+               B->fails ? "FAILS" : "holds", sqz_cli_now_s() - B->H.t0);
     const int fails = B->fails;
-    sqz_cli_bench_data_free(&B->d);
-    sqz_backend_free(B->be);
-    sqz_model_free(B->orig);
+    sqz_cli_bench_model_close(&B->H);
     free(B);
     return st == SQZ_OK ? (fails ? 1 : 0) : sqz_cli_fail(st);
 }

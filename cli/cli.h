@@ -157,6 +157,45 @@ int sqz_cli_split_list(const char *list, char *items, size_t width, int cap);
     sqz_cli_split_list((list), &(arr)[0][0], sizeof (arr)[0], (int)(sizeof(arr) / sizeof (arr)[0]))
 /* Evaluation options over d: chunks of ctx tokens, at most `chunks` after the held-out ones. */
 sqz_eval_opts sqz_cli_bench_eval_opts(const sqz_cli_bench_data *d, int64_t ctx, int64_t chunks);
+/* ---- the harness of the model benchmarks (cli/bench_model.c) ---------------------------- */
+/* One run of `sqz bench prune|sparsity|layerdrop`: the model (MODEL or SmolLM2-135M) and the
+ * texts resolved from the shared options, the model opened with a CPU backend, the benchmark's
+ * data (sqz_cli_bench_model_data), and a temporary file for the base's logits. */
+typedef struct sqz_cli_bench_model {
+    const sqz_cli_bench_args *c;
+    const char *calib, *eval, *model;
+    char base_file[64]; /* the dense model's logits (sqz_cli_bench_evaluate with save_base) */
+    bool have_base;
+    sqz_model *orig;
+    sqz_backend *be;
+    sqz_cli_bench_data d;
+    double t0; /* when the run started (the closing line's seconds in all) */
+} sqz_cli_bench_model;
+/* The help of a model benchmark: head, the shared options, then its own rows. */
+void sqz_cli_bench_model_usage(FILE *out, const char *head, const sqz_opt *rows, int n);
+/* Parses argv into the shared options c and the benchmark's own rows (into own); as sqz_cli_parse. */
+int sqz_cli_bench_model_parse(const char *cmd, const sqz_opt *rows, int n, void *own, sqz_cli_bench_args *c,
+                              int argc, char **argv);
+/* Line-buffers stdout, makes the base's temporary file (/tmp/sqz_bench_NAME_XXXXXX), resolves the
+ * defaults of c (kept by pointer), opens the model and the CPU backend. Close *H whatever it returns. */
+sqz_status sqz_cli_bench_model_open(sqz_cli_bench_model *H, const char *name, const sqz_cli_bench_args *c);
+/* The calibration windows and evaluation ids (sqz_cli_bench_data_open with the shared options). */
+sqz_status sqz_cli_bench_model_data(sqz_cli_bench_model *H, sqz_session **session);
+/* Session options on the run's backend and threads. */
+sqz_session_opts sqz_cli_bench_session_opts(const sqz_cli_bench_model *H, int64_t max_tokens);
+/* Evaluates m on the run's chunks: saving its logits as the base (save_base), else against them. */
+sqz_status sqz_cli_bench_evaluate(const sqz_cli_bench_model *H, const sqz_model *m, bool save_base,
+                                  sqz_eval_result *r);
+/* A fresh copy of the model compressed by the recipe stages (pass, SPEC pairs; a NULL pass ends)
+ * on the run's windows, as `sqz compress` runs it; *seconds the compress time; *out the model. */
+sqz_status sqz_cli_bench_compress(const sqz_cli_bench_model *H, const char *const *stages, double *seconds,
+                                  sqz_model **out);
+/* Greedy generation speed of m (sqz_cli_gen_speed on the evaluation ids). */
+sqz_status sqz_cli_bench_gen(const sqz_cli_bench_model *H, const sqz_model *m, int64_t gen, double tps[2]);
+/* The closing line: peak RSS against the F32 checkpoint, seconds in all. */
+void sqz_cli_bench_model_peak(const sqz_cli_bench_model *H);
+/* Removes the temporary file and frees what open and data made. */
+void sqz_cli_bench_model_close(sqz_cli_bench_model *H);
 /* The compress report as a self-contained HTML page (inline SVG plot of the per-layer output
  * error); malloc'd, NULL on out of memory. */
 char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const char *out);

@@ -3,134 +3,107 @@
  * quantized layer's relative output error (log scale, one colour per role, blocks along x,
  * the legend in a band above the plot so it covers no point) and the per-layer table. A value
  * that was not measured is never printed as "nan": the page says why (the tensor stayed float,
- * there were no calibration rows). No scripts, no external resources. */
+ * there were no calibration rows). No scripts, no external resources. The page is written
+ * into a memory stream (open_memstream), as the layer and prune sections are. */
 #include <math.h>
-#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 
-typedef struct hbuf {
-    char *p;
-    size_t n, cap;
-    bool ok;
-} hbuf;
-
-static void hb_printf(hbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void hb_printf(hbuf *b, const char *fmt, ...) {
-    if (!b->ok) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) { b->ok = false; return; }
-    if (b->n + (size_t)k + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 16384;
-        while (cap < b->n + (size_t)k + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) { b->ok = false; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)k;
-}
-
 /* Text with <, >, & and quotes escaped. */
-static void hb_text(hbuf *b, const char *s) {
+static void hb_text(FILE *b, const char *s) {
     for (; s && *s; s++) {
         switch (*s) {
-        case '<': hb_printf(b, "&lt;"); break;
-        case '>': hb_printf(b, "&gt;"); break;
-        case '&': hb_printf(b, "&amp;"); break;
-        case '"': hb_printf(b, "&quot;"); break;
-        default: hb_printf(b, "%c", *s);
+        case '<': fprintf(b, "&lt;"); break;
+        case '>': fprintf(b, "&gt;"); break;
+        case '&': fprintf(b, "&amp;"); break;
+        case '"': fprintf(b, "&quot;"); break;
+        default: fprintf(b, "%c", *s);
         }
     }
 }
 
 /* prefix (HTML), then a number with printf format fmt (one double), or, when it is not
  * finite, "&infin;" or (NaN: not measured) the text `why`. */
-static void hb_num(hbuf *b, const char *prefix, const char *fmt, double v, const char *why) {
-    hb_printf(b, "%s", prefix);
-    if (isfinite(v)) hb_printf(b, fmt, v);
-    else if (isinf(v)) hb_printf(b, "%s&infin;", v < 0 ? "&minus;" : "");
+static void hb_num(FILE *b, const char *prefix, const char *fmt, double v, const char *why) {
+    fprintf(b, "%s", prefix);
+    if (isfinite(v)) fprintf(b, fmt, v);
+    else if (isinf(v)) fprintf(b, "%s&infin;", v < 0 ? "&minus;" : "");
     else hb_text(b, why);
 }
 
 /* ---- totals and accuracy ------------------------------------------------------------- */
 
-static void totals(hbuf *b, const sqz_compress_report *r, const char *model, const char *out) {
-    hb_printf(b, "<table>\n<tr><td>model</td><td>");
+static void totals(FILE *b, const sqz_compress_report *r, const char *model, const char *out) {
+    fprintf(b, "<table>\n<tr><td>model</td><td>");
     hb_text(b, model);
-    hb_printf(b, "</td></tr>\n<tr><td>output</td><td>");
+    fprintf(b, "</td></tr>\n<tr><td>output</td><td>");
     hb_text(b, out);
-    hb_printf(b, "</td></tr>\n<tr><td>size</td><td>%.3f MB &rarr; %.3f MB", (double)r->bytes_before / 1e6,
+    fprintf(b, "</td></tr>\n<tr><td>size</td><td>%.3f MB &rarr; %.3f MB", (double)r->bytes_before / 1e6,
               (double)r->bytes_after / 1e6);
-    if (r->bytes_after > 0) hb_printf(b, " (&times;%.2f smaller)", (double)r->bytes_before / (double)r->bytes_after);
-    hb_printf(b, "</td></tr>\n<tr><td>bits per weight</td><td>");
-    if (r->params_quantized > 0) hb_printf(b, "%.3f quantized matrices, ", r->bpw_quantized);
-    else hb_printf(b, "no matrix quantized, ");
+    if (r->bytes_after > 0) fprintf(b, " (&times;%.2f smaller)", (double)r->bytes_before / (double)r->bytes_after);
+    fprintf(b, "</td></tr>\n<tr><td>bits per weight</td><td>");
+    if (r->params_quantized > 0) fprintf(b, "%.3f quantized matrices, ", r->bpw_quantized);
+    else fprintf(b, "no matrix quantized, ");
     hb_num(b, "", "%.3f whole model", r->bpw_model, "whole model: not counted");
-    hb_printf(b, "</td></tr>\n");
+    fprintf(b, "</td></tr>\n");
     if (r->n_windows)
-        hb_printf(b, "<tr><td>calibration</td><td>%lld windows &times; %lld tokens</td></tr>\n",
+        fprintf(b, "<tr><td>calibration</td><td>%lld windows &times; %lld tokens</td></tr>\n",
                   (long long)r->n_windows, (long long)r->ctx);
-    else hb_printf(b, "<tr><td>calibration</td><td>none</td></tr>\n");
-    hb_printf(b, "<tr><td>time</td><td>%.2f s (forward %.2f, methods %.2f, validation %.2f)</td></tr>\n</table>\n",
+    else fprintf(b, "<tr><td>calibration</td><td>none</td></tr>\n");
+    fprintf(b, "<tr><td>time</td><td>%.2f s (forward %.2f, methods %.2f, validation %.2f)</td></tr>\n</table>\n",
               r->seconds_total, r->seconds_forward, r->seconds_quant, r->seconds_validate);
 }
 
 /* "N chunks of C tokens, T tokens scored; H more held out: ..." (encoders: sentences). */
-static void eval_extent(hbuf *b, const sqz_compress_eval *e) {
-    if (e->encoder) hb_printf(b, "%lld sentences (one per line, at most %lld tokens)", (long long)e->n_chunks,
+static void eval_extent(FILE *b, const sqz_compress_eval *e) {
+    if (e->encoder) fprintf(b, "%lld sentences (one per line, at most %lld tokens)", (long long)e->n_chunks,
                               (long long)e->ctx);
-    else hb_printf(b, "%lld chunks of %lld tokens, %lld tokens scored", (long long)e->n_chunks, (long long)e->ctx,
+    else fprintf(b, "%lld chunks of %lld tokens, %lld tokens scored", (long long)e->n_chunks, (long long)e->ctx,
                    (long long)e->tokens_scored);
     if (e->n_held_out)
-        hb_printf(b, "; %lld more held out: they overlap the calibration windows", (long long)e->n_held_out);
+        fprintf(b, "; %lld more held out: they overlap the calibration windows", (long long)e->n_held_out);
 }
 
-static void accuracy(hbuf *b, const sqz_compress_eval *e) {
-    hb_printf(b, "<h2>Accuracy vs the original</h2>\n<table>\n<tr><td>text</td><td>");
+static void accuracy(FILE *b, const sqz_compress_eval *e) {
+    fprintf(b, "<h2>Accuracy vs the original</h2>\n<table>\n<tr><td>text</td><td>");
     hb_text(b, e->text[0] ? e->text : "(given in memory)");
-    hb_printf(b, "</td></tr>\n<tr><td>evaluated</td><td>");
+    fprintf(b, "</td></tr>\n<tr><td>evaluated</td><td>");
     eval_extent(b, e);
-    hb_printf(b, "</td></tr>\n");
+    fprintf(b, "</td></tr>\n");
     if (e->encoder) {
         hb_num(b, "<tr><td>embedding cosine</td><td>mean ", "%.6f", e->cos_mean, "not measured");
         hb_num(b, ", min ", "%.6f", e->cos_min, "not measured");
-        hb_printf(b, "</td></tr>\n");
+        fprintf(b, "</td></tr>\n");
     } else {
         hb_num(b, "<tr><td>perplexity</td><td>", "%.4f", e->ppl_base, "not measured");
         hb_num(b, " &rarr; ", "%.4f", e->ppl, "not measured");
         hb_num(b, " (&Delta; ", "%+.4f", e->delta_ppl, "not measured");
-        if (isfinite(e->delta_ppl) && e->ppl_base > 0) hb_printf(b, ", %+.3f%%", 100.0 * e->delta_ppl / e->ppl_base);
+        if (isfinite(e->delta_ppl) && e->ppl_base > 0) fprintf(b, ", %+.3f%%", 100.0 * e->delta_ppl / e->ppl_base);
         hb_num(b, ")</td></tr>\n<tr><td>KL divergence (nats per token)</td><td>mean ", "%.5f", e->kld_mean,
                "not measured");
         hb_num(b, ", p99 ", "%.5f", e->kld_p99, "not measured");
         hb_num(b, "</td></tr>\n<tr><td>top-1 agreement</td><td>", "%.3f%%", 100.0 * e->top1, "not measured");
-        hb_printf(b, "</td></tr>\n");
+        fprintf(b, "</td></tr>\n");
     }
-    hb_printf(b, "<tr><td>time</td><td>%.2f s</td></tr>\n</table>\n", e->seconds);
+    fprintf(b, "<tr><td>time</td><td>%.2f s</td></tr>\n</table>\n", e->seconds);
 }
 
 /* One line under the title: how much smaller, how much worse. */
-static void headline(hbuf *b, const sqz_compress_report *r) {
+static void headline(FILE *b, const sqz_compress_report *r) {
     const sqz_compress_eval *e = &r->eval;
-    hb_printf(b, "<p><b>");
-    if (r->bytes_after > 0) hb_printf(b, "&times;%.2f smaller; ", (double)r->bytes_before / (double)r->bytes_after);
-    else hb_printf(b, "size after not measured; ");
-    if (!e->done) hb_printf(b, "accuracy not evaluated (sqz compress --eval TEXT)");
+    fprintf(b, "<p><b>");
+    if (r->bytes_after > 0) fprintf(b, "&times;%.2f smaller; ", (double)r->bytes_before / (double)r->bytes_after);
+    else fprintf(b, "size after not measured; ");
+    if (!e->done) fprintf(b, "accuracy not evaluated (sqz compress --eval TEXT)");
     else if (e->encoder) hb_num(b, "embedding cosine vs the original ", "%.5f", e->cos_mean, "not measured");
     else if (isfinite(e->delta_ppl) && e->ppl_base > 0)
-        hb_printf(b, "vs the original: perplexity %+.2f%%, KLD %.4f, top-1 %.2f%%", 100.0 * e->delta_ppl / e->ppl_base,
+        fprintf(b, "vs the original: perplexity %+.2f%%, KLD %.4f, top-1 %.2f%%", 100.0 * e->delta_ppl / e->ppl_base,
                   e->kld_mean, 100.0 * e->top1);
-    else hb_printf(b, "perplexity change not measured");
-    hb_printf(b, "</b></p>\n");
+    else fprintf(b, "perplexity change not measured");
+    fprintf(b, "</b></p>\n");
 }
 
 /* ---- the plot ------------------------------------------------------------------------ */
@@ -199,153 +172,156 @@ static int64_t plot_geom(const sqz_compress_report *r, geom *g, bool present[SQZ
     return n;
 }
 
-static void plot_axes(hbuf *b, const geom *g) {
-    hb_printf(b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n",
+static void plot_axes(FILE *b, const geom *g) {
+    fprintf(b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n",
               g->L, g->T, g->pw, g->ph);
     for (double e = g->lo; e <= g->hi + 1e-9; e += 1) {
         const double y = g->T + g->ph * (1 - (e - g->lo) / (g->hi - g->lo));
-        hb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+        fprintf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
                      "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">1e%d</text>\n",
                   g->L, y, g->L + g->pw, y, g->L - 6, y + 4, (int)e);
     }
     const int64_t blocks = g->nb - (g->global ? 1 : 0);
     const int64_t step = blocks > 16 ? (blocks + 15) / 16 : 1;
     for (int64_t l = 0; l < blocks; l += step)
-        hb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n",
+        fprintf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n",
                   g->L + g->pw * ((double)l + 0.5) / (double)g->nb, g->T + g->ph + 16, (long long)l);
     if (g->global)
-        hb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">global</text>\n",
+        fprintf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">global</text>\n",
                   g->L + g->pw * ((double)blocks + 0.5) / (double)g->nb, g->T + g->ph + 16);
-    hb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">block</text>\n", g->L + g->pw / 2, g->H - 8);
-    hb_printf(b, "<text transform=\"translate(16 %.1f) rotate(-90)\" text-anchor=\"middle\">relative output "
+    fprintf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">block</text>\n", g->L + g->pw / 2, g->H - 8);
+    fprintf(b, "<text transform=\"translate(16 %.1f) rotate(-90)\" text-anchor=\"middle\">relative output "
                  "error</text>\n", g->T + g->ph / 2);
 }
 
 /* The legend: one entry per role that has points, in the band above the plot area. */
-static void plot_legend(hbuf *b, const geom *g, const bool present[SQZ_ROLE_COUNT]) {
+static void plot_legend(FILE *b, const geom *g, const bool present[SQZ_ROLE_COUNT]) {
     double lx = g->L + 8;
-    hb_printf(b, "<g class=\"legend\">\n");
+    fprintf(b, "<g class=\"legend\">\n");
     for (int r0 = 0; r0 < SQZ_ROLE_COUNT; r0++) {
         if (!present[r0]) continue;
         const char *name = sqz_role_name((sqz_role)r0);
-        hb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+        fprintf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
                   lx, LEGEND_Y, role_color((sqz_role)r0), lx + 7, LEGEND_Y + 4, name);
         lx += 22 + 7.5 * (double)strlen(name);
     }
-    hb_printf(b, "</g>\n");
+    fprintf(b, "</g>\n");
 }
 
-static void plot(hbuf *b, const sqz_compress_report *r) {
+static void plot(FILE *b, const sqz_compress_report *r) {
     geom g;
     bool present[SQZ_ROLE_COUNT] = {false};
     if (!plot_geom(r, &g, present)) {
-        hb_printf(b, "<p>No output errors to plot: %s.</p>\n",
+        fprintf(b, "<p>No output errors to plot: %s.</p>\n",
                   r->n_windows ? "no layer was quantized" : "no calibration rows (compressed without --calib)");
         return;
     }
-    hb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+    fprintf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
                  "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n", g.W, g.H, g.W, g.H);
     plot_axes(b, &g);
-    hb_printf(b, "<g class=\"points\">\n");
+    fprintf(b, "<g class=\"points\">\n");
     for (int64_t i = 0; i < r->n_layers; i++) {
         const sqz_layer_report *l = &r->layers[i];
         if (!plotted(l)) continue;
-        hb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>", px(&g, l), py(&g, l->out_err),
+        fprintf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>", px(&g, l), py(&g, l->out_err),
                   role_color(l->role));
         hb_text(b, l->tensor);
-        hb_printf(b, ": %.3g</title></circle>\n", l->out_err);
+        fprintf(b, ": %.3g</title></circle>\n", l->out_err);
     }
-    hb_printf(b, "</g>\n");
+    fprintf(b, "</g>\n");
     plot_legend(b, &g, present);
-    hb_printf(b, "</svg>\n");
+    fprintf(b, "</svg>\n");
 }
 
 /* ---- tables -------------------------------------------------------------------------- */
 
 /* "kept float: <why>" (the reason once when it already says so). */
-static void kept_float(hbuf *b, const char *why) {
-    if (!why[0]) hb_printf(b, "kept float");
+static void kept_float(FILE *b, const char *why) {
+    if (!why[0]) fprintf(b, "kept float");
     else if (!strncmp(why, "kept float", 10)) hb_text(b, why);
     else {
-        hb_printf(b, "kept float: ");
+        fprintf(b, "kept float: ");
         hb_text(b, why);
     }
 }
 
-static void layer_row(hbuf *b, const sqz_layer_report *l) {
-    hb_printf(b, "<tr><td>");
+static void layer_row(FILE *b, const sqz_layer_report *l) {
+    fprintf(b, "<tr><td>");
     hb_text(b, l->tensor);
-    hb_printf(b, "</td><td>");
+    fprintf(b, "</td><td>");
     hb_text(b, l->method);
-    hb_printf(b, "</td><td>");
+    fprintf(b, "</td><td>");
     hb_text(b, l->format);
-    hb_printf(b, "</td><td>%lld&times;%lld</td><td>", (long long)l->n_out, (long long)l->n_in);
+    fprintf(b, "</td><td>%lld&times;%lld</td><td>", (long long)l->n_out, (long long)l->n_in);
     hb_num(b, "", "%.3f", l->bits_per_weight, "unknown");
     if (!l->quantized) {
-        hb_printf(b, "</td><td colspan=\"2\" class=\"why\">");
+        fprintf(b, "</td><td colspan=\"2\" class=\"why\">");
         kept_float(b, l->why);
     } else {
-        hb_printf(b, "</td><td%s>", isnan(l->out_err) ? " class=\"why\"" : "");
+        fprintf(b, "</td><td%s>", isnan(l->out_err) ? " class=\"why\"" : "");
         hb_num(b, "", "%.5f", l->out_err, "no calibration rows");
-        hb_printf(b, "</td><td%s>", isnan(l->weight_err) ? " class=\"why\"" : "");
+        fprintf(b, "</td><td%s>", isnan(l->weight_err) ? " class=\"why\"" : "");
         hb_num(b, "", "%.5f", l->weight_err, "not measured");
     }
-    hb_printf(b, "</td><td>%.3f</td></tr>\n", l->seconds);
+    fprintf(b, "</td><td>%.3f</td></tr>\n", l->seconds);
 }
 
-static void layers_table(hbuf *b, const sqz_compress_report *r) {
+static void layers_table(FILE *b, const sqz_compress_report *r) {
     if (!r->n_layers) return; /* no quantization stage */
-    hb_printf(b, "<h2>Layers</h2>\n<table><tr><th>tensor</th><th>method</th><th>format</th><th>shape</th>"
+    fprintf(b, "<h2>Layers</h2>\n<table><tr><th>tensor</th><th>method</th><th>format</th><th>shape</th>"
                  "<th>bits/weight</th><th>output error</th><th>weight error</th><th>time (s)</th></tr>\n");
     for (int64_t i = 0; i < r->n_layers; i++) layer_row(b, &r->layers[i]);
-    hb_printf(b, "</table>\n");
+    fprintf(b, "</table>\n");
 }
 
-static void blocks_table(hbuf *b, const sqz_compress_report *r) {
+static void blocks_table(FILE *b, const sqz_compress_report *r) {
     if (!r->n_blocks) return;
-    hb_printf(b, "<h2>Blocks</h2>\n<table><tr><th>block</th><th>cos(in, out)</th><th>1 &minus; cos</th>"
+    fprintf(b, "<h2>Blocks</h2>\n<table><tr><th>block</th><th>cos(in, out)</th><th>1 &minus; cos</th>"
                  "<th>time (s)</th></tr>\n");
     for (int64_t i = 0; i < r->n_blocks; i++) {
         const sqz_block_report *k = &r->blocks[i];
-        hb_printf(b, "<tr><td>%d</td>", (int)k->layer);
+        fprintf(b, "<tr><td>%d</td>", (int)k->layer);
         if (isfinite(k->cos_mean))
-            hb_printf(b, "<td>%.5f</td><td>%.5f</td>", k->cos_mean, 1 - k->cos_mean);
-        else hb_printf(b, "<td colspan=\"2\" class=\"why\">no calibration windows</td>");
-        hb_printf(b, "<td>%.3f</td></tr>\n", k->seconds);
+            fprintf(b, "<td>%.5f</td><td>%.5f</td>", k->cos_mean, 1 - k->cos_mean);
+        else fprintf(b, "<td colspan=\"2\" class=\"why\">no calibration windows</td>");
+        fprintf(b, "<td>%.3f</td></tr>\n", k->seconds);
     }
-    hb_printf(b, "</table>\n");
+    fprintf(b, "</table>\n");
 }
 
 char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const char *out) {
-    hbuf b = {NULL, 0, 0, true};
-    hb_printf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>sqz compress: ");
-    hb_text(&b, r->spec);
-    hb_printf(&b, "</title>\n<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *b = open_memstream(&buf, &len); /* as the layer and prune sections (cli/report_layers.c) */
+    if (!b) return NULL;
+    fprintf(b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>sqz compress: ");
+    hb_text(b, r->spec);
+    fprintf(b, "</title>\n<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
                   "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td:first-child,th:first-child"
                   "{text-align:left}td.why{text-align:left;color:#666;font-style:italic}</style></head><body>\n"
                   "<h1>sqz compress ");
-    hb_text(&b, r->spec);
-    hb_printf(&b, "</h1>\n");
-    headline(&b, r);
-    totals(&b, r, model, out);
-    if (r->eval.done) accuracy(&b, &r->eval);
+    hb_text(b, r->spec);
+    fprintf(b, "</h1>\n");
+    headline(b, r);
+    totals(b, r, model, out);
+    if (r->eval.done) accuracy(b, &r->eval);
     if (r->n_layers) {
-        hb_printf(&b, "<h2>Per-layer output error</h2>\n<p>||Y<sub>q</sub> &minus; Y||<sub>F</sub> / ||Y||<sub>F</sub> "
+        fprintf(b, "<h2>Per-layer output error</h2>\n<p>||Y<sub>q</sub> &minus; Y||<sub>F</sub> / ||Y||<sub>F</sub> "
                       "of each compressed layer, run as it would run, on calibration rows.</p>\n");
-        plot(&b, r);
+        plot(b, r);
     }
-    layers_table(&b, r);
-    blocks_table(&b, r);
+    layers_table(b, r);
+    blocks_table(b, r);
     char *ld = sqz_cli_report_layers_html(r); /* layer importance (cli/report_layers.c), when measured */
-    if (ld) hb_printf(&b, "%s", ld);
+    if (ld) fprintf(b, "%s", ld);
     free(ld);
     char *pr = sqz_cli_report_prune_html(r); /* structured pruning (cli/report_prune.c), when run */
-    if (pr) hb_printf(&b, "%s", pr);
+    if (pr) fprintf(b, "%s", pr);
     free(pr);
-    hb_printf(&b, "</body></html>\n");
-    if (!b.ok) {
-        free(b.p);
+    fprintf(b, "</body></html>\n");
+    if (fclose(b) != 0) {
+        free(buf);
         return NULL;
     }
-    return b.p;
+    return buf;
 }

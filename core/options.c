@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -409,40 +408,11 @@ sqz_status sqz_opts_check_size(const char *what, const sqz_size_term *t, int n, 
 
 /* ---- help -------------------------------------------------------------------------------- */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool ok;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (!b->ok) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) { b->ok = false; return; }
-    if (b->n + (size_t)k + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->n + (size_t)k + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) { b->ok = false; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)k;
-}
-
-static char *sb_done(sbuf *b) {
-    if (!b->ok || !b->p) {
-        free(b->p);
-        return NULL;
-    }
-    return b->p;
+/* The help text built in b (core/bytebuf.c), NULL when empty or out of memory. */
+static char *sb_done(sqz__bytebuf *b) {
+    char *s = b->p ? sqz__bytebuf_str(b) : NULL;
+    if (!s) free(b->p);
+    return s;
 }
 
 /* Command-line help: the text of each option starts at column HELP_COL; lines are at most
@@ -451,35 +421,35 @@ enum { HELP_COL = 28, HELP_WIDTH = 100 };
 
 /* Appends the words of text at column `col`, going on at column `col` on the next line
  * before a word that would end past `width`. */
-static void sb_wrap(sbuf *b, const char *text, int col, int width) {
+static void sb_wrap(sqz__bytebuf *b, const char *text, int col, int width) {
     int at = col;
     for (const char *p = text; *p;) {
         while (*p == ' ') p++;
         const int n = (int)strcspn(p, " ");
         if (!n) break;
         if (at > col && at + 1 + n > width) {
-            sb_printf(b, "\n%*s", col, "");
+            sqz__bytebuf_printf(b, "\n%*s", col, "");
             at = col;
         } else if (at > col) {
-            sb_printf(b, " ");
+            sqz__bytebuf_printf(b, " ");
             at++;
         }
-        sb_printf(b, "%.*s", n, p);
+        sqz__bytebuf_printf(b, "%.*s", n, p);
         at += n;
         p += n;
     }
 }
 
 /* " (default X; range)" after an option's help. */
-static void help_tail(sbuf *b, const sqz_opt *o) {
+static void help_tail(sqz__bytebuf *b, const sqz_opt *o) {
     char r[96];
     const bool has_range = (o->type == SQZ_OPT_INT || o->type == SQZ_OPT_FLOAT) && ranged(o);
     if (!o->def && !has_range && !(o->flags & SQZ_OPT_REQUIRED)) return;
-    sb_printf(b, " (");
-    if (o->flags & SQZ_OPT_REQUIRED) sb_printf(b, "required%s", o->def || has_range ? "; " : "");
-    if (o->def && o->type != SQZ_OPT_FLAG) sb_printf(b, "default %s%s", o->def, has_range ? "; " : "");
-    if (has_range) sb_printf(b, "%s", range_text(o, r, sizeof r));
-    sb_printf(b, ")");
+    sqz__bytebuf_printf(b, " (");
+    if (o->flags & SQZ_OPT_REQUIRED) sqz__bytebuf_printf(b, "required%s", o->def || has_range ? "; " : "");
+    if (o->def && o->type != SQZ_OPT_FLAG) sqz__bytebuf_printf(b, "default %s%s", o->def, has_range ? "; " : "");
+    if (has_range) sqz__bytebuf_printf(b, "%s", range_text(o, r, sizeof r));
+    sqz__bytebuf_printf(b, ")");
 }
 
 static const char *type_metavar(const sqz_opt *o) {
@@ -494,7 +464,7 @@ static const char *type_metavar(const sqz_opt *o) {
 }
 
 /* One option of a command line's help: "  -o, --output OUT  help (default X; range)". */
-static void help_row(sbuf *b, const sqz_opt *o) {
+static void help_row(sqz__bytebuf *b, const sqz_opt *o) {
     char left[160];
     const char *s = o->short_name ? "-" : "", *sep = o->short_name ? ", " : "";
     const char sn = o->short_name ? o->short_name : ' ';
@@ -502,30 +472,30 @@ static void help_row(sbuf *b, const sqz_opt *o) {
     else if (o->type == SQZ_OPT_FLAG) snprintf(left, sizeof left, "%s%c%s--%s", s, sn, sep, o->name);
     else snprintf(left, sizeof left, "%s%c%s--%s %s", s, sn, sep, o->name, type_metavar(o));
     const char *l = left[0] == ' ' ? left + 1 : left;
-    sb_printf(b, "  %-*s", HELP_COL - 2, l);
-    if (strlen(l) >= HELP_COL - 2) sb_printf(b, "\n%*s", HELP_COL, "");
-    sbuf d = {.ok = true};
-    sb_printf(&d, "%s", o->help ? o->help : "");
+    sqz__bytebuf_printf(b, "  %-*s", HELP_COL - 2, l);
+    if (strlen(l) >= HELP_COL - 2) sqz__bytebuf_printf(b, "\n%*s", HELP_COL, "");
+    sqz__bytebuf d = {0};
+    sqz__bytebuf_printf(&d, "%s", o->help ? o->help : "");
     help_tail(&d, o);
-    if (o->alias) sb_printf(&d, "; also --%s", o->alias);
-    if (o->flags & SQZ_OPT_REPEAT) sb_printf(&d, "; may be repeated");
-    if (!d.ok) b->ok = false;
-    else if (d.p) sb_wrap(b, d.p, HELP_COL, HELP_WIDTH);
+    if (o->alias) sqz__bytebuf_printf(&d, "; also --%s", o->alias);
+    if (o->flags & SQZ_OPT_REPEAT) sqz__bytebuf_printf(&d, "; may be repeated");
+    if (d.oom) b->oom = true;
+    else if (d.p) sb_wrap(b, (const char *)d.p, HELP_COL, HELP_WIDTH);
     free(d.p);
-    sb_printf(b, "\n");
+    sqz__bytebuf_printf(b, "\n");
 }
 
 char *sqz_opts_help_argv(const sqz_opt_group *g, int ng) {
-    sbuf b = {.ok = true};
+    sqz__bytebuf b = {0};
     for (int k = 0; k < ng; k++) {
-        if (g[k].title) sb_printf(&b, "\n%s:\n", g[k].title);
+        if (g[k].title) sqz__bytebuf_printf(&b, "\n%s:\n", g[k].title);
         for (int i = 0; i < g[k].n; i++) help_row(&b, &g[k].opts[i]);
     }
     return sb_done(&b);
 }
 
 char *sqz_opts_help_spec(const sqz_opt *t, int n, int indent) {
-    sbuf b = {.ok = true};
+    sqz__bytebuf b = {0};
     const int col = indent + 18;
     for (int i = 0; i < n; i++) {
         const sqz_opt *o = &t[i];
@@ -534,16 +504,16 @@ char *sqz_opts_help_spec(const sqz_opt *t, int n, int indent) {
         else if (o->type == SQZ_OPT_CHOICE && (o->flags & SQZ_OPT_BARE)) snprintf(left, sizeof left, "%s", o->name);
         else if (o->type == SQZ_OPT_FLAG) snprintf(left, sizeof left, "%s", o->name);
         else snprintf(left, sizeof left, "%s=%s", o->name, type_metavar(o));
-        sb_printf(&b, "%*s%-18s", indent, "", left);
-        if (strlen(left) >= 18) sb_printf(&b, "\n%*s", col, "");
-        sbuf d = {.ok = true};
-        if (o->type == SQZ_OPT_CHOICE) sb_printf(&d, "%s%s", o->choices, o->help ? ": " : "");
-        sb_printf(&d, "%s", o->help ? o->help : "");
+        sqz__bytebuf_printf(&b, "%*s%-18s", indent, "", left);
+        if (strlen(left) >= 18) sqz__bytebuf_printf(&b, "\n%*s", col, "");
+        sqz__bytebuf d = {0};
+        if (o->type == SQZ_OPT_CHOICE) sqz__bytebuf_printf(&d, "%s%s", o->choices, o->help ? ": " : "");
+        sqz__bytebuf_printf(&d, "%s", o->help ? o->help : "");
         help_tail(&d, o);
-        if (!d.ok) b.ok = false;
-        else if (d.p) sb_wrap(&b, d.p, col, HELP_WIDTH);
+        if (d.oom) b.oom = true;
+        else if (d.p) sb_wrap(&b, (const char *)d.p, col, HELP_WIDTH);
         free(d.p);
-        sb_printf(&b, "\n");
+        sqz__bytebuf_printf(&b, "\n");
     }
     return sb_done(&b);
 }

@@ -8,7 +8,6 @@
  * multiple of its element size, with __metadata__ {"format": "pt"} so that
  * transformers' safetensors loader accepts the file. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -39,49 +38,17 @@ static void parts_free(st_parts *ps) {
     ps->n = 0;
 }
 
-/* A growable string; ok turns false at the first allocation failure. */
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool ok;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (!b->ok) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = sqz__realloc(b->p, cap);
-        if (!p) { b->ok = false; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...) SQZ__PRINTF(2, 3);
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= sizeof tmp) { b->ok = false; return; }
-    sb_put(b, tmp, (size_t)k);
-}
-
-/* A JSON string literal (names are UTF-8; only quotes, backslashes and controls need escapes). */
-static void sb_json_str(sbuf *b, const char *s) {
-    sb_put(b, "\"", 1);
+/* A JSON string literal (names are UTF-8; only quotes, backslashes and controls need escapes),
+ * appended to the header (core/bytebuf.c). */
+static void sb_json_str(sqz__bytebuf *b, const char *s) {
+    sqz__bytebuf_put(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { sb_put(b, "\\", 1); sb_put(b, (const char *)&c, 1); }
-        else if (c < 0x20) sb_printf(b, "\\u%04x", c);
-        else sb_put(b, (const char *)&c, 1);
+        if (c == '"' || c == '\\') { sqz__bytebuf_put(b, "\\", 1); sqz__bytebuf_put(b, (const char *)&c, 1); }
+        else if (c < 0x20) sqz__bytebuf_printf(b, "\\u%04x", c);
+        else sqz__bytebuf_put(b, (const char *)&c, 1);
     }
-    sb_put(b, "\"", 1);
+    sqz__bytebuf_put(b, "\"", 1);
 }
 
 /* Which tensors are written, under which names and dtypes. */
@@ -151,22 +118,22 @@ static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, st_plan 
 }
 
 /* The header JSON, padded with spaces so that 8 + its length is a multiple of 8. */
-static sqz_status make_header(const st_plan *plan, size_t n, sbuf *b, uint64_t *data_bytes) {
+static sqz_status make_header(const st_plan *plan, size_t n, sqz__bytebuf *b, uint64_t *data_bytes) {
     uint64_t off = 0;
-    sb_put(b, "{\"__metadata__\":{\"format\":\"pt\"}", 31);
+    sqz__bytebuf_put(b, "{\"__metadata__\":{\"format\":\"pt\"}", 31);
     for (size_t i = 0; i < n; i++) {
         const st_plan *p = &plan[i];
-        sb_put(b, ",", 1);
+        sqz__bytebuf_put(b, ",", 1);
         sb_json_str(b, p->name);
-        sb_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", sqz_dtype_info(p->dtype)->st_name);
-        for (int d = 0; d < p->ndim; d++) sb_printf(b, "%s%" PRId64, d ? "," : "", p->shape[d]);
+        sqz__bytebuf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", sqz_dtype_info(p->dtype)->st_name);
+        for (int d = 0; d < p->ndim; d++) sqz__bytebuf_printf(b, "%s%" PRId64, d ? "," : "", p->shape[d]);
         SQZ_RETURN_IF(off + p->nbytes < off, SQZ_ERR_SHAPE, "model.safetensors: data size overflows");
-        sb_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + (uint64_t)p->nbytes);
+        sqz__bytebuf_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + (uint64_t)p->nbytes);
         off += p->nbytes;
     }
-    sb_put(b, "}", 1);
-    while (b->ok && (8 + b->n) % 8 != 0) sb_put(b, " ", 1);
-    if (!b->ok) return SQZ_ERR_NOMEM;
+    sqz__bytebuf_put(b, "}", 1);
+    while (!b->oom && (8 + b->n) % 8 != 0) sqz__bytebuf_put(b, " ", 1);
+    if (b->oom) return SQZ_ERR_NOMEM;
     *data_bytes = off;
     return SQZ_OK;
 }
@@ -193,7 +160,7 @@ static sqz_status export_part(const sqz_model *m, const st_plan *p, sqz_rope_lay
 
 static sqz_status write_weights(const sqz_model *m, const sqz_save_opts *o, const st_plan *plan, size_t n,
                                 sqz_outdir *d) {
-    sbuf h = {NULL, 0, 0, true};
+    sqz__bytebuf h = {0};
     uint64_t total = 0;
     sqz_status st = make_header(plan, n, &h, &total);
     if (st != SQZ_OK) { free(h.p); return st; }

@@ -4,8 +4,8 @@
  *
  * Q8_0/Q4_0/Q4_1 and the K-quants call llama.cpp's reference quantizers
  * (quant/gguf/quant_ref.c, quant/gguf/kquant.c) so the bytes are exactly what llama-quantize
- * writes without an importance matrix; I8 is sqz_quantize_rows_i8_ref, the weight quantizer of the W8A8 GEMM; I4 groups follow the grids
- * of grid.c (documented in sqz/quant.h).
+ * writes without an importance matrix; I8 is sqz_quantize_rows_i8_ref, the weight quantizer of
+ * the W8A8 GEMM; I4 groups follow the grids of grid.c (documented in sqz/quant.h).
  */
 #include <stdlib.h>
 #include <string.h>

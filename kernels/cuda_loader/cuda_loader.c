@@ -1,8 +1,10 @@
 /* kernels/cuda_loader/cuda_loader.c - the CUDA entry points of sqz/backend.h in a CUDA build:
  * they load the CUDA module (libsqz_cuda.so, kernels/cuda_loader/cuda_module.h) on first use and
- * call through its entry-point table. Compiled into kernels/cpu's module (libsqz holds it; the
- * CPU backend's registry calls these entry points), not into the CUDA module it loads. libsqz links no CUDA library, so a command that never asks for a
- * GPU maps none, and a machine without the CUDA runtime runs the CPU paths.
+ * call through its entry-point table. Compiled into kernels/cpu's module, so libsqz holds it (it
+ * answers what kernels/cpu/backend.c and cuda_stubs.c answer without CUDA, and lends the module
+ * kernels/cpu's int4 packer), not into the CUDA module it loads. libsqz links no CUDA library,
+ * so a command that never asks for a GPU maps none, and a machine without the CUDA runtime runs
+ * the CPU paths.
  *
  * Where the module is looked for, first found wins:
  *   1. $SQZ_CUDA_MODULE (a path; nothing else is tried when it is set);
