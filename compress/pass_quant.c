@@ -21,7 +21,7 @@ static const int act_values[] = {SQZ_ACT_CALIB_MINMAX, SQZ_ACT_CALIB_PERCENTILE,
 static const int group_values[] = {32, 64, 128};
 static const int onoff_values[] = {1, 0};
 
-/* The method choices are the names of the method table (quant/passes.c), joined once. */
+/* The method choices are the names of the method table (quant/methods.c), joined once. */
 static char method_choices[256];
 static pthread_once_t method_once = PTHREAD_ONCE_INIT;
 static void method_init(void) {
