@@ -1,4 +1,5 @@
 /* cli/main.c - `sqz`: dispatch to the subcommands registered in one table. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,9 @@ int main(int argc, char **argv) {
                 return 0;
             }
         }
+        /* A file-size limit (ulimit -f) is then an EFBIG from write(): the writer names the
+         * output and the limit, instead of a silent death by SIGXFSZ. */
+        signal(SIGXFSZ, SIG_IGN);
         sqz_io_cleanup_on_signals();
         if (!commands[i].outputs_together) return commands[i].run(argc - 1, argv + 1);
         return run_together(&commands[i], argc - 1, argv + 1);
