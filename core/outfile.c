@@ -104,15 +104,16 @@ static bool g_discard; /* sqz_io_discard_outputs: every output goes to /dev/null
 
 void sqz_io_discard_outputs(void) { g_discard = true; }
 
-/* Stages a finished output until sqz_io_defer_end: SQZ_OK; or SQZ_ERR_INVALID_ARG when commits
- * are not deferred (the caller puts it in place now); or an error, the output removed: an
- * input changed under the run (checked as each output is finished, so that a command does
- * not report an output it will not commit), or out of memory. */
-static sqz_status defer_push(sqz_outfile *f, sqz_outdir *d) {
+/* While commits are deferred, takes a finished output (true) and sets *st: SQZ_OK, staged
+ * until sqz_io_defer_end; or an error, the output removed: an input changed under the run
+ * (checked as each output is finished, so that a command does not report an output it will
+ * not commit), or out of memory. False when commits are not deferred: the caller puts the
+ * output in place now. */
+static bool defer_push(sqz_outfile *f, sqz_outdir *d, sqz_status *st) {
     pthread_mutex_lock(&g_defer_lock);
     const bool on = g_defer.on;
     pthread_mutex_unlock(&g_defer_lock);
-    if (!on) return SQZ_ERR_INVALID_ARG;
+    if (!on) return false;
     sqz_status s = sqz__inputs_check();
     pthread_mutex_lock(&g_defer_lock);
     if (s == SQZ_OK && g_defer.n == g_defer.cap) {
@@ -131,7 +132,8 @@ static sqz_status defer_push(sqz_outfile *f, sqz_outdir *d) {
         sqz_outfile_abort(f);
         sqz_outdir_abort(d);
     }
-    return s;
+    *st = s;
+    return true;
 }
 
 struct sqz_outfile {
@@ -291,7 +293,7 @@ sqz_status sqz_outfile_commit(sqz_outfile *f) {
         sqz_outfile_abort(f);
         return SQZ_OK;
     }
-    if (!f->in_dir && !f->scratch && (s = defer_push(f, NULL)) != SQZ_ERR_INVALID_ARG) return s;
+    if (!f->in_dir && !f->scratch && defer_push(f, NULL, &s)) return s;
     return outfile_place(f, false);
 }
 
@@ -445,8 +447,8 @@ sqz_status sqz_outdir_commit(sqz_outdir *d) {
         sqz_outdir_abort(d);
         return SQZ_OK;
     }
-    const sqz_status s = defer_push(NULL, d);
-    if (s != SQZ_ERR_INVALID_ARG) return s;
+    sqz_status s;
+    if (defer_push(NULL, d, &s)) return s;
     return outdir_commit_now(d, false);
 }
 
