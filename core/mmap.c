@@ -208,7 +208,8 @@ sqz_status sqz_read_file(const char *path, size_t max_bytes, char **out, size_t 
     fclose(f);
     if (got != n || err) {
         free(buf);
-        return SQZ_ERROR(SQZ_ERR_IO, "%s: short read (%zu of %zu bytes)", path, got, n);
+        if (err) return SQZ_ERROR(SQZ_ERR_IO, "%s: cannot read (%zu of %zu bytes read)", path, got, n);
+        return SQZ_ERROR(SQZ_ERR_IO, "%s: changed or truncated while being read (%zu of %zu bytes)", path, got, n);
     }
     buf[n] = 0;
     *out = buf;
