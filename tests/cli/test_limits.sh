@@ -99,22 +99,25 @@ if [ "$part" = basic ]; then
   "$sqz" convert m.bin -o ref32 --to safetensors --dtype f32 2> err.log || bad "convert hf f32: $(cat err.log)"
   "$sqz" convert m.bin -o ref16 --to safetensors --dtype f16 2> err.log || bad "convert hf f16: $(cat err.log)"
   mixed=0 failed=0 seen32=0 seen16=0
-  for i in $(seq 12); do
-    [ $((i % 2)) -eq 0 ] && rm -rf o.gguf hf # half the rounds onto nothing, half over an earlier output
+  for i in $(seq 16); do
+    [ $((i % 4)) -ne 0 ] && rm -rf o.gguf hf # most rounds onto nothing, some over an earlier output
     "$sqz" convert m.bin -o o.gguf --dtype f32 2> e1.log & p1=$!
     "$sqz" convert m.bin -o o.gguf --dtype f16 2> e2.log & p2=$!
+    # (four writers of the directory: two that both find nothing there race to the first rename)
     "$sqz" convert m.bin -o hf --to safetensors --dtype f32 2> e3.log & p3=$!
     "$sqz" convert m.bin -o hf --to safetensors --dtype f16 2> e4.log & p4=$!
-    for p in $p1 $p2 $p3 $p4; do wait "$p" || failed=$((failed + 1)); done
+    "$sqz" convert m.bin -o hf --to safetensors --dtype f32 2> e5.log & p5=$!
+    "$sqz" convert m.bin -o hf --to safetensors --dtype f16 2> e6.log & p6=$!
+    for p in $p1 $p2 $p3 $p4 $p5 $p6; do wait "$p" || failed=$((failed + 1)); done
     if cmp -s o.gguf ref32.gguf; then seen32=$((seen32 + 1))
     elif cmp -s o.gguf ref16.gguf; then seen16=$((seen16 + 1))
     else mixed=$((mixed + 1)); fi
     diff -r hf ref32 > /dev/null 2>&1 || diff -r hf ref16 > /dev/null 2>&1 || mixed=$((mixed + 1))
   done
-  if [ "$failed" -ne 0 ]; then bad "concurrent converts: $failed runs failed: $(cat e1.log e2.log e3.log e4.log)"
+  if [ "$failed" -ne 0 ]; then bad "concurrent converts: $failed runs failed: $(cat e?.log | grep error | head -3)"
   elif [ "$mixed" -ne 0 ]; then bad "concurrent converts: $mixed outputs equal neither run's"
   elif ! no_temps; then bad "concurrent converts left $(find . -name '*.sqztmp.*')"
-  else ok "12 rounds of two converts into one GGUF and one HF directory: each output whole" \
+  else ok "16 rounds of two converts into one GGUF and four into one HF directory: each output whole" \
     "(the f32 run's GGUF $seen32 times, the f16 run's $seen16)"; fi
   "$sqz" compress m.bin -o ref8.gguf --quant q8_0 2> err.log || bad "compress q8_0: $(cat err.log)"
   "$sqz" compress m.bin -o ref4.gguf --quant q4_0 2> err.log || bad "compress q4_0: $(cat err.log)"
