@@ -75,6 +75,7 @@ int sqz_cmd_convert(int argc, char **argv) {
     sqz_model *m;
     sqz_status s = sqz_model_open(in, &oo, &m);
     if (s != SQZ_OK) return sqz_cli_fail(s);
+    sqz_cli_model_warnings(in, m);
     sqz_progress *p = sqz_progress_start("convert", sqz_model_data_bytes(m), "B");
     so.progress = sqz_progress_cb;
     so.progress_user = p;

@@ -1,4 +1,5 @@
 /* cli/main.c - `sqz`: dispatch to the subcommands registered in one table. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +34,16 @@ static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
 int sqz_cli_fail(sqz_status s) {
     const char *msg = sqz_last_error();
+    /* An allocation refused under an address-space limit says which limit. */
+    char hint[96] = "";
+    struct rlimit rl;
+    if (s == SQZ_ERR_NOMEM && getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        snprintf(hint, sizeof hint, " (the address space is limited to %llu MB: ulimit -v)",
+                 (unsigned long long)(rl.rlim_cur >> 20));
     if (sqz_dist_size() > 1)
-        fprintf(stderr, "sqz: error: rank %d of %d: %s\n", sqz_dist_rank(), sqz_dist_size(),
-                *msg ? msg : sqz_status_message(s));
-    else fprintf(stderr, "sqz: error: %s\n", *msg ? msg : sqz_status_message(s));
+        fprintf(stderr, "sqz: error: rank %d of %d: %s%s\n", sqz_dist_rank(), sqz_dist_size(),
+                *msg ? msg : sqz_status_message(s), hint);
+    else fprintf(stderr, "sqz: error: %s%s\n", *msg ? msg : sqz_status_message(s), hint);
     return 1;
 }
 
@@ -105,6 +112,9 @@ int main(int argc, char **argv) {
                 return 0;
             }
         }
+        /* A file-size limit (ulimit -f) is then an EFBIG from write(): the writer names the
+         * output and the limit, instead of a silent death by SIGXFSZ. */
+        signal(SIGXFSZ, SIG_IGN);
         sqz_io_cleanup_on_signals();
         if (!commands[i].outputs_together) return commands[i].run(argc - 1, argv + 1);
         return run_together(&commands[i], argc - 1, argv + 1);

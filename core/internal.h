@@ -145,6 +145,14 @@ sqz_status sqz__open_regular(const char *path, int *fd, uint64_t *size);
 /* Whether this process opened the file (device, inode) as an input (sqz__open_regular):
  * outputs are never put in the place of one. */
 bool sqz__is_input(uint64_t dev, uint64_t ino);
+/* SQZ_OK, or SQZ_ERR_IO naming the first input (sqz__open_regular) whose size or modification
+ * time differs from when this process first opened it: another process changed it during the
+ * run ("PATH: changed or truncated while being read"). An input removed, or replaced by
+ * another file (a rename), is not a change of what was read. */
+sqz_status sqz__inputs_check(void);
+/* The path of the live mapping (sqz_map) that holds addr, or NULL. Async-signal-safe: the
+ * SIGBUS handler of sqz_io_cleanup_on_signals names the file truncated under a mapping. */
+const char *sqz__mapping_at(const void *addr);
 /* sqz_outfile_open for a scratch file a step reads back at once (auto's trial logits): its
  * commit puts it in place even while a program defers its commits (sqz_io_defer_begin). */
 struct sqz_outfile;

@@ -3,6 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -24,21 +27,27 @@ const char *sqz__file_kind(unsigned mode) {
 }
 
 /* Every file this process opened as an input (device, inode): an output is never renamed
- * over one of them (sqz__is_input), whatever path named it. */
+ * over one of them (sqz__is_input), whatever path named it. Its path, size and modification
+ * time when first opened tell whether another process changed it under the run
+ * (sqz__inputs_check). */
 typedef struct input_id {
     uint64_t dev, ino;
+    uint64_t size;
+    struct timespec mtime;
+    char *path; /* NULL when out of memory: not checked */
 } input_id;
 #define SQZ__MAX_INPUTS 4096
 static input_id g_inputs[SQZ__MAX_INPUTS];
 static int g_n_inputs;
 static pthread_mutex_t g_inputs_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void input_seen(const struct stat *st) {
+static void input_seen(const char *path, const struct stat *st) {
     pthread_mutex_lock(&g_inputs_lock);
     bool known = false;
     for (int i = 0; i < g_n_inputs && !known; i++)
         known = g_inputs[i].dev == (uint64_t)st->st_dev && g_inputs[i].ino == (uint64_t)st->st_ino;
-    if (!known && g_n_inputs < SQZ__MAX_INPUTS) g_inputs[g_n_inputs++] = (input_id){st->st_dev, st->st_ino};
+    if (!known && g_n_inputs < SQZ__MAX_INPUTS)
+        g_inputs[g_n_inputs++] = (input_id){st->st_dev, st->st_ino, (uint64_t)st->st_size, st->st_mtim, strdup(path)};
     pthread_mutex_unlock(&g_inputs_lock);
 }
 
@@ -48,6 +57,70 @@ bool sqz__is_input(uint64_t dev, uint64_t ino) {
     for (int i = 0; i < g_n_inputs && !hit; i++) hit = g_inputs[i].dev == dev && g_inputs[i].ino == ino;
     pthread_mutex_unlock(&g_inputs_lock);
     return hit;
+}
+
+sqz_status sqz__inputs_check(void) {
+    pthread_mutex_lock(&g_inputs_lock);
+    sqz_status s = SQZ_OK;
+    for (int i = 0; i < g_n_inputs && s == SQZ_OK; i++) {
+        const input_id *in = &g_inputs[i];
+        struct stat st;
+        /* Gone, or another file there now (replaced by a rename): what was read is intact. */
+        if (!in->path || stat(in->path, &st) != 0) continue;
+        if ((uint64_t)st.st_dev != in->dev || (uint64_t)st.st_ino != in->ino) continue;
+        if ((uint64_t)st.st_size != in->size)
+            s = SQZ_ERROR(SQZ_ERR_IO, "%s: changed or truncated while being read (%llu bytes, now %llu): "
+                          "nothing written", in->path, (unsigned long long)in->size,
+                          (unsigned long long)st.st_size);
+        else if (st.st_mtim.tv_sec != in->mtime.tv_sec || st.st_mtim.tv_nsec != in->mtime.tv_nsec)
+            s = SQZ_ERROR(SQZ_ERR_IO, "%s: changed or truncated while being read (modified by another process): "
+                          "nothing written", in->path);
+    }
+    pthread_mutex_unlock(&g_inputs_lock);
+    return s;
+}
+
+/* Live mappings, for the SIGBUS handler (sqz__mapping_at): a fixed table that the handler
+ * reads without a lock. A slot is filled before `used` is set, and cleared before the path
+ * it points to is freed. */
+#define SQZ__MAX_MAPS 256
+typedef struct map_slot {
+    volatile sig_atomic_t used;
+    const uint8_t *start;
+    size_t size;
+    const char *path;
+} map_slot;
+static map_slot g_maps[SQZ__MAX_MAPS];
+static pthread_mutex_t g_maps_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void map_register(const sqz_mapping *m) {
+    pthread_mutex_lock(&g_maps_lock);
+    for (int i = 0; i < SQZ__MAX_MAPS; i++) {
+        if (g_maps[i].used) continue;
+        g_maps[i].start = m->data;
+        g_maps[i].size = m->size;
+        g_maps[i].path = m->path;
+        __atomic_store_n(&g_maps[i].used, 1, __ATOMIC_RELEASE);
+        break;
+    }
+    pthread_mutex_unlock(&g_maps_lock);
+}
+
+static void map_unregister(const sqz_mapping *m) {
+    pthread_mutex_lock(&g_maps_lock);
+    for (int i = 0; i < SQZ__MAX_MAPS; i++)
+        if (g_maps[i].used && g_maps[i].start == m->data) __atomic_store_n(&g_maps[i].used, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_maps_lock);
+}
+
+const char *sqz__mapping_at(const void *addr) {
+    const uintptr_t a = (uintptr_t)addr;
+    for (int i = 0; i < SQZ__MAX_MAPS; i++) {
+        if (!__atomic_load_n(&g_maps[i].used, __ATOMIC_ACQUIRE)) continue;
+        const uintptr_t s = (uintptr_t)g_maps[i].start;
+        if (a >= s && a - s < g_maps[i].size) return g_maps[i].path;
+    }
+    return NULL;
 }
 
 sqz_status sqz__open_regular(const char *path, int *fd_out, uint64_t *size) {
@@ -65,7 +138,7 @@ sqz_status sqz__open_regular(const char *path, int *fd_out, uint64_t *size) {
         close(fd);
         return SQZ_ERROR(SQZ_ERR_IO, "%s: a %s, not a regular file", path, sqz__file_kind(st.st_mode));
     }
-    input_seen(&st);
+    input_seen(path, &st);
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     *fd_out = fd;
@@ -96,13 +169,17 @@ sqz_status sqz_map(const char *path, sqz_mapping **out) {
     }
     close(fd);
     if (!m->path) { sqz_unmap(m); return SQZ_ERR_NOMEM; }
+    if (m->data) map_register(m);
     *out = m;
     return SQZ_OK;
 }
 
 void sqz_unmap(sqz_mapping *m) {
     if (!m) return;
-    if (m->data) munmap((void *)m->data, m->size);
+    if (m->data) {
+        map_unregister(m);
+        munmap((void *)m->data, m->size);
+    }
     free(m->path);
     free(m);
 }
@@ -131,7 +208,8 @@ sqz_status sqz_read_file(const char *path, size_t max_bytes, char **out, size_t 
     fclose(f);
     if (got != n || err) {
         free(buf);
-        return SQZ_ERROR(SQZ_ERR_IO, "%s: short read (%zu of %zu bytes)", path, got, n);
+        if (err) return SQZ_ERROR(SQZ_ERR_IO, "%s: cannot read (%zu of %zu bytes read)", path, got, n);
+        return SQZ_ERROR(SQZ_ERR_IO, "%s: changed or truncated while being read (%zu of %zu bytes)", path, got, n);
     }
     buf[n] = 0;
     *out = buf;

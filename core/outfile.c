@@ -21,6 +21,17 @@
 
 #define SQZ__BUF_CAP (1u << 20)
 
+/* Why a write or a create failed, in the words a user acts on: the limits a run meets
+ * (the CLI ignores SIGXFSZ so that a file-size limit is an EFBIG here, not a silent death). */
+static const char *write_cause(int e) {
+    if (e == EFBIG) return "file size limit (ulimit -f) reached";
+    if (e == ENOSPC) return "no space left on the device";
+#ifdef EDQUOT
+    if (e == EDQUOT) return "disk quota exceeded";
+#endif
+    return strerror(e);
+}
+
 /* ---- what may be replaced --------------------------------------------------------------- */
 
 static bool dir_replaceable(const char *path) {
@@ -93,27 +104,43 @@ static bool g_discard; /* sqz_io_discard_outputs: every output goes to /dev/null
 
 void sqz_io_discard_outputs(void) { g_discard = true; }
 
-static bool defer_push(sqz_outfile *f, sqz_outdir *d) {
+/* While commits are deferred, takes a finished output (true) and sets *st: SQZ_OK, staged
+ * until sqz_io_defer_end; or an error, the output removed: an input changed under the run
+ * (checked as each output is finished, so that a command does not report an output it will
+ * not commit), or out of memory. False when commits are not deferred: the caller puts the
+ * output in place now. */
+static bool defer_push(sqz_outfile *f, sqz_outdir *d, sqz_status *st) {
     pthread_mutex_lock(&g_defer_lock);
-    bool ok = g_defer.on;
-    if (ok && g_defer.n == g_defer.cap) {
+    const bool on = g_defer.on;
+    pthread_mutex_unlock(&g_defer_lock);
+    if (!on) return false;
+    sqz_status s = sqz__inputs_check();
+    pthread_mutex_lock(&g_defer_lock);
+    if (s == SQZ_OK && g_defer.n == g_defer.cap) {
         int cap = g_defer.cap ? 2 * g_defer.cap : 8;
-        deferred *l = realloc(g_defer.list, (size_t)cap * sizeof *l);
+        deferred *l = sqz__realloc(g_defer.list, (size_t)cap * sizeof *l);
         if (l) {
             g_defer.list = l;
             g_defer.cap = cap;
+        } else {
+            s = SQZ_ERR_NOMEM;
         }
     }
-    ok = ok && g_defer.n < g_defer.cap;
-    if (ok) g_defer.list[g_defer.n++] = (deferred){f, d};
+    if (s == SQZ_OK) g_defer.list[g_defer.n++] = (deferred){f, d};
     pthread_mutex_unlock(&g_defer_lock);
-    return ok;
+    if (s != SQZ_OK) {
+        sqz_outfile_abort(f);
+        sqz_outdir_abort(d);
+    }
+    *st = s;
+    return true;
 }
 
 struct sqz_outfile {
     int fd;
     char *path;     /* final */
     char *tmp;      /* temporary */
+    char *shown;    /* the name in messages when not path: DIR/NAME for a file of an sqz_outdir */
     int slot;
     bool in_dir;    /* a file of an sqz_outdir: committed into the staged directory at once */
     bool scratch;   /* sqz__outfile_open_scratch: put in place at once, never deferred */
@@ -121,6 +148,7 @@ struct sqz_outfile {
     uint64_t written;
     size_t buf_len;
     bool failed;
+    int err;        /* errno of the failed write */
     uint8_t *buf;
 };
 
@@ -154,7 +182,7 @@ sqz_status sqz_outfile_open(const char *path, sqz_outfile **out) {
         free(f->tmp);
         f->tmp = NULL;
         sqz_outfile_abort(f);
-        return SQZ_ERROR(SQZ_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(e));
+        return SQZ_ERROR(SQZ_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, write_cause(e));
     }
     f->slot = sqz__temp_register(f->tmp, 0);
     fchmod(f->fd, 0644);
@@ -162,6 +190,11 @@ sqz_status sqz_outfile_open(const char *path, sqz_outfile **out) {
     return SQZ_OK;
 }
 
+static const char *shown(const sqz_outfile *f) { return f->shown ? f->shown : f->path; }
+
+/* Writes the buffer out. A short write is continued; the write after it says why (EFBIG at
+ * the file-size limit, ENOSPC, EDQUOT); a write that makes no progress is taken as a full
+ * device. The failure is sticky and keeps its cause. */
 static sqz_status flush_buf(sqz_outfile *f) {
     size_t off = 0;
     while (off < f->buf_len) {
@@ -169,7 +202,8 @@ static sqz_status flush_buf(sqz_outfile *f) {
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             f->failed = true;
-            return SQZ_ERROR(SQZ_ERR_IO, "%s: write failed: %s", f->path, w < 0 ? strerror(errno) : "no progress");
+            f->err = w < 0 ? errno : ENOSPC;
+            return SQZ_ERROR(SQZ_ERR_IO, "%s: write failed: %s", shown(f), write_cause(f->err));
         }
         off += (size_t)w;
     }
@@ -178,7 +212,7 @@ static sqz_status flush_buf(sqz_outfile *f) {
 }
 
 sqz_status sqz_outfile_write(sqz_outfile *f, const void *data, size_t n) {
-    SQZ_RETURN_IF(f->failed, SQZ_ERR_IO, "%s: earlier write failed", f->path);
+    SQZ_RETURN_IF(f->failed, SQZ_ERR_IO, "%s: write failed: %s", shown(f), write_cause(f->err));
     const uint8_t *p = data;
     while (n > 0) {
         size_t take = SQZ__BUF_CAP - f->buf_len;
@@ -219,8 +253,10 @@ static void fsync_dir_of(const char *path) {
 /* Flush, fsync, close: the temporary holds the whole output. */
 static sqz_status outfile_finish(sqz_outfile *f) {
     sqz_status s = flush_buf(f);
-    if (s == SQZ_OK && !f->discard && fsync(f->fd) != 0) s = SQZ_ERROR(SQZ_ERR_IO, "%s: fsync failed: %s", f->path, strerror(errno));
-    if (s == SQZ_OK && close(f->fd) != 0) s = SQZ_ERROR(SQZ_ERR_IO, "%s: close failed: %s", f->path, strerror(errno));
+    /* (a file system that allocates late, NFS, reports a full device at fsync or close) */
+    if (s == SQZ_OK && !f->discard && fsync(f->fd) != 0)
+        s = SQZ_ERROR(SQZ_ERR_IO, "%s: fsync failed: %s", shown(f), write_cause(errno));
+    if (s == SQZ_OK && close(f->fd) != 0) s = SQZ_ERROR(SQZ_ERR_IO, "%s: close failed: %s", shown(f), write_cause(errno));
     else if (s != SQZ_OK) close(f->fd);
     f->fd = -1;
     return s;
@@ -257,7 +293,7 @@ sqz_status sqz_outfile_commit(sqz_outfile *f) {
         sqz_outfile_abort(f);
         return SQZ_OK;
     }
-    if (!f->in_dir && !f->scratch && defer_push(f, NULL)) return SQZ_OK;
+    if (!f->in_dir && !f->scratch && defer_push(f, NULL, &s)) return s;
     return outfile_place(f, false);
 }
 
@@ -268,6 +304,7 @@ void sqz_outfile_abort(sqz_outfile *f) {
     sqz__temp_unregister(f->slot);
     free(f->tmp);
     free(f->path);
+    free(f->shown);
     free(f->buf);
     free(f);
 }
@@ -320,7 +357,7 @@ sqz_status sqz_outdir_open_ex(const char *path, unsigned flags, sqz_outdir **out
         free(d->tmp);
         d->tmp = NULL;
         sqz_outdir_abort(d);
-        return SQZ_ERROR(SQZ_ERR_IO, "%s: cannot create a temporary directory beside it: %s", path, strerror(e));
+        return SQZ_ERROR(SQZ_ERR_IO, "%s: cannot create a temporary directory beside it: %s", path, write_cause(e));
     }
     chmod(d->tmp, 0755); /* mkdtemp makes it 0700; an output directory is an ordinary directory */
     d->slot = sqz__temp_register(d->tmp, 1);
@@ -344,6 +381,7 @@ sqz_status sqz_outdir_file(sqz_outdir *d, const char *name, sqz_outfile **out) {
     sqz_status s = sqz_outfile_open(p, out);
     if (s == SQZ_OK) {
         (*out)->in_dir = true;
+        (*out)->shown = sqz__path_join(d->path, name); /* NULL: messages name the staged file */
         /* Remember the final staged name so that abort and the signal handler remove it. */
         d->files[d->n_files] = p;
         d->file_slots[d->n_files] = sqz__temp_register(p, 0);
@@ -360,9 +398,11 @@ sqz_status sqz_outdir_file(sqz_outdir *d, const char *name, sqz_outfile **out) {
 static sqz_status outdir_place(sqz_outdir *d, bool deferred) {
     struct stat st;
     if (stat(d->path, &st) != 0) {
-        SQZ_RETURN_IF(rename(d->tmp, d->path) != 0, SQZ_ERR_IO, "%s: cannot move the staged directory into place: %s",
-                      d->path, strerror(errno));
-        return SQZ_OK;
+        if (rename(d->tmp, d->path) == 0) return SQZ_OK;
+        /* Another process committed the same output since the stat: swap it out as below, so
+         * that the later commit wins whole (two writers never mix, neither fails). */
+        SQZ_RETURN_IF(errno != ENOTEMPTY && errno != EEXIST, SQZ_ERR_IO,
+                      "%s: cannot move the staged directory into place: %s", d->path, strerror(errno));
     }
     SQZ_TRY(sqz_output_check(d->path, d->flags));
     if (deferred) SQZ_TRY(not_an_input(d->path, true));
@@ -407,7 +447,8 @@ sqz_status sqz_outdir_commit(sqz_outdir *d) {
         sqz_outdir_abort(d);
         return SQZ_OK;
     }
-    if (defer_push(NULL, d)) return SQZ_OK;
+    sqz_status s;
+    if (defer_push(NULL, d, &s)) return s;
     return outdir_commit_now(d, false);
 }
 
@@ -441,9 +482,11 @@ sqz_status sqz_io_defer_end(bool commit) {
     g_defer.list = NULL;
     g_defer.n = g_defer.cap = 0;
     pthread_mutex_unlock(&g_defer_lock);
+    /* An input another process changed during the run: what was read may be a mix of its
+     * old and new contents, so nothing is committed. */
+    sqz_status s = commit ? sqz__inputs_check() : SQZ_OK;
     sigset_t old;
     sqz__temp_block_signals(&old);
-    sqz_status s = SQZ_OK;
     for (int i = 0; i < n; i++) {
         sqz_status si = SQZ_OK;
         if (!commit || s != SQZ_OK) {

@@ -71,8 +71,7 @@ static struct sigaction g_old[SQZ__N_SIGNALS];
 
 static bool is_fault(int sig) { return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL; }
 
-static void cleanup_handler(int sig, siginfo_t *info, void *uctx) {
-    (void)uctx;
+static void remove_temps(void) {
     /* Files first, then the directories that held them. */
     for (int pass = 0; pass < 2; pass++) {
         for (int i = SQZ__MAX_TEMPS - 1; i >= 0; i--) {
@@ -80,6 +79,31 @@ static void cleanup_handler(int sig, siginfo_t *info, void *uctx) {
             if (pass == 0) unlink(g_temps[i].path);
             else rmdir(g_temps[i].path);
         }
+    }
+}
+
+static void say(const char *s) { /* write(2) only: async-signal-safe */
+    size_t n = 0;
+    while (s[n]) n++;
+    while (n > 0) {
+        ssize_t w = write(STDERR_FILENO, s, n);
+        if (w <= 0) return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+static void cleanup_handler(int sig, siginfo_t *info, void *uctx) {
+    (void)uctx;
+    remove_temps();
+    /* A fault on a mapped input: another process truncated the file under the mapping. Not a
+     * bug of ours: one line naming the file, and the exit status of a failed run. */
+    const char *mapped = sig == SIGBUS && info && info->si_code > 0 ? sqz__mapping_at(info->si_addr) : NULL;
+    if (mapped) {
+        say("sqz: error: ");
+        say(mapped);
+        say(": changed or truncated while being read (by another process): nothing written\n");
+        _exit(1);
     }
     /* The previous disposition (the default, or a sanitizer's handler) takes the signal: a
      * fault recurs when the faulting instruction runs again; any other signal is raised

@@ -95,15 +95,22 @@ SQZ_API void sqz_outdir_abort(sqz_outdir *d);
 /* Installs handlers that remove every temporary output still open, then hand the signal to
  * the previous disposition, for every catchable signal that terminates: INT, TERM, HUP,
  * QUIT, USR1, USR2, ALRM, PIPE, XFSZ, XCPU, VTALRM, PROF, ABRT, BUS, SEGV, FPE, ILL, TRAP,
- * SYS (a signal that was ignored stays ignored). For programs (the CLI), not for libraries. */
+ * SYS (a signal that was ignored stays ignored: a program that ignores XFSZ first gets an
+ * error naming the file-size limit from the write instead). A SIGBUS inside a mapping of
+ * sqz_map (its file truncated by another process) instead writes one line to stderr,
+ * "sqz: error: PATH: changed or truncated while being read ...", and exits with status 1.
+ * For programs (the CLI), not for libraries. */
 SQZ_API void sqz_io_cleanup_on_signals(void);
 
 /* For programs: from sqz_io_defer_begin() on, sqz_outfile_commit and sqz_outdir_commit write
  * and fsync everything but leave it staged (and removed by a signal). sqz_io_defer_end(true)
  * then renames every staged output into place, with signals blocked, refusing to put one in
  * the place of a file this process opened as an input (sqz_map, sqz_read_file, a model) or
- * of a directory holding one; (false) removes them all. Returns the first error (naming the
- * output; the outputs after it are removed, those before it are in place), SQZ_OK otherwise. */
+ * of a directory holding one; (false) removes them all. Before renaming, (true) checks that
+ * no input changed size or modification time since it was opened (another process wrote
+ * it during the run): if one did, nothing is committed and the error names it. Returns the
+ * first error (naming the output or the input; the outputs after it are removed, those
+ * before it are in place), SQZ_OK otherwise. */
 SQZ_API void sqz_io_defer_begin(void);
 /* For programs: from now on every output file and directory is written to /dev/null: no
  * temporary, nothing appears, nothing is left behind even by SIGKILL (the ranks of an MPI
