@@ -16,6 +16,15 @@ double sqz_cli_now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+const sqz_opt sqz_cli_quiet_opt = {
+    .name = "quiet", .type = SQZ_OPT_FLAG, .short_name = 'q',
+    .help = "no progress on stderr (on a terminal a redrawn line; otherwise plain lines: when a stage starts, "
+            "about every 10 s, when it ends; SQZ_PROGRESS=0|1|lines forces none, the line, the plain lines)"};
+
+sqz_progress *sqz_cli_progress(bool quiet, const char *label, int64_t total, const char *unit) {
+    return quiet ? NULL : sqz_progress_start(label, total, unit);
+}
+
 const char *sqz_cli_default_smollm2(void) {
     static char buf[4096];
     const char *pm = getenv("SQZ_PYMODELS"), *home = getenv("HOME");
