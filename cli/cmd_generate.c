@@ -188,6 +188,8 @@ int sqz_cmd_generate(int argc, char **argv) {
     if (!a.quiet) g.progress = sqz_progress_start_mode("generate", n_new, "tokens", SQZ_PROGRESS_LINES_ONLY);
     st = sqz_generate(s, g.ids, g.n_ids, n_new, -1, &sa, on_token, &g, out, &n_out);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* a control token ends generation early: that is done, not stopped short */
+    if (st == SQZ_OK && g.st == SQZ_OK) sqz_progress_cb(g.progress, g.n_new, g.n_new);
     sqz_progress_end(g.progress);
     g.progress = NULL;
     if (st == SQZ_OK) st = g.st;
