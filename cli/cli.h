@@ -51,7 +51,7 @@ void sqz_cli_help(FILE *out, const char *usage_and_description, const sqz_opt_gr
  * with a bool quiet. */
 extern const sqz_opt sqz_cli_quiet_opt;
 /* The progress of a long stage (sqz/progress.h: a line on a terminal, plain lines into a log);
- * NULL, which every sqz_progress function accepts, with --quiet. */
+ * NULL, which every sqz_progress function accepts, with --quiet and on MPI ranks other than 0. */
 sqz_progress *sqz_cli_progress(bool quiet, const char *label, int64_t total, const char *unit);
 /* Monotonic clock in seconds. */
 double sqz_cli_now_s(void);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "sqz/dist.h"
 
 double sqz_cli_now_s(void) {
     struct timespec ts;
@@ -22,7 +23,8 @@ const sqz_opt sqz_cli_quiet_opt = {
             "about every 10 s, when it ends; SQZ_PROGRESS=0|1|lines forces none, the line, the plain lines)"};
 
 sqz_progress *sqz_cli_progress(bool quiet, const char *label, int64_t total, const char *unit) {
-    return quiet ? NULL : sqz_progress_start(label, total, unit);
+    /* under mpirun rank 0 speaks for the job, as it alone writes the outputs */
+    return quiet || sqz_dist_rank() != 0 ? NULL : sqz_progress_start(label, total, unit);
 }
 
 const char *sqz_cli_default_smollm2(void) {
