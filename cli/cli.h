@@ -46,6 +46,13 @@ uint64_t sqz_cli_memory_limit(void);
 /* A command's --help: the hand-written usage line and description (ending in a newline),
  * then "options:" and the list generated from the tables. */
 void sqz_cli_help(FILE *out, const char *usage_and_description, const sqz_opt_group *g, int ng);
+/* --quiet, the one row the long commands (compress, calibrate, eval, convert, export,
+ * generate) share: a group of its own in their tables, {NULL, &sqz_cli_quiet_opt, 1, &quiet}
+ * with a bool quiet. */
+extern const sqz_opt sqz_cli_quiet_opt;
+/* The progress of a long stage (sqz/progress.h: a line on a terminal, plain lines into a log);
+ * NULL, which every sqz_progress function accepts, with --quiet and on MPI ranks other than 0. */
+sqz_progress *sqz_cli_progress(bool quiet, const char *label, int64_t total, const char *unit);
 /* Monotonic clock in seconds. */
 double sqz_cli_now_s(void);
 /* Where scripts/setup.sh puts SmolLM2-135M ($SQZ_PYMODELS or ~/.cache/sqz/pymodels); static buffer. */
@@ -207,6 +214,24 @@ char *sqz_cli_report_layers_html(const sqz_compress_report *r);
  * heads and FFN neurons removed, of every head's score and of the neurons' score quartiles,
  * and the per-layer table. malloc'd HTML; NULL when no prune stage ran (or out of memory). */
 char *sqz_cli_report_prune_html(const sqz_compress_report *r);
+/* The words of the compress report shared by the summary on stdout and the HTML page
+ * (cli/report_words.c). Layers: quantized, kept float (f32 / f16 / bf16), or kept as stored
+ * (still in the quantized type of the source, e.g. q4_1: not "float"). */
+typedef struct sqz_cli_layer_counts {
+    int64_t quantized, kept_float, kept_stored;
+    char float_types[48], stored_types[48]; /* the kept types, each once: "f16", "q4_1, q5_0" */
+} sqz_cli_layer_counts;
+/* A layer format that is not a quantized dtype (f32, f16, bf16). */
+bool sqz_cli_format_is_float(const char *format);
+void sqz_cli_count_layers(const sqz_compress_report *r, sqz_cli_layer_counts *c);
+/* "31 quantized, 5 kept float (f16), 30 kept as stored (q4_1)" into buf. */
+void sqz_cli_layers_words(const sqz_cli_layer_counts *c, char *buf, size_t cap);
+/* "x2.63 smaller", "x1.38 larger" (a file that grew), "the same size" into buf. */
+void sqz_cli_size_words(int64_t before, int64_t after, char *buf, size_t cap);
+/* When the recipe's quantization is a single K-quant (q2_k .. q6_k) that left layers as they were
+ * because of their width: a hint naming the llama.cpp mix (q4_k_m ...) that quantizes them too;
+ * "" otherwise. */
+void sqz_cli_kquant_hint(const sqz_compress_report *r, const sqz_cli_layer_counts *c, char *buf, size_t cap);
 /* Writes a whole file atomically. */
 sqz_status sqz_cli_write_file(const char *path, const void *data, size_t n);
 /* Warns on stderr ("sqz: warning: ...") about a model that is legal but probably not what the

@@ -9,11 +9,22 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "sqz/dist.h"
 
 double sqz_cli_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const sqz_opt sqz_cli_quiet_opt = {
+    .name = "quiet", .type = SQZ_OPT_FLAG, .short_name = 'q',
+    .help = "no progress on stderr (on a terminal a redrawn line; otherwise plain lines: when a stage starts, "
+            "about every 10 s, when it ends; SQZ_PROGRESS=0|1|lines forces none, the line, the plain lines)"};
+
+sqz_progress *sqz_cli_progress(bool quiet, const char *label, int64_t total, const char *unit) {
+    /* under mpirun rank 0 speaks for the job, as it alone writes the outputs */
+    return quiet || sqz_dist_rank() != 0 ? NULL : sqz_progress_start(label, total, unit);
 }
 
 const char *sqz_cli_default_smollm2(void) {

@@ -39,8 +39,9 @@ static const char calibrate_head[] =
 
 void sqz_cmd_calibrate_usage(FILE *out) {
     const sqz_opt_group g[] = {{NULL, calibrate_rows, SQZ_CLI_N(calibrate_rows), NULL},
-                               {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, NULL}};
-    sqz_cli_help(out, calibrate_head, g, 2);
+                               {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, NULL},
+                               {NULL, &sqz_cli_quiet_opt, 1, NULL}};
+    sqz_cli_help(out, calibrate_head, g, 3);
 }
 
 typedef struct cal_ctx {
@@ -59,9 +60,11 @@ int sqz_cmd_calibrate(int argc, char **argv) {
     sqz_cli_calib cc;
     sqz_cli_calib_defaults(&cc);
     calibrate_opts a = {0};
+    bool quiet = false;
     const sqz_opt_group g[] = {{NULL, calibrate_rows, SQZ_CLI_N(calibrate_rows), &a},
-                               {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, &cc}};
-    const int bad = sqz_cli_parse("calibrate", g, 2, argc, argv, NULL);
+                               {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, &cc},
+                               {NULL, &sqz_cli_quiet_opt, 1, &quiet}};
+    const int bad = sqz_cli_parse("calibrate", g, 3, argc, argv, NULL);
     if (bad) return bad;
     if (!cc.text) return sqz_cli_usage_error("calibrate", "no --text FILE given");
     if (cc.sample_rows < 0) cc.sample_rows = 128;
@@ -97,7 +100,7 @@ int sqz_cmd_calibrate(int argc, char **argv) {
         ro.user = &c;
         ro.partition = (sqz_calib_partition)cc.partition;
         ro.info = &info;
-        sqz_progress *p = sqz_progress_start("calibrate", m->hp.n_layers * w.n_windows, "passes");
+        sqz_progress *p = sqz_cli_progress(quiet, "calibrate", m->hp.n_layers * w.n_windows, "passes");
         ro.progress = sqz_progress_cb;
         ro.progress_user = p;
         st = sqz_calib_run(s, &w, &ro);

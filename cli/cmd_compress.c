@@ -14,7 +14,7 @@
 typedef struct compress_opts {
     const char *path, *out, *stats, *report, *html, *keep, *eval;
     int to;                     /* TO_* */
-    bool force;
+    bool force, quiet;
     int64_t eval_ctx, eval_chunks;
     sqz_recipe recipe;          /* stages in the order given */
     char recipe_error[512];     /* a --recipe FILE that could not be read: bad input (exit 1), not usage */
@@ -100,8 +100,9 @@ void sqz_cmd_compress_usage(FILE *out) {
     const int ns = stage_rows(st, 16);
     const sqz_opt_group g[] = {{NULL, compress_rows, SQZ_CLI_N(compress_rows), NULL},
                                {"stages (in the order given)", st, ns, NULL},
-                               {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, NULL}};
-    sqz_cli_help(out, compress_head, g, 3);
+                               {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, NULL},
+                               {NULL, &sqz_cli_quiet_opt, 1, NULL}};
+    sqz_cli_help(out, compress_head, g, 4);
     int n = 0;
     const sqz_pass *const *p = sqz_passes(&n);
     for (int i = 0; i < n; i++) {
@@ -115,16 +116,15 @@ void sqz_cmd_compress_usage(FILE *out) {
 
 static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_calib *cc,
                           const sqz_compress_report *r) {
-    int64_t nq = 0, nf = 0, n_err = 0;
+    int64_t n_err = 0;
     double sum = 0, worst = -1;
     const char *worst_name = "";
+    sqz_cli_layer_counts lc;
+    sqz_cli_count_layers(r, &lc);
+    char words[256], hint[512];
     for (int64_t i = 0; i < r->n_layers; i++) {
         const sqz_layer_report *l = &r->layers[i];
-        if (!l->quantized) {
-            nf++;
-            continue;
-        }
-        nq++;
+        if (!l->quantized) continue;
         if (l->out_err == l->out_err) {
             sum += l->out_err;
             n_err++;
@@ -145,12 +145,17 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
                cc->text ? cc->text : "", (long long)r->n_windows, (long long)r->ctx, (double)r->activation_bytes / 1e6);
     if (r->n_layers_after != r->n_layers_before)
         printf("blocks       %lld -> %lld\n", (long long)r->n_layers_before, (long long)r->n_layers_after);
-    if (nq + nf) printf("layers       %lld quantized, %lld kept float\n", (long long)nq, (long long)nf);
-    printf("size         %.3f MB -> %.3f MB (x%.2f)", (double)r->bytes_before / 1e6, (double)r->bytes_after / 1e6,
-           r->bytes_after ? (double)r->bytes_before / (double)r->bytes_after : 0.0);
+    if (r->n_layers) {
+        sqz_cli_layers_words(&lc, words, sizeof words);
+        printf("layers       %s\n", words);
+        sqz_cli_kquant_hint(r, &lc, hint, sizeof hint);
+        if (hint[0]) printf("hint         %s\n", hint);
+    }
+    sqz_cli_size_words(r->bytes_before, r->bytes_after, words, sizeof words);
+    printf("size         %.3f MB -> %.3f MB (%s)", (double)r->bytes_before / 1e6, (double)r->bytes_after / 1e6, words);
     if (r->params_after != r->params)
         printf("; %.3f M -> %.3f M parameters", (double)r->params / 1e6, (double)r->params_after / 1e6);
-    if (nq) printf("; %.3f bits/weight quantized", r->bpw_quantized);
+    if (lc.quantized) printf("; %.3f bits/weight quantized", r->bpw_quantized);
     printf("; %.3f bits/param overall\n", r->bpw_model);
     if (n_err)
         printf("output err   mean %.5f, worst %.5f (%s), relative, on calibration rows\n", sum / (double)n_err, worst,
@@ -164,10 +169,11 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
                "(%lld held out)\n",
                e->text, e->ppl_base, e->ppl, e->delta_ppl, e->kld_mean, e->kld_p99, 100.0 * e->top1,
                (long long)e->n_chunks, (long long)e->ctx, (long long)e->n_held_out);
-    printf("time         %.2f s (forward %.2f, methods %.2f, validation %.2f", r->seconds_total + e->seconds,
+    /* the same numbers as the JSON (totals.seconds_*, eval.seconds) and the HTML page */
+    printf("time         compress %.2f s (forward %.2f, methods %.2f, validation %.2f)", r->seconds_total,
            r->seconds_forward, r->seconds_quant, r->seconds_validate);
-    if (e->done) printf(", evaluation %.2f", e->seconds);
-    printf(")\n");
+    if (e->done) printf("; evaluation %.2f s", e->seconds);
+    printf("\n");
     printf("peak memory  %.1f MB\n", (double)ru.ru_maxrss / 1024.0);
     if (r->ranks > 1 || (r->ranks == 1 && getenv("SQZ_DIST_REPORT")))
         printf("distributed  %d ranks, statistics partition %s: rank 0 held at most %.1f MB of statistics (the "
@@ -260,7 +266,7 @@ static sqz_status evaluate(const compress_opts *a, const sqz_cli_calib *cc, cons
     eo.ctx = a->eval_ctx;
     eo.max_chunks = a->eval_chunks;
     eo.threads = (int)cc->threads;
-    sqz_progress *p = sqz_progress_start("eval", 0, "tokens");
+    sqz_progress *p = sqz_cli_progress(a->quiet, "eval", 0, "tokens");
     eo.progress = sqz_progress_cb;
     eo.progress_user = p;
     const bool held = cc->text && w->n_windows && same_text(a->eval, cc->text);
@@ -287,7 +293,7 @@ static sqz_status write_all(const compress_opts *a, sqz_model *m, sqz_save_opts 
         free(h);
     }
     if (st == SQZ_OK) {
-        sqz_progress *p = sqz_progress_start("write", sqz_model_data_bytes(m), "B");
+        sqz_progress *p = sqz_cli_progress(a->quiet, "write", sqz_model_data_bytes(m), "B");
         so->progress = sqz_progress_cb;
         so->progress_user = p;
         st = sqz_model_save(m, a->out, so);
@@ -335,7 +341,7 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
         if (st == SQZ_OK) st = sqz_cli_calib_open(cc, m, be, &w, &s);
     }
     if (st == SQZ_OK) {
-        sqz_progress *p = sqz_progress_start("compress", 0, cc->text ? "passes" : "blocks");
+        sqz_progress *p = sqz_cli_progress(a->quiet, "compress", 0, cc->text ? "passes" : "blocks");
         co.progress = sqz_progress_cb;
         co.progress_user = p;
         sqz_compress_env env = {.windows = cc->text ? &w : NULL, .session = s,
@@ -364,8 +370,9 @@ int sqz_cmd_compress(int argc, char **argv) {
     const int ns = stage_rows(st_rows, 16);
     const sqz_opt_group g[] = {{NULL, st_rows, ns, &a},
                                {NULL, compress_rows, SQZ_CLI_N(compress_rows), &a},
-                               {NULL, sqz_cli_calib_opts, sqz_cli_calib_n_opts, &cc}};
-    int rc = sqz_cli_parse("compress", g, 3, argc, argv, NULL);
+                               {NULL, sqz_cli_calib_opts, sqz_cli_calib_n_opts, &cc},
+                               {NULL, &sqz_cli_quiet_opt, 1, &a.quiet}};
+    int rc = sqz_cli_parse("compress", g, 4, argc, argv, NULL);
     if (rc == 0 && a.recipe_error[0]) {
         fprintf(stderr, "sqz: error: %s\n", a.recipe_error);
         rc = 1;

@@ -48,8 +48,8 @@ static const char convert_head[] =
     "appears atomically: on any error nothing is left at OUT.\n";
 
 void sqz_cmd_convert_usage(FILE *out) {
-    const sqz_opt_group g = {NULL, convert_rows, SQZ_CLI_N(convert_rows), NULL};
-    sqz_cli_help(out, convert_head, &g, 1);
+    const sqz_opt_group g[] = {{NULL, convert_rows, SQZ_CLI_N(convert_rows), NULL}, {NULL, &sqz_cli_quiet_opt, 1, NULL}};
+    sqz_cli_help(out, convert_head, g, 2);
 }
 
 static bool ends_with(const char *s, const char *suf) {
@@ -59,8 +59,9 @@ static bool ends_with(const char *s, const char *suf) {
 
 int sqz_cmd_convert(int argc, char **argv) {
     convert_opts a = {.to = -1, .dtype = -1};
-    const sqz_opt_group g = {NULL, convert_rows, SQZ_CLI_N(convert_rows), &a};
-    const int bad = sqz_cli_parse("convert", &g, 1, argc, argv, NULL);
+    bool quiet = false;
+    const sqz_opt_group g[] = {{NULL, convert_rows, SQZ_CLI_N(convert_rows), &a}, {NULL, &sqz_cli_quiet_opt, 1, &quiet}};
+    const int bad = sqz_cli_parse("convert", g, 2, argc, argv, NULL);
     if (bad) return bad;
     const char *in = a.in, *out = a.out;
     sqz_save_opts so = {.format = ends_with(out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS};
@@ -76,7 +77,7 @@ int sqz_cmd_convert(int argc, char **argv) {
     sqz_status s = sqz_model_open(in, &oo, &m);
     if (s != SQZ_OK) return sqz_cli_fail(s);
     sqz_cli_model_warnings(in, m);
-    sqz_progress *p = sqz_progress_start("convert", sqz_model_data_bytes(m), "B");
+    sqz_progress *p = sqz_cli_progress(quiet, "convert", sqz_model_data_bytes(m), "B");
     so.progress = sqz_progress_cb;
     so.progress_user = p;
     s = sqz_model_save(m, out, &so);

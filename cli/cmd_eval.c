@@ -13,7 +13,7 @@
 typedef struct eval_args {
     const char *path, *text, *base, *base_logits, *save_base, *json, *tokpath, *dump;
     int64_t ctx, chunks, threads; /* ctx -1: the family's default; chunks 0: all */
-    bool stream;
+    bool stream, quiet;
 } eval_args;
 
 static const sqz_opt eval_rows[] = {
@@ -64,15 +64,15 @@ static const char eval_head[] =
     "non-blank lines of FILE (mean, 1st percentile, minimum).\n";
 
 void sqz_cmd_eval_usage(FILE *out) {
-    const sqz_opt_group g = {NULL, eval_rows, SQZ_CLI_N(eval_rows), NULL};
-    sqz_cli_help(out, eval_head, &g, 1);
+    const sqz_opt_group g[] = {{NULL, eval_rows, SQZ_CLI_N(eval_rows), NULL}, {NULL, &sqz_cli_quiet_opt, 1, NULL}};
+    sqz_cli_help(out, eval_head, g, 2);
 }
 
 static int parse_args(int argc, char **argv, eval_args *a) {
     memset(a, 0, sizeof *a);
     a->ctx = -1;
-    const sqz_opt_group g = {NULL, eval_rows, SQZ_CLI_N(eval_rows), a};
-    const int bad = sqz_cli_parse("eval", &g, 1, argc, argv, NULL);
+    const sqz_opt_group g[] = {{NULL, eval_rows, SQZ_CLI_N(eval_rows), a}, {NULL, &sqz_cli_quiet_opt, 1, &a->quiet}};
+    const int bad = sqz_cli_parse("eval", g, 2, argc, argv, NULL);
     if (bad) return bad;
     if (a->base && a->base_logits) return sqz_cli_usage_error("eval", "--base and --base-logits exclude each other");
     return 0;
@@ -171,7 +171,7 @@ static sqz_status eval_decoder(const eval_args *a, eval_ctx *c) {
     o.save_base = a->save_base;
     int64_t n_chunks = (int64_t)c->n_ids / ctx;
     if (a->chunks > 0 && a->chunks < n_chunks) n_chunks = a->chunks;
-    sqz_progress *p = sqz_progress_start("eval", n_chunks * ctx, "tokens");
+    sqz_progress *p = sqz_cli_progress(a->quiet, "eval", n_chunks * ctx, "tokens");
     o.progress = sqz_progress_cb;
     o.progress_user = p;
     st = sqz_eval_perplexity(c->s, c->ids, (int64_t)c->n_ids, &o, &c->r);

@@ -58,8 +58,8 @@ static const char export_head[] =
     "(naming it) unless --dtype says what to store. The output appears atomically.\n";
 
 void sqz_cmd_export_usage(FILE *out) {
-    const sqz_opt_group g = {NULL, export_rows, SQZ_CLI_N(export_rows), NULL};
-    sqz_cli_help(out, export_head, &g, 1);
+    const sqz_opt_group g[] = {{NULL, export_rows, SQZ_CLI_N(export_rows), NULL}, {NULL, &sqz_cli_quiet_opt, 1, NULL}};
+    sqz_cli_help(out, export_head, g, 2);
 }
 
 static bool ends_with(const char *s, const char *suf) {
@@ -69,8 +69,9 @@ static bool ends_with(const char *s, const char *suf) {
 
 int sqz_cmd_export(int argc, char **argv) {
     export_opts a = {.to = -1, .dtype = -1};
-    const sqz_opt_group g = {NULL, export_rows, SQZ_CLI_N(export_rows), &a};
-    const int bad = sqz_cli_parse("export", &g, 1, argc, argv, NULL);
+    bool quiet = false;
+    const sqz_opt_group g[] = {{NULL, export_rows, SQZ_CLI_N(export_rows), &a}, {NULL, &sqz_cli_quiet_opt, 1, &quiet}};
+    const int bad = sqz_cli_parse("export", g, 2, argc, argv, NULL);
     if (bad) return bad;
     if (a.keygen) {
         if (a.in || a.out) return sqz_cli_usage_error("export", "--keygen makes keys only: no MODEL or -o");
@@ -106,7 +107,7 @@ int sqz_cmd_export(int argc, char **argv) {
         sqz_model_free(m);
         return 1;
     }
-    sqz_progress *p = sqz_progress_start("export", sqz_model_data_bytes(m), "B");
+    sqz_progress *p = sqz_cli_progress(quiet, "export", sqz_model_data_bytes(m), "B");
     so.progress = sqz_progress_cb;
     so.progress_user = p;
     s = sqz_model_save(m, a.out, &so);

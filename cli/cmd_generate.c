@@ -14,7 +14,7 @@ typedef struct gen_opts {
     const char *path, *prompt, *tokenizer;
     int64_t n_new, threads, seed; /* seed < 0: the time */
     double temp, top_p;
-    bool ids, stream;
+    bool ids, stream, quiet;
 } gen_opts;
 
 /* The prompt may be empty (BOS alone), which SQZ_OPT_STRING refuses. */
@@ -56,8 +56,8 @@ static const char gen_head[] =
     "default) is greedy decoding; it stops early at a control token (BOS, EOS).\n";
 
 void sqz_cmd_generate_usage(FILE *out) {
-    const sqz_opt_group g = {NULL, gen_rows, SQZ_CLI_N(gen_rows), NULL};
-    sqz_cli_help(out, gen_head, &g, 1);
+    const sqz_opt_group g[] = {{NULL, gen_rows, SQZ_CLI_N(gen_rows), NULL}, {NULL, &sqz_cli_quiet_opt, 1, NULL}};
+    sqz_cli_help(out, gen_head, g, 2);
 }
 
 typedef struct gen_state {
@@ -67,6 +67,8 @@ typedef struct gen_state {
     size_t printed; /* bytes of the decoded text already written */
     bool print_ids;
     sqz_status st;
+    sqz_progress *progress; /* plain lines into a log only: on a terminal the text is the progress */
+    int64_t n_new;
 } gen_state;
 
 /* Prints what the new token adds to the decoded text (decoding the whole sequence keeps SPM's
@@ -74,6 +76,7 @@ typedef struct gen_state {
 static bool on_token(void *user, int32_t token) {
     gen_state *g = user;
     g->ids[g->n_ids++] = token;
+    sqz_progress_update(g->progress, ++g->n_new);
     if (sqz_token_is_control(g->tok, token)) return false;
     if (g->print_ids) {
         printf("%d\n", token);
@@ -113,8 +116,8 @@ static int check_sizes(const sqz_model *m, int64_t n_prompt, int64_t n_new) {
 
 int sqz_cmd_generate(int argc, char **argv) {
     gen_opts a = {.prompt = "", .seed = -1};
-    const sqz_opt_group grp = {NULL, gen_rows, SQZ_CLI_N(gen_rows), &a};
-    const int bad = sqz_cli_parse("generate", &grp, 1, argc, argv, NULL);
+    const sqz_opt_group grp[] = {{NULL, gen_rows, SQZ_CLI_N(gen_rows), &a}, {NULL, &sqz_cli_quiet_opt, 1, &a.quiet}};
+    const int bad = sqz_cli_parse("generate", grp, 2, argc, argv, NULL);
     if (bad) return bad;
     const char *path = a.path, *prompt = a.prompt;
     const int64_t n_new = a.n_new, threads = a.threads, seed = a.seed;
@@ -182,8 +185,13 @@ int sqz_cmd_generate(int argc, char **argv) {
     int64_t n_out = 0, n_start = g.n_ids;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!a.quiet) g.progress = sqz_progress_start_mode("generate", n_new, "tokens", SQZ_PROGRESS_LINES_ONLY);
     st = sqz_generate(s, g.ids, g.n_ids, n_new, -1, &sa, on_token, &g, out, &n_out);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* a control token ends generation early: that is done, not stopped short */
+    if (st == SQZ_OK && g.st == SQZ_OK) sqz_progress_cb(g.progress, g.n_new, g.n_new);
+    sqz_progress_end(g.progress);
+    g.progress = NULL;
     if (st == SQZ_OK) st = g.st;
     if (st != SQZ_OK) goto done;
     if (!print_ids) printf("\n");

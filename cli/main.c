@@ -94,8 +94,34 @@ static int run_together(const sqz_cmd *c, int argc, char **argv) {
     return rc;
 }
 
+static const sqz_cmd *find_command(const char *name) {
+    for (int i = 0; i < n_commands; i++)
+        if (strcmp(name, commands[i].name) == 0) return &commands[i];
+    return NULL;
+}
+
+/* An unknown command: one line (git's habit), not the whole list. */
+static int unknown_command(const char *name) {
+    fprintf(stderr, "sqz: unknown command '%s' (see 'sqz --help')\n", name);
+    return 2;
+}
+
+/* `sqz help [COMMAND [SUB]]`: what `sqz COMMAND [SUB] --help` prints. */
+static int help(int argc, char **argv) {
+    if (argc < 3) {
+        usage(stdout);
+        return 0;
+    }
+    const sqz_cmd *c = find_command(argv[2]);
+    if (!c) return unknown_command(argv[2]);
+    if (c->help_of) return c->help_of(argc - 2, argv + 2);
+    c->usage(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    if (argc >= 2 && strcmp(argv[1], "help") == 0) return help(argc, argv);
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
@@ -119,7 +145,5 @@ int main(int argc, char **argv) {
         if (!commands[i].outputs_together) return commands[i].run(argc - 1, argv + 1);
         return run_together(&commands[i], argc - 1, argv + 1);
     }
-    fprintf(stderr, "sqz: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
-    return 2;
+    return unknown_command(argv[1]);
 }

@@ -41,10 +41,27 @@ static void totals(FILE *b, const sqz_compress_report *r, const char *model, con
     hb_text(b, model);
     fprintf(b, "</td></tr>\n<tr><td>output</td><td>");
     hb_text(b, out);
-    fprintf(b, "</td></tr>\n<tr><td>size</td><td>%.3f MB &rarr; %.3f MB", (double)r->bytes_before / 1e6,
+    char words[512];
+    sqz_cli_size_words(r->bytes_before, r->bytes_after, words, sizeof words);
+    fprintf(b, "</td></tr>\n<tr><td>size</td><td>%.3f MB &rarr; %.3f MB (", (double)r->bytes_before / 1e6,
               (double)r->bytes_after / 1e6);
-    if (r->bytes_after > 0) fprintf(b, " (&times;%.2f smaller)", (double)r->bytes_before / (double)r->bytes_after);
-    fprintf(b, "</td></tr>\n<tr><td>bits per weight</td><td>");
+    hb_text(b, words);
+    fprintf(b, ")</td></tr>\n");
+    if (r->n_layers) {
+        sqz_cli_layer_counts lc;
+        sqz_cli_count_layers(r, &lc);
+        sqz_cli_layers_words(&lc, words, sizeof words);
+        fprintf(b, "<tr><td>layers</td><td>");
+        hb_text(b, words);
+        fprintf(b, "</td></tr>\n");
+        sqz_cli_kquant_hint(r, &lc, words, sizeof words);
+        if (words[0]) {
+            fprintf(b, "<tr><td>hint</td><td>");
+            hb_text(b, words);
+            fprintf(b, "</td></tr>\n");
+        }
+    }
+    fprintf(b, "<tr><td>bits per weight</td><td>");
     if (r->params_quantized > 0) fprintf(b, "%.3f quantized matrices, ", r->bpw_quantized);
     else fprintf(b, "no matrix quantized, ");
     hb_num(b, "", "%.3f whole model", r->bpw_model, "whole model: not counted");
@@ -53,8 +70,11 @@ static void totals(FILE *b, const sqz_compress_report *r, const char *model, con
         fprintf(b, "<tr><td>calibration</td><td>%lld windows &times; %lld tokens</td></tr>\n",
                   (long long)r->n_windows, (long long)r->ctx);
     else fprintf(b, "<tr><td>calibration</td><td>none</td></tr>\n");
-    fprintf(b, "<tr><td>time</td><td>%.2f s (forward %.2f, methods %.2f, validation %.2f)</td></tr>\n</table>\n",
+    /* the numbers of the summary on stdout and of the JSON (totals.seconds_*, eval.seconds) */
+    fprintf(b, "<tr><td>time</td><td>compress %.2f s (forward %.2f, methods %.2f, validation %.2f)",
               r->seconds_total, r->seconds_forward, r->seconds_quant, r->seconds_validate);
+    if (r->eval.done) fprintf(b, "; evaluation %.2f s", r->eval.seconds);
+    fprintf(b, "</td></tr>\n</table>\n");
 }
 
 /* "N chunks of C tokens, T tokens scored; H more held out: ..." (encoders: sentences). */
@@ -88,15 +108,19 @@ static void accuracy(FILE *b, const sqz_compress_eval *e) {
         hb_num(b, "</td></tr>\n<tr><td>top-1 agreement</td><td>", "%.3f%%", 100.0 * e->top1, "not measured");
         fprintf(b, "</td></tr>\n");
     }
-    fprintf(b, "<tr><td>time</td><td>%.2f s</td></tr>\n</table>\n", e->seconds);
+    fprintf(b, "<tr><td>time</td><td>evaluation %.2f s</td></tr>\n</table>\n", e->seconds);
 }
 
 /* One line under the title: how much smaller, how much worse. */
 static void headline(FILE *b, const sqz_compress_report *r) {
     const sqz_compress_eval *e = &r->eval;
     fprintf(b, "<p><b>");
-    if (r->bytes_after > 0) fprintf(b, "&times;%.2f smaller; ", (double)r->bytes_before / (double)r->bytes_after);
-    else fprintf(b, "size after not measured; ");
+    char words[96];
+    sqz_cli_size_words(r->bytes_before, r->bytes_after, words, sizeof words);
+    if (r->bytes_before > 0 && r->bytes_after > r->bytes_before)
+        fprintf(b, "%s: the file grew from %.3f to %.3f MB; ", words, (double)r->bytes_before / 1e6,
+                  (double)r->bytes_after / 1e6);
+    else fprintf(b, "%s; ", words);
     if (!e->done) fprintf(b, "accuracy not evaluated (sqz compress --eval TEXT)");
     else if (e->encoder) hb_num(b, "embedding cosine vs the original ", "%.5f", e->cos_mean, "not measured");
     else if (isfinite(e->delta_ppl) && e->ppl_base > 0)
@@ -235,9 +259,16 @@ static void plot(FILE *b, const sqz_compress_report *r) {
 
 /* ---- tables -------------------------------------------------------------------------- */
 
-/* "kept float: <why>" (the reason once when it already says so). */
-static void kept_float(FILE *b, const char *why) {
-    if (!why[0]) fprintf(b, "kept float");
+/* "kept float: <why>" (the reason once when it already says so), or "kept as stored (q4_1):
+ * <why>" for a layer that stayed in the quantized type it was stored in. */
+static void kept(FILE *b, const sqz_layer_report *l) {
+    const char *why = l->why;
+    if (!sqz_cli_format_is_float(l->format)) {
+        fprintf(b, "kept as stored (");
+        hb_text(b, l->format);
+        fprintf(b, ")%s", why[0] ? ": " : "");
+        hb_text(b, why);
+    } else if (!why[0]) fprintf(b, "kept float");
     else if (!strncmp(why, "kept float", 10)) hb_text(b, why);
     else {
         fprintf(b, "kept float: ");
@@ -249,14 +280,14 @@ static void layer_row(FILE *b, const sqz_layer_report *l) {
     fprintf(b, "<tr><td>");
     hb_text(b, l->tensor);
     fprintf(b, "</td><td>");
-    hb_text(b, l->method);
+    hb_text(b, l->quantized || sqz_cli_format_is_float(l->format) ? l->method : "as stored");
     fprintf(b, "</td><td>");
     hb_text(b, l->format);
     fprintf(b, "</td><td>%lld&times;%lld</td><td>", (long long)l->n_out, (long long)l->n_in);
     hb_num(b, "", "%.3f", l->bits_per_weight, "unknown");
     if (!l->quantized) {
         fprintf(b, "</td><td colspan=\"2\" class=\"why\">");
-        kept_float(b, l->why);
+        kept(b, l);
     } else {
         fprintf(b, "</td><td%s>", isnan(l->out_err) ? " class=\"why\"" : "");
         hb_num(b, "", "%.5f", l->out_err, "no calibration rows");

@@ -361,6 +361,10 @@ sqz_status sqz__compress_block(sqz_model *m, int32_t layer, const sqz_calib_bloc
         owner[i] = in ? stats->owner[in - stats->in] : -1;
         if (owner[i] < 0) st = compress_group(&c, &g[i], stats, rep, &tq, &tv);
         else if (owner[i] == sqz_dist_rank()) st = compress_group(&c, &g[i], stats, &mine[i], &tq, &tv);
+        if (st == SQZ_ERR_NOMEM) /* what it was allocating for: the layers of this group */
+            sqz__error_prefix("block %d, quantizing %s%s%s%s%s", (int)layer, sqz_role_name(g[i].roles[0]),
+                              g[i].n > 1 ? "|" : "", g[i].n > 1 ? sqz_role_name(g[i].roles[1]) : "",
+                              g[i].n > 2 ? "|" : "", g[i].n > 2 ? sqz_role_name(g[i].roles[2]) : "");
     }
     for (int i = 0; i < ng && st == SQZ_OK; i++)
         if (owner[i] >= 0) st = sqz__share_group(m, layer, &g[i], owner[i], c.quantized, c.to_f16, &mine[i], rep);

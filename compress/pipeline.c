@@ -94,7 +94,9 @@ static sqz_status loop_block(loop *L, int32_t layer, const sqz_calib_block *stat
         sqz_pass_ctx c = {L->m,           L->o,           L->rep, L->w, &L->stage_rep[k - L->first], L->session_opts,
                           L->run->state[k], L->run->links[k].joint, &L->run->keep};
         const double t0 = sqz__calib_now();
-        SQZ_TRY(s->pass->run_block(&c, layer, stats, s->args));
+        const sqz_status st = s->pass->run_block(&c, layer, stats, s->args);
+        if (st == SQZ_ERR_NOMEM) sqz__error_prefix("--%s '%s'", s->pass->name, s->spec); /* which stage ran out */
+        if (st != SQZ_OK) return st;
         c.stage->seconds += sqz__calib_now() - t0;
     }
     return SQZ_OK;

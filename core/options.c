@@ -9,20 +9,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/internal.h"
 #include "sqz/options.h"
 
 /* ---- choices ------------------------------------------------------------------------- */
 
-/* Index of `word` in the '|'-separated list, or -1. */
+/* Index of `word` in the '|'-separated list, or -1. Case does not matter: llama.cpp spells
+ * its types Q4_K_M, sqz q4_k_m, and no list holds two words that differ only in case. */
 static int choice_index(const char *choices, const char *word) {
     const size_t wn = strlen(word);
     int i = 0;
     for (const char *p = choices; p && *p; i++) {
         const char *e = strchr(p, '|');
         const size_t n = e ? (size_t)(e - p) : strlen(p);
-        if (n == wn && !strncmp(p, word, n)) return i;
+        if (n == wn && !strncasecmp(p, word, n)) return i;
         if (!e) break;
         p = e + 1;
     }

@@ -2,7 +2,7 @@
  * edge/main.c - sqz-edge: run a bundle.
  *
  *   sqz-edge BUNDLE -p PROMPT -n N [--key PUB] [--ctx N] [--temp T] [--top-p P] [--seed S]
- *            [--ids] [--dump-logits FILE] [--memory] [--manifest]
+ *            [--ids] [--dump-logits FILE] [--memory] [--manifest] [--version]
  *
  * The bundle is mapped and checked (CRCs; the signature and digests with --key), the memory
  * the context needs is printed before anything is allocated, then one arena is allocated and
@@ -21,6 +21,11 @@
 #include <unistd.h>
 
 #include "edge/sqz_edge.h"
+
+/* sqz's version (SQZ_VERSION_STRING in include/sqz/api.h, which this C99 runtime does not
+ * include so that it builds alone): ctest cli_edge checks that `sqz-edge --version` and
+ * `sqz --version` agree. */
+#define SQZ_EDGE_VERSION "0.1.0"
 
 typedef struct args {
     const char *bundle, *prompt, *key, *dump;
@@ -48,6 +53,8 @@ static int usage(const char *msg) {
                "  --dump-logits FILE    write the logits of every step (vocab float32 each, little-endian)\n"
                "  --memory              print the memory the context needs and exit\n"
                "  --manifest            print the bundle's manifest (JSON provenance) and exit\n"
+               "  --version             print the version and exit\n"
+               "One thread: the forward pass runs on the calling thread only (docs/bundle.md, \"Threads\").\n"
                "kernels: %s\n", sqze_kernels());
     return msg ? 2 : 0;
 }
@@ -70,6 +77,14 @@ static int parse(int argc, char **argv, args *a) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int val = 1;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) exit(usage(NULL));
+        else if (!strcmp(o, "--version")) {
+            printf("sqz-edge %s (bundle format %d.x, kernels: %s)\n", SQZ_EDGE_VERSION, SQZB_MAJOR, sqze_kernels());
+            exit(0);
+        }
+        else if (!strcmp(o, "--threads") || !strcmp(o, "-t")) {
+            fprintf(stderr, "sqz-edge: %s: sqz-edge runs on one thread (docs/bundle.md, \"Threads\")\n", o);
+            return 2;
+        }
         else if (!strcmp(o, "--ids")) { a->ids = 1; val = 0; }
         else if (!strcmp(o, "--memory")) { a->memory_only = 1; val = 0; }
         else if (!strcmp(o, "--manifest")) { a->manifest = 1; val = 0; }
@@ -234,8 +249,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, "sqz-edge: error: %s: no plain manifest section\n", a.bundle);
             return 1;
         }
+        if (b.sig && !a.key) /* checked for corruption (CRCs), not for who made it */
+            fprintf(stderr, "sqz-edge: note: %s is signed; signature not verified (no --key)\n", a.bundle);
         fwrite(s.data, 1, (size_t)s.stored, stdout);
-        printf("\n");
+        if (s.stored == 0 || s.data[s.stored - 1] != '\n') printf("\n"); /* a text file ends in one newline */
         return 0;
     }
     if (sqze_model_check(&b, err, sizeof err)) {
@@ -253,7 +270,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "sqz-edge: %s: %s, %u layers, d_model %u, vocab %u%s; memory for %llu positions: "
                     "%zu bytes of bundle + %zu bytes of arena = %zu bytes\n",
             a.bundle, hp.arch, (unsigned)hp.n_layers, (unsigned)hp.d_model, (unsigned)hp.vocab_size,
-            b.verified ? ", signature verified" : "", (unsigned long long)ctx, size, need, size + need);
+            b.verified ? ", signature verified" : b.sig ? ", signature not verified (no --key)" : "",
+            (unsigned long long)ctx, size, need, size + need);
     if (a.memory_only) return 0;
     void *arena = NULL;
     if (posix_memalign(&arena, 64, need) != 0) {

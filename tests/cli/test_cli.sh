@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI behaviour: usage errors (exit 2), missing files (exit 1, one line naming the file),
 # inspect --json parameter counts on the real models, and an interrupted convert that
-# leaves nothing behind.
+# leaves nothing behind; habits of git and llama.cpp users (issue 30): `sqz help CMD`, an
+# unknown command in one line, choices in any case (Q4_K_M).
 set -u
 sqz=${SQZ_BIN:?}
 data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
@@ -18,7 +19,26 @@ check_on() {
 }
 
 "$sqz" > /dev/null 2>&1; check "no command -> exit 2" '[ $? -eq 2 ]'
-"$sqz" frobnicate > /dev/null 2>&1; check "unknown command -> exit 2" '[ $? -eq 2 ]'
+"$sqz" frobnicate > /dev/null 2> "$tmp/err"; rc=$?
+check "unknown command -> exit 2, one line naming it" '[ $rc -eq 2 ] && [ $(wc -l < "$tmp/err") -eq 1 ] && grep -q "frobnicate" "$tmp/err"'
+"$sqz" help compress > "$tmp/h1"; rc=$?
+"$sqz" compress --help > "$tmp/h2"
+check "sqz help compress == sqz compress --help" '[ $rc -eq 0 ] && [ -s "$tmp/h1" ] && cmp -s "$tmp/h1" "$tmp/h2"'
+"$sqz" help bench eval > "$tmp/h1"; "$sqz" bench eval --help > "$tmp/h2"
+check "sqz help bench eval == sqz bench eval --help" 'cmp -s "$tmp/h1" "$tmp/h2"'
+"$sqz" help > "$tmp/h1"; rc=$?; "$sqz" --help > "$tmp/h2"
+check "sqz help == sqz --help" '[ $rc -eq 0 ] && cmp -s "$tmp/h1" "$tmp/h2"'
+"$sqz" help frob > /dev/null 2> "$tmp/err"; rc=$?
+check "sqz help frob -> exit 2, one line" '[ $rc -eq 2 ] && [ $(wc -l < "$tmp/err") -eq 1 ]'
+s260=$data/models/stories260K/stories260K.bin
+if [ -f "$s260" ]; then
+  "$sqz" compress "$s260" -o "$tmp/upper.gguf" --quant Q4_K_M --to GGUF -q > /dev/null 2> "$tmp/err"; rc=$?
+  "$sqz" compress "$s260" -o "$tmp/lower.gguf" --quant q4_k_m --to gguf -q > /dev/null 2>&1
+  check "Q4_K_M and --to GGUF (any case) are q4_k_m and gguf: the same bytes" \
+    '[ $rc -eq 0 ] && cmp -s "$tmp/upper.gguf" "$tmp/lower.gguf"' || cat "$tmp/err"
+  "$sqz" compress "$s260" -o "$tmp/x.gguf" --quant Q4_K_X > /dev/null 2> "$tmp/err"; rc=$?
+  check "an unknown format in any case is still refused (exit 2)" '[ $rc -eq 2 ] && grep -q "Q4_K_X" "$tmp/err"'
+fi
 "$sqz" inspect --bogus x > /dev/null 2>&1; check "unknown option -> exit 2" '[ $? -eq 2 ]'
 "$sqz" convert "$data/models/stories260K/stories260K.bin" > /dev/null 2>&1; check "convert without -o -> exit 2" '[ $? -eq 2 ]'
 "$sqz" inspect "$tmp/nope.gguf" > /dev/null 2> "$tmp/err"; rc=$?

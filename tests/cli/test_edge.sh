@@ -44,6 +44,14 @@ check "text output starts with the prompt" '[ "${text#"$prompt"}" != "$text" ]'
 # provenance
 "$edge" "$tmp/s.sqzb" --manifest > "$tmp/man" 2>/dev/null
 check "--manifest prints the provenance (source digest)" 'grep -q "\"format\":\"sqzb\"" "$tmp/man" && grep -q "\"sha512\":\"[0-9a-f]\{128\}\"" "$tmp/man"'
+byte_at_end() { tail -c "$2" "$1" | head -c 1 | od -An -tx1 | tr -d ' \n'; }
+check "--manifest ends in one newline" '[ "$(byte_at_end "$tmp/man" 1)" = 0a ] && [ "$(byte_at_end "$tmp/man" 2)" != 0a ]'
+
+# habits (issue 30): --version (sqz's), --threads refused in one line pointing at the decision
+"$edge" --version > "$tmp/v" 2>&1; rc=$?
+check "sqz-edge --version: exit 0, sqz's version" '[ $rc -eq 0 ] && grep -q "^sqz-edge $("$sqz" --version | cut -d" " -f2) " "$tmp/v"' || cat "$tmp/v"
+"$edge" "$tmp/t.sqzb" --threads 4 > /dev/null 2> "$tmp/e"; rc=$?
+check "sqz-edge --threads: exit 2, one line naming docs/bundle.md" '[ $rc -eq 2 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q "docs/bundle.md" "$tmp/e"'
 
 # memory announced before allocating
 "$edge" "$tmp/t.sqzb" --ctx 256 --memory 2> "$tmp/mem" > /dev/null
@@ -62,6 +70,13 @@ if "$sqz" export --keygen "$tmp/k" 2>/dev/null; then
     "$edge" "$tmp/t.sqzb" --key "$tmp/k.pub" -n 4 > /dev/null 2> "$tmp/e"; rc=$?
     check "unsigned bundle with a key: refused" '[ $rc -eq 1 ] && grep -q "not signed" "$tmp/e"'
     check "sqz opens a signed bundle" '"$sqz" generate "$tmp/signed.sqzb" -n 4 --ids > /dev/null'
+    "$edge" "$tmp/signed.sqzb" -p "$prompt" -n 4 > /dev/null 2> "$tmp/e"; rc=$?
+    check "signed bundle without --key: runs, says 'signature not verified (no --key)'" \
+      '[ $rc -eq 0 ] && grep -q "signature not verified (no --key)" "$tmp/e"'
+    "$edge" "$tmp/signed.sqzb" --manifest > /dev/null 2> "$tmp/e"; rc=$?
+    check "... and with --manifest" '[ $rc -eq 0 ] && grep -q "signature not verified (no --key)" "$tmp/e"'
+    "$edge" "$tmp/t.sqzb" -p "$prompt" -n 4 > /dev/null 2> "$tmp/e"
+    check "an unsigned bundle: no signature note" '! grep -q "signature" "$tmp/e"'
 else
     echo "note: sqz built without libsodium: signature checks skipped"
 fi

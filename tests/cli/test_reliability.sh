@@ -40,15 +40,16 @@ sum0=$(cat m.bin tok512.bin t.txt | md5sum)
 inputs_intact() { [ "$(cat m.bin tok512.bin t.txt | md5sum)" = "$sum0" ]; }
 no_temps() { [ -z "$(find . -name '*.sqztmp.*' | head -1)" ]; }
 
-# refused WANT_RC WORD NAME CMD...: exit WANT_RC, one stderr line containing WORD, inputs
+# refused WANT_RC WORD NAME CMD...: exit WANT_RC, one stderr line containing WORD (besides the
+# progress lines, "sqz progress: ...", that stderr gets when it is not a terminal), inputs
 # intact, no temporaries left.
 refused() {
   local want=$1 word=$2 name=$3
   shift 3
   "$@" > out.log 2> err.log
   local rc=$? lines
-  lines=$(wc -l < err.log)
-  if [ "$rc" -ne "$want" ] || [ "$lines" -ne 1 ] || ! grep -q -- "$word" err.log; then
+  lines=$(grep -vc '^sqz progress: ' err.log)
+  if [ "$rc" -ne "$want" ] || [ "$lines" -ne 1 ] || ! grep -v '^sqz progress: ' err.log | grep -q -- "$word"; then
     bad "$name: exit $rc (want $want), $lines stderr lines: $(head -3 err.log)"
   elif ! inputs_intact; then bad "$name: an input changed"
   elif ! no_temps; then bad "$name: temporaries left: $(find . -name '*.sqztmp.*')"

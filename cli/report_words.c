@@ -1,0 +1,86 @@
+/* cli/report_words.c - the words of the compress report that the summary on stdout and the
+ * HTML page share, so that both say the same thing: how the size changed (a file that grew
+ * says so), what happened to each layer (quantized, kept float, or kept in the quantized type
+ * it was stored in), and the hint towards llama.cpp's mixes when a single K-quant had to keep
+ * layers. The JSON holds the same facts as data (totals.bytes_*, each layer's quantized and
+ * format). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+bool sqz_cli_format_is_float(const char *format) {
+    sqz_dtype t;
+    return !sqz_dtype_from_name(format, &t) || !sqz_dtype_info(t)->is_quantized;
+}
+
+/* Appends `name` to the comma-separated list in buf unless it is there. */
+static void add_type(char *buf, size_t cap, const char *name) {
+    const size_t n = strlen(name);
+    for (const char *p = buf; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == buf || p[-1] == ' ') && (p[n] == ',' || p[n] == 0)) return;
+    const size_t k = strlen(buf);
+    snprintf(buf + k, cap - k, "%s%s", k ? ", " : "", name);
+}
+
+void sqz_cli_count_layers(const sqz_compress_report *r, sqz_cli_layer_counts *c) {
+    memset(c, 0, sizeof *c);
+    for (int64_t i = 0; i < r->n_layers; i++) {
+        const sqz_layer_report *l = &r->layers[i];
+        if (l->quantized) {
+            c->quantized++;
+        } else if (sqz_cli_format_is_float(l->format)) {
+            c->kept_float++;
+            add_type(c->float_types, sizeof c->float_types, l->format);
+        } else {
+            c->kept_stored++;
+            add_type(c->stored_types, sizeof c->stored_types, l->format);
+        }
+    }
+}
+
+void sqz_cli_layers_words(const sqz_cli_layer_counts *c, char *buf, size_t cap) {
+    int k = snprintf(buf, cap, "%lld quantized", (long long)c->quantized);
+    if (k > 0 && (size_t)k < cap && c->kept_float)
+        k += snprintf(buf + k, cap - (size_t)k, ", %lld kept float (%s)", (long long)c->kept_float, c->float_types);
+    if (k > 0 && (size_t)k < cap && c->kept_stored)
+        snprintf(buf + k, cap - (size_t)k, ", %lld kept as stored (%s)", (long long)c->kept_stored, c->stored_types);
+}
+
+void sqz_cli_size_words(int64_t before, int64_t after, char *buf, size_t cap) {
+    if (before <= 0 || after <= 0) snprintf(buf, cap, "size change not measured");
+    else if (after < before) snprintf(buf, cap, "x%.2f smaller", (double)before / (double)after);
+    else if (after > before) snprintf(buf, cap, "x%.2f larger", (double)after / (double)before);
+    else snprintf(buf, cap, "the same size");
+}
+
+/* The format (first part) of the recipe's last quant stage's SPEC, into buf; "" if none. */
+static void quant_format(const sqz_compress_report *r, char *buf, size_t cap) {
+    buf[0] = 0;
+    for (int64_t i = 0; i < r->n_stages; i++) {
+        if (strcmp(r->stages[i].pass, "quant") != 0) continue;
+        const char *spec = r->stages[i].spec;
+        const size_t n = strcspn(spec, ":");
+        snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), spec);
+    }
+    for (char *p = buf; *p; p++)
+        if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+}
+
+void sqz_cli_kquant_hint(const sqz_compress_report *r, const sqz_cli_layer_counts *c, char *buf, size_t cap) {
+    static const struct { const char *single, *mix; } mixes[] = {
+        {"q2_k", "q3_k_m"}, {"q3_k", "q3_k_m"}, {"q4_k", "q4_k_m"}, {"q5_k", "q5_k_m"}, {"q6_k", "q5_k_m"}};
+    char fmt[32];
+    buf[0] = 0;
+    int64_t narrow = 0; /* kept because of their width (not --keep-float) */
+    for (int64_t i = 0; i < r->n_layers; i++)
+        narrow += !r->layers[i].quantized && strstr(r->layers[i].why, "multiple") != NULL;
+    if (!narrow) return;
+    quant_format(r, fmt, sizeof fmt);
+    for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++)
+        if (!strcmp(fmt, mixes[i].single))
+            snprintf(buf, cap, "%s left %lld of %lld layers as they were (a K-quant needs an input width that is a "
+                     "multiple of 256); llama.cpp's mix --quant %s quantizes those too, with the fallback types "
+                     "llama-quantize uses (docs/quantization.md)", fmt, (long long)narrow,
+                     (long long)(c->quantized + c->kept_float + c->kept_stored), mixes[i].mix);
+}
