@@ -212,19 +212,25 @@ static sqz_status parse(const char *path, const uint8_t *p, size_t size, sqz_cal
     }
 }
 
-sqz_status sqz_calib_stats_read(const char *path, sqz_calib_stats **out) {
+sqz_status sqz__calib_stats_read_mem(const char *path, const uint8_t *data, size_t size, sqz_calib_stats **out) {
     *out = NULL;
-    sqz_mapping *map;
-    SQZ_TRY(sqz_map(path, &map));
     sqz_calib_stats *st = sqz__calloc(1, sizeof *st);
-    sqz_status s = st ? parse(path, map->data, map->size, st) : SQZ_ERR_NOMEM;
-    sqz_unmap(map);
+    sqz_status s = st ? parse(path, data, size, st) : SQZ_ERR_NOMEM;
     if (s != SQZ_OK) {
         sqz_calib_stats_free(st);
         return s;
     }
     *out = st;
     return SQZ_OK;
+}
+
+sqz_status sqz_calib_stats_read(const char *path, sqz_calib_stats **out) {
+    *out = NULL;
+    sqz_mapping *map;
+    SQZ_TRY(sqz_map(path, &map));
+    sqz_status s = sqz__calib_stats_read_mem(path, map->data, map->size, out);
+    sqz_unmap(map);
+    return s;
 }
 
 sqz_status sqz_calib_stats_check_model(const sqz_calib_stats *st, const sqz_model *m, const char *path) {

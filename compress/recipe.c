@@ -108,8 +108,13 @@ sqz_status sqz_recipe_load(sqz_recipe *r, const char *path) {
     char *text = NULL;
     size_t len = 0;
     SQZ_TRY(sqz_read_file(path, (size_t)1 << 20, &text, &len));
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    sqz_status st = sqz__recipe_parse(r, path, text, len);
     free(text);
+    return st;
+}
+
+sqz_status sqz__recipe_parse(sqz_recipe *r, const char *path, const char *text, size_t len) {
+    cJSON *root = cJSON_ParseWithLength(text, len);
     SQZ_RETURN_IF(!root, SQZ_ERR_FORMAT, "%s: not valid JSON", path);
     sqz_status st = SQZ_OK;
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "sqz_recipe");

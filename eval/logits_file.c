@@ -125,9 +125,16 @@ static sqz_status check_row(const char *path, const sqz__logits_reader *r, uint6
 
 sqz_status sqz__logits_reader_open(const char *path, sqz__logits_reader *r) {
     memset(r, 0, sizeof *r);
-    SQZ_TRY(sqz_map(path, &r->map));
-    const uint8_t *p = r->map->data;
-    size_t size = r->map->size;
+    sqz_mapping *map;
+    SQZ_TRY(sqz_map(path, &map));
+    sqz_status st = sqz__logits_reader_open_mem(path, map->data, map->size, r);
+    if (st != SQZ_OK) sqz_unmap(map);
+    else r->map = map;
+    return st;
+}
+
+sqz_status sqz__logits_reader_open_mem(const char *path, const uint8_t *p, size_t size, sqz__logits_reader *r) {
+    memset(r, 0, sizeof *r);
     sqz_status st = SQZ_OK;
     if (size < LOGB_HEADER || memcmp(p, LOGB_MAGIC, 8) != 0) {
         st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: not an sqz base logits file (no SQZLOGB1 magic)", path);
