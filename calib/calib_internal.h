@@ -20,4 +20,8 @@ static inline double sqz__calib_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* sqz_calib_stats_read's parser over a file's bytes (path names it in messages); the result
+ * does not point into data. */
+sqz_status sqz__calib_stats_read_mem(const char *path, const uint8_t *data, size_t size, sqz_calib_stats **out);
+
 #endif

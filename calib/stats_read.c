@@ -12,6 +12,7 @@
 
 #define HEADER_BYTES 104
 #define MAX_LAYERS (1 << 16)
+#define BLK_RECORD_BYTES (16 + 32 + 4) /* tag, reserved, length; layer, inputs, tokens, 2 cosines; crc */
 
 void sqz_calib_stats_free(sqz_calib_stats *st) {
     if (!st) return;
@@ -76,7 +77,7 @@ static sqz_status parse_lin(const char *path, int64_t rec, sqz__reader *r, sqz_c
     in->st.n_in = (int64_t)k;
     in->st.n_tokens = (int64_t)n_tok;
     bool finite = true;
-    const char *what = NULL;
+    const char *what = NULL; /* short data (the reader's flag down) or no memory (up) */
     if ((have & SQZ_QSTAT_X2) && !(in->x2 = rd_f32s(r, (int64_t)k, &finite))) what = "x2";
     if (!what && (have & SQZ_QSTAT_ABSMAX) && !(in->absmax = rd_f32s(r, (int64_t)k, &finite))) what = "absmax";
     if (!what && (have & SQZ_QSTAT_ABSMEAN) && !(in->absmean = rd_f32s(r, (int64_t)k, &finite))) what = "absmean";
@@ -96,8 +97,10 @@ static sqz_status parse_lin(const char *path, int64_t rec, sqz__reader *r, sqz_c
     }
     if (!what && (have & SQZ_QSTAT_SAMPLE)) {
         uint64_t n_x = sqz__reader_u64(r);
-        if (!r->ok || n_x > sqz__reader_left(r) / 4 / k) what = "sample";
-        else if (!(in->x = rd_f32s(r, (int64_t)(n_x * k), &finite))) what = "sample";
+        if (r->ok && n_x > sqz__reader_left(r) / 4 / k)
+            return FAIL("%s: record %lld: %llu sample rows of %llu values run past the record", path, (long long)rec,
+                        (unsigned long long)n_x, (unsigned long long)k);
+        if (!r->ok || !(in->x = rd_f32s(r, (int64_t)(n_x * k), &finite))) what = "sample";
         else in->st.n_x = (int64_t)n_x;
     }
     if (!what && (have & SQZ_QSTAT_HIST)) {
@@ -108,9 +111,14 @@ static sqz_status parse_lin(const char *path, int64_t rec, sqz__reader *r, sqz_c
         float amax = sqz__reader_f32(r);
         (void)sqz__reader_u32(r);
         uint64_t nz = sqz__reader_u64(r);
-        if (!r->ok || nb < 1 || nb > SQZ_HIST_MAX_BINS || !isfinite(width) || width < 0 || !isfinite(total) ||
-            total < 0 || !isfinite(amax) || amax < 0 || nz > ((uint64_t)1 << 62) || sqz__reader_left(r) / 8 < nb) {
+        if (!r->ok) {
             what = "histogram";
+        } else if (sqz__reader_left(r) / 8 < nb) {
+            return FAIL("%s: record %lld: histogram of %u bins runs past the record", path, (long long)rec, nb);
+        } else if (nb < 1 || nb > SQZ_HIST_MAX_BINS || !isfinite(width) || width < 0 || !isfinite(total) ||
+                   total < 0 || !isfinite(amax) || amax < 0 || nz > ((uint64_t)1 << 62)) {
+            return FAIL("%s: record %lld: histogram of %u bins, width %g, total %g, max %g, %llu zeros out of range",
+                        path, (long long)rec, nb, width, total, (double)amax, (unsigned long long)nz);
         } else if (!(h->counts = malloc((size_t)nb * sizeof(double)))) {
             what = "histogram";
         } else {
@@ -157,8 +165,13 @@ static sqz_status parse(const char *path, const uint8_t *p, size_t size, sqz_cal
     st->sample_rows = sqz__rd_u32(p + 96);
     if (st->n_layers < 1 || st->n_layers > MAX_LAYERS) return FAIL("%s: %lld layers", path, (long long)st->n_layers);
     if (st->have & ~(unsigned)0x3F) return FAIL("%s: unknown statistics bits 0x%x", path, st->have);
-    st->blocks = calloc((size_t)st->n_layers + 1, sizeof *st->blocks);
-    if (!st->blocks) return SQZ_ERROR(SQZ_ERR_NOMEM, "%s: no memory", path);
+    /* a block per layer and the classifier's, but no more than the file has BLK0 records for:
+     * a 104-byte file cannot make sqz allocate 65537 blocks */
+    int64_t cap = st->n_layers + 1, fit = (int64_t)((size - HEADER_BYTES) / BLK_RECORD_BYTES);
+    if (fit < cap) cap = fit > 0 ? fit : 1;
+    st->blocks = calloc((size_t)cap, sizeof *st->blocks);
+    if (!st->blocks) return SQZ_ERROR(SQZ_ERR_NOMEM, "%s: no memory for %lld blocks", path, (long long)cap);
+    uint32_t announced = 0; /* inputs the current block's record announces */
     sqz__reader r;
     sqz__reader_init(&r, p + HEADER_BYTES, size - HEADER_BYTES);
     sqz_calib_block *cur = NULL;
@@ -176,14 +189,18 @@ static sqz_status parse(const char *path, const uint8_t *p, size_t size, sqz_cal
                                                                    (long long)rec);
         sqz__reader rr;
         sqz__reader_init(&rr, pl, (size_t)len);
-        if (memcmp(tag, "END0", 4) == 0) {
+        const bool blk = memcmp(tag, "BLK0", 4) == 0, end = memcmp(tag, "END0", 4) == 0;
+        if ((blk || end) && cur && cur->n_inputs != (int)announced)
+            return FAIL("%s: record %lld: block %d announces %u inputs, %d follow", path, (long long)rec,
+                        (int)cur->layer, announced, cur->n_inputs);
+        if (end) {
             uint64_t n = sqz__reader_u64(&rr);
             if (!rr.ok || sqz__reader_left(&rr) || n != (uint64_t)rec)
                 return FAIL("%s: END0 record says %llu records, the file has %lld", path, (unsigned long long)n,
                             (long long)rec);
             if (sqz__reader_left(&r)) return FAIL("%s: %zu bytes after the END0 record", path, sqz__reader_left(&r));
             return SQZ_OK;
-        } else if (memcmp(tag, "BLK0", 4) == 0) {
+        } else if (blk) {
             int32_t layer = (int32_t)sqz__reader_u32(&rr);
             uint32_t n_inputs = sqz__reader_u32(&rr);
             uint64_t n_tok = sqz__reader_u64(&rr);
@@ -194,11 +211,11 @@ static sqz_status parse(const char *path, const uint8_t *p, size_t size, sqz_cal
             int32_t prev = st->n_blocks > 0 ? st->blocks[st->n_blocks - 1].layer : -2;
             if (st->n_blocks > 0 && (prev == -1 || (layer >= 0 && layer <= prev)))
                 return FAIL("%s: record %lld: block %d out of order", path, (long long)rec, (int)layer);
-            if (st->n_blocks >= st->n_layers + 1) return FAIL("%s: record %lld: too many blocks", path,
-                                                              (long long)rec);
+            if (st->n_blocks >= cap) return FAIL("%s: record %lld: too many blocks", path, (long long)rec);
             if (n_inputs > SQZ_CALIB_MAX_INPUTS || !isfinite(cm) || !isfinite(cmin) || n_tok > ((uint64_t)1 << 48))
                 return FAIL("%s: record %lld: bad block record values", path, (long long)rec);
             cur = &st->blocks[st->n_blocks++];
+            announced = n_inputs;
             cur->layer = layer;
             cur->n_tokens = (int64_t)n_tok;
             cur->cos_mean = cm;
@@ -212,19 +229,25 @@ static sqz_status parse(const char *path, const uint8_t *p, size_t size, sqz_cal
     }
 }
 
-sqz_status sqz_calib_stats_read(const char *path, sqz_calib_stats **out) {
+sqz_status sqz__calib_stats_read_mem(const char *path, const uint8_t *data, size_t size, sqz_calib_stats **out) {
     *out = NULL;
-    sqz_mapping *map;
-    SQZ_TRY(sqz_map(path, &map));
     sqz_calib_stats *st = sqz__calloc(1, sizeof *st);
-    sqz_status s = st ? parse(path, map->data, map->size, st) : SQZ_ERR_NOMEM;
-    sqz_unmap(map);
+    sqz_status s = st ? parse(path, data, size, st) : SQZ_ERR_NOMEM;
     if (s != SQZ_OK) {
         sqz_calib_stats_free(st);
         return s;
     }
     *out = st;
     return SQZ_OK;
+}
+
+sqz_status sqz_calib_stats_read(const char *path, sqz_calib_stats **out) {
+    *out = NULL;
+    sqz_mapping *map;
+    SQZ_TRY(sqz_map(path, &map));
+    sqz_status s = sqz__calib_stats_read_mem(path, map->data, map->size, out);
+    sqz_unmap(map);
+    return s;
 }
 
 sqz_status sqz_calib_stats_check_model(const sqz_calib_stats *st, const sqz_model *m, const char *path) {

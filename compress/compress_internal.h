@@ -39,6 +39,9 @@ extern const sqz_pass sqz__pass_prune;       /* pass_prune.c */
 extern const sqz_pass sqz__pass_sparsity;    /* pass_sparsity.c */
 extern const sqz_pass sqz__pass_cast;        /* pass_cast.c */
 
+/* sqz_recipe_load's parser over the text of a recipe (len bytes, not NUL-terminated; path
+ * names it in messages); r unchanged on failure (recipe.c). */
+sqz_status sqz__recipe_parse(sqz_recipe *r, const char *path, const char *text, size_t len);
 /* Every stage's link (sqz_pass.link) into links[0..r->n), zeroed first (recipe.c). */
 sqz_status sqz__recipe_link(const sqz_recipe *r, sqz_stage_link *links);
 

@@ -70,6 +70,9 @@ static sqz_status object_spec(const sqz_pass *p, const cJSON *obj, const char *f
             SQZ_RETURN_IF(!o, SQZ_ERR_FORMAT, "%s: stage %d (%s): unknown option '%s'", file, idx, p->name, it->string);
             if (!!(o->flags & SQZ_OPT_POSITIONAL) != pos) continue;
             char v[128];
+            SQZ_RETURN_IF(cJSON_IsString(it) && strlen(it->valuestring) >= sizeof v, SQZ_ERR_FORMAT,
+                          "%s: stage %d (%s): option '%s' is longer than %zu bytes", file, idx, p->name, it->string,
+                          sizeof v - 1);
             if (cJSON_IsString(it)) snprintf(v, sizeof v, "%s", it->valuestring);
             else if (cJSON_IsNumber(it) && isfinite(it->valuedouble)) snprintf(v, sizeof v, "%.17g", it->valuedouble);
             else if (cJSON_IsTrue(it) && o->type == SQZ_OPT_FLAG) v[0] = 0;
@@ -94,6 +97,12 @@ static sqz_status load_stage(sqz_recipe *r, const cJSON *st, const char *file, i
     const sqz_pass *p = sqz_pass_find(v->string);
     SQZ_RETURN_IF(!p, SQZ_ERR_FORMAT, "%s: stage %d: unknown pass '%s' (%s)", file, idx, v->string,
                   pass_names(names, sizeof names));
+    /* a SPEC that does not fit is refused, never cut (a cut list or number would parse) */
+    SQZ_RETURN_IF(cJSON_IsString(v) && strlen(v->valuestring) >= sizeof spec, SQZ_ERR_FORMAT,
+                  "%s: stage %d (%s): SPEC of %zu bytes (at most %zu)", file, idx, p->name, strlen(v->valuestring),
+                  sizeof spec - 1);
+    SQZ_RETURN_IF(cJSON_IsNumber(v) && !isfinite(v->valuedouble), SQZ_ERR_FORMAT,
+                  "%s: stage %d (%s): the number is out of range", file, idx, p->name);
     if (cJSON_IsString(v)) snprintf(spec, sizeof spec, "%s", v->valuestring);
     else if (cJSON_IsNumber(v)) snprintf(spec, sizeof spec, "%.17g", v->valuedouble);
     else if (cJSON_IsObject(v)) SQZ_TRY(object_spec(p, v, file, idx, spec, sizeof spec));
@@ -108,8 +117,13 @@ sqz_status sqz_recipe_load(sqz_recipe *r, const char *path) {
     char *text = NULL;
     size_t len = 0;
     SQZ_TRY(sqz_read_file(path, (size_t)1 << 20, &text, &len));
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    sqz_status st = sqz__recipe_parse(r, path, text, len);
     free(text);
+    return st;
+}
+
+sqz_status sqz__recipe_parse(sqz_recipe *r, const char *path, const char *text, size_t len) {
+    cJSON *root = cJSON_ParseWithLength(text, len);
     SQZ_RETURN_IF(!root, SQZ_ERR_FORMAT, "%s: not valid JSON", path);
     sqz_status st = SQZ_OK;
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "sqz_recipe");

@@ -59,6 +59,9 @@ typedef struct sqz__logits_reader {
 
 /* Maps and validates a base logits file. */
 sqz_status sqz__logits_reader_open(const char *path, sqz__logits_reader *r);
+/* Validates a base logits file's bytes (path names it in messages); r points into p, which
+ * must outlive it (r->map stays NULL). */
+sqz_status sqz__logits_reader_open_mem(const char *path, const uint8_t *p, size_t size, sqz__logits_reader *r);
 void sqz__logits_reader_close(sqz__logits_reader *r);
 
 /* One stored row, decoded: log_probs (n_vocab floats, caller's), nll, argmax. */

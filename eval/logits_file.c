@@ -110,24 +110,34 @@ sqz_status sqz__logits_writer_close(sqz__logits_writer *w, bool commit) {
     return st;
 }
 
-/* A stored row: finite, scale >= 0, log-probabilities <= 0, nll >= 0, argmax in the vocabulary. */
+/* A stored row: finite, scale >= 0, log-probabilities <= 0 (the smallest, and the largest a code
+ * can give: min + 65535 * scale, which the writer makes -lse, up to rounding), nll >= 0, argmax
+ * in the vocabulary. A larger scale would give exp() of huge log-probabilities: an infinite KLD. */
 static sqz_status check_row(const char *path, const sqz__logits_reader *r, uint64_t i) {
     const uint8_t *p = r->rows + i * r->row_bytes;
     const float scale = sqz__rd_f32(p), min_lp = sqz__rd_f32(p + 4), nll = sqz__rd_f32(p + 8);
     const uint32_t am = sqz__rd_u32(p + 12);
     SQZ_RETURN_IF(am >= r->h.n_vocab, SQZ_ERR_FORMAT, "%s: row %llu: argmax %u outside the vocabulary of %u", path,
                   (unsigned long long)i, am, r->h.n_vocab);
-    SQZ_RETURN_IF(!(isfinite(scale) && scale >= 0 && isfinite(min_lp) && min_lp <= 0 && isfinite(nll) && nll >= 0),
+    SQZ_RETURN_IF(!(isfinite(scale) && scale >= 0 && isfinite(min_lp) && min_lp <= 0 && isfinite(nll) && nll >= 0 &&
+                    (double)min_lp + 65535.0 * (double)scale <= 1e-3),
                   SQZ_ERR_FORMAT, "%s: row %llu: scale %g, min log p %g, nll %g out of range (finite; scale and nll "
-                  ">= 0, log p <= 0)", path, (unsigned long long)i, (double)scale, (double)min_lp, (double)nll);
+                  ">= 0; log p from min to min + 65535 * scale, <= 0)", path, (unsigned long long)i, (double)scale, (double)min_lp, (double)nll);
     return SQZ_OK;
 }
 
 sqz_status sqz__logits_reader_open(const char *path, sqz__logits_reader *r) {
     memset(r, 0, sizeof *r);
-    SQZ_TRY(sqz_map(path, &r->map));
-    const uint8_t *p = r->map->data;
-    size_t size = r->map->size;
+    sqz_mapping *map;
+    SQZ_TRY(sqz_map(path, &map));
+    sqz_status st = sqz__logits_reader_open_mem(path, map->data, map->size, r);
+    if (st != SQZ_OK) sqz_unmap(map);
+    else r->map = map;
+    return st;
+}
+
+sqz_status sqz__logits_reader_open_mem(const char *path, const uint8_t *p, size_t size, sqz__logits_reader *r) {
+    memset(r, 0, sizeof *r);
     sqz_status st = SQZ_OK;
     if (size < LOGB_HEADER || memcmp(p, LOGB_MAGIC, 8) != 0) {
         st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: not an sqz base logits file (no SQZLOGB1 magic)", path);
