@@ -42,6 +42,10 @@ extern const sqz_pass sqz__pass_cast;        /* pass_cast.c */
 /* sqz_recipe_load's parser over the text of a recipe (len bytes, not NUL-terminated; path
  * names it in messages); r unchanged on failure (recipe.c). */
 sqz_status sqz__recipe_parse(sqz_recipe *r, const char *path, const char *text, size_t len);
+/* Whether stage k shares its block loop with stage k - 1: it has a block step and no whole-model
+ * step, and stage k - 1 does not reshape (the pipeline's rule; pad-ffn's placement reads it too). */
+bool sqz__stage_joins_previous(const sqz_recipe *r, int k);
+
 /* Every stage's link (sqz_pass.link) into links[0..r->n), zeroed first (recipe.c). */
 sqz_status sqz__recipe_link(const sqz_recipe *r, sqz_stage_link *links);
 

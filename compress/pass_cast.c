@@ -13,8 +13,8 @@
  * Tensors already in a block-quantized type or quantized by sqz (t->qp) are never touched; a
  * tensor already in DTYPE is left as it is. Converting from F32 to F16 rounds to nearest even
  * (values beyond f16's range become infinities, which sqz_model_save's finiteness check then
- * refuses, naming the tensor). One tensor is converted at a time: the stage holds the
- * converted copies (what the output file will hold) and one f32 row buffer of a tensor.
+ * refuses, naming the tensor). One tensor is converted at a time (sqz_convert): the stage holds
+ * the converted copies (what the output file will hold) and one f32 copy of a tensor in passing.
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -47,30 +47,16 @@ static bool wants(const cast_args *a, const sqz_tensor *t) {
     return a->all || (t->param == SQZ_PARAM_WEIGHT && t->ndim == 2);
 }
 
-/* n floats of src into dst in dtype d (F16, BF16 or F32). */
-static void pack(const float *src, void *dst, int64_t n, sqz_dtype d) {
-    if (d == SQZ_DTYPE_F32) {
-        memcpy(dst, src, (size_t)n * sizeof(float));
-        return;
-    }
-    uint16_t *o = dst;
-    for (int64_t i = 0; i < n; i++) o[i] = d == SQZ_DTYPE_F16 ? sqz_fp32_to_fp16(src[i]) : sqz_fp32_to_bf16(src[i]);
-}
-
 static sqz_status cast_one(sqz_model *m, sqz_tensor *t, sqz_dtype d) {
     const int64_t n = sqz_tensor_nelements(t);
     size_t nb = 0;
     SQZ_RETURN_IF(!sqz_dtype_nbytes(d, n, &nb), SQZ_ERR_SHAPE, "--cast: tensor '%s': %" PRId64 " elements", t->name, n);
-    float *f = sqz__malloc((size_t)n * sizeof(float));
-    void *out = f ? sqz__malloc(nb ? nb : 1) : NULL;
-    sqz_status st = f && out ? sqz_tensor_to_f32(t, f) : SQZ_ERR_NOMEM;
-    if (st == SQZ_OK) {
-        pack(f, out, n, d);
-        st = sqz_tensor_replace(m, t, d, t->ndim, t->shape, out, nb, true);
-    }
-    if (st == SQZ_OK) out = NULL; /* the model owns it */
-    else sqz__error_prefix("--cast: tensor '%s'", t->name);
-    free(f);
+    SQZ_RETURN_IF(!t->data, SQZ_ERR_INVALID_ARG, "--cast: tensor '%s' has no data", t->name);
+    void *out = sqz__malloc(nb ? nb : 1);
+    sqz_status st = out ? sqz_convert(t->dtype, t->data, d, out, n, NULL) : SQZ_ERR_NOMEM;
+    if (st == SQZ_OK) st = sqz_tensor_replace(m, t, d, t->ndim, t->shape, out, nb, true);
+    if (st == SQZ_OK) return SQZ_OK; /* the model owns out */
+    sqz__error_prefix("--cast: tensor '%s'", t->name);
     free(out);
     return st;
 }

@@ -64,12 +64,6 @@ const sqz_pass sqz__pass_pad_ffn = {
     .model_step = pad_model_step,
 };
 
-/* Stage k shares its block loop with stage k - 1 (the pipeline's rule, compress/pipeline.c). */
-static bool joins_previous(const sqz_recipe *r, int k) {
-    return k > 0 && r->stages[k].pass->run_block && !r->stages[k].pass->model_step &&
-           !r->stages[k - 1].pass->reshapes;
-}
-
 sqz_status sqz_recipe_pad_for_quant(sqz_recipe *r, const sqz_model *m, int *inserted) {
     if (inserted) *inserted = -1;
     int first = -1;
@@ -92,7 +86,7 @@ sqz_status sqz_recipe_pad_for_quant(sqz_recipe *r, const sqz_model *m, int *inse
     }
     if (first < 0) return SQZ_OK;
     int pos = first;
-    while (joins_previous(r, pos)) pos--;
+    while (sqz__stage_joins_previous(r, pos)) pos--;
     char spec[32];
     snprintf(spec, sizeof spec, "%" PRId64, multiple);
     SQZ_TRY(sqz_recipe_add(r, sqz__pass_pad_ffn.name, spec));

@@ -140,7 +140,7 @@ static sqz_status set_f32(sqz_model *m, sqz_tensor *t, float *v) {
     return sqz_tensor_replace(m, t, SQZ_DTYPE_F32, t->ndim, t->shape, v, nb, true);
 }
 
-/* The sparse INT8 kernel on a float 2:4 layer's INT8 image (sparsity_forward.c). */
+/* The sparse INT8 kernel on a float 2:4 layer's INT8 image (sparse/forward.c). */
 static sqz_status check_kernel(const sqz__sparse_opts *a, const float *w, const sqz_tensor *t,
                                const sqz_calib_input *in) {
     const int64_t nx = in && in->x ? in->st.n_x : 0;

@@ -250,11 +250,10 @@ static void run_close(run_state *rs, const sqz_recipe *r) {
     free(rs->links);
 }
 
-/* Stages i.. that share one block loop: up to a whole-model step or past a reshaping stage. */
+/* Stages i.. that share one block loop (sqz__stage_joins_previous). */
 static int loop_end(const sqz_recipe *r, int i) {
     int j = i + 1;
-    while (j < r->n && r->stages[j].pass->run_block && !r->stages[j].pass->model_step && !r->stages[j - 1].pass->reshapes)
-        j++;
+    while (j < r->n && sqz__stage_joins_previous(r, j)) j++;
     return j;
 }
 

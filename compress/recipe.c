@@ -152,6 +152,11 @@ const sqz_compress_spec *sqz_stage_quant_spec(const sqz_stage *s) {
     return s && s->pass->quant_spec ? s->pass->quant_spec(s->args) : NULL;
 }
 
+bool sqz__stage_joins_previous(const sqz_recipe *r, int k) {
+    return k > 0 && r->stages[k].pass->run_block && !r->stages[k].pass->model_step &&
+           !r->stages[k - 1].pass->reshapes;
+}
+
 sqz_status sqz__recipe_link(const sqz_recipe *r, sqz_stage_link *links) {
     memset(links, 0, (size_t)r->n * sizeof *links);
     for (int k = 0; k < r->n; k++)
