@@ -324,6 +324,9 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     if (st == SQZ_OK) sqz_cli_model_warnings(a->path, m);
     if (st == SQZ_OK) st = sqz_model_check_finite(m); /* NaN / Inf weights never pass through */
     if (st == SQZ_OK && (st = sqz_recipe_check_model(&a->recipe, m, cc->text != NULL)) != SQZ_OK) *usage = true;
+    /* an HF config.json holds one set of layer dims: refused now, not after the work */
+    if (st == SQZ_OK && so->format == SQZ_FORMAT_SAFETENSORS && (st = sqz_recipe_check_uniform(&a->recipe, m)) != SQZ_OK)
+        *usage = true;
     sqz_keep_float keep;
     if (st == SQZ_OK && (st = sqz_keep_float_parse(a->keep, m, &keep)) != SQZ_OK) *usage = true;
     /* odd FFN widths are padded to the quant group (not with --stats: its statistics have the old widths) */

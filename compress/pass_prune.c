@@ -15,7 +15,9 @@
  *          | 'damp=' X                      relative damping of the Hessian (obs, lsq)
  *          | 'align=' N                     kept FFN widths a multiple of N (default 32: llama.cpp's
  *                                           quantized rows are blocks of 32; 1 = the exact ratio)
- *   e.g. ffn=0.3  heads=0.25:ffn=0.25:obs  ffn=0.3:flap:none  ffn=0.2:wanda:lsq
+ *          | uniform                        heads=: the same number of heads and KV heads in every
+ *                                           layer (a plain HF config.json holds the result)
+ *   e.g. ffn=0.3  heads=0.25:ffn=0.25:obs  ffn=0.3:flap:none  ffn=0.2:wanda:lsq  heads=0.34:uniform
  */
 #include <inttypes.h>
 #include <math.h>
@@ -31,7 +33,7 @@
 static const int comp_values[] = {-1, SQZ_PRUNE_COMP_NONE, SQZ_PRUNE_COMP_BIAS, SQZ_PRUNE_COMP_LSQ,
                                   SQZ_PRUNE_COMP_BOTH};
 
-enum { R_HEADS, R_FFN, R_PARAMS, R_CHANNELS, R_SCORE, R_COMP, R_DAMP, R_ALIGN, N_ROWS };
+enum { R_HEADS, R_FFN, R_PARAMS, R_CHANNELS, R_SCORE, R_COMP, R_DAMP, R_ALIGN, R_UNIFORM, N_ROWS };
 static const sqz_opt prune_opts[] = {
     [R_HEADS] = {.name = "heads", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_opts, heads), .min = 0,
                  .max = 1, .def = "0",
@@ -64,6 +66,10 @@ static const sqz_opt prune_opts[] = {
                  .max = 4096, .def = "32",
                  .help = "kept FFN widths are a multiple of N where d_ff is (GGUF blocks of 32 need it to quantize "
                          "the down rows; 1 = the exact ratio)"},
+    [R_UNIFORM] = {.name = "uniform", .type = SQZ_OPT_FLAG, .offset = offsetof(sqz__prune_opts, uniform),
+                   .help = "with heads=: remove the same number of heads and of KV heads in every layer (GQA: the "
+                           "first pruned layer's scores pick the split, each layer's scores which heads), so a "
+                           "plain HF config.json holds the result (--to safetensors)"},
 };
 _Static_assert(sizeof prune_opts / sizeof prune_opts[0] == N_ROWS, "prune rows");
 
@@ -71,6 +77,7 @@ _Static_assert(sizeof prune_opts / sizeof prune_opts[0] == N_ROWS, "prune rows")
 typedef struct prune_state {
     int32_t plan_heads[SQZ__PRUNE_MAX_LAYERS], plan_ffn[SQZ__PRUNE_MAX_LAYERS];
     int64_t h0, n0, d0;
+    int64_t uni_kv, uni_per; /* uniform: the shape every layer keeps (KV groups x query heads), 0 until chosen */
 } prune_state;
 
 sqz_prune_comp sqz__prune_comp_of(const sqz__prune_opts *a) {
@@ -94,6 +101,9 @@ static sqz_status prune_check(void *args, uint64_t given, const char *spec) {
                   spec, a->params);
     SQZ_RETURN_IF(a->channels >= 1, SQZ_ERR_INVALID_ARG,
                   "--prune '%s': part 'channels=%g': a fraction below 1 (1 removes every channel)", spec, a->channels);
+    SQZ_RETURN_IF(a->uniform && a->heads <= 0, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'uniform' shapes heads=: give heads=R with it (ffn= and channels= are "
+                  "uniform already; params= places per-layer widths)", spec);
     SQZ_RETURN_IF(a->heads <= 0 && a->ffn <= 0 && a->params <= 0 && a->channels <= 0, SQZ_ERR_INVALID_ARG,
                   "--prune '%s': nothing to remove (give heads=R and/or ffn=R, or params=R, and/or channels=R; R in "
                   "(0, 1))", spec);
@@ -173,6 +183,33 @@ static sqz_status prune_check_model(const sqz_stage *s, const sqz_model *m, int6
     return check_model(s->args, s->spec, m);
 }
 
+/* An output with one set of layer dims (an HF config.json): the widths this stage leaves agree
+ * across layers, and hidden_size stays a multiple of the heads (transformers' LlamaConfig checks
+ * it). Decided from the counts alone, before any work. */
+static sqz_status prune_check_uniform(const sqz_stage *s, const sqz_model *m) {
+    const sqz__prune_opts *a = s->args;
+    SQZ_RETURN_IF(a->params > 0, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'params=%g' gives every layer its own widths, which a plain HF config.json "
+                  "cannot hold: write GGUF (--to gguf: per-layer arrays), or prune heads=R:uniform / ffn=R", s->spec,
+                  a->params);
+    const sqz_layer_dims *ld = &m->layers[0];
+    int64_t heads = ld->n_heads, kept;
+    int shapes = 1;
+    if (a->heads > 0) SQZ_TRY(sqz_prune_heads_shapes(ld->n_heads, ld->n_kv_heads, to_remove(a->heads, ld->n_heads),
+                                                     &kept, &shapes));
+    SQZ_RETURN_IF(a->heads > 0 && shapes > 1 && !a->uniform, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'heads=%g' keeps %" PRId64 " of %" PRId64 " heads in %d possible splits over %"
+                  PRId64 " KV groups, each layer's scores choosing its own, which a plain HF config.json cannot hold: "
+                  "add ':uniform' (every layer the same split) or write GGUF (--to gguf)", s->spec, a->heads, kept,
+                  ld->n_heads, shapes, ld->n_kv_heads);
+    if (a->heads > 0) heads = kept;
+    const int64_t d = m->hp.d_model - (a->channels > 0 ? sqz__prune_channels_remove(a, m->hp.d_model) : 0);
+    SQZ_RETURN_IF(d % heads, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s' leaves %" PRId64 " heads and hidden_size %" PRId64 ", not a multiple of them, which "
+                  "transformers' config refuses: write GGUF (--to gguf) or choose another ratio", s->spec, heads, d);
+    return SQZ_OK;
+}
+
 static sqz_status prune_model_step(sqz_pass_ctx *c, const void *args) {
     const sqz__prune_opts *a = args;
     prune_state *ps = c->state;
@@ -183,6 +220,9 @@ static sqz_status prune_model_step(sqz_pass_ctx *c, const void *args) {
     if (a->channels > 0) SQZ_TRY(sqz__prune_channels(m, a, &env));
     const sqz_prune_comp comp = sqz__prune_comp_of(a);
     if (a->params > 0) SQZ_TRY(sqz__prune_plan(m, a, &env, ps->plan_heads, ps->plan_ffn));
+    if (a->uniform)
+        SQZ_TRY(sqz__prune_uniform_shape(m, a, &env, to_remove(a->heads, m->layers[0].n_heads), &ps->uni_kv,
+                                         &ps->uni_per));
     if (comp == SQZ_PRUNE_COMP_BIAS || comp == SQZ_PRUNE_COMP_BOTH) {
         int64_t added; /* fixed before the calibration session is made (pipeline.c: a fresh one) */
         SQZ_TRY(sqz_prune_add_biases(m, a->heads > 0 || a->params > 0, a->ffn > 0 || a->params > 0, &added));
@@ -202,6 +242,14 @@ static const sqz_qstats *input_of(const sqz_calib_block *stats, sqz_role role) {
     return in ? &in->st : NULL;
 }
 
+/* The heads layer ld keeps; uniform: in the shape the model step chose for every layer. */
+static sqz_status choose_heads(const prune_state *ps, sqz_layer_dims ld, const double *sc, int64_t remove,
+                               int64_t *keep, int64_t *n_keep) {
+    if (!ps->uni_kv) return sqz_prune_choose_heads(ld.n_heads, ld.n_kv_heads, sc, remove, keep, n_keep);
+    *n_keep = ps->uni_kv * ps->uni_per;
+    return sqz_prune_choose_heads_shape(ld.n_heads, ld.n_kv_heads, sc, ps->uni_kv, ps->uni_per, keep);
+}
+
 static sqz_status prune_heads(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const sqz__prune_opts *a) {
     const prune_state *ps = c->state;
     const sqz_layer_dims ld = c->m->layers[layer];
@@ -211,7 +259,7 @@ static sqz_status prune_heads(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
     sqz_status rc = sc && keep ? SQZ_OK : SQZ_ERR_NOMEM;
     if (rc == SQZ_OK) rc = sqz_prune_scores(c->m, layer, SQZ_STRUCT_HEAD, (sqz_prune_score)a->score, st, a->damp, sc);
     const int64_t remove = a->params > 0 ? ps->plan_heads[layer] : to_remove(a->heads, ld.n_heads);
-    if (rc == SQZ_OK) rc = sqz_prune_choose_heads(ld.n_heads, ld.n_kv_heads, sc, remove, keep, &n_keep);
+    if (rc == SQZ_OK) rc = choose_heads(ps, ld, sc, remove, keep, &n_keep);
     if (rc == SQZ_OK) rc = sqz_prune_apply(c->m, layer, SQZ_STRUCT_HEAD, keep, n_keep, sqz__prune_comp_of(a), st, a->damp);
     if (rc == SQZ_OK && c->rep) sqz__prune_record_heads(c->rep->prune, c->m, layer, sc, keep, n_keep);
     free(sc);
@@ -250,8 +298,9 @@ const sqz_pass sqz__pass_prune = {
     .name = "prune", .metavar = "SPEC",
     .summary = "remove a fraction of every layer's attention heads / FFN neurons, scored and compensated from "
                "calibration statistics (docs/pruning.md)",
-    .examples = "ffn=0.3 heads=0.25:ffn=0.25:obs ffn=0.3:flap:none ffn=0.2:wanda:lsq",
+    .examples = "ffn=0.3 heads=0.25:ffn=0.25:obs ffn=0.3:flap:none ffn=0.2:wanda:lsq heads=0.34:uniform",
     .opts = prune_opts, .n_opts = N_ROWS, .args_size = sizeof(sqz__prune_opts), .state_size = sizeof(prune_state),
     .reshapes = true, .changes_widths = true, .check = prune_check, .check_model = prune_check_model,
+    .check_uniform = prune_check_uniform,
     .needs = prune_needs, .model_step = prune_model_step, .run_block = prune_block,
 };

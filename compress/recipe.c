@@ -176,6 +176,21 @@ sqz_status sqz_recipe_check_model(const sqz_recipe *r, const sqz_model *m, bool 
     return st;
 }
 
+sqz_status sqz_recipe_check_uniform(const sqz_recipe *r, const sqz_model *m) {
+    const sqz_layer_dims *l0 = &m->layers[0];
+    for (int64_t l = 1; l < m->hp.n_layers; l++) {
+        const sqz_layer_dims *ld = &m->layers[l];
+        SQZ_RETURN_IF(ld->n_heads != l0->n_heads || ld->n_kv_heads != l0->n_kv_heads || ld->d_ff != l0->d_ff,
+                      SQZ_ERR_INVALID_ARG, "the model's layer %lld has %lld heads, %lld KV heads, d_ff %lld but "
+                      "layer 0 has %lld, %lld, %lld, which a plain HF config.json cannot hold: write GGUF (--to gguf)",
+                      (long long)l, (long long)ld->n_heads, (long long)ld->n_kv_heads, (long long)ld->d_ff,
+                      (long long)l0->n_heads, (long long)l0->n_kv_heads, (long long)l0->d_ff);
+    }
+    for (int k = 0; r && k < r->n; k++)
+        if (r->stages[k].pass->check_uniform) SQZ_TRY(r->stages[k].pass->check_uniform(&r->stages[k], m));
+    return SQZ_OK;
+}
+
 char *sqz_recipe_json(const sqz_recipe *r) {
     cJSON *root = cJSON_CreateObject(), *arr = NULL;
     bool ok = root && cJSON_AddNumberToObject(root, "sqz_recipe", 1) && (arr = cJSON_AddArrayToObject(root, "stages"));

@@ -35,6 +35,7 @@ typedef struct sqz__prune_opts {
     int comp;             /* sqz_prune_comp, or -1: the score's default */
     double damp;          /* relative damping of H (obs, lsq) */
     int64_t align;        /* kept FFN widths are a multiple of this (where d_ff is) */
+    bool uniform;         /* heads=: every layer keeps the same heads and KV heads (one shape) */
 } sqz__prune_opts;
 
 /* Where the whole-model measurements run: calibration windows (NULL: none given), the sessions'
@@ -59,6 +60,13 @@ sqz_status sqz__prune_channels(sqz_model *m, const sqz__prune_opts *a, const sqz
  * entries each, at most SQZ__PRUNE_MAX_LAYERS) from one scoring pass over the model (budget.c). */
 sqz_status sqz__prune_plan(sqz_model *m, const sqz__prune_opts *a, const sqz__prune_env *e,
                            int32_t *plan_heads, int32_t *plan_ffn);
+
+/* heads=R:uniform: the shape every layer keeps when `remove` of each layer's heads go (all
+ * layers alike): *kv_keep KV groups of *per_keep query heads. With more than one shape for the
+ * count, the one keeping the most standardized score over all layers, from one scoring pass
+ * over the unpruned model (uniform.c). */
+sqz_status sqz__prune_uniform_shape(sqz_model *m, const sqz__prune_opts *a, const sqz__prune_env *e,
+                                    int64_t remove, int64_t *kv_keep, int64_t *per_keep);
 
 /* ---- the record of what the pass removed (record.c; sqz_prune_record of sqz/prune.h) ----- */
 

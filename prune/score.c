@@ -251,20 +251,55 @@ static double plan_groups(int64_t n_kv, int64_t g, const double *scores, int64_t
     return total;
 }
 
-sqz_status sqz_prune_choose_heads(int64_t n_heads, int64_t n_kv, const double *scores, int64_t remove, int64_t *keep,
-                                  int64_t *n_keep) {
-    SQZ_RETURN_IF(n_kv < 1 || n_heads % n_kv || remove < 0 || remove > n_heads, SQZ_ERR_INVALID_ARG,
-                  "prune: bad head counts (%lld heads, %lld KV heads, remove %lld)", (long long)n_heads,
-                  (long long)n_kv, (long long)remove);
-    const int64_t g = n_heads / n_kv, target = n_heads - remove;
-    SQZ_RETURN_IF(target < 1, SQZ_ERR_INVALID_ARG, "prune: removing %lld of %lld heads removes every head",
-                  (long long)remove, (long long)n_heads);
+/* The feasible kept count nearest to n_heads - remove (ties: more); *n_shapes gets how many
+ * (kv', per) give it. g = n_heads / n_kv, target >= 1. */
+static int64_t best_count(int64_t n_kv, int64_t g, int64_t target, int *n_shapes) {
     int64_t best = 0;
     for (int64_t kv = 1; kv <= n_kv; kv++)
         for (int64_t per = 1; per <= g; per++) {
             const int64_t c = kv * per, d = llabs(c - target), db = llabs(best - target);
             if (!best || d < db || (d == db && c > best)) best = c;
         }
+    *n_shapes = 0;
+    for (int64_t kv = 1; kv <= n_kv; kv++) *n_shapes += best % kv == 0 && best / kv <= g;
+    return best;
+}
+
+static sqz_status check_counts(int64_t n_heads, int64_t n_kv, int64_t remove) {
+    SQZ_RETURN_IF(n_kv < 1 || n_heads % n_kv || remove < 0 || remove > n_heads, SQZ_ERR_INVALID_ARG,
+                  "prune: bad head counts (%lld heads, %lld KV heads, remove %lld)", (long long)n_heads,
+                  (long long)n_kv, (long long)remove);
+    SQZ_RETURN_IF(n_heads - remove < 1, SQZ_ERR_INVALID_ARG, "prune: removing %lld of %lld heads removes every head",
+                  (long long)remove, (long long)n_heads);
+    return SQZ_OK;
+}
+
+sqz_status sqz_prune_heads_shapes(int64_t n_heads, int64_t n_kv, int64_t remove, int64_t *n_keep, int *n_shapes) {
+    SQZ_TRY(check_counts(n_heads, n_kv, remove));
+    *n_keep = best_count(n_kv, n_heads / n_kv, n_heads - remove, n_shapes);
+    return SQZ_OK;
+}
+
+sqz_status sqz_prune_choose_heads_shape(int64_t n_heads, int64_t n_kv, const double *scores, int64_t kv_keep,
+                                        int64_t per_keep, int64_t *keep) {
+    SQZ_RETURN_IF(n_kv < 1 || n_heads % n_kv || kv_keep < 1 || kv_keep > n_kv || per_keep < 1 ||
+                      per_keep > n_heads / n_kv, SQZ_ERR_INVALID_ARG,
+                  "prune: cannot keep %lld KV groups of %lld query heads in a layer of %lld heads, %lld KV heads",
+                  (long long)kv_keep, (long long)per_keep, (long long)n_heads, (long long)n_kv);
+    ranked *tmp = sqz__malloc((size_t)(n_heads + n_kv) * sizeof *tmp);
+    if (!tmp) return SQZ_ERR_NOMEM;
+    (void)plan_groups(n_kv, n_heads / n_kv, scores, kv_keep, per_keep, keep, tmp, tmp + n_heads);
+    qsort(keep, (size_t)(kv_keep * per_keep), sizeof *keep, by_index);
+    free(tmp);
+    return SQZ_OK;
+}
+
+sqz_status sqz_prune_choose_heads(int64_t n_heads, int64_t n_kv, const double *scores, int64_t remove, int64_t *keep,
+                                  int64_t *n_keep) {
+    SQZ_TRY(check_counts(n_heads, n_kv, remove));
+    const int64_t g = n_heads / n_kv;
+    int n_shapes;
+    const int64_t best = best_count(n_kv, g, n_heads - remove, &n_shapes);
     ranked *tmp = sqz__malloc((size_t)(n_heads + n_kv) * sizeof *tmp);
     int64_t *cand = sqz__malloc((size_t)n_heads * sizeof *cand);
     if (!tmp || !cand) {

@@ -295,6 +295,12 @@ typedef struct sqz_pass {
      * as given, *n_layers the blocks it has when this stage runs (a stage that removes blocks
      * lowers it), have_windows whether calibration text was given. May be NULL. */
     sqz_status (*check_model)(const struct sqz_stage *s, const sqz_model *m, int64_t *n_layers, bool have_windows);
+    /* The usage checks of an output that holds one set of layer dims for the whole model (an HF
+     * config.json, whose transformers classes also want hidden_size a multiple of the heads),
+     * before any work (sqz_recipe_check_uniform): refuses, naming the reason and the way out, a
+     * stage whose result it could not hold. m is the model as given. May be NULL: the stage
+     * leaves alike layers alike. */
+    sqz_status (*check_uniform)(const struct sqz_stage *s, const sqz_model *m);
     /* The stages around stage k of r: records in links[] what it does with them (joint work) or
      * refuses an order it cannot run. Called before every run and by sqz_recipe_check_model.
      * May be NULL. */
@@ -362,6 +368,14 @@ SQZ_API const sqz_compress_spec *sqz_stage_quant_spec(const sqz_stage *s);
  * prune stage must leave every layer a head and an FFN neuron.
  * Errors: SQZ_ERR_INVALID_ARG naming the stage's SPEC and the part. */
 SQZ_API sqz_status sqz_recipe_check_model(const sqz_recipe *r, const sqz_model *m, bool have_windows);
+
+/*
+ * Whether an output with one set of layer dims for the whole model (HF safetensors + config.json)
+ * can hold what r makes of m: m's layers agree (heads, KV heads, FFN width) and every stage's
+ * check_uniform passes. Returns SQZ_OK, or SQZ_ERR_INVALID_ARG with one line naming the stage (or
+ * the model), the reason and the way out (GGUF, or the stage's option that keeps layers alike).
+ */
+SQZ_API sqz_status sqz_recipe_check_uniform(const sqz_recipe *r, const sqz_model *m);
 
 /* Odd FFN widths quantized, not skipped: when a quant stage's group (32 for q4_0, 256 for the
  * K-quants, the int4 group) divides d_model (gate and up are quantized too) but not some layer's

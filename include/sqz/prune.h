@@ -95,6 +95,25 @@ SQZ_API sqz_status sqz_prune_scores(const sqz_model *m, int32_t layer, sqz_struc
 SQZ_API sqz_status sqz_prune_choose_heads(int64_t n_heads, int64_t n_kv, const double *scores, int64_t remove,
                                           int64_t *keep, int64_t *n_keep);
 
+/*
+ * The count sqz_prune_choose_heads keeps when `remove` of n_heads heads (n_kv groups) should
+ * go (*n_keep), and in how many shapes (kv' groups x per query heads) it can keep them
+ * (*n_shapes): with more than one, the scores pick the shape, so layers can end up with
+ * different KV head counts. Returns SQZ_OK; SQZ_ERR_INVALID_ARG as sqz_prune_choose_heads.
+ */
+SQZ_API sqz_status sqz_prune_heads_shapes(int64_t n_heads, int64_t n_kv, int64_t remove, int64_t *n_keep,
+                                          int *n_shapes);
+
+/*
+ * The heads to keep with the shape fixed: in each of the n_kv groups its per_keep best query
+ * heads, then the kv_keep groups whose kept heads score highest (sqz_prune_choose_heads with
+ * one shape; `uniform` pruning gives every layer the same shape). keep gets kv_keep * per_keep
+ * indices, increasing. Returns SQZ_OK; SQZ_ERR_INVALID_ARG when the shape does not fit the
+ * layer (kv_keep in [1, n_kv], per_keep in [1, n_heads / n_kv]); SQZ_ERR_NOMEM.
+ */
+SQZ_API sqz_status sqz_prune_choose_heads_shape(int64_t n_heads, int64_t n_kv, const double *scores,
+                                                int64_t kv_keep, int64_t per_keep, int64_t *keep);
+
 /* keep[0..n - remove) = the indices of the n - remove highest scores, increasing (ties: the
  * lower index). remove in [0, n). */
 SQZ_API void sqz_prune_choose_top(int64_t n, const double *scores, int64_t remove, int64_t *keep);

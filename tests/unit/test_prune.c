@@ -385,6 +385,31 @@ static void test_choose_heads(void **state) {
     assert_non_null(strstr(sqz_last_error(), "every head"));
 }
 
+/* The shapes a count can take (uniform's question) and the choice with the shape fixed. */
+static void test_heads_shapes(void **state) {
+    (void)state;
+    int64_t keep[9], n;
+    int shapes;
+    SQZ_ASSERT_OK(sqz_prune_heads_shapes(9, 3, 3, &n, &shapes)); /* 6 = 2 groups x 3 or 3 x 2 */
+    assert_int_equal(n, 6);
+    assert_int_equal(shapes, 2);
+    SQZ_ASSERT_OK(sqz_prune_heads_shapes(8, 4, 2, &n, &shapes)); /* 6 = 3 x 2 only */
+    assert_int_equal(n, 6);
+    assert_int_equal(shapes, 1);
+    SQZ_ASSERT_OK(sqz_prune_heads_shapes(8, 8, 3, &n, &shapes)); /* MHA: one shape for any count */
+    assert_int_equal(n, 5);
+    assert_int_equal(shapes, 1);
+    /* group 1 weak: free choice drops it, the shape 3 x 2 thins every group instead */
+    const double g[9] = {5, 6, 7, 1, 1, 2, 8, 9, 7};
+    SQZ_ASSERT_OK(sqz_prune_choose_heads_shape(9, 3, g, 3, 2, keep));
+    const int64_t want[6] = {1, 2, 3, 5, 6, 7}; /* ties: the lower index */
+    assert_memory_equal(keep, want, sizeof want);
+    SQZ_ASSERT_OK(sqz_prune_choose_heads_shape(9, 3, g, 2, 3, keep));
+    const int64_t want2[6] = {0, 1, 2, 6, 7, 8};
+    assert_memory_equal(keep, want2, sizeof want2);
+    assert_int_equal(sqz_prune_choose_heads_shape(9, 3, g, 4, 1, keep), SQZ_ERR_INVALID_ARG);
+}
+
 /* ---- the pass ----------------------------------------------------------------------------- */
 
 static void test_pass(void **state) {
@@ -494,7 +519,7 @@ static void test_channels(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scores),  cmocka_unit_test(test_compensation), cmocka_unit_test(test_block),
-        cmocka_unit_test(test_choose_heads), cmocka_unit_test(test_pass),    cmocka_unit_test(test_specs),
+        cmocka_unit_test(test_choose_heads), cmocka_unit_test(test_heads_shapes), cmocka_unit_test(test_pass),    cmocka_unit_test(test_specs),
         cmocka_unit_test(test_channels),
     };
     return sqz_test_run(tests, NULL, NULL);
