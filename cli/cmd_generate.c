@@ -1,6 +1,8 @@
 /* cli/cmd_generate.c - `sqz generate MODEL -p PROMPT -n N`: text from a decoder, greedy at
  * temperature 0 (llama2.c's run.c behaviour: the prompt is tokenized with BOS when the
- * vocabulary wants one, generation stops at a control token such as BOS or EOS). */
+ * vocabulary wants one, generation stops at a control token such as BOS or EOS). With --chat
+ * the prompt is one user message (after --system's) rendered by the model's chat template
+ * (sqz/chat.h) and tokenized with its special tokens; the template decides the BOS. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,13 +10,14 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "sqz/chat.h"
 #include "sqz/tokenizer.h"
 
 typedef struct gen_opts {
-    const char *path, *prompt, *tokenizer;
+    const char *path, *prompt, *tokenizer, *system, *chat_format;
     int64_t n_new, threads, seed; /* seed < 0: the time */
     double temp, top_p;
-    bool ids, stream, quiet;
+    bool ids, stream, quiet, chat;
 } gen_opts;
 
 /* The prompt may be empty (BOS alone), which SQZ_OPT_STRING refuses. */
@@ -42,6 +45,14 @@ static const sqz_opt gen_rows[] = {
     {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, tokenizer), .flags = SQZ_OPT_INPUT,
      .metavar = "FILE",
      .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
+    {.name = "chat", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, chat),
+     .help = "the prompt is a user message: render it with the model's chat template (GGUF "
+             "tokenizer.chat_template, tokenizer_config.json's chat_template) and open the assistant's turn"},
+    {.name = "system", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, system), .metavar = "TEXT",
+     .help = "with --chat: a system message before the prompt"},
+    {.name = "chat-format", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, chat_format), .metavar = "NAME",
+     .help = "with --chat: render as NAME instead of recognising the model's template: chatml, llama3.1, llama3, "
+             "gemma, phi3, llama2 or mistral"},
     {.name = "ids", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, ids),
      .help = "print the generated token ids instead of text"},
     {.name = "stream-weights", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, stream),
@@ -50,10 +61,13 @@ static const sqz_opt gen_rows[] = {
 
 static const char gen_head[] =
     "usage: sqz generate MODEL [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S]\n"
+    "                      [--chat [--system TEXT] [--chat-format NAME]]\n"
     "                      [--threads N] [--tokenizer FILE] [--ids] [--stream-weights]\n\n"
     "Continues PROMPT (default: empty, i.e. from BOS alone) with up to N new tokens\n"
     "(default 256) and prints the prompt and the continuation. Temperature 0 (the\n"
-    "default) is greedy decoding; it stops early at a control token (BOS, EOS).\n";
+    "default) is greedy decoding; it stops early at a control token (BOS, EOS).\n"
+    "--chat answers PROMPT as a chat model: the model's chat template, recognised by\n"
+    "its family (docs/generate.md), makes it a user turn and opens the assistant's.\n";
 
 void sqz_cmd_generate_usage(FILE *out) {
     const sqz_opt_group g[] = {{NULL, gen_rows, SQZ_CLI_N(gen_rows), NULL}, {NULL, &sqz_cli_quiet_opt, 1, NULL}};
@@ -114,11 +128,40 @@ static int check_sizes(const sqz_model *m, int64_t n_prompt, int64_t n_new) {
     return 0;
 }
 
+/* The token text of a special id, or "". */
+static const char *token_text(const sqz_vocab *v, int32_t id) {
+    return id >= 0 && id < v->n_tokens && v->tokens[id] ? v->tokens[id] : "";
+}
+
+/* --chat: the prompt as a user turn (after --system's message) in the model's chat template,
+ * tokenized with its special tokens and without the vocabulary's BOS (the template writes it
+ * where it wants one, as transformers' apply_chat_template does); *text gets the rendered
+ * prompt. A template sqz does not recognise names the model and --chat-format. */
+static int chat_prompt(const gen_opts *a, const sqz_model *m, const sqz_tokenizer *tok, char **text, int32_t **ids,
+                       size_t *n, sqz_status *st) {
+    const sqz_chat_msg msgs[2] = {{"system", a->system ? a->system : ""}, {"user", a->prompt}};
+    const sqz_vocab *v = &m->vocab;
+    *st = sqz_chat_apply(a->chat_format, v->chat_template, token_text(v, v->bos), token_text(v, v->eos),
+                         a->system ? msgs : msgs + 1, a->system ? 2 : 1, true, text);
+    if (*st == SQZ_ERR_INVALID_ARG) { /* the model's template: its file, and the way out */
+        fprintf(stderr, "sqz: error: %s: %s (--chat-format NAME)\n", a->path, sqz_last_error());
+        *st = SQZ_OK;
+        return 1;
+    }
+    if (*st == SQZ_OK) *st = sqz_tokenize_ex(tok, *text, strlen(*text), SQZ_TOKENIZE_PARSE_SPECIAL, ids, n);
+    return 0;
+}
+
 int sqz_cmd_generate(int argc, char **argv) {
     gen_opts a = {.prompt = "", .seed = -1};
     const sqz_opt_group grp[] = {{NULL, gen_rows, SQZ_CLI_N(gen_rows), &a}, {NULL, &sqz_cli_quiet_opt, 1, &a.quiet}};
     const int bad = sqz_cli_parse("generate", grp, 2, argc, argv, NULL);
     if (bad) return bad;
+    if ((a.system || a.chat_format) && !a.chat)
+        return sqz_cli_usage_error("generate", "--%s applies to --chat: add --chat", a.system ? "system" : "chat-format");
+    if (a.chat_format && !sqz_chat_format_known(a.chat_format))
+        return sqz_cli_usage_error("generate", "--chat-format '%s': not a format (%s)", a.chat_format,
+                                   sqz_chat_format_names());
     const char *path = a.path, *prompt = a.prompt;
     const int64_t n_new = a.n_new, threads = a.threads, seed = a.seed;
     const bool print_ids = a.ids;
@@ -129,13 +172,15 @@ int sqz_cmd_generate(int argc, char **argv) {
     sqz_backend *be = NULL;
     sqz_session *s = NULL;
     int32_t *prompt_ids = NULL, *out = NULL;
+    char *chat_text = NULL;
     gen_state g = {0};
     size_t n_prompt = 0;
     int rc = 1;
     sqz_status st = sqz_model_open(path, &oo, &m);
     if (st == SQZ_OK) sqz_cli_model_warnings(path, m);
     if (st == SQZ_OK) st = sqz_tokenizer_new(&m->vocab, &tok);
-    if (st == SQZ_OK) st = sqz_tokenize(tok, prompt, strlen(prompt), true, &prompt_ids, &n_prompt);
+    if (st == SQZ_OK && a.chat && chat_prompt(&a, m, tok, &chat_text, &prompt_ids, &n_prompt, &st)) goto done;
+    if (st == SQZ_OK && !a.chat) st = sqz_tokenize(tok, prompt, strlen(prompt), true, &prompt_ids, &n_prompt);
     if (st != SQZ_OK) goto done;
     if ((rc = check_sizes(m, (int64_t)n_prompt, n_new)) != 0) goto done;
     rc = 1;
@@ -176,7 +221,10 @@ int sqz_cmd_generate(int argc, char **argv) {
         size_t len;
         st = sqz_detokenize(tok, g.ids, (size_t)g.n_ids, false, &text, &len);
         if (st != SQZ_OK) goto done;
-        fwrite(text, 1, len, stdout);
+        /* --chat prints the rendered prompt, special tokens included; the continuation is
+         * what the decoded text (special tokens left out) adds after the prompt's */
+        if (chat_text) fputs(chat_text, stdout);
+        else fwrite(text, 1, len, stdout);
         fflush(stdout);
         g.printed = len;
         free(text);
@@ -208,6 +256,7 @@ done:
     sqz_tokenizer_free(tok);
     sqz_model_free(m);
     free(prompt_ids);
+    free(chat_text);
     free(g.ids);
     free(out);
     return rc;

@@ -27,6 +27,7 @@
 /* SQZ_VERSION_MAJOR, _MINOR, _PATCH, _STRING: sqz/api.h, which every header includes. */
 #include "sqz/backend.h"
 #include "sqz/calib.h"
+#include "sqz/chat.h"
 #include "sqz/compress.h"
 #include "sqz/dtype.h"
 #include "sqz/edit.h"
