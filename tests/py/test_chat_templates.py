@@ -8,7 +8,8 @@ transformers' settings (trim_blocks, lstrip_blocks, raise_exception, tojson) for
 conversations (a user message; a system and a user message; a user, assistant, user exchange),
 with the generation prompt, and the two strings must be equal. A conversation the template
 itself refuses (raise_exception: Gemma 2 has no system role) is not compared. The templates sqz
-does not recognise are listed. Skips (77) without jinja2, libsqz.so (argv[1]) or SQZ_CHAT_TEMPLATES.
+does not recognise are listed. Skips (77) without jinja2, libsqz.so (argv[1]) or SQZ_CHAT_TEMPLATES,
+or in a sanitizer build (its libsqz.so cannot load into python).
 """
 import ctypes
 import glob
@@ -22,6 +23,10 @@ except ImportError:
     print("skipping: jinja2 not installed")
     sys.exit(77)
 
+if os.environ.get("SQZ_SANITIZE", "").upper() in ("ON", "1", "TRUE", "YES"):
+    # an ASan-instrumented libsqz.so cannot be loaded into an uninstrumented python
+    print("skipping: sanitizer build")
+    sys.exit(77)
 folder = os.environ.get("SQZ_CHAT_TEMPLATES")
 if not folder or not os.path.isdir(folder):
     print("skipping: set SQZ_CHAT_TEMPLATES to a folder of *.jinja chat templates (llama.cpp's models/templates)")
