@@ -12,7 +12,7 @@
 #include "cli/cli.h"
 
 typedef struct compress_opts {
-    const char *path, *out, *stats, *report, *html, *keep, *eval;
+    const char *path, *out, *stats, *imatrix, *report, *html, *keep, *eval;
     int to;                     /* TO_* */
     bool force, quiet;
     int64_t eval_ctx, eval_chunks;
@@ -49,6 +49,10 @@ static const sqz_opt compress_rows[] = {
     {.name = "stats", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, stats), .flags = SQZ_OPT_INPUT,
      .metavar = "FILE",
      .help = "statistics of `sqz calibrate` instead of --calib (imatrix, w8a8, smoothquant)"},
+    {.name = "imatrix", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, imatrix), .flags = SQZ_OPT_INPUT,
+     .metavar = "FILE",
+     .help = "an importance matrix of llama.cpp's llama-imatrix (GGUF or legacy .dat) instead of --calib, for "
+             "the imatrix method (q4_k_m:imatrix ...): quantizes as llama-quantize --imatrix FILE"},
     {.name = "eval", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, eval), .flags = SQZ_OPT_INPUT,
      .metavar = "TEXT",
      .help = "evaluate the result against the original on TEXT (chunks overlapping calibration windows of "
@@ -80,7 +84,7 @@ static int stage_rows(sqz_opt *rows, int cap) {
 }
 
 static const char compress_head[] =
-    "usage: sqz compress MODEL -o OUT STAGE... [--calib FILE | --stats FILE] [--eval TEXT]\n"
+    "usage: sqz compress MODEL -o OUT STAGE... [--calib FILE | --stats FILE | --imatrix FILE] [--eval TEXT]\n"
     "                    [--report R.json] [--html R.html] [options]\n"
     "  STAGE: --PASS SPEC (the passes below: --quant, --drop-layers, --prune, ...) | --recipe FILE\n"
     "         (run in the order given)\n\n"
@@ -228,9 +232,9 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
         const sqz_stage *s = &a->recipe.stages[i];
         unsigned req = 0;
         if (s->pass->needs) (void)s->pass->needs(s->args, &req);
-        if (req && !cc->text && !a->stats)
-            return sqz_cli_usage_error("compress", "--%s '%s' needs calibration: give --calib FILE (or --stats FILE)",
-                                       s->pass->name, s->spec);
+        if (req && !cc->text && !a->stats && !a->imatrix)
+            return sqz_cli_usage_error("compress", "--%s '%s' needs calibration: give --calib FILE (or --stats FILE, "
+                                       "or --imatrix FILE for imatrix)", s->pass->name, s->spec);
         const sqz_compress_spec *qs = sqz_stage_quant_spec(s);
         if (qs && qs->auto_bpw > 0 && !cc->text) /* it runs the model: statistics from a file are not enough */
             return sqz_cli_usage_error("compress", "--%s '%s' measures every layer's sensitivity and its plans on "
@@ -326,8 +330,9 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     if (st == SQZ_OK && (st = sqz_recipe_check_model(&a->recipe, m, cc->text != NULL)) != SQZ_OK) *usage = true;
     sqz_keep_float keep;
     if (st == SQZ_OK && (st = sqz_keep_float_parse(a->keep, m, &keep)) != SQZ_OK) *usage = true;
-    /* odd FFN widths are padded to the quant group (not with --stats: its statistics have the old widths) */
-    if (st == SQZ_OK && !a->stats) st = sqz_recipe_pad_for_quant(&a->recipe, m, NULL);
+    /* odd FFN widths are padded to the quant group (not with --stats / --imatrix: their statistics have the
+     * old widths) */
+    if (st == SQZ_OK && !a->stats && !a->imatrix) st = sqz_recipe_pad_for_quant(&a->recipe, m, NULL);
     if (st == SQZ_OK && cc->text && (st = sqz_cli_calib_check(cc, m)) != SQZ_OK) *usage = true;
     if (st == SQZ_OK && a->eval) {
         const sqz_size_term t[] = {{"--eval-ctx", a->eval_ctx > 0 ? a->eval_ctx : 512},
@@ -336,6 +341,7 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
         *usage = st != SQZ_OK;
     }
     if (st == SQZ_OK && a->stats) st = sqz_calib_stats_read(a->stats, &stats);
+    if (st == SQZ_OK && a->imatrix) st = sqz_calib_stats_read_imatrix(a->imatrix, m, &stats);
     if (st == SQZ_OK && cc->text) {
         st = sqz_backend_cpu((int)cc->threads, &be);
         if (st == SQZ_OK) st = sqz_cli_calib_open(cc, m, be, &w, &s);
@@ -381,6 +387,9 @@ int sqz_cmd_compress(int argc, char **argv) {
         rc = sqz_cli_usage_error("compress", "no stage given (e.g. --quant q4_0:gptq, --drop-layers 3, --recipe "
                                  "r.json)");
     if (rc == 0 && cc.text && a.stats) rc = sqz_cli_usage_error("compress", "--calib and --stats exclude each other");
+    if (rc == 0 && a.imatrix && (cc.text || a.stats))
+        rc = sqz_cli_usage_error("compress", "--imatrix excludes %s (one source of statistics)",
+                                 cc.text ? "--calib" : "--stats");
     sqz_save_opts so;
     if (rc == 0) rc = check_keep_float(a.keep);
     if (rc == 0) rc = plan_output(&a, &cc, &so);
