@@ -13,6 +13,9 @@
 
 typedef struct compress_opts {
     const char *path, *out, *stats, *imatrix, *report, *html, *keep, *eval;
+    const char *embd_type, *output_type; /* llama-quantize's --token-embedding-type / --output-tensor-type */
+    const char *tensor_types[64];        /* --tensor-type PATTERN=TYPE, in order */
+    int n_tensor_types;
     int to;                     /* TO_* */
     bool force, quiet;
     int64_t eval_ctx, eval_chunks;
@@ -31,6 +34,16 @@ static sqz_status add_recipe(void *dst, const sqz_opt *o, const char *value) {
     compress_opts *a = dst;
     if (!a->recipe_error[0] && sqz_recipe_load(&a->recipe, value) != SQZ_OK)
         snprintf(a->recipe_error, sizeof a->recipe_error, "%s", sqz_last_error());
+    return SQZ_OK;
+}
+
+#define MAX_TENSOR_TYPES (int)(sizeof((compress_opts *)0)->tensor_types / sizeof(const char *))
+/* --tensor-type items in order; more than MAX_TENSOR_TYPES are counted and refused after parsing */
+static sqz_status add_tensor_type(void *dst, const sqz_opt *o, const char *value) {
+    (void)o;
+    compress_opts *a = dst;
+    if (a->n_tensor_types < MAX_TENSOR_TYPES) a->tensor_types[a->n_tensor_types] = value;
+    a->n_tensor_types++;
     return SQZ_OK;
 }
 
@@ -69,6 +82,14 @@ static const sqz_opt compress_rows[] = {
      .help = "the same as one self-contained page with a plot of the per-layer error"},
     {.name = "keep-float", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, keep), .metavar = "LIST",
      .help = "also keep these float: roles (attn_v,ffn_down), blk.N, blk.N.role"},
+    {.name = "token-embedding-type", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, embd_type),
+     .metavar = "TYPE", .help = "a mix's token embedding in this GGUF type (q8_0, q6_k, ...), as llama-quantize's option"},
+    {.name = "output-tensor-type", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, output_type),
+     .metavar = "TYPE", .help = "a mix's output (and a tied embedding) in this GGUF type, as llama-quantize's option"},
+    {.name = "tensor-type", .type = SQZ_OPT_STRING, .flags = SQZ_OPT_REPEAT, .metavar = "PATTERN=TYPE",
+     .set = add_tensor_type,
+     .help = "a mix's matrices whose GGUF name (blk.N.ROLE.weight) PATTERN (a regex, PCRE2) is found in take TYPE; "
+             "the first match wins; as llama-quantize's option"},
     {.name = "force", .type = SQZ_OPT_FLAG, .offset = offsetof(compress_opts, force),
      .help = "replace an existing directory OUT that sqz did not write"},
 };
@@ -228,6 +249,10 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
     if (q && so->format == SQZ_FORMAT_SAFETENSORS && gguf_native)
         return sqz_cli_usage_error("compress", "SPEC '%s' is a GGUF block format: write it with --to gguf (or an OUT "
                                    "ending in .gguf); for safetensors use int8 or int4", spec);
+    if ((a->embd_type || a->output_type || a->n_tensor_types) && (!q || !q->mix || q->auto_bpw > 0))
+        return sqz_cli_usage_error("compress", "--%s applies to a whole-model mix (q4_k_m, q3_k_s, q4_0:mix, ...), "
+                                   "not to '%s'", a->embd_type ? "token-embedding-type" : a->output_type ?
+                                   "output-tensor-type" : "tensor-type", q ? spec : "no quantization stage");
     for (int i = 0; i < a->recipe.n; i++) {
         const sqz_stage *s = &a->recipe.stages[i];
         unsigned req = 0;
@@ -312,7 +337,7 @@ static sqz_status write_all(const compress_opts *a, sqz_model *m, sqz_save_opts 
 
 /* *usage is set when the recipe does not fit the model (sqz_recipe_check_model): exit 2. */
 static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *so, sqz_compress_report *rep,
-                      bool *usage) {
+                      const sqz_type_overrides *ov, bool *usage) {
     sqz_model *m = NULL;
     sqz_backend *be = NULL;
     sqz_session *s = NULL;
@@ -321,6 +346,7 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     memset(&w, 0, sizeof w);
     sqz_compress_opts co = sqz_compress_default_opts();
     co.keep_float = a->keep;
+    co.overrides = ov;
     if (cc->sample_rows >= 0) co.sample_rows = cc->sample_rows;
     co.stats_partition = (sqz_calib_partition)cc->partition;
     sqz_open_opts oo = {.tokenizer_path = cc->tokenizer};
@@ -393,6 +419,13 @@ int sqz_cmd_compress(int argc, char **argv) {
     sqz_save_opts so;
     if (rc == 0) rc = check_keep_float(a.keep);
     if (rc == 0) rc = plan_output(&a, &cc, &so);
+    sqz_type_overrides *ov = NULL;
+    if (rc == 0 && a.n_tensor_types > MAX_TENSOR_TYPES)
+        rc = sqz_cli_usage_error("compress", "--tensor-type given %d times (at most %d)", a.n_tensor_types,
+                                 MAX_TENSOR_TYPES);
+    if (rc == 0 && (a.embd_type || a.output_type || a.n_tensor_types) &&
+        sqz_type_overrides_new(a.embd_type, a.output_type, a.tensor_types, a.n_tensor_types, &ov) != SQZ_OK)
+        rc = sqz_cli_usage_error("compress", "%s", sqz_last_error());
     if (rc != 0) {
         sqz_recipe_free(&a.recipe);
         return rc;
@@ -400,7 +433,8 @@ int sqz_cmd_compress(int argc, char **argv) {
     sqz_compress_report rep;
     memset(&rep, 0, sizeof rep);
     bool usage = false;
-    sqz_status st = run(&a, &cc, &so, &rep, &usage);
+    sqz_status st = run(&a, &cc, &so, &rep, ov, &usage);
+    sqz_type_overrides_free(ov);
     if (usage) rc = sqz_cli_usage_error("compress", "%s", sqz_last_error());
     if (st == SQZ_OK) print_summary(&a, so.format, &cc, &rep);
     sqz_compress_report_free(&rep);

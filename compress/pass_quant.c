@@ -249,10 +249,16 @@ static sqz_status quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
         SQZ_TRY(st);
     }
     o.spec.plan = qs->plan;
+    /* an override that does not fit the embedding or the output fails before any work, not after it */
+    for (int r = 0; layer == 0 && o.overrides && a->spec.mix && r < 2; r++) {
+        const sqz_tensor *t = sqz_model_get(c->m, r ? SQZ_ROLE_OUTPUT : SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT);
+        sqz_dtype d;
+        if (t && t->ndim == 2) SQZ_TRY(sqz__mix_type(&a->spec, o.overrides, c->m, t, &d));
+    }
     SQZ_TRY(sqz__compress_block(c->m, layer, stats, &o, c->keep, c->rep));
     if (layer < c->m->hp.n_layers - 1) return SQZ_OK;
     /* a mix also quantizes the token embedding and the output, once the blocks are done */
-    sqz_status st = sqz__quant_mix_globals(c->m, &o.spec, c->rep);
+    sqz_status st = sqz__quant_mix_globals(c->m, &o.spec, o.overrides, c->rep);
     sqz__qplan_free(qs->plan);
     qs->plan = NULL;
     return st;

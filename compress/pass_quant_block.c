@@ -193,7 +193,7 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         sqz_qtarget target = sp->q.target;
         if (sp->mix) { /* the plan's type (auto:bpw=), or llama.cpp's type in the mix (quant/mix.c) */
             sqz_dtype d = sqz__qplan_type(sp->plan, t[i]);
-            if (d == SQZ_DTYPE_COUNT) d = sqz_qmix_type(sp->mix, m, t[i], sp->method->needs != 0);
+            if (d == SQZ_DTYPE_COUNT) SQZ_TRY(sqz__mix_type(sp, o->overrides, m, t[i], &d));
             if (!sqz_qformat_from_dtype(d, &target.fmt)) mix_f16 = true;
             else (void)sqz_qtarget_check(&target);
         }
