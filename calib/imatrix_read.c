@@ -81,6 +81,10 @@ static sqz_status parse_dat(const char *path, const uint8_t *p, size_t size, sqz
         const int32_t ncall = (int32_t)sqz__reader_u32(&r);
         const int32_t nval = (int32_t)sqz__reader_u32(&r);
         if (!r.ok || !name) return FAIL("%s: entry %d: truncated or a name of %d bytes", path, (int)i, (int)len);
+        for (int32_t j = 0; j < len; j++)
+            if (name[j] < 0x21 || name[j] > 0x7e)
+                return FAIL("%s: entry %d: its name is not a tensor name (not an importance matrix of llama-imatrix: "
+                            "neither GGUF nor its legacy .dat)", path, (int)i);
         if (nval < 1 || (uint64_t)nval > sqz__reader_left(&r) / 4)
             return FAIL("%s: '%.*s': %d values, %zu bytes left", path, (int)len, (const char *)name, (int)nval,
                         sqz__reader_left(&r));

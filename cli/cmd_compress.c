@@ -253,10 +253,16 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
         return sqz_cli_usage_error("compress", "--%s applies to a whole-model mix (q4_k_m, q3_k_s, q4_0:mix, ...), "
                                    "not to '%s'", a->embd_type ? "token-embedding-type" : a->output_type ?
                                    "output-tensor-type" : "tensor-type", q ? spec : "no quantization stage");
+    unsigned all_req = 0;
     for (int i = 0; i < a->recipe.n; i++) {
         const sqz_stage *s = &a->recipe.stages[i];
         unsigned req = 0;
         if (s->pass->needs) (void)s->pass->needs(s->args, &req);
+        all_req |= req;
+        if (a->imatrix && (req & ~(unsigned)SQZ_QSTAT_X2))
+            return sqz_cli_usage_error("compress", "--%s '%s' needs more than the E[x^2] of an importance matrix: "
+                                       "--imatrix serves the imatrix method (e.g. q4_k_m:imatrix); give --calib FILE",
+                                       s->pass->name, s->spec);
         if (req && !cc->text && !a->stats && !a->imatrix)
             return sqz_cli_usage_error("compress", "--%s '%s' needs calibration: give --calib FILE (or --stats FILE, "
                                        "or --imatrix FILE for imatrix)", s->pass->name, s->spec);
@@ -265,6 +271,9 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
             return sqz_cli_usage_error("compress", "--%s '%s' measures every layer's sensitivity and its plans on "
                                        "calibration text: give --calib FILE", s->pass->name, s->spec);
     }
+    if (a->imatrix && !(all_req & SQZ_QSTAT_X2)) /* llama-quantize would use it: never ignore it silently */
+        return sqz_cli_usage_error("compress", "--imatrix is for the imatrix method, which no stage uses: add "
+                                   "':imatrix' to the SPEC (e.g. --quant %s:imatrix)", q ? spec : "q4_k_m");
     return 0;
 }
 
