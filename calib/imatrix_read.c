@@ -42,14 +42,14 @@ static sqz_status add_entry(const char *path, sqz__imatrix *im, const char *name
         if (strlen(im->e[i].name) == len && !memcmp(im->e[i].name, name, len))
             return FAIL("%s: '%.*s' appears twice", path, (int)len, name);
     if (im->n % 64 == 0) {
-        sqz__imatrix_entry *e = realloc(im->e, (size_t)(im->n + 64) * sizeof *e);
+        sqz__imatrix_entry *e = sqz__realloc(im->e, (size_t)(im->n + 64) * sizeof *e);
         if (!e) return SQZ_ERROR(SQZ_ERR_NOMEM, "%s: no memory for %lld entries", path, (long long)im->n + 64);
         im->e = e;
     }
     sqz__imatrix_entry *e = &im->e[im->n];
     memset(e, 0, sizeof *e);
     memcpy(e->name, name, len);
-    e->v = malloc((size_t)n * sizeof(float));
+    e->v = sqz__malloc((size_t)n * sizeof(float));
     if (!e->v) return SQZ_ERROR(SQZ_ERR_NOMEM, "%s: no memory for %lld values of '%s'", path, (long long)n, e->name);
     e->n = n;
     im->n++;
@@ -223,7 +223,7 @@ static sqz_status parse_gguf(const char *path, const uint8_t *p, size_t size, sq
                     (unsigned long long)n_t, size);
     uint64_t align = 32;
     SQZ_TRY(parse_kvs(path, &r, n_kv, im, &align));
-    gtensor *ts = calloc((size_t)(n_t ? n_t : 1), sizeof *ts);
+    gtensor *ts = sqz__calloc((size_t)(n_t ? n_t : 1), sizeof *ts);
     if (!ts) return SQZ_ERROR(SQZ_ERR_NOMEM, "%s: no memory for %llu tensors", path, (unsigned long long)n_t);
     sqz_status st = SQZ_OK;
     for (uint64_t i = 0; i < n_t && st == SQZ_OK; i++) {
@@ -293,7 +293,8 @@ static bool parse_name(const char *name, int32_t *layer, sqz_role *role) {
     int digits = 0;
     for (; *p >= '0' && *p <= '9' && digits < 7; p++, digits++) l = l * 10 + (*p - '0');
     const size_t n = strlen(p), k = strlen(".weight");
-    if (!digits || *p != '.' || n <= k + 1 || strcmp(p + n - k, ".weight")) return false;
+    if (!digits || (digits > 1 && name[4] == '0') || *p != '.' || n <= k + 1 || strcmp(p + n - k, ".weight"))
+        return false; /* llama.cpp writes blk.0, never blk.00 */
     char r[64];
     if (n - k - 1 >= sizeof r) return false;
     memcpy(r, p + 1, n - k - 1);
@@ -304,6 +305,7 @@ static bool parse_name(const char *name, int32_t *layer, sqz_role *role) {
 
 static sqz_status add_input(const char *path, sqz_calib_block *b, const sqz__imatrix_entry *e, sqz_role role,
                             int64_t n_tokens) {
+    if (sqz_calib_block_input(b, role)) return FAIL("%s: '%s' appears twice", path, e->name);
     for (int i = 0; i < b->n_inputs; i++) /* q/k/v, gate/up read one input: llama-imatrix sums it alike */
         if (b->in[i].st.n_in == e->n && !memcmp(b->in[i].x2, e->v, (size_t)e->n * sizeof(float))) {
             b->in[i].roles |= SQZ__ROLE_BIT(role);
@@ -313,7 +315,7 @@ static sqz_status add_input(const char *path, sqz_calib_block *b, const sqz__ima
         return FAIL("%s: '%s': block %d has more than %d distinct inputs", path, e->name, (int)b->layer,
                     SQZ_CALIB_MAX_INPUTS);
     sqz_calib_input *in = &b->in[b->n_inputs];
-    in->x2 = malloc((size_t)e->n * sizeof(float));
+    in->x2 = sqz__malloc((size_t)e->n * sizeof(float));
     if (!in->x2) return SQZ_ERROR(SQZ_ERR_NOMEM, "%s: no memory for '%s'", path, e->name);
     memcpy(in->x2, e->v, (size_t)e->n * sizeof(float));
     b->n_inputs++;
@@ -353,8 +355,8 @@ static sqz_status fill_block(const char *path, const sqz__imatrix *im, const sqz
 sqz_status sqz__imatrix_to_stats(const char *path, const sqz__imatrix *im, const sqz_model *m,
                                  sqz_calib_stats **out) {
     *out = NULL;
-    sqz_calib_stats *st = calloc(1, sizeof *st);
-    if (!st || !(st->blocks = calloc((size_t)m->hp.n_layers + 1, sizeof *st->blocks))) {
+    sqz_calib_stats *st = sqz__calloc(1, sizeof *st);
+    if (!st || !(st->blocks = sqz__calloc((size_t)m->hp.n_layers + 1, sizeof *st->blocks))) {
         free(st);
         return SQZ_ERROR(SQZ_ERR_NOMEM, "%s: no memory for %lld blocks", path, (long long)m->hp.n_layers + 1);
     }

@@ -165,7 +165,10 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
     printf("recipe       %s\n", r->recipe);
     for (int64_t i = 0; i < r->n_stages; i++)
         if (r->stages[i].note[0]) printf("  %-10s %s\n", r->stages[i].pass, r->stages[i].note);
-    if (r->n_windows)
+    if (a->imatrix)
+        printf("calibration  importance matrix %s (llama-imatrix: %lld chunks of %lld tokens; 0: not recorded)\n",
+               a->imatrix, (long long)r->n_windows, (long long)r->ctx);
+    else if (r->n_windows)
         printf("calibration  %s%s: %lld windows x %lld tokens (activations %.1f MB)\n", cc->text ? "" : "statistics",
                cc->text ? cc->text : "", (long long)r->n_windows, (long long)r->ctx, (double)r->activation_bytes / 1e6);
     if (r->n_layers_after != r->n_layers_before)
