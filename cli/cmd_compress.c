@@ -12,7 +12,10 @@
 #include "cli/cli.h"
 
 typedef struct compress_opts {
-    const char *path, *out, *stats, *report, *html, *keep, *eval;
+    const char *path, *out, *stats, *imatrix, *report, *html, *keep, *eval;
+    const char *embd_type, *output_type; /* llama-quantize's --token-embedding-type / --output-tensor-type */
+    const char *tensor_types[64];        /* --tensor-type PATTERN=TYPE, in order */
+    int n_tensor_types;
     int to;                     /* TO_* */
     bool force, quiet;
     int64_t eval_ctx, eval_chunks;
@@ -34,6 +37,16 @@ static sqz_status add_recipe(void *dst, const sqz_opt *o, const char *value) {
     return SQZ_OK;
 }
 
+#define MAX_TENSOR_TYPES (int)(sizeof((compress_opts *)0)->tensor_types / sizeof(const char *))
+/* --tensor-type items in order; more than MAX_TENSOR_TYPES are counted and refused after parsing */
+static sqz_status add_tensor_type(void *dst, const sqz_opt *o, const char *value) {
+    (void)o;
+    compress_opts *a = dst;
+    if (a->n_tensor_types < MAX_TENSOR_TYPES) a->tensor_types[a->n_tensor_types] = value;
+    a->n_tensor_types++;
+    return SQZ_OK;
+}
+
 static const sqz_opt compress_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, path),
      .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED | SQZ_OPT_INPUT, .metavar = "MODEL",
@@ -49,6 +62,10 @@ static const sqz_opt compress_rows[] = {
     {.name = "stats", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, stats), .flags = SQZ_OPT_INPUT,
      .metavar = "FILE",
      .help = "statistics of `sqz calibrate` instead of --calib (imatrix, w8a8, smoothquant)"},
+    {.name = "imatrix", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, imatrix), .flags = SQZ_OPT_INPUT,
+     .metavar = "FILE",
+     .help = "an importance matrix of llama.cpp's llama-imatrix (GGUF or legacy .dat) instead of --calib, for "
+             "the imatrix method (q4_k_m:imatrix ...): quantizes as llama-quantize --imatrix FILE"},
     {.name = "eval", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, eval), .flags = SQZ_OPT_INPUT,
      .metavar = "TEXT",
      .help = "evaluate the result against the original on TEXT (chunks overlapping calibration windows of "
@@ -65,6 +82,14 @@ static const sqz_opt compress_rows[] = {
      .help = "the same as one self-contained page with a plot of the per-layer error"},
     {.name = "keep-float", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, keep), .metavar = "LIST",
      .help = "also keep these float: roles (attn_v,ffn_down), blk.N, blk.N.role"},
+    {.name = "token-embedding-type", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, embd_type),
+     .metavar = "TYPE", .help = "a mix's token embedding in this GGUF type (q8_0, q6_k, ...), as llama-quantize's option"},
+    {.name = "output-tensor-type", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, output_type),
+     .metavar = "TYPE", .help = "a mix's output (and a tied embedding) in this GGUF type, as llama-quantize's option"},
+    {.name = "tensor-type", .type = SQZ_OPT_STRING, .flags = SQZ_OPT_REPEAT, .metavar = "PATTERN=TYPE",
+     .set = add_tensor_type,
+     .help = "a mix's matrices whose GGUF name (blk.N.ROLE.weight) PATTERN (a regex, PCRE2) is found in take TYPE; "
+             "the first match wins; as llama-quantize's option"},
     {.name = "force", .type = SQZ_OPT_FLAG, .offset = offsetof(compress_opts, force),
      .help = "replace an existing directory OUT that sqz did not write"},
 };
@@ -80,7 +105,7 @@ static int stage_rows(sqz_opt *rows, int cap) {
 }
 
 static const char compress_head[] =
-    "usage: sqz compress MODEL -o OUT STAGE... [--calib FILE | --stats FILE] [--eval TEXT]\n"
+    "usage: sqz compress MODEL -o OUT STAGE... [--calib FILE | --stats FILE | --imatrix FILE] [--eval TEXT]\n"
     "                    [--report R.json] [--html R.html] [options]\n"
     "  STAGE: --PASS SPEC (the passes below: --quant, --drop-layers, --prune, ...) | --recipe FILE\n"
     "         (run in the order given)\n\n"
@@ -140,7 +165,10 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
     printf("recipe       %s\n", r->recipe);
     for (int64_t i = 0; i < r->n_stages; i++)
         if (r->stages[i].note[0]) printf("  %-10s %s\n", r->stages[i].pass, r->stages[i].note);
-    if (r->n_windows)
+    if (a->imatrix)
+        printf("calibration  importance matrix %s (llama-imatrix: %lld chunks of %lld tokens; 0: not recorded)\n",
+               a->imatrix, (long long)r->n_windows, (long long)r->ctx);
+    else if (r->n_windows)
         printf("calibration  %s%s: %lld windows x %lld tokens (activations %.1f MB)\n", cc->text ? "" : "statistics",
                cc->text ? cc->text : "", (long long)r->n_windows, (long long)r->ctx, (double)r->activation_bytes / 1e6);
     if (r->n_layers_after != r->n_layers_before)
@@ -224,18 +252,31 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
     if (q && so->format == SQZ_FORMAT_SAFETENSORS && gguf_native)
         return sqz_cli_usage_error("compress", "SPEC '%s' is a GGUF block format: write it with --to gguf (or an OUT "
                                    "ending in .gguf); for safetensors use int8 or int4", spec);
+    if ((a->embd_type || a->output_type || a->n_tensor_types) && (!q || !q->mix || q->auto_bpw > 0))
+        return sqz_cli_usage_error("compress", "--%s applies to a whole-model mix (q4_k_m, q3_k_s, q4_0:mix, ...), "
+                                   "not to '%s'", a->embd_type ? "token-embedding-type" : a->output_type ?
+                                   "output-tensor-type" : "tensor-type", q ? spec : "no quantization stage");
+    unsigned all_req = 0;
     for (int i = 0; i < a->recipe.n; i++) {
         const sqz_stage *s = &a->recipe.stages[i];
         unsigned req = 0;
         if (s->pass->needs) (void)s->pass->needs(s->args, &req);
-        if (req && !cc->text && !a->stats)
-            return sqz_cli_usage_error("compress", "--%s '%s' needs calibration: give --calib FILE (or --stats FILE)",
+        all_req |= req;
+        if (a->imatrix && (req & ~(unsigned)SQZ_QSTAT_X2))
+            return sqz_cli_usage_error("compress", "--%s '%s' needs more than the E[x^2] of an importance matrix: "
+                                       "--imatrix serves the imatrix method (e.g. q4_k_m:imatrix); give --calib FILE",
                                        s->pass->name, s->spec);
+        if (req && !cc->text && !a->stats && !a->imatrix)
+            return sqz_cli_usage_error("compress", "--%s '%s' needs calibration: give --calib FILE (or --stats FILE, "
+                                       "or --imatrix FILE for imatrix)", s->pass->name, s->spec);
         const sqz_compress_spec *qs = sqz_stage_quant_spec(s);
         if (qs && qs->auto_bpw > 0 && !cc->text) /* it runs the model: statistics from a file are not enough */
             return sqz_cli_usage_error("compress", "--%s '%s' measures every layer's sensitivity and its plans on "
                                        "calibration text: give --calib FILE", s->pass->name, s->spec);
     }
+    if (a->imatrix && !(all_req & SQZ_QSTAT_X2)) /* llama-quantize would use it: never ignore it silently */
+        return sqz_cli_usage_error("compress", "--imatrix is for the imatrix method, which no stage uses: add "
+                                   "':imatrix' to the SPEC (e.g. --quant %s:imatrix)", q ? spec : "q4_k_m");
     return 0;
 }
 
@@ -308,7 +349,7 @@ static sqz_status write_all(const compress_opts *a, sqz_model *m, sqz_save_opts 
 
 /* *usage is set when the recipe does not fit the model (sqz_recipe_check_model): exit 2. */
 static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *so, sqz_compress_report *rep,
-                      bool *usage) {
+                      const sqz_type_overrides *ov, bool *usage) {
     sqz_model *m = NULL;
     sqz_backend *be = NULL;
     sqz_session *s = NULL;
@@ -317,6 +358,7 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     memset(&w, 0, sizeof w);
     sqz_compress_opts co = sqz_compress_default_opts();
     co.keep_float = a->keep;
+    co.overrides = ov;
     if (cc->sample_rows >= 0) co.sample_rows = cc->sample_rows;
     co.stats_partition = (sqz_calib_partition)cc->partition;
     sqz_open_opts oo = {.tokenizer_path = cc->tokenizer};
@@ -329,8 +371,9 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
         *usage = true;
     sqz_keep_float keep;
     if (st == SQZ_OK && (st = sqz_keep_float_parse(a->keep, m, &keep)) != SQZ_OK) *usage = true;
-    /* odd FFN widths are padded to the quant group (not with --stats: its statistics have the old widths) */
-    if (st == SQZ_OK && !a->stats) st = sqz_recipe_pad_for_quant(&a->recipe, m, NULL);
+    /* odd FFN widths are padded to the quant group (not with --stats / --imatrix: their statistics have the
+     * old widths) */
+    if (st == SQZ_OK && !a->stats && !a->imatrix) st = sqz_recipe_pad_for_quant(&a->recipe, m, NULL);
     if (st == SQZ_OK && cc->text && (st = sqz_cli_calib_check(cc, m)) != SQZ_OK) *usage = true;
     if (st == SQZ_OK && a->eval) {
         const sqz_size_term t[] = {{"--eval-ctx", a->eval_ctx > 0 ? a->eval_ctx : 512},
@@ -339,6 +382,7 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
         *usage = st != SQZ_OK;
     }
     if (st == SQZ_OK && a->stats) st = sqz_calib_stats_read(a->stats, &stats);
+    if (st == SQZ_OK && a->imatrix) st = sqz_calib_stats_read_imatrix(a->imatrix, m, &stats);
     if (st == SQZ_OK && cc->text) {
         st = sqz_backend_cpu((int)cc->threads, &be);
         if (st == SQZ_OK) st = sqz_cli_calib_open(cc, m, be, &w, &s);
@@ -384,9 +428,19 @@ int sqz_cmd_compress(int argc, char **argv) {
         rc = sqz_cli_usage_error("compress", "no stage given (e.g. --quant q4_0:gptq, --drop-layers 3, --recipe "
                                  "r.json)");
     if (rc == 0 && cc.text && a.stats) rc = sqz_cli_usage_error("compress", "--calib and --stats exclude each other");
+    if (rc == 0 && a.imatrix && (cc.text || a.stats))
+        rc = sqz_cli_usage_error("compress", "--imatrix excludes %s (one source of statistics)",
+                                 cc.text ? "--calib" : "--stats");
     sqz_save_opts so;
     if (rc == 0) rc = check_keep_float(a.keep);
     if (rc == 0) rc = plan_output(&a, &cc, &so);
+    sqz_type_overrides *ov = NULL;
+    if (rc == 0 && a.n_tensor_types > MAX_TENSOR_TYPES)
+        rc = sqz_cli_usage_error("compress", "--tensor-type given %d times (at most %d)", a.n_tensor_types,
+                                 MAX_TENSOR_TYPES);
+    if (rc == 0 && (a.embd_type || a.output_type || a.n_tensor_types) &&
+        sqz_type_overrides_new(a.embd_type, a.output_type, a.tensor_types, a.n_tensor_types, &ov) != SQZ_OK)
+        rc = sqz_cli_usage_error("compress", "%s", sqz_last_error());
     if (rc != 0) {
         sqz_recipe_free(&a.recipe);
         return rc;
@@ -394,7 +448,8 @@ int sqz_cmd_compress(int argc, char **argv) {
     sqz_compress_report rep;
     memset(&rep, 0, sizeof rep);
     bool usage = false;
-    sqz_status st = run(&a, &cc, &so, &rep, &usage);
+    sqz_status st = run(&a, &cc, &so, &rep, ov, &usage);
+    sqz_type_overrides_free(ov);
     if (usage) rc = sqz_cli_usage_error("compress", "%s", sqz_last_error());
     if (st == SQZ_OK) print_summary(&a, so.format, &cc, &rep);
     sqz_compress_report_free(&rep);

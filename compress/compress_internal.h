@@ -117,5 +117,12 @@ sqz_status sqz__qplan_anchor(const sqz_model *m, const sqz_compress_spec *sp, co
 sqz_status sqz__qplan_trial(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz__qauto_measured *ms,
                             sqz_qplan *const *plans, int n, double *kld);
 /* A mix's token embedding and output, after the last block (compress/pass_quant_globals.c). */
-sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, sqz_compress_report *rep);
+sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, const sqz_type_overrides *ov,
+                                  sqz_compress_report *rep);
+/* The type the SPEC's mix gives tensor t of m under the overrides ov (may be NULL), as
+ * llama-quantize chooses it with --token-embedding-type / --output-tensor-type / --tensor-type
+ * (compress/type_overrides.c). SQZ_ERR_INVALID_ARG when a type given for the embedding or the
+ * output does not fit its width. */
+sqz_status sqz__mix_type(const sqz_compress_spec *sp, const sqz_type_overrides *ov, const sqz_model *m,
+                         const sqz_tensor *t, sqz_dtype *out);
 #endif

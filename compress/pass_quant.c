@@ -12,8 +12,10 @@
 
 
 enum { F_INT8, F_W8A8, F_INT4, F_Q8_0, F_Q4_0, F_Q4_1, F_Q2_K, F_Q3_K, F_Q4_K, F_Q5_K, F_Q6_K, F_Q5_0, F_Q5_1,
-       F_Q3_K_M, F_Q4_K_M, F_Q5_K_M, F_AUTO };
-#define FORMATS "int8|w8a8|int4|q8_0|q4_0|q4_1|q2_k|q3_k|q4_k|q5_k|q6_k|q5_0|q5_1|q3_k_m|q4_k_m|q5_k_m|auto"
+       F_Q3_K_M, F_Q4_K_M, F_Q5_K_M, F_Q3_K_S, F_Q3_K_L, F_Q4_K_S, F_Q5_K_S, F_AUTO };
+#define FORMATS                                                                                                    \
+    "int8|w8a8|int4|q8_0|q4_0|q4_1|q2_k|q3_k|q4_k|q5_k|q6_k|q5_0|q5_1|q3_k_m|q4_k_m|q5_k_m|q3_k_s|q3_k_l|q4_k_s|" \
+    "q5_k_s|auto"
 /* the formats that name a whole-model mix of quant/mix.c (llama.cpp's ftypes) */
 #define FIRST_MIX F_Q3_K_M
 #define ACT_DYNAMIC 3
@@ -39,7 +41,8 @@ static sqz_opt quant_opts[] = {
         .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .choices = FORMATS,
         .help = "int8 (W8A16 per channel), w8a8 (+ INT8 activations), int4 (per group), q8_0 / q4_0 / q4_1 "
                 "/ q5_0 / q5_1 (GGUF blocks of 32, llama.cpp's exact grids), q2_k ... q6_k (GGUF K-quants, "
-                "super-blocks of 256), q3_k_m / q4_k_m / q5_k_m (llama.cpp's whole-model mixes of those names), auto "
+                "super-blocks of 256), q3_k_s / q3_k_m / q3_k_l / q4_k_s / q4_k_m / q5_k_s / q5_k_m (llama.cpp's "
+                "whole-model mixes of those names; q2_k:mix is llama.cpp's Q2_K), auto "
                 "(a type per matrix from its measured sensitivity, to the size bpw= asks)"),
     ROW(.name = "method", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, method), .flags = SQZ_OPT_BARE,
         .choices = NULL /* method_choices */, .def = "rtn",
@@ -66,9 +69,9 @@ static sqz_opt quant_opts[] = {
         .def = "99.99", .help = "w8a8:percentile: the percentile of |x|"),
     ROW(.name = "mix", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, mix), .flags = SQZ_OPT_BARE,
         .choices = "mix|pure", .values = onoff_values, .def = "pure",
-        .help = "q4_0 / q8_0: llama.cpp's whole-model mix of that ftype (token embedding and output quantized, "
-                "q4_0's first ffn_down q4_1 with calibration), or every matrix the format (the *_k_m formats "
-                "are mixes)"),
+        .help = "q4_0 / q8_0 / q2_k: llama.cpp's whole-model mix of that ftype (token embedding and output "
+                "quantized, q4_0's first ffn_down q4_1 with calibration, q2_k's attn_v/ffn_down/attn_output "
+                "q3_k), or every matrix the format (the *_k_s/_k_m/_k_l formats are mixes)"),
     ROW(.name = "bpw", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__quant_args, bpw), .min = 2, .max = 16,
         .help = "auto: the size asked, bits per parameter of the whole model (embedding, norms included)"),
 };
@@ -142,10 +145,11 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
                                       SQZ_QFMT_Q4_0, SQZ_QFMT_Q4_1, SQZ_QFMT_Q2_K,   SQZ_QFMT_Q3_K,
                                       SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K, SQZ_QFMT_Q6_K,   SQZ_QFMT_Q5_0,
                                       SQZ_QFMT_Q5_1, SQZ_QFMT_Q3_K, SQZ_QFMT_Q4_K,   SQZ_QFMT_Q5_K,
+                                      SQZ_QFMT_Q3_K, SQZ_QFMT_Q3_K, SQZ_QFMT_Q4_K,   SQZ_QFMT_Q5_K,
                                       SQZ_QFMT_Q4_K};
     static const char *fmt_names[] = {"int8", "w8a8", "int4", "q8_0", "q4_0",   "q4_1",   "q2_k",  "q3_k",
                                       "q4_k", "q5_k", "q6_k", "q5_0", "q5_1", "q3_k_m", "q4_k_m", "q5_k_m",
-                                      "auto"};
+                                      "q3_k_s", "q3_k_l", "q4_k_s", "q5_k_s", "auto"};
     _Static_assert(sizeof fmt / sizeof fmt[0] == F_AUTO + 1 && sizeof fmt_names / sizeof fmt_names[0] == F_AUTO + 1,
                    "format rows");
     q.target.fmt = fmt[a->format];
@@ -156,7 +160,7 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
         /* auto: the embedding and output as Q4_K_M has them; the block matrices as planned */
         mix = sqz_qmix_find(a->format == F_AUTO ? "q4_k_m" : fmt_names[a->format]);
         SQZ_RETURN_IF(!mix, SQZ_ERR_INVALID_ARG, "SPEC '%s': llama.cpp has no whole-model mix for %s (mixes: q4_0, "
-                      "q8_0, q3_k_m, q4_k_m, q5_k_m)", spec, fmt_names[a->format]);
+                      "q8_0, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m)", spec, fmt_names[a->format]);
         SQZ_RETURN_IF(method->smooths, SQZ_ERR_INVALID_ARG,
                       "SPEC '%s': %s smooths the inputs of layers that a mix gives different types: use rtn, imatrix "
                       "or gptq", spec, method->name);
@@ -245,10 +249,16 @@ static sqz_status quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
         SQZ_TRY(st);
     }
     o.spec.plan = qs->plan;
+    /* an override that does not fit the embedding or the output fails before any work, not after it */
+    for (int r = 0; layer == 0 && o.overrides && a->spec.mix && r < 2; r++) {
+        const sqz_tensor *t = sqz_model_get(c->m, r ? SQZ_ROLE_OUTPUT : SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT);
+        sqz_dtype d;
+        if (t && t->ndim == 2) SQZ_TRY(sqz__mix_type(&a->spec, o.overrides, c->m, t, &d));
+    }
     SQZ_TRY(sqz__compress_block(c->m, layer, stats, &o, c->keep, c->rep));
     if (layer < c->m->hp.n_layers - 1) return SQZ_OK;
     /* a mix also quantizes the token embedding and the output, once the blocks are done */
-    sqz_status st = sqz__quant_mix_globals(c->m, &o.spec, c->rep);
+    sqz_status st = sqz__quant_mix_globals(c->m, &o.spec, o.overrides, c->rep);
     sqz__qplan_free(qs->plan);
     qs->plan = NULL;
     return st;

@@ -193,7 +193,7 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         sqz_qtarget target = sp->q.target;
         if (sp->mix) { /* the plan's type (auto:bpw=), or llama.cpp's type in the mix (quant/mix.c) */
             sqz_dtype d = sqz__qplan_type(sp->plan, t[i]);
-            if (d == SQZ_DTYPE_COUNT) d = sqz_qmix_type(sp->mix, m, t[i], sp->method->needs != 0);
+            if (d == SQZ_DTYPE_COUNT) SQZ_TRY(sqz__mix_type(sp, o->overrides, m, t[i], &d));
             if (!sqz_qformat_from_dtype(d, &target.fmt)) mix_f16 = true;
             else (void)sqz_qtarget_check(&target);
         }
@@ -241,12 +241,23 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         if (!smooth) return SQZ_ERR_NOMEM;
         const double t0 = sqz__calib_now();
         const sqz_qmethod *used[3] = {sp->method, sp->method, sp->method};
-        if (!sp->mix) st = sp->method->run(lin, n_q, &qs, &qo, out, smooth);
-        for (int k = 0; sp->mix && k < n_q && st == SQZ_OK; k++) { /* one type per layer; no smoothing */
-            qo.target = tgt[k];
+        /* each member's own statistics: an importance matrix of llama-imatrix names every layer, and
+         * members whose values differ do not share an input there (calib/imatrix_read.c) */
+        const sqz_calib_input *own[3] = {in, in, in};
+        bool shared = true;
+        for (int k = 0; stats && k < n_q; k++) {
+            own[k] = sqz_calib_block_input(stats, g->roles[qidx[k]]);
+            shared = shared && own[k] == in;
+        }
+        if (!sp->mix && (shared || sp->method->smooths)) st = sp->method->run(lin, n_q, &qs, &qo, out, smooth);
+        for (int k = 0; (sp->mix || !(shared || sp->method->smooths)) && k < n_q && st == SQZ_OK; k++) {
+            qo.target = sp->mix ? tgt[k] : sp->q.target; /* one type per layer; no smoothing */
             /* a type the method does not produce is rounded as llama.cpp does it (Q8_0: no imatrix) */
-            if (!(sp->method->formats & (1u << tgt[k].fmt))) used[k] = sqz_qmethod_find("rtn");
-            st = used[k]->run(&lin[k], 1, &qs, &qo, &out[k], smooth);
+            if (!(sp->method->formats & (1u << qo.target.fmt))) used[k] = sqz_qmethod_find("rtn");
+            const sqz_qstats qk = own[k] ? own[k]->st : (sqz_qstats){.n_in = n_in};
+            st = qk.n_in == n_in ? used[k]->run(&lin[k], 1, &qk, &qo, &out[k], smooth)
+                                 : SQZ_ERROR(SQZ_ERR_SHAPE, "block %d: statistics of %lld channels for %s (%lld)",
+                                             (int)c->layer, (long long)qk.n_in, lin[k].name, (long long)n_in);
         }
         *t_quant += sqz__calib_now() - t0;
         if (st != SQZ_OK) sqz__error_prefix("block %d", (int)c->layer);

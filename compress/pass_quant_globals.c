@@ -13,9 +13,10 @@
 #include "quant/quant_internal.h"
 #include "sqz/edit.h"
 
-static sqz_status one(sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp, sqz_compress_report *rep) {
+static sqz_status one(sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp, const sqz_type_overrides *ov,
+                      sqz_compress_report *rep) {
     sqz_dtype d = sqz__qplan_type(sp->plan, t); /* auto's plan may take another mix's types */
-    if (d == SQZ_DTYPE_COUNT) d = sqz_qmix_type(sp->mix, m, t, sp->method->needs != 0);
+    if (d == SQZ_DTYPE_COUNT) SQZ_TRY(sqz__mix_type(sp, ov, m, t, &d));
     if (d == t->dtype || t->qp) return SQZ_OK;
     sqz_layer_report row;
     sqz__report_row_init(&row, t);
@@ -58,12 +59,13 @@ static sqz_status one(sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp, 
     return st == SQZ_OK ? sqz__report_add(rep, &row) : st;
 }
 
-sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, sqz_compress_report *rep) {
+sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, const sqz_type_overrides *ov,
+                                  sqz_compress_report *rep) {
     if (!sp->mix) return SQZ_OK;
     static const sqz_role roles[] = {SQZ_ROLE_TOKEN_EMBD, SQZ_ROLE_OUTPUT};
     for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
         sqz_tensor *t = sqz_model_get(m, roles[i], -1, SQZ_PARAM_WEIGHT);
-        if (t && t->ndim == 2) SQZ_TRY(one(m, t, sp, rep));
+        if (t && t->ndim == 2) SQZ_TRY(one(m, t, sp, ov, rep));
     }
     return SQZ_OK;
 }

@@ -1,8 +1,9 @@
 /*
  * quant/mix.c - whole-model type mixes: which tensor gets which type, as llama-quantize
- * chooses it for its ftypes Q3_K_M, Q4_K_M, Q5_K_M, Q4_0 and Q8_0 (llama.cpp
- * src/llama-quant.cpp, llama_tensor_get_type_impl and tensor_type_fallback), written as data:
- * a row per mix, each holding per-role rules "when COND the type is HI, else LO".
+ * chooses it for its ftypes Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q4_0
+ * and Q8_0 (llama.cpp src/llama-quant.cpp, llama_tensor_get_type_impl and
+ * tensor_type_fallback), written as data: a row per mix, each holding per-role rules "when
+ * COND the type is HI, else LO".
  *
  * What the rules reproduce (for models without experts, not Falcon, not 70B):
  *   use_more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2
@@ -10,6 +11,10 @@
  *           else Q4_K; attn_output Q4_K
  *   Q4_K_M, Q5_K_M: attn_v and ffn_down Q6_K where use_more_bits
  *   Q4_0 with an importance matrix: ffn_down Q4_1 for i < n/8
+ *   Q2_K: attn_v Q4_K when n_head / n_head_kv >= 4 (layer 0's heads), else Q3_K; ffn_down and
+ *         attn_output Q3_K
+ *   Q3_K_S: no rule (every matrix Q3_K but the output); Q3_K_L: attn_v, ffn_down, attn_output Q5_K
+ *   Q4_K_S: attn_v Q5_K for i < 4; ffn_down Q5_K for i < n/8; Q5_K_S: no rule
  *   output (and a tied token embedding): Q8_0 when its width is not a multiple of the base
  *   type's block, else Q6_K unless the base is Q8_0; the untied token embedding: the base type.
  * Then the fallback: a width that is not a multiple of the type's block gives Q2_K/Q3_K ->
@@ -28,6 +33,9 @@ typedef enum cond {
     C_FIRST_2,      /* i < 2 ? HI : LO */
     C_FIRST_16TH,   /* i < n/16 ? HI : LO */
     C_FIRST_8TH_IM, /* with an importance matrix and i < n/8 ? HI : LO */
+    C_FIRST_4,      /* i < 4 ? HI : LO */
+    C_FIRST_8TH,    /* i < n/8 ? HI : LO */
+    C_GQA_4,        /* n_head / n_head_kv >= 4 ? HI : LO */
 } cond;
 
 typedef struct rule {
@@ -55,6 +63,18 @@ static const struct sqz_qmix mixes[] = {
      {[R_ATTN_V] = {C_MORE_BITS, SQZ_DTYPE_Q6_K, BASE}, [R_FFN_DOWN] = {C_MORE_BITS, SQZ_DTYPE_Q6_K, BASE}}},
     {"q4_0", SQZ_DTYPE_Q4_0, {[R_FFN_DOWN] = {C_FIRST_8TH_IM, SQZ_DTYPE_Q4_1, BASE}}},
     {"q8_0", SQZ_DTYPE_Q8_0, {{C_NONE, BASE, BASE}}},
+    {"q2_k", SQZ_DTYPE_Q2_K,
+     {[R_ATTN_V] = {C_GQA_4, SQZ_DTYPE_Q4_K, SQZ_DTYPE_Q3_K},
+      [R_FFN_DOWN] = {C_ALWAYS, SQZ_DTYPE_Q3_K, BASE},
+      [R_ATTN_OUT] = {C_ALWAYS, SQZ_DTYPE_Q3_K, BASE}}},
+    {"q3_k_s", SQZ_DTYPE_Q3_K, {{C_NONE, BASE, BASE}}},
+    {"q3_k_l", SQZ_DTYPE_Q3_K,
+     {[R_ATTN_V] = {C_ALWAYS, SQZ_DTYPE_Q5_K, BASE},
+      [R_FFN_DOWN] = {C_ALWAYS, SQZ_DTYPE_Q5_K, BASE},
+      [R_ATTN_OUT] = {C_ALWAYS, SQZ_DTYPE_Q5_K, BASE}}},
+    {"q4_k_s", SQZ_DTYPE_Q4_K,
+     {[R_ATTN_V] = {C_FIRST_4, SQZ_DTYPE_Q5_K, BASE}, [R_FFN_DOWN] = {C_FIRST_8TH, SQZ_DTYPE_Q5_K, BASE}}},
+    {"q5_k_s", SQZ_DTYPE_Q5_K, {{C_NONE, BASE, BASE}}},
 };
 
 /* tensor_type_fallback: the type a width that the block does not divide falls back to. */
@@ -81,7 +101,15 @@ sqz_qformat sqz_qmix_base(const sqz_qmix *mix) {
 
 static bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-static sqz_dtype apply(const rule *r, sqz_dtype base, int64_t i, int64_t n, bool has_imatrix) {
+/* llama_hparams::n_gqa(0): layer 0's query heads per key/value head (integer division) */
+static int64_t n_gqa(const sqz_model *m) {
+    const int64_t h = m->layers ? m->layers[0].n_heads : m->hp.n_heads;
+    const int64_t kv = m->layers ? m->layers[0].n_kv_heads : m->hp.n_kv_heads;
+    return kv > 0 ? h / kv : 0;
+}
+
+static sqz_dtype apply(const rule *r, sqz_dtype base, int64_t i, const sqz_model *m, bool has_imatrix) {
+    const int64_t n = m->hp.n_layers;
     bool hi = false;
     switch (r->when) {
     case C_NONE: return base;
@@ -90,6 +118,9 @@ static sqz_dtype apply(const rule *r, sqz_dtype base, int64_t i, int64_t n, bool
     case C_FIRST_2: hi = i < 2; break;
     case C_FIRST_16TH: hi = i < n / 16; break;
     case C_FIRST_8TH_IM: hi = has_imatrix && i < n / 8; break;
+    case C_FIRST_4: hi = i < 4; break;
+    case C_FIRST_8TH: hi = i < n / 8; break;
+    case C_GQA_4: hi = n_gqa(m) >= 4; break;
     }
     const sqz_dtype t = hi ? r->hi : r->lo;
     return t == BASE ? base : t;
@@ -97,33 +128,51 @@ static sqz_dtype apply(const rule *r, sqz_dtype base, int64_t i, int64_t n, bool
 
 static int64_t block_of(sqz_dtype d) { return sqz_dtype_info(d)->block_size; }
 
-sqz_dtype sqz_qmix_type(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix) {
-    if (!mix || !t || t->ndim != 2 || t->param != SQZ_PARAM_WEIGHT) return t ? t->dtype : SQZ_DTYPE_F32;
-    const int64_t n_cols = t->shape[1], n_layers = m->hp.n_layers;
+sqz_dtype sqz__qmix_fallback(sqz_dtype ty, int64_t n_cols) {
+    if (!(n_cols % block_of(ty))) return ty;
+    sqz_dtype to = ty;
+    for (size_t i = 0; i < sizeof fallbacks / sizeof fallbacks[0]; i++)
+        if (fallbacks[i].from == ty) to = fallbacks[i].to;
+    return n_cols % block_of(to) ? SQZ_DTYPE_F16 : to;
+}
+
+bool sqz__qmix_quantizes(const sqz_tensor *t) {
+    if (!t || t->ndim != 2 || t->param != SQZ_PARAM_WEIGHT) return false;
+    switch (t->role) {
+    case SQZ_ROLE_TOKEN_EMBD:
+    case SQZ_ROLE_OUTPUT:
+    case SQZ_ROLE_ATTN_V:
+    case SQZ_ROLE_FFN_DOWN:
+    case SQZ_ROLE_ATTN_OUT:
+    case SQZ_ROLE_ATTN_Q:
+    case SQZ_ROLE_ATTN_K:
+    case SQZ_ROLE_FFN_GATE:
+    case SQZ_ROLE_FFN_UP: return true;
+    default: return false; /* norms, position embeddings, the pooler: not quantized */
+    }
+}
+
+sqz_dtype sqz__qmix_type_at(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix,
+                            int64_t i) {
+    if (!mix || !sqz__qmix_quantizes(t)) return t ? t->dtype : SQZ_DTYPE_F32;
+    const int64_t n_cols = t->shape[1];
     sqz_dtype ty = mix->base;
     /* a tied embedding is quantized as the output */
     const bool as_output = t->role == SQZ_ROLE_OUTPUT || (t->role == SQZ_ROLE_TOKEN_EMBD && m->hp.tied_embeddings);
     switch (as_output ? SQZ_ROLE_OUTPUT : t->role) {
-    case SQZ_ROLE_TOKEN_EMBD: break;
     case SQZ_ROLE_OUTPUT:
         ty = n_cols % block_of(mix->base) ? SQZ_DTYPE_Q8_0
              : mix->base != SQZ_DTYPE_Q8_0 ? SQZ_DTYPE_Q6_K
                                             : SQZ_DTYPE_Q8_0;
         break;
-    case SQZ_ROLE_ATTN_V: ty = apply(&mix->rules[R_ATTN_V], mix->base, t->layer, n_layers, has_imatrix); break;
-    case SQZ_ROLE_FFN_DOWN: ty = apply(&mix->rules[R_FFN_DOWN], mix->base, t->layer, n_layers, has_imatrix); break;
-    case SQZ_ROLE_ATTN_OUT: ty = apply(&mix->rules[R_ATTN_OUT], mix->base, t->layer, n_layers, has_imatrix); break;
-    case SQZ_ROLE_ATTN_Q:
-    case SQZ_ROLE_ATTN_K:
-    case SQZ_ROLE_FFN_GATE:
-    case SQZ_ROLE_FFN_UP: break;
-    default: return t->dtype; /* norms, position embeddings, the pooler: not quantized */
+    case SQZ_ROLE_ATTN_V: ty = apply(&mix->rules[R_ATTN_V], mix->base, i, m, has_imatrix); break;
+    case SQZ_ROLE_FFN_DOWN: ty = apply(&mix->rules[R_FFN_DOWN], mix->base, i, m, has_imatrix); break;
+    case SQZ_ROLE_ATTN_OUT: ty = apply(&mix->rules[R_ATTN_OUT], mix->base, i, m, has_imatrix); break;
+    default: break;
     }
-    if (n_cols % block_of(ty)) {
-        sqz_dtype to = ty;
-        for (size_t i = 0; i < sizeof fallbacks / sizeof fallbacks[0]; i++)
-            if (fallbacks[i].from == ty) to = fallbacks[i].to;
-        ty = n_cols % block_of(to) ? SQZ_DTYPE_F16 : to;
-    }
-    return ty;
+    return sqz__qmix_fallback(ty, n_cols);
+}
+
+sqz_dtype sqz_qmix_type(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix) {
+    return sqz__qmix_type_at(mix, m, t, has_imatrix, t ? t->layer : 0);
 }

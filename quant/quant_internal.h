@@ -159,4 +159,18 @@ sqz_status sqz__gptq_masked(const sqz_qlinear *lin, int n_lin, const sqz_qstats 
  * H (n, n) double row-major, overwritten. SQZ_ERR_NUMERIC when H is not positive definite. */
 sqz_status sqz__chol_inverse_upper(double *h, int64_t n);
 
+
+/* ---- whole-model mixes (mix.c), for llama-quantize's per-tensor overrides (compress/) ---- */
+/* Whether a mix gives t a type of its own (the matrices llama.cpp quantizes: embedding, output,
+ * attention and FFN weights); false for norms, biases, position embeddings, the pooler. */
+bool sqz__qmix_quantizes(const sqz_tensor *t);
+/* sqz_qmix_type with i as the tensor's index among the tensors of its role that the mix's rules
+ * see (llama.cpp's running counters i_attention_wv / i_ffn_down, which skip tensors a
+ * --tensor-type pattern chose); sqz_qmix_type passes t->layer. */
+sqz_dtype sqz__qmix_type_at(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix,
+                            int64_t i);
+/* tensor_type_fallback: ty, or what llama.cpp falls back to when n_cols is not a multiple of
+ * its block (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16). */
+sqz_dtype sqz__qmix_fallback(sqz_dtype ty, int64_t n_cols);
+
 #endif

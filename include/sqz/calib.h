@@ -274,6 +274,18 @@ SQZ_API sqz_status sqz_calib_stats_read(const char *path, sqz_calib_stats **out)
 /* SQZ_ERR_INVALID_ARG unless the file was made for a model of m's shape (layers, d_model,
  * vocabulary, every input's width). `path` names the file in the message. */
 SQZ_API sqz_status sqz_calib_stats_check_model(const sqz_calib_stats *st, const sqz_model *m, const char *path);
+/* Reads an importance matrix written by llama.cpp's llama-imatrix, in its GGUF layout (the
+ * default) or its legacy .dat layout, as statistics of model m: every entry (llama.cpp's tensor
+ * names, blk.N.ROLE.weight and output.weight) becomes the E[x^2] (SQZ_QSTAT_X2) of that layer's
+ * input, with the value llama-quantize computes from the file (sums / counts; legacy: values /
+ * ncall), so that the imatrix method quantizes as llama-quantize --imatrix FILE does. Layers that
+ * read one input (q/k/v, gate/up) share it when their values are equal, as llama-imatrix's are.
+ * n_layers, d_model and vocab are m's; n_windows and ctx are the file's chunks and chunk size.
+ * Errors: SQZ_ERR_FORMAT naming the file, the entry and the reason (a truncated or malformed file,
+ * a non-finite or negative value, a name that is no matrix of m, a width that differs from the
+ * tensor's), SQZ_ERR_IO when unreadable. On success *out is owned by the caller
+ * (sqz_calib_stats_free). */
+SQZ_API sqz_status sqz_calib_stats_read_imatrix(const char *path, const sqz_model *m, sqz_calib_stats **out);
 /* The statistics of block `layer`, or NULL. */
 SQZ_API const sqz_calib_block *sqz_calib_stats_block(const sqz_calib_stats *st, int32_t layer);
 /* NULL is fine. */

