@@ -10,7 +10,7 @@
 
 #include "core/internal.h"
 #include "runtime/ops.h"
-#include "runtime/pool.h"
+#include "kernels/cpu/pool.h"
 #include "sqz/family.h"
 #include "sqz/runtime.h"
 

@@ -197,7 +197,7 @@ sqz_status sqz_session_new(const sqz_model *m, const sqz_session_opts *opts, sqz
                              "runs on the CPU backend for now", o.backend->ops->name);
         }
     } else {
-        st = sqz_backend_cpu(0, &s->be);
+        st = sqz_backend_cpu(o.n_threads, &s->be);
         if (st != SQZ_OK) { free(s); return st; }
         s->own_be = true;
     }
