@@ -21,21 +21,24 @@
  * dtype table). AVX-512 machines run the AVX2 dequantizers (the dot is where the width pays). */
 typedef struct qmm_row {
     sqz__dequant_fn dequant[SQZ__ISA_COUNT];
+    sqz__dot1_fn dot1[SQZ__ISA_COUNT];  /* fused one-token kernel; NULL: the tiled dot */
 } qmm_row;
 
-#define ROW_X86(f) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}}
+#define ROW_X86(f) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, {NULL}}
+#define ROW_X86_FUSED(f, g) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, \
+                             {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(g)}}
 
 static const qmm_row qmm_rows[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_F16] = ROW_X86(sqz__dequant_f16_avx2),
     [SQZ_DTYPE_BF16] = ROW_X86(sqz__dequant_bf16_avx2),
-    [SQZ_DTYPE_Q8_0] = ROW_X86(sqz__dequant_q8_0_avx2),
-    [SQZ_DTYPE_Q4_0] = ROW_X86(sqz__dequant_q4_0_avx2),
-    [SQZ_DTYPE_Q4_1] = ROW_X86(sqz__dequant_q4_1_avx2),
-    [SQZ_DTYPE_Q5_0] = ROW_X86(sqz__dequant_q5_0_avx2),
-    [SQZ_DTYPE_Q5_1] = ROW_X86(sqz__dequant_q5_1_avx2),
+    [SQZ_DTYPE_Q8_0] = ROW_X86_FUSED(sqz__dequant_q8_0_avx2, sqz__qdot1_q8_0_avx2),
+    [SQZ_DTYPE_Q4_0] = ROW_X86_FUSED(sqz__dequant_q4_0_avx2, sqz__qdot1_q4_0_avx2),
+    [SQZ_DTYPE_Q4_1] = ROW_X86_FUSED(sqz__dequant_q4_1_avx2, sqz__qdot1_q4_1_avx2),
+    [SQZ_DTYPE_Q5_0] = ROW_X86_FUSED(sqz__dequant_q5_0_avx2, sqz__qdot1_q5_0_avx2),
+    [SQZ_DTYPE_Q5_1] = ROW_X86_FUSED(sqz__dequant_q5_1_avx2, sqz__qdot1_q5_1_avx2),
     [SQZ_DTYPE_IQ4_NL] = ROW_X86(sqz__dequant_iq4_nl_avx2),
-    [SQZ_DTYPE_Q4_K] = ROW_X86(sqz__dequant_q4_K_avx2),
-    [SQZ_DTYPE_Q6_K] = ROW_X86(sqz__dequant_q6_K_avx2),
+    [SQZ_DTYPE_Q4_K] = ROW_X86_FUSED(sqz__dequant_q4_K_avx2, sqz__qdot1_q4_K_avx2),
+    [SQZ_DTYPE_Q6_K] = ROW_X86_FUSED(sqz__dequant_q6_K_avx2, sqz__qdot1_q6_K_avx2),
     /* F32, Q2_K, Q3_K, Q5_K, Q8_K, IQ4_XS: the scalar dequantizer */
 };
 
@@ -85,6 +88,11 @@ sqz__dequant_fn sqz__qmm_dequant(sqz_dtype t, sqz__qmm_isa isa) {
     return sqz_dtype_info(t)->to_f32;
 }
 
+sqz__dot1_fn sqz__qmm_dot1(sqz_dtype t, sqz__qmm_isa isa) {
+    if (!sqz__qmm_supports(t) || (unsigned)isa >= SQZ__ISA_COUNT) return NULL;
+    return qmm_rows[t].dot1[isa];
+}
+
 sqz__dot_fn sqz__qmm_dot(sqz__qmm_isa isa) {
 #if SQZ__QMM_X86
     if (isa == SQZ__ISA_AVX2) return sqz__dot_f32_avx2;
@@ -103,6 +111,7 @@ typedef struct qmm_job {
     const sqz_matmul_args *a;
     sqz__dequant_fn dq;
     sqz__dot_fn dot;
+    sqz__dot1_fn dot1; /* one token: the fused kernel, or NULL */
     int64_t bs;        /* elements per block */
     size_t ts;         /* bytes per block */
     size_t row_bytes;  /* bytes per weight row */
@@ -120,6 +129,11 @@ static void rows_dot(void *c, int64_t b, int64_t e, int thread) {
     float acc[SQZ__QMM_TILE_M];
     for (int64_t j = b; j < e; j++) {
         const uint8_t *row = (const uint8_t *)a->w + (size_t)j * J->row_bytes;
+        if (J->dot1) {
+            const float v = J->dot1(row, a->x, k);
+            a->y[j] = a->bias ? v + a->bias[j] : v;
+            continue;
+        }
         for (int64_t i = 0; i < m; i++) acc[i] = 0;
         for (int64_t c0 = 0; c0 < k; c0 += SQZ__QMM_CHUNK) {
             const int64_t len = k - c0 < SQZ__QMM_CHUNK ? k - c0 : SQZ__QMM_CHUNK;
@@ -177,6 +191,7 @@ sqz_status sqz__qmatmul(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args
                   (long long)a->n, (long long)a->k, sqz_dtype_name(a->w_dtype));
     if (a->m == 0 || a->n == 0) return SQZ_OK;
     qmm_job J = {.a = a, .dq = sqz__qmm_dequant(a->w_dtype, isa), .dot = sqz__qmm_dot(isa),
+                 .dot1 = a->m == 1 ? sqz__qmm_dot1(a->w_dtype, isa) : NULL,
                  .bs = tr->block_size, .ts = tr->type_size,
                  .row_bytes = (size_t)(a->k / tr->block_size) * tr->type_size};
     if (a->k == 0) { /* no products: the bias alone */

@@ -8,14 +8,16 @@
  * small f32 tiles that are multiplied at once, so the result differs from multiplying a
  * whole f32 copy only by the order of the float sums.
  *   - few tokens (m < SQZ__QMM_TILE_M, generation): each thread takes a range of output rows;
- *     a row is dequantized SQZ__QMM_CHUNK elements at a time into an L1 tile and dotted with
- *     every token (each weight block is read once per call);
+ *     for one token, a fused dequantize-and-dot kernel reads the row's blocks into registers
+ *     (Q8_0, Q4_0/1, Q5_0/1, Q4_K, Q6_K on AVX2); otherwise the row is dequantized
+ *     SQZ__QMM_CHUNK elements at a time into an L1 tile and dotted with every token (each
+ *     weight block is read once per call);
  *   - many tokens: SQZ__QMM_PANEL rows at a time are dequantized (split over the threads)
  *     into one f32 panel that sgemm multiplies (each block read once per call).
  *
- * The kernels are rows of one table per dtype (qmatmul.c): the dequantizer for each
- * instruction set (NULL: the scalar one of core's dtype table), and one f32 dot product per
- * instruction set (qdot.c). The instruction set is picked at run time (sqz__qmm_isa_best);
+ * The kernels are rows of one table per dtype (qmatmul.c): the dequantizer and the fused
+ * one-token kernel for each instruction set (NULL: the scalar dequantizer of core's dtype table,
+ * the tiled dot), and one f32 dot product per instruction set (qdot.c). The instruction set is picked at run time (sqz__qmm_isa_best);
  * every variant is compiled on x86-64 (AVX2+FMA, AVX-512F) and NEON on aarch64.
  */
 #ifndef SQZ_KERNELS_CPU_QMATMUL_H
@@ -57,6 +59,9 @@ typedef enum sqz__qmm_isa {
 typedef void (*sqz__dequant_fn)(const void *src, float *dst, int64_t n);
 /* sum_i a[i] * b[i] in float, in the variant's own order. */
 typedef float (*sqz__dot_fn)(const float *a, const float *b, int64_t n);
+/* The fused kernel of one token: sum_i w[i] * x[i] over the k weights (a multiple of the block
+ * size) stored at `row`, each weight formed exactly as the scalar dequantizer forms it. */
+typedef float (*sqz__dot1_fn)(const void *row, const float *x, int64_t k);
 
 /* The best instruction set this CPU runs (x86: AVX-512F > AVX2+FMA+F16C > scalar; aarch64:
  * NEON). SQZ_QMM_ISA=scalar|avx2|avx512|neon in the environment lowers it (for tests and
@@ -70,6 +75,8 @@ const char *sqz__qmm_isa_name(sqz__qmm_isa isa);
 bool sqz__qmm_supports(sqz_dtype t);
 /* The dequantizer of t for isa: its own variant, else the scalar one; NULL if unsupported. */
 sqz__dequant_fn sqz__qmm_dequant(sqz_dtype t, sqz__qmm_isa isa);
+/* The fused one-token kernel of t for isa; NULL when t has none for it (the tiled dot serves). */
+sqz__dot1_fn sqz__qmm_dot1(sqz_dtype t, sqz__qmm_isa isa);
 /* The f32 dot product of isa (scalar when isa is not compiled in). */
 sqz__dot_fn sqz__qmm_dot(sqz__qmm_isa isa);
 
@@ -94,6 +101,13 @@ void sqz__dequant_q4_K_avx2(const void *x, float *y, int64_t n);
 void sqz__dequant_q6_K_avx2(const void *x, float *y, int64_t n);
 void sqz__dequant_f16_avx2(const void *x, float *y, int64_t n);
 void sqz__dequant_bf16_avx2(const void *x, float *y, int64_t n);
+float sqz__qdot1_q8_0_avx2(const void *row, const float *x, int64_t k);
+float sqz__qdot1_q4_0_avx2(const void *row, const float *x, int64_t k);
+float sqz__qdot1_q4_1_avx2(const void *row, const float *x, int64_t k);
+float sqz__qdot1_q5_0_avx2(const void *row, const float *x, int64_t k);
+float sqz__qdot1_q5_1_avx2(const void *row, const float *x, int64_t k);
+float sqz__qdot1_q4_K_avx2(const void *row, const float *x, int64_t k);
+float sqz__qdot1_q6_K_avx2(const void *row, const float *x, int64_t k);
 #endif
 #if SQZ__QMM_NEON
 float sqz__dot_f32_neon(const float *a, const float *b, int64_t n);
