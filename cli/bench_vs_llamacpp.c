@@ -171,11 +171,12 @@ int sqz_cli_bench_vs_llamacpp(const sqz_cli_vs_opts *o, cJSON *json) {
     if (rc == 0) {
         const double nan = 0.0 / 0.0;
         const bool L = o->llama_dir != NULL;
-        printf("sqz vs llama.cpp: %s, %lld threads\n", o->model, (long long)o->threads);
+        printf("sqz vs llama.cpp: %s, threads %lld\n", o->model, (long long)o->threads);
         printf("  %-26s %12s %12s %9s\n", "", "sqz", "llama.cpp", "ratio");
         if (o->text) {
             printf("  eval: ctx %lld, %lld chunks of %s\n", (long long)o->ctx, (long long)o->chunks, o->text);
-            row("perplexity", number_after(se.out, "\nppl"), L ? number_after(le.out, "PPL = ") : nan, true);
+            printf("  %-26s %12.4f %12.4f\n", "perplexity", number_after(se.out, "\nppl"),
+                   L ? number_after(le.out, "PPL = ") : nan);
             row("eval wall time (s)", se.wall_s, L ? le.wall_s : nan, false);
             row("eval peak RSS (MB)", se.rss_mb, L ? le.rss_mb : nan, false);
         }

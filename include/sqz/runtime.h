@@ -14,8 +14,9 @@
  *   sqz_forward(s, tokens, n, 0, 0, logits);         // logits of every position
  *   sqz_session_free(s);
  *
- * Threads: matrix products run on the backend (OpenBLAS threads on the CPU);
- * attention, norms and element-wise work run on the session's own threads. A
+ * Threads: matrix products run on the backend (on the CPU: the backend's pool for
+ * weights in their stored blocks, OpenBLAS's threads for f32 products); attention,
+ * norms and element-wise work run on the session's own threads. A
  * session is not thread-safe: use one per thread. The model must outlive the
  * session and must not change while the session uses it (see
  * sqz_session_invalidate after a pass rewrote tensors).

@@ -17,8 +17,9 @@
 #define X86(f) NULL
 #endif
 
-/* One row per dtype: its dequantizer for each instruction set (NULL: the scalar one of core's
- * dtype table). AVX-512 machines run the AVX2 dequantizers (the dot is where the width pays). */
+/* One row per dtype: its dequantizer and fused one-token kernel for each instruction set (NULL:
+ * the scalar dequantizer of core's dtype table; the tiled dot). AVX-512 machines run the AVX2
+ * dequantizers, and the AVX-512 fused kernels of Q8_0, Q4_0/1, Q4_K, Q6_K (AVX2 ones otherwise). */
 typedef struct qmm_row {
     sqz__dequant_fn dequant[SQZ__ISA_COUNT];
     sqz__dot1_fn dot1[SQZ__ISA_COUNT];  /* fused one-token kernel; NULL: the tiled dot */
@@ -27,18 +28,20 @@ typedef struct qmm_row {
 #define ROW_X86(f) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, {NULL}}
 #define ROW_X86_FUSED(f, g) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, \
                              {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(g)}}
+#define ROW_X86_FUSED512(f, g, h) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, \
+                                   {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(h)}}
 
 static const qmm_row qmm_rows[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_F16] = ROW_X86(sqz__dequant_f16_avx2),
     [SQZ_DTYPE_BF16] = ROW_X86(sqz__dequant_bf16_avx2),
-    [SQZ_DTYPE_Q8_0] = ROW_X86_FUSED(sqz__dequant_q8_0_avx2, sqz__qdot1_q8_0_avx2),
-    [SQZ_DTYPE_Q4_0] = ROW_X86_FUSED(sqz__dequant_q4_0_avx2, sqz__qdot1_q4_0_avx2),
-    [SQZ_DTYPE_Q4_1] = ROW_X86_FUSED(sqz__dequant_q4_1_avx2, sqz__qdot1_q4_1_avx2),
+    [SQZ_DTYPE_Q8_0] = ROW_X86_FUSED512(sqz__dequant_q8_0_avx2, sqz__qdot1_q8_0_avx2, sqz__qdot1_q8_0_avx512),
+    [SQZ_DTYPE_Q4_0] = ROW_X86_FUSED512(sqz__dequant_q4_0_avx2, sqz__qdot1_q4_0_avx2, sqz__qdot1_q4_0_avx512),
+    [SQZ_DTYPE_Q4_1] = ROW_X86_FUSED512(sqz__dequant_q4_1_avx2, sqz__qdot1_q4_1_avx2, sqz__qdot1_q4_1_avx512),
     [SQZ_DTYPE_Q5_0] = ROW_X86_FUSED(sqz__dequant_q5_0_avx2, sqz__qdot1_q5_0_avx2),
     [SQZ_DTYPE_Q5_1] = ROW_X86_FUSED(sqz__dequant_q5_1_avx2, sqz__qdot1_q5_1_avx2),
     [SQZ_DTYPE_IQ4_NL] = ROW_X86(sqz__dequant_iq4_nl_avx2),
-    [SQZ_DTYPE_Q4_K] = ROW_X86_FUSED(sqz__dequant_q4_K_avx2, sqz__qdot1_q4_K_avx2),
-    [SQZ_DTYPE_Q6_K] = ROW_X86_FUSED(sqz__dequant_q6_K_avx2, sqz__qdot1_q6_K_avx2),
+    [SQZ_DTYPE_Q4_K] = ROW_X86_FUSED512(sqz__dequant_q4_K_avx2, sqz__qdot1_q4_K_avx2, sqz__qdot1_q4_K_avx512),
+    [SQZ_DTYPE_Q6_K] = ROW_X86_FUSED512(sqz__dequant_q6_K_avx2, sqz__qdot1_q6_K_avx2, sqz__qdot1_q6_K_avx512),
     /* F32, Q2_K, Q3_K, Q5_K, Q8_K, IQ4_XS: the scalar dequantizer */
 };
 

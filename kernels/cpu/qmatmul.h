@@ -50,7 +50,7 @@ enum {
 typedef enum sqz__qmm_isa {
     SQZ__ISA_SCALAR = 0,
     SQZ__ISA_AVX2 = 1,   /* AVX2 + FMA (+ F16C) */
-    SQZ__ISA_AVX512 = 2, /* AVX-512F dots; dequantizers of AVX2 */
+    SQZ__ISA_AVX512 = 2, /* AVX-512F dots and fused kernels (Q8_0, Q4_0/1, Q4_K, Q6_K); else AVX2's */
     SQZ__ISA_NEON = 3,
     SQZ__ISA_COUNT
 } sqz__qmm_isa;
@@ -108,6 +108,11 @@ float sqz__qdot1_q5_0_avx2(const void *row, const float *x, int64_t k);
 float sqz__qdot1_q5_1_avx2(const void *row, const float *x, int64_t k);
 float sqz__qdot1_q4_K_avx2(const void *row, const float *x, int64_t k);
 float sqz__qdot1_q6_K_avx2(const void *row, const float *x, int64_t k);
+float sqz__qdot1_q8_0_avx512(const void *row, const float *x, int64_t k);
+float sqz__qdot1_q4_0_avx512(const void *row, const float *x, int64_t k);
+float sqz__qdot1_q4_1_avx512(const void *row, const float *x, int64_t k);
+float sqz__qdot1_q4_K_avx512(const void *row, const float *x, int64_t k);
+float sqz__qdot1_q6_K_avx512(const void *row, const float *x, int64_t k);
 #endif
 #if SQZ__QMM_NEON
 float sqz__dot_f32_neon(const float *a, const float *b, int64_t n);
