@@ -10,6 +10,7 @@
  */
 #include <cblas.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "core/internal.h"
@@ -24,6 +25,7 @@ typedef struct cpu_ctx {
     int n_threads;
     sqz__pool *pool;      /* n_threads threads: the stored-weight products */
     sqz__qmm_isa isa;     /* their kernels (sqz__qmm_isa_best when the backend was made) */
+    atomic_flag busy;     /* set while a call uses the pool: a concurrent call runs on its own thread */
 } cpu_ctx;
 
 static bool cpu_supports(void *ctx, sqz_op op, sqz_dtype w) {
@@ -58,7 +60,12 @@ static sqz_status cpu_sync(void *ctx) { (void)ctx; return SQZ_OK; }
 static sqz_status cpu_matmul(void *ctx, const sqz_matmul_args *a) {
     cpu_ctx *c = ctx;
     SQZ_RETURN_IF(a->m < 0 || a->n < 0 || a->k < 0, SQZ_ERR_INVALID_ARG, "matmul: negative dimension");
-    if (a->w_dtype != SQZ_DTYPE_F32) return sqz__qmatmul(c->pool, c->isa, a);
+    if (a->w_dtype != SQZ_DTYPE_F32) { /* the pool is not reentrant: one caller at a time uses it */
+        const bool mine = !atomic_flag_test_and_set(&c->busy);
+        sqz_status st = sqz__qmatmul(mine ? c->pool : NULL, c->isa, a);
+        if (mine) atomic_flag_clear(&c->busy);
+        return st;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->m, (int)a->n, (int)a->k, 1.0f, a->x, (int)a->k,
                 (const float *)a->w, (int)a->k, 0.0f, a->y, (int)a->n);
     if (a->bias) {
@@ -197,6 +204,7 @@ sqz_status sqz_backend_cpu(int n_threads, sqz_backend **out) {
     if (!c || !b) { free(c); free(b); return SQZ_ERR_NOMEM; }
     c->n_threads = n_threads;
     c->isa = sqz__qmm_isa_best();
+    atomic_flag_clear(&c->busy);
     sqz_status st = sqz__pool_new(n_threads, &c->pool);
     if (st != SQZ_OK) { free(c); free(b); return st; }
     if (n_threads > 0) openblas_set_num_threads(n_threads);
