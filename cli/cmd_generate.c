@@ -56,7 +56,8 @@ static const sqz_opt gen_rows[] = {
     {.name = "ids", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, ids),
      .help = "print the generated token ids instead of text"},
     {.name = "stream-weights", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, stream),
-     .help = "dequantize weights at every use instead of once (less memory)"},
+     .help = "sqz's int8/int4 scheme weights: dequantize at every use instead of keeping f32 "
+             "copies (less memory; float and GGUF weights are always multiplied from their blocks)"},
 };
 
 static const char gen_head[] =

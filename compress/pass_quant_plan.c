@@ -21,7 +21,7 @@
 
 #include "compress/compress_internal.h"
 #include "quant/quant_internal.h"
-#include "runtime/pool.h"
+#include "kernels/cpu/pool.h"
 
 static const sqz_role linear_roles[] = {SQZ_ROLE_ATTN_Q,   SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V,  SQZ_ROLE_ATTN_OUT,
                                         SQZ_ROLE_FFN_GATE, SQZ_ROLE_FFN_UP, SQZ_ROLE_FFN_DOWN};

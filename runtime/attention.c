@@ -10,6 +10,11 @@
  * products `group` times taller (fewer, more efficient BLAS calls); causal blocking skips
  * the keys after a block's last query, so the wasted (masked) work is at most one block's
  * triangle.
+ *
+ * Few queries (generation: n < SQZ__QMM_TILE_M) are split over the session's pool by query
+ * head instead: each thread scores its heads' keys with the CPU kernels' f32 dot product, takes
+ * the softmax in its own row of the scores scratch and sums the values, so a single token's
+ * attention uses every thread (the BLAS products of one token are too small to split).
  */
 #include <cblas.h>
 #include <math.h>
@@ -35,9 +40,48 @@ static void softmax_rows(void *c, int64_t b, int64_t e, int t) {
     }
 }
 
+typedef struct {
+    const sqz_session *s;
+    const float *q, *kc, *vc;
+    float *out;
+    int64_t ldq, ldo, n, pos, group, kv_dim;
+    bool causal;
+    float scale;
+} heads_job;
+
+/* Query heads [b, e) for the few queries of the job; thread t uses scores row t. */
+static void heads_few(void *c, int64_t b, int64_t e, int thread) {
+    const heads_job *j = c;
+    const int64_t hd = j->s->hd;
+    float *sc = j->s->scores + (int64_t)thread * j->s->max_tokens;
+    for (int64_t h = b; h < e; h++) {
+        const float *kg = j->kc + (h / j->group) * hd, *vg = j->vc + (h / j->group) * hd;
+        for (int64_t i = 0; i < j->n; i++) {
+            const int64_t width = j->causal ? j->pos + i + 1 : j->pos + j->n;
+            const float *qh = j->q + i * j->ldq + h * hd;
+            for (int64_t t = 0; t < width; t++) sc[t] = j->s->dot(qh, kg + t * j->kv_dim, hd);
+            sqz__softmax_row(sc, width, width, j->scale);
+            float *o = j->out + i * j->ldo + h * hd;
+            memset(o, 0, (size_t)hd * sizeof(float));
+            for (int64_t t = 0; t < width; t++) {
+                const float p = sc[t], *v = vg + t * j->kv_dim;
+                for (int64_t d = 0; d < hd; d++) o[d] += p * v[d];
+            }
+        }
+    }
+}
+
 void sqz__attention(sqz_session *s, int32_t layer, const float *q, int64_t ldq, int64_t n, int64_t pos, bool causal,
                     float *out, int64_t ldo) {
     const sqz_layer_dims *ld = &s->m->layers[layer];
+    const int64_t qb = s->max_tokens < SQZ__QBLOCK ? s->max_tokens : SQZ__QBLOCK;
+    if (n < SQZ__QMM_TILE_M && sqz__pool_threads(s->pool) <= s->max_group * qb) { /* a scores row per thread */
+        const int64_t grp = ld->n_heads / ld->n_kv_heads;
+        heads_job j = {s, q, s->kcache + s->kv_off[layer], s->vcache + s->kv_off[layer], out, ldq, ldo, n, pos, grp,
+                       ld->n_kv_heads * s->hd, causal, 1.0f / sqrtf((float)s->hd)};
+        sqz__pool_for(s->pool, ld->n_heads, 1, heads_few, &j);
+        return;
+    }
     int64_t hd = s->hd, nkv = ld->n_kv_heads, group = ld->n_heads / nkv;
     int64_t kv_dim = nkv * hd;
     const float *kc = s->kcache + s->kv_off[layer], *vc = s->vcache + s->kv_off[layer];

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "runtime/pool.h"
+#include "kernels/cpu/pool.h"
 #include "sqz/model.h"
 
 /* Elements of simple work (a multiply-add, a norm step) a pool chunk should hold at least. */

@@ -10,7 +10,8 @@
 
 #include "core/internal.h"
 #include "runtime/ops.h"
-#include "runtime/pool.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/cpu/qmatmul.h"
 #include "sqz/family.h"
 #include "sqz/runtime.h"
 
@@ -58,6 +59,7 @@ struct sqz_session {
     float *scores;               /* (max_group * QB, T) attention scores of one query block */
     float *qg;                   /* (max_group * QB, hd) gathered queries / attention output */
     int64_t max_group;           /* largest n_heads / n_kv_heads over the layers */
+    sqz__dot_fn dot;             /* the CPU kernels' f32 dot product (attention of few queries) */
     float *panel;                /* stream mode: (PANEL_ROWS, max k) dequantized rows */
     float *panel_out;            /* stream mode: (T, PANEL_ROWS) */
     float *xq;                   /* (T, max_k): the input of a scheme-quantized layer, made on first use */

@@ -167,6 +167,7 @@ static sqz_status setup(sqz_session *s, const sqz_session_opts *o) {
     int64_t qb = T < SQZ__QBLOCK ? T : SQZ__QBLOCK;
     SQZ_TRY(alloc_f32(s, s->max_group * qb, T, &s->scores));
     SQZ_TRY(alloc_f32(s, s->max_group * qb, s->hd, &s->qg));
+    s->dot = sqz__qmm_dot(sqz__qmm_isa_best());
     if (s->wmode == SQZ_WEIGHTS_STREAM) {
         SQZ_TRY(alloc_f32(s, SQZ__PANEL_ROWS, s->max_k, &s->panel));
         SQZ_TRY(alloc_f32(s, T, SQZ__PANEL_ROWS, &s->panel_out));
@@ -197,7 +198,7 @@ sqz_status sqz_session_new(const sqz_model *m, const sqz_session_opts *opts, sqz
                              "runs on the CPU backend for now", o.backend->ops->name);
         }
     } else {
-        st = sqz_backend_cpu(0, &s->be);
+        st = sqz_backend_cpu(o.n_threads, &s->be);
         if (st != SQZ_OK) { free(s); return st; }
         s->own_be = true;
     }

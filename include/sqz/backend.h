@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 typedef enum sqz_op {
-    SQZ_OP_MATMUL = 0,     /* float X (f32) x W (f32/f16/bf16) -> f32 */
+    SQZ_OP_MATMUL = 0,     /* float X (f32) x W (f32/f16/bf16; on the CPU every GGUF block type too) -> f32 */
     SQZ_OP_GEMM_I8 = 1,    /* W8A8: int8 X with per-token scales x int8 W with per-channel scales */
     SQZ_OP_GEMM_W4A16 = 2, /* int4 W per group x fp16 X -> f16/f32 */
     SQZ_OP_GEMM_I8_SP24 = 3, /* W8A8 with W 2:4 sparse in sqz/sparse.h's layout (w_dtype I8) */
@@ -139,7 +139,11 @@ typedef struct sqz_backend {
     void *ctx;
 } sqz_backend;
 
-/* The CPU backend (always available). Free with sqz_backend_free. n_threads 0 = all cores. */
+/* The CPU backend (always available). Free with sqz_backend_free. n_threads 0 = all cores.
+ * matmul multiplies f32 weights with OpenBLAS (n_threads OpenBLAS threads) and every other dtype
+ * with a float view from its stored blocks (docs/kernels.md) on the backend's own pool of
+ * n_threads threads; a call made while another thread's call holds the pool runs on the calling
+ * thread alone. */
 SQZ_API sqz_status sqz_backend_cpu(int n_threads, sqz_backend **out);
 /* The CUDA backend on `device` (-1 = first). SQZ_ERR_UNSUPPORTED when built without CUDA
  * or when the CUDA module (libsqz_cuda.so) is not found, SQZ_ERR_DEVICE when it cannot be

@@ -14,8 +14,9 @@
  *   sqz_forward(s, tokens, n, 0, 0, logits);         // logits of every position
  *   sqz_session_free(s);
  *
- * Threads: matrix products run on the backend (OpenBLAS threads on the CPU);
- * attention, norms and element-wise work run on the session's own threads. A
+ * Threads: matrix products run on the backend (on the CPU: the backend's pool for
+ * weights in their stored blocks, OpenBLAS's threads for f32 products); attention,
+ * norms and element-wise work run on the session's own threads. A
  * session is not thread-safe: use one per thread. The model must outlive the
  * session and must not change while the session uses it (see
  * sqz_session_invalidate after a pass rewrote tensors).
@@ -40,7 +41,10 @@ extern "C" {
 
 typedef struct sqz_session sqz_session;
 
-/* How weights whose dtype the backend cannot multiply directly (quantized ones) are handled. */
+/* How weights the backend cannot multiply directly are handled. The CPU backend multiplies every
+ * stored dtype with a float view from its blocks (F32/F16/BF16, the GGUF block types: no f32
+ * copy, whatever the mode); what is left are sqz's own int8/int4 scheme weights (sqz/qparams.h:
+ * per-channel or per-group scales, smoothing, W8A8), which the modes below dequantize. */
 typedef enum sqz_weight_mode {
     SQZ_WEIGHTS_CACHE = 0,  /* dequantize each such matrix to f32 on first use and keep it: fastest;
                                memory grows to those matrices in f32 */
@@ -50,7 +54,9 @@ typedef enum sqz_weight_mode {
 
 typedef struct sqz_session_opts {
     int n_threads;          /* threads for attention and element-wise work; 0 = all online cores.
-                               (The CPU backend's OpenBLAS threads are set when the backend is made.) */
+                               A backend the session makes gets the same number (its pool splits the
+                               products on stored weights; OpenBLAS's threads the f32 ones); a
+                               borrowed backend keeps its own. */
     int64_t max_tokens;     /* longest window (positions 0..max_tokens-1); 0 = min(ctx_len, 2048),
                                or 2048 when ctx_len is unknown */
     sqz_weight_mode weights;

@@ -1,28 +1,36 @@
 /*
- * kernels/cpu/backend_cpu.c - the CPU backend: float GEMM through OpenBLAS.
- * Weights in f16/bf16 are widened to f32 in row panels so that memory stays bounded.
+ * kernels/cpu/backend_cpu.c - the CPU backend: float GEMM through OpenBLAS for f32 weights;
+ * weights in every other stored type with a float view (f16/bf16, the GGUF block types) are
+ * multiplied from their blocks by qmatmul.h's kernels on the backend's thread pool (dot
+ * products over L1 tiles for few tokens, dequantized row panels and sgemm for many), so that
+ * memory stays at one panel.
  * W8A8 is exact (gemm_i8.c: AVX2, bit-identical to the scalar reference of gemm_ref.c);
  * W4A16 keeps its weights in the same prepared layout as CUDA (w4_pack.h) and widens them
  * in panels for sgemm.
  */
 #include <cblas.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "core/internal.h"
 #include "kernels/cpu/gemm_i8.h"
 #include "kernels/cpu/gemm_ref.h"
+#include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/w4_pack.h"
 #include "sqz/backend.h"
 #include "sqz/sparse.h"
 
 typedef struct cpu_ctx {
     int n_threads;
+    sqz__pool *pool;      /* n_threads threads: the stored-weight products */
+    sqz__qmm_isa isa;     /* their kernels (sqz__qmm_isa_best when the backend was made) */
+    atomic_flag busy;     /* set while a call uses the pool: a concurrent call runs on its own thread */
 } cpu_ctx;
 
 static bool cpu_supports(void *ctx, sqz_op op, sqz_dtype w) {
     (void)ctx;
-    if (op == SQZ_OP_MATMUL) return w == SQZ_DTYPE_F32 || w == SQZ_DTYPE_F16 || w == SQZ_DTYPE_BF16;
+    if (op == SQZ_OP_MATMUL) return sqz__qmm_supports(w);
     if (op == SQZ_OP_GEMM_I8) return w == SQZ_DTYPE_I8;
     if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
     if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
@@ -49,28 +57,17 @@ static sqz_status cpu_copy(void *ctx, void *dst, const void *src, size_t n) {
 
 static sqz_status cpu_sync(void *ctx) { (void)ctx; return SQZ_OK; }
 
-enum { PANEL_ROWS = 256 };
-
 static sqz_status cpu_matmul(void *ctx, const sqz_matmul_args *a) {
-    (void)ctx;
+    cpu_ctx *c = ctx;
     SQZ_RETURN_IF(a->m < 0 || a->n < 0 || a->k < 0, SQZ_ERR_INVALID_ARG, "matmul: negative dimension");
-    if (a->w_dtype == SQZ_DTYPE_F32) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->m, (int)a->n, (int)a->k, 1.0f, a->x, (int)a->k,
-                    (const float *)a->w, (int)a->k, 0.0f, a->y, (int)a->n);
-    } else {
-        const sqz_dtype_traits *tr = sqz_dtype_info(a->w_dtype);
-        SQZ_RETURN_IF(!tr || !tr->is_float, SQZ_ERR_UNSUPPORTED, "CPU matmul: weights of dtype %s",
-                      sqz_dtype_name(a->w_dtype));
-        float *panel = sqz__malloc((size_t)PANEL_ROWS * (size_t)a->k * sizeof(float));
-        if (!panel) return SQZ_ERR_NOMEM;
-        for (int64_t j0 = 0; j0 < a->n; j0 += PANEL_ROWS) {
-            int64_t nj = a->n - j0 < PANEL_ROWS ? a->n - j0 : PANEL_ROWS;
-            tr->to_f32((const uint8_t *)a->w + (size_t)j0 * (size_t)a->k * tr->type_size, panel, nj * a->k);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->m, (int)nj, (int)a->k, 1.0f, a->x,
-                        (int)a->k, panel, (int)a->k, 0.0f, a->y + j0, (int)a->n);
-        }
-        free(panel);
+    if (a->w_dtype != SQZ_DTYPE_F32) { /* the pool is not reentrant: one caller at a time uses it */
+        const bool mine = !atomic_flag_test_and_set(&c->busy);
+        sqz_status st = sqz__qmatmul(mine ? c->pool : NULL, c->isa, a);
+        if (mine) atomic_flag_clear(&c->busy);
+        return st;
     }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->m, (int)a->n, (int)a->k, 1.0f, a->x, (int)a->k,
+                (const float *)a->w, (int)a->k, 0.0f, a->y, (int)a->n);
     if (a->bias) {
         for (int64_t i = 0; i < a->m; i++) {
             float *row = a->y + i * a->n;
@@ -178,7 +175,11 @@ static sqz_status cpu_gemm_w4(void *ctx, const sqz_gemm_w4_args *a) {
     return SQZ_OK;
 }
 
-static void cpu_destroy(void *ctx) { free(ctx); }
+static void cpu_destroy(void *ctx) {
+    cpu_ctx *c = ctx;
+    if (c) sqz__pool_free(c->pool);
+    free(c);
+}
 
 static const sqz_backend_ops cpu_ops = {
     /* .name = */ "cpu",
@@ -202,6 +203,10 @@ sqz_status sqz_backend_cpu(int n_threads, sqz_backend **out) {
     sqz_backend *b = sqz__calloc(1, sizeof *b);
     if (!c || !b) { free(c); free(b); return SQZ_ERR_NOMEM; }
     c->n_threads = n_threads;
+    c->isa = sqz__qmm_isa_best();
+    atomic_flag_clear(&c->busy);
+    sqz_status st = sqz__pool_new(n_threads, &c->pool);
+    if (st != SQZ_OK) { free(c); free(b); return st; }
     if (n_threads > 0) openblas_set_num_threads(n_threads);
     b->ops = &cpu_ops;
     b->ctx = c;

@@ -96,3 +96,24 @@ sqz_status sqz_gemm_w4a16_ref(int64_t m, int64_t n, int64_t k, const uint16_t *x
     free(wrow);
     return SQZ_OK;
 }
+
+sqz_status sqz_matmul_ref(const sqz_matmul_args *a) {
+    const sqz_dtype_traits *tr = sqz_dtype_info(a->w_dtype);
+    SQZ_RETURN_IF(!tr || !tr->to_f32, SQZ_ERR_UNSUPPORTED, "matmul reference: weights of dtype %s",
+                  sqz_dtype_name(a->w_dtype));
+    SQZ_RETURN_IF(a->m < 0 || a->n < 0 || a->k < 0 || a->k % tr->block_size != 0, SQZ_ERR_INVALID_ARG,
+                  "matmul reference: k = %lld for %s weights", (long long)a->k, sqz_dtype_name(a->w_dtype));
+    float *row = sqz__malloc((size_t)(a->k > 0 ? a->k : 1) * sizeof(float));
+    if (!row) return SQZ_ERR_NOMEM;
+    const size_t row_bytes = (size_t)(a->k / tr->block_size) * tr->type_size;
+    for (int64_t j = 0; j < a->n; j++) {
+        tr->to_f32((const uint8_t *)a->w + (size_t)j * row_bytes, row, a->k);
+        for (int64_t i = 0; i < a->m; i++) {
+            double s = 0;
+            for (int64_t c = 0; c < a->k; c++) s += (double)row[c] * (double)a->x[i * a->k + c];
+            a->y[i * a->n + j] = (float)s + (a->bias ? a->bias[j] : 0.0f);
+        }
+    }
+    free(row);
+    return SQZ_OK;
+}

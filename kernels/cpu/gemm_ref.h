@@ -44,6 +44,13 @@ sqz_status sqz_gemm_i8_ref(int64_t m, int64_t n, int64_t k, const int8_t *x, con
 sqz_status sqz_gemm_w4a16_ref(int64_t m, int64_t n, int64_t k, const uint16_t *x, const void *w,
                               sqz_dtype w_dtype, void *y, sqz_dtype y_dtype);
 
+/* The matmul op's reference (SQZ_OP_MATMUL): y = x . dequant(W)^T + bias for weights of any dtype
+ * with a float view, every row dequantized by core's scalar dequantizer (exactly as GGUF
+ * defines it) and every dot product summed in double, then rounded to f32. The stored-weight
+ * kernels (qmatmul.h) must match it within float summation error. SQZ_ERR_UNSUPPORTED for a dtype
+ * without a float view, SQZ_ERR_INVALID_ARG for k not a multiple of the block size, SQZ_ERR_NOMEM. */
+sqz_status sqz_matmul_ref(const sqz_matmul_args *a);
+
 #ifdef __cplusplus
 }
 #endif

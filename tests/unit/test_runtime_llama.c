@@ -265,7 +265,8 @@ static void test_smollm2_reference(void **state) {
     check_fixture_logits(path, "smollm2_ref.ref", 1e-3, true);
 }
 
-/* Stream mode dequantizes the same blocks in panels: the same numbers as the cache. */
+/* The CPU backend multiplies the Q4_1 / Q8_0 blocks as they are mapped: neither weight mode holds
+ * an f32 copy of the model (it was > 400 MB for cache mode), and both give the same numbers. */
 static void test_smollm2_stream_equals_cache(void **state) {
     (void)state;
     const char *path = sqz_test_smollm2();
@@ -276,7 +277,7 @@ static void test_smollm2_stream_equals_cache(void **state) {
     float *a = malloc(sizeof(float) * 2 * V), *b = malloc(sizeof(float) * 2 * V);
     sqz_session *s = new_session(m, 8, SQZ_WEIGHTS_CACHE);
     SQZ_ASSERT_OK(sqz_forward(s, ids, 6, 0, 4, a));
-    assert_true(sqz_session_bytes(s) > 400 * 1000 * 1000); /* the dequantized f32 weights */
+    assert_true(sqz_session_bytes(s) < 20 * 1000 * 1000); /* scratch and KV cache only */
     sqz_session_free(s);
     s = new_session(m, 8, SQZ_WEIGHTS_STREAM);
     SQZ_ASSERT_OK(sqz_forward(s, ids, 6, 0, 4, b));

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "runtime/ops.h"
-#include "runtime/pool.h"
+#include "kernels/cpu/pool.h"
 #include "test_util.h"
 
 typedef struct {

@@ -1,9 +1,9 @@
 /*
- * runtime/pool.c - fork-join pool: workers sleep on a condition variable, wake on a
+ * kernels/cpu/pool.c - fork-join pool: workers sleep on a condition variable, wake on a
  * new generation, claim chunks with an atomic counter, and the last one to finish
  * signals the caller (who claims chunks too).
  */
-#include "runtime/pool.h"
+#include "kernels/cpu/pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,9 +1,11 @@
 /*
- * runtime/pool.h - a small fork-join thread pool for the runtime's element-wise work
- * and attention (matrix products run on OpenBLAS's own threads).
+ * kernels/cpu/pool.h - a small fork-join thread pool: the CPU backend splits the matrix
+ * products on stored weights over it (qmatmul.h), the runtime its element-wise work and
+ * attention (f32 products run on OpenBLAS's own threads). Lives here, below runtime/, so
+ * that both can use it.
  */
-#ifndef SQZ_RUNTIME_POOL_H
-#define SQZ_RUNTIME_POOL_H
+#ifndef SQZ_KERNELS_CPU_POOL_H
+#define SQZ_KERNELS_CPU_POOL_H
 
 #include <stdint.h>
 

@@ -1,0 +1,210 @@
+/*
+ * kernels/cpu/qmatmul.c - the table of stored-weight kernels and the two ways of multiplying
+ * (qmatmul.h): dot products over L1 tiles of a row for few tokens, dequantized panels and
+ * sgemm for many.
+ */
+#include "kernels/cpu/qmatmul.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+#if SQZ__QMM_X86
+#define X86(f) f
+#else
+#define X86(f) NULL
+#endif
+
+/* One row per dtype: its dequantizer and fused one-token kernel for each instruction set (NULL:
+ * the scalar dequantizer of core's dtype table; the tiled dot). AVX-512 machines run the AVX2
+ * dequantizers, and the AVX-512 fused kernels of Q8_0, Q4_0/1, Q4_K, Q6_K (AVX2 ones otherwise). */
+typedef struct qmm_row {
+    sqz__dequant_fn dequant[SQZ__ISA_COUNT];
+    sqz__dot1_fn dot1[SQZ__ISA_COUNT];  /* fused one-token kernel; NULL: the tiled dot */
+} qmm_row;
+
+#define ROW_X86(f) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, {NULL}}
+#define ROW_X86_FUSED(f, g) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, \
+                             {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(g)}}
+#define ROW_X86_FUSED512(f, g, h) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, \
+                                   {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(h)}}
+
+static const qmm_row qmm_rows[SQZ_DTYPE_COUNT] = {
+    [SQZ_DTYPE_F16] = ROW_X86(sqz__dequant_f16_avx2),
+    [SQZ_DTYPE_BF16] = ROW_X86(sqz__dequant_bf16_avx2),
+    [SQZ_DTYPE_Q8_0] = ROW_X86_FUSED512(sqz__dequant_q8_0_avx2, sqz__qdot1_q8_0_avx2, sqz__qdot1_q8_0_avx512),
+    [SQZ_DTYPE_Q4_0] = ROW_X86_FUSED512(sqz__dequant_q4_0_avx2, sqz__qdot1_q4_0_avx2, sqz__qdot1_q4_0_avx512),
+    [SQZ_DTYPE_Q4_1] = ROW_X86_FUSED512(sqz__dequant_q4_1_avx2, sqz__qdot1_q4_1_avx2, sqz__qdot1_q4_1_avx512),
+    [SQZ_DTYPE_Q5_0] = ROW_X86_FUSED(sqz__dequant_q5_0_avx2, sqz__qdot1_q5_0_avx2),
+    [SQZ_DTYPE_Q5_1] = ROW_X86_FUSED(sqz__dequant_q5_1_avx2, sqz__qdot1_q5_1_avx2),
+    [SQZ_DTYPE_IQ4_NL] = ROW_X86(sqz__dequant_iq4_nl_avx2),
+    [SQZ_DTYPE_Q4_K] = ROW_X86_FUSED512(sqz__dequant_q4_K_avx2, sqz__qdot1_q4_K_avx2, sqz__qdot1_q4_K_avx512),
+    [SQZ_DTYPE_Q6_K] = ROW_X86_FUSED512(sqz__dequant_q6_K_avx2, sqz__qdot1_q6_K_avx2, sqz__qdot1_q6_K_avx512),
+    /* F32, Q2_K, Q3_K, Q5_K, Q8_K, IQ4_XS: the scalar dequantizer */
+};
+
+static const char *const isa_names[SQZ__ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
+
+const char *sqz__qmm_isa_name(sqz__qmm_isa isa) {
+    return (unsigned)isa < SQZ__ISA_COUNT ? isa_names[isa] : "invalid";
+}
+
+bool sqz__qmm_isa_runs(sqz__qmm_isa isa) {
+    switch (isa) {
+    case SQZ__ISA_SCALAR: return true;
+#if SQZ__QMM_X86
+    case SQZ__ISA_AVX2:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case SQZ__ISA_AVX512:
+        return sqz__qmm_isa_runs(SQZ__ISA_AVX2) && __builtin_cpu_supports("avx512f");
+#endif
+#if SQZ__QMM_NEON
+    case SQZ__ISA_NEON: return true;
+#endif
+    default: return false;
+    }
+}
+
+sqz__qmm_isa sqz__qmm_isa_best(void) {
+    sqz__qmm_isa best = SQZ__ISA_SCALAR;
+    for (int i = SQZ__ISA_COUNT - 1; i > 0; i--) {
+        if (sqz__qmm_isa_runs((sqz__qmm_isa)i)) { best = (sqz__qmm_isa)i; break; }
+    }
+    const char *want = getenv("SQZ_QMM_ISA");
+    for (int i = 0; want && i < (int)best; i++) {
+        if (strcmp(want, isa_names[i]) == 0 && sqz__qmm_isa_runs((sqz__qmm_isa)i)) return (sqz__qmm_isa)i;
+    }
+    return best;
+}
+
+bool sqz__qmm_supports(sqz_dtype t) {
+    const sqz_dtype_traits *tr = sqz_dtype_info(t);
+    return tr && tr->to_f32 && (tr->is_quantized || tr->is_float) && t != SQZ_DTYPE_F64;
+}
+
+sqz__dequant_fn sqz__qmm_dequant(sqz_dtype t, sqz__qmm_isa isa) {
+    if (!sqz__qmm_supports(t)) return NULL;
+    if ((unsigned)isa < SQZ__ISA_COUNT && qmm_rows[t].dequant[isa]) return qmm_rows[t].dequant[isa];
+    return sqz_dtype_info(t)->to_f32;
+}
+
+sqz__dot1_fn sqz__qmm_dot1(sqz_dtype t, sqz__qmm_isa isa) {
+    if (!sqz__qmm_supports(t) || (unsigned)isa >= SQZ__ISA_COUNT) return NULL;
+    return qmm_rows[t].dot1[isa];
+}
+
+sqz__dot_fn sqz__qmm_dot(sqz__qmm_isa isa) {
+#if SQZ__QMM_X86
+    if (isa == SQZ__ISA_AVX2) return sqz__dot_f32_avx2;
+    if (isa == SQZ__ISA_AVX512) return sqz__dot_f32_avx512;
+#endif
+#if SQZ__QMM_NEON
+    if (isa == SQZ__ISA_NEON) return sqz__dot_f32_neon;
+#endif
+    (void)isa;
+    return sqz__dot_f32_scalar;
+}
+
+/* ---- the product ---------------------------------------------------------------------- */
+
+typedef struct qmm_job {
+    const sqz_matmul_args *a;
+    sqz__dequant_fn dq;
+    sqz__dot_fn dot;
+    sqz__dot1_fn dot1; /* one token: the fused kernel, or NULL */
+    int64_t bs;        /* elements per block */
+    size_t ts;         /* bytes per block */
+    size_t row_bytes;  /* bytes per weight row */
+    int64_t j0;        /* panel path: first row of the panel */
+    float *panel;      /* panel path: (rows, k) */
+} qmm_job;
+
+/* Few tokens: output rows [b, e), every token; each row read once, SQZ__QMM_CHUNK at a time. */
+static void rows_dot(void *c, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const qmm_job *J = c;
+    const sqz_matmul_args *a = J->a;
+    const int64_t m = a->m, k = a->k;
+    float tile[SQZ__QMM_CHUNK] __attribute__((aligned(64)));
+    float acc[SQZ__QMM_TILE_M];
+    for (int64_t j = b; j < e; j++) {
+        const uint8_t *row = (const uint8_t *)a->w + (size_t)j * J->row_bytes;
+        if (J->dot1) {
+            const float v = J->dot1(row, a->x, k);
+            a->y[j] = a->bias ? v + a->bias[j] : v;
+            continue;
+        }
+        for (int64_t i = 0; i < m; i++) acc[i] = 0;
+        for (int64_t c0 = 0; c0 < k; c0 += SQZ__QMM_CHUNK) {
+            const int64_t len = k - c0 < SQZ__QMM_CHUNK ? k - c0 : SQZ__QMM_CHUNK;
+            const float *w = tile;
+            if (a->w_dtype == SQZ_DTYPE_F32) w = (const float *)(const void *)row + c0;
+            else J->dq(row + (size_t)(c0 / J->bs) * J->ts, tile, len);
+            for (int64_t i = 0; i < m; i++) acc[i] += J->dot(w, a->x + i * k + c0, len);
+        }
+        for (int64_t i = 0; i < m; i++) a->y[i * a->n + j] = a->bias ? acc[i] + a->bias[j] : acc[i];
+    }
+}
+
+/* Many tokens: rows [b, e) of the current panel dequantized. */
+static void rows_dequant(void *c, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const qmm_job *J = c;
+    const int64_t k = J->a->k;
+    for (int64_t r = b; r < e; r++)
+        J->dq((const uint8_t *)J->a->w + (size_t)(J->j0 + r) * J->row_bytes, J->panel + r * k, k);
+}
+
+static void run_inline(sqz__pool *pool, int64_t n, int64_t grain, sqz__pool_fn fn, void *ctx) {
+    if (pool) sqz__pool_for(pool, n, grain, fn, ctx);
+    else fn(ctx, 0, n, 0);
+}
+
+static sqz_status panels_sgemm(sqz__pool *pool, qmm_job *J) {
+    const sqz_matmul_args *a = J->a;
+    const int64_t P = a->n < SQZ__QMM_PANEL ? a->n : SQZ__QMM_PANEL;
+    J->panel = sqz__malloc((size_t)P * (size_t)a->k * sizeof(float));
+    if (!J->panel) return SQZ_ERR_NOMEM;
+    for (J->j0 = 0; J->j0 < a->n; J->j0 += P) {
+        const int64_t nj = a->n - J->j0 < P ? a->n - J->j0 : P;
+        run_inline(pool, nj, 8, rows_dequant, J);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->m, (int)nj, (int)a->k, 1.0f, a->x, (int)a->k,
+                    J->panel, (int)a->k, 0.0f, a->y + J->j0, (int)a->n);
+    }
+    free(J->panel);
+    if (a->bias) {
+        for (int64_t i = 0; i < a->m; i++) {
+            float *row = a->y + i * a->n;
+            for (int64_t j = 0; j < a->n; j++) row[j] += a->bias[j];
+        }
+    }
+    return SQZ_OK;
+}
+
+sqz_status sqz__qmatmul(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args *a) {
+    const sqz_dtype_traits *tr = sqz_dtype_info(a->w_dtype);
+    SQZ_RETURN_IF(!sqz__qmm_supports(a->w_dtype), SQZ_ERR_UNSUPPORTED, "CPU matmul: weights of dtype %s",
+                  sqz_dtype_name(a->w_dtype));
+    SQZ_RETURN_IF(a->m < 0 || a->n < 0 || a->k < 0 || a->k % tr->block_size != 0 || a->m > INT32_MAX ||
+                      a->n > INT32_MAX || a->k > INT32_MAX,
+                  SQZ_ERR_INVALID_ARG, "CPU matmul: shape (%lld, %lld, %lld) for %s weights", (long long)a->m,
+                  (long long)a->n, (long long)a->k, sqz_dtype_name(a->w_dtype));
+    if (a->m == 0 || a->n == 0) return SQZ_OK;
+    qmm_job J = {.a = a, .dq = sqz__qmm_dequant(a->w_dtype, isa), .dot = sqz__qmm_dot(isa),
+                 .dot1 = a->m == 1 ? sqz__qmm_dot1(a->w_dtype, isa) : NULL,
+                 .bs = tr->block_size, .ts = tr->type_size,
+                 .row_bytes = (size_t)(a->k / tr->block_size) * tr->type_size};
+    if (a->k == 0) { /* no products: the bias alone */
+        for (int64_t i = 0; i < a->m; i++)
+            for (int64_t j = 0; j < a->n; j++) a->y[i * a->n + j] = a->bias ? a->bias[j] : 0.0f;
+        return SQZ_OK;
+    }
+    if (a->m >= SQZ__QMM_TILE_M) return panels_sgemm(pool, &J);
+    /* ~64k multiply-adds per chunk of rows: enough to be worth waking a thread */
+    int64_t grain = 65536 / (a->k * a->m) + 1;
+    run_inline(pool, a->n, grain, rows_dot, &J);
+    return SQZ_OK;
+}
