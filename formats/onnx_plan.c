@@ -137,7 +137,10 @@ static sqz_status plan_tensor(const sqz_model *m, const sqz_tensor *t, const sqz
         if (d == SQZ_DTYPE_BF16) d = SQZ_DTYPE_F32;
         return plan_linear(t, d, ops, stem, e);
     }
-    e->n_parts = 1; /* everything else in f32, as the runtime reads it */
+    /* everything else in f32, as the runtime reads it; the embedding (a weight matrix) takes --dtype's
+     * values first, as the other writers store it, so the graph computes what that model computes */
+    e->dtype = t->role == SQZ_ROLE_TOKEN_EMBD && o->dtype >= 0 ? sqz__export_dtype(t, o, SQZ_FORMAT_GGUF) : t->dtype;
+    e->n_parts = 1;
     set_part(&e->part[0], stem, "", SQZ__ONNX_FLOAT, t->ndim, t->shape[0], t->ndim > 1 ? t->shape[1] : 0, 0,
              (uint64_t)sqz_tensor_nelements(t) * 4u);
     return SQZ_OK;
@@ -392,6 +395,20 @@ static sqz_status float_linear(const sqz_model *m, const sqz__onnx_entry *e, uin
     return st;
 }
 
+/* A tensor stored in f32 with the values of e->dtype (--dtype applied to the embedding). */
+static sqz_status via_dtype(const sqz_model *m, const sqz__onnx_entry *e, uint8_t *dst) {
+    const int64_t n = sqz_tensor_nelements(e->t);
+    size_t nb;
+    SQZ_RETURN_IF(!sqz_dtype_nbytes(e->dtype, n, &nb), SQZ_ERR_SHAPE, "tensor '%s': shape does not fit %s",
+                  e->t->name, sqz_dtype_name(e->dtype));
+    uint8_t *tmp = sqz__malloc(nb);
+    if (!tmp) return SQZ_ERR_NOMEM;
+    sqz_status st = sqz__tensor_export(m, e->t, e->dtype, SQZ_ROPE_HALF, tmp, nb, NULL);
+    if (st == SQZ_OK) st = sqz_convert(e->dtype, tmp, SQZ_DTYPE_F32, dst, n, NULL);
+    free(tmp);
+    return st;
+}
+
 sqz_status sqz__onnx_entry_bytes(const sqz_model *m, const sqz__onnx_plan *p, const sqz__onnx_entry *e,
                                  uint8_t *const bufs[SQZ__ONNX_MAX_PARTS]) {
     if (!e->t) {
@@ -399,6 +416,7 @@ sqz_status sqz__onnx_entry_bytes(const sqz_model *m, const sqz__onnx_plan *p, co
         return SQZ_OK;
     }
     const sqz_tensor *t = e->t;
+    if (!e->is_linear && e->dtype != t->dtype && e->dtype != SQZ_DTYPE_F32) return via_dtype(m, e, bufs[0]);
     if (!e->is_linear) return sqz__tensor_export(m, t, SQZ_DTYPE_F32, SQZ_ROPE_HALF, bufs[0], e->part[0].nbytes, NULL);
     if (e->lin == SQZ__LIN_FLOAT) return float_linear(m, e, bufs[0]);
     qint q = {0};

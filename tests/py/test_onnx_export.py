@@ -5,7 +5,8 @@ usage: test_onnx_export.py REF_TOOL [heavy]
 
 For each model and form (f32 as it is; q4_0 and int4:g32:asym through `sqz compress` first; a QDQ
 export of the q4_0 model):
-  (and, for the small models, f16 via `sqz convert`, q8_0, q5_0, q4_1, int4:g64 sym and int8 per row);
+  (and, for the small models, f16 via `sqz convert`, q8_0, q5_0, q4_1, int4:g64 sym and int8 per row,
+  and `export --dtype q4_0` against sqz's forward on `sqz convert --dtype q4_0` of the same model);
   1. onnx.checker.check_model passes on DIR/model.onnx (external data beside it);
   2. onnxruntime (CPU) logits of a 64-token prompt equal sqz's forward on the same file
      (REF_TOOL: libsqz's sqz_forward) within 1e-3 of the largest |logit| (f32 activations);
@@ -139,8 +140,9 @@ def genai_tokenizer(label, d, src, tmp):
           "genai itself differs from sqz and HF tokenizers on this tokenizer: %s vs %s)" % (label, len(got), got, want))
 
 
-def check_export(label, tool, model, d, tmp, export_args=(), tokenizer_src=None):
+def check_export(label, tool, model, d, tmp, export_args=(), tokenizer_src=None, ref_model=None):
     out = sqz("export", model, "--to", "onnx", "-o", d, *export_args)
+    ref_model = ref_model or model
     check(os.path.exists(os.path.join(d, "model.onnx.data")) and os.path.exists(os.path.join(d, "genai_config.json")),
           "%s: export wrote model.onnx, model.onnx.data, genai_config.json (%s)" % (label, out.strip().splitlines()[-1]))
     path = os.path.join(d, "model.onnx")
@@ -157,7 +159,7 @@ def check_export(label, tool, model, d, tmp, export_args=(), tokenizer_src=None)
     vocab = [o for o in sess.get_outputs() if o.name == "logits"][0].shape[2]
     for seed in range(25, 45):  # the first prompt whose greedy continuation runs N_NEW tokens before EOS
         ids = [1] + np.random.default_rng(seed).integers(3, vocab, size=N_PROMPT - 1).tolist()
-        ref, ref_tokens = reference(tool, model, ids, tmp)
+        ref, ref_tokens = reference(tool, ref_model, ids, tmp)
         if len(ref_tokens) == N_NEW:
             break
     ref = ref.reshape(N_PROMPT, vocab)
@@ -221,6 +223,11 @@ def main():
                     sqz("compress", src, "--quant", spec, "-o", model, *(calib() if heavy else ()))
             check_export(label, tool, model, os.path.join(tmp, label.replace(" ", "_").replace(":", "_")), tmp,
                          tokenizer_src=src if form in ("f32", "q4_1 as it is") else None)
+            if form == "f32" and not heavy:  # --dtype on export = the same model converted first
+                conv = os.path.join(tmp, "%s-conv-q4_0.gguf" % name)
+                sqz("convert", src, "--dtype", "q4_0", "-o", conv)
+                check_export(name + " --dtype q4_0", tool, src, os.path.join(tmp, name + "_dtype_q4_0"), tmp,
+                             ("--dtype", "q4_0"), ref_model=conv)
             if form == "q4_0":
                 check_export(label + " qdq", tool, model, os.path.join(tmp, label.replace(" ", "_").replace(":", "_")
                                                                         + "_qdq"), tmp, ("--onnx-ops", "qdq"))
