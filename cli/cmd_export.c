@@ -14,10 +14,13 @@
 typedef struct export_opts {
     const char *in, *out, *tokenizer, *sign, *report, *keygen;
     int to, dtype; /* sqz_format, sqz_dtype; -1 when not given */
+    int onnx_ops;  /* -1 when not given; 0 matmulnbits, 1 qdq */
     bool deflate, force;
 } export_opts;
 
-static const int to_values[] = {SQZ_FORMAT_GGUF, SQZ_FORMAT_SAFETENSORS, SQZ_FORMAT_SAFETENSORS, SQZ_FORMAT_BUNDLE};
+static const int to_values[] = {SQZ_FORMAT_GGUF, SQZ_FORMAT_SAFETENSORS, SQZ_FORMAT_SAFETENSORS, SQZ_FORMAT_BUNDLE,
+                                SQZ_FORMAT_ONNX};
+static const int onnx_ops_values[] = {0, 1};
 static const int dtype_values[] = {SQZ_DTYPE_F32,  SQZ_DTYPE_F16,  SQZ_DTYPE_BF16,
                                    SQZ_DTYPE_Q8_0, SQZ_DTYPE_Q4_0, SQZ_DTYPE_Q4_1};
 
@@ -27,9 +30,13 @@ static const sqz_opt export_rows[] = {
      .help = "any checkpoint sqz opens: HF directory, .safetensors, .gguf, llama2.c .bin, .sqzb"},
     {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(export_opts, out),
      .flags = SQZ_OPT_OUTPUT | SQZ_OPT_OUTPUT_DIR, .metavar = "OUT", .short_name = 'o',
-     .help = "a .gguf file, an HF directory or a .sqzb bundle"},
-    {.name = "to", .type = SQZ_OPT_CHOICE, .offset = offsetof(export_opts, to), .choices = "gguf|safetensors|hf|bundle",
-     .values = to_values, .help = "the target (default: from OUT's suffix: .gguf, .sqzb, else safetensors)"},
+     .help = "a .gguf file, an HF directory, a .sqzb bundle or an ONNX directory"},
+    {.name = "to", .type = SQZ_OPT_CHOICE, .offset = offsetof(export_opts, to), .choices = "gguf|safetensors|hf|bundle|onnx",
+     .values = to_values, .help = "the target (default: from OUT's suffix: .gguf, .sqzb, else safetensors); onnx: a "
+     "directory for onnxruntime(-genai) (docs/onnx.md)"},
+    {.name = "onnx-ops", .type = SQZ_OPT_CHOICE, .offset = offsetof(export_opts, onnx_ops), .choices = "matmulnbits|qdq",
+     .values = onnx_ops_values, .help = "onnx: quantized weights as com.microsoft MatMulNBits (default) or as "
+     "DequantizeLinear + MatMul (QDQ, opset 21 blocks)"},
     {.name = "dtype", .type = SQZ_OPT_CHOICE, .offset = offsetof(export_opts, dtype),
      .choices = "f32|f16|bf16|q8_0|q4_0|q4_1", .values = dtype_values,
      .help = "dtype of the weight matrices (default: each keeps its own, refused when the target cannot hold it)"},
@@ -48,12 +55,14 @@ static const sqz_opt export_rows[] = {
 };
 
 static const char export_head[] =
-    "usage: sqz export MODEL -o OUT [--to gguf|safetensors|bundle] [--dtype D]\n"
+    "usage: sqz export MODEL -o OUT [--to gguf|safetensors|bundle|onnx] [--dtype D]\n"
+    "                  [--onnx-ops matmulnbits|qdq]\n"
     "                  [--sign KEY] [--deflate] [--report R.json] [--tokenizer FILE]\n"
     "       sqz export --keygen PREFIX\n\n"
     "Writes MODEL for deployment: GGUF (llama.cpp), an HF safetensors directory, or an\n"
     "sqz bundle (.sqzb: checksummed sections, a provenance manifest, an optional Ed25519\n"
-    "signature; run by sqz-edge and by every sqz command; docs/bundle.md). Unlike convert,\n"
+    "signature; run by sqz-edge and by every sqz command; docs/bundle.md), or an ONNX\n"
+    "decoder directory for onnxruntime and onnxruntime-genai (docs/onnx.md). Unlike convert,\n"
     "export never changes a type on its own: a tensor the target cannot hold is refused\n"
     "(naming it) unless --dtype says what to store. The output appears atomically.\n";
 
@@ -68,7 +77,7 @@ static bool ends_with(const char *s, const char *suf) {
 }
 
 int sqz_cmd_export(int argc, char **argv) {
-    export_opts a = {.to = -1, .dtype = -1};
+    export_opts a = {.to = -1, .dtype = -1, .onnx_ops = -1};
     bool quiet = false;
     const sqz_opt_group g[] = {{NULL, export_rows, SQZ_CLI_N(export_rows), &a}, {NULL, &sqz_cli_quiet_opt, 1, &quiet}};
     const int bad = sqz_cli_parse("export", g, 2, argc, argv, NULL);
@@ -86,6 +95,9 @@ int sqz_cmd_export(int argc, char **argv) {
                                                               : SQZ_FORMAT_SAFETENSORS,
                         .dtype = a.dtype, .replace = a.force, .sign_key = a.sign, .deflate = a.deflate};
     if (a.to >= 0) so.format = (sqz_format)a.to;
+    if (a.onnx_ops >= 0 && so.format != SQZ_FORMAT_ONNX)
+        return sqz_cli_usage_error("export", "--onnx-ops is for --to onnx");
+    so.onnx_ops = a.onnx_ops > 0 ? a.onnx_ops : 0;
     if (so.format != SQZ_FORMAT_BUNDLE && (a.sign || a.deflate || a.report))
         return sqz_cli_usage_error("export", "--sign, --deflate and --report are for --to bundle");
     char *report = NULL;

@@ -38,6 +38,7 @@ static const format_row format_table[] = {
     [SQZ_FORMAT_BUNDLE] = {"bundle", looks_bundle, open_bundle, sqz__bundle_save},
     [SQZ_FORMAT_SAFETENSORS] = {"safetensors", sqz__looks_safetensors, open_st, sqz__st_save},
     [SQZ_FORMAT_LLAMA2C] = {"llama2c", sqz__looks_llama2c, open_llama2c, NULL},
+    [SQZ_FORMAT_ONNX] = {"onnx", NULL, NULL, sqz__onnx_save}, /* written only: formats/onnx_write.c */
 };
 static const sqz_format sniff_order[] = {SQZ_FORMAT_GGUF, SQZ_FORMAT_BUNDLE, SQZ_FORMAT_SAFETENSORS,
                                          SQZ_FORMAT_LLAMA2C};

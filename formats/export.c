@@ -18,6 +18,7 @@ sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_o
 sqz_status sqz_model_check_target(const sqz_model *m, const sqz_save_opts *o) {
     SQZ_RETURN_IF(!m || !o, SQZ_ERR_INVALID_ARG, "sqz_model_check_target: NULL argument");
     if (o->format == SQZ_FORMAT_BUNDLE) return sqz__bundle_check(m, o);
+    if (o->format == SQZ_FORMAT_ONNX) return sqz__onnx_check(m, o);
     SQZ_RETURN_IF(o->format != SQZ_FORMAT_GGUF && o->format != SQZ_FORMAT_SAFETENSORS, SQZ_ERR_UNSUPPORTED,
                   "sqz cannot write the %s format", sqz_format_name(o->format));
     for (int64_t i = 0; i < m->n_tensors; i++) {

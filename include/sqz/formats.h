@@ -25,6 +25,7 @@ typedef enum sqz_format {
     SQZ_FORMAT_GGUF = 2,        /* GGUF v3 */
     SQZ_FORMAT_LLAMA2C = 3,     /* llama2.c legacy .bin (+ tokenizer.bin) */
     SQZ_FORMAT_BUNDLE = 4,      /* sqz's edge bundle .sqzb (docs/bundle.md) */
+    SQZ_FORMAT_ONNX = 5,        /* an ONNX decoder directory for onnxruntime(-genai); written only (docs/onnx.md) */
 } sqz_format;
 
 /* "safetensors", "gguf", "llama2c", "bundle", "unknown". */
@@ -50,7 +51,7 @@ SQZ_API sqz_status sqz_model_open(const char *path, const sqz_open_opts *opts, s
 /* Progress of a save: sqz_progress_fn (sqz/progress.h), done and total in bytes of tensor data. */
 
 typedef struct sqz_save_opts {
-    sqz_format format;      /* SQZ_FORMAT_GGUF, SQZ_FORMAT_SAFETENSORS or SQZ_FORMAT_BUNDLE */
+    sqz_format format;      /* SQZ_FORMAT_GGUF, SQZ_FORMAT_SAFETENSORS, SQZ_FORMAT_BUNDLE or SQZ_FORMAT_ONNX */
     int dtype;              /* an sqz_dtype for weight matrices, or -1 to keep each tensor's */
     sqz_progress_fn progress; /* optional */
     void *progress_user;
@@ -59,11 +60,14 @@ typedef struct sqz_save_opts {
     const char *sign_key;   /* Ed25519 secret key file (sqz_bundle_keygen) to sign with, or NULL */
     bool deflate;           /* deflate the sections (a transport form: sqz-edge does not run it) */
     const char *provenance_json; /* JSON (the compress report) kept in the manifest, or NULL */
+    /* onnx only (docs/onnx.md): */
+    int onnx_ops;           /* quantized weights as 0: com.microsoft MatMulNBits, 1: DequantizeLinear (QDQ) */
 } sqz_save_opts;
 
 /* Writes the model, one tensor at a time (memory stays at one tensor beyond the
  * mappings). GGUF goes to a single file; safetensors to a directory with
- * model.safetensors, config.json and tokenizer files. q/k rows are permuted to the
+ * model.safetensors, config.json and tokenizer files; ONNX to a directory with model.onnx,
+ * model.onnx.data, genai_config.json and tokenizer files (docs/onnx.md). q/k rows are permuted to the
  * target's rotary layout. Quantized tensors that the target cannot hold are
  * dequantized to f32 (safetensors) unless opts->dtype says otherwise. The output is
  * atomic: on error nothing is left at `path`. */
@@ -72,8 +76,10 @@ SQZ_API sqz_status sqz_model_save(const sqz_model *m, const char *path, const sq
 /* SQZ_OK when the target format holds every tensor of m as it is (or in opts->dtype where
  * that applies); else SQZ_ERR_UNSUPPORTED naming the first tensor and its dtype (GGUF has no
  * place for sqz's INT8/INT4 schemes, safetensors none for block-quantized dtypes, a bundle
- * holds f32, f16, q8_0, q4_0 and q4_1 llama-family decoders). sqz_model_save converts what
- * it must; `sqz export` refuses instead. */
+ * holds f32, f16, q8_0, q4_0 and q4_1 llama-family decoders; an ONNX directory holds llama-family
+ * decoders whose matrices are float, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 or sqz int4/int8 weight-only without
+ * act-order: docs/onnx.md). sqz_model_save converts what it must (ONNX: refuses what it cannot
+ * hold, as here); `sqz export` refuses instead. */
 SQZ_API sqz_status sqz_model_check_target(const sqz_model *m, const sqz_save_opts *opts);
 
 /* Makes an Ed25519 key pair for signing bundles: PREFIX.key (64 bytes, libsodium's secret
