@@ -14,7 +14,9 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "core/dequant.h"
 #include "core/internal.h"
+#include "quant/gguf/quant_gguf.h"
 #include "sqz/quant.h"
 
 /* v rounded to the nearest binary16, as a float (what a block or an fp16 scale stores). */
@@ -71,9 +73,15 @@ static inline bool sqz__qfmt_affine(sqz_qformat f) {
 static inline bool sqz__qfmt_kquant(sqz_qformat f) {
     return f == SQZ_QFMT_Q2_K || f == SQZ_QFMT_Q3_K || f == SQZ_QFMT_Q4_K || f == SQZ_QFMT_Q5_K || f == SQZ_QFMT_Q6_K;
 }
+/* IQ4_NL / IQ4_XS: codes index kvalues_iq4nl (a value is d * kvalues[code], d per 32-block),
+ * static grids from the blocks llama.cpp's quantizer makes, as the K-quants. */
+static inline bool sqz__qfmt_iq4(sqz_qformat f) { return f == SQZ_QFMT_IQ4_NL || f == SQZ_QFMT_IQ4_XS; }
+/* Formats whose grids come from a whole block quantized once (sqz__qfmt_kquant or IQ4). */
+static inline bool sqz__qfmt_blockgrid(sqz_qformat f) { return sqz__qfmt_kquant(f) || sqz__qfmt_iq4(f); }
 /* The code of value v on grid g (nearest stored value, clamped to the code range). */
 static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
-    if (g->d == 0.0f) return f == SQZ_QFMT_Q4_0 || f == SQZ_QFMT_I4_SYM ? 8 : g->zero;
+    if (g->d == 0.0f) return f == SQZ_QFMT_Q4_0 || f == SQZ_QFMT_I4_SYM || sqz__qfmt_iq4(f) ? 8 : g->zero;
+    if (sqz__qfmt_iq4(f)) return sqz__iq4_best_index(v / g->d);
     int c;
     if (sqz__qfmt_affine(f)) c = sqz__rint_sat((v - g->m) / g->d);
     else c = sqz__rint_sat(v / g->d) + g->zero;
@@ -82,6 +90,7 @@ static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
 
 /* The value the dequantizer produces for code c (bit-exact with the format's dequantizer). */
 static inline float sqz__grid_value(const sqz__grid *g, sqz_qformat f, int c) {
+    if (sqz__qfmt_iq4(f)) return g->d * sqz__kvalues_iq4nl[c]; /* as sqz_dequantize_iq4_* */
     if (sqz__qfmt_affine(f)) {
         const float p = (float)c * g->d; /* exact: fp16 times a 4-bit integer */
         return p + g->m;                 /* one rounding, as (q & 15) * d + m in the dequantizer */
