@@ -168,4 +168,14 @@ sqz_status sqz__gptq_masked(const sqz_qlinear *lin, int n_lin, const sqz_qstats 
  * H (n, n) double row-major, overwritten. SQZ_ERR_NUMERIC when H is not positive definite. */
 sqz_status sqz__chol_inverse_upper(double *h, int64_t n);
 
+/* ---- offline rotations (quant/rotate.c) ---- */
+/* The orthogonal n x n matrix diag(s) (H_{2^k} (x) C_m) of width n = 2^k m (m odd; H the scaled
+ * Sylvester Hadamard matrix, C_m the orthonormal DCT-II, s random signs from seed, all +1 for
+ * seed 0), row-major, into *out (malloc'd, the caller frees). */
+sqz_status sqz__rotation_make(int64_t n, uint64_t seed, float **out);
+/* out (rows, n) = w (rows, n) q (n, n): a rotation of the input columns of a weight. */
+void sqz__rotate_right(const float *w, int64_t rows, int64_t n, const float *q, float *out);
+/* out (n, cols) = q^T (n, n) w (n, cols): a rotation of the output rows of a weight. */
+void sqz__rotate_left_t(const float *q, int64_t n, const float *w, int64_t cols, float *out);
+
 #endif
