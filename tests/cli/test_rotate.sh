@@ -9,9 +9,9 @@
 #   smollm2 (labelled heavy): SmolLM2-135M (d_model 576 = 64 x 9: Hadamard (x) DCT; 9 query heads
 #     on 3 value heads) from its Q4_1 GGUF dequantized to f32, rotated `all`: mean KLD < 1e-5 over
 #     2 chunks of 512 tokens.
-#   llamacpp: the same two models judged by llama.cpp itself (`llama-perplexity --kl-divergence`
-#     against the unrotated f32 GGUF's logits): mean KLD < 1e-5; exits 77 without
-#     SQZ_LLAMA_PERPLEXITY naming a llama-perplexity binary.
+#   llamacpp: SmolLM2 judged by llama.cpp itself (`llama-perplexity --kl-divergence` against the
+#     unrotated f32 GGUF's logits, 4 chunks of 512): mean KLD < 1e-5; exits 77 without
+#     SQZ_LLAMA_PERPLEXITY naming a llama-perplexity binary (or without SmolLM2).
 set -u
 sqz=${SQZ_BIN:?}
 data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
@@ -105,12 +105,12 @@ smollm2)
 llamacpp)
   lp=${SQZ_LLAMA_PERPLEXITY:-}
   [ -n "$lp" ] && [ -x "$lp" ] || { echo "skipping: set SQZ_LLAMA_PERPLEXITY to llama.cpp's llama-perplexity"; exit 77; }
-  rotate "$s260" s260 all
-  exact_llamacpp s260 all 256 8
-  if [ -e "$smol" ]; then
-    rotate "$smol" smol all
-    exact_llamacpp smol all 512 4
-  fi
+  # SmolLM2 only: on stories260K this llama.cpp build prints no KLD summary (the per-chunk
+  # lines only), and its 16-bit storage of the base log-probabilities alone puts a 1e-5 floor
+  # under a 512-token vocabulary's KLD
+  [ -e "$smol" ] || { echo "skipping: $smol not found"; exit 77; }
+  rotate "$smol" smol all
+  exact_llamacpp smol all 512 4
   ;;
 esac
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
