@@ -115,8 +115,8 @@ static sqz_status rotate_out(sqz_model *m, sqz_tensor *t, const float *q, int64_
 
 /* The norm's weight as f32 (into g) and the norm reset to ones. */
 static sqz_status take_norm(sqz_model *m, sqz_tensor *t, float *g, int64_t d) {
-    SQZ_RETURN_IF(!t || sqz_tensor_nelements(t) != d, SQZ_ERR_SHAPE, "--rotate: a norm weight of %" PRId64 " entries is missing",
-                  d);
+    SQZ_RETURN_IF(!t || sqz_tensor_nelements(t) != d, SQZ_ERR_SHAPE,
+                  "--rotate: a norm weight of %" PRId64 " entries is missing", d);
     SQZ_TRY(sqz_tensor_to_f32(t, g));
     float *one = sqz__malloc((size_t)d * sizeof(float));
     if (!one) return SQZ_ERR_NOMEM;

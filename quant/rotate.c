@@ -50,7 +50,8 @@ sqz_status sqz__rotation_make(int64_t n, uint64_t seed, float **out) {
     const double pi = 3.14159265358979323846;
     for (int64_t i = 0; i < m; i++) /* orthonormal DCT-II: row i is frequency i */
         for (int64_t j = 0; j < m; j++)
-            c[i * m + j] = sqrt((i ? 2.0 : 1.0) / (double)m) * cos(pi * (double)i * (2.0 * (double)j + 1.0) / (2.0 * (double)m));
+            c[i * m + j] = sqrt((i ? 2.0 : 1.0) / (double)m) *
+                           cos(pi * (double)i * (2.0 * (double)j + 1.0) / (2.0 * (double)m));
     uint64_t st = seed;
     for (int64_t i = 0; i < n; i++) sign[i] = seed == 0 || (mix64(&st) & 1) ? 1.0 : -1.0;
     const double hs = 1.0 / sqrt((double)p);
