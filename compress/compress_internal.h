@@ -38,6 +38,7 @@ extern const sqz_pass sqz__pass_quant;       /* pass_quant.c */
 extern const sqz_pass sqz__pass_prune;       /* pass_prune.c */
 extern const sqz_pass sqz__pass_sparsity;    /* pass_sparsity.c */
 extern const sqz_pass sqz__pass_cast;        /* pass_cast.c */
+extern const sqz_pass sqz__pass_rotate;      /* pass_rotate.c */
 
 /* sqz_recipe_load's parser over the text of a recipe (len bytes, not NUL-terminated; path
  * names it in messages); r unchanged on failure (recipe.c). */

@@ -17,6 +17,7 @@ static const sqz_pass *const passes[] = {
     &sqz__pass_prune,       /* pass_prune.c */
     &sqz__pass_sparsity,    /* pass_sparsity.c */
     &sqz__pass_cast,        /* pass_cast.c */
+    &sqz__pass_rotate,      /* pass_rotate.c */
 };
 #define N_PASSES ((int)(sizeof passes / sizeof passes[0]))
 

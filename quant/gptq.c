@@ -25,7 +25,9 @@
  * quantized once by llama.cpp's quantizer (importance = diag H), which fixes d, dmin and the
  * sub-block scales; the sweep then rounds onto the sub-block grids those bytes define
  * (quant/gguf/kquant.c sqz__kquant_subgrids) and the codes are packed back into the same blocks, so
- * the blocks dequantize to exactly the values GPTQ used.
+ * the blocks dequantize to exactly the values GPTQ used. IQ4_NL / IQ4_XS the same way: the
+ * grids are the stored 32-block scales and the non-linear table (a value is d * kvalues[code],
+ * the nearest table value is the code; quant/gguf/iq4.c).
  *
  * SparseGPT runs this same sweep with a mask hook (sqz__gptq_masked, quant_internal.h): the
  * hook picks the weights that become zero, which is the target value instead of the grid's.
@@ -191,32 +193,43 @@ static double sweep(const gptq_ctx *c, float *wp, int64_t n_out, int8_t *codes, 
     return loss;
 }
 
-/* K-quants: the grids of every sub-block from the blocks llama.cpp's quantizer makes of the
- * original row (its scales are kept in kblk, its codes are replaced after the sweep). */
+/* K-quants and IQ4: the grids of every sub-block from the blocks llama.cpp's quantizer makes of
+ * the original row (its scales are kept in kblk, its codes are replaced after the sweep). */
 static void kgrids_row(const gptq_ctx *c, const float *row, uint8_t *kblk, sqz__grid *grids) {
     const sqz_dtype dt = sqz_qformat_dtype(c->fmt);
     const size_t bb = sqz_dtype_info(dt)->type_size;
-    float d[16], m[16];
-    int zero = 0, nmax = 0;
-    for (int64_t sb = 0; sb < c->n / 256; sb++) {
-        sqz_quantize_k(dt, row + sb * 256, kblk + sb * bb, 1, 256, c->hdiag ? c->hdiag + sb * 256 : NULL);
-        const int sub = sqz__kquant_subgrids(dt, kblk + sb * bb, d, m, &zero, &nmax);
-        for (int j = 0; j < 256 / sub; j++) {
-            sqz__grid *g = &grids[sb * (256 / sub) + j];
+    const int64_t sbn = sqz_dtype_info(dt)->block_size; /* 256, or 32 for IQ4_NL */
+    const bool iq4 = sqz__qfmt_iq4(c->fmt);
+    float d[16], m[16] = {0};
+    int zero = 0, nmax = 15, sub = 32;
+    for (int64_t sb = 0; sb < c->n / sbn; sb++) {
+        const float *qw = c->hdiag ? c->hdiag + sb * sbn : NULL;
+        if (iq4) {
+            sqz_quantize_iq4(dt, row + sb * sbn, kblk + sb * bb, 1, sbn, qw);
+            sqz__iq4_subscales(dt, kblk + sb * bb, d);
+        } else {
+            sqz_quantize_k(dt, row + sb * sbn, kblk + sb * bb, 1, sbn, qw);
+            sub = sqz__kquant_subgrids(dt, kblk + sb * bb, d, m, &zero, &nmax);
+        }
+        for (int j = 0; j < sbn / sub; j++) {
+            sqz__grid *g = &grids[sb * (sbn / sub) + j];
             *g = (sqz__grid){.d = d[j], .m = m[j], .zero = zero, .lo = 0, .hi = nmax, .anchor = {-1, -1}};
         }
     }
 }
 
-/* K-quants: the sweep's codes (original column order) into the blocks kgrids_row made. */
+/* K-quants and IQ4: the sweep's codes (original column order) into the blocks kgrids_row made. */
 static void kencode(const gptq_ctx *c, const int8_t *codes, int64_t n_out, uint8_t *kblk, sqz_qmatrix *q) {
     const sqz_dtype dt = sqz_qformat_dtype(c->fmt);
     const size_t bb = sqz_dtype_info(dt)->type_size;
+    const int64_t sbn = sqz_dtype_info(dt)->block_size;
     uint8_t L[256];
     for (int64_t r = 0; r < n_out; r++)
-        for (int64_t sb = 0; sb < c->n / 256; sb++) {
-            for (int e = 0; e < 256; e++) L[e] = (uint8_t)codes[r * c->n + sb * 256 + e];
-            sqz__kquant_repack(dt, L, kblk + ((size_t)r * (size_t)(c->n / 256) + (size_t)sb) * bb);
+        for (int64_t sb = 0; sb < c->n / sbn; sb++) {
+            for (int e = 0; e < sbn; e++) L[e] = (uint8_t)codes[r * c->n + sb * sbn + e];
+            uint8_t *blk = kblk + ((size_t)r * (size_t)(c->n / sbn) + (size_t)sb) * bb;
+            if (sqz__qfmt_iq4(c->fmt)) sqz__iq4_repack(dt, L, blk);
+            else sqz__kquant_repack(dt, L, blk);
         }
     memcpy(q->data, kblk, q->nbytes);
 }
@@ -231,7 +244,7 @@ static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz
     float *err = sqz__malloc((size_t)n_out * (size_t)B * sizeof(float));
     float *tmp = sqz__malloc((size_t)n * sizeof(float));
     uint8_t *pr = c->mask ? sqz__calloc((size_t)n_out * (size_t)B, 1) : NULL;
-    const bool kq = quant && sqz__qfmt_kquant(c->fmt);
+    const bool kq = quant && sqz__qfmt_blockgrid(c->fmt);
     uint8_t *kblk = kq ? sqz__malloc(out->nbytes) : NULL;
     if (!wp || (quant && (!codes || !grids)) || !err || !tmp || (c->mask && !pr) || (kq && !kblk)) {
         free(wp); free(codes); free(grids); free(err); free(tmp); free(pr); free(kblk);
@@ -272,21 +285,23 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
     sqz_qtarget t = o->target;
     SQZ_TRY(sqz_qtarget_check(&t));
     const int64_t n = st->n_in;
-    const bool kq = sqz__qfmt_kquant(t.fmt);
-    /* K-quants: a grid per sub-block (32 for Q4_K / Q5_K, 16 for the others) */
-    const int64_t gs = !kq ? sqz__group_cols(&t, n) : t.fmt == SQZ_QFMT_Q4_K || t.fmt == SQZ_QFMT_Q5_K ? 32 : 16;
+    const bool kq = sqz__qfmt_blockgrid(t.fmt);
+    /* K-quants and IQ4: a grid per sub-block (32 for Q4_K / Q5_K / IQ4, 16 for the others) */
+    const bool sub32 = t.fmt == SQZ_QFMT_Q4_K || t.fmt == SQZ_QFMT_Q5_K || sqz__qfmt_iq4(t.fmt);
+    const int64_t gs = !kq ? sqz__group_cols(&t, n) : sub32 ? 32 : 16;
+    const int64_t sbn = kq ? sqz_dtype_info(sqz_qformat_dtype(t.fmt))->block_size : 1;
     const bool quant = !mask || mask->quantize;
-    SQZ_RETURN_IF(kq && n % 256, SQZ_ERR_INVALID_ARG, "gptq: %s needs a width that is a multiple of 256, not %lld",
-                  sqz_qformat_name(t.fmt), (long long)n);
+    SQZ_RETURN_IF(kq && n % sbn, SQZ_ERR_INVALID_ARG, "gptq: %s needs a width that is a multiple of %lld, not %lld",
+                  sqz_qformat_name(t.fmt), (long long)sbn, (long long)n);
     SQZ_RETURN_IF(o->blocksize < 1 || (quant && t.fmt != SQZ_QFMT_I8 && o->blocksize % gs != 0), SQZ_ERR_INVALID_ARG,
                   "gptq: block size %d must be a positive multiple of the group (%lld)", (int)o->blocksize,
                   (long long)gs);
     SQZ_RETURN_IF(mask && mask->per_row && (mask->span < 1 || o->blocksize % mask->span), SQZ_ERR_INVALID_ARG,
                   "gptq: block size %d must be a multiple of the mask span %lld", (int)o->blocksize,
                   (long long)mask->span);
-    SQZ_RETURN_IF(mask && quant && sqz__qfmt_affine(t.fmt), SQZ_ERR_INVALID_ARG,
-                  "gptq: %s has no exact zero (d * code + m), so it cannot keep a sparsity mask",
-                  sqz_qformat_name(t.fmt));
+    SQZ_RETURN_IF(mask && quant && (sqz__qfmt_affine(t.fmt) || sqz__qfmt_iq4(t.fmt)), SQZ_ERR_INVALID_ARG,
+                  "gptq: %s has no exact zero (%s), so it cannot keep a sparsity mask", sqz_qformat_name(t.fmt),
+                  sqz__qfmt_iq4(t.fmt) ? "kvalues_iq4nl holds no 0" : "d * code + m");
     SQZ_RETURN_IF(!(o->percdamp >= 0), SQZ_ERR_INVALID_ARG, "gptq: damping %g", o->percdamp);
     float act_scale = 0.0f;
     if (quant && o->act_mode == SQZ_ACT_STATIC_TENSOR) SQZ_TRY(sqz__act_scale_for(st, o, NULL, &act_scale));

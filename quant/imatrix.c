@@ -9,7 +9,8 @@
  * Q4_0 searches the scale among 19 candidates around -8/max (make_qx_quants, rmse_type 1),
  * Q4_1 the scale and minimum over 37 candidate ranges (make_qkx3_quants), each minimising the
  * weighted squared error. The K-quants (Q2_K ... Q6_K) are core's sqz_quantize_k, llama.cpp's
- * quantize_q*_K with the same quant_weights.
+ * quantize_q*_K with the same quant_weights, IQ4_NL / IQ4_XS quant/gguf/iq4.c's quantize_iq4_nl /
+ * quantize_iq4_xs.
  */
 #include <float.h>
 #include <string.h>
@@ -94,10 +95,11 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
                              sqz_qmatrix *out, float *smooth) {
     SQZ_TRY(sqz__check_method_args("imatrix", lin, n_lin, st, o, SQZ_QSTAT_X2, smooth, false));
     const sqz_qformat f = o->target.fmt;
-    const bool kquant = sqz_qformat_is_gguf(f) && sqz_dtype_info(sqz_qformat_dtype(f))->block_size == SQZ_QK_K;
-    SQZ_RETURN_IF(f != SQZ_QFMT_Q4_0 && f != SQZ_QFMT_Q4_1 && f != SQZ_QFMT_Q5_0 && f != SQZ_QFMT_Q5_1 && !kquant,
-                  SQZ_ERR_UNSUPPORTED, "imatrix: target %s (q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k; llama.cpp ignores the importance matrix for "
-                  "q8_0)", sqz_qformat_name(f));
+    const bool kquant = sqz__qfmt_kquant(f);
+    const bool iq4 = f == SQZ_QFMT_IQ4_NL || f == SQZ_QFMT_IQ4_XS;
+    SQZ_RETURN_IF(f != SQZ_QFMT_Q4_0 && f != SQZ_QFMT_Q4_1 && f != SQZ_QFMT_Q5_0 && f != SQZ_QFMT_Q5_1 && !kquant && !iq4,
+                  SQZ_ERR_UNSUPPORTED, "imatrix: target %s (q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k, iq4_nl, iq4_xs; "
+                  "llama.cpp ignores the importance matrix for q8_0)", sqz_qformat_name(f));
     const int64_t n_in = st->n_in;
     for (int64_t j = 0; j < n_in; j++)
         SQZ_RETURN_IF(!(st->x2[j] >= 0.0f) || !isfinite(st->x2[j]), SQZ_ERR_INVALID_ARG,
@@ -112,7 +114,9 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
         const int64_t nb = n_in / 32;
         if (kquant) /* llama.cpp's quantize_q*_K with quant_weights (quant/gguf/kquant.c) */
             sqz_quantize_k(out[i].dtype, lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
-        for (int64_t r = 0; !kquant && r < lin[i].n_out; r++) {
+        if (iq4) /* quantize_iq4_nl / quantize_iq4_xs with quant_weights (quant/gguf/iq4.c) */
+            sqz_quantize_iq4(out[i].dtype, lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
+        for (int64_t r = 0; !kquant && !iq4 && r < lin[i].n_out; r++) {
             const float *x = lin[i].w + r * n_in;
             if (f == SQZ_QFMT_Q4_0) row_q4_0(x, (sqz_block_q4_0 *)out[i].data + r * nb, n_in, st->x2);
             else if (f == SQZ_QFMT_Q4_1) row_q4_1(x, (sqz_block_q4_1 *)out[i].data + r * nb, n_in, st->x2);

@@ -14,7 +14,9 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "core/dequant.h"
 #include "core/internal.h"
+#include "quant/gguf/quant_gguf.h"
 #include "sqz/quant.h"
 
 /* v rounded to the nearest binary16, as a float (what a block or an fp16 scale stores). */
@@ -71,9 +73,15 @@ static inline bool sqz__qfmt_affine(sqz_qformat f) {
 static inline bool sqz__qfmt_kquant(sqz_qformat f) {
     return f == SQZ_QFMT_Q2_K || f == SQZ_QFMT_Q3_K || f == SQZ_QFMT_Q4_K || f == SQZ_QFMT_Q5_K || f == SQZ_QFMT_Q6_K;
 }
+/* IQ4_NL / IQ4_XS: codes index kvalues_iq4nl (a value is d * kvalues[code], d per 32-block),
+ * static grids from the blocks llama.cpp's quantizer makes, as the K-quants. */
+static inline bool sqz__qfmt_iq4(sqz_qformat f) { return f == SQZ_QFMT_IQ4_NL || f == SQZ_QFMT_IQ4_XS; }
+/* Formats whose grids come from a whole block quantized once (sqz__qfmt_kquant or IQ4). */
+static inline bool sqz__qfmt_blockgrid(sqz_qformat f) { return sqz__qfmt_kquant(f) || sqz__qfmt_iq4(f); }
 /* The code of value v on grid g (nearest stored value, clamped to the code range). */
 static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
-    if (g->d == 0.0f) return f == SQZ_QFMT_Q4_0 || f == SQZ_QFMT_I4_SYM ? 8 : g->zero;
+    if (g->d == 0.0f) return f == SQZ_QFMT_Q4_0 || f == SQZ_QFMT_I4_SYM || sqz__qfmt_iq4(f) ? 8 : g->zero;
+    if (sqz__qfmt_iq4(f)) return sqz__iq4_best_index(v / g->d);
     int c;
     if (sqz__qfmt_affine(f)) c = sqz__rint_sat((v - g->m) / g->d);
     else c = sqz__rint_sat(v / g->d) + g->zero;
@@ -82,6 +90,7 @@ static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
 
 /* The value the dequantizer produces for code c (bit-exact with the format's dequantizer). */
 static inline float sqz__grid_value(const sqz__grid *g, sqz_qformat f, int c) {
+    if (sqz__qfmt_iq4(f)) return g->d * sqz__kvalues_iq4nl[c]; /* as sqz_dequantize_iq4_* */
     if (sqz__qfmt_affine(f)) {
         const float p = (float)c * g->d; /* exact: fp16 times a 4-bit integer */
         return p + g->m;                 /* one rounding, as (q & 15) * d + m in the dequantizer */
@@ -172,5 +181,15 @@ sqz_dtype sqz__qmix_type_at(const sqz_qmix *mix, const sqz_model *m, const sqz_t
 /* tensor_type_fallback: ty, or what llama.cpp falls back to when n_cols is not a multiple of
  * its block (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16). */
 sqz_dtype sqz__qmix_fallback(sqz_dtype ty, int64_t n_cols);
+
+/* ---- offline rotations (quant/rotate.c) ---- */
+/* The orthogonal n x n matrix diag(s) (H_{2^k} (x) C_m) of width n = 2^k m (m odd; H the scaled
+ * Sylvester Hadamard matrix, C_m the orthonormal DCT-II, s random signs from seed, all +1 for
+ * seed 0), row-major, into *out (malloc'd, the caller frees). */
+sqz_status sqz__rotation_make(int64_t n, uint64_t seed, float **out);
+/* out (rows, n) = w (rows, n) q (n, n): a rotation of the input columns of a weight. */
+void sqz__rotate_right(const float *w, int64_t rows, int64_t n, const float *q, float *out);
+/* out (n, cols) = q^T (n, n) w (n, cols): a rotation of the output rows of a weight. */
+void sqz__rotate_left_t(const float *q, int64_t n, const float *w, int64_t cols, float *out);
 
 #endif

@@ -4,7 +4,8 @@
  *
  * Q8_0/Q4_0/Q4_1 and the K-quants call llama.cpp's reference quantizers
  * (quant/gguf/quant_ref.c, quant/gguf/kquant.c) so the bytes are exactly what llama-quantize
- * writes without an importance matrix; I8 is sqz_quantize_rows_i8_ref, the weight quantizer of
+ * writes without an importance matrix (IQ4_NL / IQ4_XS: quantize_iq4_nl / _xs with no weights,
+ * quant/gguf/iq4.c, which is what llama-quantize calls for them); I8 is sqz_quantize_rows_i8_ref, the weight quantizer of
  * the W8A8 GEMM; I4 groups follow the grids of grid.c (documented in sqz/quant.h).
  */
 #include <stdlib.h>
@@ -78,6 +79,8 @@ sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const 
     case SQZ_QFMT_Q4_K:
     case SQZ_QFMT_Q5_K:
     case SQZ_QFMT_Q6_K: sqz_quantize_k(out->dtype, w, out->data, n_out, n_in, NULL); break;
+    case SQZ_QFMT_IQ4_NL: /* quantize_iq4_nl / _xs without weights: what llama-quantize writes */
+    case SQZ_QFMT_IQ4_XS: sqz_quantize_iq4(out->dtype, w, out->data, n_out, n_in, NULL); break;
     default: sqz_qmatrix_free(out); return SQZ_ERROR(SQZ_ERR_INVALID_ARG, "rtn: unknown format");
     }
     for (int64_t r = 0; out->scales_buf && r < out->n_out * out->qp.n_groups; r++) {

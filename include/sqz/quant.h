@@ -90,6 +90,9 @@ typedef enum sqz_qformat {
     SQZ_QFMT_Q6_K = 10,
     SQZ_QFMT_Q5_0 = 11,   /* GGUF Q5_0 / Q5_1 (blocks of 32): llama.cpp's fallbacks of Q4_K / Q5_K */
     SQZ_QFMT_Q5_1 = 12,
+    SQZ_QFMT_IQ4_NL = 13, /* GGUF IQ4_NL (blocks of 32) and IQ4_XS (super-blocks of 256): 4-bit codes
+                           * into llama.cpp's non-linear table kvalues_iq4nl times a block scale */
+    SQZ_QFMT_IQ4_XS = 14,
     SQZ_QFMT_COUNT
 } sqz_qformat;
 
@@ -395,7 +398,7 @@ SQZ_API sqz_qformat sqz_qmix_base(const sqz_qmix *mix);
 SQZ_API sqz_dtype sqz_qmix_type(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix);
 
 /* ---- mixed precision to a size budget (quant/auto.c, `--quant auto:bpw=X`) ---- */
-#define SQZ_QAUTO_MAX_CAND 8
+#define SQZ_QAUTO_MAX_CAND 10
 typedef struct sqz_qauto_tensor {
     int n;                               /* candidates that fit this tensor's width */
     sqz_qformat fmt[SQZ_QAUTO_MAX_CAND];

