@@ -58,8 +58,9 @@ static const char export_head[] =
     "(naming it) unless --dtype says what to store. The output appears atomically.\n";
 
 void sqz_cmd_export_usage(FILE *out) {
-    const sqz_opt_group g[] = {{NULL, export_rows, SQZ_CLI_N(export_rows), NULL}, {NULL, &sqz_cli_quiet_opt, 1, NULL}};
-    sqz_cli_help(out, export_head, g, 2);
+    const sqz_opt_group g[] = {{NULL, export_rows, SQZ_CLI_N(export_rows), NULL}, {NULL, &sqz_cli_hf_format_opt, 1, NULL},
+                               {NULL, &sqz_cli_quiet_opt, 1, NULL}};
+    sqz_cli_help(out, export_head, g, 3);
 }
 
 static bool ends_with(const char *s, const char *suf) {
@@ -70,8 +71,10 @@ static bool ends_with(const char *s, const char *suf) {
 int sqz_cmd_export(int argc, char **argv) {
     export_opts a = {.to = -1, .dtype = -1};
     bool quiet = false;
-    const sqz_opt_group g[] = {{NULL, export_rows, SQZ_CLI_N(export_rows), &a}, {NULL, &sqz_cli_quiet_opt, 1, &quiet}};
-    const int bad = sqz_cli_parse("export", g, 2, argc, argv, NULL);
+    int hf_format = SQZ_HF_COMPRESSED_TENSORS;
+    const sqz_opt_group g[] = {{NULL, export_rows, SQZ_CLI_N(export_rows), &a}, {NULL, &sqz_cli_hf_format_opt, 1, &hf_format},
+                               {NULL, &sqz_cli_quiet_opt, 1, &quiet}};
+    const int bad = sqz_cli_parse("export", g, 3, argc, argv, NULL);
     if (bad) return bad;
     if (a.keygen) {
         if (a.in || a.out) return sqz_cli_usage_error("export", "--keygen makes keys only: no MODEL or -o");
@@ -84,7 +87,8 @@ int sqz_cmd_export(int argc, char **argv) {
     sqz_save_opts so = {.format = ends_with(a.out, ".gguf")   ? SQZ_FORMAT_GGUF
                                   : ends_with(a.out, ".sqzb") ? SQZ_FORMAT_BUNDLE
                                                               : SQZ_FORMAT_SAFETENSORS,
-                        .dtype = a.dtype, .replace = a.force, .sign_key = a.sign, .deflate = a.deflate};
+                        .dtype = a.dtype, .replace = a.force, .sign_key = a.sign, .deflate = a.deflate,
+                        .hf_format = (sqz_hf_format)hf_format};
     if (a.to >= 0) so.format = (sqz_format)a.to;
     if (so.format != SQZ_FORMAT_BUNDLE && (a.sign || a.deflate || a.report))
         return sqz_cli_usage_error("export", "--sign, --deflate and --report are for --to bundle");
