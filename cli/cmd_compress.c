@@ -223,6 +223,12 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
         return sqz_cli_usage_error("compress", "SPEC '%s' stores sqz's %s layout, which GGUF cannot hold: use --to "
                                    "safetensors (an HF directory), or a GGUF format (q8_0, q4_0, q4_1, q*_k)",
                                    spec, sqz_qformat_name(qf));
+    if (q && so->format == SQZ_FORMAT_SAFETENSORS && q->method && q->method->smooths &&
+        so->hf_format != SQZ_HF_SQZ)
+        return sqz_cli_usage_error("compress", "SPEC '%s': %s keeps unfolded smoothing vectors (o_proj's input), "
+                                   "which %s cannot hold: give --hf-format sqz (read by sqz only), or a method that "
+                                   "does not smooth (rtn, gptq)", spec, q->method->name,
+                                   sqz_hf_format_name(so->hf_format));
     if (q && so->format == SQZ_FORMAT_SAFETENSORS && gguf_native)
         return sqz_cli_usage_error("compress", "SPEC '%s' is a GGUF block format: write it with --to gguf (or an OUT "
                                    "ending in .gguf); for safetensors use int8 or int4", spec);
