@@ -6,7 +6,8 @@ foreach(t py_gguf_llamacpp py_gguf_oracle py_eval_ppl test_quant_gptq test_quant
           test_calib_compress cli_compress cli_compress_smollm2 py_compress_gguf py_qpack_hostile
           py_tokenizer_json py_quant_oracle cli_compress_golden cli_pipeline test_compress_eval
           cli_layerdrop_smollm2 cli_sparsity_smollm2
-          cli_edge_smollm2 py_gguf_types cli_pad_ffn py_quant_mix cli_limits_smollm2 cli_progress_smollm2)
+          cli_edge_smollm2 py_gguf_types cli_pad_ffn py_quant_mix cli_limits_smollm2 cli_progress_smollm2
+          py_hf_transformers)
   if(TEST ${t})
     get_test_property(${t} LABELS _labels)
     set_tests_properties(${t} PROPERTIES LABELS "${_labels};heavy")

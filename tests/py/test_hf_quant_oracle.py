@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""compressed-tensors output (formats/st_ctensors.c) against an independent numpy oracle.
+"""compressed-tensors and GPTQ output (formats/st_ctensors.c, st_gptq.c) against an independent
+numpy oracle.
 
 For stories260K and tinystories-656K, every sqz scheme that maps to compressed-tensors (int4 per
 group sym/asym g32/g128, act-order g_idx, int8 weight-only, W8A8 dynamic and static) is written
@@ -7,7 +8,10 @@ by `sqz compress` as compressed-tensors (the default); the oracle below, written
 format's specification (pack_to_int32: values + 2^(bits-1), element j of a word in bits
 j*bits..; zero points packed along the output rows; w = scale[:, g_idx] * (q - zp)), unpacks
 model.safetensors and must give exactly the floats of `sqz convert --dtype f32` of the same
-directory (sqz's dequantized weights). Also: config.json's quantization_config; a float
+directory (sqz's dequantized weights). The same directories converted to GPTQ v1 and v2
+(--hf-format gptq, gptq-v2; qweight packed along the inputs, qzeros along the outputs, v1 storing
+zero - 1) decode to the same floats, each with its own reading; a v2 file with asymmetric zero
+points read as v1 does not. Also: config.json's quantization_config; a float
 --dtype writes no quantization_config and no integer tensor; the sqz layout (--hf-format sqz)
 is marked "sqz-<model_type>"; an unfolded smoothing vector is refused naming the tensor.
 Exit 77 when numpy/safetensors or the models are missing.
@@ -72,6 +76,48 @@ def dequant(t, p, cfg_group):
     return (s * (q - z).astype(np.float32)).astype(np.float32)
 
 
+def gptq_dequant(t, p, cfg):
+    """GPTQ's dequantization: w[j][c] = scales[g][j] * (code[c][j] - zero[g][j]), g = g_idx[c]."""
+    bits = cfg["bits"]
+    code = unpack(t[p + "qweight"].T.copy(), bits, t[p + "qweight"].shape[0] * 32 // bits).T + (1 << (bits - 1))
+    zero = unpack(t[p + "qzeros"], bits, t[p + "scales"].shape[1]) + (1 << (bits - 1))
+    if cfg.get("checkpoint_format", "gptq") == "gptq":
+        zero = zero + 1  # v1 stores zero - 1
+    g = t[p + "g_idx"]
+    w = t[p + "scales"].astype(np.float32)[g, :] * (code - zero[g, :]).astype(np.float32)
+    return w.T.astype(np.float32)
+
+
+def gptq(tmp, out, name, ref, asym, bits):
+    for fmt in ("gptq", "gptq-v2"):
+        d = os.path.join(tmp, name + "_" + fmt)
+        r = run("convert", out, "-o", d, "--hf-format", fmt, "-q")
+        if r.returncode != 0:
+            why = ("v1 stores zero - 1" in r.stderr and fmt == "gptq" and asym) or \
+                (bits == 8 and "is not an fp16 value" in r.stderr)
+            check(why and r.returncode == 1 and "tensor '" in r.stderr and not os.path.exists(d),
+                  "%s %s: refused, naming the tensor: a zero point v1 cannot hold or an INT8 scale that is not fp16 "
+                  "(%s)" % (name, fmt, r.stderr.strip()[-160:]))
+            continue
+        cfg = json.load(open(os.path.join(d, "config.json")))["quantization_config"]
+        check(cfg["quant_method"] == "gptq" and cfg["checkpoint_format"] == fmt.replace("-", "_") and
+              cfg["sym"] == (not asym), "%s %s: config %s" % (name, fmt, cfg))
+        t = load_file(os.path.join(d, "model.safetensors"))
+        prefixes = sorted({k[: k.rindex(".") + 1] for k in t if k.endswith(".qweight")})
+        bad = [p for p in prefixes if not np.array_equal(gptq_dequant(t, p, cfg), ref[p + "weight"])]
+        check(prefixes and not bad, "%s %s: the oracle's weights equal sqz's exactly (%d layers)" % (name, fmt,
+                                                                                                   len(prefixes)))
+        if fmt == "gptq-v2" and asym:
+            wrong = [p for p in prefixes if not np.array_equal(gptq_dequant(t, p, dict(cfg, checkpoint_format="gptq")),
+                                                               ref[p + "weight"])]
+            check(len(wrong) == len(prefixes), "%s: a v2 file read as v1 gives other weights" % name)
+        back = os.path.join(tmp, name + "_" + fmt + "_f32")
+        r = run("convert", d, "-o", back, "--dtype", "f32", "-q")
+        got = load_file(os.path.join(back, "model.safetensors")) if r.returncode == 0 else {}
+        check(all(np.array_equal(got.get(p + "weight"), ref[p + "weight"]) for p in prefixes),
+              "%s %s: sqz reads it back to the same weights" % (name, fmt))
+
+
 def one(tmp, model, name, spec, calib, expect):
     out = os.path.join(tmp, name)
     r = run("compress", model, "-o", out, "--quant", spec, *calib, "-q")
@@ -107,6 +153,8 @@ def one(tmp, model, name, spec, calib, expect):
     bad = [p for p in prefixes if not np.array_equal(dequant(t, p, g), ref[p + "weight"])]
     check(not bad, "%s: the oracle's weights equal sqz's dequantized weights exactly (%d layers%s)" %
           (name, len(prefixes), ", differ: " + ", ".join(bad[:3]) if bad else ""))
+    if expect["format"] == "pack-quantized":
+        gptq(tmp, out, name, ref, not expect["sym"], expect["bits"])
     static = [p for p in prefixes if p + "input_scale" in t]
     if expect.get("act") == ("tensor", False):
         check(len(static) == len(prefixes) and all(t[p + "input_scale"].shape == (1,) and t[p + "input_scale"][0] > 0
@@ -165,7 +213,7 @@ def main():
     if failures:
         print("%d failure(s)" % len(failures))
         return 1
-    print("all compressed-tensors checks passed")
+    print("all compressed-tensors and GPTQ checks passed")
     return 0
 
 
