@@ -7,7 +7,10 @@
  *     P.weight_packed     I32 [n, k / 8]   eight 4-bit values per word, element 8i + j in bits
  *                                          4j..4j+3, stored as q + 8 with q in [-8, 7]: exactly
  *                                          sqz's U4 codes (sqz/qparams.h) read little-endian
- *     P.weight_scale      F16 [n, k / g]   w = scale * (q - zp)
+ *     P.weight_scale      F32 [n, k / g]   w = scale * (q - zp); F32 although sqz's scales are fp16
+ *                                          values: compressed-tensors dequantizes in the scale's
+ *                                          dtype, and fp16 products are rounded (SmolLM2's down_proj
+ *                                          lost bits that way), f32 ones exact
  *     P.weight_zero_point I32 [ceil(n / 8), k / g]  asymmetric only: zp + 8 (= sqz's zero point)
  *                                          packed eight per word along the OUTPUT dimension
  *     P.weight_g_idx      I32 [k]          act-order ("actorder": "group"): the group of each column
@@ -33,12 +36,6 @@
 
 #define CT_FAIL(...) sqz__error(SQZ_ERR_UNSUPPORTED, __FILE__, __LINE__, __VA_ARGS__)
 
-static bool fp16_exact(const float *s, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        if (sqz_fp16_to_fp32(sqz_fp32_to_fp16(s[i])) != s[i]) return false;
-    return true;
-}
-
 static void put_f32(uint8_t *d, float v) {
     uint32_t u;
     memcpy(&u, &v, 4);
@@ -61,14 +58,12 @@ static sqz_status int4_parts(const sqz_tensor *t, sqz__st_part *p, int *n) {
                        "use --hf-format sqz", t->name);
     if (ni % 8) return CT_FAIL("tensor '%s': %lld input columns are not a multiple of 8 (pack-quantized int32 words)",
                                t->name, (long long)ni);
-    if (!fp16_exact(qp->scales, no * ng))
-        return CT_FAIL("tensor '%s': int4 scales are not fp16 values: use --hf-format sqz", t->name);
     sqz__st_part *w = sqz__st_part_new(p, n, "weight_packed", SQZ_DTYPE_I32, no, ni / 8);
     w->data = t->data; /* U4 bytes = the int32 words little-endian */
     w->nbytes = t->nbytes;
-    sqz__st_part *s = sqz__st_part_new(p, n, "weight_scale", SQZ_DTYPE_F16, no, ng);
+    sqz__st_part *s = sqz__st_part_new(p, n, "weight_scale", SQZ_DTYPE_F32, no, ng);
     SQZ_TRY(sqz__st_part_alloc(s));
-    for (int64_t i = 0; i < no * ng; i++) sqz__wr_u16((uint8_t *)s->data + 2 * i, sqz_fp32_to_fp16(qp->scales[i]));
+    for (int64_t i = 0; i < no * ng; i++) put_f32((uint8_t *)s->data + 4 * i, qp->scales[i]);
     if (qp->zeros) {
         sqz__st_part *z = sqz__st_part_new(p, n, "weight_zero_point", SQZ_DTYPE_I32, (no + 7) / 8, ng);
         SQZ_TRY(sqz__st_part_alloc(z));

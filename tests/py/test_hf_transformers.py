@@ -157,12 +157,14 @@ def same_perplexity(d, label, tmp, text, dequantize=False):
     ours = json.load(open(js))["ppl"]
     m = load_tf(d, dequantize)
     bos = json.load(open(os.path.join(d, "config.json")))["bos_token_id"]
+    tc = os.path.join(d, "tokenizer_config.json")  # llama.cpp's protocol: BOS first when the tokenizer adds one
+    add_bos = json.load(open(tc)).get("add_bos_token", True) if os.path.exists(tc) else True
 
     def logits(chunks):
         with torch.no_grad():
             return m(torch.tensor(chunks)).logits.numpy()
 
-    theirs, _, _ = np_models.perplexity(logits, np.fromfile(tok, dtype="<i4"), 256, bos=bos, add_bos=True,
+    theirs, _, _ = np_models.perplexity(logits, np.fromfile(tok, dtype="<i4"), 256, bos=bos, add_bos=add_bos,
                                         max_chunks=8)
     rel = abs(ours - theirs) / theirs
     print("  sqz eval ppl %.6f, transformers %.6f (relative difference %.2e)" % (ours, theirs, rel))
