@@ -38,12 +38,14 @@ static const sqz_opt convert_rows[] = {
 
 static const char convert_head[] =
     "usage: sqz convert MODEL -o OUT [--to gguf|safetensors] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1]\n"
-    "                   [--tokenizer FILE]\n\n"
+    "                   [--hf-format compressed-tensors|gptq|gptq-v2|sqz] [--tokenizer FILE]\n\n"
     "Converts between llama2.c, GGUF and HF safetensors. OUT is a .gguf file or an HF\n"
     "directory (model.safetensors + config.json + tokenizer.json). The format defaults to\n"
     "gguf when OUT ends in .gguf, safetensors otherwise. Without --dtype every tensor keeps\n"
-    "its dtype (block-quantized tensors become f32 in safetensors); with it, weight\n"
-    "matrices take that dtype (norms stay f32 in GGUF). A same-dtype round trip is\n"
+    "its dtype (block-quantized tensors become f32 in safetensors; sqz's int8/int4 weights\n"
+    "are written in the --hf-format layout, docs/formats.md); with it, weight matrices take\n"
+    "that dtype (norms stay f32 in GGUF), and a float dtype dequantizes every quantized\n"
+    "tensor. A same-dtype round trip is\n"
     "value-exact; q/k rows are reordered for the target's rotary convention. The output\n"
     "appears atomically: on any error nothing is left at OUT.\n";
 

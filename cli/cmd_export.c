@@ -48,7 +48,7 @@ static const sqz_opt export_rows[] = {
 };
 
 static const char export_head[] =
-    "usage: sqz export MODEL -o OUT [--to gguf|safetensors|bundle] [--dtype D]\n"
+    "usage: sqz export MODEL -o OUT [--to gguf|safetensors|bundle] [--dtype D] [--hf-format LAYOUT]\n"
     "                  [--sign KEY] [--deflate] [--report R.json] [--tokenizer FILE]\n"
     "       sqz export --keygen PREFIX\n\n"
     "Writes MODEL for deployment: GGUF (llama.cpp), an HF safetensors directory, or an\n"
