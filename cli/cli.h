@@ -50,6 +50,9 @@ void sqz_cli_help(FILE *out, const char *usage_and_description, const sqz_opt_gr
  * generate) share: a group of its own in their tables, {NULL, &sqz_cli_quiet_opt, 1, &quiet}
  * with a bool quiet. */
 extern const sqz_opt sqz_cli_quiet_opt;
+/* --hf-format LAYOUT (convert, export, compress): an sqz_hf_format into an int, a group of its own
+ * like --quiet: {NULL, &sqz_cli_hf_format_opt, 1, &hf_format}. */
+extern const sqz_opt sqz_cli_hf_format_opt;
 /* The progress of a long stage (sqz/progress.h: a line on a terminal, plain lines into a log);
  * NULL, which every sqz_progress function accepts, with --quiet and on MPI ranks other than 0. */
 sqz_progress *sqz_cli_progress(bool quiet, const char *label, int64_t total, const char *unit);

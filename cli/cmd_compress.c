@@ -17,6 +17,7 @@ typedef struct compress_opts {
     const char *tensor_types[64];        /* --tensor-type PATTERN=TYPE, in order */
     int n_tensor_types;
     int to;                     /* TO_* */
+    int hf_format;              /* sqz_hf_format */
     bool force, quiet;
     int64_t eval_ctx, eval_chunks;
     sqz_recipe recipe;          /* stages in the order given */
@@ -126,8 +127,9 @@ void sqz_cmd_compress_usage(FILE *out) {
     const sqz_opt_group g[] = {{NULL, compress_rows, SQZ_CLI_N(compress_rows), NULL},
                                {"stages (in the order given)", st, ns, NULL},
                                {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, NULL},
+                               {NULL, &sqz_cli_hf_format_opt, 1, NULL},
                                {NULL, &sqz_cli_quiet_opt, 1, NULL}};
-    sqz_cli_help(out, compress_head, g, 4);
+    sqz_cli_help(out, compress_head, g, 5);
     int n = 0;
     const sqz_pass *const *p = sqz_passes(&n);
     for (int i = 0; i < n; i++) {
@@ -243,12 +245,18 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
     const sqz_qformat qf = q ? q->q.target.fmt : SQZ_QFMT_Q8_0;
     const bool gguf_native = q && sqz_qformat_is_gguf(qf);
     *so = (sqz_save_opts){.format = gguf_native || ends_with(a->out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS,
-                          .dtype = -1, .replace = a->force};
+                          .dtype = -1, .replace = a->force, .hf_format = (sqz_hf_format)a->hf_format};
     if (a->to != TO_AUTO) so->format = a->to == TO_GGUF ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS;
     if (q && so->format == SQZ_FORMAT_GGUF && !gguf_native)
         return sqz_cli_usage_error("compress", "SPEC '%s' stores sqz's %s layout, which GGUF cannot hold: use --to "
                                    "safetensors (an HF directory), or a GGUF format (q8_0, q4_0, q4_1, q*_k, iq4_nl, iq4_xs)",
                                    spec, sqz_qformat_name(qf));
+    if (q && so->format == SQZ_FORMAT_SAFETENSORS && q->method && q->method->smooths &&
+        so->hf_format != SQZ_HF_SQZ)
+        return sqz_cli_usage_error("compress", "SPEC '%s': %s keeps unfolded smoothing vectors (o_proj's input), "
+                                   "which %s cannot hold: give --hf-format sqz (read by sqz only), or a method that "
+                                   "does not smooth (rtn, gptq)", spec, q->method->name,
+                                   sqz_hf_format_name(so->hf_format));
     if (q && so->format == SQZ_FORMAT_SAFETENSORS && gguf_native)
         return sqz_cli_usage_error("compress", "SPEC '%s' is a GGUF block format: write it with --to gguf (or an OUT "
                                    "ending in .gguf); for safetensors use int8 or int4", spec);
@@ -418,8 +426,9 @@ int sqz_cmd_compress(int argc, char **argv) {
     const sqz_opt_group g[] = {{NULL, st_rows, ns, &a},
                                {NULL, compress_rows, SQZ_CLI_N(compress_rows), &a},
                                {NULL, sqz_cli_calib_opts, sqz_cli_calib_n_opts, &cc},
+                               {NULL, &sqz_cli_hf_format_opt, 1, &a.hf_format},
                                {NULL, &sqz_cli_quiet_opt, 1, &a.quiet}};
-    int rc = sqz_cli_parse("compress", g, 4, argc, argv, NULL);
+    int rc = sqz_cli_parse("compress", g, 5, argc, argv, NULL);
     if (rc == 0 && a.recipe_error[0]) {
         fprintf(stderr, "sqz: error: %s\n", a.recipe_error);
         rc = 1;

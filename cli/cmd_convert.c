@@ -38,18 +38,21 @@ static const sqz_opt convert_rows[] = {
 
 static const char convert_head[] =
     "usage: sqz convert MODEL -o OUT [--to gguf|safetensors] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1]\n"
-    "                   [--tokenizer FILE]\n\n"
+    "                   [--hf-format compressed-tensors|gptq|gptq-v2|sqz] [--tokenizer FILE]\n\n"
     "Converts between llama2.c, GGUF and HF safetensors. OUT is a .gguf file or an HF\n"
     "directory (model.safetensors + config.json + tokenizer.json). The format defaults to\n"
     "gguf when OUT ends in .gguf, safetensors otherwise. Without --dtype every tensor keeps\n"
-    "its dtype (block-quantized tensors become f32 in safetensors); with it, weight\n"
-    "matrices take that dtype (norms stay f32 in GGUF). A same-dtype round trip is\n"
+    "its dtype (block-quantized tensors become f32 in safetensors; sqz's int8/int4 weights\n"
+    "are written in the --hf-format layout, docs/formats.md); with it, weight matrices take\n"
+    "that dtype (norms stay f32 in GGUF), and a float dtype dequantizes every quantized\n"
+    "tensor. A same-dtype round trip is\n"
     "value-exact; q/k rows are reordered for the target's rotary convention. The output\n"
     "appears atomically: on any error nothing is left at OUT.\n";
 
 void sqz_cmd_convert_usage(FILE *out) {
-    const sqz_opt_group g[] = {{NULL, convert_rows, SQZ_CLI_N(convert_rows), NULL}, {NULL, &sqz_cli_quiet_opt, 1, NULL}};
-    sqz_cli_help(out, convert_head, g, 2);
+    const sqz_opt_group g[] = {{NULL, convert_rows, SQZ_CLI_N(convert_rows), NULL}, {NULL, &sqz_cli_hf_format_opt, 1, NULL},
+                               {NULL, &sqz_cli_quiet_opt, 1, NULL}};
+    sqz_cli_help(out, convert_head, g, 3);
 }
 
 static bool ends_with(const char *s, const char *suf) {
@@ -60,14 +63,17 @@ static bool ends_with(const char *s, const char *suf) {
 int sqz_cmd_convert(int argc, char **argv) {
     convert_opts a = {.to = -1, .dtype = -1};
     bool quiet = false;
-    const sqz_opt_group g[] = {{NULL, convert_rows, SQZ_CLI_N(convert_rows), &a}, {NULL, &sqz_cli_quiet_opt, 1, &quiet}};
-    const int bad = sqz_cli_parse("convert", g, 2, argc, argv, NULL);
+    int hf_format = SQZ_HF_COMPRESSED_TENSORS;
+    const sqz_opt_group g[] = {{NULL, convert_rows, SQZ_CLI_N(convert_rows), &a}, {NULL, &sqz_cli_hf_format_opt, 1, &hf_format},
+                               {NULL, &sqz_cli_quiet_opt, 1, &quiet}};
+    const int bad = sqz_cli_parse("convert", g, 3, argc, argv, NULL);
     if (bad) return bad;
     const char *in = a.in, *out = a.out;
     sqz_save_opts so = {.format = ends_with(out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS};
     if (a.to >= 0) so.format = (sqz_format)a.to;
     so.dtype = a.dtype;
     so.replace = a.force;
+    so.hf_format = (sqz_hf_format)hf_format;
     if (a.dtype >= 0 && so.format == SQZ_FORMAT_SAFETENSORS && sqz_dtype_info((sqz_dtype)a.dtype)->is_quantized)
         return sqz_cli_usage_error("convert", "safetensors holds float dtypes only; use --to gguf for %s",
                                    sqz_dtype_name((sqz_dtype)a.dtype));

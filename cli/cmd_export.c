@@ -55,7 +55,7 @@ static const sqz_opt export_rows[] = {
 };
 
 static const char export_head[] =
-    "usage: sqz export MODEL -o OUT [--to gguf|safetensors|bundle|onnx] [--dtype D]\n"
+    "usage: sqz export MODEL -o OUT [--to gguf|safetensors|bundle|onnx] [--dtype D] [--hf-format LAYOUT]\n"
     "                  [--onnx-ops matmulnbits|qdq]\n"
     "                  [--sign KEY] [--deflate] [--report R.json] [--tokenizer FILE]\n"
     "       sqz export --keygen PREFIX\n\n"
@@ -67,8 +67,9 @@ static const char export_head[] =
     "(naming it) unless --dtype says what to store. The output appears atomically.\n";
 
 void sqz_cmd_export_usage(FILE *out) {
-    const sqz_opt_group g[] = {{NULL, export_rows, SQZ_CLI_N(export_rows), NULL}, {NULL, &sqz_cli_quiet_opt, 1, NULL}};
-    sqz_cli_help(out, export_head, g, 2);
+    const sqz_opt_group g[] = {{NULL, export_rows, SQZ_CLI_N(export_rows), NULL}, {NULL, &sqz_cli_hf_format_opt, 1, NULL},
+                               {NULL, &sqz_cli_quiet_opt, 1, NULL}};
+    sqz_cli_help(out, export_head, g, 3);
 }
 
 static bool ends_with(const char *s, const char *suf) {
@@ -79,8 +80,10 @@ static bool ends_with(const char *s, const char *suf) {
 int sqz_cmd_export(int argc, char **argv) {
     export_opts a = {.to = -1, .dtype = -1, .onnx_ops = -1};
     bool quiet = false;
-    const sqz_opt_group g[] = {{NULL, export_rows, SQZ_CLI_N(export_rows), &a}, {NULL, &sqz_cli_quiet_opt, 1, &quiet}};
-    const int bad = sqz_cli_parse("export", g, 2, argc, argv, NULL);
+    int hf_format = SQZ_HF_COMPRESSED_TENSORS;
+    const sqz_opt_group g[] = {{NULL, export_rows, SQZ_CLI_N(export_rows), &a}, {NULL, &sqz_cli_hf_format_opt, 1, &hf_format},
+                               {NULL, &sqz_cli_quiet_opt, 1, &quiet}};
+    const int bad = sqz_cli_parse("export", g, 3, argc, argv, NULL);
     if (bad) return bad;
     if (a.keygen) {
         if (a.in || a.out) return sqz_cli_usage_error("export", "--keygen makes keys only: no MODEL or -o");
@@ -93,7 +96,8 @@ int sqz_cmd_export(int argc, char **argv) {
     sqz_save_opts so = {.format = ends_with(a.out, ".gguf")   ? SQZ_FORMAT_GGUF
                                   : ends_with(a.out, ".sqzb") ? SQZ_FORMAT_BUNDLE
                                                               : SQZ_FORMAT_SAFETENSORS,
-                        .dtype = a.dtype, .replace = a.force, .sign_key = a.sign, .deflate = a.deflate};
+                        .dtype = a.dtype, .replace = a.force, .sign_key = a.sign, .deflate = a.deflate,
+                        .hf_format = (sqz_hf_format)hf_format};
     if (a.to >= 0) so.format = (sqz_format)a.to;
     if (a.onnx_ops >= 0 && so.format != SQZ_FORMAT_ONNX)
         return sqz_cli_usage_error("export", "--onnx-ops is for --to onnx");

@@ -26,6 +26,7 @@ sqz_status sqz_model_check_target(const sqz_model *m, const sqz_save_opts *o) {
         sqz_dtype d = sqz__export_dtype(t, o, o->format);
         bool asked = o->dtype >= 0 && d == (sqz_dtype)o->dtype;
         if (d == t->dtype && !t->qp) continue;
+        if (t->qp && o->format == SQZ_FORMAT_SAFETENSORS && o->dtype < 0) continue; /* the hf_format layout */
         if (asked) continue;
         if (d == SQZ_DTYPE_F32 && sqz_dtype_info(t->dtype)->is_float && !t->qp) continue; /* widening is exact */
         return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "tensor '%s': %s cannot hold %s%s (it would become %s); choose a dtype "

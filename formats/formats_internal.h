@@ -92,31 +92,19 @@ sqz_status sqz__tensor_export(const sqz_model *m, const sqz_tensor *t, sqz_dtype
 void sqz__rope_permute_rows(const uint8_t *src, uint8_t *dst, int64_t n_heads, int64_t head_dim, size_t row_bytes,
                             sqz_rope_layout from, sqz_rope_layout to);
 
-/* ---- sqz's quantized weights in safetensors (st_qpack.c; layout in docs/quantization.md) ---- */
-/* One tensor of the file a scheme-quantized weight is written as: the values under "P.weight",
- * side tensors under "P.<suffix>". */
+/* ---- scheme-quantized weights in safetensors: one row per layout (st_layout.c's table) ----
+ * A quantized weight P.weight (sqz/qparams.h) is written as parts named stem + suffix, stem
+ * being its HF name less "weight" ("model.layers.0.self_attn.q_proj."). */
 typedef struct sqz__st_part {
-    char suffix[24];        /* "weight", "weight_scale", "weight_zero_point", "weight_g_idx", ... */
+    char suffix[24];        /* "weight", "weight_packed", "weight_scale", "qweight", ... */
     sqz_dtype dtype;
     int32_t ndim;
     int64_t shape[2];
     void *data;             /* nbytes, little-endian, as written */
     size_t nbytes;
-    bool owned;             /* data was allocated for the part (sqz__st_qpack_parts_free) */
-    bool per_row;           /* one row per output row: permuted with q/k rows */
+    bool owned;             /* data was allocated for the part (sqz__st_parts_free) */
 } sqz__st_part;
 #define SQZ__ST_MAX_PARTS 6
-/* The parts of tensor t (t->qp set), at most SQZ__ST_MAX_PARTS. */
-sqz_status sqz__st_qpack_parts(const sqz_tensor *t, sqz__st_part *parts, int *n);
-void sqz__st_qpack_parts_free(sqz__st_part *parts, int n);
-/* config.json text with "quantization_config" added when the model holds scheme-quantized
- * tensors (cfg is freed; NULL with the error set on failure; cfg itself when there are none). */
-char *sqz__st_qpack_config(const sqz_model *m, char *cfg);
-/* True for a side tensor name (P.weight_scale, P.weight_zero_point, P.weight_g_idx,
- * P.input_scale, P.input_smooth). */
-bool sqz__st_qpack_is_part(const char *name);
-/* True if config.json says quant_method "sqz". */
-bool sqz__st_qpack_enabled(const char *cfg, size_t len);
 /* A tensor entry of the files, for the reader. */
 typedef struct sqz__st_view {
     const char *name;
@@ -126,8 +114,46 @@ typedef struct sqz__st_view {
     const uint8_t *data;
     const char *file;
 } sqz__st_view;
-/* Attaches qparams to every weight of m that has side tensors among v[0..n), turning I32
- * words into U4 codes; checks every side tensor's dtype, shape and values (SQZ_ERR_FORMAT). */
-sqz_status sqz__st_qpack_attach(sqz_model *m, const sqz__st_view *v, size_t n);
+
+typedef struct sqz__st_layout sqz__st_layout;
+struct sqz__st_layout {
+    sqz_hf_format id;
+    const char *quant_method;   /* config.json quantization_config.quant_method it writes and reads */
+    /* The parts of weight t (t->qp set, rows already in the file's rotary order), at most
+     * SQZ__ST_MAX_PARTS, their data owned or borrowed from t. SQZ_ERR_UNSUPPORTED naming t and the
+     * way out for what the layout cannot hold exactly. */
+    sqz_status (*parts)(const sqz__st_layout *L, const sqz_tensor *t, sqz__st_part *parts, int *n);
+    /* config.json text cfg (freed) with quantization_config added for m's quantized weights;
+     * NULL with the error set. */
+    char *(*config)(const sqz__st_layout *L, const sqz_model *m, char *cfg);
+    /* reading: true for a tensor name that attach consumes (add_tensors skips it) */
+    bool (*is_part)(const char *name);
+    /* reading: turns the parts among v[0..n) into quantized weights of m (config.json's
+     * quantization_config qc, a cJSON object); checks every dtype, shape and value (SQZ_ERR_FORMAT) */
+    sqz_status (*attach)(sqz_model *m, const void *qc, const sqz__st_view *v, size_t n);
+};
+/* The row of a layout. */
+const sqz__st_layout *sqz__st_layout_get(sqz_hf_format f);
+/* The layout config.json (text cfg) declares, or NULL for a plain float checkpoint; a
+ * quant_method sqz does not read is SQZ_ERR_UNSUPPORTED naming it. *qc: the parsed config, which
+ * the caller frees with sqz__st_layout_config_free. */
+sqz_status sqz__st_layout_detect(const char *cfg, size_t len, const char *path, const sqz__st_layout **out,
+                                 void **qc);
+void sqz__st_layout_config_free(void *qc);
+void sqz__st_parts_free(sqz__st_part *parts, int n);
+/* A new part p[(*n)++] of dtype dt and shape (d0) or (d0, d1) (d1 = 0: 1-D), data not set. */
+sqz__st_part *sqz__st_part_new(sqz__st_part *p, int *n, const char *suffix, sqz_dtype dt, int64_t d0, int64_t d1);
+/* Allocates the part's data (owned). */
+sqz_status sqz__st_part_alloc(sqz__st_part *q);
+/* The view named prefix + "." + suffix, or NULL. */
+const sqz__st_view *sqz__st_view_find(const sqz__st_view *v, size_t n, const char *prefix, const char *suffix);
+/* True if view v is dt with d0 rows and d0 * d1 elements. */
+bool sqz__st_view_is(const sqz__st_view *v, sqz_dtype dt, int64_t d0, int64_t d1);
+/* Float element i of a float view (F32, F16, BF16). */
+float sqz__st_view_f32(const sqz__st_view *v, size_t i);
+/* True for a linear layer's weight that a quantization_config's "ignore" lists when float. */
+bool sqz__st_is_linear(const sqz_tensor *t);
+
+extern const sqz__st_layout sqz__st_layout_sqz, sqz__st_layout_ctensors, sqz__st_layout_gptq, sqz__st_layout_gptq_v2;
 
 #endif

@@ -116,6 +116,7 @@ static int32_t token_id(const cfg *c, const char *key, int64_t vocab) {
 
 static sqz_status find_arch(const cfg *c, const hf_arch **out) {
     const char *mt = get_string(c, "model_type");
+    if (mt && strncmp(mt, "sqz-", 4) == 0) mt += 4; /* sqz's own quantized layout (st_qpack.c) */
     if (mt) {
         for (size_t i = 0; i < N_ARCHS; i++) {
             if (strcmp(mt, archs[i].model_type) == 0) { *out = &archs[i]; return SQZ_OK; }

@@ -375,7 +375,7 @@ static bool aliased(const st_set *s, const char *a, const char *b) {
     return false;
 }
 
-static sqz_status add_tensors(const st_set *s, sqz_model *m, bool qpack) {
+static sqz_status add_tensors(const st_set *s, sqz_model *m, const sqz__st_layout *L) {
     const sqz_family fam = m->hp.family;
     char embd_name[64], head_name[64];
     const sqz_family_info *fi = sqz_family_get(fam);
@@ -396,7 +396,7 @@ static sqz_status add_tensors(const st_set *s, sqz_model *m, bool qpack) {
         const st_entry *e = &s->e[i];
         sqz_tensor t;
         memset(&t, 0, sizeof t);
-        if (qpack && sqz__st_qpack_is_part(e->name)) continue; /* sqz's quantization side tensors */
+        if (L && L->is_part(e->name)) continue; /* the quantization layout's tensors: L->attach */
         sqz__hf_name_kind k = sqz__hf_name_parse(fam, e->name, &t.role, &t.layer, &t.param);
         if (k == SQZ__HF_IGNORED) continue;
         SQZ_RETURN_IF(k != SQZ__HF_TENSOR, SQZ_ERR_FORMAT, "%s: tensor '%s': not a known %s tensor name", e->file,
@@ -433,13 +433,13 @@ static sqz_status add_tensors(const st_set *s, sqz_model *m, bool qpack) {
     return SQZ_OK;
 }
 
-/* sqz's quantized weights (st_qpack.c): scales and the rest from the side tensors. */
-static sqz_status attach_qpack(const st_set *s, sqz_model *m) {
+/* The quantized weights of layout L (st_layout.c's rows) from their tensors. */
+static sqz_status attach_layout(const st_set *s, sqz_model *m, const sqz__st_layout *L, const void *qc) {
     sqz__st_view *v = sqz__calloc(s->n ? s->n : 1, sizeof *v);
     if (!v) return SQZ_ERR_NOMEM;
     for (size_t i = 0; i < s->n; i++)
         v[i] = (sqz__st_view){s->e[i].name, s->e[i].dtype, s->e[i].ndim, s->e[i].shape, s->e[i].data, s->e[i].file};
-    sqz_status st = sqz__st_qpack_attach(m, v, s->n);
+    sqz_status st = L->attach(m, qc, v, s->n);
     free(v);
     return st;
 }
@@ -514,9 +514,12 @@ static sqz_status open_checkpoint(const char *path, sqz_model *m, st_set *s) {
     size_t len;
     st = sqz_read_file(cfg_path, MAX_CONFIG_BYTES, &cfg, &len);
     if (st == SQZ_OK) st = sqz__hf_config_read(cfg, len, cfg_path, m);
-    const bool qpack = st == SQZ_OK && sqz__st_qpack_enabled(cfg, len);
-    if (st == SQZ_OK) st = add_tensors(s, m, qpack);
-    if (st == SQZ_OK && qpack) st = attach_qpack(s, m);
+    const sqz__st_layout *L = NULL;
+    void *qc = NULL;
+    if (st == SQZ_OK) st = sqz__st_layout_detect(cfg, len, cfg_path, &L, &qc);
+    if (st == SQZ_OK) st = add_tensors(s, m, L);
+    if (st == SQZ_OK && L) st = attach_layout(s, m, L, qc);
+    sqz__st_layout_config_free(qc);
     if (st == SQZ_OK) st = read_tokenizer(dir, m);
     if (st == SQZ_OK && !m->name) {
         m->name = sqz__strdup(sqz__basename(is_dir ? dir : path));

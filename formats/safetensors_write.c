@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "formats/formats_internal.h"
+#include "sqz/qparams.h"
 
 #define ST_NAME_CAP 128
 
@@ -22,20 +23,13 @@ typedef struct st_plan {
     size_t nbytes;
     int32_t ndim;                 /* the shape written (t's, or a part's) */
     int64_t shape[SQZ_MAX_DIMS];
-    const sqz__st_part *part;     /* a part of an sqz-quantized weight (st_qpack.c), written as it is */
+    int part, n_parts;            /* a part of a scheme-quantized weight in the layout's form (part
+                                     0 .. n_parts - 1, consecutive in the plan), or -1 */
 } st_plan;
 
-/* The parts of the sqz-quantized weights of a plan (owned by the plan). */
-typedef struct st_parts {
-    sqz__st_part *p;
-    size_t n;
-} st_parts;
-
-static void parts_free(st_parts *ps) {
-    for (size_t i = 0; i < ps->n; i++) sqz__st_qpack_parts_free(&ps->p[i], 1);
-    free(ps->p);
-    ps->p = NULL;
-    ps->n = 0;
+/* Whether t is written in the layout (else as floats or its own dtype). */
+static bool keeps_qparams(const sqz_tensor *t, const sqz_save_opts *o) {
+    return t->qp && !(o->dtype >= 0 && sqz_dtype_info((sqz_dtype)o->dtype)->is_float);
 }
 
 /* A JSON string literal (names are UTF-8; only quotes, backslashes and controls need escapes),
@@ -51,19 +45,40 @@ static void sb_json_str(sqz__bytebuf *b, const char *s) {
     sqz__bytebuf_put(b, "\"", 1);
 }
 
+/* The plan rows of quantized weight t (its HF name in p->name): its parts in the layout, whose
+ * data is computed again when written. */
+static sqz_status plan_parts(const sqz__st_layout *L, const sqz_tensor *t, st_plan *plan, size_t *n) {
+    sqz__st_part pp[SQZ__ST_MAX_PARTS];
+    int np = 0;
+    SQZ_TRY(L->parts(L, t, pp, &np));
+    char stem[ST_NAME_CAP]; /* the HF name up to "weight"; a copy, as the rows overwrite it */
+    const char *name = plan[*n].name;
+    snprintf(stem, sizeof stem, "%.*s", (int)(strlen(name) - strlen("weight")), name);
+    sqz_status st = SQZ_OK;
+    for (int k = 0; k < np && st == SQZ_OK; k++) {
+        st_plan *q = &plan[(*n)++];
+        q->t = t;
+        q->part = k;
+        q->n_parts = np;
+        q->dtype = pp[k].dtype;
+        q->nbytes = pp[k].nbytes;
+        q->ndim = pp[k].ndim;
+        q->shape[0] = pp[k].shape[0];
+        q->shape[1] = pp[k].shape[1];
+        if ((size_t)snprintf(q->name, sizeof q->name, "%s%s", stem, pp[k].suffix) >= sizeof q->name)
+            st = SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "tensor '%s': name too long", t->name);
+    }
+    sqz__st_parts_free(pp, np);
+    return st;
+}
+
 /* Which tensors are written, under which names and dtypes. */
-static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, st_plan **out, size_t *n_out,
-                            st_parts *ps) {
+static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, const sqz__st_layout *L, st_plan **out,
+                            size_t *n_out) {
     *out = NULL;
     *n_out = 0;
-    size_t n_q = 0;
-    for (int64_t i = 0; i < m->n_tensors; i++) n_q += m->tensors[i].qp != NULL;
-    st_plan *plan = sqz__calloc((size_t)m->n_tensors + n_q * (SQZ__ST_MAX_PARTS - 1) + 1, sizeof *plan);
-    ps->p = n_q ? sqz__calloc(n_q * SQZ__ST_MAX_PARTS, sizeof *ps->p) : NULL;
-    if (!plan || (n_q && !ps->p)) {
-        free(plan);
-        return SQZ_ERR_NOMEM;
-    }
+    st_plan *plan = sqz__calloc((size_t)m->n_tensors * SQZ__ST_MAX_PARTS + 1, sizeof *plan);
+    if (!plan) return SQZ_ERR_NOMEM;
     size_t n = 0;
     sqz_status st = SQZ_OK;
     for (int64_t i = 0; i < m->n_tensors && st == SQZ_OK; i++) {
@@ -71,33 +86,15 @@ static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, st_plan 
         if (t->role == SQZ_ROLE_OUTPUT && m->hp.tied_embeddings) continue; /* tie_word_embeddings says it */
         st_plan *p = &plan[n];
         p->t = t;
+        p->part = -1;
         p->dtype = sqz__export_dtype(t, o, SQZ_FORMAT_SAFETENSORS);
         if (!sqz__hf_name_make(m->hp.family, t->role, t->layer, t->param, p->name, sizeof p->name))
             st = SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "model.safetensors: tensor '%s': role %s has no HF name in a %s "
                            "model", t->name, sqz_role_name(t->role), sqz_family_name(m->hp.family));
         else if (!t->data)
             st = SQZ_ERROR(SQZ_ERR_INVALID_ARG, "model.safetensors: tensor '%s' has no data", t->name);
-        else if (t->qp) { /* sqz's INT8 / INT4 layout: the values and side tensors, as they are */
-            int np = 0;
-            sqz__st_part *pp = ps->p + ps->n;
-            st = sqz__st_qpack_parts(t, pp, &np);
-            if (st == SQZ_OK) ps->n += (size_t)np;
-            char stem[ST_NAME_CAP]; /* p->name up to ".weight"; a copy, as q may alias p's array */
-            snprintf(stem, sizeof stem, "%.*s", (int)(strlen(p->name) - strlen("weight")), p->name);
-            for (int k = 0; k < np && st == SQZ_OK; k++) {
-                st_plan *q = &plan[n++];
-                q->t = t;
-                q->part = &pp[k];
-                q->dtype = pp[k].dtype;
-                q->nbytes = pp[k].nbytes;
-                q->ndim = pp[k].ndim;
-                q->shape[0] = pp[k].shape[0];
-                q->shape[1] = pp[k].shape[1];
-                if (k > 0 && (size_t)snprintf(q->name, sizeof q->name, "%s%s", stem, pp[k].suffix) >=
-                                 sizeof q->name)
-                    st = SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "model.safetensors: tensor '%s': name too long", t->name);
-            }
-        }
+        else if (keeps_qparams(t, o)) /* sqz's INT8 / INT4: the values and side tensors in the layout */
+            st = plan_parts(L, t, plan, &n);
         else if (!sqz_dtype_nbytes(p->dtype, sqz_tensor_nelements(t), &p->nbytes))
             st = SQZ_ERROR(SQZ_ERR_SHAPE, "model.safetensors: tensor '%s': %" PRId64 " elements do not fit %s",
                            t->name, sqz_tensor_nelements(t), sqz_dtype_name(p->dtype));
@@ -109,7 +106,6 @@ static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, st_plan 
     }
     if (st != SQZ_OK) {
         free(plan);
-        parts_free(ps);
         return st;
     }
     *out = plan;
@@ -138,28 +134,63 @@ static sqz_status make_header(const st_plan *plan, size_t n, sqz__bytebuf *b, ui
     return SQZ_OK;
 }
 
-/* A part of an sqz-quantized weight: its bytes, rows permuted with q/k when the rotary layouts
- * differ (scales and zero points follow their rows; column vectors do not move). */
-static sqz_status export_part(const sqz_model *m, const st_plan *p, sqz_rope_layout rope, uint8_t *dst) {
-    const sqz_tensor *t = p->t;
-    const sqz__st_part *q = p->part;
-    const bool permute = q->per_row && (t->role == SQZ_ROLE_ATTN_Q || t->role == SQZ_ROLE_ATTN_K) &&
-                         rope != SQZ_ROPE_NONE && m->hp.rope_layout != SQZ_ROPE_NONE && rope != m->hp.rope_layout;
-    if (!permute) {
-        memcpy(dst, q->data, q->nbytes);
+/* Quantized weight t with its rows (values, scales, zero points) in the target's rotary order:
+ * *out is t itself, or a copy in *tmp whose data and qparams live in bufs (freed by the caller). */
+static sqz_status rope_qtensor(const sqz_model *m, const sqz_tensor *t, sqz_rope_layout rope, sqz_tensor *tmp,
+                               sqz_qparams *qtmp, void *bufs[3], const sqz_tensor **out) {
+    *out = t;
+    if (!((t->role == SQZ_ROLE_ATTN_Q || t->role == SQZ_ROLE_ATTN_K) && rope != SQZ_ROPE_NONE &&
+          m->hp.rope_layout != SQZ_ROPE_NONE && rope != m->hp.rope_layout))
         return SQZ_OK;
-    }
+    const sqz_qparams *qp = t->qp;
     const int64_t heads = t->role == SQZ_ROLE_ATTN_Q ? m->layers[t->layer].n_heads : m->layers[t->layer].n_kv_heads;
-    const int64_t hd = m->hp.head_dim;
-    SQZ_RETURN_IF(q->shape[0] != heads * hd || hd % 2 != 0, SQZ_ERR_SHAPE,
-                  "tensor '%s': %lld rows are not %lld heads of %lld", t->name, (long long)q->shape[0],
-                  (long long)heads, (long long)hd);
-    sqz__rope_permute_rows(q->data, dst, heads, hd, q->nbytes / (size_t)q->shape[0], m->hp.rope_layout, rope);
+    const int64_t hd = m->hp.head_dim, rows = qp->n_out, ng = qp->n_groups;
+    SQZ_RETURN_IF(rows != heads * hd || hd % 2 != 0, SQZ_ERR_SHAPE, "tensor '%s': %lld rows are not %lld heads of %lld",
+                  t->name, (long long)rows, (long long)heads, (long long)hd);
+    bufs[0] = sqz__malloc(t->nbytes);
+    bufs[1] = sqz__malloc((size_t)(rows * ng) * sizeof(float));
+    bufs[2] = qp->zeros ? sqz__malloc((size_t)(rows * ng)) : NULL;
+    if (!bufs[0] || !bufs[1] || (qp->zeros && !bufs[2])) return SQZ_ERR_NOMEM;
+    sqz__rope_permute_rows(t->data, bufs[0], heads, hd, t->nbytes / (size_t)rows, m->hp.rope_layout, rope);
+    sqz__rope_permute_rows((const uint8_t *)qp->scales, bufs[1], heads, hd, (size_t)ng * sizeof(float),
+                           m->hp.rope_layout, rope);
+    if (qp->zeros) sqz__rope_permute_rows(qp->zeros, bufs[2], heads, hd, (size_t)ng, m->hp.rope_layout, rope);
+    *qtmp = *qp;
+    qtmp->scales = bufs[1];
+    qtmp->zeros = bufs[2];
+    *tmp = *t;
+    tmp->data = bufs[0];
+    tmp->qp = qtmp;
+    *out = tmp;
     return SQZ_OK;
 }
 
-static sqz_status write_weights(const sqz_model *m, const sqz_save_opts *o, const st_plan *plan, size_t n,
-                                sqz_outdir *d) {
+/* The parts of plan row p's weight in the layout, rows in the target's order (cur: the parts,
+ * freed by the caller with sqz__st_parts_free). */
+static sqz_status make_parts(const sqz_model *m, const sqz__st_layout *L, const st_plan *p, sqz_rope_layout rope,
+                             sqz__st_part *cur, int *n_cur) {
+    sqz_tensor tmp;
+    sqz_qparams qtmp;
+    void *bufs[3] = {NULL, NULL, NULL};
+    const sqz_tensor *t;
+    sqz_status st = rope_qtensor(m, p->t, rope, &tmp, &qtmp, bufs, &t);
+    if (st == SQZ_OK) st = L->parts(L, t, cur, n_cur);
+    if (st == SQZ_OK && *n_cur != p->n_parts) st = SQZ_ERROR(SQZ_ERR_SHAPE, "tensor '%s': parts", p->t->name);
+    for (int k = 0; st == SQZ_OK && t != p->t && k < *n_cur; k++) { /* borrowed from the permuted copy */
+        if (cur[k].owned || !cur[k].nbytes) continue;
+        void *c = sqz__malloc(cur[k].nbytes);
+        if (!c) { st = SQZ_ERR_NOMEM; break; }
+        memcpy(c, cur[k].data, cur[k].nbytes);
+        cur[k].data = c;
+        cur[k].owned = true;
+    }
+    if (st != SQZ_OK) sqz__st_parts_free(cur, *n_cur);
+    for (int k = 0; k < 3; k++) free(bufs[k]);
+    return st;
+}
+
+static sqz_status write_weights(const sqz_model *m, const sqz_save_opts *o, const sqz__st_layout *L,
+                                const st_plan *plan, size_t n, sqz_outdir *d) {
     sqz__bytebuf h = {0};
     uint64_t total = 0;
     sqz_status st = make_header(plan, n, &h, &total);
@@ -178,17 +209,28 @@ static sqz_status write_weights(const sqz_model *m, const sqz_save_opts *o, cons
     const sqz_rope_layout rope = sqz__target_rope(m, SQZ_FORMAT_SAFETENSORS);
     uint64_t done = 0;
     if (st == SQZ_OK && o->progress) o->progress(o->progress_user, 0, (int64_t)total);
+    sqz__st_part cur[SQZ__ST_MAX_PARTS];
+    int n_cur = 0;
     for (size_t i = 0; i < n && st == SQZ_OK; i++) {
-        if (plan[i].part) st = export_part(m, &plan[i], rope, buf);
-        else st = sqz__tensor_export(m, plan[i].t, plan[i].dtype, rope, buf, plan[i].nbytes, NULL);
+        const void *bytes = buf;
+        if (plan[i].part == 0) st = make_parts(m, L, &plan[i], rope, cur, &n_cur);
+        if (plan[i].part >= 0 && st == SQZ_OK) {
+            const sqz__st_part *q = &cur[plan[i].part];
+            bytes = q->data;
+            if (q->nbytes != plan[i].nbytes) st = SQZ_ERROR(SQZ_ERR_SHAPE, "tensor '%s': part size", plan[i].name);
+        } else if (st == SQZ_OK) {
+            st = sqz__tensor_export(m, plan[i].t, plan[i].dtype, rope, buf, plan[i].nbytes, NULL);
+        }
         if (st != SQZ_OK) {
             sqz__error_prefix("model.safetensors");
             break;
         }
-        st = sqz_outfile_write(f, buf, plan[i].nbytes);
+        st = sqz_outfile_write(f, bytes, plan[i].nbytes);
+        if (plan[i].part >= 0 && plan[i].part == plan[i].n_parts - 1) sqz__st_parts_free(cur, n_cur);
         done += plan[i].nbytes;
         if (st == SQZ_OK && o->progress) o->progress(o->progress_user, (int64_t)done, (int64_t)total);
     }
+    sqz__st_parts_free(cur, n_cur);
     if (st == SQZ_OK) {
         st = sqz_outfile_commit(f);
     } else {
@@ -222,13 +264,17 @@ static sqz_status write_generated(sqz_outdir *d, const char *name, char *text) {
     return st;
 }
 
-static sqz_status write_side_files(const sqz_model *m, const st_plan *plan, size_t n, sqz_outdir *d) {
+static sqz_status write_side_files(const sqz_model *m, const sqz__st_layout *L, const st_plan *plan, size_t n,
+                                   sqz_outdir *d) {
     /* torch_dtype: what the token embedding (the largest common matrix) is written in */
     sqz_dtype wd = SQZ_DTYPE_F32;
     for (size_t i = 0; i < n; i++) {
         if (plan[i].t->role == SQZ_ROLE_TOKEN_EMBD && sqz_dtype_info(plan[i].dtype)->is_float) wd = plan[i].dtype;
     }
-    char *cfg = sqz__st_qpack_config(m, sqz__hf_config_write_dtype(m, wd));
+    bool quantized = false;
+    for (size_t i = 0; i < n; i++) quantized |= plan[i].part >= 0;
+    char *cfg = sqz__hf_config_write_dtype(m, wd);
+    if (cfg && quantized) cfg = L->config(L, m, cfg);
     if (!cfg) return SQZ_ERR_UNSUPPORTED; /* the generator's message says why */
     SQZ_TRY(write_generated(d, "config.json", cfg));
     if (sqz_family_get(m->hp.family)->lm_head && (m->vocab.bos >= 0 || m->vocab.eos >= 0)) {
@@ -262,10 +308,11 @@ sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opt
         return SQZ_ERR_UNSUPPORTED;
     }
     free(probe);
+    const sqz__st_layout *L = sqz__st_layout_get(o->hf_format);
+    SQZ_RETURN_IF(!L, SQZ_ERR_INVALID_ARG, "%s: unknown HF layout %d", path, (int)o->hf_format);
     st_plan *plan;
     size_t n;
-    st_parts parts = {NULL, 0};
-    st = make_plan(m, o, &plan, &n, &parts);
+    st = make_plan(m, o, L, &plan, &n);
     if (st != SQZ_OK) {
         sqz__error_prefix("%s", path);
         return st;
@@ -274,11 +321,10 @@ sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opt
     st = sqz_outdir_open_ex(path, o->replace ? SQZ_OUTPUT_REPLACE : 0, &d);
     if (st != SQZ_OK) {
         free(plan);
-        parts_free(&parts);
         return st;
     }
-    st = write_weights(m, o, plan, n, d);
-    if (st == SQZ_OK) st = write_side_files(m, plan, n, d);
+    st = write_weights(m, o, L, plan, n, d);
+    if (st == SQZ_OK) st = write_side_files(m, L, plan, n, d);
     if (st == SQZ_OK) {
         st = sqz_outdir_commit(d);
     } else {
@@ -286,6 +332,5 @@ sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opt
         sqz_outdir_abort(d);
     }
     free(plan);
-    parts_free(&parts);
     return st;
 }

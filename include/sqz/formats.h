@@ -50,6 +50,23 @@ SQZ_API sqz_status sqz_model_open(const char *path, const sqz_open_opts *opts, s
 
 /* Progress of a save: sqz_progress_fn (sqz/progress.h), done and total in bytes of tensor data. */
 
+/* How an HF safetensors directory stores sqz's scheme-quantized weights (sqz/qparams.h: INT8 per
+ * row, INT4 per group); docs/formats.md. Weights the chosen layout cannot hold exactly are refused,
+ * naming the tensor, never requantized. */
+typedef enum sqz_hf_format {
+    SQZ_HF_COMPRESSED_TENSORS = 0, /* default: compressed-tensors (llm-compressor's; transformers, vLLM):
+                                      INT4 "pack-quantized", INT8 weight-only "pack-quantized" 8-bit,
+                                      W8A8 "int-quantized" */
+    SQZ_HF_GPTQ = 1,               /* GPTQ, checkpoint_format "gptq" (v1: zero points stored minus 1) */
+    SQZ_HF_GPTQ_V2 = 2,            /* GPTQ, checkpoint_format "gptq_v2" (the true zero points) */
+    SQZ_HF_SQZ = 3,                /* sqz's own layout (docs/quantization.md), read by sqz only: its
+                                      config.json says model_type "sqz-<type>", which transformers refuses */
+    SQZ_HF_FORMAT_COUNT
+} sqz_hf_format;
+
+/* "compressed-tensors", "gptq", "gptq-v2", "sqz"; NULL for a value out of range. */
+SQZ_API const char *sqz_hf_format_name(sqz_hf_format f);
+
 typedef struct sqz_save_opts {
     sqz_format format;      /* SQZ_FORMAT_GGUF, SQZ_FORMAT_SAFETENSORS, SQZ_FORMAT_BUNDLE or SQZ_FORMAT_ONNX */
     int dtype;              /* an sqz_dtype for weight matrices, or -1 to keep each tensor's */
@@ -62,14 +79,19 @@ typedef struct sqz_save_opts {
     const char *provenance_json; /* JSON (the compress report) kept in the manifest, or NULL */
     /* onnx only (docs/onnx.md): */
     int onnx_ops;           /* quantized weights as 0: com.microsoft MatMulNBits, 1: DequantizeLinear (QDQ) */
+    /* safetensors only: the layout of scheme-quantized weights (0: compressed-tensors). With a
+     * float dtype every quantized tensor is dequantized instead and no quantization_config written. */
+    sqz_hf_format hf_format;
 } sqz_save_opts;
 
 /* Writes the model, one tensor at a time (memory stays at one tensor beyond the
  * mappings). GGUF goes to a single file; safetensors to a directory with
  * model.safetensors, config.json and tokenizer files; ONNX to a directory with model.onnx,
  * model.onnx.data, genai_config.json and tokenizer files (docs/onnx.md). q/k rows are permuted to the
- * target's rotary layout. Quantized tensors that the target cannot hold are
- * dequantized to f32 (safetensors) unless opts->dtype says otherwise. The output is
+ * target's rotary layout. Block-quantized tensors that the target cannot hold are
+ * dequantized to f32 (safetensors) unless opts->dtype says otherwise; sqz's INT8/INT4
+ * weights go to safetensors in opts->hf_format's layout, or, with a float opts->dtype,
+ * dequantized to it. The output is
  * atomic: on error nothing is left at `path`. */
 SQZ_API sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_opts *opts);
 

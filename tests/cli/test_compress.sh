@@ -115,7 +115,7 @@ PY'
 check "HTML report: one file with an inline SVG plot, no nan" 'grep -q "<svg" "$tmp/r1.html" && ! grep -q "<script" "$tmp/r1.html" && ! grep -qi ">nan<" "$tmp/r1.html"'
 for i in 1 2; do "$sqz" compress "$s260" -o "$tmp/int8_$i" --quant int8 "${cal[@]}" > /dev/null; done
 check "int8 twice -> identical HF directories" 'diff -r "$tmp/int8_1" "$tmp/int8_2" > /dev/null'
-check "int8 config.json describes the quantization" 'grep -q "\"quant_method\": *\"sqz\"" "$tmp/int8_1/config.json"'
+check "int8 config.json describes the quantization (compressed-tensors by default)" 'grep -q "\"quant_method\":[[:space:]]*\"compressed-tensors\"" "$tmp/int8_1/config.json"'
 ev=(--base "$s260" --text "$wiki" --ctx 256 --chunks 8)
 "$sqz" eval "$tmp/int8_1" "${ev[@]}" --json "$tmp/e_int8.json" > /dev/null
 check "sqz eval reads the int8 safetensors; W8A16 mean KLD < 0.005" 'lt "$(kld "$tmp/e_int8.json")" 0.005'
@@ -123,7 +123,7 @@ check "sqz eval reads the int8 safetensors; W8A16 mean KLD < 0.005" 'lt "$(kld "
 "$sqz" eval "$tmp/rtn.gguf" "${ev[@]}" --json "$tmp/e_rtn.json" > /dev/null
 echo "stories260K q4_0 mean KLD: rtn $(kld "$tmp/e_rtn.json"), gptq $(kld "$tmp/e_gptq.json")"
 check "stories260K q4_0: GPTQ below RTN in mean KLD" 'lt "$(kld "$tmp/e_gptq.json")" "$(kld "$tmp/e_rtn.json")"'
-"$sqz" compress "$s260" -o "$tmp/w8a8" --quant w8a8:smoothquant "${cal[@]}" > /dev/null
+"$sqz" compress "$s260" -o "$tmp/w8a8" --quant w8a8:smoothquant --hf-format sqz "${cal[@]}" > /dev/null
 "$sqz" eval "$tmp/w8a8" "${ev[@]}" --json "$tmp/e_w8a8.json" > /dev/null
 check "w8a8:smoothquant output evaluates (activations quantized at run time)" '[ -s "$tmp/e_w8a8.json" ]'
 
@@ -132,7 +132,7 @@ check "w8a8:smoothquant output evaluates (activations quantized at run time)" '[
 check "calibrate writes statistics and prints block similarity" '[ -s "$tmp/s.sqzs" ] && grep -q "importance" "$tmp/cal.out"'
 "$sqz" compress "$s260" -o "$tmp/imat.gguf" --quant q4_0:imatrix --stats "$tmp/s.sqzs" > /dev/null
 check "q4_0:imatrix from --stats" '[ -s "$tmp/imat.gguf" ]'
-"$sqz" compress "$s260" -o "$tmp/sq.st" --quant w8a8:smoothquant --stats "$tmp/s.sqzs" > /dev/null
+"$sqz" compress "$s260" -o "$tmp/sq.st" --quant w8a8:smoothquant --hf-format sqz --stats "$tmp/s.sqzs" > /dev/null
 check "w8a8:smoothquant from --stats" '[ -s "$tmp/sq.st/model.safetensors" ]'
 "$sqz" compress "$s260" -o "$tmp/g.gguf" --quant q4_0:gptq --stats "$tmp/s.sqzs" > /dev/null 2> "$tmp/err"; rc=$?
 check "gptq from stats without Hessians -> exit 1 naming the Hessian" '[ $rc -eq 1 ] && grep -q Hessian "$tmp/err" && [ ! -e "$tmp/g.gguf" ]'
@@ -147,7 +147,7 @@ if [ -d "$tiny" ]; then
   ev=(--base "$tiny" --text "$wiki" --ctx 256 --chunks 8)
   for spec in int4:rtn:g32 int4:gptq:g32 int4:awq:g32 w8a8:smoothquant; do
     n=${spec//:/_}
-    "$sqz" compress "$tiny" -o "$tmp/t_$n" --quant "$spec" "${cal[@]}" > /dev/null
+    "$sqz" compress "$tiny" -o "$tmp/t_$n" --quant "$spec" --hf-format sqz "${cal[@]}" > /dev/null
     "$sqz" eval "$tmp/t_$n" "${ev[@]}" --json "$tmp/e_$n.json" > /dev/null
     check "tinystories $spec: compress -> eval" '[ -s "$tmp/e_$n.json" ]'
   done

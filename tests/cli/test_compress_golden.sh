@@ -26,7 +26,8 @@ tail -n 1200 "$wiki" > "$tmp/calib.txt"
 run() {
   local name=$1 model=$2 suffix=$3; shift 3
   local out="$tmp/$name$suffix"
-  if ! "$sqz" compress "$model" -o "$out" --threads 1 "$@" > "$tmp/log" 2>&1; then
+  local layout=(); [ -z "$suffix" ] && layout=(--hf-format sqz) # the layout recorded; compressed-tensors: py_ctensors_oracle
+  if ! "$sqz" compress "$model" -o "$out" --threads 1 "${layout[@]}" "$@" > "$tmp/log" 2>&1; then
     echo "FAIL: $name: sqz compress $*" >&2; cat "$tmp/log" >&2; echo "$name FAILED"; return
   fi
   if [ -d "$out" ]; then

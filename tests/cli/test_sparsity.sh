@@ -97,7 +97,7 @@ have_lp=false
 if [ -n "$lp" ] && [ -x "$lp" ]; then have_lp=true; lp_check "$tmp/s.gguf" "2:4 sparsegpt (stories260K)"
 else echo "skipped: llama-perplexity check (set SQZ_LLAMA_PERPLEXITY to a llama.cpp llama-perplexity binary)"; fi
 for q in int8 int4:g32; do
-  "$sqz" compress "$t656" -o "$tmp/j_${q%%:*}" --to safetensors --sparsity 2:4:sparsegpt --quant "$q" "${cal[@]}" \
+  "$sqz" compress "$t656" -o "$tmp/j_${q%%:*}" --to safetensors --hf-format sqz --sparsity 2:4:sparsegpt --quant "$q" "${cal[@]}" \
     > "$tmp/out" 2>&1
   check "2:4:sparsegpt + $q (joint) -> HF" '[ $? -eq 0 ] && grep -q "quantized jointly to $q" "$tmp/out"' || cat "$tmp/out"
   check "2:4:sparsegpt + $q: every row 2:4 after quantization, zeros exact" 'nm_rows "$tmp/j_${q%%:*}" nm_2_4 0.5'

@@ -47,7 +47,7 @@ def main():
         i4, w8 = os.path.join(tmp, "i4"), os.path.join(tmp, "w8")
         cal = ["--calib", wiki, "--calib-samples", "8", "--calib-ctx", "128"]
         for out, spec in ((i4, "int4:gptq:g32:asym:act-order:dynamic-groups"), (w8, "w8a8:smoothquant")):
-            r = run("compress", tiny, "-o", out, "--quant", spec, *cal)
+            r = run("compress", tiny, "-o", out, "--quant", spec, "--hf-format", "sqz", *cal)
             if r.returncode:
                 sys.exit("compress %s failed: %s" % (spec, r.stderr))
         t4 = load_file(os.path.join(i4, "model.safetensors"))
@@ -61,6 +61,8 @@ def main():
         check(t8[q + ".weight"].dtype == np.int8 and t8[q + ".weight_scale"].shape == (128, 1), "int8 weight + scale")
         check(t8[q + ".input_scale"].shape == (1,) and t8[q + ".input_scale"][0] > 0, "W8A8 static input_scale")
         cfg = json.load(open(os.path.join(i4, "config.json")))["quantization_config"]
+        check(json.load(open(os.path.join(i4, "config.json")))["model_type"] == "sqz-llama",
+              "config.json model_type sqz-llama (transformers refuses it)")
         check(cfg["quant_method"] == "sqz" and cfg["bits"] == 4 and cfg["group_size"] == 32 and not cfg["sym"]
               and cfg["desc_act"], "config.json quantization_config")
         for d in (i4, w8):

@@ -372,7 +372,7 @@ static void test_safetensors_layout(void **state) {
         sqz_compress_report rep = run(m, specs[k], &w);
         char dir[4200];
         snprintf(dir, sizeof dir, "%s/st", sqz_test_tmpdir());
-        sqz_save_opts so = {.format = SQZ_FORMAT_SAFETENSORS, .dtype = -1};
+        sqz_save_opts so = {.format = SQZ_FORMAT_SAFETENSORS, .dtype = -1, .hf_format = SQZ_HF_SQZ}; /* every scheme */
         SQZ_ASSERT_OK(sqz_model_save(m, dir, &so));
         SQZ_ASSERT_OK(sqz_model_open(dir, NULL, &r));
         int64_t n_qp = 0, n_gidx = 0, n_in_scale = 0;

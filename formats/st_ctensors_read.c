@@ -1,0 +1,218 @@
+/*
+ * formats/st_ctensors_read.c - reading compressed-tensors checkpoints (st_ctensors.c has the
+ * layout): "pack-quantized" 4-bit per group or per channel (symmetric or with zero points, with or
+ * without g_idx) becomes sqz's U4_GROUP, "pack-quantized" 8-bit per channel symmetric and
+ * "int-quantized" INT8 per channel become I8_ROW (W8A8 when the config quantizes the inputs),
+ * value-exact against compressed-tensors' dequantization (w = scale * (q - zp), scale[:, g_idx]).
+ * What sqz cannot hold exactly (8-bit groups or zero points, other bit widths, sparse-24-bitmask,
+ * float8) is refused naming the tensor.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "formats/formats_internal.h"
+#include "sqz/qparams.h"
+
+#define CT_BAD(...) sqz__error(SQZ_ERR_FORMAT, __FILE__, __LINE__, __VA_ARGS__)
+
+static const char *const CT_PART[] = {"weight_packed", "weight_scale", "weight_zero_point", "weight_g_idx",
+                                      "weight_shape", "input_scale", "input_zero_point"};
+
+bool sqz__ct_is_part(const char *name) {
+    const char *dot = strrchr(name, '.');
+    for (size_t i = 0; dot && i < sizeof CT_PART / sizeof CT_PART[0]; i++)
+        if (strcmp(dot + 1, CT_PART[i]) == 0) return true;
+    return false;
+}
+
+static bool is_float_view(const sqz__st_view *v) {
+    return v->dtype == SQZ_DTYPE_F32 || v->dtype == SQZ_DTYPE_F16 || v->dtype == SQZ_DTYPE_BF16;
+}
+
+/* One heap block for a weight's qparams, scales, g_idx and zero points (owned by the model). */
+static sqz_status make_qp(sqz_model *m, sqz_qparams *qp, const sqz__st_view *sc, const sqz__st_view *zp,
+                          const sqz__st_view *gi, const sqz_qparams **out) {
+    const size_t ns = (size_t)(qp->n_out * qp->n_groups), ni = (size_t)qp->n_in;
+    const size_t off_s = (sizeof(sqz_qparams) + 15) & ~(size_t)15, off_g = off_s + ns * sizeof(float);
+    const size_t off_z = off_g + (gi ? ni * sizeof(int32_t) : 0), total = off_z + (zp ? ns : 0);
+    uint8_t *b = sqz__malloc(total);
+    if (!b) return SQZ_ERR_NOMEM;
+    float *s = (float *)(void *)(b + off_s);
+    for (size_t i = 0; i < ns; i++) s[i] = sqz__st_view_f32(sc, i);
+    qp->scales = s;
+    if (gi) {
+        int32_t *g = (int32_t *)(void *)(b + off_g);
+        for (size_t c = 0; c < ni; c++) g[c] = (int32_t)sqz__rd_u32(gi->data + 4 * c);
+        qp->g_idx = g;
+    }
+    if (zp) { /* packed eight per word along the output rows: row r of group g in word (r / 8, g) */
+        uint8_t *z = b + off_z;
+        for (size_t r = 0; r < (size_t)qp->n_out; r++)
+            for (size_t g = 0; g < (size_t)qp->n_groups; g++)
+                z[r * (size_t)qp->n_groups + g] =
+                    (uint8_t)(sqz__rd_u32(zp->data + 4 * ((r / 8) * (size_t)qp->n_groups + g)) >> (4 * (r % 8)) & 15);
+        qp->zeros = z;
+    }
+    memcpy(b, qp, sizeof *qp);
+    SQZ_TRY(sqz_model_keep(m, b));
+    *out = (const sqz_qparams *)(void *)b;
+    return SQZ_OK;
+}
+
+/* P.weight_packed (+ its side tensors) as the weight P.weight. */
+static sqz_status attach_packed(sqz_model *m, const sqz__st_view *w, const sqz__st_view *v, size_t n) {
+    char prefix[256];
+    const size_t pl = strlen(w->name) - strlen(".weight_packed");
+    SQZ_RETURN_IF(pl >= sizeof prefix - 8, SQZ_ERR_FORMAT, "%s: tensor '%s': name too long", w->file, w->name);
+    memcpy(prefix, w->name, pl);
+    prefix[pl] = 0;
+    const sqz__st_view *sh = sqz__st_view_find(v, n, prefix, "weight_shape");
+    const sqz__st_view *sc = sqz__st_view_find(v, n, prefix, "weight_scale");
+    const sqz__st_view *zp = sqz__st_view_find(v, n, prefix, "weight_zero_point");
+    const sqz__st_view *gi = sqz__st_view_find(v, n, prefix, "weight_g_idx");
+    if (!sh || !sc || w->dtype != SQZ_DTYPE_I32 || w->ndim != 2 || !is_float_view(sc) || sc->ndim != 2 ||
+        (sh->dtype != SQZ_DTYPE_I32 && sh->dtype != SQZ_DTYPE_I64) || sh->ndim != 1 || sh->shape[0] != 2)
+        return CT_BAD("%s: tensor '%s': pack-quantized needs I32 weight_packed, a float 2-D weight_scale and a "
+                      "weight_shape of 2", w->file, w->name);
+    const bool i64 = sh->dtype == SQZ_DTYPE_I64;
+    const int64_t no = (int64_t)(i64 ? sqz__rd_u64(sh->data) : sqz__rd_u32(sh->data));
+    const int64_t ni = (int64_t)(i64 ? sqz__rd_u64(sh->data + 8) : sqz__rd_u32(sh->data + 4));
+    const int bits = ni > 0 && w->shape[1] * 8 == ni ? 4 : ni > 0 && w->shape[1] * 4 == ni ? 8 : 0;
+    if (!bits || w->shape[0] != no || no < 1)
+        return CT_BAD("%s: tensor '%s': shape (%lld, %lld) packed as (%lld, %lld) is neither 4 nor 8 bits per value "
+                      "(sqz reads widths that fill whole words)", w->file, w->name, (long long)no, (long long)ni,
+                      (long long)w->shape[0], (long long)w->shape[1]);
+    const int64_t ng = sc->shape[1];
+    if (sc->shape[0] != no || ng < 1 || ni % ng)
+        return CT_BAD("%s: tensor '%s.weight_scale': [%lld, %lld] does not fit the weight (%lld, %lld)", sc->file,
+                      prefix, (long long)sc->shape[0], (long long)ng, (long long)no, (long long)ni);
+    if (zp && !sqz__st_view_is(zp, SQZ_DTYPE_I32, (no + 7) / 8, ng))
+        return CT_BAD("%s: tensor '%s.weight_zero_point': must be I32 [%lld, %lld]", zp->file, prefix,
+                      (long long)(no + 7) / 8, (long long)ng);
+    if (gi && !sqz__st_view_is(gi, SQZ_DTYPE_I32, ni, 1))
+        return CT_BAD("%s: tensor '%s.weight_g_idx': must be I32 [%lld]", gi->file, prefix, (long long)ni);
+    if (bits == 8 && (ng != 1 || zp || gi))
+        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': 8-bit weights with groups, zero points or g_idx: sqz's "
+                         "INT8 is symmetric per channel", w->file, w->name);
+    sqz_tensor t;
+    memset(&t, 0, sizeof t);
+    char name[272];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    if (sqz__hf_name_parse(m->hp.family, name, &t.role, &t.layer, &t.param) != SQZ__HF_TENSOR)
+        return CT_BAD("%s: tensor '%s': not a known %s tensor name", w->file, w->name, m->hp.arch);
+    t.name = name;
+    t.ndim = 2;
+    t.shape[0] = no;
+    t.shape[1] = ni;
+    sqz_qparams qp = {.n_out = no, .n_in = ni, .n_groups = ng, .group_size = (int32_t)(ni / ng)};
+    if (bits == 4) {
+        t.dtype = SQZ_DTYPE_U4;
+        t.data = (void *)w->data; /* the words little-endian are sqz's U4 bytes */
+        t.nbytes = (size_t)(no * ni / 2);
+        qp.scheme = SQZ_QSCHEME_U4_GROUP;
+    } else {
+        t.dtype = SQZ_DTYPE_I8;
+        t.nbytes = (size_t)(no * ni);
+        int8_t *q = sqz__malloc(t.nbytes);
+        if (!q) return SQZ_ERR_NOMEM;
+        for (size_t i = 0; i < t.nbytes; i++) q[i] = (int8_t)(w->data[i] ^ 0x80); /* stored q + 128 */
+        t.data = q;
+        t.owned = true;
+        qp.scheme = SQZ_QSCHEME_I8_ROW;
+        qp.group_size = (int32_t)ni;
+    }
+    const sqz_qparams *kept = NULL;
+    sqz_status st = make_qp(m, &qp, sc, zp, gi, &kept);
+    if (st == SQZ_OK && sqz_qparams_check(kept, t.dtype, t.nbytes, name) != SQZ_OK) {
+        sqz__error_prefix("%s", w->file);
+        st = SQZ_ERR_FORMAT;
+    }
+    t.qp = kept;
+    if (st == SQZ_OK && !sqz_model_add_tensor(m, &t)) st = SQZ_ERR_NOMEM;
+    if (st != SQZ_OK && t.owned) free(t.data);
+    return st;
+}
+
+/* Whether the config quantizes linear inputs dynamically (per token) in some group. */
+static bool dynamic_inputs(const cJSON *root) {
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups"), *g;
+    cJSON_ArrayForEach(g, groups) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(g, "input_activations");
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "dynamic"))) return true;
+    }
+    return false;
+}
+
+/* An int-quantized INT8 weight: t (I8, added as it is) with P.weight_scale (+ P.input_scale). */
+static sqz_status attach_int8(sqz_model *m, sqz_tensor *t, const char *prefix, bool dyn, const sqz__st_view *v,
+                              size_t n) {
+    const sqz__st_view *sc = sqz__st_view_find(v, n, prefix, "weight_scale");
+    const sqz__st_view *is = sqz__st_view_find(v, n, prefix, "input_scale");
+    if (!sc) return SQZ_OK;
+    if (t->ndim != 2 || !is_float_view(sc) || sc->shape[0] != t->shape[0] || !sqz__st_view_is(sc, sc->dtype, t->shape[0], 1))
+        return CT_BAD("%s: tensor '%s.weight_scale': INT8 scales must be per channel [%lld, 1]", sc->file, prefix,
+                      (long long)t->shape[0]);
+    if (sqz__st_view_find(v, n, prefix, "weight_zero_point") || sqz__st_view_find(v, n, prefix, "input_zero_point"))
+        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': asymmetric INT8: sqz's INT8 is symmetric", sc->file,
+                         t->name);
+    if (is && (!is_float_view(is) || !sqz__st_view_is(is, is->dtype, 1, 1)))
+        return CT_BAD("%s: tensor '%s.input_scale': a static scale is one value", is->file, prefix);
+    sqz_qparams qp = {.scheme = SQZ_QSCHEME_I8_ROW, .n_out = t->shape[0], .n_in = t->shape[1], .n_groups = 1,
+                      .group_size = (int32_t)t->shape[1]};
+    if (is) {
+        qp.act_mode = SQZ_ACT_STATIC_TENSOR;
+        qp.act_scale = sqz__st_view_f32(is, 0);
+    } else if (dyn) {
+        qp.act_mode = SQZ_ACT_DYNAMIC_TOKEN;
+    }
+    const sqz_qparams *kept = NULL;
+    SQZ_TRY(make_qp(m, &qp, sc, NULL, NULL, &kept));
+    if (sqz_qparams_check(kept, t->dtype, t->nbytes, t->name) != SQZ_OK) {
+        sqz__error_prefix("%s", sc->file);
+        return SQZ_ERR_FORMAT;
+    }
+    t->qp = kept;
+    return SQZ_OK;
+}
+
+sqz_status sqz__ct_attach(sqz_model *m, const void *qc, const sqz__st_view *v, size_t n) {
+    const cJSON *root = qc;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(q, "format");
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(q, "sparsity_config");
+    SQZ_RETURN_IF(cJSON_IsObject(sp) && cJSON_GetObjectItemCaseSensitive(sp, "format"), SQZ_ERR_UNSUPPORTED,
+                  "config.json: compressed-tensors sparsity_config (e.g. sparse-24-bitmask) is not read by sqz");
+    if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "pack-quantized") && strcmp(fmt->valuestring, "int-quantized") &&
+        strcmp(fmt->valuestring, "mixed-precision") && strcmp(fmt->valuestring, "dense"))
+        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: compressed-tensors format \"%.40s\" is not read by sqz (it "
+                         "reads pack-quantized and int-quantized)", fmt->valuestring);
+    for (size_t i = 0; i < n; i++) {
+        const size_t len = strlen(v[i].name);
+        if (len > 14 && strcmp(v[i].name + len - 14, ".weight_packed") == 0) SQZ_TRY(attach_packed(m, &v[i], v, n));
+    }
+    const bool dyn = dynamic_inputs(root);
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        sqz_tensor *t = &m->tensors[i];
+        const size_t len = strlen(t->name);
+        if (t->qp || t->dtype != SQZ_DTYPE_I8 || len < 8 || strcmp(t->name + len - 7, ".weight") != 0) continue;
+        char prefix[256];
+        if (len - 7 >= sizeof prefix) continue;
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(len - 7), t->name);
+        SQZ_TRY(attach_int8(m, t, prefix, dyn, v, n));
+    }
+    for (size_t i = 0; i < n; i++) { /* every side tensor belongs to a quantized weight */
+        if (!sqz__ct_is_part(v[i].name)) continue;
+        char want[300];
+        const char *dot = strrchr(v[i].name, '.');
+        snprintf(want, sizeof want, "%.*s.weight", (int)(dot - v[i].name), v[i].name);
+        const int64_t k = sqz_model_find(m, want);
+        SQZ_RETURN_IF(k < 0 || !m->tensors[k].qp, SQZ_ERR_FORMAT, "%s: tensor '%s': no quantized weight '%s' for it",
+                      v[i].file, v[i].name, want);
+    }
+    return SQZ_OK;
+}

