@@ -247,6 +247,8 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
     *so = (sqz_save_opts){.format = gguf_native || ends_with(a->out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS,
                           .dtype = -1, .replace = a->force, .hf_format = (sqz_hf_format)a->hf_format};
     if (a->to != TO_AUTO) so->format = a->to == TO_GGUF ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS;
+    if (q && q->mix && !(q->auto_bpw > 0)) /* MOSTLY_Q4_K_M for q4_k_m; auto: the dominant type */
+        so->gguf_file_type = sqz_qmix_gguf_ftype(q->mix);
     if (q && so->format == SQZ_FORMAT_GGUF && !gguf_native)
         return sqz_cli_usage_error("compress", "SPEC '%s' stores sqz's %s layout, which GGUF cannot hold: use --to "
                                    "safetensors (an HF directory), or a GGUF format (q8_0, q4_0, q4_1, q*_k, iq4_nl, iq4_xs)",
@@ -346,6 +348,9 @@ static sqz_status write_all(const compress_opts *a, sqz_model *m, sqz_save_opts 
         so->progress = sqz_progress_cb;
         so->progress_user = p;
         st = sqz_model_save(m, a->out, so);
+        /* the total is the model's data size, an estimate of the file's: a save that wrote
+         * fewer bytes still finished ("done", not "stopped at") */
+        if (st == SQZ_OK) sqz_progress_update(p, sqz_model_data_bytes(m));
         sqz_progress_end(p);
     }
     if (st == SQZ_OK && fr) st = sqz_outfile_commit(fr);

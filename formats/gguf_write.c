@@ -264,6 +264,7 @@ static sqz_status build_metadata(writer *wr) {
     kv_u32(b, "general.alignment", SQZ__GGUF_DEFAULT_ALIGNMENT);
     bool any_quant;
     int ftype = sqz__gguf_file_type(dominant_dtype(wr, &any_quant));
+    if (wr->o && wr->o->gguf_file_type > 0) ftype = wr->o->gguf_file_type; /* a mix's, as llama-quantize */
     if (ftype >= 0) kv_u32(b, "general.file_type", (uint32_t)ftype);
     if (any_quant) kv_u32(b, "general.quantization_version", 2); /* GGML_QNT_VERSION */
     SQZ_TRY(write_arch_kv(wr));

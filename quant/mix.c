@@ -47,34 +47,35 @@ enum { R_ATTN_V, R_FFN_DOWN, R_ATTN_OUT, R_N };
 
 struct sqz_qmix {
     const char *name;
+    int ftype; /* llama.cpp's llama_ftype, written as GGUF general.file_type */
     sqz_dtype base;
     rule rules[R_N];
 };
 
 #define BASE SQZ_DTYPE_COUNT
 static const struct sqz_qmix mixes[] = {
-    {"q3_k_m", SQZ_DTYPE_Q3_K,
+    {"q3_k_m", 12, SQZ_DTYPE_Q3_K,
      {[R_ATTN_V] = {C_FIRST_2, SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q4_K},
       [R_FFN_DOWN] = {C_FIRST_16TH, SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q4_K},
       [R_ATTN_OUT] = {C_ALWAYS, SQZ_DTYPE_Q4_K, BASE}}},
-    {"q4_k_m", SQZ_DTYPE_Q4_K,
+    {"q4_k_m", 15, SQZ_DTYPE_Q4_K,
      {[R_ATTN_V] = {C_MORE_BITS, SQZ_DTYPE_Q6_K, BASE}, [R_FFN_DOWN] = {C_MORE_BITS, SQZ_DTYPE_Q6_K, BASE}}},
-    {"q5_k_m", SQZ_DTYPE_Q5_K,
+    {"q5_k_m", 17, SQZ_DTYPE_Q5_K,
      {[R_ATTN_V] = {C_MORE_BITS, SQZ_DTYPE_Q6_K, BASE}, [R_FFN_DOWN] = {C_MORE_BITS, SQZ_DTYPE_Q6_K, BASE}}},
-    {"q4_0", SQZ_DTYPE_Q4_0, {[R_FFN_DOWN] = {C_FIRST_8TH_IM, SQZ_DTYPE_Q4_1, BASE}}},
-    {"q8_0", SQZ_DTYPE_Q8_0, {{C_NONE, BASE, BASE}}},
-    {"q2_k", SQZ_DTYPE_Q2_K,
+    {"q4_0", 2, SQZ_DTYPE_Q4_0, {[R_FFN_DOWN] = {C_FIRST_8TH_IM, SQZ_DTYPE_Q4_1, BASE}}},
+    {"q8_0", 7, SQZ_DTYPE_Q8_0, {{C_NONE, BASE, BASE}}},
+    {"q2_k", 10, SQZ_DTYPE_Q2_K,
      {[R_ATTN_V] = {C_GQA_4, SQZ_DTYPE_Q4_K, SQZ_DTYPE_Q3_K},
       [R_FFN_DOWN] = {C_ALWAYS, SQZ_DTYPE_Q3_K, BASE},
       [R_ATTN_OUT] = {C_ALWAYS, SQZ_DTYPE_Q3_K, BASE}}},
-    {"q3_k_s", SQZ_DTYPE_Q3_K, {{C_NONE, BASE, BASE}}},
-    {"q3_k_l", SQZ_DTYPE_Q3_K,
+    {"q3_k_s", 11, SQZ_DTYPE_Q3_K, {{C_NONE, BASE, BASE}}},
+    {"q3_k_l", 13, SQZ_DTYPE_Q3_K,
      {[R_ATTN_V] = {C_ALWAYS, SQZ_DTYPE_Q5_K, BASE},
       [R_FFN_DOWN] = {C_ALWAYS, SQZ_DTYPE_Q5_K, BASE},
       [R_ATTN_OUT] = {C_ALWAYS, SQZ_DTYPE_Q5_K, BASE}}},
-    {"q4_k_s", SQZ_DTYPE_Q4_K,
+    {"q4_k_s", 14, SQZ_DTYPE_Q4_K,
      {[R_ATTN_V] = {C_FIRST_4, SQZ_DTYPE_Q5_K, BASE}, [R_FFN_DOWN] = {C_FIRST_8TH, SQZ_DTYPE_Q5_K, BASE}}},
-    {"q5_k_s", SQZ_DTYPE_Q5_K, {{C_NONE, BASE, BASE}}},
+    {"q5_k_s", 16, SQZ_DTYPE_Q5_K, {{C_NONE, BASE, BASE}}},
 };
 
 /* tensor_type_fallback: the type a width that the block does not divide falls back to. */
@@ -92,6 +93,8 @@ const sqz_qmix *sqz_qmix_find(const char *name) {
 }
 
 const char *sqz_qmix_name(const sqz_qmix *mix) { return mix ? mix->name : "none"; }
+
+int sqz_qmix_gguf_ftype(const sqz_qmix *mix) { return mix ? mix->ftype : -1; }
 
 sqz_qformat sqz_qmix_base(const sqz_qmix *mix) {
     sqz_qformat f = SQZ_QFMT_Q4_0;

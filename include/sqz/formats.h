@@ -82,6 +82,10 @@ typedef struct sqz_save_opts {
     /* safetensors only: the layout of scheme-quantized weights (0: compressed-tensors). With a
      * float dtype every quantized tensor is dequantized instead and no quantization_config written. */
     sqz_hf_format hf_format;
+    /* gguf only: llama.cpp's llama_ftype written as general.file_type (a whole-model mix's:
+     * sqz_qmix_gguf_ftype), or 0 to derive it from the dtype holding the most matrix elements
+     * (which also gives 0, ALL_F32, for a float model). */
+    int gguf_file_type;
 } sqz_save_opts;
 
 /* Writes the model, one tensor at a time (memory stays at one tensor beyond the

@@ -386,6 +386,9 @@ typedef struct sqz_qmix sqz_qmix; /* a row of the mix table (static, never freed
  * (llama.cpp's ftypes of those names); NULL if none. */
 SQZ_API const sqz_qmix *sqz_qmix_find(const char *name);
 SQZ_API const char *sqz_qmix_name(const sqz_qmix *mix);
+/* llama.cpp's llama_ftype of the mix (15 for q4_k_m, 10 for q2_k:mix), which llama-quantize
+ * writes as GGUF general.file_type whatever type holds the most weights; -1 for NULL. */
+SQZ_API int sqz_qmix_gguf_ftype(const sqz_qmix *mix);
 /* The mix's default format (the type of the tensors no rule names). */
 SQZ_API sqz_qformat sqz_qmix_base(const sqz_qmix *mix);
 

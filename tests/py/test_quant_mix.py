@@ -45,6 +45,11 @@ overrides = {
                    "--output-tensor-type", "q5_0"],
     "Q4_K_S+ov3": ["q4_k_s", "--tensor-type", r"blk\.[01]\.attn_v=q6_k", "--tensor-type", r"blk\.1\.=q8_0"]}
 
+# general.file_type as llama-quantize writes it: the mix's llama_ftype (llama.h), not the type
+# that holds the most weights (issue 24 point 4)
+llama_ftype = {"Q4_0": 2, "Q8_0": 7, "Q2_K": 10, "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14,
+               "Q4_K_M": 15, "Q5_K_S": 16, "Q5_K_M": 17}
+
 want = {}
 for line in open(table):
     if line.startswith("#") or not line.strip():
@@ -69,8 +74,13 @@ with tempfile.TemporaryDirectory() as tmp:
         if p.returncode != 0:
             failures.append(f"{model} {ftype}: sqz compress failed: {p.stderr.strip()}")
             continue
-        got = {t.name: (t.tensor_type.name, int(t.shape[0])) for t in gguf.GGUFReader(out).tensors
-               if len(t.shape) == 2}
+        reader = gguf.GGUFReader(out)
+        got = {t.name: (t.tensor_type.name, int(t.shape[0])) for t in reader.tensors if len(t.shape) == 2}
+        ft_field = reader.fields.get("general.file_type")
+        ft = int(ft_field.parts[ft_field.data[0]][0]) if ft_field else None
+        want_ft = llama_ftype[ftype.split("+")[0]]
+        if ft != want_ft:
+            failures.append(f"{model} {ftype}: general.file_type {ft}, llama-quantize writes {want_ft}")
         if set(got) != set(expect):
             failures.append(f"{model} {ftype}: tensors differ: {sorted(set(got) ^ set(expect))[:4]}")
         base = ftype.split("_K")[0] if "_K" not in ftype else None
