@@ -56,7 +56,7 @@ static const sqz_opt rotate_opts[] = {
      .metavar = "WHAT",
      .help = "residual: the residual stream (R1: norms folded, embedding and classifier rotated); heads: each "
              "value head (R2: attn_v rows, attn_output columns); all: both"},
-    {.name = "seed", .type = SQZ_OPT_INT, .offset = offsetof(rotate_args, seed), .min = 0, .max = INT64_MAX,
+    {.name = "seed", .type = SQZ_OPT_INT, .offset = offsetof(rotate_args, seed), .min = 0, .max = 4e18,
      .def = "1", .help = "random signs of the Hadamard transform (0: none)"},
 };
 

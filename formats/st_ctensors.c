@@ -199,7 +199,7 @@ static cJSON *quant_config(const sqz_model *m) {
     cJSON *ignore = cJSON_CreateArray();
     char name[160];
     for (int k = 0; k < ns; k++) {
-        char gname[16];
+        char gname[24];
         snprintf(gname, sizeof gname, "group_%d", k);
         cJSON *g = cJSON_AddObjectToObject(groups, gname), *targets = cJSON_AddArrayToObject(g, "targets");
         for (int64_t i = 0; ns > 1 && i < m->n_tensors; i++) {

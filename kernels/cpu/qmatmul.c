@@ -8,6 +8,9 @@
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "core/internal.h"
 
@@ -51,13 +54,21 @@ const char *sqz__qmm_isa_name(sqz__qmm_isa isa) {
     return (unsigned)isa < SQZ__ISA_COUNT ? isa_names[isa] : "invalid";
 }
 
+#if SQZ__QMM_X86
+/* CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c"). */
+static bool has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 bool sqz__qmm_isa_runs(sqz__qmm_isa isa) {
     switch (isa) {
     case SQZ__ISA_SCALAR: return true;
 #if SQZ__QMM_X86
     case SQZ__ISA_AVX2:
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     case SQZ__ISA_AVX512:
         return sqz__qmm_isa_runs(SQZ__ISA_AVX2) && __builtin_cpu_supports("avx512f");
 #endif
