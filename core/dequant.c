@@ -40,16 +40,6 @@ void sqz_dequantize_q4_1(const void *vx, float *y, int64_t n) {
     }
 }
 
-void sqz__get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-    }
-}
-
 void sqz_dequantize_q4_K(const void *vx, float *y, int64_t n) {
     const sqz_block_q4_K *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK_K; i++) {
