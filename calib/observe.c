@@ -136,7 +136,7 @@ static sqz_status observe_linear(sqz_calib_observer *ob, const sqz_hook_event *e
             for (int64_t i = 0; i < nr * k; i++) ob->dbuf[i] = (double)src[i];
             /* upper triangle of xtx += D^T D, D (nr, k) row-major, panel by panel */
             for (int64_t a = 0; a < k; a += SQZ__PANEL_ROWS)
-                sqz__calib_xtx_panel(ob->dbuf, nr, k, a, a + SQZ__PANEL_ROWS < k ? a + SQZ__PANEL_ROWS : k,
+                sqz__xtx_panel(ob->dbuf, nr, k, a, a + SQZ__PANEL_ROWS < k ? a + SQZ__PANEL_ROWS : k,
                                      in->xtx + a * k);
         }
     }
@@ -162,13 +162,6 @@ static sqz_status observe_block_in(sqz_calib_observer *ob, const sqz_hook_event 
     ob->blk_n = e->n_tokens;
     ob->blk_d = e->dim;
     return SQZ_OK;
-}
-
-void sqz__calib_xtx_panel(const double *d, int64_t nr, int64_t n, int64_t a, int64_t b, double *h) {
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)(b - a), (int)nr, 1.0, d + a, (int)n, 1.0, h + a, (int)n);
-    if (b < n)
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(b - a), (int)(n - b), (int)nr, 1.0, d + a, (int)n,
-                    d + b, (int)n, 1.0, h + b, (int)n);
 }
 
 double sqz__calib_cosine(const float *a, const float *b, int64_t d) {

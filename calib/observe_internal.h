@@ -6,15 +6,13 @@
 #define SQZ_CALIB_OBSERVE_INTERNAL_H
 
 #include "calib/calib_internal.h"
+#include "kernels/cpu/linalg.h"
 
-enum { XTX_CHUNK = 256 };      /* rows converted to double per update of X^T X */
-enum { SQZ__PANEL_ROWS = 128 }; /* X^T X is formed in panels of this many rows (fixed: a job's
+enum { XTX_CHUNK = SQZ_XTX_CHUNK }; /* rows converted to double per update of X^T X */
+enum { SQZ__PANEL_ROWS = SQZ__XTX_PANEL }; /* X^T X is formed in panels of this many rows (fixed: a job's
                                    ranks hold different panels, calib/panel.c) */
 
-/* Rows [a, b) of the upper triangle of X^T X += D^T D, D (nr, n) row-major doubles; h points at
- * row a of the accumulator (row stride n, columns >= a + r of row r are added): the diagonal block
- * by dsyrk, the rest by dgemm. The one arithmetic of the Hessian, plain run and jobs alike. */
-void sqz__calib_xtx_panel(const double *d, int64_t nr, int64_t n, int64_t a, int64_t b, double *h);
+/* The one arithmetic of the Hessian, plain run and jobs alike: sqz__xtx_panel (kernels/cpu/linalg.h). */
 
 typedef struct obs_input {
     uint32_t roles;

@@ -8,7 +8,7 @@
  * to the ranks largest first, each to the rank with the least work so far. A panel's holder adds
  * every window's chunk of rows in window order with the plain observer's own arithmetic
  * (calib/observe.c: the same XTX_CHUNK-row chunks converted to double, the same panel update
- * sqz__calib_xtx_panel), so its sums are the same bits whichever rank forms them, and the same as
+ * sqz__xtx_panel), so its sums are the same bits whichever rank forms them, and the same as
  * a plain run's. At the end the panels of an input are gathered to the input's owner, who alone
  * holds the whole Hessian.
  */
@@ -115,7 +115,7 @@ sqz_status sqz__calib_panels_add(sqz__calib_panels *ps, int input, const float *
         for (int64_t i = 0; i < nr * n; i++) ps->dbuf[i] = (double)src[i];
         for (int64_t k = 0; k < ps->n; k++) {
             const sqz__calib_panel *p = &ps->p[k];
-            if (p->input == input && p->h) sqz__calib_xtx_panel(ps->dbuf, nr, n, p->a, p->b, p->h);
+            if (p->input == input && p->h) sqz__xtx_panel(ps->dbuf, nr, n, p->a, p->b, p->h);
         }
     }
     return SQZ_OK;

@@ -16,6 +16,7 @@
 
 #include "core/dequant.h"
 #include "core/internal.h"
+#include "kernels/cpu/linalg.h"
 #include "quant/gguf/quant_gguf.h"
 #include "sqz/quant.h"
 
@@ -163,10 +164,7 @@ typedef struct sqz__gptq_mask {
 sqz_status sqz__gptq_masked(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
                             const sqz__gptq_mask *mask, sqz_qmatrix *out, float **values);
 
-/* ---- Cholesky helpers (cholesky.c) ---- */
-/* The upper Cholesky factor U of H^-1 (H^-1 = U^T U) for a symmetric positive definite
- * H (n, n) double row-major, overwritten. SQZ_ERR_NUMERIC when H is not positive definite. */
-sqz_status sqz__chol_inverse_upper(double *h, int64_t n);
+/* sqz__chol_inverse_upper: kernels/cpu/linalg.h (the CPU backend's chol_inv_upper slot). */
 
 
 /* ---- whole-model mixes (mix.c), for llama-quantize's per-tensor overrides (compress/) ---- */

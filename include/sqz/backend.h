@@ -37,6 +37,12 @@ typedef enum sqz_op {
     SQZ_OP_GEMM_I8 = 1,    /* W8A8: int8 X with per-token scales x int8 W with per-channel scales */
     SQZ_OP_GEMM_W4A16 = 2, /* int4 W per group x fp16 X -> f16/f32 */
     SQZ_OP_GEMM_I8_SP24 = 3, /* W8A8 with W 2:4 sparse in sqz/sparse.h's layout (w_dtype I8) */
+    /* The calibration loop's slots (sqz compress --device; docs/device.md). w_dtype is ignored
+     * (pass SQZ_DTYPE_F32) except for SQZ_OP_TO_F32, where it is the source dtype. */
+    SQZ_OP_SGEMM = 4,      /* general f32 GEMM with transposes and leading dimensions */
+    SQZ_OP_XTX = 5,        /* the Hessian sum H += X^T X in f64 (GPTQ, SparseGPT, OBS) */
+    SQZ_OP_CHOL = 6,       /* GPTQ's damped factor: U upper with U^T U = H^-1, f64 */
+    SQZ_OP_TO_F32 = 7,     /* weights of a float dtype (f32/f16/bf16) widened to f32 in backend memory */
     SQZ_OP_COUNT
 } sqz_op;
 
@@ -114,6 +120,42 @@ typedef struct sqz_gemm_i8_sp24_args {
     sqz_dtype y_dtype;      /* SQZ_DTYPE_F32 or SQZ_DTYPE_F16 */
 } sqz_gemm_i8_sp24_args;
 
+/* C(m, n) = alpha . op(A) . op(B) + beta . C, f32, row-major with leading dimensions (elements);
+ * op(A) is (m, k): A itself, or A^T of A stored (k, m) when trans_a. beta 0 ignores C's contents.
+ * The CPU backend is cblas_sgemm (OpenBLAS); CUDA is cublasSgemm with TF32 off (full f32). */
+typedef struct sqz_sgemm_args {
+    bool trans_a, trans_b;
+    int64_t m, n, k;
+    float alpha;
+    const float *a;
+    int64_t lda;
+    const float *b;
+    int64_t ldb;
+    float beta;
+    float *c;
+    int64_t ldc;
+} sqz_sgemm_args;
+
+/* The upper triangle (diagonal included) of H (k, k) f64 row-major becomes
+ * beta . H + X^T X, X (m, k) f32 row-major: the rows are widened to f64 and multiplied in f64
+ * (a symmetric rank-m update). The strictly lower triangle is not written. beta is 0 or 1.
+ * The CPU backend converts and multiplies SQZ_XTX_CHUNK rows at a time with dsyrk/dgemm panels
+ * of 128 columns (the bits the calibration observers always had); CUDA uses cublasDsyrk. */
+#define SQZ_XTX_CHUNK 256
+typedef struct sqz_xtx_args {
+    int64_t m, k;
+    const float *x;
+    double *h;
+    double beta;
+} sqz_xtx_args;
+
+/* Device memory accounting (sqz compress --gpu-mem). Bytes the backend allocated (alloc() and
+ * its own scratch and library workspaces), the most it held at once since creation, and the
+ * cap (0: none). */
+typedef struct sqz_backend_mem {
+    size_t in_use, peak, cap;
+} sqz_backend_mem;
+
 typedef struct sqz_backend_ops {
     const char *name;
     bool (*supports)(void *ctx, sqz_op op, sqz_dtype w_dtype);
@@ -130,8 +172,26 @@ typedef struct sqz_backend_ops {
                              int64_t k, void **prepared);
     sqz_status (*gemm_w4)(void *ctx, const sqz_gemm_w4_args *a);  /* optional */
     void (*destroy)(void *ctx);
-    sqz_status (*gemm_i8_sp24)(void *ctx, const sqz_gemm_i8_sp24_args *a); /* optional (last: tables
-                                                                              without it end before) */
+    sqz_status (*gemm_i8_sp24)(void *ctx, const sqz_gemm_i8_sp24_args *a); /* optional */
+
+    /* ---- the calibration loop (sqz compress --device, docs/device.md). Optional; tables
+     * written before these end above them (zero-filled). ---- */
+    bool host_memory;   /* backend memory is host memory (the CPU backend): callers may pass
+                           their own buffers and skip upload/download */
+    sqz_status (*sgemm)(void *ctx, const sqz_sgemm_args *a);
+    sqz_status (*xtx)(void *ctx, const sqz_xtx_args *a);
+    /* In place on h (n, n) f64 row-major, symmetric positive definite (damping already added):
+     * h becomes U, upper triangular with a positive diagonal and U^T U = H^-1 (the factor GPTQ
+     * sweeps with), the strictly lower triangle 0. SQZ_ERR_NUMERIC (h unspecified) when H is not
+     * positive definite or the factor is not finite. */
+    sqz_status (*chol_inv_upper)(void *ctx, double *h, int64_t n);
+    /* dst (n) f32 = src (n) of dtype (F32, F16, BF16), both in backend memory. */
+    sqz_status (*to_f32)(void *ctx, const void *src, sqz_dtype dtype, int64_t n, float *dst);
+    /* The memory accounting; cap 0 = no cap. set_mem_cap fails with SQZ_ERR_NOMEM when more than
+     * cap is already in use; afterwards alloc() returns NULL (SQZ_ERR_NOMEM, naming the cap) for
+     * any request that would exceed it. */
+    void (*mem_stats)(void *ctx, sqz_backend_mem *out);
+    sqz_status (*set_mem_cap)(void *ctx, size_t cap);
 } sqz_backend_ops;
 
 typedef struct sqz_backend {
@@ -157,6 +217,16 @@ SQZ_API void sqz_backend_free(sqz_backend *b);
 
 /* True if the backend has the op for that weight dtype (slot present and supports() says so). */
 SQZ_API bool sqz_backend_supports(const sqz_backend *b, sqz_op op, sqz_dtype w_dtype);
+
+/* True when the backend's memory is host memory (the CPU backend). */
+SQZ_API bool sqz_backend_host_memory(const sqz_backend *b);
+
+/* The backend's device memory accounting (all zero for a backend without it, e.g. the CPU). */
+SQZ_API void sqz_backend_mem_stats(const sqz_backend *b, sqz_backend_mem *out);
+
+/* Caps what the backend allocates (--gpu-mem); SQZ_ERR_UNSUPPORTED for a backend without the
+ * accounting (the CPU), SQZ_ERR_NOMEM when more than cap is in use already. */
+SQZ_API sqz_status sqz_backend_set_mem_cap(sqz_backend *b, size_t cap);
 
 /* ---- CUDA device facts and kernel timing (what `sqz bench kernels` prints) ----------
  * Built without CUDA, or when the CUDA module cannot be loaded: sqz_cuda_device_count() is

@@ -1,5 +1,6 @@
 /* kernels/cpu/backend.c - backend-independent dispatch helpers. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/internal.h"
 #include "sqz/backend.h"
@@ -17,9 +18,26 @@ bool sqz_backend_supports(const sqz_backend *b, sqz_op op, sqz_dtype w_dtype) {
     case SQZ_OP_GEMM_I8: if (!b->ops->gemm_i8) return false; break;
     case SQZ_OP_GEMM_W4A16: if (!b->ops->gemm_w4 || !b->ops->prepare_w4) return false; break;
     case SQZ_OP_GEMM_I8_SP24: if (!b->ops->gemm_i8_sp24) return false; break;
+    case SQZ_OP_SGEMM: if (!b->ops->sgemm) return false; break;
+    case SQZ_OP_XTX: if (!b->ops->xtx) return false; break;
+    case SQZ_OP_CHOL: if (!b->ops->chol_inv_upper) return false; break;
+    case SQZ_OP_TO_F32: if (!b->ops->to_f32) return false; break;
     default: return false;
     }
     return b->ops->supports(b->ctx, op, w_dtype);
+}
+
+bool sqz_backend_host_memory(const sqz_backend *b) { return b && b->ops && b->ops->host_memory; }
+
+void sqz_backend_mem_stats(const sqz_backend *b, sqz_backend_mem *out) {
+    memset(out, 0, sizeof *out);
+    if (b && b->ops && b->ops->mem_stats) b->ops->mem_stats(b->ctx, out);
+}
+
+sqz_status sqz_backend_set_mem_cap(sqz_backend *b, size_t cap) {
+    SQZ_RETURN_IF(!b || !b->ops || !b->ops->set_mem_cap, SQZ_ERR_UNSUPPORTED,
+                  "backend %s has no device memory to cap", b && b->ops ? b->ops->name : "(none)");
+    return b->ops->set_mem_cap(b->ctx, cap);
 }
 
 #ifndef SQZ_HAVE_CUDA

@@ -16,6 +16,7 @@
 #include "core/internal.h"
 #include "kernels/cpu/gemm_i8.h"
 #include "kernels/cpu/gemm_ref.h"
+#include "kernels/cpu/linalg.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/w4_pack.h"
 #include "sqz/backend.h"
@@ -34,6 +35,8 @@ static bool cpu_supports(void *ctx, sqz_op op, sqz_dtype w) {
     if (op == SQZ_OP_GEMM_I8) return w == SQZ_DTYPE_I8;
     if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
     if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
+    if (op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL) return true;
+    if (op == SQZ_OP_TO_F32) return w == SQZ_DTYPE_F32 || w == SQZ_DTYPE_F16 || w == SQZ_DTYPE_BF16;
     return false;
 }
 
@@ -181,6 +184,41 @@ static void cpu_destroy(void *ctx) {
     free(c);
 }
 
+static sqz_status cpu_sgemm(void *ctx, const sqz_sgemm_args *a) {
+    (void)ctx;
+    SQZ_RETURN_IF(a->m < 0 || a->n < 0 || a->k < 0 || a->m > INT_MAX || a->n > INT_MAX || a->k > INT_MAX,
+                  SQZ_ERR_INVALID_ARG, "CPU sgemm: dimensions (%lld, %lld, %lld) out of range", (long long)a->m,
+                  (long long)a->n, (long long)a->k);
+    if (a->m && a->n) sqz__sgemm_host(a);
+    return SQZ_OK;
+}
+
+static sqz_status cpu_xtx(void *ctx, const sqz_xtx_args *a) {
+    (void)ctx;
+    SQZ_RETURN_IF(a->m < 0 || a->k < 1 || a->k > INT_MAX || a->m > INT_MAX || (a->beta != 0.0 && a->beta != 1.0),
+                  SQZ_ERR_INVALID_ARG, "CPU xtx: m %lld, k %lld, beta %g out of range", (long long)a->m,
+                  (long long)a->k, a->beta);
+    double *dbuf = sqz__malloc((size_t)SQZ_XTX_CHUNK * (size_t)a->k * sizeof(double));
+    if (!dbuf) return SQZ_ERR_NOMEM;
+    sqz__xtx_host(a, dbuf);
+    free(dbuf);
+    return SQZ_OK;
+}
+
+static sqz_status cpu_chol(void *ctx, double *h, int64_t n) {
+    (void)ctx;
+    SQZ_RETURN_IF(n < 1 || n > INT_MAX, SQZ_ERR_INVALID_ARG, "CPU Cholesky: n %lld", (long long)n);
+    return sqz__chol_inverse_upper(h, n);
+}
+
+static sqz_status cpu_to_f32(void *ctx, const void *src, sqz_dtype t, int64_t n, float *dst) {
+    (void)ctx;
+    SQZ_RETURN_IF(t != SQZ_DTYPE_F32 && t != SQZ_DTYPE_F16 && t != SQZ_DTYPE_BF16, SQZ_ERR_UNSUPPORTED,
+                  "CPU to_f32: dtype %s is not a float type", sqz_dtype_name(t));
+    sqz_dtype_info(t)->to_f32(src, dst, n);
+    return SQZ_OK;
+}
+
 static const sqz_backend_ops cpu_ops = {
     /* .name = */ "cpu",
     /* .supports = */ cpu_supports,
@@ -195,6 +233,13 @@ static const sqz_backend_ops cpu_ops = {
     /* .gemm_w4 = */ cpu_gemm_w4,
     /* .destroy = */ cpu_destroy,
     /* .gemm_i8_sp24 = */ cpu_gemm_i8_sp24,
+    /* .host_memory = */ true,
+    /* .sgemm = */ cpu_sgemm,
+    /* .xtx = */ cpu_xtx,
+    /* .chol_inv_upper = */ cpu_chol,
+    /* .to_f32 = */ cpu_to_f32,
+    /* .mem_stats = */ NULL,
+    /* .set_mem_cap = */ NULL,
 };
 
 sqz_status sqz_backend_cpu(int n_threads, sqz_backend **out) {

@@ -323,6 +323,13 @@ static const sqz_backend_ops cuda_ops = {
     /* .gemm_w4 = */ cuda_gemm_w4,
     /* .destroy = */ cuda_destroy,
     /* .gemm_i8_sp24 = */ cuda_gemm_i8_sp24,
+    /* .host_memory = */ false,
+    /* .sgemm = */ NULL,
+    /* .xtx = */ NULL,
+    /* .chol_inv_upper = */ NULL,
+    /* .to_f32 = */ NULL,
+    /* .mem_stats = */ NULL,
+    /* .set_mem_cap = */ NULL,
 };
 
 sqz_cuda_ctx *sqz__cuda_ctx_of(sqz_backend *b) {

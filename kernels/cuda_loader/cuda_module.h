@@ -30,7 +30,7 @@
 extern "C" {
 #endif
 
-#define SQZ__CUDA_MODULE_ABI 1u
+#define SQZ__CUDA_MODULE_ABI 2u
 /* The symbol the module exports: const sqz__cuda_module *ENTRY(const sqz__cuda_host *host). */
 #define SQZ__CUDA_MODULE_ENTRY "sqz_cuda_module_entry"
 /* The module's file name, looked for next to the library (or program) holding the loader. */

@@ -1,5 +1,5 @@
 /*
- * quant/cholesky.c - the factor GPTQ needs: U upper triangular with U^T U = H^-1 (what
+ * kernels/cpu/chol.c - the factor GPTQ needs: U upper triangular with U^T U = H^-1 (what
  * torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(H)), upper=True) gives in
  * the reference implementation), computed in double with level-3 BLAS.
  *
@@ -10,10 +10,12 @@
  * panel). Reversing both indices of a row-major square matrix is reversing its flat array.
  */
 #include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant/quant_internal.h"
+#include "core/internal.h"
+#include "kernels/cpu/linalg.h"
 
 static void reverse(double *a, int64_t nn) {
     for (int64_t i = 0, j = nn - 1; i < j; i++, j--) {

@@ -1,0 +1,35 @@
+/*
+ * kernels/cpu/linalg.h - the CPU backend's dense linear algebra for the calibration loop
+ * (backend_calib.c, chol.c): the functions behind its sgemm, xtx and chol_inv_upper slots
+ * (sqz/backend.h), also called directly by the modules above on host memory. Internal.
+ */
+#ifndef SQZ_KERNELS_CPU_LINALG_H
+#define SQZ_KERNELS_CPU_LINALG_H
+
+#include <stdint.h>
+
+#include "sqz/backend.h"
+#include "sqz/status.h"
+
+/* The upper Cholesky factor U of H^-1 (H^-1 = U^T U) for a symmetric positive definite
+ * H (n, n) double row-major, overwritten (strictly lower part 0). SQZ_ERR_NUMERIC when H is
+ * not positive definite or the factor is not finite; SQZ_ERR_NOMEM. */
+sqz_status sqz__chol_inverse_upper(double *h, int64_t n);
+
+/* Rows [a, b) of the upper triangle of X^T X += D^T D, D (nr, n) row-major doubles; h points at
+ * row a of the accumulator (row stride n, columns >= a + r of row r are added): the diagonal block
+ * by dsyrk, the rest by dgemm. The one arithmetic of the Hessian, plain run and jobs alike. */
+void sqz__xtx_panel(const double *d, int64_t nr, int64_t n, int64_t a, int64_t b, double *h);
+
+/* Columns per panel of sqz__xtx_panel's callers (fixed: a job's ranks hold different panels). */
+enum { SQZ__XTX_PANEL = 128 };
+
+/* The xtx slot on host memory: rows converted to double SQZ_XTX_CHUNK at a time into dbuf
+ * (SQZ_XTX_CHUNK * k doubles, the caller's), then sqz__xtx_panel over panels of SQZ__XTX_PANEL
+ * columns. beta 0 zeroes the upper triangle first. */
+void sqz__xtx_host(const sqz_xtx_args *a, double *dbuf);
+
+/* The sgemm slot on host memory (cblas_sgemm). */
+void sqz__sgemm_host(const sqz_sgemm_args *a);
+
+#endif
