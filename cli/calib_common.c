@@ -37,6 +37,15 @@ const sqz_opt sqz_cli_calib_opts[] = {
              "activations (Hessians in row panels spread over the ranks), the GPTQ/RTN/imatrix solve of its layers "
              "on that rank alone, the same bytes as one process; replicate: every rank sums its windows and merges "
              "every rank's partial sums, solving everything (docs/distributed.md)"},
+    {.name = "device", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz_cli_calib, device),
+     .choices = "cpu|cuda|cpu-offload", .def = "cpu",
+     .help = "where calibration runs: cuda: the linear layers' products, the Hessians, GPTQ's Cholesky factor and "
+             "updates and the layer validation on the first GPU, one block's weights at a time (docs/device.md); "
+             "cpu-offload: the same device code path on the CPU (a check of it, slower than cpu)"},
+    {.name = "gpu-mem", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, gpu_mem), .min = 0,
+     .max = 1 << 30, .def = "0", .metavar = "MIB",
+     .help = "with --device cuda: the most sqz allocates on the GPU, in MiB; beyond it the run stops naming what "
+             "did not fit; 0 = no cap"},
 };
 const int sqz_cli_calib_n_opts = (int)(sizeof sqz_cli_calib_opts / sizeof sqz_cli_calib_opts[0]);
 
@@ -44,6 +53,19 @@ void sqz_cli_calib_defaults(sqz_cli_calib *c) {
     memset(c, 0, sizeof *c);
     (void)sqz_opts_defaults(sqz_cli_calib_opts, sqz_cli_calib_n_opts, c); /* the table's own: cannot fail */
     c->sample_rows = -1;
+}
+
+sqz_status sqz_cli_backend_open(const sqz_cli_calib *c, sqz_backend **be) {
+    *be = NULL;
+    if (c->device == SQZ_CLI_DEVICE_CPU) return sqz_backend_cpu((int)c->threads, be);
+    if (c->device == SQZ_CLI_DEVICE_CPU_OFFLOAD) return sqz_backend_cpu_offload((int)c->threads, be);
+    sqz_status st = sqz_backend_cuda(-1, be);
+    if (st != SQZ_OK) return st;
+    if (c->gpu_mem > 0 && (st = sqz_backend_set_mem_cap(*be, (size_t)c->gpu_mem << 20)) != SQZ_OK) {
+        sqz_backend_free(*be);
+        *be = NULL;
+    }
+    return st;
 }
 
 sqz_status sqz_cli_calib_check(const sqz_cli_calib *c, const sqz_model *m) {

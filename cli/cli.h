@@ -123,7 +123,13 @@ typedef struct sqz_cli_calib {
     int64_t sample_rows;    /* --sample-rows R; -1 = the command's default */
     int64_t threads;        /* --threads N */
     int partition;          /* --stats-partition owner|replicate (sqz_calib_partition) */
+    int device;             /* --device cpu|cuda|cpu-offload (SQZ_CLI_DEVICE_*) */
+    int64_t gpu_mem;        /* --gpu-mem MIB; 0 = no cap */
 } sqz_cli_calib;
+enum { SQZ_CLI_DEVICE_CPU = 0, SQZ_CLI_DEVICE_CUDA = 1, SQZ_CLI_DEVICE_CPU_OFFLOAD = 2 };
+/* The backend --device names (with --gpu-mem's cap), owned by the caller (sqz_backend_free);
+ * a missing GPU is sqz_backend_cuda's error. (Commands refuse --gpu-mem without --device cuda as usage.) */
+sqz_status sqz_cli_backend_open(const sqz_cli_calib *c, sqz_backend **be);
 /* The rows of sqz_cli_calib, a group of its own in a command's tables:
  *   {"calibration", sqz_cli_calib_opts, sqz_cli_calib_n_opts, &cc} */
 extern const sqz_opt sqz_cli_calib_opts[];

@@ -84,7 +84,7 @@ int sqz_cmd_calibrate(int argc, char **argv) {
     bool usage = false;
     if (st == SQZ_OK) st = sqz_model_check_finite(m); /* statistics of a NaN model are NaN */
     if (st == SQZ_OK && (st = sqz_cli_calib_check(&cc, m)) != SQZ_OK) usage = true;
-    if (st == SQZ_OK) st = sqz_backend_cpu((int)cc.threads, &be);
+    if (st == SQZ_OK) st = sqz_cli_backend_open(&cc, &be);
     if (st == SQZ_OK) st = sqz_cli_calib_open(&cc, m, be, &w, &s);
     unsigned have = SQZ_QSTAT_X2 | SQZ_QSTAT_ABSMAX | SQZ_QSTAT_ABSMEAN | SQZ_QSTAT_HIST |
                     (hessian ? SQZ_QSTAT_XTX : 0) | (cc.sample_rows > 0 ? SQZ_QSTAT_SAMPLE : 0);

@@ -247,6 +247,11 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
     *so = (sqz_save_opts){.format = gguf_native || ends_with(a->out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS,
                           .dtype = -1, .replace = a->force, .hf_format = (sqz_hf_format)a->hf_format};
     if (a->to != TO_AUTO) so->format = a->to == TO_GGUF ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS;
+    if (cc->gpu_mem > 0 && cc->device != SQZ_CLI_DEVICE_CUDA)
+        return sqz_cli_usage_error("compress", "--gpu-mem caps the GPU's memory: it needs --device cuda");
+    if (cc->device != SQZ_CLI_DEVICE_CPU && !cc->text)
+        return sqz_cli_usage_error("compress", "--device %s runs the calibration loop: it needs --calib FILE",
+                                   cc->device == SQZ_CLI_DEVICE_CUDA ? "cuda" : "cpu-offload");
     if (q && q->mix && !(q->auto_bpw > 0)) /* MOSTLY_Q4_K_M for q4_k_m; auto: the dominant type */
         so->gguf_file_type = sqz_qmix_gguf_ftype(q->mix);
     if (q && so->format == SQZ_FORMAT_GGUF && !gguf_native)
@@ -397,7 +402,7 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     if (st == SQZ_OK && a->stats) st = sqz_calib_stats_read(a->stats, &stats);
     if (st == SQZ_OK && a->imatrix) st = sqz_calib_stats_read_imatrix(a->imatrix, m, &stats);
     if (st == SQZ_OK && cc->text) {
-        st = sqz_backend_cpu((int)cc->threads, &be);
+        st = sqz_cli_backend_open(cc, &be);
         if (st == SQZ_OK) st = sqz_cli_calib_open(cc, m, be, &w, &s);
     }
     if (st == SQZ_OK) {

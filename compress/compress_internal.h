@@ -126,4 +126,11 @@ sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, con
  * output does not fit its width. */
 sqz_status sqz__mix_type(const sqz_compress_spec *sp, const sqz_type_overrides *ov, const sqz_model *m,
                          const sqz_tensor *t, sqz_dtype *out);
+/* The validation products of a compressed layer q on the sample rows (validate_dev.c): yr (n_x, n_out)
+ * = x . w^T (the float layer), yq = the layer as it would run on xs (x / smooth when folded), on the
+ * host (be NULL or host memory) or through be's kernels; by receives the kernel's name
+ * ("cpu:sgemm", "cuda:gemm_i8", ...). */
+sqz_status sqz__validate_products(sqz_backend *be, const sqz_qmatrix *q, const float *w, const float *x,
+                                  const float *xs, int64_t n_x, float *yr, float *yq, char by[24]);
+
 #endif

@@ -70,8 +70,8 @@ void sqz__report_row_init(sqz_layer_report *r, const sqz_tensor *t) {
 
 /* Validation of one compressed layer: relative output error on the sample rows x (n_x, n_in)
  * against the float layer w; xs = x / smooth when the smoothing was folded (else x). */
-static sqz_status validate(const sqz_qmatrix *q, const float *w, const float *x, const float *xs, int64_t n_x,
-                           const float *smooth, sqz_layer_report *row) {
+static sqz_status validate(sqz_backend *be, const sqz_qmatrix *q, const float *w, const float *x, const float *xs,
+                           int64_t n_x, const float *smooth, sqz_layer_report *row) {
     const int64_t no = q->n_out, ni = q->n_in;
     float *deq = sqz__malloc((size_t)no * (size_t)ni * sizeof(float));
     float *ws = sqz__malloc((size_t)no * (size_t)ni * sizeof(float));
@@ -85,10 +85,8 @@ static sqz_status validate(const sqz_qmatrix *q, const float *w, const float *x,
         row->weight_err = sqz__rel_err(deq, ws, no * ni);
     }
     if (st == SQZ_OK && n_x) {
-        /* the float layer on the original input */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n_x, (int)no, (int)ni, 1.0f, x, (int)ni, w, (int)ni,
-                    0.0f, yr, (int)no);
-        st = sqz_qmatrix_forward(q, xs, n_x, yq);
+        /* the float layer on the original input, the compressed one as it would run */
+        st = sqz__validate_products(be, q, w, x, xs, n_x, yr, yq, row->validated_by);
         if (st == SQZ_OK) row->out_err = sqz__rel_err(yq, yr, n_x * no);
     }
     free(deq);
@@ -316,7 +314,7 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
             r->seconds = out[k].seconds;
             r->alpha = out[k].alpha;
             r->act_scale = out[k].qp.act_scale;
-            st = validate(&out[k], lin[k].w, n_x ? in->x : NULL, xs ? xs : (n_x ? in->x : NULL), n_x,
+            st = validate(c->o->backend, &out[k], lin[k].w, n_x ? in->x : NULL, xs ? xs : (n_x ? in->x : NULL), n_x,
                           smoothed ? smooth : NULL, r);
         }
         free(xs);

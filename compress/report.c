@@ -213,6 +213,7 @@ char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, 
         ok &= num(e, "bits_per_weight", l->bits_per_weight);
         ok &= num(e, "out_err", l->out_err);
         ok &= num(e, "weight_err", l->weight_err);
+        if (l->validated_by[0]) ok &= cJSON_AddStringToObject(e, "validated_by", l->validated_by) != NULL;
         ok &= num(e, "seconds", l->seconds);
         if (l->alpha != 0) ok &= num(e, "alpha", l->alpha);
         if (l->act_scale != 0) ok &= num(e, "act_scale", l->act_scale);

@@ -64,6 +64,12 @@ struct sqz_session {
     float *panel_out;            /* stream mode: (T, PANEL_ROWS) */
     float *xq;                   /* (T, max_k): the input of a scheme-quantized layer, made on first use */
     int64_t max_k;               /* the largest in_features among the matrices */
+    /* a device backend (device.c): per tensor index its f32 copy in device memory, or NULL; the
+     * input and output rows of one product */
+    void **dcache;
+    int64_t dcache_bytes;
+    float *dx, *dy;
+    size_t dx_cap, dy_cap;
     int64_t scratch_bytes;
 };
 
@@ -84,6 +90,14 @@ sqz_status sqz__param(sqz_session *s, sqz_role role, int32_t layer, sqz_param pa
 /* y (m, n) = x (m, k) . W^T + bias, W = t (n, k), through the backend; bias may be NULL.
  * Handles weights of any dtype with a float view (cache or stream mode). */
 sqz_status sqz__linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, const float *bias, float *y);
+
+/* A device backend's products (device.c): y (m, n) = x (m, k) . W^T (no bias) with x and y in host
+ * memory; init makes the weight table, invalidate drops the device copies of a layer (-2: all),
+ * free releases everything on the device. */
+sqz_status sqz__dev_init(sqz_session *s);
+sqz_status sqz__dev_linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, float *y);
+void sqz__dev_invalidate(sqz_session *s, int32_t layer);
+void sqz__dev_free(sqz_session *s);
 
 /* Checks every tensor once: quantization parameters (sqz_qparams_check), in_scale > 0, a float
  * view for every dtype. */

@@ -59,6 +59,7 @@ void sqz_session_free(sqz_session *s) {
     free(s->panel_out);
     free(s->xq);
     sqz__pool_free(s->pool);
+    sqz__dev_free(s);
     if (s->own_be) sqz_backend_free(s->be);
     free(s);
 }
@@ -192,10 +193,15 @@ sqz_status sqz_session_new(const sqz_model *m, const sqz_session_opts *opts, sqz
     sqz_status st;
     if (o.backend) {
         s->be = o.backend;
-        if (strcmp(s->be->ops->name, "cpu") != 0) {
+        const bool dev = !sqz_backend_host_memory(s->be);
+        if (dev && (!sqz_backend_supports(s->be, SQZ_OP_MATMUL, SQZ_DTYPE_F32) || !s->be->ops->alloc)) {
             free(s);
-            return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "runtime: backend '%s' does not work on host memory; the runtime "
-                             "runs on the CPU backend for now", o.backend->ops->name);
+            return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "runtime: backend '%s' has no f32 matmul on its memory",
+                             o.backend->ops->name);
+        }
+        if (dev && (st = sqz__dev_init(s)) != SQZ_OK) {
+            free(s);
+            return st;
         }
     } else {
         st = sqz_backend_cpu(o.n_threads, &s->be);

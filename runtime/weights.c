@@ -141,6 +141,11 @@ sqz_status sqz__linear(sqz_session *s, const float *x, int64_t m, const sqz_tens
     int64_t n = w->shape[0], k = sqz_tensor_row_len(w);
     if (m == 0) return SQZ_OK;
     SQZ_TRY(layer_input(s, w, x, m, k, &x));
+    if (s->dcache) { /* a device backend */
+        SQZ_TRY(sqz__dev_linear(s, x, m, w, y));
+        if (bias) add_bias(y, m, n, n, bias);
+        return SQZ_OK;
+    }
     sqz_matmul_args a = {.m = m, .n = n, .k = k, .x = x, .w = w->data, .w_dtype = w->dtype, .bias = bias, .y = y};
     if (!w->qp && sqz_backend_supports(s->be, SQZ_OP_MATMUL, w->dtype)) {
         SQZ_TRY(check_data(w));
@@ -173,6 +178,7 @@ sqz_status sqz__linear(sqz_session *s, const float *x, int64_t m, const sqz_tens
 
 void sqz_session_invalidate(sqz_session *s, int32_t layer) {
     if (!s) return;
+    if (s->dcache) sqz__dev_invalidate(s, layer);
     for (int64_t i = 0; i < s->n_wcache && i < s->m->n_tensors; i++) {
         if (!s->wcache[i]) continue;
         if (layer == -2 || s->m->tensors[i].layer == layer) {

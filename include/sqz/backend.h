@@ -205,6 +205,11 @@ typedef struct sqz_backend {
  * n_threads threads; a call made while another thread's call holds the pool runs on the calling
  * thread alone. */
 SQZ_API sqz_status sqz_backend_cpu(int n_threads, sqz_backend **out);
+/* The CPU backend behind the device interface: the same arithmetic, but it says its memory is
+ * not host memory (host_memory false), so callers take their device code paths (allocate,
+ * upload, compute, download; here the copies are memcpy). For checking those paths without a
+ * GPU (`--device cpu-offload`); slower than sqz_backend_cpu. */
+SQZ_API sqz_status sqz_backend_cpu_offload(int n_threads, sqz_backend **out);
 /* The CUDA backend on `device` (-1 = first). SQZ_ERR_UNSUPPORTED when built without CUDA
  * or when the CUDA module (libsqz_cuda.so) is not found, SQZ_ERR_DEVICE when it cannot be
  * loaded (no CUDA runtime) or no usable device exists.

@@ -82,6 +82,8 @@ typedef struct sqz_layer_report {
     double out_err;         /* ||Y_q - Y||_F / ||Y||_F on the calibration sample rows (the layer
                                run through the CPU kernels as it would run); NaN if no rows */
     double weight_err;      /* ||W_q - W||_F / ||W||_F */
+    char validated_by[24];  /* the kernel out_err was measured with: "cpu:sgemm", "cpu:gemm_i8",
+                               "cuda:gemm_i8", "cuda:gemm_w4a16", "cuda:matmul" (dequantized) */
     double seconds;         /* method time for this matrix (shared time split evenly) */
     float alpha;            /* AWQ / SmoothQuant exponent, else 0 */
     float act_scale;        /* W8A8 static activation scale, else 0 */
@@ -185,6 +187,9 @@ typedef struct sqz_compress_opts {
     sqz_calib_partition stats_partition; /* under mpirun: how the ranks combine statistics */
     const sqz_type_overrides *overrides; /* per-tensor types on top of the SPEC's mix, or NULL (the
                                             caller's; a SPEC without a mix ignores them) */
+    sqz_backend *backend;    /* borrowed: where the Hessians, GPTQ's factor and updates and the layer
+                                validation run (`--device`; docs/device.md); NULL or the CPU backend:
+                                the host's arithmetic */
 } sqz_compress_opts;
 
 /* --keep-float LIST parsed once: every item a role (attn_v, ffn_down, ... in every block),

@@ -61,7 +61,11 @@ typedef struct sqz_session_opts {
                                or 2048 when ctx_len is unknown */
     sqz_weight_mode weights;
     sqz_backend *backend;   /* borrowed, must outlive the session; NULL = the session makes and owns a
-                               CPU backend. Only host-memory backends ("cpu") are accepted for now. */
+                               CPU backend. A device backend (sqz_backend_host_memory false, e.g.
+                               CUDA) takes the linear layers' products: each weight goes to the
+                               device as f32 on first use and stays until sqz_session_invalidate
+                               drops its layer; activations, attention and hooks stay on the host
+                               (docs/device.md). */
 } sqz_session_opts;
 
 /* Defaults: n_threads 0, max_tokens 0, SQZ_WEIGHTS_CACHE, backend NULL. */
