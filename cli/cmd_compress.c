@@ -205,6 +205,21 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
     if (e->done) printf("; evaluation %.2f s", e->seconds);
     printf("\n");
     printf("peak memory  %.1f MB\n", (double)ru.ru_maxrss / 1024.0);
+    if (r->device[0]) {
+        printf("device       %s: memory peak %.1f MB", r->device, (double)r->device_peak_bytes / 1e6);
+        if (r->device_cap_bytes) printf(" (--gpu-mem %.1f MB)", (double)r->device_cap_bytes / 1e6);
+        const char *by[8];
+        int nby = 0, cnt[8] = {0};
+        for (int64_t i = 0; i < r->n_layers; i++) { /* which kernels validated the layers */
+            const char *v = r->layers[i].validated_by;
+            int k = 0;
+            while (k < nby && strcmp(by[k], v) != 0) k++;
+            if (v[0] && k == nby && nby < 8) by[nby++] = v;
+            if (v[0] && k < nby) cnt[k]++;
+        }
+        for (int k = 0; k < nby; k++) printf("%s %s %d layers", k ? "," : "; validated by", by[k], cnt[k]);
+        printf("\n");
+    }
     if (r->ranks > 1 || (r->ranks == 1 && getenv("SQZ_DIST_REPORT")))
         printf("distributed  %d ranks, statistics partition %s: rank 0 held at most %.1f MB of statistics (the "
                "most of any rank %.1f MB), sent %.1f MB (%.2f MB per block)\n", r->ranks,
@@ -417,6 +432,13 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
         sqz_progress_end(p);
     }
     sqz_session_free(s); /* the float copies of the weights go before evaluation and writing */
+    if (be && cc->device != SQZ_CLI_DEVICE_CPU) {
+        sqz_backend_mem mem;
+        sqz_backend_mem_stats(be, &mem);
+        snprintf(rep->device, sizeof rep->device, "%s", be->ops->name);
+        rep->device_peak_bytes = (int64_t)mem.peak;
+        rep->device_cap_bytes = (int64_t)mem.cap;
+    }
     if (st == SQZ_OK && a->eval) st = evaluate(a, cc, m, &w, rep);
     if (st == SQZ_OK) st = write_all(a, m, so, rep);
     sqz_calib_stats_free(stats);

@@ -190,6 +190,11 @@ char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, 
         ok &= num(t, "blocks_before", (double)r->n_layers_before);
         ok &= num(t, "blocks_after", (double)r->n_layers_after);
         ok &= num(t, "params_after", (double)r->params_after);
+        if (r->device[0]) {
+            ok &= cJSON_AddStringToObject(t, "device", r->device) != NULL;
+            ok &= num(t, "device_peak_bytes", (double)r->device_peak_bytes);
+            ok &= num(t, "device_cap_bytes", (double)r->device_cap_bytes);
+        }
     }
     cJSON *ls = cJSON_AddArrayToObject(o, "layers");
     ok &= ls != NULL;

@@ -145,6 +145,9 @@ typedef struct sqz_compress_report {
     int64_t stats_peak_bytes;  /* most bytes of calibration statistics this rank held at once */
     int64_t stats_peak_max_bytes; /* the same, the most of any rank of an MPI job */
     uint64_t bytes_sent;       /* bytes this rank sent to the other ranks */
+    char device[24];           /* the backend calibration ran on ("cpu", "cuda"), set by the caller */
+    int64_t device_peak_bytes; /* its memory accounting (sqz_backend_mem): the most it held, and */
+    int64_t device_cap_bytes;  /* the cap (0: none); both 0 on the CPU */
 } sqz_compress_report;
 
 /* One stage of the recipe in the report. */
