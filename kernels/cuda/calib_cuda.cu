@@ -61,6 +61,14 @@ __global__ void f32_to_f64_kernel(const float *src, int64_t n, double *dst) {
     SQZ__FOR_EACH(i, n) dst[i] = (double)src[i];
 }
 
+/* C (m, n; ldc) = beta C, C not read when beta is 0: sgemm with k = 0. */
+__global__ void scale_kernel(float *c, int64_t m, int64_t n, int64_t ldc, float beta) {
+    SQZ__FOR_EACH(i, m * n) {
+        float *p = c + (i / n) * ldc + i % n;
+        *p = beta == 0.0f ? 0.0f : beta * *p;
+    }
+}
+
 __global__ void add_bias_kernel(float *y, int64_t m, int64_t n, const float *bias) {
     SQZ__FOR_EACH(i, m * n) y[i] += bias[i % n];
 }
@@ -112,7 +120,12 @@ sqz_status sqz__cuda_sgemm(void *ctx, const sqz_sgemm_args *a) {
                   (long long)a->k);
     SQZ_RETURN_IF(!a->c || (a->k > 0 && (!a->a || !a->b)), SQZ_ERR_INVALID_ARG, "CUDA sgemm: a NULL buffer");
     SQZ_TRY(sqz__cuda_enter(c));
-    /* cuBLAS does not read C when beta is 0, and with k = 0 scales C by beta (0: zeroes it) */
+    if (a->k == 0) { /* C = beta C, without relying on cuBLAS's handling of an empty sum */
+        scale_kernel<<<grid_for(a->m * a->n), 256, 0, c->stream>>>(a->c, a->m, a->n, a->ldc, a->beta);
+        SQZ_CUDA_LAUNCHED();
+        return SQZ_OK;
+    }
+    /* cuBLAS does not read C when beta is 0 (documented for gemm) */
     SQZ_CUBLAS_TRY(cublasSgemm(c->blas, a->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, a->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                (int)a->n, (int)a->m, (int)a->k, &a->alpha, a->b, (int)a->ldb, a->a, (int)a->lda,
                                &a->beta, a->c, (int)a->ldc));
@@ -184,13 +197,11 @@ sqz_status sqz__cuda_xtx(void *ctx, const sqz_xtx_args *a) {
     SQZ_RETURN_IF(!a->h || (a->m > 0 && !a->x), SQZ_ERR_INVALID_ARG, "CUDA xtx: a NULL buffer");
     SQZ_TRY(sqz__cuda_enter(c));
     const int64_t k = a->k;
-    if (a->m == 0) {
-        if (a->beta == 0.0) {
-            zero_upper_kernel<<<grid_for(k * k), 256, 0, c->stream>>>(a->h, k, 1);
-            SQZ_CUDA_LAUNCHED();
-        }
-        return SQZ_OK;
+    if (a->beta == 0.0) { /* beta 0 must ignore H, NaN included: zero the triangle, then add */
+        zero_upper_kernel<<<grid_for(k * k), 256, 0, c->stream>>>(a->h, k, 1);
+        SQZ_CUDA_LAUNCHED();
     }
+    if (a->m == 0) return SQZ_OK;
     const size_t row = (size_t)k * sizeof(double);
     const size_t bytes = sqz__cuda_scratch_fit(c, PANEL_BYTES > row ? PANEL_BYTES : row, row);
     const int64_t rows = (int64_t)(bytes / row) < a->m ? (int64_t)(bytes / row) : a->m;
@@ -202,11 +213,10 @@ sqz_status sqz__cuda_xtx(void *ctx, const sqz_xtx_args *a) {
         f32_to_f64_kernel<<<grid_for(nr * k), 256, 0, c->stream>>>(a->x + t0 * k, nr * k, d);
         SQZ_CUDA_LAUNCHED();
         /* the chunk is column-major D^T (k, nr); H's row-major upper is its column-major lower:
-         * lower(H) = beta lower(H) + D^T D writes that triangle only (cuBLAS syrk does not
-         * reference the other one, and does not read H when beta is 0) */
-        const double one = 1.0, beta = t0 == 0 ? a->beta : 1.0;
+         * lower(H) += D^T D writes that triangle only (cuBLAS syrk does not reference the other) */
+        const double one = 1.0;
         SQZ_CUBLAS_TRY(cublasDsyrk(c->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, (int)k, (int)nr, &one, d, (int)k,
-                                   &beta, a->h, (int)k));
+                                   &one, a->h, (int)k));
     }
     return SQZ_OK;
 }
