@@ -2,11 +2,13 @@
  * kernels/cuda/backend_cuda.cu - the CUDA backend behind sqz/backend.h: device selection,
  * one non-blocking stream, cuBLAS / cuBLASLt handles, allocation and copies, error
  * reporting (statement, file, line and the CUDA / cuBLAS text through sqz_status and
- * sqz_last_error), and the dispatch of the GEMM ops to their kernel variants.
+ * sqz_last_error), the memory accounting (--gpu-mem), and the dispatch of the GEMM ops to their
+ * kernel variants (the calibration slots are calib_cuda.cu).
  */
 #include <limits.h>
 
 #include "kernels/cuda/backend_cuda.cuh"
+#include "kernels/cuda/calib_cuda.cuh"
 #include "kernels/cuda/gemm_i8_lt.cuh"
 #include "kernels/cuda/gemm_i8_mma.cuh"
 #include "kernels/cuda/gemm_i8_sp24.cuh"
@@ -32,25 +34,96 @@ sqz_status sqz__cuda_enter(sqz_cuda_ctx *c) {
     return SQZ_OK;
 }
 
+/* ---- memory accounting ----------------------------------------------------------- */
+static double mb(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+sqz_status sqz__cuda_mem_charge(sqz_cuda_ctx *c, size_t bytes) {
+    SQZ_RETURN_IF(c->mem_cap && (bytes > c->mem_cap || c->mem_in_use > c->mem_cap - bytes), SQZ_ERR_NOMEM,
+                  "CUDA: allocating %.1f MB would exceed --gpu-mem %.1f MB (%.1f MB in use)", mb(bytes),
+                  mb(c->mem_cap), mb(c->mem_in_use));
+    c->mem_in_use += bytes;
+    if (c->mem_in_use > c->mem_peak) c->mem_peak = c->mem_in_use;
+    return SQZ_OK;
+}
+
+void sqz__cuda_mem_uncharge(sqz_cuda_ctx *c, size_t bytes) {
+    c->mem_in_use = bytes < c->mem_in_use ? c->mem_in_use - bytes : 0;
+}
+
+static sqz_status alloc_track(sqz_cuda_ctx *c, void *p, size_t bytes) {
+    if (c->n_allocs == c->cap_allocs) {
+        const size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 64;
+        sqz__cuda_alloc_rec *r = (sqz__cuda_alloc_rec *)sqz__realloc(c->allocs, cap * sizeof *r);
+        if (!r) return SQZ_ERR_NOMEM;
+        c->allocs = r;
+        c->cap_allocs = cap;
+    }
+    c->allocs[c->n_allocs].ptr = p;
+    c->allocs[c->n_allocs].bytes = bytes;
+    c->n_allocs++;
+    return SQZ_OK;
+}
+
+/* Drops p from the table (newest first: buffers tend to be freed in reverse order) and
+ * returns its size to the accounting. */
+static void alloc_forget(sqz_cuda_ctx *c, const void *p) {
+    for (size_t i = c->n_allocs; i-- > 0;)
+        if (c->allocs[i].ptr == p) {
+            sqz__cuda_mem_uncharge(c, c->allocs[i].bytes);
+            c->allocs[i] = c->allocs[--c->n_allocs];
+            return;
+        }
+}
+
+static void cuda_mem_stats(void *ctx, sqz_backend_mem *out) {
+    const sqz_cuda_ctx *c = (const sqz_cuda_ctx *)ctx;
+    out->in_use = c->mem_in_use;
+    out->peak = c->mem_peak;
+    out->cap = c->mem_cap;
+}
+
+static sqz_status cuda_set_mem_cap(void *ctx, size_t cap) {
+    sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
+    SQZ_RETURN_IF(cap && c->mem_in_use > cap, SQZ_ERR_NOMEM,
+                  "CUDA: --gpu-mem %.1f MB is less than the %.1f MB already in use on device %d", mb(cap),
+                  mb(c->mem_in_use), c->device);
+    c->mem_cap = cap;
+    return SQZ_OK;
+}
+
 /* Releases the scratch buffer after the work queued on the stream. */
 static cudaError_t scratch_release(sqz_cuda_ctx *c) {
     cudaError_t e = cudaSuccess;
     if (c->scratch) {
         if (c->mem_pools) e = cudaFreeAsync(c->scratch, c->stream);
         else if ((e = cudaStreamSynchronize(c->stream)) == cudaSuccess) e = cudaFree(c->scratch);
+        sqz__cuda_mem_uncharge(c, c->scratch_bytes);
     }
     c->scratch = NULL;
     c->scratch_bytes = 0;
     return e;
 }
 
+size_t sqz__cuda_scratch_fit(const sqz_cuda_ctx *c, size_t want, size_t min) {
+    if (!c->mem_cap) return want;
+    const size_t others = c->mem_in_use - c->scratch_bytes;
+    const size_t room = c->mem_cap > others ? c->mem_cap - others : 0;
+    return room >= want ? want : room >= min ? room : min;
+}
+
 sqz_status sqz__cuda_scratch(sqz_cuda_ctx *c, size_t bytes, void **out) {
     if (bytes > c->scratch_bytes) {
         size_t want = bytes + bytes / 4; /* some headroom against regrowing */
         if (want < ((size_t)4 << 20)) want = (size_t)4 << 20;
+        want = sqz__cuda_scratch_fit(c, want, bytes); /* under a cap: no headroom rather than failing */
         SQZ_CUDA_TRY(scratch_release(c));
-        if (c->mem_pools) SQZ_CUDA_TRY(cudaMallocAsync(&c->scratch, want, c->stream));
-        else SQZ_CUDA_TRY(cudaMalloc(&c->scratch, want));
+        SQZ_TRY(sqz__cuda_mem_charge(c, want));
+        cudaError_t e = c->mem_pools ? cudaMallocAsync(&c->scratch, want, c->stream) : cudaMalloc(&c->scratch, want);
+        if (e != cudaSuccess) {
+            c->scratch = NULL;
+            sqz__cuda_mem_uncharge(c, want);
+            return sqz__cuda_error(e, "scratch cudaMalloc", __FILE__, __LINE__);
+        }
         c->scratch_bytes = want;
     }
     *out = c->scratch;
@@ -85,20 +158,29 @@ static void w4_forget(sqz_cuda_ctx *c, const void *ptr) {
 /* ---- ops ------------------------------------------------------------------------- */
 static bool cuda_supports(void *ctx, sqz_op op, sqz_dtype w) {
     (void)ctx;
+    const bool float_w = w == SQZ_DTYPE_F32 || w == SQZ_DTYPE_F16 || w == SQZ_DTYPE_BF16;
+    if (op == SQZ_OP_MATMUL || op == SQZ_OP_TO_F32) return float_w;
     if (op == SQZ_OP_GEMM_I8) return w == SQZ_DTYPE_I8;
     if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
     if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
-    return false;
+    return op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL;
 }
 
 static void *cuda_alloc(void *ctx, size_t n) {
     sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
     void *p = NULL;
-    if (sqz__cuda_enter(c) != SQZ_OK) return NULL;
-    const cudaError_t e = cudaMalloc(&p, n ? n : 1);
+    const size_t bytes = n ? n : 1;
+    if (sqz__cuda_enter(c) != SQZ_OK || sqz__cuda_mem_charge(c, bytes) != SQZ_OK) return NULL;
+    const cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
+        sqz__cuda_mem_uncharge(c, bytes);
         sqz__cuda_error(e, "cudaMalloc", __FILE__, __LINE__);
         sqz__error_prefix("allocating %zu bytes on CUDA device %d", n, c->device);
+        return NULL;
+    }
+    if (alloc_track(c, p, bytes) != SQZ_OK) {
+        sqz__cuda_mem_uncharge(c, bytes);
+        cudaFree(p);
         return NULL;
     }
     return p;
@@ -108,6 +190,7 @@ static void cuda_free(void *ctx, void *p) {
     sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
     if (!p) return;
     w4_forget(c, p);
+    alloc_forget(c, p);
     if (sqz__cuda_enter(c) == SQZ_OK) cudaFree(p); /* nothing sensible to do on failure */
 }
 
@@ -249,7 +332,7 @@ static sqz_status cuda_prepare_w4(void *ctx, const void *src, sqz_dtype t, int64
     free(host);
     if (s == SQZ_OK) s = sqz__cuda_w4_register(c, dev, &L);
     if (s != SQZ_OK) {
-        if (dev) cudaFree(dev);
+        cuda_free(c, dev);
         return s;
     }
     *prepared = dev;
@@ -282,6 +365,7 @@ static void cuda_destroy(void *ctx) {
     if (!c) return;
     if (cudaSetDevice(c->device) == cudaSuccess && c->stream) cudaStreamSynchronize(c->stream);
     sqz__i8_lt_plans_free(c);
+    sqz__calib_free(c);
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->blas) cublasDestroy(c->blas);
     scratch_release(c);
@@ -289,6 +373,7 @@ static void cuda_destroy(void *ctx) {
     /* prepared weights the caller did not free() belong to the context and go with it */
     for (size_t i = 0; i < c->n_w4; i++) cudaFree((void *)c->w4[i].ptr);
     free(c->w4);
+    free(c->allocs); /* buffers still allocated die with the CUDA context's process, as before */
     if (c->stream) {
         cudaStreamSynchronize(c->stream);
         cudaStreamDestroy(c->stream);
@@ -317,19 +402,19 @@ static const sqz_backend_ops cuda_ops = {
     /* .upload = */ cuda_upload,
     /* .download = */ cuda_download,
     /* .synchronize = */ cuda_sync,
-    /* .matmul = */ NULL,
+    /* .matmul = */ sqz__cuda_matmul,
     /* .gemm_i8 = */ cuda_gemm_i8,
     /* .prepare_w4 = */ cuda_prepare_w4,
     /* .gemm_w4 = */ cuda_gemm_w4,
     /* .destroy = */ cuda_destroy,
     /* .gemm_i8_sp24 = */ cuda_gemm_i8_sp24,
     /* .host_memory = */ false,
-    /* .sgemm = */ NULL,
-    /* .xtx = */ NULL,
-    /* .chol_inv_upper = */ NULL,
-    /* .to_f32 = */ NULL,
-    /* .mem_stats = */ NULL,
-    /* .set_mem_cap = */ NULL,
+    /* .sgemm = */ sqz__cuda_sgemm,
+    /* .xtx = */ sqz__cuda_xtx,
+    /* .chol_inv_upper = */ sqz__cuda_chol_inv_upper,
+    /* .to_f32 = */ sqz__cuda_to_f32,
+    /* .mem_stats = */ cuda_mem_stats,
+    /* .set_mem_cap = */ cuda_set_mem_cap,
 };
 
 sqz_cuda_ctx *sqz__cuda_ctx_of(sqz_backend *b) {
@@ -361,9 +446,16 @@ static sqz_status ctx_init(sqz_cuda_ctx *c, int device) {
     SQZ_CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     SQZ_CUBLAS_TRY(cublasCreate(&c->blas));
     SQZ_CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
+    /* Full fp32 for sgemm / matmul: the default math mode never uses TF32 tensor cores (only
+     * CUBLAS_TF32_TENSOR_OP_MATH would); set explicitly so that nothing inherited changes it. */
+    SQZ_CUBLAS_TRY(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
     SQZ_CUBLAS_TRY(cublasLtCreate(&c->lt));
     c->lt_ws_bytes = (size_t)32 << 20; /* NVIDIA's recommendation for Hopper */
     SQZ_CUDA_TRY(cudaMalloc(&c->lt_ws, c->lt_ws_bytes));
+    SQZ_TRY(sqz__cuda_mem_charge(c, c->lt_ws_bytes));
+    /* cuBLAS shares it (same stream, one call at a time) instead of a workspace of its own
+     * that the accounting could not see */
+    SQZ_CUBLAS_TRY(cublasSetWorkspace(c->blas, c->lt_ws, c->lt_ws_bytes));
     SQZ_TRY(sqz__i8_mma_init(c));
     SQZ_TRY(sqz__w4_init(c));
     return SQZ_OK;

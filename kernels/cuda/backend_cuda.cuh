@@ -10,6 +10,14 @@
 #include "kernels/cuda/cuda_common.cuh"
 
 struct sqz__lt_plan; /* gemm_i8_lt.cu */
+struct cusolverDnContext; /* cusolverDnHandle_t (calib_cuda.cu) */
+struct cusolverDnParams;  /* cusolverDnParams_t */
+
+/* One live allocation of cuda_alloc (the memory accounting's ptr -> size table). */
+typedef struct sqz__cuda_alloc_rec {
+    void *ptr;
+    size_t bytes;
+} sqz__cuda_alloc_rec;
 
 typedef struct sqz__w4_entry {
     const void *ptr;      /* device pointer returned by prepare_w4 */
@@ -35,7 +43,7 @@ typedef struct sqz_cuda_ctx {
     cudaStream_t stream;
     cublasHandle_t blas;
     cublasLtHandle_t lt;
-    void *lt_ws;                /* cuBLASLt workspace */
+    void *lt_ws;                /* cuBLASLt workspace, also cuBLAS's (cublasSetWorkspace) */
     size_t lt_ws_bytes;
     void *scratch;              /* stream-ordered scratch for one op at a time */
     size_t scratch_bytes;
@@ -45,12 +53,27 @@ typedef struct sqz_cuda_ctx {
     int next_choice;
     sqz__w4_entry *w4;          /* prepared int4 weights owned by this context */
     size_t n_w4, cap_w4;
+    /* memory accounting (sqz_backend_mem): alloc(), the scratch buffer and the cuBLAS(Lt)
+     * workspace; cuSOLVER's workspace comes from the scratch buffer */
+    size_t mem_in_use, mem_peak, mem_cap; /* cap 0: none */
+    sqz__cuda_alloc_rec *allocs;          /* live alloc() buffers */
+    size_t n_allocs, cap_allocs;
+    struct cusolverDnContext *solver;     /* created on the first chol_inv_upper */
+    struct cusolverDnParams *solver_params;
 } sqz_cuda_ctx;
 
 /* Makes ctx's device current. */
 sqz_status sqz__cuda_enter(sqz_cuda_ctx *c);
-/* A scratch buffer of at least `bytes` (valid until the next call; stream-ordered). */
+/* A scratch buffer of at least `bytes` (valid until the next call; stream-ordered). Growing it
+ * is charged to the memory accounting: SQZ_ERR_NOMEM naming the cap when it would exceed it. */
 sqz_status sqz__cuda_scratch(sqz_cuda_ctx *c, size_t bytes, void **out);
+/* The most scratch bytes, between min and want, that the memory cap allows now (want without a
+ * cap): ops that work in chunks size them with it so that a tight --gpu-mem still runs. */
+size_t sqz__cuda_scratch_fit(const sqz_cuda_ctx *c, size_t want, size_t min);
+/* Charges `bytes` to the accounting: SQZ_ERR_NOMEM ("would exceed --gpu-mem") over the cap. */
+sqz_status sqz__cuda_mem_charge(sqz_cuda_ctx *c, size_t bytes);
+/* Returns `bytes` charged before. */
+void sqz__cuda_mem_uncharge(sqz_cuda_ctx *c, size_t bytes);
 /* The registered layout of a prepared int4 weight, or NULL. */
 const sqz__w4_entry *sqz__cuda_w4_find(const sqz_cuda_ctx *c, const void *ptr);
 /* Registers a device buffer holding a prepared int4 weight of layout L. */

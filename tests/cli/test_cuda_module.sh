@@ -25,18 +25,18 @@ needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
 
 # ---- 1. who links what
 for f in "$sqz" "$libso"; do
-  cuda_deps=$(needed "$f" | grep -E '^lib(cuda|cudart|cublas|cublasLt)\.' | tr '\n' ' ')
+  cuda_deps=$(needed "$f" | grep -E '^lib(cuda|cudart|cublas|cublasLt|cusolver)\.' | tr '\n' ' ')
   check "$(basename "$f") needs no CUDA library (${cuda_deps:-none})" '[ -z "$cuda_deps" ]'
 done
 mod_deps=$(needed "$module" | tr '\n' ' ')
-check "the module needs cudart, cuBLAS, cuBLASLt ($mod_deps)" \
-  '[[ "$mod_deps" == *libcudart.so* && "$mod_deps" == *libcublas.so* && "$mod_deps" == *libcublasLt.so* ]]'
+check "the module needs cudart, cuBLAS, cuBLASLt, cuSOLVER ($mod_deps)" \
+  '[[ "$mod_deps" == *libcudart.so* && "$mod_deps" == *libcublas.so* && "$mod_deps" == *libcublasLt.so* && "$mod_deps" == *libcusolver.so* ]]'
 exported=$(nm -D --defined-only "$module" | awk '{print $NF}' | grep -v '^_' | tr '\n' ' ')
 check "the module exports its entry only ($exported)" '[ "$exported" = "sqz_cuda_module_entry " ]'
 
 # ---- 2. inspect pays nothing for CUDA
 LD_DEBUG=files "$sqz" inspect "$model" > /dev/null 2> "$tmp/ld"
-loaded=$(grep -oE 'file=[^ ]*lib(cuda|cudart|cublas|cublasLt|sqz_cuda)\.so[^ ]*' "$tmp/ld" | sort -u | tr '\n' ' ')
+loaded=$(grep -oE 'file=[^ ]*lib(cuda|cudart|cublas|cublasLt|cusolver|sqz_cuda)\.so[^ ]*' "$tmp/ld" | sort -u | tr '\n' ' ')
 check "inspect loads no CUDA library (${loaded:-none})" '[ -z "$loaded" ]'
 if [ -x /usr/bin/time ] && [ "${SQZ_SANITIZE:-OFF}" != ON ]; then
   /usr/bin/time -f %M -o "$tmp/rss" "$sqz" inspect "$model" > /dev/null
