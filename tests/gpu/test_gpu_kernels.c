@@ -269,7 +269,8 @@ static void test_errors(void **state) {
     (void)state;
     assert_true(sqz_backend_supports(gpu, SQZ_OP_GEMM_I8, SQZ_DTYPE_I8));
     assert_true(sqz_backend_supports(gpu, SQZ_OP_GEMM_W4A16, SQZ_DTYPE_Q4_1));
-    assert_false(sqz_backend_supports(gpu, SQZ_OP_MATMUL, SQZ_DTYPE_F32));
+    assert_true(sqz_backend_supports(gpu, SQZ_OP_MATMUL, SQZ_DTYPE_F32)); /* f32/f16/bf16 weights (issue 26) */
+    assert_false(sqz_backend_supports(gpu, SQZ_OP_MATMUL, SQZ_DTYPE_Q8_0)); /* block types: not on the device */
     /* weights prepared elsewhere, or not at all */
     uint16_t x[32];
     sqz_gemm_w4_args a = {.m = 1, .n = 1, .k = 32, .x = x, .w = x, .y = x, .y_dtype = SQZ_DTYPE_F32};
