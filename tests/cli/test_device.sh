@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# sqz compress --device (docs/device.md), without a GPU:
+#   usage: --gpu-mem without --device cuda, --device cuda/cpu-offload without --calib: exit 2, one line;
+#   --device cuda where no GPU can be used (a build without CUDA, or no device): exit 1, one line
+#     naming CUDA, nothing left at OUT; with a GPU the run succeeds and its weights agree with
+#     --device cpu's on >= 99.9% (bench/compare_weights.py) and the report names cuda kernels;
+#   --device cpu-offload (the device code path on the CPU: allocate, upload, compute, download) on
+#     stories260K and tinystories-656K, q4_0:gptq, q4_k_m:gptq and w8a8: its weights agree with
+#     --device cpu's on >= 99.9% (float order of the device path's transposed GPTQ update), its
+#     report names the kernels that validated each layer (cpu-offload:gemm_w4a16 for q4_0,
+#     cpu-offload:gemm_i8 for W8A8, cpu-offload:matmul otherwise) and the summary a device line;
+#   --device cpu writes the same bytes as no --device (the golden outputs are checked by
+#     cli_compress_golden).
+set -u
+sqz=${SQZ_BIN:?}
+data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:?}}
+py=${SQZ_PYTHON:-python3}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
+s260=$data/models/stories260K/stories260K.bin
+t656=$data/models/tinystories-656K
+wiki=$data/data/wiki.test.raw
+for f in "$s260" "$t656" "$wiki"; do [ -e "$f" ] || { echo "skipping: $f not found"; exit 77; }; done
+"$py" -c 'import numpy' 2>/dev/null || { echo "skipping: numpy not importable"; exit 77; }
+cal=(--calib "$wiki" --calib-samples 8 --calib-ctx 128)
+jget() { "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d"+sys.argv[2]))' "$1" "$2"; }
+agree() { # a.gguf b.gguf -> exit 0 when >= 99.9% of the dequantized weights are equal
+  "$sqz" convert "$1" -o "$1.f32.gguf" --dtype f32 > /dev/null 2>&1 &&
+  "$sqz" convert "$2" -o "$2.f32.gguf" --dtype f32 > /dev/null 2>&1 &&
+  "$py" "$here/../../bench/compare_weights.py" "$1.f32.gguf" "$2.f32.gguf" | tail -1 | tee "$tmp/agree.txt" |
+    "$py" -c 'import re,sys; m=re.search(r"\(([0-9.]+)%\)", sys.stdin.read()); sys.exit(0 if m and float(m.group(1)) >= 99.9 else 1)'
+}
+
+# ---- usage ----
+"$sqz" compress "$s260" -o "$tmp/u.gguf" --quant q4_0:gptq "${cal[@]}" --gpu-mem 100 > "$tmp/out" 2> "$tmp/err"
+check "--gpu-mem without --device cuda: exit 2, one line" '[ $? = 2 ] && [ $(wc -l < "$tmp/err") = 1 ] && grep -q "device cuda" "$tmp/err"'
+"$sqz" compress "$s260" -o "$tmp/u.gguf" --quant q4_0 --device cpu-offload > "$tmp/out" 2> "$tmp/err"
+check "--device cpu-offload without --calib: exit 2 naming --calib" '[ $? = 2 ] && grep -q -- "--calib" "$tmp/err"'
+check "nothing written by the usage errors" '[ ! -e "$tmp/u.gguf" ]'
+"$sqz" compress --help > "$tmp/help" 2>&1
+check "--help lists --device and --gpu-mem" 'grep -q -- "--device" "$tmp/help" && grep -q -- "--gpu-mem" "$tmp/help"'
+
+# ---- --device cuda ----
+"$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0:gptq "${cal[@]}" --device cuda --report "$tmp/c.json" -q \
+  > "$tmp/out" 2> "$tmp/err"
+rc=$?
+if [ $rc = 0 ]; then
+  "$sqz" compress "$s260" -o "$tmp/h.gguf" --quant q4_0:gptq "${cal[@]}" -q > /dev/null 2>&1
+  check "--device cuda agrees with the CPU on >= 99.9% of weights" 'agree "$tmp/h.gguf" "$tmp/c.gguf"'
+  check "the report names cuda kernels" '[ "$(jget "$tmp/c.json" "[\"layers\"][0][\"validated_by\"]")" = cuda:gemm_w4a16 ]'
+else
+  check "--device cuda without a usable GPU: exit 1, one line naming CUDA" \
+    '[ $rc = 1 ] && [ $(wc -l < "$tmp/err") = 1 ] && grep -qi "cuda" "$tmp/err"'
+  check "nothing left at OUT" '[ ! -e "$tmp/c.gguf" ]'
+fi
+
+# ---- --device cpu-offload: the device code path ----
+for m in "$s260" "$t656"; do
+  n=$(basename "$m" | cut -d. -f1)
+  for spec in q4_0:gptq q4_k_m:gptq; do
+    b=$tmp/$n-${spec/:/-}
+    "$sqz" compress "$m" -o "$b-cpu.gguf" --quant "$spec" "${cal[@]}" --device cpu -q > /dev/null 2>&1
+    "$sqz" compress "$m" -o "$b-off.gguf" --quant "$spec" "${cal[@]}" --device cpu-offload --report "$b-off.json" \
+      > "$b-off.log" 2>&1
+    check "$n $spec: cpu-offload runs" '[ $? = 0 ]'
+    agree "$b-cpu.gguf" "$b-off.gguf"
+    check "$n $spec: cpu-offload agrees with cpu on >= 99.9% of weights ($(cat "$tmp/agree.txt"))" '[ $? = 0 ]'
+    want=cpu-offload:matmul; [ "$spec" = q4_0:gptq ] && want=cpu-offload:gemm_w4a16
+    check "$n $spec: every layer validated by $want" \
+      '[ "$(jget "$b-off.json" "[\"layers\"]" | grep -o "validated_by[^,]*" | sort -u)" = "validated_by'"'"': '"'"'$want'"'"'" ]'
+    check "$n $spec: the summary's device line" 'grep -q "^device       cpu-offload: memory peak" "$b-off.log"'
+  done
+done
+"$sqz" compress "$t656" -o "$tmp/w8" --quant w8a8 "${cal[@]}" --device cpu-offload --report "$tmp/w8.json" \
+  > /dev/null 2>&1
+check "w8a8 through cpu-offload: validated by the INT8 GEMM" \
+  '[ "$(jget "$tmp/w8.json" "[\"layers\"][0][\"validated_by\"]")" = cpu-offload:gemm_i8 ]'
+"$sqz" compress "$s260" -o "$tmp/d1.gguf" --quant q4_0:gptq "${cal[@]}" -q > /dev/null 2>&1
+"$sqz" compress "$s260" -o "$tmp/d2.gguf" --quant q4_0:gptq "${cal[@]}" --device cpu -q > /dev/null 2>&1
+check "--device cpu writes the bytes of no --device" 'cmp -s "$tmp/d1.gguf" "$tmp/d2.gguf"'
+
+[ $fails = 0 ] && echo "all device checks passed" || echo "$fails device checks FAILED"
+[ $fails = 0 ]
