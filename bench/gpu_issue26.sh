@@ -3,7 +3,8 @@
 #   1. the GPU tests (test_gpu_calib: every calibration slot against the CPU backend; test_gpu_kernels);
 #   2. parity, --device cuda against --device cpu on the same machine, for stories260K,
 #      tinystories-656K and SmolLM2-135M shortened to 4 blocks (G/smol4.gguf; its weights sit on
-#      Q4_1/Q8_0 grids): RTN and GPTQ onto q4_0, the q4_k_m mix with GPTQ and RTN; equal weights
+#      Q4_1/Q8_0 grids): RTN and GPTQ onto q4_0, the q4_k_m mix with GPTQ and RTN, SparseGPT 50%,
+#      FFN pruning then GPTQ; equal weights
 #      (bench/compare_weights.py on both outputs dequantized) and each output's mean KLD against the
 #      original (sqz eval --base, 8 chunks of 256 tokens of wiki.test.raw);
 #   3. speed and memory on a model of Qwen2.5-Coder-1.5B's exact shapes with random weights (made on
@@ -32,10 +33,12 @@ kld() { $S eval "$1" --text "$T" --ctx 256 --chunks 8 --base "$2" --json "$3" -q
         python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.6f" % d["kld_mean"])' "$3" 2>/dev/null; }
 for m in "$G/shared/models/stories260K/stories260K.bin" "$G/shared/models/tinystories-656K" "$G/smol4.gguf"; do
   n=$(basename "$m" | cut -d. -f1)
-  for spec in q4_0 q4_0:gptq q4_k_m q4_k_m:gptq; do
-    b=$O/p/$n-${spec/:/-}
+  for stage in "--quant q4_0" "--quant q4_0:gptq" "--quant q4_k_m" "--quant q4_k_m:gptq" \
+               "--sparsity 0.5:sparsegpt" "--prune ffn=0.25 --quant q4_0:gptq"; do
+    spec=$(echo "$stage" | sed 's/--//g'); b=$O/p/$n-$(echo "$spec" | tr ' :=' '___')
     for d in cpu $DEV; do
-      $S compress "$m" -o "$b-$d.gguf" --quant "$spec" --calib "$T" --calib-samples 16 --calib-ctx 256 --device $d \
+      # shellcheck disable=SC2086
+      $S compress "$m" -o "$b-$d.gguf" $stage --calib "$T" --calib-samples 16 --calib-ctx 256 --device $d \
          --report "$b-$d.json" > "$b-$d.log" 2>&1 || { say "$n $spec $d: compress failed: $(tail -1 "$b-$d.log")"; continue 2; }
       $S convert "$b-$d.gguf" -o "$b-$d.f32.gguf" --dtype f32 > /dev/null 2>&1
     done
