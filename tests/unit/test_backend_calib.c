@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "calib/observe_internal.h"
+#include "calib_backend_util.h"
 #include "fake_device.h"
-#include "sqz/calib.h"
 
 static uint64_t rs = 0x243F6A8885A308D3ull;
 static double urand(void) { /* [-1, 1) */
@@ -24,11 +24,6 @@ static double urand(void) { /* [-1, 1) */
     rs ^= rs >> 7;
     rs ^= rs << 17;
     return (double)(rs >> 11) / (double)(1ull << 52) - 1.0;
-}
-
-/* |a - b| within rel of the scale sqrt(H_ii H_jj) of entry (i, j) (the Cauchy-Schwarz bound). */
-static bool close_h(double a, double b, double hii, double hjj, double rel) {
-    return fabs(a - b) <= rel * sqrt(hii * hjj) + 1e-300;
 }
 
 /* ---- the CPU slots ---------------------------------------------------------------------- */
@@ -162,114 +157,26 @@ static void test_sgemm_slot(void **state) {
 
 /* ---- observers on real activations ------------------------------------------------------- */
 
-enum { NW = 3, CTX = 300, LAYER = 1 }; /* 300 rows per event: two chunks of SQZ_XTX_CHUNK */
-static const unsigned NEEDS = SQZ_QSTAT_XTX | SQZ_QSTAT_X2 | SQZ_QSTAT_ABSMAX | SQZ_QSTAT_ABSMEAN | SQZ_QSTAT_HIST |
-                              SQZ_QSTAT_SAMPLE;
-
-static const char *model_path(void) { return sqz_test_data("models/tinystories-656K"); }
-
-static void *dup(const void *p, size_t n) {
-    if (!p) return NULL;
-    void *q = malloc(n);
-    memcpy(q, p, n);
-    return q;
-}
-
-/* A deep copy of block LAYER's statistics. */
-static sqz_status keep(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *b) {
-    (void)s;
-    if (layer != LAYER) return SQZ_OK;
-    sqz_calib_block *k = user;
-    *k = *b;
-    for (int i = 0; i < b->n_inputs; i++) {
-        const sqz_calib_input *in = &b->in[i];
-        sqz_calib_input *d = &k->in[i];
-        const size_t n = (size_t)in->st.n_in;
-        d->xtx = dup(in->xtx, n * n * sizeof(double));
-        d->x2 = dup(in->x2, n * sizeof(float));
-        d->absmax = dup(in->absmax, n * sizeof(float));
-        d->absmean = dup(in->absmean, n * sizeof(float));
-        d->mean = NULL;
-        d->x = dup(in->x, (size_t)in->st.n_x * n * sizeof(float));
-        d->hist.counts = dup(in->hist.counts, (size_t)in->hist.n_bins * sizeof(double));
-    }
-    return SQZ_OK;
-}
-
-static void run_stats(sqz_model *m, const sqz_calib_windows *w, sqz_backend *be, sqz_calib_block *out) {
-    sqz_session_opts so = sqz_session_default_opts();
-    so.max_tokens = CTX;
-    so.n_threads = 1;
-    sqz_session *s;
-    SQZ_ASSERT_OK(sqz_session_new(m, &so, &s));
-    memset(out, 0, sizeof *out);
-    sqz_calib_run_opts ro = {.observe = {.needs = NEEDS, .sample_rows = 64, .backend = be}, .on_block = keep,
-                             .user = out};
-    SQZ_ASSERT_OK(sqz_calib_run(s, w, &ro));
-    sqz_session_free(s);
-    assert_int_equal(out->n_inputs, 4);
-}
-
-/* Everything but X^T X bit for bit; X^T X the same bits (exact) or within 1e-12 of its scale. */
-static void compare(const sqz_calib_block *a, const sqz_calib_block *b, bool exact, const char *what) {
-    assert_int_equal(a->n_inputs, b->n_inputs);
-    for (int i = 0; i < a->n_inputs; i++) {
-        const sqz_calib_input *x = &a->in[i], *y = &b->in[i];
-        const int64_t n = x->st.n_in;
-        assert_int_equal(x->roles, y->roles);
-        assert_int_equal(x->st.n_tokens, y->st.n_tokens);
-        assert_int_equal(x->st.n_x, y->st.n_x);
-        assert_memory_equal(x->x2, y->x2, (size_t)n * sizeof(float));
-        assert_memory_equal(x->absmax, y->absmax, (size_t)n * sizeof(float));
-        assert_memory_equal(x->absmean, y->absmean, (size_t)n * sizeof(float));
-        assert_memory_equal(x->x, y->x, (size_t)(x->st.n_x * n) * sizeof(float));
-        assert_int_equal(x->hist.n_bins, y->hist.n_bins);
-        assert_memory_equal(x->hist.counts, y->hist.counts, (size_t)x->hist.n_bins * sizeof(double));
-        int64_t same = 0;
-        double worst = 0;
-        for (int64_t r = 0; r < n; r++)
-            for (int64_t c = 0; c < n; c++) {
-                const double p = x->xtx[r * n + c], q = y->xtx[r * n + c];
-                same += memcmp(&p, &q, sizeof p) == 0;
-                const double e = fabs(p - q) / sqrt(x->xtx[r * n + r] * x->xtx[c * n + c]);
-                if (e > worst) worst = e;
-                assert_true(close_h(p, q, x->xtx[r * n + r], x->xtx[c * n + c], 1e-12));
-            }
-        print_message("%s: input %d (%lld wide): X^T X %lld of %lld entries the same bits, largest difference "
-                      "%.3g of sqrt(H_ii H_jj)\n", what, i, (long long)n, (long long)same, (long long)(n * n), worst);
-        if (exact) assert_int_equal(same, n * n);
-    }
-}
-
 static void test_observer_backends(void **state) {
     (void)state;
-    SQZ_SKIP_UNLESS(model_path());
+    SQZ_SKIP_UNLESS(cb_model_path());
     SQZ_SKIP_UNLESS(sqz_test_data("data/wiki.test.raw"));
     sqz_model *m;
-    SQZ_ASSERT_OK(sqz_model_open(model_path(), NULL, &m));
-    char *text;
-    size_t len;
-    SQZ_ASSERT_OK(sqz_read_file(sqz_test_data("data/wiki.test.raw"), (size_t)1 << 31, &text, &len));
-    if (len > 200000) len = 200000;
-    sqz_tokenizer *tok;
-    SQZ_ASSERT_OK(sqz_tokenizer_new(&m->vocab, &tok));
-    sqz_calib_windows w;
-    SQZ_ASSERT_OK(sqz_calib_windows_make(tok, text, len, NW, CTX, 5, &w));
-    sqz_tokenizer_free(tok);
-    free(text);
+    SQZ_ASSERT_OK(sqz_model_open(cb_model_path(), NULL, &m));
+    sqz_calib_windows w = cb_windows(m, NW, 5);
     sqz_calib_block host, cpu_b, dev_b;
-    run_stats(m, &w, NULL, &host);
+    cb_run_stats(m, &w, NULL, &host);
     sqz_backend *cpu;
     SQZ_ASSERT_OK(sqz_backend_cpu(0, &cpu));
-    run_stats(m, &w, cpu, &cpu_b);
-    compare(&host, &cpu_b, true, "CPU backend vs none");
+    cb_run_stats(m, &w, cpu, &cpu_b);
+    cb_compare(&host, &cpu_b, true, "CPU backend vs none");
     fake_device fd;
     fake_device_init(&fd, 0);
     fake_calls_xtx = 0;
-    run_stats(m, &w, &fd.b, &dev_b);
+    cb_run_stats(m, &w, &fd.b, &dev_b);
     assert_true(fake_calls_xtx >= 4 * NW * 2); /* every input, every window, both blocks */
     assert_int_equal(fake_live, 0);
-    compare(&host, &dev_b, false, "device path vs none");
+    cb_compare(&host, &dev_b, false, "device path vs none");
     sqz_calib_block_free(&host);
     sqz_calib_block_free(&cpu_b);
     sqz_calib_block_free(&dev_b);
@@ -288,20 +195,11 @@ static void feed(sqz_session *s, const sqz_calib_windows *w, int64_t i, sqz_cali
 
 static void test_observer_device_merge(void **state) {
     (void)state;
-    SQZ_SKIP_UNLESS(model_path());
+    SQZ_SKIP_UNLESS(cb_model_path());
     SQZ_SKIP_UNLESS(sqz_test_data("data/wiki.test.raw"));
     sqz_model *m;
-    SQZ_ASSERT_OK(sqz_model_open(model_path(), NULL, &m));
-    char *text;
-    size_t len;
-    SQZ_ASSERT_OK(sqz_read_file(sqz_test_data("data/wiki.test.raw"), (size_t)1 << 31, &text, &len));
-    if (len > 200000) len = 200000;
-    sqz_tokenizer *tok;
-    SQZ_ASSERT_OK(sqz_tokenizer_new(&m->vocab, &tok));
-    sqz_calib_windows w;
-    SQZ_ASSERT_OK(sqz_calib_windows_make(tok, text, len, 4, CTX, 9, &w));
-    sqz_tokenizer_free(tok);
-    free(text);
+    SQZ_ASSERT_OK(sqz_model_open(cb_model_path(), NULL, &m));
+    sqz_calib_windows w = cb_windows(m, 4, 9);
     sqz_session_opts so = sqz_session_default_opts();
     so.max_tokens = CTX;
     so.n_threads = 1;
@@ -330,7 +228,7 @@ static void test_observer_device_merge(void **state) {
         assert_int_equal(ab.in[i].st.n_tokens, 4 * CTX);
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < n; c++)
-                assert_true(close_h(x[r * n + c], y[r * n + c], x[r * n + r], x[c * n + c], 1e-12));
+                assert_true(cb_close_h(x[r * n + c], y[r * n + c], x[r * n + r], x[c * n + c], 1e-12));
     }
     sqz_calib_observer_free(ref);
     sqz_calib_observer_free(a);
