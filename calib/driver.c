@@ -76,7 +76,10 @@ static sqz_status node(run *R, int64_t a, int64_t b, sqz_calib_observer **out) {
         sqz_calib_observer_free(ob);
         return st;
     }
-    sqz__calib_observer_seal(ob);
+    if ((st = sqz__calib_observer_seal(ob)) != SQZ_OK) {
+        sqz_calib_observer_free(ob);
+        return st;
+    }
     sqz__calib_mem_set(&R->mem, R->mem.live + sqz__calib_observer_bytes(ob));
     if (a == 0 && (R->oo.needs & SQZ_QSTAT_HIST)) { /* rank 0: window 0 chose the bins; tell the others */
         for (int i = 0; i < ob->n_inputs; i++) R->hist_w0[i] = ob->in[i].hist.width;
@@ -101,8 +104,8 @@ static sqz_status block_stats_serial(run *R, int64_t nw, sqz_calib_block *stats)
                                sqz_calib_observer_hook, ob);
         if (R->o->progress) R->o->progress(R->o->progress_user, ++R->done, R->total);
     }
+    if (st == SQZ_OK) st = sqz__calib_observer_seal(ob);
     if (st == SQZ_OK) {
-        sqz__calib_observer_seal(ob);
         sqz__calib_mem_set(&R->mem, sqz__calib_observer_bytes(ob));
         st = sqz_calib_observer_finish(ob, stats);
     }
@@ -153,6 +156,11 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
                   (long long)sqz_session_max_tokens(s));
     SQZ_TRY(sqz__calib_check_ranks(m, w)); /* every rank: the same model and windows */
     const int rank = sqz_dist_rank(), size = sqz_dist_size();
+    /* the MPI paths (owner.c, reduce.c, panel.c) are host arithmetic; a host-memory backend
+     * gives their bits, a device one is refused rather than silently not used */
+    SQZ_RETURN_IF(size > 1 && o->observe.backend && !sqz_backend_host_memory(o->observe.backend),
+                  SQZ_ERR_UNSUPPORTED, "calibration: the %s backend cannot form the statistics of a job of %d "
+                  "ranks (device statistics are for one process)", o->observe.backend->ops->name, size);
     const bool dealt = owner_mode(o); /* windows rank, rank + size, ...; else [w0, w1) */
     int64_t w0, w1;
     sqz__calib_rank_windows(nw, rank, size, &w0, &w1);

@@ -6,13 +6,13 @@
  * HistogramCalibrator, through sqz_act_hist) and a strided sample of input rows; and the
  * cosine similarity between the block's input and output residual streams.
  */
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "calib/observe_internal.h"
 
-static void input_free(obs_input *in) {
+static void input_free(sqz_calib_observer *ob, obs_input *in) {
+    sqz__calib_xtx_free_input(ob, in);
     free(in->xtx);
     free(in->sum_x2);
     free(in->sum_abs);
@@ -25,7 +25,8 @@ static void input_free(obs_input *in) {
 
 void sqz_calib_observer_free(sqz_calib_observer *ob) {
     if (!ob) return;
-    for (int i = 0; i < ob->n_inputs; i++) input_free(&ob->in[i]);
+    for (int i = 0; i < ob->n_inputs; i++) input_free(ob, &ob->in[i]);
+    sqz__calib_xtx_free_scratch(ob);
     free(ob->dbuf);
     free(ob->blk_in);
     free(ob);
@@ -34,6 +35,7 @@ void sqz_calib_observer_free(sqz_calib_observer *ob) {
 sqz_status sqz_calib_observer_new(int32_t layer, const sqz_calib_observe_opts *o, sqz_calib_observer **out) {
     *out = NULL;
     SQZ_RETURN_IF(!o || o->sample_rows < 0, SQZ_ERR_INVALID_ARG, "calibration: bad observer options");
+    SQZ_TRY(sqz__calib_xtx_check(o));
     sqz_calib_observer *ob = sqz__calloc(1, sizeof *ob);
     if (!ob) return SQZ_ERR_NOMEM;
     ob->layer = layer;
@@ -79,7 +81,7 @@ static sqz_status input_alloc(sqz_calib_observer *ob, obs_input *in, uint32_t ro
             in->hist.width = w0;
         }
     }
-    if ((nd & SQZ_QSTAT_XTX) && n_in > ob->dbuf_n_in) {
+    if ((nd & SQZ_QSTAT_XTX) && !ob->o.backend && n_in > ob->dbuf_n_in) {
         free(ob->dbuf);
         ob->dbuf = sqz__malloc((size_t)XTX_CHUNK * (size_t)n_in * sizeof(double));
         if (!ob->dbuf) return SQZ_ERR_NOMEM;
@@ -129,17 +131,7 @@ static sqz_status observe_linear(sqz_calib_observer *ob, const sqz_hook_event *e
         if (in->x && in->n_x < in->x_cap && (ob->token_base + in->n_tokens + t) % ob->stride == 0)
             memcpy(in->x + in->n_x++ * k, r, (size_t)k * sizeof(float));
     }
-    if (in->xtx) {
-        for (int64_t t0 = 0; t0 < n; t0 += XTX_CHUNK) {
-            int64_t nr = n - t0 < XTX_CHUNK ? n - t0 : XTX_CHUNK;
-            const float *src = e->x + t0 * k;
-            for (int64_t i = 0; i < nr * k; i++) ob->dbuf[i] = (double)src[i];
-            /* upper triangle of xtx += D^T D, D (nr, k) row-major, panel by panel */
-            for (int64_t a = 0; a < k; a += SQZ__PANEL_ROWS)
-                sqz__xtx_panel(ob->dbuf, nr, k, a, a + SQZ__PANEL_ROWS < k ? a + SQZ__PANEL_ROWS : k,
-                                     in->xtx + a * k);
-        }
-    }
+    if (in->xtx) SQZ_TRY(sqz__calib_xtx_add(ob, in, e->x, n));
     if (in->hist_init) SQZ_TRY(sqz_act_hist_add(&in->hist, e->x, n * k));
     in->n_tokens += n;
     return SQZ_OK;
@@ -209,6 +201,7 @@ static float *mean_of(const double *sum, int64_t n, int64_t count) {
 
 sqz_status sqz_calib_observer_finish(sqz_calib_observer *ob, sqz_calib_block *out) {
     memset(out, 0, sizeof *out);
+    SQZ_TRY(sqz__calib_xtx_to_host(ob));
     out->layer = ob->layer;
     out->cos_mean = ob->cos_n ? ob->cos_sum / (double)ob->cos_n : 0.0;
     out->cos_min = ob->cos_n ? ob->cos_min : 0.0;

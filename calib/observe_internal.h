@@ -25,6 +25,9 @@ typedef struct obs_input {
     int64_t n_x, x_cap;
     sqz_act_hist hist;
     bool hist_init;
+    void *dev_h;           /* device backend: (n_in, n_in) f64 upper triangle accumulated there */
+    bool dev_used;         /* dev_h holds a sum (else the next update has beta 0) */
+    bool host_used;        /* xtx holds sums already (a device sum is added, not copied, into it) */
 } obs_input;
 
 struct sqz_calib_observer {
@@ -35,6 +38,8 @@ struct sqz_calib_observer {
     int n_inputs;
     double *dbuf;          /* (XTX_CHUNK, max n_in) */
     int64_t dbuf_n_in;
+    void *dev_x;           /* device backend: an event's rows uploaded (dev_x_bytes) */
+    size_t dev_x_bytes;
     float *blk_in;         /* copy of the block input of the current window */
     size_t blk_cap;        /* floats */
     int64_t blk_n, blk_d;
@@ -63,8 +68,9 @@ sqz_status sqz__calib_observer_range(int32_t layer, const sqz_calib_observe_opts
 /* dst += src, src observing the windows right after dst's: sums add, maxima take the larger,
  * sample rows are appended (up to sample_rows), histograms merge (sqz_act_hist_merge). */
 sqz_status sqz__calib_observer_merge(sqz_calib_observer *dst, const sqz_calib_observer *src);
-/* Frees the scratch buffers (an observer that will observe no more). */
-void sqz__calib_observer_seal(sqz_calib_observer *ob);
+/* Brings device sums to the host (sqz__calib_xtx_to_host) and frees the scratch buffers (an
+ * observer that will observe no more). */
+sqz_status sqz__calib_observer_seal(sqz_calib_observer *ob);
 /* Bytes of statistics it holds (the accumulators, not the scratch). */
 size_t sqz__calib_observer_bytes(const sqz_calib_observer *ob);
 /* The observer as bytes (native byte order: ranks of one architecture), appended to *buf
@@ -79,6 +85,19 @@ sqz_status sqz__calib_observer_take_input(sqz_calib_observer *dst, sqz_calib_obs
 sqz_status sqz__calib_observer_stub_input(sqz_calib_observer *dst, uint32_t roles, int64_t n_in);
 /* An observer from packed bytes at r (checked against the bytes left); `o` as the packer's. */
 sqz_status sqz__calib_observer_unpack(sqz__reader *r, const sqz_calib_observe_opts *o, sqz_calib_observer **out);
+
+/* ---- X^T X through the observe options' backend (calib/observe_xtx.c) ---- */
+/* SQZ_ERR_UNSUPPORTED when o->backend lacks what the Hessian needs (when it is collected). */
+sqz_status sqz__calib_xtx_check(const sqz_calib_observe_opts *o);
+/* The upper triangle of input in's X^T X += x^T x, x (n, in->n_in): host, host-memory backend
+ * (same bits) or device (the sum stays there until sqz__calib_xtx_to_host). */
+sqz_status sqz__calib_xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n);
+/* Every input's device sum into the host's xtx (added when the host holds sums already) and its
+ * device memory freed; nothing without a device backend. */
+sqz_status sqz__calib_xtx_to_host(sqz_calib_observer *ob);
+/* Frees an input's device sum (what it held is lost) / the observer's upload buffer. */
+void sqz__calib_xtx_free_input(sqz_calib_observer *ob, obs_input *in);
+void sqz__calib_xtx_free_scratch(sqz_calib_observer *ob);
 
 /* Where the tree splits [a, b) (b - a >= 2): a + the largest power of two below b - a. */
 static inline int64_t sqz__calib_tree_split(int64_t a, int64_t b) {

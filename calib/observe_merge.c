@@ -23,7 +23,9 @@ sqz_status sqz__calib_observer_range(int32_t layer, const sqz_calib_observe_opts
     return SQZ_OK;
 }
 
-void sqz__calib_observer_seal(sqz_calib_observer *ob) {
+sqz_status sqz__calib_observer_seal(sqz_calib_observer *ob) {
+    const sqz_status s = sqz__calib_xtx_to_host(ob);
+    sqz__calib_xtx_free_scratch(ob);
     free(ob->dbuf);
     free(ob->blk_in);
     ob->dbuf = NULL;
@@ -31,6 +33,7 @@ void sqz__calib_observer_seal(sqz_calib_observer *ob) {
     ob->dbuf_n_in = 0;
     ob->blk_cap = 0;
     ob->blk_n = 0;
+    return s;
 }
 
 size_t sqz__calib_observer_bytes(const sqz_calib_observer *ob) {
@@ -65,8 +68,10 @@ static sqz_status merge_input(const sqz_calib_observer *dob, obs_input *d, const
     if (d->absmax && s->absmax)
         for (int64_t j = 0; j < k; j++)
             if (s->absmax[j] > d->absmax[j]) d->absmax[j] = s->absmax[j];
-    if (d->xtx && s->xtx) /* the upper triangles: all the observers accumulate */
+    if (d->xtx && s->xtx) { /* the upper triangles: all the observers accumulate */
         for (int64_t r = 0; r < k; r++) add(d->xtx + r * k + r, s->xtx + r * k + r, k - r);
+        d->host_used = true;
+    }
     if (d->x && s->x) {
         int64_t want = dob->o.sample_rows - d->n_x;
         if (want > s->n_x) want = s->n_x;
@@ -87,6 +92,8 @@ static sqz_status merge_input(const sqz_calib_observer *dob, obs_input *d, const
 }
 
 sqz_status sqz__calib_observer_merge(sqz_calib_observer *dst, const sqz_calib_observer *src) {
+    SQZ_TRY(sqz__calib_xtx_to_host(dst));
+    SQZ_TRY(sqz__calib_xtx_to_host((sqz_calib_observer *)src)); /* its sums move, not change */
     SQZ_RETURN_IF(dst->layer != src->layer, SQZ_ERR_INVALID_ARG, "calibration: merging block %d into block %d",
                   (int)src->layer, (int)dst->layer);
     SQZ_RETURN_IF(dst->n_inputs != src->n_inputs, SQZ_ERR_INVALID_ARG,
@@ -106,6 +113,7 @@ sqz_status sqz__calib_observer_merge(sqz_calib_observer *dst, const sqz_calib_ob
 
 void sqz__calib_observer_drop_input(sqz_calib_observer *ob, int i) {
     obs_input *in = &ob->in[i];
+    sqz__calib_xtx_free_input(ob, in);
     free(in->xtx);
     free(in->sum_x2);
     free(in->sum_abs);
@@ -165,6 +173,7 @@ static void put(wbuf *w, const void *src, size_t n) {
 
 sqz_status sqz__calib_observer_pack(const sqz_calib_observer *ob, int only, uint8_t **buf, size_t *len,
                                     size_t *cap) {
+    SQZ_TRY(sqz__calib_xtx_to_host((sqz_calib_observer *)ob)); /* its sums move, not change */
     wbuf w = {buf, len, cap, false};
     const uint32_t magic = PACK_MAGIC, n_inputs = only < 0 ? (uint32_t)ob->n_inputs : 1;
     PUT(&w, magic);
@@ -219,6 +228,7 @@ static sqz_status unpack_input(sqz__reader *r, sqz_calib_observer *ob, obs_input
     if (has & HAS_ABSMAX) ok = ok && (in->absmax = sqz__malloc(k * sizeof(float))) && sqz__reader_copy(r, in->absmax, k * 4);
     if (ok && (has & HAS_XTX)) {
         ok = (in->xtx = sqz__calloc(k * k, sizeof(double))) != NULL;
+        in->host_used = true;
         for (size_t row = 0; ok && row < k; row++) ok = sqz__reader_copy(r, in->xtx + row * k + row, (k - row) * sizeof(double));
     }
     if (ok && (has & HAS_ROWS)) {

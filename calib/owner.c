@@ -362,7 +362,8 @@ sqz_status sqz__calib_owner_stats(const sqz__calib_owner_job *j, sqz_calib_block
     free(R.cap.blk);
     free(R.cap.cos);
     free(R.pk);
-    sqz__calib_observer_seal(R.mine);
+    const sqz_status sealed = sqz__calib_observer_seal(R.mine);
+    if (st == SQZ_OK) st = sealed;
     sqz_calib_observer *final = NULL;
     if (st == SQZ_OK) st = sqz__calib_observer_range(j->layer, j->oo, 0, j->nw, j->ctx, &final);
     if (st == SQZ_OK && j->oo->block_io) { /* rank 0's cosine sums */

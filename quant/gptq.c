@@ -33,30 +33,16 @@
  * hook picks the weights that become zero, which is the target value instead of the grid's.
  *
  * Rows are independent given U: within a block each row walks its columns in turn with the
- * block's 128 x 128 corner of U in cache; across blocks the update is a GEMM.
+ * block's 128 x 128 corner of U in cache (the rows on a thread pool); across blocks the update
+ * is a GEMM (gptq_sweep.c, also the sweep on a device backend: sqz_quant_opts.backend).
  */
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/linalg.h"
 #include "quant/gguf/kquant_internal.h"
 #include "quant/gguf/quant_gguf.h"
-#include "quant/quant_internal.h"
-
-typedef struct gptq_ctx {
-    int64_t n;          /* columns */
-    const int64_t *perm; /* processing position -> original column */
-    const uint8_t *dead; /* by original column */
-    const float *u;     /* (n, n) upper factor of H^-1 in processing order */
-    sqz_qformat fmt;
-    int64_t gs, ng;     /* group columns, groups per row */
-    bool static_grids;
-    bool act_order;
-    int32_t blocksize;
-    const sqz__gptq_mask *mask; /* NULL: plain GPTQ */
-    const float *ud;    /* (n) U's diagonal, when mask */
-    const float *hdiag; /* K-quants: diag H by original column, the importance of the grids */
-} gptq_ctx;
+#include "quant/gptq_internal.h"
 
 /* argsort of diag(H) descending, ties by index (a stable order every libc agrees on). */
 typedef struct diag_key {
@@ -67,6 +53,25 @@ static int cmp_key(const void *a, const void *b) {
     const diag_key *x = a, *y = b;
     if (x->d != y->d) return x->d > y->d ? -1 : 1;
     return x->i < y->i ? -1 : (x->i > y->i);
+}
+
+/* The factor of the damped Hessian h (n, n) in place: host, a host-memory backend's slot on h
+ * itself, or a device backend's (uploaded, factored, downloaded). */
+static sqz_status chol(sqz_backend *be, double *h, int64_t n) {
+    if (!be) return sqz__chol_inverse_upper(h, n);
+    if (sqz_backend_host_memory(be)) return be->ops->chol_inv_upper(be->ctx, h, n);
+    const size_t nb = (size_t)n * (size_t)n * sizeof(double);
+    double *d = be->ops->alloc(be->ctx, nb);
+    if (!d) {
+        sqz__error_prefix("gptq: device memory for a Hessian of %lld", (long long)n);
+        return SQZ_ERR_NOMEM;
+    }
+    sqz_status s = be->ops->upload(be->ctx, d, h, nb);
+    if (s == SQZ_OK) s = be->ops->chol_inv_upper(be->ctx, d, n);
+    if (s == SQZ_OK) s = be->ops->download(be->ctx, h, d, nb);
+    if (s == SQZ_OK && be->ops->synchronize) s = be->ops->synchronize(be->ctx);
+    if (be->ops->free) be->ops->free(be->ctx, d);
+    return s;
 }
 
 /* Builds U (float) and perm / dead for the shared input. Peak: n^2 doubles (the damped,
@@ -111,7 +116,7 @@ static sqz_status prepare(const sqz_qstats *st, const sqz_quant_opts *o, float *
             work[a * n + a] += damp;
         }
         sqz_clear_error();
-        s = sqz__chol_inverse_upper(work, n);
+        s = chol(o->backend, work, n);
         if (s != SQZ_ERR_NUMERIC || attempt == 4) break;
         damp *= 10;
     }
@@ -129,68 +134,6 @@ done:
     free(perm);
     free(dead);
     return s;
-}
-
-/* Group id and grid of the element at processing position p of row r. */
-static inline sqz__grid *grid_at(const gptq_ctx *c, sqz__grid *grids, int64_t r, int64_t p) {
-    const int64_t g = c->static_grids ? c->perm[p] / c->gs : p / c->gs;
-    return &grids[r * c->ng + g];
-}
-
-/* The target value of element v at processing position p of row r (codes[] and the grid
- * anchors as plain GPTQ; a pruned element takes the grid's zero code, or 0 without a grid). */
-static inline float target_value(const gptq_ctx *c, sqz__grid *grids, int8_t *codes, int64_t r, int64_t p, float v,
-                                 bool pruned) {
-    if (c->mask && !c->mask->quantize) return pruned ? 0.0f : v;
-    const int64_t col = c->perm[p];
-    const sqz__grid *g = grid_at(c, grids, r, p);
-    int code = sqz__grid_code(g, c->fmt, pruned ? 0.0f : v);
-    /* anchors: the column (within its group, original order == processing order for
-     * dynamic GGUF grids) that defined the grid takes the extreme code */
-    const int64_t within = c->static_grids ? col % c->gs : p % c->gs;
-    if (!pruned && within == g->anchor[0]) code = g->anchor_code[0];
-    else if (!pruned && within == g->anchor[1]) code = g->anchor_code[1];
-    codes[r * c->n + col] = (int8_t)code;
-    return sqz__grid_value(g, c->fmt, code);
-}
-
-/* The sweep over row-major wp (n_out, n) in processing order; codes (quantizing) or values
- * (mask without quantization, original column order) receive the result. */
-static double sweep(const gptq_ctx *c, float *wp, int64_t n_out, int8_t *codes, sqz__grid *grids, float *err,
-                    uint8_t *pr, float *values) {
-    const int64_t n = c->n, B = c->blocksize;
-    const sqz__gptq_mask *mk = c->mask;
-    double loss = 0;
-    for (int64_t i1 = 0; i1 < n; i1 += B) {
-        const int64_t i2 = i1 + B < n ? i1 + B : n, cnt = i2 - i1;
-        if (mk && !mk->per_row) mk->select(mk->user, wp + i1, n, n_out, cnt, c->ud + i1, pr, cnt);
-        for (int64_t r = 0; r < n_out; r++) {
-            float *wr = wp + r * n + i1;
-            float *er = err + r * cnt;
-            for (int64_t i = 0; i < cnt; i++) {
-                const int64_t p = i1 + i;
-                if (grids && !c->static_grids && p % c->gs == 0)
-                    sqz__grid_make(c->fmt, wr + i, (int)c->gs, &grids[r * c->ng + p / c->gs]);
-                if (mk && mk->per_row && p % mk->span == 0) {
-                    const int64_t span = mk->span < cnt - i ? mk->span : cnt - i;
-                    mk->select(mk->user, wr + i, n, 1, span, c->ud + p, pr + r * cnt + i, cnt);
-                }
-                const float v = wr[i];
-                const float q = target_value(c, grids, codes, r, p, v, mk && pr[r * cnt + i]);
-                if (values) values[r * n + c->perm[p]] = q;
-                const float d = c->u[p * n + p];
-                const float e = (v - q) / d;
-                loss += 0.5 * (double)e * (double)e;
-                er[i] = e;
-                const float *urow = c->u + p * n + i1;
-                for (int64_t j = i + 1; j < cnt; j++) wr[j] -= e * urow[j];
-            }
-        }
-        if (i2 < n)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n_out, (int)(n - i2), (int)cnt, -1.0f, err,
-                        (int)cnt, c->u + i1 * n + i2, (int)n, 1.0f, wp + i2, (int)n);
-    }
-    return loss;
 }
 
 /* K-quants and IQ4: the grids of every sub-block from the blocks llama.cpp's quantizer makes of
@@ -234,46 +177,176 @@ static void kencode(const gptq_ctx *c, const int8_t *codes, int64_t n_out, uint8
     memcpy(q->data, kblk, q->nbytes);
 }
 
+/* The static grids of rows [begin, end) from the original (dead-zeroed) weights, in original
+ * column order (each thread its own row of tmp). */
+typedef struct sgrid_job {
+    const gptq_ctx *c;
+    const float *wp;
+    float *tmp;        /* (threads, n) */
+    uint8_t *kblk;     /* K-quants: the blocks, row_bytes per row */
+    size_t row_bytes;
+    sqz__grid *grids;
+} sgrid_job;
+
+static void sgrid_fn(void *ctx, int64_t begin, int64_t end, int thread) {
+    const sgrid_job *j = ctx;
+    const gptq_ctx *c = j->c;
+    float *tmp = j->tmp + (size_t)thread * (size_t)c->n;
+    for (int64_t r = begin; r < end; r++) {
+        for (int64_t p = 0; p < c->n; p++) tmp[c->perm[p]] = j->wp[r * c->n + p];
+        if (j->kblk) {
+            kgrids_row(c, tmp, j->kblk + (size_t)r * j->row_bytes, &j->grids[r * c->ng]);
+            continue;
+        }
+        for (int64_t g = 0; g < c->ng; g++)
+            sqz__grid_make(c->fmt, tmp + g * c->gs, (int)c->gs, &j->grids[r * c->ng + g]);
+    }
+}
+
+static sqz_status static_grids(const gptq_ctx *c, const float *wp, int64_t n_out, uint8_t *kblk, size_t nbytes,
+                               sqz__grid *grids) {
+    const int nt = sqz__pool_threads(c->pool);
+    sgrid_job j = {c, wp, sqz__malloc((size_t)nt * (size_t)c->n * sizeof(float)), kblk, nbytes / (size_t)n_out,
+                   grids};
+    if (!j.tmp) return SQZ_ERR_NOMEM;
+    sqz__pool_for(c->pool, n_out, 1, sgrid_fn, &j);
+    free(j.tmp);
+    return SQZ_OK;
+}
+
 /* One layer: out (quantizing) or values (mask without quantization). */
 static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz_qmatrix *out, float *values) {
     const int64_t n = c->n, B = c->blocksize;
     const bool quant = !c->mask || c->mask->quantize;
-    float *wp = sqz__malloc((size_t)n_out * (size_t)n * sizeof(float));
-    int8_t *codes = quant ? sqz__malloc((size_t)n_out * (size_t)n) : NULL;
-    sqz__grid *grids = quant ? sqz__malloc((size_t)n_out * (size_t)c->ng * sizeof(sqz__grid)) : NULL;
-    float *err = sqz__malloc((size_t)n_out * (size_t)B * sizeof(float));
-    float *tmp = sqz__malloc((size_t)n * sizeof(float));
-    uint8_t *pr = c->mask ? sqz__calloc((size_t)n_out * (size_t)B, 1) : NULL;
     const bool kq = quant && sqz__qfmt_blockgrid(c->fmt);
+    float *wp = sqz__malloc((size_t)n_out * (size_t)n * sizeof(float));
+    gptq_out go = {.codes = quant ? sqz__malloc((size_t)n_out * (size_t)n) : NULL,
+                   .grids = quant ? sqz__malloc((size_t)n_out * (size_t)c->ng * sizeof(sqz__grid)) : NULL,
+                   .pr = c->mask ? sqz__calloc((size_t)n_out * (size_t)B, 1) : NULL,
+                   .values = values};
     uint8_t *kblk = kq ? sqz__malloc(out->nbytes) : NULL;
-    if (!wp || (quant && (!codes || !grids)) || !err || !tmp || (c->mask && !pr) || (kq && !kblk)) {
-        free(wp); free(codes); free(grids); free(err); free(tmp); free(pr); free(kblk);
-        return SQZ_ERR_NOMEM;
-    }
-    /* permuted, dead columns zeroed */
-    for (int64_t r = 0; r < n_out; r++)
+    sqz_status s = SQZ_OK;
+    if (!wp || (quant && (!go.codes || !go.grids)) || (c->mask && !go.pr) || (kq && !kblk)) s = SQZ_ERR_NOMEM;
+    for (int64_t r = 0; s == SQZ_OK && r < n_out; r++) /* permuted, dead columns zeroed */
         for (int64_t p = 0; p < n; p++) {
             const int64_t col = c->perm[p];
             wp[r * n + p] = c->dead[col] ? 0.0f : w[r * n + col];
         }
-    if (quant && c->static_grids) { /* from the original (dead-zeroed) weights, in original column order */
-        for (int64_t r = 0; r < n_out; r++) {
-            for (int64_t p = 0; p < n; p++) tmp[c->perm[p]] = wp[r * n + p];
-            if (kq) {
-                kgrids_row(c, tmp, kblk + (size_t)r * (out->nbytes / (size_t)n_out), &grids[r * c->ng]);
-                continue;
-            }
-            for (int64_t g = 0; g < c->ng; g++) sqz__grid_make(c->fmt, tmp + g * c->gs, (int)c->gs, &grids[r * c->ng + g]);
-        }
+    if (s == SQZ_OK && quant && c->static_grids) s = static_grids(c, wp, n_out, kblk, kq ? out->nbytes : 0, go.grids);
+    if (s == SQZ_OK)
+        s = c->be && !sqz_backend_host_memory(c->be) ? sqz__gptq_sweep_device(c, wp, n_out, &go)
+                                                     : sqz__gptq_sweep_host(c, wp, n_out, &go);
+    if (s == SQZ_OK && quant) {
+        if (kq) kencode(c, go.codes, n_out, kblk, out);
+        else sqz__encode(out, go.codes, go.grids);
+        out->loss = go.loss;
     }
-    const double loss = sweep(c, wp, n_out, codes, grids, err, pr, values);
-    if (quant) {
-        if (kq) kencode(c, codes, n_out, kblk, out);
-        else sqz__encode(out, codes, grids);
-        out->loss = loss;
-    }
-    free(wp); free(codes); free(grids); free(err); free(tmp); free(pr); free(kblk);
+    free(wp); free(go.codes); free(go.grids); free(go.pr); free(kblk);
+    return s;
+}
+
+/* What a backend must have for GPTQ (a device one: memory too). */
+static sqz_status check_backend(const sqz_backend *be) {
+    if (!be) return SQZ_OK;
+    SQZ_RETURN_IF(!sqz_backend_supports(be, SQZ_OP_CHOL, SQZ_DTYPE_F32) ||
+                      !sqz_backend_supports(be, SQZ_OP_SGEMM, SQZ_DTYPE_F32),
+                  SQZ_ERR_UNSUPPORTED, "gptq: backend %s has no Cholesky factor or sgemm", be->ops->name);
+    SQZ_RETURN_IF(!sqz_backend_host_memory(be) && (!be->ops->alloc || !be->ops->upload || !be->ops->download),
+                  SQZ_ERR_UNSUPPORTED, "gptq: backend %s cannot move memory", be->ops->name);
     return SQZ_OK;
+}
+
+static void ctx_free(gptq_ctx *c) {
+    if (c->du && c->be->ops->free) c->be->ops->free(c->be->ctx, c->du);
+    sqz__pool_free(c->pool);
+    free((void *)c->u);
+    free((void *)c->ud);
+    free((void *)c->hdiag);
+    free((void *)c->perm);
+    free((void *)c->dead);
+    memset(c, 0, sizeof *c);
+}
+
+/* U, perm, dead (prepare), U's diagonal for a mask, diag H for K-quant grids, the thread pool,
+ * U in device memory on a device backend. c->n, mask and be are set; on failure the caller
+ * still calls ctx_free. */
+static sqz_status ctx_setup(gptq_ctx *c, const sqz_qstats *st, const sqz_quant_opts *o, bool want_hdiag) {
+    const int64_t n = c->n;
+    SQZ_TRY(check_backend(c->be));
+    float *u = NULL;
+    int64_t *perm = NULL;
+    uint8_t *dead = NULL;
+    SQZ_TRY(prepare(st, o, &u, &perm, &dead));
+    c->u = u;
+    c->perm = perm;
+    c->dead = dead;
+    SQZ_TRY(sqz__pool_new(o->threads, &c->pool));
+    if (c->mask) {
+        float *ud = sqz__malloc((size_t)n * sizeof(float));
+        if (!(c->ud = ud)) return SQZ_ERR_NOMEM;
+        for (int64_t p = 0; p < n; p++) ud[p] = u[p * n + p];
+    }
+    if (want_hdiag) {
+        float *hd = sqz__malloc((size_t)n * sizeof(float));
+        if (!(c->hdiag = hd)) return SQZ_ERR_NOMEM;
+        for (int64_t j = 0; j < n; j++) hd[j] = (float)st->xtx[j * n + j];
+    }
+    if (!c->be || sqz_backend_host_memory(c->be)) return SQZ_OK;
+    const size_t nb = (size_t)n * (size_t)n * sizeof(float);
+    if (!(c->du = c->be->ops->alloc(c->be->ctx, nb))) {
+        sqz__error_prefix("gptq: device memory for the factor of %lld", (long long)n);
+        return SQZ_ERR_NOMEM;
+    }
+    return c->be->ops->upload(c->be->ctx, c->du, u, nb);
+}
+
+typedef struct layers_job {
+    const gptq_ctx *c;
+    const sqz_qlinear *lin;
+    int n_lin;
+    const sqz_quant_opts *o;
+    const sqz_qtarget *t;
+    float act_scale;
+    double t_prep;
+    bool gguf;
+} layers_job;
+
+/* One layer quantized into q (with g_idx for I4 desc_act). */
+static sqz_status layer_quant(const layers_job *L, int i, sqz_qmatrix *q) {
+    const gptq_ctx *c = L->c;
+    const int64_t n = c->n;
+    SQZ_TRY(sqz_qmatrix_alloc(q, L->t, L->lin[i].n_out, n));
+    SQZ_TRY(gptq_one(c, L->lin[i].w, L->lin[i].n_out, q, NULL));
+    if (!c->static_grids && L->o->act_order && !L->gguf) { /* I4 desc_act: groups by position */
+        if (!(q->g_idx_buf = sqz__malloc((size_t)n * sizeof(int32_t)))) return SQZ_ERR_NOMEM;
+        for (int64_t p = 0; p < n; p++) q->g_idx_buf[c->perm[p]] = (int32_t)(p / c->gs);
+        q->qp.g_idx = q->g_idx_buf;
+    }
+    q->qp.act_mode = L->o->act_mode;
+    q->qp.act_scale = L->act_scale;
+    return SQZ_OK;
+}
+
+static sqz_status run_layers(const layers_job *L, sqz_qmatrix *out, float **values) {
+    const bool quant = !L->c->mask || L->c->mask->quantize;
+    sqz_status s = SQZ_OK;
+    int done = 0;
+    for (; done < L->n_lin; done++) {
+        const double t1 = sqz__now();
+        if (!quant) {
+            if ((s = gptq_one(L->c, L->lin[done].w, L->lin[done].n_out, NULL, values[done])) != SQZ_OK) break;
+            continue;
+        }
+        s = layer_quant(L, done, &out[done]);
+        if (s != SQZ_OK) {
+            sqz_qmatrix_free(&out[done]);
+            if (L->lin[done].name) sqz__error_prefix("%s", L->lin[done].name);
+            break;
+        }
+        out[done].seconds = sqz__now() - t1 + L->t_prep / L->n_lin;
+    }
+    for (int j = 0; s != SQZ_OK && quant && j < done; j++) sqz_qmatrix_free(&out[j]);
+    return s;
 }
 
 static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o_in,
@@ -305,64 +378,18 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
     SQZ_RETURN_IF(!(o->percdamp >= 0), SQZ_ERR_INVALID_ARG, "gptq: damping %g", o->percdamp);
     float act_scale = 0.0f;
     if (quant && o->act_mode == SQZ_ACT_STATIC_TENSOR) SQZ_TRY(sqz__act_scale_for(st, o, NULL, &act_scale));
-    const double t0 = sqz__now();
-    float *u = NULL, *ud = NULL;
-    int64_t *perm = NULL;
-    uint8_t *dead = NULL;
-    SQZ_TRY(prepare(st, o, &u, &perm, &dead));
-    if (mask && !(ud = sqz__malloc((size_t)n * sizeof(float)))) {
-        free(u); free(perm); free(dead);
-        return SQZ_ERR_NOMEM;
-    }
-    for (int64_t p = 0; ud && p < n; p++) ud[p] = u[p * n + p];
-    float *hdiag = kq && quant ? sqz__malloc((size_t)n * sizeof(float)) : NULL;
-    if (kq && quant && !hdiag) {
-        free(u); free(ud); free(perm); free(dead);
-        return SQZ_ERR_NOMEM;
-    }
-    for (int64_t j = 0; hdiag && j < n; j++) hdiag[j] = (float)st->xtx[j * n + j];
     const bool gguf = t.fmt == SQZ_QFMT_Q8_0 || t.fmt == SQZ_QFMT_Q4_0 || t.fmt == SQZ_QFMT_Q4_1 ||
                       t.fmt == SQZ_QFMT_Q5_0 || t.fmt == SQZ_QFMT_Q5_1;
-    gptq_ctx c = {.n = n, .perm = perm, .dead = dead, .u = u, .fmt = t.fmt, .gs = gs, .ng = n / gs,
+    gptq_ctx c = {.n = n, .fmt = t.fmt, .gs = gs, .ng = n / gs,
                   .static_grids = t.fmt == SQZ_QFMT_I8 || o->static_groups || (gguf && o->act_order) || kq,
-                  .act_order = o->act_order, .blocksize = o->blocksize, .mask = mask, .ud = ud, .hdiag = hdiag};
+                  .act_order = o->act_order, .blocksize = o->blocksize, .mask = mask, .be = o->backend};
+    const double t0 = sqz__now();
+    sqz_status s = ctx_setup(&c, st, o, kq && quant);
     const double t_prep = sqz__now() - t0;
-    sqz_status s = SQZ_OK;
-    int done = 0;
-    for (; done < n_lin; done++) {
-        const double t1 = sqz__now();
-        sqz_qmatrix *q = &out[done];
-        if (!quant) {
-            s = gptq_one(&c, lin[done].w, lin[done].n_out, NULL, values[done]);
-            if (s != SQZ_OK) break;
-            continue;
-        }
-        s = sqz_qmatrix_alloc(q, &t, lin[done].n_out, n);
-        if (s == SQZ_OK) s = gptq_one(&c, lin[done].w, lin[done].n_out, q, NULL);
-        if (s == SQZ_OK && !c.static_grids && o->act_order && !gguf) { /* I4 desc_act: groups by position */
-            q->g_idx_buf = sqz__malloc((size_t)n * sizeof(int32_t));
-            if (!q->g_idx_buf) s = SQZ_ERR_NOMEM;
-            for (int64_t p = 0; s == SQZ_OK && p < n; p++) q->g_idx_buf[perm[p]] = (int32_t)(p / gs);
-            q->qp.g_idx = q->g_idx_buf;
-        }
-        if (s != SQZ_OK) {
-            sqz_qmatrix_free(q);
-            if (lin[done].name) sqz__error_prefix("%s", lin[done].name);
-            break;
-        }
-        q->qp.act_mode = o->act_mode;
-        q->qp.act_scale = act_scale;
-        q->seconds = sqz__now() - t1 + t_prep / n_lin;
-    }
-    free(u);
-    free(ud);
-    free(hdiag);
-    free(perm);
-    free(dead);
-    if (s != SQZ_OK) {
-        for (int j = 0; quant && j < done; j++) sqz_qmatrix_free(&out[j]);
-        return s;
-    }
+    const layers_job L = {&c, lin, n_lin, o, &t, act_scale, t_prep, gguf};
+    if (s == SQZ_OK) s = run_layers(&L, out, values);
+    ctx_free(&c);
+    if (s != SQZ_OK) return s;
     if (smooth)
         for (int64_t j = 0; j < n; j++) smooth[j] = 1.0f;
     return SQZ_OK;

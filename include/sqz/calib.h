@@ -161,6 +161,12 @@ typedef struct sqz_calib_observe_opts {
     int64_t sample_rows;      /* SAMPLE: about this many rows are kept (every k-th row) */
     int64_t expected_tokens;  /* tokens that will be observed (sets k); 0 = keep the first rows */
     bool block_io;            /* observe BLOCK_IN / BLOCK_OUT for the cosine similarity */
+    /* The Hessian sum X^T X through this backend's xtx slot (sqz/backend.h; issue 26). Borrowed;
+     * NULL = host arithmetic. A host-memory backend (the CPU) gives the same bits as NULL; on a
+     * device backend each input's sum stays in device memory until the observer is finished.
+     * The other statistics are always formed on the host. sqz_calib_run refuses a device backend
+     * in an MPI job of more than one rank (SQZ_ERR_UNSUPPORTED). */
+    sqz_backend *backend;
 } sqz_calib_observe_opts;
 
 /* An observer of block `layer` (-1: the classifier input). Events for other layers are

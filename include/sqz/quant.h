@@ -62,6 +62,7 @@
 #include <stdint.h>
 
 #include "sqz/api.h"
+#include "sqz/backend.h"
 #include "sqz/dtype.h"
 #include "sqz/model.h"
 #include "sqz/qparams.h"
@@ -255,6 +256,14 @@ typedef struct sqz_quant_opts {
                                else use this alpha; default -1 */
     float sq_alpha_min, sq_alpha_max, sq_alpha_step; /* 0.0, 1.0, 0.05 */
     int64_t max_search_rows; /* rows of the sample the searches use (AWQ, SmoothQuant); 512 */
+    /* GPTQ / SparseGPT on a backend (sqz/backend.h; issue 26). Borrowed; NULL = host arithmetic.
+     * A host-memory backend (the CPU) gives the same bytes as NULL; a device backend factors the
+     * Hessian with its chol_inv_upper slot and keeps the weights being swept and the factor in its
+     * memory, the trailing updates one sgemm per block (the codes may differ from the host's in
+     * rare ties: the update's float order differs). */
+    sqz_backend *backend;
+    int32_t threads;        /* GPTQ's row sweep and grids on this many threads; 0 = all cores. The
+                               result is the same bytes for any count */
 } sqz_quant_opts;
 
 /* Defaults as documented above, target I8. */

@@ -1,0 +1,47 @@
+/*
+ * quant/gptq_internal.h - what gptq.c (preparation, grids, packing) shares with gptq_sweep.c
+ * (the column sweep on the host or on a device backend). Internal.
+ */
+#ifndef SQZ_QUANT_GPTQ_INTERNAL_H
+#define SQZ_QUANT_GPTQ_INTERNAL_H
+
+#include "kernels/cpu/pool.h"
+#include "quant/quant_internal.h"
+
+typedef struct gptq_ctx {
+    int64_t n;          /* columns */
+    const int64_t *perm; /* processing position -> original column */
+    const uint8_t *dead; /* by original column */
+    const float *u;     /* (n, n) upper factor of H^-1 in processing order (host) */
+    sqz_qformat fmt;
+    int64_t gs, ng;     /* group columns, groups per row */
+    bool static_grids;
+    bool act_order;
+    int32_t blocksize;
+    const sqz__gptq_mask *mask; /* NULL: plain GPTQ */
+    const float *ud;    /* (n) U's diagonal, when mask */
+    const float *hdiag; /* K-quants: diag H by original column, the importance of the grids */
+    sqz__pool *pool;    /* the rows of a block, the static grids */
+    sqz_backend *be;    /* NULL: host arithmetic; else the backend (host memory or a device) */
+    void *du;           /* device backend: U (n, n) f32 in its memory */
+} gptq_ctx;
+
+/* Where the sweep writes: codes (n_out, n) by original column and the grids (n_out, ng) when
+ * quantizing, pr (n_out, blocksize) the mask's choice for the current block, values (n_out, n)
+ * by original column for a mask without quantization; loss the sum of e^2 / 2. */
+typedef struct gptq_out {
+    int8_t *codes;
+    sqz__grid *grids;
+    uint8_t *pr;
+    float *values;
+    double loss;
+} gptq_out;
+
+/* The sweep over row-major wp (n_out, n) in processing order (overwritten) on the host; the
+ * trailing updates through c->be's sgemm slot when it is a host-memory backend (same bits). */
+sqz_status sqz__gptq_sweep_host(const gptq_ctx *c, float *wp, int64_t n_out, gptq_out *o);
+/* The same on a device backend: wp^T and U in its memory, each block's rows downloaded, swept
+ * on the host and their errors uploaded for one sgemm. wp is read only. */
+sqz_status sqz__gptq_sweep_device(const gptq_ctx *c, const float *wp, int64_t n_out, gptq_out *o);
+
+#endif

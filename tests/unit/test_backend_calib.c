@@ -1,0 +1,257 @@
+/* tests/unit/test_backend_calib.c - the calibration loop's backend slots (issue 26).
+ *   the CPU backend's slots: xtx equals a naive double X^T X (beta 0 and 1, rows over several
+ *     chunks, columns over several panels, the strictly lower triangle never written);
+ *     chol_inv_upper gives U upper with U^T U H = I (and SQZ_ERR_NUMERIC on an indefinite H);
+ *     sgemm equals a naive product for every transpose combination with padded leading
+ *     dimensions (the padding untouched);
+ *   the observers with sqz_calib_observe_opts.backend on tinystories-656K's activations
+ *     (sqz_calib_run): the CPU backend gives the bits of backend NULL for every statistic; the
+ *     device path (fake_device.h: the CPU slots with host_memory false) gives X^T X within
+ *     1e-12 relative and every other statistic bit for bit, frees its device memory, and so does
+ *     an observer merged and then fed again (the sums added on the host). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/observe_internal.h"
+#include "calib_backend_util.h"
+#include "fake_device.h"
+
+static uint64_t rs = 0x243F6A8885A308D3ull;
+static double urand(void) { /* [-1, 1) */
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (double)(rs >> 11) / (double)(1ull << 52) - 1.0;
+}
+
+/* ---- the CPU slots ---------------------------------------------------------------------- */
+
+static void test_xtx_slot(void **state) {
+    (void)state;
+    enum { M = 300, K = 200 }; /* two chunks of rows, two panels of columns */
+    sqz_backend *cpu;
+    SQZ_ASSERT_OK(sqz_backend_cpu(0, &cpu));
+    assert_true(sqz_backend_supports(cpu, SQZ_OP_XTX, SQZ_DTYPE_F32));
+    float *x = malloc(sizeof(float) * M * K);
+    double *ref = calloc(K * K, sizeof(double)), *h = malloc(sizeof(double) * K * K);
+    for (int i = 0; i < M * K; i++) x[i] = (float)urand();
+    for (int t = 0; t < M; t++)
+        for (int i = 0; i < K; i++)
+            for (int j = i; j < K; j++) ref[i * K + j] += (double)x[t * K + i] * (double)x[t * K + j];
+    for (int i = 0; i < K * K; i++) h[i] = 12345.0;
+    for (int pass = 0; pass < 2; pass++) { /* beta 0 over the sentinels, then beta 1: twice the sum */
+        const sqz_xtx_args a = {.m = M, .k = K, .x = x, .h = h, .beta = pass ? 1.0 : 0.0};
+        SQZ_ASSERT_OK(cpu->ops->xtx(cpu->ctx, &a));
+        double worst = 0;
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < K; j++) {
+                if (j < i) {
+                    assert_true(h[i * K + j] == 12345.0);
+                    continue;
+                }
+                const double want = (pass + 1) * ref[i * K + j];
+                const double sc = (pass + 1) * sqrt(ref[i * K + i] * ref[j * K + j]);
+                if (fabs(h[i * K + j] - want) / sc > worst) worst = fabs(h[i * K + j] - want) / sc;
+            }
+        print_message("xtx slot, beta %d: largest error %.3g of sqrt(H_ii H_jj)\n", pass, worst);
+        assert_true(worst < 1e-13);
+    }
+    const sqz_xtx_args none = {.m = 0, .k = K, .x = x, .h = h, .beta = 0.0};
+    SQZ_ASSERT_OK(cpu->ops->xtx(cpu->ctx, &none));
+    for (int i = 0; i < K; i++)
+        for (int j = i; j < K; j++) assert_true(h[i * K + j] == 0.0);
+    const sqz_xtx_args bad = {.m = M, .k = K, .x = x, .h = h, .beta = 0.5};
+    assert_int_equal(cpu->ops->xtx(cpu->ctx, &bad), SQZ_ERR_INVALID_ARG);
+    free(x);
+    free(ref);
+    free(h);
+    sqz_backend_free(cpu);
+}
+
+static void test_chol_slot(void **state) {
+    (void)state;
+    enum { N = 150 };
+    sqz_backend *cpu;
+    SQZ_ASSERT_OK(sqz_backend_cpu(0, &cpu));
+    double *a = malloc(sizeof(double) * N * N), *h = calloc(N * N, sizeof(double)), *u = malloc(sizeof(double) * N * N);
+    for (int i = 0; i < N * N; i++) a[i] = urand();
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            for (int t = 0; t < N; t++) h[i * N + j] += a[i * N + t] * a[j * N + t];
+            if (i == j) h[i * N + j] += 1.0;
+        }
+    memcpy(u, h, sizeof(double) * N * N);
+    SQZ_ASSERT_OK(cpu->ops->chol_inv_upper(cpu->ctx, u, N));
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        assert_true(u[i * N + i] > 0);
+        for (int j = 0; j < i; j++) assert_true(u[i * N + j] == 0.0);
+    }
+    for (int i = 0; i < N; i++) /* (U^T U H)_ij = sum_t (U^T U)_it H_tj */
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int t = 0; t < N; t++) {
+                double utu = 0;
+                for (int r = 0; r <= (i < t ? i : t); r++) utu += u[r * N + i] * u[r * N + t];
+                s += utu * h[t * N + j];
+            }
+            const double e = fabs(s - (i == j ? 1.0 : 0.0));
+            if (e > worst) worst = e;
+        }
+    print_message("chol slot, n %d: largest |U^T U H - I| %.3g\n", N, worst);
+    assert_true(worst < 1e-8);
+    for (int i = 0; i < N * N; i++) u[i] = i % (N + 1) == 0 ? -1.0 : 0.0;
+    assert_int_equal(cpu->ops->chol_inv_upper(cpu->ctx, u, N), SQZ_ERR_NUMERIC);
+    free(a);
+    free(h);
+    free(u);
+    sqz_backend_free(cpu);
+}
+
+static void test_sgemm_slot(void **state) {
+    (void)state;
+    enum { M = 37, N = 29, K = 53, PAD = 3 };
+    sqz_backend *cpu;
+    SQZ_ASSERT_OK(sqz_backend_cpu(0, &cpu));
+    float *a = malloc(sizeof(float) * (K + PAD) * (K + PAD) * 2), *b = malloc(sizeof(float) * (K + PAD) * (K + PAD) * 2);
+    float *c = malloc(sizeof(float) * M * (N + PAD)), *c0 = malloc(sizeof(float) * M * (N + PAD));
+    for (int i = 0; i < (K + PAD) * (K + PAD) * 2; i++) {
+        a[i] = (float)urand();
+        b[i] = (float)urand();
+    }
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            const int64_t lda = (ta ? M : K) + PAD, ldb = (tb ? K : N) + PAD, ldc = N + PAD;
+            for (int i = 0; i < M * ldc; i++) c[i] = c0[i] = (float)urand();
+            const sqz_sgemm_args g = {.trans_a = ta, .trans_b = tb, .m = M, .n = N, .k = K, .alpha = 0.75f, .a = a,
+                                      .lda = lda, .b = b, .ldb = ldb, .beta = -0.5f, .c = c, .ldc = ldc};
+            SQZ_ASSERT_OK(cpu->ops->sgemm(cpu->ctx, &g));
+            double worst = 0;
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < ldc; j++) {
+                    if (j >= N) { /* padding */
+                        assert_true(c[i * ldc + j] == c0[i * ldc + j]);
+                        continue;
+                    }
+                    double s = 0, mag = 0;
+                    for (int t = 0; t < K; t++) {
+                        const double x = ta ? a[t * lda + i] : a[i * lda + t], y = tb ? b[j * ldb + t] : b[t * ldb + j];
+                        s += x * y;
+                        mag += fabs(x * y);
+                    }
+                    const double want = 0.75 * s - 0.5 * (double)c0[i * ldc + j];
+                    const double e = fabs((double)c[i * ldc + j] - want) / (mag + fabs((double)c0[i * ldc + j]));
+                    if (e > worst) worst = e;
+                }
+            print_message("sgemm slot, trans_a %d trans_b %d: largest relative error %.3g\n", ta, tb, worst);
+            assert_true(worst < 1e-5);
+        }
+    free(a);
+    free(b);
+    free(c);
+    free(c0);
+    sqz_backend_free(cpu);
+}
+
+/* ---- observers on real activations ------------------------------------------------------- */
+
+static void test_observer_backends(void **state) {
+    (void)state;
+    SQZ_SKIP_UNLESS(cb_model_path());
+    SQZ_SKIP_UNLESS(sqz_test_data("data/wiki.test.raw"));
+    sqz_model *m;
+    SQZ_ASSERT_OK(sqz_model_open(cb_model_path(), NULL, &m));
+    sqz_calib_windows w = cb_windows(m, NW, 5);
+    sqz_calib_block host, cpu_b, dev_b;
+    cb_run_stats(m, &w, NULL, &host);
+    sqz_backend *cpu;
+    SQZ_ASSERT_OK(sqz_backend_cpu(0, &cpu));
+    cb_run_stats(m, &w, cpu, &cpu_b);
+    cb_compare(&host, &cpu_b, true, "CPU backend vs none");
+    fake_device fd;
+    fake_device_init(&fd, 0);
+    fake_calls_xtx = 0;
+    cb_run_stats(m, &w, &fd.b, &dev_b);
+    assert_true(fake_calls_xtx >= 4 * NW * 2); /* every input, every window, both blocks */
+    assert_int_equal(fake_live, 0);
+    cb_compare(&host, &dev_b, false, "device path vs none");
+    sqz_calib_block_free(&host);
+    sqz_calib_block_free(&cpu_b);
+    sqz_calib_block_free(&dev_b);
+    fake_device_free(&fd);
+    sqz_backend_free(cpu);
+    sqz_calib_windows_free(&w);
+    sqz_model_free(m);
+}
+
+/* Window i of w through the model with observer ob on block LAYER. */
+static void feed(sqz_session *s, const sqz_calib_windows *w, int64_t i, sqz_calib_observer *ob) {
+    sqz_session_set_hook(s, sqz_calib_observer_hook, ob);
+    SQZ_ASSERT_OK(sqz_forward(s, w->tokens + i * CTX, CTX, 0, CTX, NULL));
+    sqz_session_set_hook(s, NULL, NULL);
+}
+
+static void test_observer_device_merge(void **state) {
+    (void)state;
+    SQZ_SKIP_UNLESS(cb_model_path());
+    SQZ_SKIP_UNLESS(sqz_test_data("data/wiki.test.raw"));
+    sqz_model *m;
+    SQZ_ASSERT_OK(sqz_model_open(cb_model_path(), NULL, &m));
+    sqz_calib_windows w = cb_windows(m, 4, 9);
+    sqz_session_opts so = sqz_session_default_opts();
+    so.max_tokens = CTX;
+    so.n_threads = 1;
+    sqz_session *s;
+    SQZ_ASSERT_OK(sqz_session_new(m, &so, &s));
+    fake_device fd;
+    fake_device_init(&fd, 0);
+    const sqz_calib_observe_opts oh = {.needs = SQZ_QSTAT_XTX}, od = {.needs = SQZ_QSTAT_XTX, .backend = &fd.b};
+    sqz_calib_observer *ref, *a, *b;
+    SQZ_ASSERT_OK(sqz_calib_observer_new(LAYER, &oh, &ref));
+    SQZ_ASSERT_OK(sqz_calib_observer_new(LAYER, &od, &a));
+    SQZ_ASSERT_OK(sqz_calib_observer_new(LAYER, &od, &b));
+    for (int64_t i = 0; i < 4; i++) feed(s, &w, i, ref);
+    feed(s, &w, 0, a);
+    feed(s, &w, 1, b);
+    feed(s, &w, 2, b);
+    SQZ_ASSERT_OK(sqz__calib_observer_merge(a, b)); /* both sums come to the host */
+    assert_int_equal(fake_live, 2);                 /* a's and b's upload buffers, no sums */
+    feed(s, &w, 3, a);                              /* a device sum again, added at the end */
+    sqz_calib_block rb, ab;
+    SQZ_ASSERT_OK(sqz_calib_observer_finish(ref, &rb));
+    SQZ_ASSERT_OK(sqz_calib_observer_finish(a, &ab));
+    for (int i = 0; i < rb.n_inputs; i++) {
+        const int64_t n = rb.in[i].st.n_in;
+        const double *x = rb.in[i].xtx, *y = ab.in[i].xtx;
+        assert_int_equal(ab.in[i].st.n_tokens, 4 * CTX);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < n; c++)
+                assert_true(cb_close_h(x[r * n + c], y[r * n + c], x[r * n + r], x[c * n + c], 1e-12));
+    }
+    sqz_calib_observer_free(ref);
+    sqz_calib_observer_free(a);
+    sqz_calib_observer_free(b);
+    assert_int_equal(fake_live, 0);
+    /* a backend without the slot is refused when the Hessian is wanted */
+    fd.ops.xtx = NULL;
+    assert_int_equal(sqz_calib_observer_new(LAYER, &od, &a), SQZ_ERR_UNSUPPORTED);
+    sqz_calib_block_free(&rb);
+    sqz_calib_block_free(&ab);
+    fake_device_free(&fd);
+    sqz_session_free(s);
+    sqz_calib_windows_free(&w);
+    sqz_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_xtx_slot),
+        cmocka_unit_test(test_chol_slot),
+        cmocka_unit_test(test_sgemm_slot),
+        cmocka_unit_test(test_observer_backends),
+        cmocka_unit_test(test_observer_device_merge),
+    };
+    return sqz_test_run(tests, NULL, NULL);
+}
