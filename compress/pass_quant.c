@@ -247,6 +247,7 @@ static sqz_status quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
     sqz_compress_opts o = *c->o;
     o.spec = a->spec;
     if (!o.backend && c->session_opts) o.backend = c->session_opts->backend; /* --device */
+    if (!o.threads && c->session_opts) o.threads = c->session_opts->n_threads;
     if (a->spec.auto_bpw > 0 && !qs->plan) { /* the plan of auto:bpw=, once */
         o.spec.plan = NULL;
         sqz_status st = sqz__quant_auto_plan(c, &o.spec);

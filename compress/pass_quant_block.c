@@ -231,6 +231,8 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         SQZ_RETURN_IF(qs.n_in != n_in, SQZ_ERR_SHAPE, "block %d: statistics of %lld channels for %s (%lld)",
                       (int)c->layer, (long long)qs.n_in, t[qidx[0]]->name, (long long)n_in);
         sqz_quant_opts qo = sp->q;
+        qo.backend = c->o->backend; /* --device: GPTQ's factor and updates */
+        qo.threads = c->o->threads;
         const bool gguf = sqz_qformat_is_gguf(qo.target.fmt);
         const bool no_fold = g->fold == SQZ_FOLD_NONE ||
                              (g->fold == SQZ_FOLD_LINEAR && !sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT));

@@ -137,6 +137,7 @@ static sqz_status loop_calibrated(loop *L, const sqz_compress_env *env, bool fre
     ro.observe.needs = loop_needs(L, &required);
     ro.observe.sample_rows = L->o->sample_rows;
     ro.observe.block_io = true;
+    ro.observe.backend = env->session_opts.backend; /* --device: the Hessian sums */
     ro.recompute = true;
     ro.on_block = on_block;
     ro.user = L;

@@ -193,6 +193,7 @@ typedef struct sqz_compress_opts {
     sqz_backend *backend;    /* borrowed: where the Hessians, GPTQ's factor and updates and the layer
                                 validation run (`--device`; docs/device.md); NULL or the CPU backend:
                                 the host's arithmetic */
+    int threads;             /* the methods' threads (GPTQ's row sweep); 0 = all online cores */
 } sqz_compress_opts;
 
 /* --keep-float LIST parsed once: every item a role (attn_v, ffn_down, ... in every block),
