@@ -20,14 +20,32 @@ G=$(cd "${1:?usage: gpu_issue26.sh PACK OUT}" && pwd); O=${2:?}; mkdir -p "$O/p"
 E="bash $G/env.sh"; S="$E $G/bin/sqz"; T=$G/shared/data/wiki.test.raw
 here=$(cd "$(dirname "$0")" && pwd)
 say() { echo "$*" | tee -a "$O/summary.txt"; }
+START=$(date +%s)
+left() { [ $(( $(date +%s) - START )) -lt "${BUDGET:-470}" ] || { say "(time budget spent: the rest skipped)"; false; }; }
 say "== $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader) / $(nproc) CPU cores"
 
 say "== 1. GPU tests"
-for t in test_gpu_calib test_gpu_kernels; do
+for t in test_gpu_calib test_gpu_calib_loop test_gpu_kernels; do
   timeout 180 $E "$G/bin/$t" > "$O/$t.log" 2>&1; say "$t rc=$? $(grep -c '\[       OK \]' "$O/$t.log") ok, $(grep -c '\[  FAILED  \] test' "$O/$t.log") failed"
 done
 grep '^TIME' "$O/test_gpu_calib.log" | tee -a "$O/summary.txt"
 
+if [ -z "${SKIP_BIG:-}" ]; then
+say "== 3. Qwen2.5-Coder-1.5B shapes, random weights (timing and memory only)"
+t0=$(date +%s.%N); python3 "$here/../scripts/synth_gguf.py" make "$G/q15.meta" /tmp/q15.gguf > "$O/synth.log" 2>&1
+say "made /tmp/q15.gguf in $(python3 -c "import sys,time; print(round(time.time()-float(sys.argv[1]),1))" $t0) s: $(tail -1 "$O/synth.log")"
+big() { # spec tag [extra options]
+  local spec=$1 tag=$2; shift 2
+  /usr/bin/time -f "%e %M" -o "$O/q15-$tag.time" $S compress /tmp/q15.gguf -o "/tmp/q15-$tag.gguf" --quant "$spec" \
+    --calib "$T" --calib-samples 16 --calib-ctx 512 --device $DEV --report "$O/q15-$tag.json" "$@" > "$O/q15-$tag.log" 2>&1
+  local rc=$?
+  read -r wall rss < "$O/q15-$tag.time" 2>/dev/null || { wall=?; rss=0; }
+  say "q15 $spec $tag $*: rc=$rc wall ${wall} s (load included), host RSS $((rss / 1024)) MB; $(grep -E '^(time|device) ' "$O/q15-$tag.log" | tr '\n' ' ')"
+  [ $rc = 0 ] || say "   $(grep -E 'error' "$O/q15-$tag.log" | tail -1)"
+}
+big q4_k_m:gptq kmg
+fi
+left && {
 say "== 2. parity: --device cuda vs --device cpu (16 x 256 calibration tokens)"
 kld() { $S eval "$1" --text "$T" --ctx 256 --chunks 8 --base "$2" --json "$3" -q > /dev/null 2>&1 &&
         python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.6f" % d["kld_mean"])' "$3" 2>/dev/null; }
@@ -35,6 +53,7 @@ for m in "$G/shared/models/stories260K/stories260K.bin" "$G/shared/models/tinyst
   n=$(basename "$m" | cut -d. -f1)
   for stage in "--quant q4_0" "--quant q4_0:gptq" "--quant q4_k_m" "--quant q4_k_m:gptq" \
                "--sparsity 0.5:sparsegpt" "--prune ffn=0.25 --quant q4_0:gptq"; do
+    left || break 2
     spec=$(echo "$stage" | sed 's/--//g'); b=$O/p/$n-$(echo "$spec" | tr ' :=' '___')
     for d in cpu $DEV; do
       # shellcheck disable=SC2086
@@ -49,24 +68,14 @@ for m in "$G/shared/models/stories260K/stories260K.bin" "$G/shared/models/tinyst
   done
 done
 
-[ -n "${SKIP_BIG:-}" ] && exit 0
-say "== 3. Qwen2.5-Coder-1.5B shapes, random weights (timing and memory only)"
-t0=$(date +%s.%N); python3 "$here/../scripts/synth_gguf.py" make "$G/q15.meta" /tmp/q15.gguf > "$O/synth.log" 2>&1
-say "made /tmp/q15.gguf in $(python3 -c "import sys,time; print(round(time.time()-float(sys.argv[1]),1))" $t0) s: $(tail -1 "$O/synth.log")"
-big() { # spec tag [extra options]
-  local spec=$1 tag=$2; shift 2
-  /usr/bin/time -f "%e %M" -o "$O/q15-$tag.time" $S compress /tmp/q15.gguf -o "/tmp/q15-$tag.gguf" --quant "$spec" \
-    --calib "$T" --calib-samples 16 --calib-ctx 512 --device $DEV --report "$O/q15-$tag.json" "$@" > "$O/q15-$tag.log" 2>&1
-  local rc=$?
-  read -r wall rss < "$O/q15-$tag.time" 2>/dev/null || { wall=?; rss=0; }
-  say "q15 $spec $tag $*: rc=$rc wall ${wall} s (load included), host RSS $((rss / 1024)) MB; $(grep -E '^(time|device) ' "$O/q15-$tag.log" | tr '\n' ' ')"
-  [ $rc = 0 ] || say "   $(grep -E 'error' "$O/q15-$tag.log" | tail -1)"
 }
-big q4_k_m:gptq kmg
-big q4_0:gptq q40g
+[ -n "${SKIP_BIG:-}" ] && exit 0
+left && {
 peak=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["totals"]["device_peak_bytes"])' "$O/q15-kmg.json" 2>/dev/null || echo 0)
 cap=$(( (peak + (1 << 20) - 1) >> 20 ))
 say "q4_k_m:gptq device peak ${peak} bytes -> --gpu-mem ${cap} (the peak) and 400 (two blocks of f32 weights, 2 x 187 MB)"
 big q4_k_m:gptq cap400 --gpu-mem 400
 big q4_k_m:gptq cappeak --gpu-mem "$cap"
 cmp /tmp/q15-kmg.gguf /tmp/q15-cappeak.gguf && say "capped output identical to uncapped" || say "capped output DIFFERS"
+left && big q4_0:gptq q40g
+}
