@@ -4,7 +4,8 @@
 Give it two compress outputs dequantized by `sqz convert X.gguf -o X32.gguf --dtype f32`: where
 both sides chose the same scales (always for K-quant and static grids, which come from the
 original weights), an equal value is an equal code. Prints the fraction of equal values over the
-matrices (2-D tensors) and the tensors with the most differences; exit 0. Python + numpy only
+matrices (2-D tensors), the tensors with the most differences and, for a sparse result, how many
+zeros sit at the same positions (the masks); exit 0. Python + numpy only
 (the GPU machine has no gguf package). Used by bench/gpu_issue26.sh.
 """
 import struct, sys
@@ -60,17 +61,21 @@ def tensors(path):
 
 
 a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-tot = same = 0
+tot = same = za = zb = zboth = 0
 worst = []
 for name in sorted(a):
     if name not in b or a[name].shape != b[name].shape:
         print(f'{name}: missing or another shape in {sys.argv[2]}')
         continue
     eq = int(np.count_nonzero(a[name] == b[name]))
+    a0, b0 = a[name] == 0, b[name] == 0
+    za, zb, zboth = za + int(a0.sum()), zb + int(b0.sum()), zboth + int((a0 & b0).sum())
     tot += a[name].size
     same += eq
     worst.append((a[name].size - eq, name, a[name].size))
 worst.sort(reverse=True)
 for d, name, n in worst[:3]:
     print(f'  {name}: {d} of {n} differ ({100.0 * d / n:.4f}%)')
+if za + zb > 10 * tot // 100:  # a sparse result: the masks
+    print(f'zeros: {za} and {zb}, at the same positions {zboth} ({100.0 * zboth / max(za, zb, 1):.4f}% of the larger)')
 print(f'equal weights: {same} of {tot} ({100.0 * same / max(tot, 1):.4f}%)')
