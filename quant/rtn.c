@@ -14,6 +14,7 @@
 #include "core/blocks.h"
 #include "quant/gguf/quant_gguf.h"
 #include "kernels/cpu/gemm_ref.h"
+#include "kernels/cpu/pool.h"
 #include "quant/quant_internal.h"
 
 static void rtn_i4(const float *w, int64_t n_out, int64_t n_in, sqz_qmatrix *q) {
@@ -57,6 +58,49 @@ static void q8_0_rows(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* Rows [b, e) of a GGUF block format (each row whole blocks: the quantizers work row by row, so a
+ * split over rows gives the same bytes). */
+typedef struct rows_job {
+    const float *w;
+    uint8_t *dst;
+    size_t row_bytes;
+    int64_t n_in;
+    sqz_qformat fmt;
+    sqz_dtype dt;
+} rows_job;
+
+static void block_rows(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const rows_job *j = ctx;
+    const float *w = j->w + b * j->n_in;
+    uint8_t *d = j->dst + (size_t)b * j->row_bytes;
+    const int64_t ne = (e - b) * j->n_in;
+    switch (j->fmt) {
+    case SQZ_QFMT_Q8_0: q8_0_rows(w, d, ne); break;
+    case SQZ_QFMT_Q4_0: sqz_quantize_q4_0_ref(w, d, ne); break;
+    case SQZ_QFMT_Q4_1: sqz_quantize_q4_1_ref(w, d, ne); break;
+    case SQZ_QFMT_Q5_0: sqz_quantize_q5_0_ref(w, d, ne); break;
+    case SQZ_QFMT_Q5_1: sqz_quantize_q5_1_ref(w, d, ne); break;
+    case SQZ_QFMT_IQ4_NL: /* quantize_iq4_nl / _xs without weights: what llama-quantize writes */
+    case SQZ_QFMT_IQ4_XS: sqz_quantize_iq4(j->dt, w, d, e - b, j->n_in, NULL); break;
+    default: sqz_quantize_k(j->dt, w, d, e - b, j->n_in, NULL); break; /* Q2_K .. Q6_K */
+    }
+}
+
+/* A GGUF block format's rows, on every core when the matrix is large (the mixes' embedding and
+ * output: 10^8 weights and more); SQZ_ERR_NOMEM only for the pool. */
+static sqz_status gguf_rows(const float *w, int64_t n_out, int64_t n_in, sqz_qmatrix *out) {
+    rows_job j = {w, out->data, out->nbytes / (size_t)n_out, n_in, out->target.fmt, out->dtype};
+    sqz__pool *pool = NULL;
+    if (n_out * n_in >= ((int64_t)1 << 22) && sqz__pool_new(0, &pool) == SQZ_OK) {
+        sqz__pool_for(pool, n_out, 16, block_rows, &j);
+        sqz__pool_free(pool);
+        return SQZ_OK;
+    }
+    block_rows(&j, 0, n_out, 0);
+    return SQZ_OK;
+}
+
 sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const sqz_qtarget *t, sqz_qmatrix *out) {
     const double t0 = sqz__now();
     memset(out, 0, sizeof *out);
@@ -64,23 +108,22 @@ sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const 
         SQZ_RETURN_IF(!isfinite(w[i]), SQZ_ERR_NUMERIC, "rtn: the weight holds a NaN or an infinity (row %lld)",
                       (long long)(n_in > 0 ? i / n_in : 0));
     SQZ_TRY(sqz_qmatrix_alloc(out, t, n_out, n_in));
-    const int64_t ne = n_out * n_in;
     switch (out->target.fmt) {
     case SQZ_QFMT_I8: sqz_quantize_rows_i8_ref(w, n_out, n_in, out->data, out->scales_buf); break;
     case SQZ_QFMT_I4_SYM:
     case SQZ_QFMT_I4_ASYM: rtn_i4(w, n_out, n_in, out); break;
-    case SQZ_QFMT_Q8_0: q8_0_rows(w, out->data, ne); break;
-    case SQZ_QFMT_Q4_0: sqz_quantize_q4_0_ref(w, out->data, ne); break;
-    case SQZ_QFMT_Q4_1: sqz_quantize_q4_1_ref(w, out->data, ne); break;
-    case SQZ_QFMT_Q5_0: sqz_quantize_q5_0_ref(w, out->data, ne); break;
-    case SQZ_QFMT_Q5_1: sqz_quantize_q5_1_ref(w, out->data, ne); break;
+    case SQZ_QFMT_Q8_0:
+    case SQZ_QFMT_Q4_0:
+    case SQZ_QFMT_Q4_1:
+    case SQZ_QFMT_Q5_0:
+    case SQZ_QFMT_Q5_1:
     case SQZ_QFMT_Q2_K:
     case SQZ_QFMT_Q3_K:
     case SQZ_QFMT_Q4_K:
     case SQZ_QFMT_Q5_K:
-    case SQZ_QFMT_Q6_K: sqz_quantize_k(out->dtype, w, out->data, n_out, n_in, NULL); break;
-    case SQZ_QFMT_IQ4_NL: /* quantize_iq4_nl / _xs without weights: what llama-quantize writes */
-    case SQZ_QFMT_IQ4_XS: sqz_quantize_iq4(out->dtype, w, out->data, n_out, n_in, NULL); break;
+    case SQZ_QFMT_Q6_K:
+    case SQZ_QFMT_IQ4_NL:
+    case SQZ_QFMT_IQ4_XS: SQZ_TRY(gguf_rows(w, n_out, n_in, out)); break;
     default: sqz_qmatrix_free(out); return SQZ_ERROR(SQZ_ERR_INVALID_ARG, "rtn: unknown format");
     }
     for (int64_t r = 0; out->scales_buf && r < out->n_out * out->qp.n_groups; r++) {
