@@ -39,7 +39,7 @@ big() { # spec tag [extra options]
   /usr/bin/time -f "%e %M" -o "$O/q15-$tag.time" $S compress /tmp/q15.gguf -o "/tmp/q15-$tag.gguf" --quant "$spec" \
     --calib "$T" --calib-samples 16 --calib-ctx 512 --device $DEV --report "$O/q15-$tag.json" "$@" > "$O/q15-$tag.log" 2>&1
   local rc=$?
-  read -r wall rss < "$O/q15-$tag.time" 2>/dev/null || { wall=?; rss=0; }
+  read -r wall rss < <(tail -1 "$O/q15-$tag.time" 2>/dev/null) || { wall=?; rss=0; }
   say "q15 $spec $tag $*: rc=$rc wall ${wall} s (load included), host RSS $((rss / 1024)) MB; $(grep -E '^(time|device) ' "$O/q15-$tag.log" | tr '\n' ' ')"
   [ $rc = 0 ] || say "   $(grep -E 'error' "$O/q15-$tag.log" | tail -1)"
 }

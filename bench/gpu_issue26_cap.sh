@@ -19,7 +19,7 @@ run() { # tag [options]
   /usr/bin/time -f "%e %M" -o "$O/$tag.time" $S compress /tmp/q2.gguf -o "/tmp/q2-$tag.gguf" --quant q4_k_m:gptq \
     --calib "$T" --calib-samples 16 --calib-ctx 512 --device cuda --report "$O/$tag.json" "$@" > "$O/$tag.log" 2>&1
   local rc=$? wall rss
-  read -r wall rss < "$O/$tag.time" 2>/dev/null || { wall=?; rss=0; }
+  read -r wall rss < <(tail -1 "$O/$tag.time" 2>/dev/null) || { wall=?; rss=0; }
   say "q2 q4_k_m:gptq $tag $*: rc=$rc wall $wall s, host RSS $((rss / 1024)) MB; $(grep -E '^(time|device) ' "$O/$tag.log" | tr '\n' ' ')"
   [ $rc = 0 ] || say "   $(grep error "$O/$tag.log" | tail -1)"
 }
