@@ -98,6 +98,7 @@ int sqz_cmd_calibrate(int argc, char **argv) {
         ro.observe.needs = have;
         ro.observe.sample_rows = cc.sample_rows;
         ro.observe.block_io = true;
+        ro.observe.backend = be; /* --device: the Hessian sums there too */
         ro.on_block = on_block;
         ro.user = &c;
         ro.partition = (sqz_calib_partition)cc.partition;
