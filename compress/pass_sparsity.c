@@ -179,7 +179,8 @@ static sqz_status sparsify_group(sqz_pass_ctx *c, const sqz__sparse_opts *a, int
     if (st == SQZ_OK && joint) {
         st = sqz__sparsity_joint(c, a, &joint_spec(c)->q, lin, t, n, in, ratio, &ss->zeros);
     } else if (st == SQZ_OK && a->method == SQZ__SPARSE_SPARSEGPT) {
-        st = sqz__sparsegpt(lin, n, &in->st, a, ratio, NULL, NULL, v);
+        st = sqz__sparsegpt(lin, n, &in->st, a, ratio, NULL, c->session_opts ? c->session_opts->backend : NULL,
+                            c->session_opts ? c->session_opts->n_threads : 0, NULL, v);
         for (int i = 0; i < n && st == SQZ_OK; i++) {
             ss->zeros += count_zeros(v[i], sqz_tensor_nelements(t[i]));
             st = check_kernel(a, v[i], t[i], in);

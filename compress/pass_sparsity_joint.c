@@ -63,12 +63,9 @@ sqz_status sqz__sparsity_joint(sqz_pass_ctx *c, const sqz__sparse_opts *a, const
                                int64_t *zeros) {
     sqz_qmatrix out[SQZ_LINEAR_GROUP_MAX];
     memset(out, 0, sizeof out);
-    sqz_quant_opts qd = *q; /* the sweep on --device's backend, on the sessions' threads */
-    if (c->session_opts) {
-        qd.backend = c->session_opts->backend;
-        qd.threads = c->session_opts->n_threads;
-    }
-    sqz_status st = sqz__sparsegpt(lin, n, &in->st, a, ratio, &qd, out, NULL);
+    sqz_backend *be = c->session_opts ? c->session_opts->backend : NULL; /* --device */
+    const int threads = c->session_opts ? c->session_opts->n_threads : 0;
+    sqz_status st = sqz__sparsegpt(lin, n, &in->st, a, ratio, q, be, threads, out, NULL);
     for (int i = 0; i < n && st == SQZ_OK; i++) {
         float *deq = sqz__malloc((size_t)(out[i].n_out * out[i].n_in) * sizeof(float));
         int64_t z = 0;

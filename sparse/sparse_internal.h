@@ -67,9 +67,11 @@ bool sqz__sparsity_is_nm(const float *w, int64_t n_out, int64_t n_in, int n, int
 
 /* Sparsifies the n_lin layers sharing the input of st: values[i] (caller's, n_out * n_in)
  * receive the swept weights; or, with q (joint: the quantization's options, target included),
- * out[i] the quantized layers. */
+ * out[i] the quantized layers. be and threads: where the sweep's factor and updates run and its
+ * row threads (sqz_quant_opts.backend / threads; NULL and 0: the host, all cores). */
 sqz_status sqz__sparsegpt(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz__sparse_opts *a,
-                          double ratio, const sqz_quant_opts *q, sqz_qmatrix *out, float **values);
+                          double ratio, const sqz_quant_opts *q, sqz_backend *be, int threads, sqz_qmatrix *out,
+                          float **values);
 
 /* ---- the 2:4 kernel check (forward.c) ---------------------------------------------------- */
 

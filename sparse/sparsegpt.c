@@ -44,7 +44,8 @@ static void select_mask(void *user, const float *w, int64_t ld_w, int64_t rows, 
 }
 
 sqz_status sqz__sparsegpt(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz__sparse_opts *a,
-                          double ratio, const sqz_quant_opts *q, sqz_qmatrix *out, float **values) {
+                          double ratio, const sqz_quant_opts *q, sqz_backend *be, int threads, sqz_qmatrix *out,
+                          float **values) {
     int64_t max_out = 0;
     for (int i = 0; i < n_lin; i++) max_out = lin[i].n_out > max_out ? lin[i].n_out : max_out;
     hook h = {a, ratio, sqz__malloc((size_t)max_out * (size_t)a->blocksize * sizeof(float)), SQZ_OK};
@@ -52,6 +53,8 @@ sqz_status sqz__sparsegpt(const sqz_qlinear *lin, int n_lin, const sqz_qstats *s
     sqz_quant_opts o = q ? *q : sqz_quant_default_opts();
     o.blocksize = (int32_t)a->blocksize;
     o.percdamp = a->damp;
+    o.backend = be;
+    o.threads = threads;
     const sqz__gptq_mask mk = {.per_row = a->m > 0, .span = a->m > 0 ? a->m : a->blocksize, .quantize = q != NULL,
                                .select = select_mask, .user = &h};
     sqz_status s = sqz__gptq_masked(lin, n_lin, st, &o, &mk, out, values);

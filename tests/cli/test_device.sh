@@ -9,6 +9,7 @@
 #     --device cpu's on >= 99.9% (float order of the device path's transposed GPTQ update), its
 #     report names the kernels that validated each layer (cpu-offload:gemm_w4a16 for q4_0,
 #     cpu-offload:gemm_i8 for W8A8, cpu-offload:matmul otherwise) and the summary a device line;
+#   SparseGPT 50% (its sweep on the backend) through cpu-offload writes cpu's bytes;
 #   --device cpu writes the same bytes as no --device (the golden outputs are checked by
 #     cli_compress_golden).
 set -u
@@ -78,6 +79,10 @@ done
   > /dev/null 2>&1
 check "w8a8 through cpu-offload: validated by the INT8 GEMM" \
   '[ "$(jget "$tmp/w8.json" "[\"layers\"][0][\"validated_by\"]")" = cpu-offload:gemm_i8 ]'
+for d in cpu cpu-offload; do
+  "$sqz" compress "$t656" -o "$tmp/sp-$d.gguf" --sparsity 0.5:sparsegpt "${cal[@]}" --device $d -q > /dev/null 2>&1
+done
+check "SparseGPT 50% through cpu-offload: the same bytes as cpu (masks and values)" 'cmp -s "$tmp/sp-cpu.gguf" "$tmp/sp-cpu-offload.gguf"'
 "$sqz" compress "$s260" -o "$tmp/d1.gguf" --quant q4_0:gptq "${cal[@]}" -q > /dev/null 2>&1
 "$sqz" compress "$s260" -o "$tmp/d2.gguf" --quant q4_0:gptq "${cal[@]}" --device cpu -q > /dev/null 2>&1
 check "--device cpu writes the bytes of no --device" 'cmp -s "$tmp/d1.gguf" "$tmp/d2.gguf"'

@@ -97,7 +97,7 @@ static void test_sparsegpt(void **state) {
         const sqz__sparse_opts a = args(nm ? 2 : 0, nm ? 4 : 0);
         const sqz_qlinear lin = {w_orig(rw), NO, "w1", false};
         float *vals[1] = {v};
-        assert_int_equal(sqz__sparsegpt(&lin, 1, &sb.s, &a, 0.5, NULL, NULL, vals), SQZ_OK);
+        assert_int_equal(sqz__sparsegpt(&lin, 1, &sb.s, &a, 0.5, NULL, NULL, 0, NULL, vals), SQZ_OK);
         if (nm) assert_true(sqz__sparsity_is_nm(v, NO, NI, 2, 4));
         assert_true(zeros(v, NO * NI) >= NO * NI / 2);
         const double e_gpt = out_err(xs(rw), w_orig(rw), v);
@@ -133,7 +133,7 @@ static void test_joint(void **state) {
         assert_int_equal(sqz_compress_spec_parse(specs[i], &sp), SQZ_OK);
         sqz_qmatrix q;
         memset(&q, 0, sizeof q);
-        sqz_status s = sqz__sparsegpt(&lin, 1, &sb.s, &a, 0.5, &sp.q, &q, NULL);
+        sqz_status s = sqz__sparsegpt(&lin, 1, &sb.s, &a, 0.5, &sp.q, NULL, 0, &q, NULL);
         if (s == SQZ_ERR_INVALID_ARG && !strcmp(specs[i], "w8a8")) { /* needs absmax: not computed here */
             continue;
         }
@@ -147,7 +147,7 @@ static void test_joint(void **state) {
     assert_int_equal(sqz_compress_spec_parse("q4_1", &sp), SQZ_OK);
     sqz_qmatrix q;
     memset(&q, 0, sizeof q);
-    assert_int_equal(sqz__sparsegpt(&lin, 1, &sb.s, &a, 0.5, &sp.q, &q, NULL), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__sparsegpt(&lin, 1, &sb.s, &a, 0.5, &sp.q, NULL, 0, &q, NULL), SQZ_ERR_INVALID_ARG);
     assert_non_null(strstr(sqz_last_error(), "q4_1"));
     free(d);
     sqz_qstats_buf_free(&sb);
