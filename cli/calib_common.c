@@ -44,8 +44,8 @@ const sqz_opt sqz_cli_calib_opts[] = {
              "cpu-offload: the same device code path on the CPU (a check of it, slower than cpu)"},
     {.name = "gpu-mem", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, gpu_mem), .min = 0,
      .max = 1 << 30, .def = "0", .metavar = "MIB",
-     .help = "with --device cuda: the most sqz allocates on the GPU, in MiB; beyond it the run stops naming what "
-             "did not fit; 0 = no cap"},
+     .help = "with --device cuda (or cpu-offload): the most sqz allocates on the device, in MiB; beyond it the "
+             "run stops naming what did not fit; 0 = no cap"},
 };
 const int sqz_cli_calib_n_opts = (int)(sizeof sqz_cli_calib_opts / sizeof sqz_cli_calib_opts[0]);
 
@@ -58,8 +58,8 @@ void sqz_cli_calib_defaults(sqz_cli_calib *c) {
 sqz_status sqz_cli_backend_open(const sqz_cli_calib *c, sqz_backend **be) {
     *be = NULL;
     if (c->device == SQZ_CLI_DEVICE_CPU) return sqz_backend_cpu((int)c->threads, be);
-    if (c->device == SQZ_CLI_DEVICE_CPU_OFFLOAD) return sqz_backend_cpu_offload((int)c->threads, be);
-    sqz_status st = sqz_backend_cuda(-1, be);
+    sqz_status st = c->device == SQZ_CLI_DEVICE_CPU_OFFLOAD ? sqz_backend_cpu_offload((int)c->threads, be)
+                                                             : sqz_backend_cuda(-1, be);
     if (st != SQZ_OK) return st;
     if (c->gpu_mem > 0 && (st = sqz_backend_set_mem_cap(*be, (size_t)c->gpu_mem << 20)) != SQZ_OK) {
         sqz_backend_free(*be);

@@ -67,8 +67,8 @@ int sqz_cmd_calibrate(int argc, char **argv) {
     const int bad = sqz_cli_parse("calibrate", g, 3, argc, argv, NULL);
     if (bad) return bad;
     if (!cc.text) return sqz_cli_usage_error("calibrate", "no --text FILE given");
-    if (cc.gpu_mem > 0 && cc.device != SQZ_CLI_DEVICE_CUDA)
-        return sqz_cli_usage_error("calibrate", "--gpu-mem caps the GPU's memory: it needs --device cuda");
+    if (cc.gpu_mem > 0 && cc.device == SQZ_CLI_DEVICE_CPU)
+        return sqz_cli_usage_error("calibrate", "--gpu-mem caps a device's memory: it needs --device cuda (or cpu-offload)");
     if (cc.sample_rows < 0) cc.sample_rows = 128;
     const char *path = a.path, *out = a.out;
     const bool hessian = a.hessian;

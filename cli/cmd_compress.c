@@ -262,8 +262,8 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
     *so = (sqz_save_opts){.format = gguf_native || ends_with(a->out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS,
                           .dtype = -1, .replace = a->force, .hf_format = (sqz_hf_format)a->hf_format};
     if (a->to != TO_AUTO) so->format = a->to == TO_GGUF ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS;
-    if (cc->gpu_mem > 0 && cc->device != SQZ_CLI_DEVICE_CUDA)
-        return sqz_cli_usage_error("compress", "--gpu-mem caps the GPU's memory: it needs --device cuda");
+    if (cc->gpu_mem > 0 && cc->device == SQZ_CLI_DEVICE_CPU)
+        return sqz_cli_usage_error("compress", "--gpu-mem caps a device's memory: it needs --device cuda (or cpu-offload)");
     if (cc->device != SQZ_CLI_DEVICE_CPU && !cc->text)
         return sqz_cli_usage_error("compress", "--device %s runs the calibration loop: it needs --calib FILE",
                                    cc->device == SQZ_CLI_DEVICE_CUDA ? "cuda" : "cpu-offload");

@@ -80,8 +80,11 @@ sqz_status sqz__dev_linear(sqz_session *s, const float *x, int64_t m, const sqz_
                   "runtime: backend %s has no f32 matmul", s->be->ops->name);
     const float *dw;
     SQZ_TRY(dev_weight(s, w, &dw));
-    SQZ_TRY(dev_scratch(s, &s->dx, &s->dx_cap, (size_t)m * (size_t)k));
-    SQZ_TRY(dev_scratch(s, &s->dy, &s->dy_cap, (size_t)m * (size_t)n));
+    if (dev_scratch(s, &s->dx, &s->dx_cap, (size_t)m * (size_t)k) != SQZ_OK ||
+        dev_scratch(s, &s->dy, &s->dy_cap, (size_t)m * (size_t)n) != SQZ_OK) {
+        sqz__error_prefix("runtime: the rows of tensor '%s''s product on %s", w->name, s->be->ops->name);
+        return SQZ_ERR_NOMEM;
+    }
     const sqz_backend_ops *ops = s->be->ops;
     SQZ_TRY(ops->upload(s->be->ctx, s->dx, x, (size_t)m * (size_t)k * sizeof(float)));
     const sqz_matmul_args a = {.m = m, .n = n, .k = k, .x = s->dx, .w = dw, .w_dtype = SQZ_DTYPE_F32, .bias = NULL,

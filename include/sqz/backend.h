@@ -207,8 +207,9 @@ typedef struct sqz_backend {
 SQZ_API sqz_status sqz_backend_cpu(int n_threads, sqz_backend **out);
 /* The CPU backend behind the device interface: the same arithmetic, but it says its memory is
  * not host memory (host_memory false), so callers take their device code paths (allocate,
- * upload, compute, download; here the copies are memcpy). For checking those paths without a
- * GPU (`--device cpu-offload`); slower than sqz_backend_cpu. */
+ * upload, compute, download; here the copies are memcpy), and it keeps the device's memory
+ * accounting (mem_stats, set_mem_cap: --gpu-mem). For checking those paths without a GPU
+ * (`--device cpu-offload`); slower than sqz_backend_cpu. */
 SQZ_API sqz_status sqz_backend_cpu_offload(int n_threads, sqz_backend **out);
 /* The CUDA backend on `device` (-1 = first). SQZ_ERR_UNSUPPORTED when built without CUDA
  * or when the CUDA module (libsqz_cuda.so) is not found, SQZ_ERR_DEVICE when it cannot be

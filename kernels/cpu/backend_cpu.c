@@ -10,7 +10,6 @@
  */
 #include <cblas.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -220,15 +219,6 @@ static sqz_status cpu_to_f32(void *ctx, const void *src, sqz_dtype t, int64_t n,
     return SQZ_OK;
 }
 
-static const sqz_backend_ops cpu_ops;
-/* The same slots with host_memory false: the device code paths on the CPU. */
-static sqz_backend_ops cpu_offload_ops;
-static void offload_init(void) {
-    cpu_offload_ops = cpu_ops;
-    cpu_offload_ops.name = "cpu-offload";
-    cpu_offload_ops.host_memory = false;
-}
-
 static const sqz_backend_ops cpu_ops = {
     /* .name = */ "cpu",
     /* .supports = */ cpu_supports,
@@ -252,13 +242,7 @@ static const sqz_backend_ops cpu_ops = {
     /* .set_mem_cap = */ NULL,
 };
 
-sqz_status sqz_backend_cpu_offload(int n_threads, sqz_backend **out) {
-    SQZ_TRY(sqz_backend_cpu(n_threads, out));
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, offload_init);
-    (*out)->ops = &cpu_offload_ops;
-    return SQZ_OK;
-}
+const sqz_backend_ops *sqz__cpu_ops(void) { return &cpu_ops; }
 
 sqz_status sqz_backend_cpu(int n_threads, sqz_backend **out) {
     *out = NULL;

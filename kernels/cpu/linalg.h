@@ -29,6 +29,9 @@ enum { SQZ__XTX_PANEL = 128 };
  * columns. beta 0 zeroes the upper triangle first. */
 void sqz__xtx_host(const sqz_xtx_args *a, double *dbuf);
 
+/* The CPU backend's table (backend_cpu.c), for sqz_backend_cpu_offload (backend_offload.c). */
+const sqz_backend_ops *sqz__cpu_ops(void);
+
 /* The sgemm slot on host memory (cblas_sgemm). */
 void sqz__sgemm_host(const sqz_sgemm_args *a);
 

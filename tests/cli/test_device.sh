@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # sqz compress --device (docs/device.md), without a GPU:
-#   usage: --gpu-mem without --device cuda, --device cuda/cpu-offload without --calib: exit 2, one line;
+#   usage: --gpu-mem with --device cpu, --device cuda/cpu-offload without --calib: exit 2, one line;
 #   --device cuda where no GPU can be used (a build without CUDA, or no device): exit 1, one line
 #     naming CUDA, nothing left at OUT; with a GPU the run succeeds and its weights agree with
 #     --device cpu's on >= 99.9% (bench/compare_weights.py) and the report names cuda kernels;
@@ -9,6 +9,8 @@
 #     --device cpu's on >= 99.9% (float order of the device path's transposed GPTQ update), its
 #     report names the kernels that validated each layer (cpu-offload:gemm_w4a16 for q4_0,
 #     cpu-offload:gemm_i8 for W8A8, cpu-offload:matmul otherwise) and the summary a device line;
+#   --gpu-mem on cpu-offload: a cap above the measured peak gives the same bytes; a cap below it
+#     stops with one line naming the cap and leaves nothing;
 #   SparseGPT 50% (its sweep on the backend) through cpu-offload writes cpu's bytes;
 #   --device cpu writes the same bytes as no --device (the golden outputs are checked by
 #     cli_compress_golden).
@@ -37,7 +39,7 @@ agree() { # a.gguf b.gguf -> exit 0 when >= 99.9% of the dequantized weights are
 
 # ---- usage ----
 "$sqz" compress "$s260" -o "$tmp/u.gguf" --quant q4_0:gptq "${cal[@]}" --gpu-mem 100 > "$tmp/out" 2> "$tmp/err"
-check "--gpu-mem without --device cuda: exit 2, one line" '[ $? = 2 ] && [ $(wc -l < "$tmp/err") = 1 ] && grep -q "device cuda" "$tmp/err"'
+check "--gpu-mem with --device cpu: exit 2, one line" '[ $? = 2 ] && [ $(wc -l < "$tmp/err") = 1 ] && grep -q "device cuda" "$tmp/err"'
 "$sqz" compress "$s260" -o "$tmp/u.gguf" --quant q4_0 --device cpu-offload > "$tmp/out" 2> "$tmp/err"
 check "--device cpu-offload without --calib: exit 2 naming --calib" '[ $? = 2 ] && grep -q -- "--calib" "$tmp/err"'
 check "nothing written by the usage errors" '[ ! -e "$tmp/u.gguf" ]'
@@ -79,6 +81,19 @@ done
   > /dev/null 2>&1
 check "w8a8 through cpu-offload: validated by the INT8 GEMM" \
   '[ "$(jget "$tmp/w8.json" "[\"layers\"][0][\"validated_by\"]")" = cpu-offload:gemm_i8 ]'
+# --gpu-mem on cpu-offload (its memory accounting): a cap above the peak gives the same bytes, one
+# below it stops with one line naming the cap and leaves nothing
+"$sqz" compress "$t656" -o "$tmp/m0.gguf" --quant q4_k_m:gptq "${cal[@]}" --device cpu-offload --report "$tmp/m0.json" \
+  -q > /dev/null 2>&1
+peak=$(jget "$tmp/m0.json" '["totals"]["device_peak_bytes"]' | cut -d. -f1)
+cap=$(( (peak >> 20) + 1 ))
+"$sqz" compress "$t656" -o "$tmp/m1.gguf" --quant q4_k_m:gptq "${cal[@]}" --device cpu-offload --gpu-mem $cap > "$tmp/m1.log" 2>&1
+check "--gpu-mem $cap MiB (above the peak of $peak bytes): the same bytes, the cap in the summary" \
+  'cmp -s "$tmp/m0.gguf" "$tmp/m1.gguf" && grep -q "^device .*--gpu-mem" "$tmp/m1.log"'
+"$sqz" compress "$t656" -o "$tmp/m2.gguf" --quant q4_k_m:gptq "${cal[@]}" --device cpu-offload --gpu-mem 1 -q \
+  > /dev/null 2> "$tmp/err"
+check "--gpu-mem 1 (below the peak): exit 1, one line naming the cap, nothing written" \
+  '[ $? = 1 ] && [ $(wc -l < "$tmp/err") = 1 ] && grep -q "exceed --gpu-mem" "$tmp/err" && [ ! -e "$tmp/m2.gguf" ]'
 for d in cpu cpu-offload; do
   "$sqz" compress "$t656" -o "$tmp/sp-$d.gguf" --sparsity 0.5:sparsegpt "${cal[@]}" --device $d -q > /dev/null 2>&1
 done
