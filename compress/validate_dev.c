@@ -59,8 +59,9 @@ static sqz_status dev_i8(dev *d, const sqz_qmatrix *q, const float *x, int64_t n
         sqz_quantize_act_static(x, n_x, ni, q->qp.act_scale, xq);
         for (int64_t i = 0; i < n_x; i++) xsc[i] = q->qp.act_scale;
     }
+    const bool dynamic = !xq; /* the kernel quantizes x itself */
     sqz_gemm_i8_args a = {.m = n_x, .n = no, .k = ni, .y_dtype = SQZ_DTYPE_F32};
-    a.x_f32 = xq ? NULL : dev_put(d, x, xb * 4);
+    a.x_f32 = dynamic ? dev_put(d, x, xb * 4) : NULL;
     a.x = dev_put(d, xq, xb);
     a.x_scale = dev_put(d, xsc, (size_t)n_x * sizeof(float));
     a.w = dev_put(d, q->data, (size_t)no * (size_t)ni);
@@ -68,7 +69,7 @@ static sqz_status dev_i8(dev *d, const sqz_qmatrix *q, const float *x, int64_t n
     a.y = dev_put(d, NULL, yb);
     free(xq);
     free(xsc);
-    if ((!xq && !a.x_f32) || !a.x || !a.x_scale || !a.w || !a.w_scale || !a.y) return SQZ_ERR_NOMEM;
+    if ((dynamic && !a.x_f32) || !a.x || !a.x_scale || !a.w || !a.w_scale || !a.y) return SQZ_ERR_NOMEM;
     SQZ_TRY(d->be->ops->gemm_i8(d->be->ctx, &a));
     return d->be->ops->download(d->be->ctx, y, a.y, yb);
 }
