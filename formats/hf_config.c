@@ -230,6 +230,10 @@ static sqz_status read_hparams(const cfg *c, sqz_model *m) {
     SQZ_RETURN_IF(!explicit_hd && hp.d_model % hp.n_heads != 0, SQZ_ERR_FORMAT,
                   "%s: hidden_size %lld is not a multiple of num_attention_heads %lld", c->path,
                   (long long)hp.d_model, (long long)hp.n_heads);
+    /* the bound of an explicit head_dim holds for the derived one too (the writer states it) */
+    SQZ_RETURN_IF(!explicit_hd && hp.head_dim > (1 << 16), SQZ_ERR_FORMAT,
+                  "%s: hidden_size %lld / num_attention_heads %lld gives a head_dim of %lld, beyond 65536", c->path,
+                  (long long)hp.d_model, (long long)hp.n_heads, (long long)hp.head_dim);
     SQZ_TRY(get_int(c, "intermediate_size", true, 0, 1, 1 << 24, &hp.d_ff));
     SQZ_TRY(get_int(c, "vocab_size", true, 0, 1, SQZ__MAX_VOCAB, &hp.vocab_size));
     SQZ_TRY(get_int(c, "max_position_embeddings", false, hf->ctx_default, 1, 1 << 24, &hp.ctx_len));
