@@ -34,19 +34,6 @@ sqz_status sqz__calib_xtx_check(const sqz_calib_observe_opts *o) {
     return SQZ_OK;
 }
 
-/* Host arithmetic: rows converted to double XTX_CHUNK at a time into the observer's dbuf. */
-static void xtx_host(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n) {
-    const int64_t k = in->n_in;
-    for (int64_t t0 = 0; t0 < n; t0 += XTX_CHUNK) {
-        const int64_t nr = n - t0 < XTX_CHUNK ? n - t0 : XTX_CHUNK;
-        const float *src = x + t0 * k;
-        for (int64_t i = 0; i < nr * k; i++) ob->dbuf[i] = (double)src[i];
-        /* upper triangle of xtx += D^T D, D (nr, k) row-major, panel by panel */
-        for (int64_t a = 0; a < k; a += SQZ__PANEL_ROWS)
-            sqz__xtx_panel(ob->dbuf, nr, k, a, a + SQZ__PANEL_ROWS < k ? a + SQZ__PANEL_ROWS : k, in->xtx + a * k);
-    }
-}
-
 /* The device: rows uploaded into ob->dev_x (grown as needed), then H_dev = beta H_dev + X^T X. */
 static sqz_status xtx_device(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n) {
     const sqz_backend *b = ob->o.backend;
@@ -74,8 +61,8 @@ static sqz_status xtx_device(sqz_calib_observer *ob, obs_input *in, const float 
 sqz_status sqz__calib_xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n) {
     if (n == 0) return SQZ_OK;
     const sqz_backend *b = ob->o.backend;
-    if (!b) {
-        xtx_host(ob, in, x, n);
+    if (!b) { /* the CPU slot's arithmetic on the observer's own conversion buffer */
+        sqz__xtx_host(&(sqz_xtx_args){.m = n, .k = in->n_in, .x = x, .h = in->xtx, .beta = 1.0}, ob->dbuf);
         return SQZ_OK;
     }
     if (on_device(ob)) return xtx_device(ob, in, x, n);

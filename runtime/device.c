@@ -15,8 +15,6 @@
 
 #include "runtime/runtime_internal.h"
 
-static int64_t tensor_index(const sqz_session *s, const sqz_tensor *t) { return (int64_t)(t - s->m->tensors); }
-
 static void *dev_alloc(sqz_session *s, size_t bytes) { return s->be->ops->alloc(s->be->ctx, bytes); }
 
 /* A device buffer of at least `floats` floats in *buf (grown, contents not kept). */
@@ -32,7 +30,7 @@ static sqz_status dev_scratch(sqz_session *s, float **buf, size_t *cap, size_t f
 
 /* The weight as f32 (n, k) in device memory, uploaded on first use. */
 static sqz_status dev_weight(sqz_session *s, const sqz_tensor *w, const float **out) {
-    const int64_t i = tensor_index(s, w);
+    const int64_t i = sqz__tensor_index(s, w);
     if (s->dcache[i]) {
         *out = s->dcache[i];
         return SQZ_OK;

@@ -91,6 +91,9 @@ sqz_status sqz__param(sqz_session *s, sqz_role role, int32_t layer, sqz_param pa
  * Handles weights of any dtype with a float view (cache or stream mode). */
 sqz_status sqz__linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, const float *bias, float *y);
 
+/* The index of t in the session's model (its slot in wcache and dcache). */
+int64_t sqz__tensor_index(const sqz_session *s, const sqz_tensor *t);
+
 /* A device backend's products (device.c): y (m, n) = x (m, k) . W^T (no bias) with x and y in host
  * memory; init makes the weight table, invalidate drops the device copies of a layer (-2: all),
  * free releases everything on the device. */

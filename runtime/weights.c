@@ -20,7 +20,7 @@
 #include "runtime/runtime_internal.h"
 #include "sqz/qparams.h"
 
-static int64_t tensor_index(const sqz_session *s, const sqz_tensor *t) { return (int64_t)(t - s->m->tensors); }
+int64_t sqz__tensor_index(const sqz_session *s, const sqz_tensor *t) { return (int64_t)(t - s->m->tensors); }
 
 static sqz_status check_data(const sqz_tensor *t) {
     SQZ_RETURN_IF(!t->data, SQZ_ERR_INVALID_ARG, "runtime: tensor '%s' has no data loaded", t->name);
@@ -32,7 +32,7 @@ static sqz_status check_data(const sqz_tensor *t) {
 
 /* The cached f32 copy of a whole tensor, made on first use. */
 static sqz_status cached_f32(sqz_session *s, const sqz_tensor *t, const float **out) {
-    int64_t i = tensor_index(s, t);
+    int64_t i = sqz__tensor_index(s, t);
     if (!s->wcache[i]) {
         SQZ_TRY(check_data(t));
         int64_t ne = sqz_tensor_nelements(t);
