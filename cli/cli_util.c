@@ -17,13 +17,15 @@ double sqz_cli_now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static const int hf_format_values[] = {SQZ_HF_COMPRESSED_TENSORS, SQZ_HF_GPTQ, SQZ_HF_GPTQ_V2, SQZ_HF_SQZ};
+static const int hf_format_values[] = {SQZ_HF_COMPRESSED_TENSORS, SQZ_HF_GPTQ, SQZ_HF_GPTQ_V2, SQZ_HF_SQZ,
+                                       SQZ_HF_COMPRESSED_TENSORS_SP24};
 const sqz_opt sqz_cli_hf_format_opt = {
-    .name = "hf-format", .type = SQZ_OPT_CHOICE, .choices = "compressed-tensors|gptq|gptq-v2|sqz",
+    .name = "hf-format", .type = SQZ_OPT_CHOICE, .choices = "compressed-tensors|gptq|gptq-v2|sqz|compressed-tensors-sparse24",
     .values = hf_format_values, .def = "compressed-tensors", .metavar = "LAYOUT",
     .help = "how an HF directory stores int8/int4 weights: compressed-tensors (transformers, vLLM), gptq "
-            "(checkpoint_format gptq: zero points minus 1), gptq-v2 (true zero points), or sqz's own (read by sqz "
-            "only); docs/formats.md"};
+            "(checkpoint_format gptq: zero points minus 1), gptq-v2 (true zero points), sqz's own (read by sqz "
+            "only), or compressed-tensors-sparse24 (2:4-sparse float and W8A8 weights as sparse-24-bitmask: "
+            "compressed-tensors <= 0.14 reads it, later ones and vLLM refuse it); docs/formats.md"};
 
 const sqz_opt sqz_cli_quiet_opt = {
     .name = "quiet", .type = SQZ_OPT_FLAG, .short_name = 'q',

@@ -49,6 +49,7 @@ INT_CONVERTERS(int8_t, i8)
 INT_CONVERTERS(int16_t, i16)
 INT_CONVERTERS(int32_t, i32)
 INT_CONVERTERS(int64_t, i64)
+INT_CONVERTERS(uint8_t, u8)
 
 /* U4: the raw codes (their meaning needs the tensor's qparams, sqz/quant.h). */
 static void u4_to_f32(const void *src, float *dst, int64_t n) {
@@ -114,6 +115,8 @@ static const sqz_dtype_traits traits[SQZ_DTYPE_COUNT] = {
                           .gguf_type = GGML_IQ4_NL, .is_quantized = true, .to_f32 = sqz_dequantize_iq4_nl},
     [SQZ_DTYPE_IQ4_XS] = {.name = "iq4_xs", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_iq4_xs),
                           .gguf_type = GGML_IQ4_XS, .is_quantized = true, .to_f32 = sqz_dequantize_iq4_xs},
+    [SQZ_DTYPE_U8] = {.name = "u8", .block_size = 1, .type_size = 1, .gguf_type = -1, .st_name = "U8",
+                      .to_f32 = u8_to_f32},
 };
 
 const sqz_dtype_traits *sqz__dtype_core(sqz_dtype t) {

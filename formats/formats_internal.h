@@ -124,8 +124,9 @@ struct sqz__st_layout {
      * way out for what the layout cannot hold exactly. */
     sqz_status (*parts)(const sqz__st_layout *L, const sqz_tensor *t, sqz__st_part *parts, int *n);
     /* config.json text cfg (freed) with quantization_config added for m's quantized weights;
-     * NULL with the error set. */
-    char *(*config)(const sqz__st_layout *L, const sqz_model *m, char *cfg);
+     * sparse[i] true for tensor i written in sparse-24-bitmask parts (NULL: none); NULL with the
+     * error set. */
+    char *(*config)(const sqz__st_layout *L, const sqz_model *m, const bool *sparse, char *cfg);
     /* reading: true for a tensor name that attach consumes (add_tensors skips it) */
     bool (*is_part)(const char *name);
     /* reading: turns the parts among v[0..n) into quantized weights of m (config.json's
@@ -154,6 +155,21 @@ float sqz__st_view_f32(const sqz__st_view *v, size_t i);
 /* True for a linear layer's weight that a quantization_config's "ignore" lists when float. */
 bool sqz__st_is_linear(const sqz_tensor *t);
 
-extern const sqz__st_layout sqz__st_layout_sqz, sqz__st_layout_ctensors, sqz__st_layout_gptq, sqz__st_layout_gptq_v2;
+extern const sqz__st_layout sqz__st_layout_sqz, sqz__st_layout_ctensors, sqz__st_layout_ctensors_sp24,
+    sqz__st_layout_gptq, sqz__st_layout_gptq_v2;
+
+/* ---- compressed-tensors' sparse-24-bitmask (st_sparse24.c) ---- */
+/* True for the dtypes it holds (F32, F16, BF16, I8). */
+bool sqz__sp24_dtype_ok(sqz_dtype dt);
+/* True when w (n, k) of dtype dt has at most 2 non-zeros in every 4 columns of every row. */
+bool sqz__sp24_fits(const uint8_t *w, sqz_dtype dt, int64_t n, int64_t k);
+/* The parts compressed, bitmask, shape of w appended at p[*np];
+ * SQZ_ERR_INVALID_ARG naming the row and columns of a group with 3 or 4 non-zeros. */
+sqz_status sqz__sp24_parts(const char *name, const uint8_t *w, sqz_dtype dt, int64_t n, int64_t k, sqz__st_part *p,
+                           int *np);
+/* dense (n, k) of vals' dtype = vals put where mask's bits are set; SQZ_ERR_FORMAT when the bit
+ * count is not n * k / 2. */
+sqz_status sqz__sp24_decompress(const sqz__st_view *vals, const sqz__st_view *mask, int64_t n, int64_t k,
+                                uint8_t *dense);
 
 #endif

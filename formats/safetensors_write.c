@@ -272,9 +272,17 @@ static sqz_status write_side_files(const sqz_model *m, const sqz__st_layout *L, 
         if (plan[i].t->role == SQZ_ROLE_TOKEN_EMBD && sqz_dtype_info(plan[i].dtype)->is_float) wd = plan[i].dtype;
     }
     bool quantized = false;
-    for (size_t i = 0; i < n; i++) quantized |= plan[i].part >= 0;
+    bool *sparse = sqz__calloc((size_t)m->n_tensors + 1, sizeof *sparse); /* in sparse-24-bitmask parts */
+    if (!sparse) return SQZ_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        quantized |= plan[i].part >= 0;
+        const size_t len = strlen(plan[i].name);
+        if (plan[i].part >= 0 && len > 11 && strcmp(plan[i].name + len - 11, ".compressed") == 0)
+            sparse[plan[i].t - m->tensors] = true;
+    }
     char *cfg = sqz__hf_config_write_dtype(m, wd);
-    if (cfg && quantized) cfg = L->config(L, m, cfg);
+    if (cfg && quantized) cfg = L->config(L, m, sparse, cfg);
+    free(sparse);
     if (!cfg) return SQZ_ERR_UNSUPPORTED; /* the generator's message says why */
     SQZ_TRY(write_generated(d, "config.json", cfg));
     if (sqz_family_get(m->hp.family)->lm_head && (m->vocab.bos >= 0 || m->vocab.eos >= 0)) {

@@ -23,7 +23,9 @@
  * when there is one, else the module names), "ignore" naming every float linear layer
  * (lm_head included), format per group and "mixed-precision" when they differ.
  * Differences kept in mind: compressed-tensors clamps static activations to [-128, 127], sqz to
- * [-127, 127] (only a value beyond 127.5 scales differs); a 2:4 INT8 weight is written dense.
+ * [-127, 127] (only a value beyond 127.5 scales differs). A 2:4 weight is written dense, or with
+ * --hf-format compressed-tensors-sparse24 (the row at the end) in sparse-24-bitmask parts when it
+ * is W8A8 INT8, listed in quantization_config.sparsity_config.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +85,7 @@ static sqz_status int4_parts(const sqz_tensor *t, sqz__st_part *p, int *n) {
     return shape_part(p, n, no, ni);
 }
 
-static sqz_status int8_parts(const sqz_tensor *t, sqz__st_part *p, int *n) {
+static sqz_status int8_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__st_part *p, int *n) {
     const sqz_qparams *qp = t->qp;
     const int64_t no = qp->n_out, ni = qp->n_in;
     if (qp->act_mode == SQZ_ACT_FLOAT) { /* W8A16: pack-quantized, 8 bits */
@@ -93,6 +95,8 @@ static sqz_status int8_parts(const sqz_tensor *t, sqz__st_part *p, int *n) {
         SQZ_TRY(sqz__st_part_alloc(w));
         const uint8_t *q = t->data;
         for (int64_t i = 0; i < no * ni; i++) ((uint8_t *)w->data)[i] = (uint8_t)(q[i] ^ 0x80); /* q + 128 */
+    } else if (L->id == SQZ_HF_COMPRESSED_TENSORS_SP24 && sqz__sp24_fits(t->data, SQZ_DTYPE_I8, no, ni)) {
+        SQZ_TRY(sqz__sp24_parts(t->name, t->data, SQZ_DTYPE_I8, no, ni, p, n)); /* W8A8 2:4: int8 values */
     } else {
         sqz__st_part *w = sqz__st_part_new(p, n, "weight", SQZ_DTYPE_I8, no, ni);
         w->data = t->data;
@@ -110,13 +114,12 @@ static sqz_status int8_parts(const sqz_tensor *t, sqz__st_part *p, int *n) {
 }
 
 static sqz_status ct_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__st_part *p, int *n) {
-    (void)L;
     *n = 0;
     SQZ_TRY(sqz_qparams_check(t->qp, t->dtype, t->nbytes, t->name));
     if (t->qp->in_scale)
         return CT_FAIL("tensor '%s': an unfolded smoothing vector (input_smooth) has no place in compressed-tensors: "
                        "use --hf-format sqz", t->name);
-    sqz_status st = t->qp->scheme == SQZ_QSCHEME_U4_GROUP ? int4_parts(t, p, n) : int8_parts(t, p, n);
+    sqz_status st = t->qp->scheme == SQZ_QSCHEME_U4_GROUP ? int4_parts(t, p, n) : int8_parts(L, t, p, n);
     if (st != SQZ_OK) sqz__st_parts_free(p, *n);
     return st;
 }
@@ -230,11 +233,37 @@ static cJSON *quant_config(const sqz_model *m) {
     return qc;
 }
 
-static char *ct_config(const sqz__st_layout *L, const sqz_model *m, char *cfg) {
+/* sparsity_config: the modules written in sparse-24-bitmask parts (sparse[i]), and the share of
+ * zeros they give the linear weights (compressed-tensors' global_sparsity). */
+static cJSON *sparsity_config(const sqz_model *m, const bool *sparse) {
+    cJSON *sc = cJSON_CreateObject(), *targets = cJSON_CreateArray();
+    double zeros = 0, all = 0;
+    char name[160];
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const sqz_tensor *t = &m->tensors[i];
+        if (!sqz__st_is_linear(t)) continue;
+        all += (double)sqz_tensor_nelements(t);
+        if (!sparse[i] || !module_name(m, t, name, sizeof name)) continue;
+        zeros += 0.5 * (double)sqz_tensor_nelements(t);
+        cJSON_AddItemToArray(targets, cJSON_CreateString(name));
+    }
+    cJSON_AddStringToObject(sc, "format", "sparse-24-bitmask");
+    cJSON_AddNumberToObject(sc, "global_sparsity", all > 0 ? zeros / all : 0);
+    cJSON_AddItemToObject(sc, "ignore", cJSON_CreateArray());
+    cJSON_AddBoolToObject(sc, "registry_requires_subclass", false);
+    cJSON_AddStringToObject(sc, "sparsity_structure", "2:4");
+    cJSON_AddItemToObject(sc, "targets", targets);
+    return sc;
+}
+
+static char *ct_config(const sqz__st_layout *L, const sqz_model *m, const bool *sparse, char *cfg) {
     (void)L;
     cJSON *root = cJSON_Parse(cfg);
     free(cfg);
+    bool any_sparse = false;
+    for (int64_t i = 0; sparse && i < m->n_tensors; i++) any_sparse |= sparse[i];
     cJSON *qc = root ? quant_config(m) : NULL;
+    if (qc && any_sparse) cJSON_AddItemToObject(qc, "sparsity_config", sparsity_config(m, sparse));
     if (!qc) {
         cJSON_Delete(root);
         if (!root) sqz__error(SQZ_ERR_NOMEM, __FILE__, __LINE__, "config.json: out of memory");
@@ -255,6 +284,19 @@ sqz_status sqz__ct_attach(sqz_model *m, const void *qc, const sqz__st_view *v, s
 
 const sqz__st_layout sqz__st_layout_ctensors = {
     .id = SQZ_HF_COMPRESSED_TENSORS,
+    .quant_method = "compressed-tensors",
+    .parts = ct_parts,
+    .config = ct_config,
+    .is_part = sqz__ct_is_part,
+    .attach = sqz__ct_attach,
+};
+
+/* --hf-format compressed-tensors-sparse24: a 2:4-sparse W8A8 weight's int8 values in
+ * sparse-24-bitmask parts (int8_parts, st_sparse24.c), the rest as above. Float 2:4 weights stay
+ * dense: transformers 5 ignores sparsity_config and would load a sparse-only file's weights as
+ * random ones with a warning (a trap), and vLLM has not served sparse-only 2:4 since 0.7. */
+const sqz__st_layout sqz__st_layout_ctensors_sp24 = {
+    .id = SQZ_HF_COMPRESSED_TENSORS_SP24,
     .quant_method = "compressed-tensors",
     .parts = ct_parts,
     .config = ct_config,

@@ -4,8 +4,9 @@
  * without g_idx) becomes sqz's U4_GROUP, "pack-quantized" 8-bit per channel symmetric and
  * "int-quantized" INT8 per channel become I8_ROW (W8A8 when the config quantizes the inputs),
  * value-exact against compressed-tensors' dequantization (w = scale * (q - zp), scale[:, g_idx]).
- * What sqz cannot hold exactly (8-bit groups or zero points, other bit widths, sparse-24-bitmask,
- * float8) is refused naming the tensor.
+ * sparse-24-bitmask weights (st_sparse24.c) come back dense, bit for bit. What sqz cannot hold
+ * exactly (8-bit groups or zero points, other bit widths, other sparsity formats, float8) is
+ * refused naming the tensor.
  */
 #include <math.h>
 #include <stdio.h>
@@ -20,7 +21,8 @@
 #define CT_BAD(...) sqz__error(SQZ_ERR_FORMAT, __FILE__, __LINE__, __VA_ARGS__)
 
 static const char *const CT_PART[] = {"weight_packed", "weight_scale", "weight_zero_point", "weight_g_idx",
-                                      "weight_shape", "input_scale", "input_zero_point"};
+                                      "weight_shape", "input_scale", "input_zero_point", "compressed", "bitmask",
+                                      "shape"};
 
 bool sqz__ct_is_part(const char *name) {
     const char *dot = strrchr(name, '.');
@@ -137,6 +139,45 @@ static sqz_status attach_packed(sqz_model *m, const sqz__st_view *w, const sqz__
     return st;
 }
 
+/* P.compressed + P.bitmask + P.shape (sparse-24-bitmask, st_sparse24.c) as the dense weight P.weight
+ * of the values' dtype (an INT8 one gets its scales from attach_int8). */
+static sqz_status attach_sparse24(sqz_model *m, const sqz__st_view *c, const sqz__st_view *v, size_t n) {
+    char prefix[256], name[272];
+    const size_t pl = strlen(c->name) - strlen(".compressed");
+    SQZ_RETURN_IF(pl >= sizeof prefix, SQZ_ERR_FORMAT, "%s: tensor '%s': name too long", c->file, c->name);
+    snprintf(prefix, sizeof prefix, "%.*s", (int)pl, c->name);
+    const sqz__st_view *b = sqz__st_view_find(v, n, prefix, "bitmask"), *sh = sqz__st_view_find(v, n, prefix, "shape");
+    if (!b || !sh || (sh->dtype != SQZ_DTYPE_I64 && sh->dtype != SQZ_DTYPE_I32) || !sqz__st_view_is(sh, sh->dtype, 2, 1))
+        return CT_BAD("%s: tensor '%s': sparse-24-bitmask needs '%s.bitmask' and a 2-element '%s.shape'", c->file,
+                      c->name, prefix, prefix);
+    const bool i64 = sh->dtype == SQZ_DTYPE_I64;
+    const int64_t no = (int64_t)(i64 ? sqz__rd_u64(sh->data) : sqz__rd_u32(sh->data));
+    const int64_t ni = (int64_t)(i64 ? sqz__rd_u64(sh->data + 8) : sqz__rd_u32(sh->data + 4));
+    if (!sqz__sp24_dtype_ok(c->dtype) || no < 1 || ni < 4 || ni % 4 || no > INT32_MAX || ni > INT32_MAX ||
+        !sqz__st_view_is(c, c->dtype, no, ni / 2) || !sqz__st_view_is(b, SQZ_DTYPE_U8, no, (ni + 7) / 8))
+        return CT_BAD("%s: tensor '%s': shape (%lld, %lld) needs F32/F16/BF16/I8 values [%lld, %lld] and a U8 bitmask "
+                      "[%lld, %lld]", c->file, c->name, (long long)no, (long long)ni, (long long)no,
+                      (long long)ni / 2, (long long)no, (long long)(ni + 7) / 8);
+    sqz_tensor t;
+    memset(&t, 0, sizeof t);
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    if (sqz__hf_name_parse(m->hp.family, name, &t.role, &t.layer, &t.param) != SQZ__HF_TENSOR)
+        return CT_BAD("%s: tensor '%s': not a known %s tensor name", c->file, c->name, m->hp.arch);
+    t.name = name;
+    t.ndim = 2;
+    t.shape[0] = no;
+    t.shape[1] = ni;
+    t.dtype = c->dtype;
+    if (!sqz_dtype_nbytes(t.dtype, no * ni, &t.nbytes)) return SQZ_ERR_SHAPE;
+    t.data = sqz__malloc(t.nbytes);
+    if (!t.data) return SQZ_ERR_NOMEM;
+    t.owned = true;
+    sqz_status st = sqz__sp24_decompress(c, b, no, ni, t.data);
+    if (st == SQZ_OK && !sqz_model_add_tensor(m, &t)) st = SQZ_ERR_NOMEM;
+    if (st != SQZ_OK) free(t.data);
+    return st;
+}
+
 /* Whether the config quantizes linear inputs dynamically (per token) in some group. */
 static bool dynamic_inputs(const cJSON *root) {
     const cJSON *qc = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
@@ -185,8 +226,11 @@ sqz_status sqz__ct_attach(sqz_model *m, const void *qc, const sqz__st_view *v, s
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(q, "format");
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(q, "sparsity_config");
-    SQZ_RETURN_IF(cJSON_IsObject(sp) && cJSON_GetObjectItemCaseSensitive(sp, "format"), SQZ_ERR_UNSUPPORTED,
-                  "config.json: compressed-tensors sparsity_config (e.g. sparse-24-bitmask) is not read by sqz");
+    const cJSON *spf = cJSON_IsObject(sp) ? cJSON_GetObjectItemCaseSensitive(sp, "format") : NULL;
+    SQZ_RETURN_IF(spf && !(cJSON_IsString(spf) && (strcmp(spf->valuestring, "sparse-24-bitmask") == 0 ||
+                                                   strcmp(spf->valuestring, "dense") == 0)),
+                  SQZ_ERR_UNSUPPORTED, "config.json: compressed-tensors sparsity_config format \"%.40s\" is not read by "
+                  "sqz (it reads sparse-24-bitmask and dense)", cJSON_IsString(spf) ? spf->valuestring : "?");
     if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "pack-quantized") && strcmp(fmt->valuestring, "int-quantized") &&
         strcmp(fmt->valuestring, "mixed-precision") && strcmp(fmt->valuestring, "dense"))
         return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: compressed-tensors format \"%.40s\" is not read by sqz (it "
@@ -194,6 +238,7 @@ sqz_status sqz__ct_attach(sqz_model *m, const void *qc, const sqz__st_view *v, s
     for (size_t i = 0; i < n; i++) {
         const size_t len = strlen(v[i].name);
         if (len > 14 && strcmp(v[i].name + len - 14, ".weight_packed") == 0) SQZ_TRY(attach_packed(m, &v[i], v, n));
+        if (len > 11 && strcmp(v[i].name + len - 11, ".compressed") == 0) SQZ_TRY(attach_sparse24(m, &v[i], v, n));
     }
     const bool dyn = dynamic_inputs(root);
     for (int64_t i = 0; i < m->n_tensors; i++) {
@@ -211,8 +256,9 @@ sqz_status sqz__ct_attach(sqz_model *m, const void *qc, const sqz__st_view *v, s
         const char *dot = strrchr(v[i].name, '.');
         snprintf(want, sizeof want, "%.*s.weight", (int)(dot - v[i].name), v[i].name);
         const int64_t k = sqz_model_find(m, want);
-        SQZ_RETURN_IF(k < 0 || !m->tensors[k].qp, SQZ_ERR_FORMAT, "%s: tensor '%s': no quantized weight '%s' for it",
-                      v[i].file, v[i].name, want);
+        const bool sparse_part = !strcmp(dot + 1, "compressed") || !strcmp(dot + 1, "bitmask") || !strcmp(dot + 1, "shape");
+        SQZ_RETURN_IF(k < 0 || (!sparse_part && !m->tensors[k].qp), SQZ_ERR_FORMAT, "%s: tensor '%s': no %sweight '%s' "
+                      "for it", v[i].file, v[i].name, sparse_part ? "" : "quantized ", want);
     }
     return SQZ_OK;
 }

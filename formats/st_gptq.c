@@ -99,7 +99,8 @@ static sqz_status gptq_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__
 }
 
 /* config.json: one scheme for every linear layer of the blocks (GPTQ has no per-layer exclusion). */
-static char *gptq_config(const sqz__st_layout *L, const sqz_model *m, char *cfg) {
+static char *gptq_config(const sqz__st_layout *L, const sqz_model *m, const bool *sparse, char *cfg) {
+    (void)sparse;
     const sqz_qparams *first = NULL;
     bool desc = false, asym = false;
     for (int64_t i = 0; i < m->n_tensors; i++) {

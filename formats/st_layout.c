@@ -1,9 +1,9 @@
 /*
  * formats/st_layout.c - the table of layouts in which an HF safetensors directory holds sqz's
- * scheme-quantized weights (sqz/qparams.h), one row each: compressed-tensors (st_ctensors.c),
- * GPTQ v1 and v2 (st_gptq.c), sqz's own (st_qpack.c); the choice on writing (sqz_save_opts
- * hf_format) and the detection on reading (config.json's quantization_config.quant_method);
- * and what the rows share.
+ * scheme-quantized weights (sqz/qparams.h), one row each: compressed-tensors (st_ctensors.c) and
+ * its sparse-24-bitmask variant (st_sparse24.c), GPTQ v1 and v2 (st_gptq.c), sqz's own
+ * (st_qpack.c); the choice on writing (sqz_save_opts hf_format) and the detection on reading
+ * (config.json's quantization_config.quant_method); and what the rows share.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +18,7 @@ static const sqz__st_layout *const layouts[SQZ_HF_FORMAT_COUNT] = {
     [SQZ_HF_GPTQ] = &sqz__st_layout_gptq,
     [SQZ_HF_GPTQ_V2] = &sqz__st_layout_gptq_v2,
     [SQZ_HF_SQZ] = &sqz__st_layout_sqz,
+    [SQZ_HF_COMPRESSED_TENSORS_SP24] = &sqz__st_layout_ctensors_sp24,
 };
 
 static const char *const names[SQZ_HF_FORMAT_COUNT] = {
@@ -25,6 +26,7 @@ static const char *const names[SQZ_HF_FORMAT_COUNT] = {
     [SQZ_HF_GPTQ] = "gptq",
     [SQZ_HF_GPTQ_V2] = "gptq-v2",
     [SQZ_HF_SQZ] = "sqz",
+    [SQZ_HF_COMPRESSED_TENSORS_SP24] = "compressed-tensors-sparse24",
 };
 
 const char *sqz_hf_format_name(sqz_hf_format f) {

@@ -158,7 +158,8 @@ static char *mark_model_type(char *cfg) {
     return out;
 }
 
-static char *qpack_config(const sqz__st_layout *L, const sqz_model *m, char *cfg) {
+static char *qpack_config(const sqz__st_layout *L, const sqz_model *m, const bool *sparse, char *cfg) {
+    (void)sparse;
     (void)L;
     int64_t n_i8 = 0, n_u4 = 0, n_static = 0, n_dyn = 0, n_smooth = 0, n_gidx = 0, n_asym = 0;
     int32_t group = 0;

@@ -46,6 +46,7 @@ typedef enum sqz_dtype {
     SQZ_DTYPE_Q8_K = 19,   /* 256 x int8 + f32 scale + block sums (llama.cpp's dot-product type) */
     SQZ_DTYPE_IQ4_NL = 20, /* 32 x 4-bit indices into a non-linear table + fp16 scale */
     SQZ_DTYPE_IQ4_XS = 21, /* IQ4_NL values in 256-element super-blocks with 6-bit sub-scales */
+    SQZ_DTYPE_U8 = 22,     /* unsigned bytes (safetensors U8: compressed-tensors' sparse-24 bitmasks) */
     SQZ_DTYPE_COUNT
 } sqz_dtype;
 

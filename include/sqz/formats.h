@@ -61,10 +61,15 @@ typedef enum sqz_hf_format {
     SQZ_HF_GPTQ_V2 = 2,            /* GPTQ, checkpoint_format "gptq_v2" (the true zero points) */
     SQZ_HF_SQZ = 3,                /* sqz's own layout (docs/quantization.md), read by sqz only: its
                                       config.json says model_type "sqz-<type>", which transformers refuses */
+    SQZ_HF_COMPRESSED_TENSORS_SP24 = 4, /* compressed-tensors with every 2:4-sparse linear weight that is
+                                      float or W8A8 INT8 in "sparse-24-bitmask" form (values + bitmask);
+                                      read by compressed-tensors <= 0.14, refused by later ones and by vLLM
+                                      since March 2026 (docs/formats.md) */
     SQZ_HF_FORMAT_COUNT
 } sqz_hf_format;
 
-/* "compressed-tensors", "gptq", "gptq-v2", "sqz"; NULL for a value out of range. */
+/* "compressed-tensors", "gptq", "gptq-v2", "sqz", "compressed-tensors-sparse24"; NULL for a value out
+ * of range. */
 SQZ_API const char *sqz_hf_format_name(sqz_hf_format f);
 
 typedef struct sqz_save_opts {
