@@ -38,7 +38,7 @@ static const sqz_opt convert_rows[] = {
 
 static const char convert_head[] =
     "usage: sqz convert MODEL -o OUT [--to gguf|safetensors] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1]\n"
-    "                   [--hf-format compressed-tensors|gptq|gptq-v2|sqz] [--tokenizer FILE]\n\n"
+    "                   [--hf-format LAYOUT] [--tokenizer FILE]\n\n"
     "Converts between llama2.c, GGUF and HF safetensors. OUT is a .gguf file or an HF\n"
     "directory (model.safetensors + config.json + tokenizer.json). The format defaults to\n"
     "gguf when OUT ends in .gguf, safetensors otherwise. Without --dtype every tensor keeps\n"
