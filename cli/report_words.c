@@ -83,4 +83,10 @@ void sqz_cli_kquant_hint(const sqz_compress_report *r, const sqz_cli_layer_count
                      "multiple of 256); llama.cpp's mix --quant %s quantizes those too, with the fallback types "
                      "llama-quantize uses (docs/quantization.md)", fmt, (long long)narrow,
                      (long long)(c->quantized + c->kept_float + c->kept_stored), mixes[i].mix);
+    for (int64_t i = 0; !buf[0] && i < r->n_layers; i++) /* not a K-quant: say why, naming a layer */
+        if (!r->layers[i].quantized && strstr(r->layers[i].why, "multiple") != NULL)
+            snprintf(buf, cap, "%lld of %lld layers were left as they were (%s: %s, %lld columns); a group size "
+                     "that divides their width quantizes them too", (long long)narrow,
+                     (long long)(c->quantized + c->kept_float + c->kept_stored), r->layers[i].tensor,
+                     r->layers[i].why, (long long)r->layers[i].n_in);
 }
