@@ -154,19 +154,23 @@ def float_file(tmp, dense_dir):
 
 
 def hostile(tmp, sp_dir):
-    """A bitmask that sets one value too many: refused naming the tensor, nothing written."""
-    bad = os.path.join(tmp, "bad_sp24")
-    shutil.copytree(sp_dir, bad)
-    t = load_file(os.path.join(bad, "model.safetensors"))
-    p = sorted(k for k in t if k.endswith(".bitmask"))[0]
-    bm = t[p].copy()
-    bm[0, 0] |= 0xFF
-    t[p] = bm
-    save_file(t, os.path.join(bad, "model.safetensors"), metadata={"format": "pt"})
-    out = os.path.join(tmp, "bad_out")
-    r = run("convert", bad, "-o", out, "--dtype", "f32", "-q")
-    check(r.returncode == 1 and p in r.stderr and not os.path.exists(out),
-          "a bitmask setting too many values is refused naming '%s', nothing written (%s)" % (p, r.stderr.strip()[-200:]))
+    """Damaged sparse-24-bitmask files: refused naming the tensor, exit 1, nothing written."""
+    cases = [("a bitmask setting too many values", lambda t, p: t.__setitem__(p + "bitmask", t[p + "bitmask"] | 0xFF)),
+             ("a bitmask setting too few", lambda t, p: t.__setitem__(p + "bitmask", t[p + "bitmask"] & 0x0F)),
+             ("a shape wider than the values", lambda t, p: t.__setitem__(p + "shape", t[p + "shape"] * 2)),
+             ("a signed bitmask", lambda t, p: t.__setitem__(p + "bitmask", t[p + "bitmask"].view(np.int8))),
+             ("no bitmask", lambda t, p: t.pop(p + "bitmask"))]
+    for k, (what, damage) in enumerate(cases):
+        bad = os.path.join(tmp, "bad_sp24_%d" % k)
+        shutil.copytree(sp_dir, bad)
+        t = load_file(os.path.join(bad, "model.safetensors"))
+        p = sorted(x for x in t if x.endswith(".bitmask"))[0][: -len("bitmask")]
+        damage(t, p)
+        save_file(t, os.path.join(bad, "model.safetensors"), metadata={"format": "pt"})
+        out = os.path.join(tmp, "bad_out_%d" % k)
+        r = run("convert", bad, "-o", out, "--dtype", "f32", "-q")
+        check(r.returncode == 1 and p in r.stderr and r.stderr.count("\n") == 1 and not os.path.exists(out),
+              "%s is refused in one line naming '%s', nothing written (%s)" % (what, p, r.stderr.strip()[-200:]))
 
 
 def main():
