@@ -30,7 +30,8 @@ typedef struct st_plan {
 /* Whether t is written in the layout (else as floats or its own dtype): sqz's INT8 / INT4, and a
  * GGUF block-quantized linear layer of the blocks (exactly, or refused: st_blocks.c). */
 static bool in_layout(const sqz_tensor *t, const sqz_save_opts *o) {
-    return (t->qp || sqz__st_block_linear(t)) && !(o->dtype >= 0 && sqz_dtype_info((sqz_dtype)o->dtype)->is_float);
+    return (t->qp || (sqz__st_block_linear(t) && !o->gguf_blocks_float)) &&
+           !(o->dtype >= 0 && sqz_dtype_info((sqz_dtype)o->dtype)->is_float);
 }
 
 /* The parts of weight t in layout L: from its qparams, or from its GGUF blocks. */
@@ -281,8 +282,8 @@ static sqz_status write_generated(sqz_outdir *d, const char *name, char *text) {
     return st;
 }
 
-static sqz_status write_side_files(const sqz_model *m, const sqz__st_layout *L, const st_plan *plan, size_t n,
-                                   sqz_outdir *d) {
+static sqz_status write_side_files(const sqz_model *m, const sqz_save_opts *o, const sqz__st_layout *L,
+                                   const st_plan *plan, size_t n, sqz_outdir *d) {
     /* torch_dtype: what the token embedding (the largest common matrix) is written in */
     sqz_dtype wd = SQZ_DTYPE_F32;
     for (size_t i = 0; i < n; i++) {
@@ -295,7 +296,9 @@ static sqz_status write_side_files(const sqz_model *m, const sqz__st_layout *L, 
         sqz_model shadow;
         sqz_tensor *tensors = NULL;
         sqz_qparams *qps = NULL;
-        if (sqz__st_block_config_model(m, &shadow, &tensors, &qps) == SQZ_OK) {
+        if (o->gguf_blocks_float) {
+            cfg = L->config(L, m, cfg);
+        } else if (sqz__st_block_config_model(m, &shadow, &tensors, &qps) == SQZ_OK) {
             cfg = L->config(L, &shadow, cfg);
         } else {
             free(cfg);
@@ -354,7 +357,7 @@ sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opt
         return st;
     }
     st = write_weights(m, o, L, plan, n, d);
-    if (st == SQZ_OK) st = write_side_files(m, L, plan, n, d);
+    if (st == SQZ_OK) st = write_side_files(m, o, L, plan, n, d);
     if (st == SQZ_OK) {
         st = sqz_outdir_commit(d);
     } else {
