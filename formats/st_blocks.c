@@ -60,6 +60,7 @@ static const char *no_exact_form(sqz_dtype d) {
 }
 
 sqz_status sqz__st_block_check(const sqz__st_layout *L, const sqz_tensor *t) {
+    SQZ_RETURN_IF(!L, SQZ_ERR_INVALID_ARG, "tensor '%s': no HF layout to write it in", t->name);
     const char *why = no_exact_form(t->dtype);
     if (!why && is_i8g(t->dtype) && !L->i8g_parts)
         return BL_FAIL("tensor '%s': GGUF %s is exactly 8-bit codes in groups of 32, which sqz writes in "
