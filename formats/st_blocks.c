@@ -121,7 +121,8 @@ static sqz_status as_i8g(const sqz_tensor *t, sqz__st_i8g *w, void *bufs[2]) {
                 qi[j + 16] = (int8_t)(((b->qs[j] >> 4) | ((qh >> (j + 16) & 1) << 4)) - 16);
             }
         }
-        if (!isfinite(s[i])) return BL_FAIL("tensor '%s': block %lld has a scale that is not finite", t->name, (long long)i);
+        if (!isfinite(s[i]))
+            return BL_FAIL("tensor '%s': block %lld has a scale that is not finite", t->name, (long long)i);
     }
     *w = (sqz__st_i8g){.n_out = no, .n_in = ni, .group = 32, .q = q, .scales = s};
     return SQZ_OK;

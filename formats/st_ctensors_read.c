@@ -245,8 +245,8 @@ sqz_status sqz__ct_attach(sqz_model *m, const void *qc, const sqz__st_view *v, s
         const char *dot = strrchr(v[i].name, '.');
         snprintf(want, sizeof want, "%.*s.weight", (int)(dot - v[i].name), v[i].name);
         const int64_t k = sqz_model_find(m, want);
-        SQZ_RETURN_IF(k < 0 || (!m->tensors[k].qp && m->tensors[k].dtype != SQZ_DTYPE_Q8_0), SQZ_ERR_FORMAT, "%s: tensor '%s': no quantized weight '%s' for it",
-                      v[i].file, v[i].name, want);
+        SQZ_RETURN_IF(k < 0 || (!m->tensors[k].qp && m->tensors[k].dtype != SQZ_DTYPE_Q8_0), SQZ_ERR_FORMAT,
+                      "%s: tensor '%s': no quantized weight '%s' for it", v[i].file, v[i].name, want);
     }
     return SQZ_OK;
 }
