@@ -73,9 +73,9 @@ static sqz_status attach_q8_0(sqz_model *m, sqz_tensor *t, const sqz__st_view *w
     for (int64_t i = 0; i < nb; i++) {
         const float s = sqz__st_view_f32(sc, (size_t)i);
         if (!isfinite(s) || sqz_fp16_to_fp32(sqz_fp32_to_fp16(s)) != s)
-            return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s.weight_scale': scale %g of group %lld is not an fp16 "
-                             "value: 8-bit groups of 32 are read as GGUF Q8_0, whose scales are fp16", sc->file,
-                             w->name, (double)s, (long long)i);
+            return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': scale %g of group %lld is not an fp16 value: 8-bit "
+                             "groups of 32 are read as GGUF Q8_0, whose scales are fp16", sc->file, sc->name,
+                             (double)s, (long long)i);
     }
     t->dtype = SQZ_DTYPE_Q8_0;
     t->nbytes = (size_t)nb * sizeof(sqz_block_q8_0);

@@ -168,6 +168,29 @@ def from_gguf(tmp, model, name, qtype):
         bad = [p for p in ref if not np.array_equal(got[p], ref[p])]
         check(ref and not bad, "%s %s: the oracle's weights equal gguf-py's dequantization of the %s GGUF exactly "
               "(%d layers%s)" % (name, fmt, qtype, len(ref), ", differ: " + ", ".join(bad[:3]) if bad else ""))
+        if fmt == "compressed-tensors" and qtype == "q8_0":
+            refused_8bit_groups(tmp, name, d, t, sorted(ref)[0])
+
+
+def refused_8bit_groups(tmp, name, d, t, p):
+    """8-bit groups sqz cannot hold as Q8_0: a scale that is not an fp16 value, groups of 64."""
+    from safetensors.numpy import save_file
+    import shutil
+    for what, edit in (("a scale that is not an fp16 value", "scale"), ("groups of 64", "g64")):
+        bad = os.path.join(tmp, name + "_" + edit)
+        shutil.copytree(d, bad)
+        u = dict(t)
+        s = u[p + "weight_scale"].copy()
+        if edit == "scale":
+            s[0, 0] = np.float32(s[0, 0]) * np.float32(1.0 + 2.0 ** -20)
+        else:
+            s = np.ascontiguousarray(s[:, ::2])
+        u[p + "weight_scale"] = s
+        save_file(u, os.path.join(bad, "model.safetensors"), metadata={"format": "pt"})
+        r = run("convert", bad, "-o", bad + "_f32", "--dtype", "f32", "-q")
+        line = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+        check(r.returncode == 1 and p + "weight" in line and not os.path.exists(bad + "_f32"),
+              "%s: 8-bit %s: refused naming the tensor (%s)" % (name, what, line))
 
 
 def one(tmp, model, name, spec, calib, expect):
