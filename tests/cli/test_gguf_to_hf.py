@@ -8,6 +8,7 @@ On stories260K and tinystories-656K, `sqz compress M -o x.gguf --quant T`, then 
     The directory read back by sqz (`sqz convert dir -o f --dtype f32`) gives, tensor by tensor,
     the bits of the GGUF's own dequantization (`sqz convert x.gguf -o f --dtype f32`), and the
     directory is smaller than the f32 one. `sqz export --to safetensors` writes the same file.
+    The q8_0 directory written back to GGUF without --dtype holds q8_0 tensors again.
   - q4_1, q5_1 (a float minimum per block): refused with exit 1, one line naming the tensor, the
     type, the reason and the ways out, nothing at the output path; `--dtype f32` still works.
 With SmolLM2-135M's Q4_1 GGUF (skipped when absent): refused likewise, and its ffn_down layers
@@ -96,6 +97,12 @@ def exact(tmp, name, gguf, qtype, ref, f32_bytes):
         check(r.returncode == 0 and set(got) == set(ref) and not bad,
               "%s %s: read back, every tensor equals the GGUF's dequantization bit for bit (%d tensors%s)" %
               (name, fmt, len(ref), ", differ: " + ", ".join(bad[:3]) if bad else ""))
+    if qtype == "q8_0":  # back to GGUF without --dtype: the same Q8_0 tensors
+        g = os.path.join(tmp, name + "_back.gguf")
+        r = run("convert", os.path.join(tmp, name + "_compressed-tensors"), "-o", g, "-q")
+        dt = lambda f: {t["name"]: t["dtype"] for t in json.loads(run("inspect", f, "--json").stdout)["tensors"]}
+        check(r.returncode == 0 and dt(g) == dt(gguf), "%s: read back and written to GGUF: every tensor keeps its "
+              "dtype (q8_0 linear layers)" % name)
     e = os.path.join(tmp, name + "_export")
     r = run("export", gguf, "-o", e, "--to", "safetensors", "-q")
     same = r.returncode == 0 and open(os.path.join(e, "model.safetensors"), "rb").read() == \
