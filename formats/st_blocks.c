@@ -12,8 +12,8 @@
  *         U4 keeps element 2i in the low nibble of byte i (sqz/qparams.h): the codes are repacked.
  *   Q8_0  w = d * q, q int8, d fp16, blocks of 32: 8-bit codes in groups of 32 with one scale
  *   Q5_0  w = d * (q - 16), q 0..31: the same, q - 16 in [-16, 15] held in 8 bits (exact, wider)
- *         written by the layout's i8g_parts (compressed-tensors: pack-quantized 8 bits, group 32);
- *         a layout without that slot refuses them.
+ *         written by the layout's i8g_parts (compressed-tensors: pack-quantized 8 bits, group 32;
+ *         GPTQ: 8 bits, group_size 32, fp16 scales = d); a layout without that slot (sqz's) refuses them.
  * Every other block type is refused before anything is written, naming the tensor, why it has
  * no exact integer form and the ways out. The token embedding and the classifier (lm_head) stay
  * float as before: dequantized exactly to F32.
@@ -64,8 +64,8 @@ sqz_status sqz__st_block_check(const sqz__st_layout *L, const sqz_tensor *t) {
     const char *why = no_exact_form(t->dtype);
     if (!why && is_i8g(t->dtype) && !L->i8g_parts)
         return BL_FAIL("tensor '%s': GGUF %s is exactly 8-bit codes in groups of 32, which sqz writes in "
-                       "compressed-tensors only, not %s: use --hf-format compressed-tensors, --dtype f16|bf16|f32 "
-                       "to dequantize, or sqz compress ... --quant int4|int8|w8a8 from the float model", t->name,
+                       "compressed-tensors and GPTQ only, not %s: use --hf-format compressed-tensors, --dtype "
+                       "f16|bf16|f32 to dequantize, or sqz compress ... --quant int4|int8|w8a8 from the float model", t->name,
                        sqz_dtype_name(t->dtype), sqz_hf_format_name(L->id));
     if (!why) return SQZ_OK;
     return BL_FAIL("tensor '%s': GGUF %s is not written to an HF directory quantized: %s, so no integer layout holds "

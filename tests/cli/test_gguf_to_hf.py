@@ -4,7 +4,8 @@
 On stories260K and tinystories-656K, `sqz compress M -o x.gguf --quant T`, then `sqz convert x.gguf
 -o dir` (no --dtype):
   - q4_0: int4 group 32 symmetric in every layout (compressed-tensors, gptq, gptq-v2, sqz);
-    q8_0 and q5_0: compressed-tensors 8-bit group 32 (gptq refuses them naming the way out).
+    q8_0 and q5_0: 8-bit group 32 in compressed-tensors and GPTQ (sqz's layout refuses them naming
+    the way out).
     The directory read back by sqz (`sqz convert dir -o f --dtype f32`) gives, tensor by tensor,
     the bits of the GGUF's own dequantization (`sqz convert x.gguf -o f --dtype f32`), and the
     directory is smaller than the f32 one. `sqz export --to safetensors` writes the same file.
@@ -66,13 +67,13 @@ def refused(r, out, what):
 
 
 def exact(tmp, name, gguf, qtype, ref, f32_bytes):
-    layouts = ["compressed-tensors"] + (["gptq", "gptq-v2", "sqz"] if qtype == "q4_0" else ["gptq"])
+    layouts = ["compressed-tensors", "gptq", "gptq-v2", "sqz"]
     for fmt in layouts:
         d = os.path.join(tmp, "%s_%s" % (name, fmt))
         r = run("convert", gguf, "-o", d, "--hf-format", fmt, "-q")
-        if qtype != "q4_0" and fmt == "gptq":
-            ok, line = refused(r, d, "compressed-tensors only")
-            check(ok, "%s: %s to gptq: refused, naming the tensor and the way out (%s)" % (name, qtype, line))
+        if qtype != "q4_0" and fmt == "sqz":
+            ok, line = refused(r, d, "compressed-tensors and GPTQ only")
+            check(ok, "%s: %s to the sqz layout: refused, naming the tensor and the way out (%s)" % (name, qtype, line))
             continue
         check(r.returncode == 0, "%s: convert to %s: %s" % (name, fmt, r.stderr.strip()[-200:]))
         if r.returncode != 0:
@@ -87,7 +88,8 @@ def exact(tmp, name, gguf, qtype, ref, f32_bytes):
                   (4 if qtype == "q4_0" else 8, 32, True, "group") and "lm_head" in qc["ignore"],
                   "%s: compressed-tensors %s" % (name, w))
         elif fmt.startswith("gptq"):
-            check((qc["bits"], qc["group_size"], qc["sym"]) == (4, 32, True), "%s %s: config %s" % (name, fmt, qc))
+            check((qc["bits"], qc["group_size"], qc["sym"]) == (4 if qtype == "q4_0" else 8, 32, True),
+                  "%s %s: config %s" % (name, fmt, qc))
         size = dir_bytes(d)
         check(size < f32_bytes, "%s %s: %d bytes < the f32 directory's %d" % (name, fmt, size, f32_bytes))
         back = os.path.join(tmp, "%s_%s_f32" % (name, fmt))

@@ -15,7 +15,7 @@ points read as v1 does not. Also: config.json's quantization_config; a float
 --dtype writes no quantization_config and no integer tensor; the sqz layout (--hf-format sqz)
 is marked "sqz-<model_type>"; an unfolded smoothing vector is refused naming the tensor.
 GGUF block types (formats/st_blocks.c): the Q4_0, Q8_0 and Q5_0 GGUFs of both models converted
-to HF without --dtype (compressed-tensors; GPTQ v1/v2 for Q4_0) decode with the oracle above to
+to HF without --dtype (compressed-tensors, GPTQ v1 and v2) decode with the oracle above to
 exactly gguf-py's dequantization of the source GGUF (gguf.quants.dequantize), names mapped and
 q/k rows taken from llama.cpp's interleaved order back to HF's (convert_hf_to_gguf's permute).
 Exit 77 when numpy/safetensors or the models are missing.
@@ -153,7 +153,7 @@ def from_gguf(tmp, model, name, qtype):
         check(False, "%s: compress --quant %s: %s" % (name, qtype, r.stderr.strip()[-200:]))
         return
     ref = gguf_linears(src)
-    for fmt in ("compressed-tensors",) + (("gptq", "gptq-v2") if qtype == "q4_0" else ()):
+    for fmt in ("compressed-tensors", "gptq", "gptq-v2"):
         d = os.path.join(tmp, name + "_" + fmt)
         r = run("convert", src, "-o", d, "--hf-format", fmt, "-q")
         check(r.returncode == 0, "%s: convert to %s: %s" % (name, fmt, r.stderr.strip()[-200:]))
