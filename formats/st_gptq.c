@@ -1,8 +1,8 @@
 /*
  * formats/st_gptq.c - sqz's quantized weights as GPTQ checkpoints (AutoGPTQ / GPTQModel; vLLM's
  * GPTQ and Marlin kernels, transformers through gptqmodel), written and read. For a linear
- * layer P of shape (n, k), b bits (4, or 8 for sqz's per-channel INT8), p = 32 / b values per
- * int32, g groups:
+ * layer P of shape (n, k), b bits (4, or 8 for sqz's per-channel INT8 and for a GGUF Q8_0 / Q5_0
+ * weight in groups of 32, read back as Q8_0), p = 32 / b values per int32, g groups:
  *   P.qweight  I32 [k / p, n]  packed along the INPUT: word (i, j) holds the codes of column j
  *                              (output) at inputs p*i .. p*i + p - 1, input p*i + t in bits b*t..
  *   P.qzeros   I32 [g, n / p]  zero points packed along the OUTPUT the same way; checkpoint_format
