@@ -260,7 +260,8 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
     const sqz_qformat qf = q ? q->q.target.fmt : SQZ_QFMT_Q8_0;
     const bool gguf_native = q && sqz_qformat_is_gguf(qf);
     *so = (sqz_save_opts){.format = gguf_native || ends_with(a->out, ".gguf") ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS,
-                          .dtype = -1, .replace = a->force, .hf_format = (sqz_hf_format)a->hf_format};
+                          .dtype = -1, .replace = a->force, .hf_format = (sqz_hf_format)a->hf_format,
+                          .gguf_blocks_float = true}; /* what the recipe left unquantized is float */
     if (a->to != TO_AUTO) so->format = a->to == TO_GGUF ? SQZ_FORMAT_GGUF : SQZ_FORMAT_SAFETENSORS;
     if (cc->gpu_mem > 0 && cc->device == SQZ_CLI_DEVICE_CPU)
         return sqz_cli_usage_error("compress", "--gpu-mem caps a device's memory: it needs --device cuda (or cpu-offload)");

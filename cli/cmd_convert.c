@@ -42,12 +42,13 @@ static const char convert_head[] =
     "Converts between llama2.c, GGUF and HF safetensors. OUT is a .gguf file or an HF\n"
     "directory (model.safetensors + config.json + tokenizer.json). The format defaults to\n"
     "gguf when OUT ends in .gguf, safetensors otherwise. Without --dtype every tensor keeps\n"
-    "its dtype (block-quantized tensors become f32 in safetensors; sqz's int8/int4 weights\n"
-    "are written in the --hf-format layout, docs/formats.md); with it, weight matrices take\n"
-    "that dtype (norms stay f32 in GGUF), and a float dtype dequantizes every quantized\n"
-    "tensor. A same-dtype round trip is\n"
-    "value-exact; q/k rows are reordered for the target's rotary convention. The output\n"
-    "appears atomically: on any error nothing is left at OUT.\n";
+    "its dtype; in safetensors sqz's int8/int4 weights and GGUF q4_0, q8_0 and q5_0 linear\n"
+    "layers are written exactly in the --hf-format layout, other GGUF block types of linear\n"
+    "layers are refused with the reason (never requantized), and a block-typed embedding or\n"
+    "classifier becomes f32 (docs/formats.md). With --dtype, weight matrices take that dtype\n"
+    "(norms stay f32 in GGUF), and a float dtype dequantizes every quantized tensor. A\n"
+    "same-dtype round trip is value-exact; q/k rows are reordered for the target's rotary\n"
+    "convention. The output appears atomically: on any error nothing is left at OUT.\n";
 
 void sqz_cmd_convert_usage(FILE *out) {
     const sqz_opt_group g[] = {{NULL, convert_rows, SQZ_CLI_N(convert_rows), NULL}, {NULL, &sqz_cli_hf_format_opt, 1, NULL},

@@ -64,7 +64,9 @@ static const char export_head[] =
     "signature; run by sqz-edge and by every sqz command; docs/bundle.md), or an ONNX\n"
     "decoder directory for onnxruntime and onnxruntime-genai (docs/onnx.md). Unlike convert,\n"
     "export never changes a type on its own: a tensor the target cannot hold is refused\n"
-    "(naming it) unless --dtype says what to store. The output appears atomically.\n";
+    "(naming it) unless --dtype says what to store; exact forms are kept: in safetensors,\n"
+    "GGUF q4_0/q8_0/q5_0 linear layers go into the --hf-format layout and a block-typed\n"
+    "embedding or classifier becomes f32 (docs/formats.md). The output appears atomically.\n";
 
 void sqz_cmd_export_usage(FILE *out) {
     const sqz_opt_group g[] = {{NULL, export_rows, SQZ_CLI_N(export_rows), NULL}, {NULL, &sqz_cli_hf_format_opt, 1, NULL},

@@ -27,6 +27,13 @@ sqz_status sqz_model_check_target(const sqz_model *m, const sqz_save_opts *o) {
         bool asked = o->dtype >= 0 && d == (sqz_dtype)o->dtype;
         if (d == t->dtype && !t->qp) continue;
         if (t->qp && o->format == SQZ_FORMAT_SAFETENSORS && o->dtype < 0) continue; /* the hf_format layout */
+        if (o->format == SQZ_FORMAT_SAFETENSORS && o->dtype < 0 && sqz_dtype_info(t->dtype)->is_quantized) {
+            /* a GGUF block linear in the layout exactly or refused (st_blocks.c); the embedding and
+             * the classifier stay float, dequantized exactly to f32 */
+            if (sqz__st_block_linear(t) && !o->gguf_blocks_float)
+                SQZ_TRY(sqz__st_block_check(sqz__st_layout_get(o->hf_format), t));
+            continue;
+        }
         if (asked) continue;
         if (d == SQZ_DTYPE_F32 && sqz_dtype_info(t->dtype)->is_float && !t->qp) continue; /* widening is exact */
         return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "tensor '%s': %s cannot hold %s%s (it would become %s); choose a dtype "

@@ -115,6 +115,15 @@ typedef struct sqz__st_view {
     const char *file;
 } sqz__st_view;
 
+/* A weight of 8-bit codes in groups along the input with one f32 scale each, w = scales[r][c /
+ * group] * q[r][c]: a GGUF Q8_0 or Q5_0 weight on its way to a layout (st_blocks.c). */
+typedef struct sqz__st_i8g {
+    int64_t n_out, n_in;
+    int32_t group;          /* 32 */
+    const int8_t *q;        /* (n_out, n_in) */
+    const float *scales;    /* (n_out, n_in / group), each an fp16 value */
+} sqz__st_i8g;
+
 typedef struct sqz__st_layout sqz__st_layout;
 struct sqz__st_layout {
     sqz_hf_format id;
@@ -127,6 +136,10 @@ struct sqz__st_layout {
      * sparse[i] true for tensor i written in sparse-24-bitmask parts (NULL: none); NULL with the
      * error set. */
     char *(*config)(const sqz__st_layout *L, const sqz_model *m, const bool *sparse, char *cfg);
+    /* optional: the parts (all owned) of weight t held as w, 8-bit groups; NULL: the layout has
+     * no such form and GGUF Q8_0 / Q5_0 weights are refused (st_blocks.c) */
+    sqz_status (*i8g_parts)(const sqz__st_layout *L, const sqz_tensor *t, const sqz__st_i8g *w, sqz__st_part *parts,
+                            int *n);
     /* reading: true for a tensor name that attach consumes (add_tensors skips it) */
     bool (*is_part)(const char *name);
     /* reading: turns the parts among v[0..n) into quantized weights of m (config.json's
@@ -171,5 +184,21 @@ sqz_status sqz__sp24_parts(const char *name, const uint8_t *w, sqz_dtype dt, int
  * count is not n * k / 2. */
 sqz_status sqz__sp24_decompress(const sqz__st_view *vals, const sqz__st_view *mask, int64_t n, int64_t k,
                                 uint8_t *dense);
+
+/* ---- GGUF block-quantized linear weights in an HF directory (st_blocks.c) ---- */
+/* A linear layer inside the blocks stored in a GGUF block type (no qparams). */
+bool sqz__st_block_linear(const sqz_tensor *t);
+/* SQZ_OK when layout L holds block linear t exactly (Q4_0; Q8_0 and Q5_0 where L has
+ * i8g_parts), else SQZ_ERR_UNSUPPORTED naming t, the reason and the ways out. */
+sqz_status sqz__st_block_check(const sqz__st_layout *L, const sqz_tensor *t);
+/* The parts of block linear t (rows in the file's rotary order) in layout L, all owned. */
+sqz_status sqz__st_block_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__st_part *parts, int *n);
+/* *shadow: m with a copy of its tensors (*tensors) in which every block linear with an exact form
+ * points to a descriptor qparams in *qps (scheme, shape, group 32, symmetric; no scales) for the
+ * layouts' config writers. Q8_0 / Q5_0's descriptor is I8_ROW with group_size 32 < n_in (8-bit
+ * groups): only config writers see it, never sqz_qparams_check. The caller frees both arrays. */
+sqz_status sqz__st_block_config_model(const sqz_model *m, sqz_model *shadow, sqz_tensor **tensors,
+                                      struct sqz_qparams **qps);
+
 
 #endif

@@ -27,9 +27,16 @@ typedef struct st_plan {
                                      0 .. n_parts - 1, consecutive in the plan), or -1 */
 } st_plan;
 
-/* Whether t is written in the layout (else as floats or its own dtype). */
-static bool keeps_qparams(const sqz_tensor *t, const sqz_save_opts *o) {
-    return t->qp && !(o->dtype >= 0 && sqz_dtype_info((sqz_dtype)o->dtype)->is_float);
+/* Whether t is written in the layout (else as floats or its own dtype): sqz's INT8 / INT4, and a
+ * GGUF block-quantized linear layer of the blocks (exactly, or refused: st_blocks.c). */
+static bool in_layout(const sqz_tensor *t, const sqz_save_opts *o) {
+    return (t->qp || (sqz__st_block_linear(t) && !o->gguf_blocks_float)) &&
+           !(o->dtype >= 0 && sqz_dtype_info((sqz_dtype)o->dtype)->is_float);
+}
+
+/* The parts of weight t in layout L: from its qparams, or from its GGUF blocks. */
+static sqz_status layout_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__st_part *pp, int *np) {
+    return t->qp ? L->parts(L, t, pp, np) : sqz__st_block_parts(L, t, pp, np);
 }
 
 /* A JSON string literal (names are UTF-8; only quotes, backslashes and controls need escapes),
@@ -50,7 +57,7 @@ static void sb_json_str(sqz__bytebuf *b, const char *s) {
 static sqz_status plan_parts(const sqz__st_layout *L, const sqz_tensor *t, st_plan *plan, size_t *n) {
     sqz__st_part pp[SQZ__ST_MAX_PARTS];
     int np = 0;
-    SQZ_TRY(L->parts(L, t, pp, &np));
+    SQZ_TRY(layout_parts(L, t, pp, &np));
     char stem[ST_NAME_CAP]; /* the HF name up to "weight"; a copy, as the rows overwrite it */
     const char *name = plan[*n].name;
     snprintf(stem, sizeof stem, "%.*s", (int)(strlen(name) - strlen("weight")), name);
@@ -93,7 +100,7 @@ static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, const sq
                            "model", t->name, sqz_role_name(t->role), sqz_family_name(m->hp.family));
         else if (!t->data)
             st = SQZ_ERROR(SQZ_ERR_INVALID_ARG, "model.safetensors: tensor '%s' has no data", t->name);
-        else if (keeps_qparams(t, o)) /* sqz's INT8 / INT4: the values and side tensors in the layout */
+        else if (in_layout(t, o)) /* the values and side tensors in the layout */
             st = plan_parts(L, t, plan, &n);
         else if (!sqz_dtype_nbytes(p->dtype, sqz_tensor_nelements(t), &p->nbytes))
             st = SQZ_ERROR(SQZ_ERR_SHAPE, "model.safetensors: tensor '%s': %" PRId64 " elements do not fit %s",
@@ -142,9 +149,20 @@ static sqz_status rope_qtensor(const sqz_model *m, const sqz_tensor *t, sqz_rope
     if (!((t->role == SQZ_ROLE_ATTN_Q || t->role == SQZ_ROLE_ATTN_K) && rope != SQZ_ROPE_NONE &&
           m->hp.rope_layout != SQZ_ROPE_NONE && rope != m->hp.rope_layout))
         return SQZ_OK;
-    const sqz_qparams *qp = t->qp;
     const int64_t heads = t->role == SQZ_ROLE_ATTN_Q ? m->layers[t->layer].n_heads : m->layers[t->layer].n_kv_heads;
-    const int64_t hd = m->hp.head_dim, rows = qp->n_out, ng = qp->n_groups;
+    const int64_t hd = m->hp.head_dim, rows = t->shape[0];
+    if (!t->qp) { /* GGUF blocks: a row is whole blocks */
+        SQZ_RETURN_IF(rows != heads * hd || hd % 2 != 0, SQZ_ERR_SHAPE, "tensor '%s': %lld rows are not %lld heads of "
+                      "%lld", t->name, (long long)rows, (long long)heads, (long long)hd);
+        if (!(bufs[0] = sqz__malloc(t->nbytes))) return SQZ_ERR_NOMEM;
+        sqz__rope_permute_rows(t->data, bufs[0], heads, hd, t->nbytes / (size_t)rows, m->hp.rope_layout, rope);
+        *tmp = *t;
+        tmp->data = bufs[0];
+        *out = tmp;
+        return SQZ_OK;
+    }
+    const sqz_qparams *qp = t->qp;
+    const int64_t ng = qp->n_groups;
     SQZ_RETURN_IF(rows != heads * hd || hd % 2 != 0, SQZ_ERR_SHAPE, "tensor '%s': %lld rows are not %lld heads of %lld",
                   t->name, (long long)rows, (long long)heads, (long long)hd);
     bufs[0] = sqz__malloc(t->nbytes);
@@ -174,7 +192,7 @@ static sqz_status make_parts(const sqz_model *m, const sqz__st_layout *L, const 
     void *bufs[3] = {NULL, NULL, NULL};
     const sqz_tensor *t;
     sqz_status st = rope_qtensor(m, p->t, rope, &tmp, &qtmp, bufs, &t);
-    if (st == SQZ_OK) st = L->parts(L, t, cur, n_cur);
+    if (st == SQZ_OK) st = layout_parts(L, t, cur, n_cur);
     if (st == SQZ_OK && *n_cur != p->n_parts) st = SQZ_ERROR(SQZ_ERR_SHAPE, "tensor '%s': parts", p->t->name);
     for (int k = 0; st == SQZ_OK && t != p->t && k < *n_cur; k++) { /* borrowed from the permuted copy */
         if (cur[k].owned || !cur[k].nbytes) continue;
@@ -264,8 +282,8 @@ static sqz_status write_generated(sqz_outdir *d, const char *name, char *text) {
     return st;
 }
 
-static sqz_status write_side_files(const sqz_model *m, const sqz__st_layout *L, const st_plan *plan, size_t n,
-                                   sqz_outdir *d) {
+static sqz_status write_side_files(const sqz_model *m, const sqz_save_opts *o, const sqz__st_layout *L,
+                                   const st_plan *plan, size_t n, sqz_outdir *d) {
     /* torch_dtype: what the token embedding (the largest common matrix) is written in */
     sqz_dtype wd = SQZ_DTYPE_F32;
     for (size_t i = 0; i < n; i++) {
@@ -281,7 +299,22 @@ static sqz_status write_side_files(const sqz_model *m, const sqz__st_layout *L, 
             sparse[plan[i].t - m->tensors] = true;
     }
     char *cfg = sqz__hf_config_write_dtype(m, wd);
-    if (cfg && quantized) cfg = L->config(L, m, sparse, cfg);
+    if (cfg && quantized) { /* the config writers see GGUF block linears as what they become */
+        sqz_model shadow;
+        sqz_tensor *tensors = NULL;
+        sqz_qparams *qps = NULL;
+        if (o->gguf_blocks_float) {
+            cfg = L->config(L, m, sparse, cfg);
+        } else if (sqz__st_block_config_model(m, &shadow, &tensors, &qps) == SQZ_OK) {
+            cfg = L->config(L, &shadow, sparse, cfg);
+        } else {
+            free(cfg);
+            cfg = NULL;
+            sqz__error(SQZ_ERR_NOMEM, __FILE__, __LINE__, "config.json: out of memory");
+        }
+        free(tensors);
+        free(qps);
+    }
     free(sparse);
     if (!cfg) return SQZ_ERR_UNSUPPORTED; /* the generator's message says why */
     SQZ_TRY(write_generated(d, "config.json", cfg));
@@ -332,7 +365,7 @@ sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opt
         return st;
     }
     st = write_weights(m, o, L, plan, n, d);
-    if (st == SQZ_OK) st = write_side_files(m, L, plan, n, d);
+    if (st == SQZ_OK) st = write_side_files(m, o, L, plan, n, d);
     if (st == SQZ_OK) {
         st = sqz_outdir_commit(d);
     } else {

@@ -17,6 +17,8 @@
  *     P.weight_shape      I32 [2]          (n, k)
  *   INT8 per channel, weight-only (W8A16): "pack-quantized" with num_bits 8: four values q + 128
  *     per word, P.weight_scale F32 [n, 1], P.weight_shape.
+ *   8 bits per group of 32 (a GGUF Q8_0 or Q5_0 weight, st_blocks.c): the same with
+ *     P.weight_scale F32 [n, k / 32], strategy "group", group_size 32.
  *   W8A8, format "int-quantized": P.weight I8 [n, k], P.weight_scale F32 [n, 1], and for a static
  *     activation scale P.input_scale F32 [1] (dynamic: per-token scales, no tensor).
  * config.json's quantization_config: one config group per distinct scheme (targets ["Linear"]
@@ -113,6 +115,29 @@ static sqz_status int8_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__
     return qp->act_mode == SQZ_ACT_FLOAT ? shape_part(p, n, no, ni) : SQZ_OK;
 }
 
+/* 8-bit codes in groups (a GGUF Q8_0 or Q5_0 weight, st_blocks.c): pack-quantized 8 bits,
+ * strategy group: P.weight_packed I32 [n, k / 4] (q + 128, four per word, low byte first),
+ * P.weight_scale F32 [n, k / group], P.weight_shape. */
+static sqz_status ct_i8g_parts(const sqz__st_layout *L, const sqz_tensor *t, const sqz__st_i8g *g, sqz__st_part *p,
+                               int *n) {
+    (void)L;
+    *n = 0;
+    const int64_t no = g->n_out, ni = g->n_in, ng = ni / g->group;
+    if (ni % 4) return CT_FAIL("tensor '%s': %lld input columns are not a multiple of 4 (pack-quantized int32 words)",
+                               t->name, (long long)ni);
+    sqz__st_part *w = sqz__st_part_new(p, n, "weight_packed", SQZ_DTYPE_I32, no, ni / 4);
+    sqz_status st = sqz__st_part_alloc(w);
+    sqz__st_part *s = st == SQZ_OK ? sqz__st_part_new(p, n, "weight_scale", SQZ_DTYPE_F32, no, ng) : NULL;
+    if (s) st = sqz__st_part_alloc(s);
+    if (st == SQZ_OK) {
+        for (int64_t i = 0; i < no * ni; i++) ((uint8_t *)w->data)[i] = (uint8_t)((uint8_t)g->q[i] ^ 0x80);
+        for (int64_t i = 0; i < no * ng; i++) put_f32((uint8_t *)s->data + 4 * i, g->scales[i]);
+        st = shape_part(p, n, no, ni);
+    }
+    if (st != SQZ_OK) sqz__st_parts_free(p, *n);
+    return st;
+}
+
 static sqz_status ct_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__st_part *p, int *n) {
     *n = 0;
     SQZ_TRY(sqz_qparams_check(t->qp, t->dtype, t->nbytes, t->name));
@@ -134,7 +159,8 @@ typedef struct ct_scheme { /* what one config group says */
 
 static ct_scheme scheme_of(const sqz_qparams *qp) {
     ct_scheme s = {qp->scheme == SQZ_QSCHEME_U4_GROUP ? 4 : 8, 0, qp->zeros == NULL, qp->g_idx != NULL, qp->act_mode};
-    if (qp->scheme == SQZ_QSCHEME_U4_GROUP) s.group = qp->group_size;
+    /* 8 bits with group_size < n_in: a GGUF Q8_0 / Q5_0 weight's descriptor (st_blocks.c) */
+    if (qp->scheme == SQZ_QSCHEME_U4_GROUP || qp->group_size < qp->n_in) s.group = qp->group_size;
     return s;
 }
 
@@ -287,6 +313,7 @@ const sqz__st_layout sqz__st_layout_ctensors = {
     .quant_method = "compressed-tensors",
     .parts = ct_parts,
     .config = ct_config,
+    .i8g_parts = ct_i8g_parts,
     .is_part = sqz__ct_is_part,
     .attach = sqz__ct_attach,
 };
@@ -300,6 +327,7 @@ const sqz__st_layout sqz__st_layout_ctensors_sp24 = {
     .quant_method = "compressed-tensors",
     .parts = ct_parts,
     .config = ct_config,
+    .i8g_parts = ct_i8g_parts,
     .is_part = sqz__ct_is_part,
     .attach = sqz__ct_attach,
 };

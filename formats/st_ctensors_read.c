@@ -3,6 +3,8 @@
  * layout): "pack-quantized" 4-bit per group or per channel (symmetric or with zero points, with or
  * without g_idx) becomes sqz's U4_GROUP, "pack-quantized" 8-bit per channel symmetric and
  * "int-quantized" INT8 per channel become I8_ROW (W8A8 when the config quantizes the inputs),
+ * "pack-quantized" 8-bit symmetric per group of 32 with fp16-valued scales becomes a GGUF Q8_0
+ * tensor (what sqz writes for a GGUF Q8_0 / Q5_0 weight, st_blocks.c),
  * value-exact against compressed-tensors' dequantization (w = scale * (q - zp), scale[:, g_idx]).
  * sparse-24-bitmask weights (st_sparse24.c) come back dense, bit for bit. What sqz cannot hold
  * exactly (8-bit groups or zero points, other bit widths, other sparsity formats, float8) is
@@ -15,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/blocks.h"
 #include "formats/formats_internal.h"
 #include "sqz/qparams.h"
 
@@ -65,6 +68,34 @@ static sqz_status make_qp(sqz_model *m, sqz_qparams *qp, const sqz__st_view *sc,
     return SQZ_OK;
 }
 
+/* 8 bits symmetric in groups of 32 (what sqz writes for a GGUF Q8_0 or Q5_0 weight) as a Q8_0
+ * tensor t: value-exact when every scale is an fp16 value, refused naming the tensor otherwise. */
+static sqz_status attach_q8_0(sqz_model *m, sqz_tensor *t, const sqz__st_view *w, const sqz__st_view *sc) {
+    const int64_t nb = t->shape[0] * t->shape[1] / 32;
+    for (int64_t i = 0; i < nb; i++) {
+        const float s = sqz__st_view_f32(sc, (size_t)i);
+        if (!isfinite(s) || sqz_fp16_to_fp32(sqz_fp32_to_fp16(s)) != s)
+            return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': scale %g of group %lld is not an fp16 value: 8-bit "
+                             "groups of 32 are read as GGUF Q8_0, whose scales are fp16", sc->file, sc->name,
+                             (double)s, (long long)i);
+    }
+    t->dtype = SQZ_DTYPE_Q8_0;
+    t->nbytes = (size_t)nb * sizeof(sqz_block_q8_0);
+    sqz_block_q8_0 *b = sqz__malloc(t->nbytes);
+    if (!b) return SQZ_ERR_NOMEM;
+    for (int64_t i = 0; i < nb; i++) {
+        b[i].d = sqz_fp32_to_fp16(sqz__st_view_f32(sc, (size_t)i));
+        for (int j = 0; j < 32; j++) b[i].qs[j] = (int8_t)(w->data[32 * i + j] ^ 0x80); /* stored q + 128 */
+    }
+    t->data = b;
+    t->owned = true;
+    if (!sqz_model_add_tensor(m, t)) {
+        free(b);
+        return SQZ_ERR_NOMEM;
+    }
+    return SQZ_OK;
+}
+
 /* P.weight_packed (+ its side tensors) as the weight P.weight. */
 static sqz_status attach_packed(sqz_model *m, const sqz__st_view *w, const sqz__st_view *v, size_t n) {
     char prefix[256];
@@ -97,9 +128,11 @@ static sqz_status attach_packed(sqz_model *m, const sqz__st_view *w, const sqz__
                       (long long)(no + 7) / 8, (long long)ng);
     if (gi && !sqz__st_view_is(gi, SQZ_DTYPE_I32, ni, 1))
         return CT_BAD("%s: tensor '%s.weight_g_idx': must be I32 [%lld]", gi->file, prefix, (long long)ni);
-    if (bits == 8 && (ng != 1 || zp || gi))
-        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': 8-bit weights with groups, zero points or g_idx: sqz's "
-                         "INT8 is symmetric per channel", w->file, w->name);
+    const bool q8_0 = bits == 8 && ng > 1 && ni == 32 * ng && !zp && !gi;
+    if (bits == 8 && ng != 1 && !q8_0)
+        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': 8-bit weights with zero points, g_idx or groups other "
+                         "than 32: sqz reads 8 bits symmetric per channel (INT8) or per group of 32 (Q8_0)", w->file,
+                         w->name);
     sqz_tensor t;
     memset(&t, 0, sizeof t);
     char name[272];
@@ -110,6 +143,7 @@ static sqz_status attach_packed(sqz_model *m, const sqz__st_view *w, const sqz__
     t.ndim = 2;
     t.shape[0] = no;
     t.shape[1] = ni;
+    if (q8_0) return attach_q8_0(m, &t, w, sc);
     sqz_qparams qp = {.n_out = no, .n_in = ni, .n_groups = ng, .group_size = (int32_t)(ni / ng)};
     if (bits == 4) {
         t.dtype = SQZ_DTYPE_U4;
@@ -257,8 +291,8 @@ sqz_status sqz__ct_attach(sqz_model *m, const void *qc, const sqz__st_view *v, s
         snprintf(want, sizeof want, "%.*s.weight", (int)(dot - v[i].name), v[i].name);
         const int64_t k = sqz_model_find(m, want);
         const bool sparse_part = !strcmp(dot + 1, "compressed") || !strcmp(dot + 1, "bitmask") || !strcmp(dot + 1, "shape");
-        SQZ_RETURN_IF(k < 0 || (!sparse_part && !m->tensors[k].qp), SQZ_ERR_FORMAT, "%s: tensor '%s': no %sweight '%s' "
-                      "for it", v[i].file, v[i].name, sparse_part ? "" : "quantized ", want);
+        SQZ_RETURN_IF(k < 0 || (!sparse_part && !m->tensors[k].qp && m->tensors[k].dtype != SQZ_DTYPE_Q8_0), SQZ_ERR_FORMAT,
+                      "%s: tensor '%s': no %sweight '%s' for it", v[i].file, v[i].name, sparse_part ? "" : "quantized ", want);
     }
     return SQZ_OK;
 }

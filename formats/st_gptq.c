@@ -1,8 +1,8 @@
 /*
  * formats/st_gptq.c - sqz's quantized weights as GPTQ checkpoints (AutoGPTQ / GPTQModel; vLLM's
  * GPTQ and Marlin kernels, transformers through gptqmodel), written and read. For a linear
- * layer P of shape (n, k), b bits (4, or 8 for sqz's per-channel INT8), p = 32 / b values per
- * int32, g groups:
+ * layer P of shape (n, k), b bits (4, or 8 for sqz's per-channel INT8 and for a GGUF Q8_0 / Q5_0
+ * weight in groups of 32, read back as Q8_0), p = 32 / b values per int32, g groups:
  *   P.qweight  I32 [k / p, n]  packed along the INPUT: word (i, j) holds the codes of column j
  *                              (output) at inputs p*i .. p*i + p - 1, input p*i + t in bits b*t..
  *   P.qzeros   I32 [g, n / p]  zero points packed along the OUTPUT the same way; checkpoint_format
@@ -20,6 +20,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/blocks.h"
 #include "formats/formats_internal.h"
 #include "sqz/qparams.h"
 
@@ -98,6 +99,40 @@ static sqz_status gptq_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__
     return SQZ_OK;
 }
 
+/* 8-bit codes in groups (a GGUF Q8_0 or Q5_0 weight, st_blocks.c): codes q + 128 with zero point
+ * 128 (v1 stores 127), the blocks' fp16 scales as they are (exact), g_idx = column / group. */
+static sqz_status gptq_i8g_parts(const sqz__st_layout *L, const sqz_tensor *t, const sqz__st_i8g *g,
+                                 sqz__st_part *parts, int *n) {
+    *n = 0;
+    const int64_t no = g->n_out, ni = g->n_in, ng = ni / g->group;
+    if (ni % 4 || no % 4)
+        return GQ_FAIL("tensor '%s': shape (%lld, %lld) is not a multiple of 4 on both sides (GPTQ packs inputs and "
+                       "zero points in int32)", t->name, (long long)no, (long long)ni);
+    const uint32_t zero = L->id == SQZ_HF_GPTQ ? 127 : 128;
+    sqz__st_part *w = sqz__st_part_new(parts, n, "qweight", SQZ_DTYPE_I32, ni / 4, no);
+    sqz__st_part *z = sqz__st_part_new(parts, n, "qzeros", SQZ_DTYPE_I32, ng, no / 4);
+    sqz__st_part *s = sqz__st_part_new(parts, n, "scales", SQZ_DTYPE_F16, ng, no);
+    sqz__st_part *gi = sqz__st_part_new(parts, n, "g_idx", SQZ_DTYPE_I32, ni, 0);
+    sqz_status st = SQZ_OK;
+    for (int k = 0; k < *n && st == SQZ_OK; k++) st = sqz__st_part_alloc(&parts[k]);
+    if (st != SQZ_OK) {
+        sqz__st_parts_free(parts, *n);
+        return st;
+    }
+    for (int64_t i = 0; i < ni / 4; i++)
+        for (int64_t j = 0; j < no; j++) {
+            uint32_t word = 0;
+            for (int b = 0; b < 4; b++) word |= (uint32_t)((uint8_t)g->q[j * ni + 4 * i + b] ^ 0x80) << (8 * b);
+            sqz__wr_u32((uint8_t *)w->data + 4 * (i * no + j), word);
+        }
+    for (int64_t k = 0; k < ng * (no / 4); k++) sqz__wr_u32((uint8_t *)z->data + 4 * k, zero * 0x01010101u);
+    for (int64_t k = 0; k < ng; k++)
+        for (int64_t j = 0; j < no; j++)
+            sqz__wr_u16((uint8_t *)s->data + 2 * (k * no + j), sqz_fp32_to_fp16(g->scales[j * ng + k]));
+    for (int64_t c = 0; c < ni; c++) sqz__wr_u32((uint8_t *)gi->data + 4 * c, (uint32_t)(c / g->group));
+    return SQZ_OK;
+}
+
 /* config.json: one scheme for every linear layer of the blocks (GPTQ has no per-layer exclusion). */
 static char *gptq_config(const sqz__st_layout *L, const sqz_model *m, const bool *sparse, char *cfg) {
     (void)sparse;
@@ -130,7 +165,8 @@ static char *gptq_config(const sqz__st_layout *L, const sqz_model *m, const bool
     cJSON *q = cJSON_AddObjectToObject(root, "quantization_config");
     cJSON_AddStringToObject(q, "quant_method", "gptq");
     cJSON_AddNumberToObject(q, "bits", i8 ? 8 : 4);
-    cJSON_AddNumberToObject(q, "group_size", i8 ? -1 : first->group_size);
+    /* 8 bits in groups: a GGUF Q8_0 / Q5_0 weight's descriptor (st_blocks.c) */
+    cJSON_AddNumberToObject(q, "group_size", i8 && first->group_size == first->n_in ? -1 : first->group_size);
     cJSON_AddBoolToObject(q, "desc_act", desc);
     cJSON_AddBoolToObject(q, "sym", !asym);
     cJSON_AddBoolToObject(q, "static_groups", false);
@@ -198,6 +234,22 @@ static sqz_status unpack_weight(const gq_cfg *c, const sqz__st_view *w, const sq
     return SQZ_OK;
 }
 
+/* t as a GGUF Q8_0 tensor from 8-bit codes q ((no, ni) int8) and fp16-valued scales ((no, ni / 32)). */
+static sqz_status q8_0_weight(sqz_tensor *t, const uint8_t *q, const float *scales, int64_t no, int64_t ni) {
+    const int64_t nb = no * ni / 32;
+    sqz_block_q8_0 *blk = sqz__malloc((size_t)nb * sizeof *blk);
+    if (!blk) return SQZ_ERR_NOMEM;
+    for (int64_t i = 0; i < nb; i++) {
+        blk[i].d = sqz_fp32_to_fp16(scales[i]);
+        memcpy(blk[i].qs, q + 32 * i, 32);
+    }
+    t->dtype = SQZ_DTYPE_Q8_0;
+    t->data = blk;
+    t->nbytes = (size_t)nb * sizeof *blk;
+    t->owned = true;
+    return SQZ_OK;
+}
+
 static sqz_status make_weight(sqz_model *m, const gq_cfg *c, const sqz__st_view *w, const sqz__st_view *v, size_t n) {
     char prefix[256], name[272];
     const size_t pl = strlen(w->name) - strlen(".qweight");
@@ -213,9 +265,9 @@ static sqz_status make_weight(sqz_model *m, const gq_cfg *c, const sqz__st_view 
         (gi && !sqz__st_view_is(gi, SQZ_DTYPE_I32, ni, 1)))
         return GQ_BAD("%s: tensor '%s': GPTQ wants I32 qweight [k/%d, n], I32 qzeros [g, n/%d], F16 scales [g, n], "
                       "I32 g_idx [k]", w->file, w->name, p, p);
-    if (c->bits == 8 && ng != 1)
-        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': 8-bit GPTQ with groups: sqz's INT8 is per channel",
-                         w->file, w->name);
+    if (c->bits == 8 && ng != 1 && ni != 32 * ng)
+        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': 8-bit GPTQ in groups of %lld: sqz reads 8 bits per "
+                         "channel (INT8) or per group of 32 (GGUF Q8_0)", w->file, w->name, (long long)(ni / ng));
     snprintf(name, sizeof name, "%s.weight", prefix);
     sqz_tensor t;
     memset(&t, 0, sizeof t);
@@ -239,6 +291,26 @@ static sqz_status make_weight(sqz_model *m, const gq_cfg *c, const sqz__st_view 
     sqz_status st = unpack_weight(c, w, z, s, gi, &qp, data, (float *)(void *)(b + off_s), b + off_z,
                                   (int32_t *)(void *)(b + off_g));
     t.dtype = c->bits == 4 ? SQZ_DTYPE_U4 : SQZ_DTYPE_I8;
+    if (st == SQZ_OK && c->bits == 8 && ng != 1) { /* 8 bits in groups of 32 with fp16 scales: Q8_0, exactly */
+        if (qp.g_idx) {
+            st = SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': 8-bit GPTQ with act-order (g_idx): sqz reads 8-bit "
+                           "groups in column order only", w->file, w->name);
+        } else {
+            st = q8_0_weight(&t, data, qp.scales, no, ni);
+        }
+        free(b);
+        free(data);
+        if (st != SQZ_OK) return st;
+        t.name = name;
+        t.ndim = 2;
+        t.shape[0] = no;
+        t.shape[1] = ni;
+        if (!sqz_model_add_tensor(m, &t)) {
+            free(t.data);
+            return SQZ_ERR_NOMEM;
+        }
+        return SQZ_OK;
+    }
     if (st == SQZ_OK && sqz_qparams_check(&qp, t.dtype, t.nbytes, name) != SQZ_OK) {
         sqz__error_prefix("%s", w->file);
         st = SQZ_ERR_FORMAT;
@@ -296,10 +368,10 @@ static sqz_status gptq_attach(sqz_model *m, const void *root, const sqz__st_view
 }
 
 const sqz__st_layout sqz__st_layout_gptq = {
-    .id = SQZ_HF_GPTQ, .quant_method = "gptq", .parts = gptq_parts, .config = gptq_config,
+    .id = SQZ_HF_GPTQ, .quant_method = "gptq", .parts = gptq_parts, .config = gptq_config, .i8g_parts = gptq_i8g_parts,
     .is_part = gptq_is_part, .attach = gptq_attach,
 };
 const sqz__st_layout sqz__st_layout_gptq_v2 = {
-    .id = SQZ_HF_GPTQ_V2, .quant_method = "gptq", .parts = gptq_parts, .config = gptq_config,
+    .id = SQZ_HF_GPTQ_V2, .quant_method = "gptq", .parts = gptq_parts, .config = gptq_config, .i8g_parts = gptq_i8g_parts,
     .is_part = gptq_is_part, .attach = gptq_attach,
 };

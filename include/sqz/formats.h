@@ -61,10 +61,10 @@ typedef enum sqz_hf_format {
     SQZ_HF_GPTQ_V2 = 2,            /* GPTQ, checkpoint_format "gptq_v2" (the true zero points) */
     SQZ_HF_SQZ = 3,                /* sqz's own layout (docs/quantization.md), read by sqz only: its
                                       config.json says model_type "sqz-<type>", which transformers refuses */
-    SQZ_HF_COMPRESSED_TENSORS_SP24 = 4, /* compressed-tensors with every 2:4-sparse linear weight that is
-                                      float or W8A8 INT8 in "sparse-24-bitmask" form (values + bitmask);
-                                      read by compressed-tensors <= 0.14, refused by later ones and by vLLM
-                                      since March 2026 (docs/formats.md) */
+    SQZ_HF_COMPRESSED_TENSORS_SP24 = 4, /* compressed-tensors with every 2:4-sparse W8A8 weight's int8
+                                      values in "sparse-24-bitmask" form (values + bitmask; float 2:4
+                                      weights stay dense); read by compressed-tensors <= 0.14, refused by
+                                      later ones and by vLLM since March 2026 (docs/formats.md) */
     SQZ_HF_FORMAT_COUNT
 } sqz_hf_format;
 
@@ -91,16 +91,21 @@ typedef struct sqz_save_opts {
      * sqz_qmix_gguf_ftype), or 0 to derive it from the dtype holding the most matrix elements
      * (which also gives 0, ALL_F32, for a float model). */
     int gguf_file_type;
+    /* safetensors only: GGUF block-typed linear layers of the blocks are dequantized to f32 instead
+     * of written exactly in the hf_format layout or refused (what `sqz compress` asks for the layers
+     * its recipe left unquantized: its report and the layout's "ignore" list call them float). */
+    bool gguf_blocks_float;
 } sqz_save_opts;
 
 /* Writes the model, one tensor at a time (memory stays at one tensor beyond the
  * mappings). GGUF goes to a single file; safetensors to a directory with
  * model.safetensors, config.json and tokenizer files; ONNX to a directory with model.onnx,
  * model.onnx.data, genai_config.json and tokenizer files (docs/onnx.md). q/k rows are permuted to the
- * target's rotary layout. Block-quantized tensors that the target cannot hold are
- * dequantized to f32 (safetensors) unless opts->dtype says otherwise; sqz's INT8/INT4
- * weights go to safetensors in opts->hf_format's layout, or, with a float opts->dtype,
- * dequantized to it. The output is
+ * target's rotary layout. In safetensors without a float opts->dtype, sqz's INT8/INT4 weights
+ * go in opts->hf_format's layout, and so do GGUF Q4_0 / Q8_0 / Q5_0 linear layers of the blocks,
+ * exactly (other block types of those layers: SQZ_ERR_UNSUPPORTED naming the tensor and why,
+ * unless opts->gguf_blocks_float); other block-typed tensors (embedding, classifier) are
+ * dequantized to f32. A float opts->dtype dequantizes every quantized tensor to it. The output is
  * atomic: on error nothing is left at `path`. */
 SQZ_API sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_opts *opts);
 

@@ -36,7 +36,7 @@ check "greedy ids: the same on 1 and 2 threads, as recorded (504 3575 282 4649 3
   'cmp -s "$tmp/ids1" "$tmp/ids2" && [ "$(tr "\n" " " < "$tmp/ids1")" = "504 3575 282 4649 314 7042 30 " ]' ||
   cat "$tmp/ids1" "$tmp/ids2"
 # an HF directory: the template comes from tokenizer_config.json
-"$sqz" convert "$smol" -o "$tmp/hf" --to safetensors -q > "$tmp/out" 2>&1 &&
+"$sqz" convert "$smol" -o "$tmp/hf" --to safetensors --dtype f32 -q > "$tmp/out" 2>&1 &&
   "$sqz" generate "$tmp/hf" --chat -p "$q" -n 32 --ids -q > "$tmp/ids3" 2>&1
 check "the HF directory (tokenizer_config.json's chat_template): the same ids" 'cmp -s "$tmp/ids1" "$tmp/ids3"' ||
   cat "$tmp/out" "$tmp/ids3"

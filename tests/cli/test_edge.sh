@@ -94,8 +94,13 @@ check "export of a deflated bundle gives a plain one sqz-edge runs" '[ "$("$edge
 # what a target cannot hold
 "$sqz" export "$tiny" -o "$tmp/b.sqzb" --dtype bf16 > /dev/null 2> "$tmp/e"; rc=$?
 check "bundle cannot hold bf16: exit 1, one line naming the tensor" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q "tensor .*bf16" "$tmp/e" && [ ! -e "$tmp/b.sqzb" ]'
+"$sqz" export "$tmp/s_q4_1.sqzb" -o "$tmp/hf" --to safetensors > /dev/null 2> "$tmp/e"; rc=$?
+check "safetensors holds no q4_1 exactly: exit 1, one line naming the tensor, nothing written" \
+  '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q "tensor .*q4_1.*float minimum" "$tmp/e" && [ ! -e "$tmp/hf" ]'
 "$sqz" export "$tmp/t_q4_0.sqzb" -o "$tmp/hf" --to safetensors > /dev/null 2> "$tmp/e"; rc=$?
-check "safetensors cannot hold q4_0: exit 1, nothing written" '[ $rc -eq 1 ] && grep -q "q4_0" "$tmp/e" && [ ! -e "$tmp/hf" ]'
+check "q4_0 to safetensors: int4 group 32 (compressed-tensors), generates what the bundle does" \
+  '[ $rc -eq 0 ] && grep -Eq "\"group_size\":[[:space:]]*32" "$tmp/hf/config.json" &&
+   [ "$("$sqz" generate "$tmp/hf" -p "$prompt" -n 16 --ids | ids)" = "$("$sqz" generate "$tmp/t_q4_0.sqzb" -p "$prompt" -n 16 --ids | ids)" ]'
 "$sqz" export "$tmp/t_q4_0.sqzb" -o "$tmp/t.gguf" 2>/dev/null
 check "bundle to GGUF" '[ "$("$sqz" generate "$tmp/t.gguf" -p "$prompt" -n 16 --ids | ids)" = "$("$sqz" generate "$tmp/t_q4_0.sqzb" -p "$prompt" -n 16 --ids | ids)" ]'
 "$sqz" export "$tiny" > /dev/null 2>&1; rc=$?

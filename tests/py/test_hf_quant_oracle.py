@@ -14,6 +14,10 @@ zero - 1) decode to the same floats, each with its own reading; a v2 file with a
 points read as v1 does not. Also: config.json's quantization_config; a float
 --dtype writes no quantization_config and no integer tensor; the sqz layout (--hf-format sqz)
 is marked "sqz-<model_type>"; an unfolded smoothing vector is refused naming the tensor.
+GGUF block types (formats/st_blocks.c): the Q4_0, Q8_0 and Q5_0 GGUFs of both models converted
+to HF without --dtype (compressed-tensors, GPTQ v1 and v2) decode with the oracle above to
+exactly gguf-py's dequantization of the source GGUF (gguf.quants.dequantize), names mapped and
+q/k rows taken from llama.cpp's interleaved order back to HF's (convert_hf_to_gguf's permute).
 Exit 77 when numpy/safetensors or the models are missing.
 """
 import json
@@ -118,6 +122,77 @@ def gptq(tmp, out, name, ref, asym, bits):
               "%s %s: sqz reads it back to the same weights" % (name, fmt))
 
 
+HF_OF_GGUF = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+              "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+              "ffn_down": "mlp.down_proj"}
+
+
+def gguf_linears(path):
+    """HF prefix -> gguf-py's dequantization of every linear layer of the blocks, rows in HF order."""
+    import gguf
+    r = gguf.GGUFReader(path)
+    heads = {k: int(r.fields["llama.attention." + k].parts[-1][0]) for k in ("head_count", "head_count_kv")}
+    out = {}
+    for t in r.tensors:
+        parts = t.name.split(".")
+        if len(parts) != 4 or parts[0] != "blk" or parts[2] not in HF_OF_GGUF:
+            continue
+        w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        if parts[2] in ("attn_q", "attn_k"):  # llama.cpp's interleaved rotary rows back to HF's halves
+            h = heads["head_count" if parts[2] == "attn_q" else "head_count_kv"]
+            w = w.reshape(h, w.shape[0] // h // 2, 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
+        out["model.layers.%s.%s." % (parts[1], HF_OF_GGUF[parts[2]])] = w
+    return out
+
+
+def from_gguf(tmp, model, name, qtype):
+    """A GGUF of qtype written to HF by sqz, decoded by the oracle, against gguf-py's dequantization."""
+    src = os.path.join(tmp, name + ".gguf")
+    r = run("compress", model, "-o", src, "--quant", qtype, "-q")
+    if r.returncode != 0:
+        check(False, "%s: compress --quant %s: %s" % (name, qtype, r.stderr.strip()[-200:]))
+        return
+    ref = gguf_linears(src)
+    for fmt in ("compressed-tensors", "gptq", "gptq-v2"):
+        d = os.path.join(tmp, name + "_" + fmt)
+        r = run("convert", src, "-o", d, "--hf-format", fmt, "-q")
+        check(r.returncode == 0, "%s: convert to %s: %s" % (name, fmt, r.stderr.strip()[-200:]))
+        if r.returncode != 0:
+            continue
+        qc = json.load(open(os.path.join(d, "config.json")))["quantization_config"]
+        t = load_file(os.path.join(d, "model.safetensors"))
+        if fmt == "compressed-tensors":
+            got = {p: dequant(t, p, qc["config_groups"]["group_0"]) for p in ref}
+        else:
+            got = {p: gptq_dequant(t, p, qc) for p in ref}
+        bad = [p for p in ref if not np.array_equal(got[p], ref[p])]
+        check(ref and not bad, "%s %s: the oracle's weights equal gguf-py's dequantization of the %s GGUF exactly "
+              "(%d layers%s)" % (name, fmt, qtype, len(ref), ", differ: " + ", ".join(bad[:3]) if bad else ""))
+        if fmt == "compressed-tensors" and qtype == "q8_0":
+            refused_8bit_groups(tmp, name, d, t, sorted(ref)[0])
+
+
+def refused_8bit_groups(tmp, name, d, t, p):
+    """8-bit groups sqz cannot hold as Q8_0: a scale that is not an fp16 value, groups of 64."""
+    from safetensors.numpy import save_file
+    import shutil
+    for what, edit in (("a scale that is not an fp16 value", "scale"), ("groups of 64", "g64")):
+        bad = os.path.join(tmp, name + "_" + edit)
+        shutil.copytree(d, bad)
+        u = dict(t)
+        s = u[p + "weight_scale"].copy()
+        if edit == "scale":
+            s[0, 0] = np.float32(s[0, 0]) * np.float32(1.0 + 2.0 ** -20)
+        else:
+            s = np.ascontiguousarray(s[:, ::2])
+        u[p + "weight_scale"] = s
+        save_file(u, os.path.join(bad, "model.safetensors"), metadata={"format": "pt"})
+        r = run("convert", bad, "-o", bad + "_f32", "--dtype", "f32", "-q")
+        line = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+        check(r.returncode == 1 and p + "weight" in line and not os.path.exists(bad + "_f32"),
+              "%s: 8-bit %s: refused naming the tensor (%s)" % (name, what, line))
+
+
 def one(tmp, model, name, spec, calib, expect):
     out = os.path.join(tmp, name)
     r = run("compress", model, "-o", out, "--quant", spec, *calib, "-q")
@@ -186,6 +261,13 @@ def main():
                                                                 "group": None, "act": ("token", True), "layers": layers})
             one(tmp, model, tag + "_gptq_ao", "int4:gptq:g32:act-order:dynamic-groups:asym", c,
                 dict(g32, sym=False, actorder=True, layers=layers))
+        try:
+            import gguf  # noqa: F401
+            for model, tag in ((s260, "s260"), (tiny, "tiny")):
+                for qtype in ("q4_0", "q8_0", "q5_0"):
+                    from_gguf(tmp, model, tag + "_gguf_" + qtype, qtype)
+        except ImportError:
+            print("note: gguf-py is not installed: the GGUF block-type checks are skipped")
         one(tmp, tiny, "tiny_i4g128", "int4:gptq:g128", c, dict(g32, group=128, layers=14))
         one(tmp, tiny, "tiny_i4g128a", "int4:rtn:g128:asym", [], dict(g32, group=128, sym=False, layers=14))
         # sqz's own layout: marked so that transformers refuses it; still read by sqz

@@ -10,7 +10,10 @@ the real loaders, and compressed-tensors checkpoints made by the reference libra
      give exactly the weights of `sqz convert --dtype f32` of the same directory, for those and
      tinystories-656K int4 asym with act-order g_idx.
   3. sqz's own layout (--hf-format sqz) is refused by transformers with an exception (no trap).
-  4. A checkpoint written by compressed-tensors' compressor from weights quantized in Python
+  4. GGUF block types (formats/st_blocks.c): SmolLM2 requantized to Q4_0 and tinystories-656K as
+     Q8_0, converted to HF without --dtype: the decompressors give sqz's weights exactly and
+     transformers generates sqz's tokens.
+  5. A checkpoint written by compressed-tensors' compressor from weights quantized in Python
      (tinystories-656K, int4 g32 symmetric and asymmetric): sqz reads it, its weights equal the
      package's decompression exactly, and `sqz eval` gives transformers' perplexity within 0.5%
      on the same token ids (llama.cpp's protocol, tests/ref/np_models.py).
@@ -256,6 +259,17 @@ def main():
                 flt = os.path.join(tmp, name + "_f32")  # --dtype f32: a plain float directory
                 run("convert", d, "-o", flt, "--dtype", "f32", "-q")
                 same_generation(flt, name + " --dtype f32")
+        # GGUF block types written exactly (formats/st_blocks.c): SmolLM2 requantized to Q4_0 (int4
+        # g32) and tinystories-656K as Q8_0 (8-bit g32) converted to HF without --dtype
+        for name, model, qtype in (("smol_gguf_q4_0", smol, "q4_0"), ("tiny_gguf_q8_0", tiny, "q8_0")):
+            g, d = os.path.join(tmp, name + ".gguf"), os.path.join(tmp, name)
+            r = run("convert", model, "-o", g, "--dtype", qtype, "-q")
+            if r.returncode == 0:
+                r = run("convert", g, "-o", d, "-q")
+            check(r.returncode == 0, "%s: GGUF %s to HF: %s" % (name, qtype, r.stderr.strip()[-200:]))
+            if r.returncode == 0:
+                same_weights(d, name, tmp)
+                same_generation(d, name)
         # no trap: sqz's own layout is refused by transformers
         sq = os.path.join(tmp, "tiny_sqz_i8")
         run("compress", tiny, "-o", sq, "--quant", "int8", "--hf-format", "sqz", "-q")

@@ -35,7 +35,7 @@ class SaveOpts(ctypes.Structure):
     _fields_ = [("format", ctypes.c_int), ("dtype", ctypes.c_int), ("progress", ctypes.c_void_p),
                 ("progress_user", ctypes.c_void_p), ("replace", ctypes.c_bool), ("sign_key", ctypes.c_char_p),
                 ("deflate", ctypes.c_bool), ("provenance_json", ctypes.c_char_p), ("onnx_ops", ctypes.c_int),
-                ("hf_format", ctypes.c_int), ("gguf_file_type", ctypes.c_int)]
+                ("hf_format", ctypes.c_int), ("gguf_file_type", ctypes.c_int), ("gguf_blocks_float", ctypes.c_bool)]
 
 
 def data_dir():
