@@ -5,9 +5,10 @@ the real loaders, and compressed-tensors checkpoints made by the reference libra
   1. SmolLM2-135M (its GGUF's weights sit on Q4_1 grids) compressed to int4:gptq:g128 and to w8a8
      (compressed-tensors, the default): transformers loads each on the CPU (float32, its default
      compressed path) and generates the same 32 greedy tokens from BOS as `sqz generate` on the
-     same directory. So does tinystories-656K int8, int4 g32 and W8A8 (static, dynamic). W8A8:
+     same directory. So does tinystories-656K int8, int4 g32 and static W8A8. W8A8 (static, dynamic):
      transformers' layers compute compressed-tensors' grid on their real inputs, which sqz reads
-     the file on; SmolLM2's W8A8 tokens are printed, not compared (chaotic: docs/formats.md), with
+     the file on; SmolLM2's W8A8 and tinystories-656K's dynamic W8A8 tokens are printed, not
+     compared (chaotic, or a near tie: docs/formats.md), with
      transformers float32 vs float64 on the same file; sqz's layout refuses that grid.
   2. compressed-tensors' own decompressors (PackedQuantizationCompressor, IntQuantizationCompressor)
      give exactly the weights of `sqz convert --dtype f32` of the same directory, for those and
@@ -129,7 +130,8 @@ def same_layers(d, label, tmp):
         m(torch.tensor([ids[:4]]))  # the first forward decompresses the model
     rec = []
     hooks = [mod.register_forward_hook(lambda mod, i, o: rec.append((mod, i[0].detach(), o.detach())))
-             for n, mod in m.named_modules() if hasattr(mod, "input_scale")]
+             for n, mod in m.named_modules()
+             if getattr(getattr(mod, "quantization_scheme", None), "input_activations", None) is not None]
     with torch.no_grad():
         m(torch.tensor([ids]))
     for h in hooks:
@@ -277,7 +279,9 @@ def main():
                 same_layers(d, name, tmp)
                 if "smol" in name:
                     print("  (SmolLM2 W8A8: generation compared for information, see docs/formats.md)")
-                same_generation(d, name, strict="tiny" in name)
+                # tinystories-656K w8a8:dynamic: one input code flipped by float rounding in blk.0
+                # (inputs 1.5e-7 apart) leaves token 32 a near tie (logits 8.8807 / 8.8525 in transformers)
+                same_generation(d, name, strict=name == "tiny_w8a8")
                 refused = run("convert", d, "-o", os.path.join(tmp, name + "_sqz"), "--hf-format", "sqz", "-q")
                 check(refused.returncode == 1 and refused.stderr.count("\n") == 1 and "grid" in refused.stderr and
                       not os.path.exists(os.path.join(tmp, name + "_sqz")),
