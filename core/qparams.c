@@ -79,6 +79,10 @@ sqz_status sqz_qparams_check(const sqz_qparams *qp, sqz_dtype dtype, size_t nbyt
     else
         SQZ_RETURN_IF(qp->act_scale != 0.0f, SQZ_ERR_INVALID_ARG, "%s: activation scale set without static mode",
                       w);
+    SQZ_RETURN_IF(qp->act_grid != SQZ_ACT_GRID_SYM127 &&
+                      (qp->act_grid != SQZ_ACT_GRID_CTENSORS || qp->act_mode == SQZ_ACT_FLOAT),
+                  SQZ_ERR_INVALID_ARG, "%s: activation grid %d is unknown or set on a weight-only layer", w,
+                  (int)qp->act_grid);
     if (qp->in_scale)
         SQZ_RETURN_IF(!finite_nonneg_count(qp->in_scale, qp->n_in, true), SQZ_ERR_INVALID_ARG,
                       "%s: input scales must be finite and non-zero", w);

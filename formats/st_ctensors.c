@@ -24,10 +24,13 @@
  * config.json's quantization_config: one config group per distinct scheme (targets ["Linear"]
  * when there is one, else the module names), "ignore" naming every float linear layer
  * (lm_head included), format per group and "mixed-precision" when they differ.
- * Differences kept in mind: compressed-tensors clamps static activations to [-128, 127], sqz to
- * [-127, 127] (only a value beyond 127.5 scales differs). A 2:4 weight is written dense, or with
- * --hf-format compressed-tensors-sparse24 (the row at the end) in sparse-24-bitmask parts when it
- * is W8A8 INT8, listed in quantization_config.sparsity_config.
+ * Differences kept in mind: compressed-tensors' activation grid is [-128, 127] with dynamic scales
+ * absmax / 127.5, sqz's [-127, 127] with absmax / 127: the file declares the former (no field
+ * says otherwise), and sqz reads it back on that grid (st_ctensors_read.c), so sqz and
+ * compressed-tensors compute the same thing on the file, while `sqz compress`'s own report used
+ * sqz's grid. A 2:4 weight is written dense, or with --hf-format compressed-tensors-sparse24 (the
+ * row at the end) in sparse-24-bitmask parts when it is W8A8 INT8, listed in
+ * quantization_config.sparsity_config.
  */
 #include <stdio.h>
 #include <stdlib.h>

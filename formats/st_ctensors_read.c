@@ -2,7 +2,8 @@
  * formats/st_ctensors_read.c - reading compressed-tensors checkpoints (st_ctensors.c has the
  * layout): "pack-quantized" 4-bit per group or per channel (symmetric or with zero points, with or
  * without g_idx) becomes sqz's U4_GROUP, "pack-quantized" 8-bit per channel symmetric and
- * "int-quantized" INT8 per channel become I8_ROW (W8A8 when the config quantizes the inputs),
+ * "int-quantized" INT8 per channel become I8_ROW (W8A8 when the config quantizes the inputs, on
+ * the activation grid the format declares: SQZ_ACT_GRID_CTENSORS, [-128, 127], absmax / 127.5),
  * "pack-quantized" 8-bit symmetric per group of 32 with fp16-valued scales becomes a GGUF Q8_0
  * tensor (what sqz writes for a GGUF Q8_0 / Q5_0 weight, st_blocks.c),
  * value-exact against compressed-tensors' dequantization (w = scale * (q - zp), scale[:, g_idx]).
@@ -245,6 +246,7 @@ static sqz_status attach_int8(sqz_model *m, sqz_tensor *t, const char *prefix, b
     } else if (dyn) {
         qp.act_mode = SQZ_ACT_DYNAMIC_TOKEN;
     }
+    if (qp.act_mode != SQZ_ACT_FLOAT) qp.act_grid = SQZ_ACT_GRID_CTENSORS; /* what the file declares */
     const sqz_qparams *kept = NULL;
     SQZ_TRY(make_qp(m, &qp, sc, NULL, NULL, &kept));
     if (sqz_qparams_check(kept, t->dtype, t->nbytes, t->name) != SQZ_OK) {

@@ -9,7 +9,8 @@
  * A scheme-quantized layer (t->qp) runs as sqz/qparams.h defines it: an unfolded smoothing
  * vector divides the input (y = (x / in_scale) . W^T), and a W8A8 layer quantizes its input
  * to int8 first (per token: scale absmax / 127; static: the calibrated act_scale; values
- * clamp(rint(x / scale), -127, 127)). The integer product is computed in float on the
+ * clamp(rint(x / scale), -127, 127); on compressed-tensors' grid, which its files declare,
+ * absmax / 127.5 and [-128, 127], sqz/qparams.h's sqz_act_grid). The integer product is computed in float on the
  * dequantized operands: x_q * scale and w_q * w_scale are exact in f32, so this equals the
  * backends' INT8 GEMM up to the rounding of the float accumulation.
  */
@@ -117,6 +118,10 @@ static sqz_status layer_input(sqz_session *s, const sqz_tensor *w, const float *
         float *q = s->xq + i * k;
         for (int64_t c = 0; c < k; c++) q[c] = qp->in_scale ? xr[c] / qp->in_scale[c] : xr[c];
         if (qp->act_mode == SQZ_ACT_FLOAT) continue;
+        /* the grid the layer's file declares: sqz's [-127, 127] and absmax / 127, or
+         * compressed-tensors' [-128, 127] and absmax / 127.5 (x / s, clamp, round half to even) */
+        const bool ct = qp->act_grid == SQZ_ACT_GRID_CTENSORS;
+        const float lo = ct ? -128.0f : -127.0f;
         float sc = qp->act_scale;
         if (qp->act_mode == SQZ_ACT_DYNAMIC_TOKEN) {
             float amax = 0;
@@ -125,11 +130,11 @@ static sqz_status layer_input(sqz_session *s, const sqz_tensor *w, const float *
                 finite = finite && isfinite(q[c]);
                 if (fabsf(q[c]) > amax) amax = fabsf(q[c]);
             }
-            sc = finite ? amax / 127.0f : NAN; /* a NaN/inf row gives NaN outputs, as the backends */
+            sc = finite ? amax / (ct ? 127.5f : 127.0f) : NAN; /* a NaN/inf row gives NaN outputs, as the backends */
         }
         for (int64_t c = 0; c < k; c++) {
             float v = sc > 0 ? rintf(q[c] / sc) : 0.0f;
-            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+            v = v > 127.0f ? 127.0f : v < lo ? lo : v;
             q[c] = isnan(sc) ? NAN : (isnan(v) ? 0.0f : v * sc);
         }
     }

@@ -64,6 +64,16 @@ typedef enum sqz_act_mode {
                                   clamp(rint(x / act_scale), -127, 127) (sqz_quantize_act_static) */
 } sqz_act_mode;
 
+/* The integer grid of quantized activations (act_mode != SQZ_ACT_FLOAT). The two differ only in
+ * the lowest code and the dynamic scale, and a model whose static per-tensor W8A8 is fragile
+ * (SmolLM2-135M) gives other tokens on each, so a layer keeps the grid its file declares. */
+typedef enum sqz_act_grid {
+    SQZ_ACT_GRID_SYM127 = 0,   /* sqz's: clamp(rint(x / s), -127, 127), dynamic s = absmax / 127 */
+    SQZ_ACT_GRID_CTENSORS = 1, /* compressed-tensors' (what its int-quantized files declare and
+                                  its fake quantization computes): clamp(rint(x / s), -128, 127),
+                                  dynamic s = absmax / 127.5 (docs/formats.md, W8A8) */
+} sqz_act_grid;
+
 typedef struct sqz_qparams {
     sqz_qscheme scheme;
     int64_t n_out, n_in;    /* the weight's shape (n_out, n_in) */
@@ -76,11 +86,12 @@ typedef struct sqz_qparams {
     sqz_act_mode act_mode;
     float act_scale;        /* SQZ_ACT_STATIC_TENSOR: the activation scale (> 0); else 0 */
     const float *in_scale;  /* (n_in) unfolded smoothing vector: y = (x / in_scale) . W^T, or NULL */
+    sqz_act_grid act_grid;  /* W8A8: the activations' integer grid (0: sqz's own) */
 } sqz_qparams;
 
 /* Checks a qparams against a tensor's dtype and byte count: scheme vs dtype (I8_ROW needs I8,
  * U4_GROUP needs U4), shapes, group_size dividing n_in, g_idx values < n_groups, zero points
- * <= 15, finite scales, act_scale > 0 exactly when static. SQZ_ERR_INVALID_ARG naming `what`. */
+ * <= 15, finite scales, act_scale > 0 exactly when static, a known act_grid (sqz's own when weight-only). SQZ_ERR_INVALID_ARG naming `what`. */
 SQZ_API sqz_status sqz_qparams_check(const sqz_qparams *qp, sqz_dtype dtype, size_t nbytes, const char *what);
 
 /* Dequantizes rows [row0, row0 + n_rows) of a scheme-quantized weight (data: the tensor's

@@ -4,6 +4,7 @@
  *   I8 per row, W8A8 dynamic per token with an unfolded in_scale: the CPU backend's exact INT8
  *     GEMM (x_f32 = x / in_scale quantized per token) is the reference;
  *   I8 per row, W8A8 static: clamp(rint(x / act_scale)) + the INT8 GEMM;
+ *   I8 per row, W8A8 static and dynamic on compressed-tensors' grid ([-128, 127], absmax / 127.5);
  *   U4 per group with zero points: x . dequant(W)^T (sqz_qparams_to_f32).
  * The layer is stories260K's layer-0 attn_q, replaced in place; a whole forward then runs. */
 #include <math.h>
@@ -125,6 +126,40 @@ static void test_quantized_layers(void **state) {
     SQZ_ASSERT_OK(be->ops->gemm_i8(be->ctx, &g2));
     print_message("i8 W8A8 static\n");
     check_modes(m, t, x, want, 1e-5);
+
+    /* 3b. W8A8 on compressed-tensors' grid (what its files declare; st_ctensors_read.c):
+     * clamp(rint(x / s), -128, 127), dynamic s = absmax / 127.5 */
+    qp.act_grid = SQZ_ACT_GRID_CTENSORS;
+    qp.act_scale = 0.0117f; /* |x| < 1.5: some inputs fall below -127.5 * s, others above 127 * s */
+    for (int pass = 0; pass < 2; pass++) {
+        float xd[M * K];
+        int at_min = 0;
+        for (int i = 0; i < M; i++) {
+            float amax = 0.0f;
+            for (int c = 0; c < K; c++) amax = fmaxf(amax, fabsf(x[i * K + c]));
+            const float sc = pass ? amax / 127.5f : qp.act_scale;
+            for (int c = 0; c < K; c++) {
+                float v = rintf(x[i * K + c] / sc);
+                v = v > 127 ? 127 : v < -128 ? -128 : v;
+                at_min += v == -128;
+                xd[i * K + c] = v * sc;
+            }
+        }
+        for (int j = 0; j < N; j++)
+            for (int c = 0; c < K; c++) w[j * K + c] = (float)q8[j * K + c] * scales[j];
+        ref_matmul(xd, w, want);
+        print_message("i8 W8A8 %s, compressed-tensors' grid (%d inputs at -128)\n", pass ? "dynamic" : "static",
+                      at_min);
+        assert_true(pass || at_min > 0); /* static: sqz's own grid would clamp them to -127 */
+        check_modes(m, t, x, want, 1e-5);
+        qp.act_mode = SQZ_ACT_DYNAMIC_TOKEN;
+        qp.act_scale = 0.0f;
+    }
+    qp.act_mode = SQZ_ACT_FLOAT; /* a grid on a weight-only layer means nothing: refused */
+    assert_int_equal(sqz_qparams_check(&qp, SQZ_DTYPE_I8, N * K, "ct"), SQZ_ERR_INVALID_ARG);
+    qp.act_grid = (sqz_act_grid)7;
+    qp.act_mode = SQZ_ACT_DYNAMIC_TOKEN;
+    assert_int_equal(sqz_qparams_check(&qp, SQZ_DTYPE_I8, N * K, "ct"), SQZ_ERR_INVALID_ARG);
 
     /* 4. U4 per group of 32 with zero points, weight-only */
     uint8_t codes[N * K], packed[N * K / 2], zeros[N * 2];
