@@ -13,7 +13,8 @@ the real loaders, and compressed-tensors checkpoints made by the reference libra
   2. compressed-tensors' own decompressors (PackedQuantizationCompressor, IntQuantizationCompressor)
      give exactly the weights of `sqz convert --dtype f32` of the same directory, for those and
      tinystories-656K int4 asym with act-order g_idx.
-  3. sqz's own layout (--hf-format sqz) is refused by transformers with an exception (no trap).
+  3. sqz's own layout (--hf-format sqz) and a 2:4 W8A8 model as sparse-24-bitmask (which
+     compressed-tensors >= 0.15 no longer reads) are refused by transformers with an exception (no trap).
   4. GGUF block types (formats/st_blocks.c): SmolLM2 requantized to Q4_0 and tinystories-656K as
      Q8_0, converted to HF without --dtype: the decompressors give sqz's weights exactly and
      transformers generates sqz's tokens.
@@ -314,6 +315,12 @@ def main():
         run("compress", tiny, "-o", sq, "--quant", "int8", "--hf-format", "sqz", "-q")
         refused = load_error(sq)
         check(bool(refused), "--hf-format sqz: transformers refuses to load it (%s)" % refused)
+        # no trap either: a 2:4 W8A8 model as sparse-24-bitmask, which compressed-tensors >= 0.15 dropped
+        sp = os.path.join(tmp, "tiny_w8a8_sp24")
+        run("compress", tiny, "-o", sp, "--sparsity", "2:4", "--quant", "w8a8", "--hf-format",
+            "compressed-tensors-sparse24", *c, "-q")
+        refused = load_error(sp) if os.path.exists(os.path.join(sp, "config.json")) else None
+        check(bool(refused), "compressed-tensors-sparse24: transformers fails to load it, loudly (%s)" % refused)
         # checkpoints made by compressed-tensors itself, read by sqz
         for sym in (True, False):
             label = "compressed-tensors' own int4 g32 %s" % ("symmetric" if sym else "asymmetric")
