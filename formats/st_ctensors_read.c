@@ -97,6 +97,21 @@ static sqz_status attach_q8_0(sqz_model *m, sqz_tensor *t, const sqz__st_view *w
     return SQZ_OK;
 }
 
+/* *t: the 2-D weight prefix + ".weight" (no, ni) of m's family, named in name[272]; v is the part
+ * read (for the message). */
+static sqz_status linear_tensor(const sqz_model *m, const sqz__st_view *v, const char *prefix, int64_t no, int64_t ni,
+                                char name[272], sqz_tensor *t) {
+    memset(t, 0, sizeof *t);
+    snprintf(name, 272, "%s.weight", prefix);
+    if (sqz__hf_name_parse(m->hp.family, name, &t->role, &t->layer, &t->param) != SQZ__HF_TENSOR)
+        return CT_BAD("%s: tensor '%s': not a known %s tensor name", v->file, v->name, m->hp.arch);
+    t->name = name;
+    t->ndim = 2;
+    t->shape[0] = no;
+    t->shape[1] = ni;
+    return SQZ_OK;
+}
+
 /* P.weight_packed (+ its side tensors) as the weight P.weight. */
 static sqz_status attach_packed(sqz_model *m, const sqz__st_view *w, const sqz__st_view *v, size_t n) {
     char prefix[256];
@@ -135,15 +150,8 @@ static sqz_status attach_packed(sqz_model *m, const sqz__st_view *w, const sqz__
                          "than 32: sqz reads 8 bits symmetric per channel (INT8) or per group of 32 (Q8_0)", w->file,
                          w->name);
     sqz_tensor t;
-    memset(&t, 0, sizeof t);
     char name[272];
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    if (sqz__hf_name_parse(m->hp.family, name, &t.role, &t.layer, &t.param) != SQZ__HF_TENSOR)
-        return CT_BAD("%s: tensor '%s': not a known %s tensor name", w->file, w->name, m->hp.arch);
-    t.name = name;
-    t.ndim = 2;
-    t.shape[0] = no;
-    t.shape[1] = ni;
+    SQZ_TRY(linear_tensor(m, w, prefix, no, ni, name, &t));
     if (q8_0) return attach_q8_0(m, &t, w, sc);
     sqz_qparams qp = {.n_out = no, .n_in = ni, .n_groups = ng, .group_size = (int32_t)(ni / ng)};
     if (bits == 4) {
@@ -194,14 +202,7 @@ static sqz_status attach_sparse24(sqz_model *m, const sqz__st_view *c, const sqz
                       "[%lld, %lld]", c->file, c->name, (long long)no, (long long)ni, (long long)no,
                       (long long)ni / 2, (long long)no, (long long)(ni + 7) / 8);
     sqz_tensor t;
-    memset(&t, 0, sizeof t);
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    if (sqz__hf_name_parse(m->hp.family, name, &t.role, &t.layer, &t.param) != SQZ__HF_TENSOR)
-        return CT_BAD("%s: tensor '%s': not a known %s tensor name", c->file, c->name, m->hp.arch);
-    t.name = name;
-    t.ndim = 2;
-    t.shape[0] = no;
-    t.shape[1] = ni;
+    SQZ_TRY(linear_tensor(m, c, prefix, no, ni, name, &t));
     t.dtype = c->dtype;
     if (!sqz_dtype_nbytes(t.dtype, no * ni, &t.nbytes)) return SQZ_ERR_SHAPE;
     t.data = sqz__malloc(t.nbytes);

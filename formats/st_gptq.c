@@ -62,6 +62,19 @@ static sqz_status gptq_check(const sqz__st_layout *L, const sqz_tensor *t) {
     return SQZ_OK;
 }
 
+/* parts[0..3] = qweight I32 [ni/p, no], qzeros I32 [ng, no/p], scales F16 [ng, no], g_idx I32 [ni],
+ * allocated (p values per word); freed again on failure. */
+static sqz_status gptq_new_parts(sqz__st_part *parts, int *n, int64_t no, int64_t ni, int64_t ng, int p) {
+    sqz__st_part_new(parts, n, "qweight", SQZ_DTYPE_I32, ni / p, no);
+    sqz__st_part_new(parts, n, "qzeros", SQZ_DTYPE_I32, ng, no / p);
+    sqz__st_part_new(parts, n, "scales", SQZ_DTYPE_F16, ng, no);
+    sqz__st_part_new(parts, n, "g_idx", SQZ_DTYPE_I32, ni, 0);
+    sqz_status st = SQZ_OK;
+    for (int k = 0; k < *n && st == SQZ_OK; k++) st = sqz__st_part_alloc(&parts[k]);
+    if (st != SQZ_OK) sqz__st_parts_free(parts, *n);
+    return st;
+}
+
 static sqz_status gptq_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__st_part *parts, int *n) {
     *n = 0;
     SQZ_TRY(gptq_check(L, t));
@@ -69,16 +82,8 @@ static sqz_status gptq_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__
     const int bits = qp->scheme == SQZ_QSCHEME_U4_GROUP ? 4 : 8, p = 32 / bits;
     const int64_t no = qp->n_out, ni = qp->n_in, ng = qp->n_groups;
     const uint32_t zoff = L->id == SQZ_HF_GPTQ ? 1 : 0, mask = (1u << bits) - 1;
-    sqz__st_part *w = sqz__st_part_new(parts, n, "qweight", SQZ_DTYPE_I32, ni / p, no);
-    sqz__st_part *z = sqz__st_part_new(parts, n, "qzeros", SQZ_DTYPE_I32, ng, no / p);
-    sqz__st_part *s = sqz__st_part_new(parts, n, "scales", SQZ_DTYPE_F16, ng, no);
-    sqz__st_part *gi = sqz__st_part_new(parts, n, "g_idx", SQZ_DTYPE_I32, ni, 0);
-    sqz_status st = SQZ_OK;
-    for (int k = 0; k < *n && st == SQZ_OK; k++) st = sqz__st_part_alloc(&parts[k]);
-    if (st != SQZ_OK) {
-        sqz__st_parts_free(parts, *n);
-        return st;
-    }
+    SQZ_TRY(gptq_new_parts(parts, n, no, ni, ng, p));
+    sqz__st_part *w = &parts[0], *z = &parts[1], *s = &parts[2], *gi = &parts[3];
     for (int64_t i = 0; i < ni / p; i++)
         for (int64_t j = 0; j < no; j++) {
             uint32_t word = 0;
@@ -109,16 +114,8 @@ static sqz_status gptq_i8g_parts(const sqz__st_layout *L, const sqz_tensor *t, c
         return GQ_FAIL("tensor '%s': shape (%lld, %lld) is not a multiple of 4 on both sides (GPTQ packs inputs and "
                        "zero points in int32)", t->name, (long long)no, (long long)ni);
     const uint32_t zero = L->id == SQZ_HF_GPTQ ? 127 : 128;
-    sqz__st_part *w = sqz__st_part_new(parts, n, "qweight", SQZ_DTYPE_I32, ni / 4, no);
-    sqz__st_part *z = sqz__st_part_new(parts, n, "qzeros", SQZ_DTYPE_I32, ng, no / 4);
-    sqz__st_part *s = sqz__st_part_new(parts, n, "scales", SQZ_DTYPE_F16, ng, no);
-    sqz__st_part *gi = sqz__st_part_new(parts, n, "g_idx", SQZ_DTYPE_I32, ni, 0);
-    sqz_status st = SQZ_OK;
-    for (int k = 0; k < *n && st == SQZ_OK; k++) st = sqz__st_part_alloc(&parts[k]);
-    if (st != SQZ_OK) {
-        sqz__st_parts_free(parts, *n);
-        return st;
-    }
+    SQZ_TRY(gptq_new_parts(parts, n, no, ni, ng, 4));
+    sqz__st_part *w = &parts[0], *z = &parts[1], *s = &parts[2], *gi = &parts[3];
     for (int64_t i = 0; i < ni / 4; i++)
         for (int64_t j = 0; j < no; j++) {
             uint32_t word = 0;
