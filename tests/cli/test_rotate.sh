@@ -9,6 +9,13 @@
 #   smollm2 (labelled heavy): SmolLM2-135M (d_model 576 = 64 x 9: Hadamard (x) DCT; 9 query heads
 #     on 3 value heads) from its Q4_1 GGUF dequantized to f32, rotated `all`: mean KLD < 1e-5 over
 #     2 chunks of 512 tokens.
+#   qwen05 (labelled heavy): Qwen2.5-Coder-0.5B (d_model 896 = 128 x 7, q/k/v biases, untied
+#     classifier; the GGUF scripts/setup.sh fetches with SQZ_WITH_EDGE_MODELS=1) dequantized to f32,
+#     rotated `all`: mean KLD < 1e-5 over 2 chunks of 512 tokens in sqz eval, and in
+#     llama-perplexity too when SQZ_LLAMA_PERPLEXITY names it; exits 77 without the model.
+#   transformers (labelled heavy): SmolLM2 rotated `all` written as an HF directory (F32): transformers
+#     generates the same 32 greedy tokens as `sqz generate` on that directory and as sqz on the
+#     unrotated f32 GGUF, from BOS and from two prompts; exits 77 without torch/transformers.
 #   llamacpp: SmolLM2 judged by llama.cpp itself (`llama-perplexity --kl-divergence` against the
 #     unrotated f32 GGUF's logits, 4 chunks of 512): mean KLD < 1e-5; exits 77 without
 #     SQZ_LLAMA_PERPLEXITY naming a llama-perplexity binary (or without SmolLM2).
@@ -101,6 +108,48 @@ smollm2)
   rotate "$smol" smol all
   check "SmolLM2 --rotate all runs" '[ $? -eq 0 ]' || cat "$tmp/out"
   exact_sqz smol all 512 2
+  ;;
+qwen05)
+  qwen=$pym/qwen2.5-coder-0.5b.gguf
+  [ -e "$qwen" ] || { echo "skipping: $qwen not found (SQZ_WITH_EDGE_MODELS=1 scripts/setup.sh)"; exit 77; }
+  rotate "$qwen" qwen all
+  check "Qwen2.5-Coder-0.5B --rotate all runs" '[ $? -eq 0 ]' || cat "$tmp/out"
+  exact_sqz qwen all 512 2
+  lp=${SQZ_LLAMA_PERPLEXITY:-}
+  if [ -n "$lp" ] && [ -x "$lp" ]; then exact_llamacpp qwen all 512 2; else echo "skipped: llama-perplexity (SQZ_LLAMA_PERPLEXITY)"; fi
+  ;;
+transformers)
+  [ -e "$smol" ] || { echo "skipping: $smol not found"; exit 77; }
+  "$py" -c 'import torch, transformers' 2> /dev/null || { echo "skipping: torch/transformers (SQZ_WITH_TORCH=1 scripts/setup.sh)"; exit 77; }
+  "$sqz" convert "$smol" -o "$tmp/smol_base.gguf" --dtype f32 > /dev/null 2>&1
+  "$sqz" compress "$tmp/smol_base.gguf" --rotate all -o "$tmp/smol_rot" --to safetensors > "$tmp/out" 2>&1
+  check "SmolLM2 --rotate all to an HF directory" '[ $? -eq 0 ]' || cat "$tmp/out"
+  check "transformers generates sqz's greedy tokens on the rotated HF directory, and the unrotated model's" \
+    '"$py" - "$sqz" "$tmp/smol_rot" "$tmp/smol_base.gguf" <<PY
+import json, subprocess, sys, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+sqz, d, base = sys.argv[1:4]
+torch.set_num_threads(2)
+m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+tok = AutoTokenizer.from_pretrained(d)
+cfg = json.load(open(d + "/config.json"))
+ok = True
+for p in ["", "The capital of France is", "def fibonacci(n):"]:
+    def gen(model):
+        r = subprocess.run([sqz, "generate", model, "-n", "32", "--ids", "-q", "--threads", "2"] + (["-p", p] if p else []),
+                           capture_output=True, text=True)
+        return [int(x) for x in r.stdout.split()]
+    ours, unrot = gen(d), gen(base)
+    ids = tok(p)["input_ids"] if p else [cfg["bos_token_id"]]
+    with torch.no_grad():
+        out = m.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False)[0, len(ids):].tolist()
+    # sqz stops at EOS without printing it; transformers keeps it
+    same = len(ours) > 0 and out[:len(ours)] == ours and out[len(ours):] in ([], [cfg["eos_token_id"]]) and ours == unrot
+    print("  %r: %d tokens, transformers %s, unrotated sqz %s" % (p, len(ours), "same" if out[:len(ours)] == ours else
+                                                                   "differs", "same" if ours == unrot else "differs"))
+    ok &= same
+sys.exit(0 if ok else 1)
+PY'
   ;;
 llamacpp)
   lp=${SQZ_LLAMA_PERPLEXITY:-}
