@@ -7,6 +7,11 @@ tests only: never an accuracy figure).
   synth_gguf.py make META.bin OUT.gguf [--seed N]  # anywhere: OUT.gguf with that metadata, every
                                                 # matrix F16 ~ N(0, 0.02^2), norms 1, biases 0, F32 vectors
 
+  synth_gguf.py repeat REAL.gguf TIMES OUT.gguf   # REAL's blocks repeated TIMES over (blk.N copied to
+                                                # blk.N + k * n_layers), its weights and types as they
+                                                # are: a larger model of the same widths (issue 23's
+                                                # >= 7 B memory test; a size test, never an accuracy figure)
+
 `make` needs numpy (torch, when importable, draws the numbers faster). general.file_type becomes 1
 (MOSTLY_F16). Used by issue 26's GPU run: the 1.5 B checkpoint does not fit what travels to the GPU
 machine, its metadata does.
@@ -119,10 +124,70 @@ def make(meta, out, seed):
     print(f'{out}: {len(plan)} tensors, {off / 1e9:.2f} GB')
 
 
+def repeat(real, times, out):
+    import os
+    with open(real, 'rb') as f:
+        magic, version, n_t, n_kv = struct.unpack('<4sIQQ', f.read(24))
+        if magic != b'GGUF':
+            sys.exit(f'{real}: not a GGUF file')
+        kvs, align, n_layers = [], 32, None
+        for _ in range(n_kv):
+            n, = struct.unpack('<Q', f.read(8))
+            key = f.read(n)
+            t, = struct.unpack('<I', f.read(4))
+            v = read_value(f, t)
+            if key.endswith(b'.block_count'):
+                n_layers = v
+                v = v * times
+            if key == b'general.alignment':
+                align = v
+            kvs.append((key, t, v))
+        infos = []
+        for _ in range(n_t):
+            n, = struct.unpack('<Q', f.read(8))
+            name = f.read(n).decode()
+            nd, = struct.unpack('<I', f.read(4))
+            dims = list(struct.unpack(f'<{nd}Q', f.read(8 * nd)))
+            typ, off = struct.unpack('<IQ', f.read(12))
+            infos.append([name, dims, typ, off])
+        data0 = f.tell() + (-f.tell() % align)
+    if n_layers is None:
+        sys.exit(f'{real}: no <arch>.block_count key')
+    end = os.path.getsize(real) - data0
+    offs = sorted(i[3] for i in infos) + [end]
+    size = {o: offs[k + 1] - o for k, o in enumerate(offs[:-1])}
+    plan = [(name, dims, typ, off) for name, dims, typ, off in infos if not name.startswith('blk.')]
+    for r in range(times):
+        for name, dims, typ, off in infos:
+            if name.startswith('blk.'):
+                _, layer, rest = name.split('.', 2)
+                plan.append((f'blk.{int(layer) + r * n_layers}.{rest}', dims, typ, off))
+    head = bytearray(struct.pack('<4sIQQ', b'GGUF', version, len(plan), len(kvs)))
+    for key, t, v in kvs:
+        head += struct.pack('<Q', len(key)) + key + struct.pack('<I', t)
+        write_value(head, t, v)
+    new_off = 0
+    for name, dims, typ, off in plan:
+        b = name.encode()
+        head += struct.pack('<Q', len(b)) + b + struct.pack('<I', len(dims)) + struct.pack(f'<{len(dims)}Q', *dims)
+        head += struct.pack('<IQ', typ, new_off)
+        new_off += size[off] + (-size[off] % align)
+    with open(real, 'rb') as src, open(out, 'wb') as o:
+        o.write(head)
+        o.write(b'\0' * (-o.tell() % align))
+        for name, dims, typ, off in plan:
+            src.seek(data0 + off)
+            o.write(src.read(size[off]))
+            o.write(b'\0' * (-size[off] % align))
+    print(f'{out}: {len(plan)} tensors, {n_layers * times} blocks, {new_off / 1e9:.2f} GB of tensor data')
+
+
 if __name__ == '__main__':
     a = sys.argv[1:]
     if len(a) >= 3 and a[0] == 'extract':
         extract(a[1], a[2])
+    elif len(a) >= 4 and a[0] == 'repeat':
+        repeat(a[1], int(a[2]), a[3])
     elif len(a) >= 3 and a[0] == 'make':
         make(a[1], a[2], int(a[a.index('--seed') + 1]) if '--seed' in a else 1)
     else:
