@@ -24,8 +24,8 @@ const sqz_opt sqz_cli_hf_format_opt = {
     .values = hf_format_values, .def = "compressed-tensors", .metavar = "LAYOUT",
     .help = "how an HF directory stores int8/int4 weights: compressed-tensors (transformers, vLLM), gptq "
             "(checkpoint_format gptq: zero points minus 1), gptq-v2 (true zero points), sqz's own (read by sqz "
-            "only), or compressed-tensors-sparse24 (2:4-sparse float and W8A8 weights as sparse-24-bitmask: "
-            "compressed-tensors <= 0.14 reads it, later ones and vLLM refuse it); docs/formats.md"};
+            "only), or compressed-tensors-sparse24 (2:4-sparse W8A8 weights as sparse-24-bitmask, float ones "
+            "dense: compressed-tensors <= 0.14 reads it, later ones and vLLM refuse it); docs/formats.md"};
 
 const sqz_opt sqz_cli_quiet_opt = {
     .name = "quiet", .type = SQZ_OPT_FLAG, .short_name = 'q',

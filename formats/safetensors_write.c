@@ -151,35 +151,26 @@ static sqz_status rope_qtensor(const sqz_model *m, const sqz_tensor *t, sqz_rope
         return SQZ_OK;
     const int64_t heads = t->role == SQZ_ROLE_ATTN_Q ? m->layers[t->layer].n_heads : m->layers[t->layer].n_kv_heads;
     const int64_t hd = m->hp.head_dim, rows = t->shape[0];
-    if (!t->qp) { /* GGUF blocks: a row is whole blocks */
-        SQZ_RETURN_IF(rows != heads * hd || hd % 2 != 0, SQZ_ERR_SHAPE, "tensor '%s': %lld rows are not %lld heads of "
-                      "%lld", t->name, (long long)rows, (long long)heads, (long long)hd);
-        if (!(bufs[0] = sqz__malloc(t->nbytes))) return SQZ_ERR_NOMEM;
-        sqz__rope_permute_rows(t->data, bufs[0], heads, hd, t->nbytes / (size_t)rows, m->hp.rope_layout, rope);
-        *tmp = *t;
-        tmp->data = bufs[0];
-        *out = tmp;
-        return SQZ_OK;
-    }
-    const sqz_qparams *qp = t->qp;
-    const int64_t ng = qp->n_groups;
     SQZ_RETURN_IF(rows != heads * hd || hd % 2 != 0, SQZ_ERR_SHAPE, "tensor '%s': %lld rows are not %lld heads of %lld",
                   t->name, (long long)rows, (long long)heads, (long long)hd);
-    bufs[0] = sqz__malloc(t->nbytes);
+    if (!(bufs[0] = sqz__malloc(t->nbytes))) return SQZ_ERR_NOMEM;
+    sqz__rope_permute_rows(t->data, bufs[0], heads, hd, t->nbytes / (size_t)rows, m->hp.rope_layout, rope);
+    *tmp = *t;
+    tmp->data = bufs[0];
+    *out = tmp;
+    if (!t->qp) return SQZ_OK; /* GGUF blocks: a row is whole blocks, nothing else to permute */
+    const sqz_qparams *qp = t->qp;
+    const int64_t ng = qp->n_groups;
     bufs[1] = sqz__malloc((size_t)(rows * ng) * sizeof(float));
     bufs[2] = qp->zeros ? sqz__malloc((size_t)(rows * ng)) : NULL;
-    if (!bufs[0] || !bufs[1] || (qp->zeros && !bufs[2])) return SQZ_ERR_NOMEM;
-    sqz__rope_permute_rows(t->data, bufs[0], heads, hd, t->nbytes / (size_t)rows, m->hp.rope_layout, rope);
+    if (!bufs[1] || (qp->zeros && !bufs[2])) return SQZ_ERR_NOMEM;
     sqz__rope_permute_rows((const uint8_t *)qp->scales, bufs[1], heads, hd, (size_t)ng * sizeof(float),
                            m->hp.rope_layout, rope);
     if (qp->zeros) sqz__rope_permute_rows(qp->zeros, bufs[2], heads, hd, (size_t)ng, m->hp.rope_layout, rope);
     *qtmp = *qp;
     qtmp->scales = bufs[1];
     qtmp->zeros = bufs[2];
-    *tmp = *t;
-    tmp->data = bufs[0];
     tmp->qp = qtmp;
-    *out = tmp;
     return SQZ_OK;
 }
 

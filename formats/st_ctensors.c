@@ -57,6 +57,15 @@ static sqz_status shape_part(sqz__st_part *p, int *n, int64_t no, int64_t ni) {
     return SQZ_OK;
 }
 
+/* P.weight_packed I32 [no, ni / 4] of 8-bit codes q (row-major int8): q + 128, four per word, low
+ * byte first. */
+static sqz_status packed8_part(sqz__st_part *p, int *n, const int8_t *q, int64_t no, int64_t ni) {
+    sqz__st_part *w = sqz__st_part_new(p, n, "weight_packed", SQZ_DTYPE_I32, no, ni / 4);
+    SQZ_TRY(sqz__st_part_alloc(w));
+    for (int64_t i = 0; i < no * ni; i++) ((uint8_t *)w->data)[i] = (uint8_t)((uint8_t)q[i] ^ 0x80);
+    return SQZ_OK;
+}
+
 static sqz_status int4_parts(const sqz_tensor *t, sqz__st_part *p, int *n) {
     const sqz_qparams *qp = t->qp;
     const int64_t no = qp->n_out, ni = qp->n_in, ng = qp->n_groups;
@@ -96,10 +105,7 @@ static sqz_status int8_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__
     if (qp->act_mode == SQZ_ACT_FLOAT) { /* W8A16: pack-quantized, 8 bits */
         if (ni % 4) return CT_FAIL("tensor '%s': %lld input columns are not a multiple of 4 (pack-quantized int32 "
                                    "words)", t->name, (long long)ni);
-        sqz__st_part *w = sqz__st_part_new(p, n, "weight_packed", SQZ_DTYPE_I32, no, ni / 4);
-        SQZ_TRY(sqz__st_part_alloc(w));
-        const uint8_t *q = t->data;
-        for (int64_t i = 0; i < no * ni; i++) ((uint8_t *)w->data)[i] = (uint8_t)(q[i] ^ 0x80); /* q + 128 */
+        SQZ_TRY(packed8_part(p, n, t->data, no, ni));
     } else if (L->id == SQZ_HF_COMPRESSED_TENSORS_SP24 && sqz__sp24_fits(t->data, SQZ_DTYPE_I8, no, ni)) {
         SQZ_TRY(sqz__sp24_parts(t->name, t->data, SQZ_DTYPE_I8, no, ni, p, n)); /* W8A8 2:4: int8 values */
     } else {
@@ -128,12 +134,10 @@ static sqz_status ct_i8g_parts(const sqz__st_layout *L, const sqz_tensor *t, con
     const int64_t no = g->n_out, ni = g->n_in, ng = ni / g->group;
     if (ni % 4) return CT_FAIL("tensor '%s': %lld input columns are not a multiple of 4 (pack-quantized int32 words)",
                                t->name, (long long)ni);
-    sqz__st_part *w = sqz__st_part_new(p, n, "weight_packed", SQZ_DTYPE_I32, no, ni / 4);
-    sqz_status st = sqz__st_part_alloc(w);
+    sqz_status st = packed8_part(p, n, g->q, no, ni);
     sqz__st_part *s = st == SQZ_OK ? sqz__st_part_new(p, n, "weight_scale", SQZ_DTYPE_F32, no, ng) : NULL;
     if (s) st = sqz__st_part_alloc(s);
     if (st == SQZ_OK) {
-        for (int64_t i = 0; i < no * ni; i++) ((uint8_t *)w->data)[i] = (uint8_t)((uint8_t)g->q[i] ^ 0x80);
         for (int64_t i = 0; i < no * ng; i++) put_f32((uint8_t *)s->data + 4 * i, g->scales[i]);
         st = shape_part(p, n, no, ni);
     }
