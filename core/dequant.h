@@ -5,6 +5,7 @@
 #define SQZ_CORE_DEQUANT_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "sqz/dtype.h"
 
@@ -37,6 +38,19 @@ static inline void sqz__get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, ui
         *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
         *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
     }
+}
+/* All 8 (scale, min) pairs of a Q4_K/Q5_K block at once: sc[j], m[j] are what
+ * sqz__get_scale_min_k4(j, ...) gives, unpacked with 32-bit masks as llama.cpp's kernels do. */
+static inline void sqz__k4_scales_mins(const uint8_t q[12], uint8_t sc[8], uint8_t m[8]) {
+    uint32_t u[3], o[4];
+    memcpy(u, q, 12);
+    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    o[0] = u[0] & k1;                                          /* scales 0..3 */
+    o[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);            /* scales 4..7 */
+    o[2] = u[1] & k1;                                          /* mins 0..3 */
+    o[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);     /* mins 4..7 */
+    memcpy(sc, o, 8);
+    memcpy(m, o + 2, 8);
 }
 /* The 16 scales of a Q3_K block, 0..63 (offset 32 not removed). */
 void sqz__q3_K_scales(const uint8_t packed[12], int8_t scales[16]);

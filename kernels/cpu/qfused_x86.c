@@ -79,7 +79,8 @@ AVX2 static inline __m256i fifth_bits(const uint8_t *p) {
 
 #define ACC0 {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}
 
-AVX2 float sqz__qdot1_q8_0_avx2(const void *vx, const float *x, int64_t k) {
+AVX2 float sqz__qdot1_q8_0_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
     const sqz_block_q8_0 *b = vx;
     __m256 acc[4] = ACC0;
     for (int64_t i = 0; i < k / SQZ_QK8_0; i++, x += SQZ_QK8_0) {
@@ -89,7 +90,8 @@ AVX2 float sqz__qdot1_q8_0_avx2(const void *vx, const float *x, int64_t k) {
     return hsum(acc);
 }
 
-AVX2 float sqz__qdot1_q4_0_avx2(const void *vx, const float *x, int64_t k) {
+AVX2 float sqz__qdot1_q4_0_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
     const sqz_block_q4_0 *b = vx;
     __m256 acc[4] = ACC0;
     for (int64_t i = 0; i < k / SQZ_QK4_0; i++, x += SQZ_QK4_0) {
@@ -99,7 +101,8 @@ AVX2 float sqz__qdot1_q4_0_avx2(const void *vx, const float *x, int64_t k) {
     return hsum(acc);
 }
 
-AVX2 float sqz__qdot1_q4_1_avx2(const void *vx, const float *x, int64_t k) {
+AVX2 float sqz__qdot1_q4_1_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
     const sqz_block_q4_1 *b = vx;
     __m256 acc[4] = ACC0;
     for (int64_t i = 0; i < k / SQZ_QK4_1; i++, x += SQZ_QK4_1)
@@ -107,7 +110,8 @@ AVX2 float sqz__qdot1_q4_1_avx2(const void *vx, const float *x, int64_t k) {
     return hsum(acc);
 }
 
-AVX2 float sqz__qdot1_q5_0_avx2(const void *vx, const float *x, int64_t k) {
+AVX2 float sqz__qdot1_q5_0_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
     const sqz_block_q5_0 *b = vx;
     __m256 acc[4] = ACC0;
     for (int64_t i = 0; i < k / SQZ_QK5_0; i++, x += SQZ_QK5_0) {
@@ -118,7 +122,8 @@ AVX2 float sqz__qdot1_q5_0_avx2(const void *vx, const float *x, int64_t k) {
     return hsum(acc);
 }
 
-AVX2 float sqz__qdot1_q5_1_avx2(const void *vx, const float *x, int64_t k) {
+AVX2 float sqz__qdot1_q5_1_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
     const sqz_block_q5_1 *b = vx;
     __m256 acc[4] = ACC0;
     for (int64_t i = 0; i < k / SQZ_QK5_1; i++, x += SQZ_QK5_1) {
@@ -128,7 +133,8 @@ AVX2 float sqz__qdot1_q5_1_avx2(const void *vx, const float *x, int64_t k) {
     return hsum(acc);
 }
 
-AVX2 float sqz__qdot1_q4_K_avx2(const void *vx, const float *x, int64_t k) {
+AVX2 float sqz__qdot1_q4_K_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
     const sqz_block_q4_K *b = vx;
     const __m256i lo = _mm256_set1_epi8(0x0F);
     __m256 acc[4] = ACC0;
@@ -149,7 +155,8 @@ AVX2 float sqz__qdot1_q4_K_avx2(const void *vx, const float *x, int64_t k) {
     return hsum(acc);
 }
 
-AVX2 float sqz__qdot1_q6_K_avx2(const void *vx, const float *x, int64_t k) {
+AVX2 float sqz__qdot1_q6_K_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
     const sqz_block_q6_K *b = vx;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
     __m256 acc[4] = ACC0;

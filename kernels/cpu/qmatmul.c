@@ -70,7 +70,8 @@ bool sqz__qmm_isa_runs(sqz__qmm_isa isa) {
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     case SQZ__ISA_AVX512:
-        return sqz__qmm_isa_runs(SQZ__ISA_AVX2) && __builtin_cpu_supports("avx512f");
+        return sqz__qmm_isa_runs(SQZ__ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw");
 #endif
 #if SQZ__QMM_NEON
     case SQZ__ISA_NEON: return true;
@@ -126,6 +127,7 @@ typedef struct qmm_job {
     sqz__dequant_fn dq;
     sqz__dot_fn dot;
     sqz__dot1_fn dot1; /* one token: the fused kernel, or NULL */
+    const float *xs;   /* with dot1: the sums of x over each SQZ__XS_BLOCK elements */
     int64_t bs;        /* elements per block */
     size_t ts;         /* bytes per block */
     size_t row_bytes;  /* bytes per weight row */
@@ -144,7 +146,7 @@ static void rows_dot(void *c, int64_t b, int64_t e, int thread) {
     for (int64_t j = b; j < e; j++) {
         const uint8_t *row = (const uint8_t *)a->w + (size_t)j * J->row_bytes;
         if (J->dot1) {
-            const float v = J->dot1(row, a->x, k);
+            const float v = J->dot1(row, a->x, J->xs, k);
             a->y[j] = a->bias ? v + a->bias[j] : v;
             continue;
         }
@@ -214,8 +216,21 @@ sqz_status sqz__qmatmul(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args
         return SQZ_OK;
     }
     if (a->m >= SQZ__QMM_TILE_M) return panels_sgemm(pool, &J);
+    float xs_stack[1024], *xs = NULL;
+    if (J.dot1) { /* the fused kernels' sums of x, once for every row */
+        const int64_t nc = a->k / SQZ__XS_BLOCK;
+        xs = nc <= 1024 ? xs_stack : sqz__malloc((size_t)nc * sizeof(float));
+        if (!xs) return SQZ_ERR_NOMEM;
+        for (int64_t c = 0; c < nc; c++) {
+            float t = 0;
+            for (int i = 0; i < SQZ__XS_BLOCK; i++) t += a->x[c * SQZ__XS_BLOCK + i];
+            xs[c] = t;
+        }
+        J.xs = xs;
+    }
     /* ~64k multiply-adds per chunk of rows: enough to be worth waking a thread */
     int64_t grain = 65536 / (a->k * a->m) + 1;
     run_inline(pool, a->n, grain, rows_dot, &J);
+    if (xs != xs_stack) free(xs);
     return SQZ_OK;
 }

@@ -60,8 +60,12 @@ typedef void (*sqz__dequant_fn)(const void *src, float *dst, int64_t n);
 /* sum_i a[i] * b[i] in float, in the variant's own order. */
 typedef float (*sqz__dot_fn)(const float *a, const float *b, int64_t n);
 /* The fused kernel of one token: sum_i w[i] * x[i] over the k weights (a multiple of the block
- * size) stored at `row`, each weight formed exactly as the scalar dequantizer forms it. */
-typedef float (*sqz__dot1_fn)(const void *row, const float *x, int64_t k);
+ * size) stored at `row`, the weights being exactly the scalar dequantizer's values. xs[c] is the
+ * sum of x[32c .. 32c + 32) (k / 32 entries, formed once per product for every row): kernels
+ * whose weights are d * q - m factor the minimum out (d * sum q x - m * sum x), so their sums
+ * differ from the reference's by float rounding only. */
+typedef float (*sqz__dot1_fn)(const void *row, const float *x, const float *xs, int64_t k);
+enum { SQZ__XS_BLOCK = 32 }; /* elements per entry of a fused kernel's xs */
 
 /* The best instruction set this CPU runs (x86: AVX-512F > AVX2+FMA+F16C > scalar; aarch64:
  * NEON). SQZ_QMM_ISA=scalar|avx2|avx512|neon in the environment lowers it (for tests and
@@ -101,18 +105,18 @@ void sqz__dequant_q4_K_avx2(const void *x, float *y, int64_t n);
 void sqz__dequant_q6_K_avx2(const void *x, float *y, int64_t n);
 void sqz__dequant_f16_avx2(const void *x, float *y, int64_t n);
 void sqz__dequant_bf16_avx2(const void *x, float *y, int64_t n);
-float sqz__qdot1_q8_0_avx2(const void *row, const float *x, int64_t k);
-float sqz__qdot1_q4_0_avx2(const void *row, const float *x, int64_t k);
-float sqz__qdot1_q4_1_avx2(const void *row, const float *x, int64_t k);
-float sqz__qdot1_q5_0_avx2(const void *row, const float *x, int64_t k);
-float sqz__qdot1_q5_1_avx2(const void *row, const float *x, int64_t k);
-float sqz__qdot1_q4_K_avx2(const void *row, const float *x, int64_t k);
-float sqz__qdot1_q6_K_avx2(const void *row, const float *x, int64_t k);
-float sqz__qdot1_q8_0_avx512(const void *row, const float *x, int64_t k);
-float sqz__qdot1_q4_0_avx512(const void *row, const float *x, int64_t k);
-float sqz__qdot1_q4_1_avx512(const void *row, const float *x, int64_t k);
-float sqz__qdot1_q4_K_avx512(const void *row, const float *x, int64_t k);
-float sqz__qdot1_q6_K_avx512(const void *row, const float *x, int64_t k);
+float sqz__qdot1_q8_0_avx2(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q4_0_avx2(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q4_1_avx2(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q5_0_avx2(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q5_1_avx2(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q4_K_avx2(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q6_K_avx2(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q8_0_avx512(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q4_0_avx512(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q4_1_avx512(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q4_K_avx512(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q6_K_avx512(const void *row, const float *x, const float *xs, int64_t k);
 #endif
 #if SQZ__QMM_NEON
 float sqz__dot_f32_neon(const float *a, const float *b, int64_t n);
