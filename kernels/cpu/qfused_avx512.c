@@ -12,12 +12,13 @@
 
 #if SQZ__QMM_X86
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "core/blocks.h"
 #include "core/dequant.h"
 
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma,f16c")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 #define H2F(h) _cvtsh_ss(h)
 /* Fully unrolled loops keep the accumulators a[] in registers. */
 #if defined(__clang__)
@@ -47,105 +48,139 @@ AVX512 static inline __m256 U8F8(const uint8_t *p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(v)));
 }
 
-/* Low and high nibbles of 16 bytes: elements 0..15 and 16..31 of a Q4 block. */
-AVX512 static inline void nib(const uint8_t *qs, __m128i *lo, __m128i *hi) {
-    const __m128i b = LD128(qs), m = _mm_set1_epi8(0x0F);
-    *lo = _mm_and_si128(b, m);
-    *hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+/* sum q x over one 32-element block of nibble codes (16 bytes: low nibbles elements 0..15, high
+ * 16..31) plus 16 where bit j of qh is set (Q5's fifth bits; five = false: none), as 16 lanes. */
+AVX512 static inline __m512 t32_nib(const uint8_t *qs, bool five, uint32_t qh, const float *x) {
+    const __m512i r = _mm512_cvtepu8_epi32(LD128(qs)), sixteen = _mm512_set1_epi32(16);
+    __m512i lo = _mm512_and_si512(r, _mm512_set1_epi32(15)), hi = _mm512_srli_epi32(r, 4);
+    if (five) {
+        lo = _mm512_mask_add_epi32(lo, (__mmask16)(qh & 0xFFFF), lo, sixteen);
+        hi = _mm512_mask_add_epi32(hi, (__mmask16)(qh >> 16), hi, sixteen);
+    }
+    const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(lo), _mm512_loadu_ps(x));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_loadu_ps(x + 16), t);
 }
 
-AVX512 float sqz__qdot1_q8_0_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
-    (void)xs;
-    const sqz_block_q8_0 *b = vx;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    const int64_t nb = k / SQZ_QK8_0;
+/* The 32-element nibble types: w = d q + c with c = off * d (Q4_0: -8, Q5_0: -16) or the block's
+ * m (Q4_1, Q5_1): sum w x = d (sum q x) + c (sum x), the sums of x from xs. Blocks of `bs` bytes
+ * hold d at 0, m at 2 (with_min), the 5th bits after them (five), then the 16 nibble bytes. */
+AVX512 static inline float dot_nib32(const uint8_t *b, size_t bs, bool with_min, bool five, float off,
+                                     const float *x, const float *xs, int64_t k) {
+    const size_t qo = (with_min ? 4 : 2) + (five ? 4 : 0);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    float c = 0.0f;
     int64_t i = 0;
-    for (; i + 2 <= nb; i += 2, x += 64) {
-        const __m512 d0 = _mm512_set1_ps(H2F(b[i].d)), d1 = _mm512_set1_ps(H2F(b[i + 1].d));
-        a0 = _mm512_fmadd_ps(_mm512_mul_ps(I8F(LD128(b[i].qs)), d0), _mm512_loadu_ps(x), a0);
-        a1 = _mm512_fmadd_ps(_mm512_mul_ps(I8F(LD128(b[i].qs + 16)), d0), _mm512_loadu_ps(x + 16), a1);
-        a2 = _mm512_fmadd_ps(_mm512_mul_ps(I8F(LD128(b[i + 1].qs)), d1), _mm512_loadu_ps(x + 32), a2);
-        a3 = _mm512_fmadd_ps(_mm512_mul_ps(I8F(LD128(b[i + 1].qs + 16)), d1), _mm512_loadu_ps(x + 48), a3);
+    for (; i + 2 <= k / 32; i += 2, b += 2 * bs, x += 64) {
+        uint32_t h0 = 0, h1 = 0;
+        if (five) { memcpy(&h0, b + qo - 4, 4); memcpy(&h1, b + bs + qo - 4, 4); }
+        uint16_t d0, d1;
+        memcpy(&d0, b, 2);
+        memcpy(&d1, b + bs, 2);
+        a0 = _mm512_fmadd_ps(_mm512_set1_ps(H2F(d0)), t32_nib(b + qo, five, h0, x), a0);
+        a1 = _mm512_fmadd_ps(_mm512_set1_ps(H2F(d1)), t32_nib(b + bs + qo, five, h1, x + 32), a1);
+        if (with_min) {
+            uint16_t m0, m1;
+            memcpy(&m0, b + 2, 2);
+            memcpy(&m1, b + bs + 2, 2);
+            c += H2F(m0) * xs[i] + H2F(m1) * xs[i + 1];
+        } else {
+            c += H2F(d0) * xs[i] + H2F(d1) * xs[i + 1];
+        }
     }
-    for (; i < nb; i++, x += 32) {
-        const __m512 d0 = _mm512_set1_ps(H2F(b[i].d));
-        a0 = _mm512_fmadd_ps(_mm512_mul_ps(I8F(LD128(b[i].qs)), d0), _mm512_loadu_ps(x), a0);
-        a1 = _mm512_fmadd_ps(_mm512_mul_ps(I8F(LD128(b[i].qs + 16)), d0), _mm512_loadu_ps(x + 16), a1);
+    for (; i < k / 32; i++, b += bs, x += 32) {
+        uint32_t h0 = 0;
+        if (five) memcpy(&h0, b + qo - 4, 4);
+        uint16_t d0, m0;
+        memcpy(&d0, b, 2);
+        memcpy(&m0, b + (with_min ? 2 : 0), 2);
+        a0 = _mm512_fmadd_ps(_mm512_set1_ps(H2F(d0)), t32_nib(b + qo, five, h0, x), a0);
+        c += H2F(m0) * xs[i];
     }
-    return hsum4(a0, a1, a2, a3);
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + (with_min ? c : off * c);
 }
 
 AVX512 float sqz__qdot1_q4_0_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
-    (void)xs;
-    const sqz_block_q4_0 *b = vx;
-    const __m128i eight = _mm_set1_epi8(8);
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t i = 0; i < k / SQZ_QK4_0; i++, x += 32) {
-        __m128i lo, hi;
-        nib(b[i].qs, &lo, &hi);
-        const __m512 d = _mm512_set1_ps(H2F(b[i].d));
-        const __m512 w0 = _mm512_mul_ps(I8F(_mm_sub_epi8(lo, eight)), d);
-        const __m512 w1 = _mm512_mul_ps(I8F(_mm_sub_epi8(hi, eight)), d);
-        if (i & 1) {
-            a2 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a2);
-            a3 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a3);
-        } else {
-            a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a0);
-            a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a1);
-        }
-    }
-    return hsum4(a0, a1, a2, a3);
+    return dot_nib32(vx, sizeof(sqz_block_q4_0), false, false, -8.0f, x, xs, k);
 }
 
 AVX512 float sqz__qdot1_q4_1_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
-    (void)xs;
-    const sqz_block_q4_1 *b = vx;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t i = 0; i < k / SQZ_QK4_1; i++, x += 32) {
-        __m128i lo, hi;
-        nib(b[i].qs, &lo, &hi);
-        const __m512 d = _mm512_set1_ps(H2F(b[i].d)), m = _mm512_set1_ps(H2F(b[i].m));
-        const __m512 w0 = _mm512_add_ps(_mm512_mul_ps(U8F(lo), d), m);
-        const __m512 w1 = _mm512_add_ps(_mm512_mul_ps(U8F(hi), d), m);
-        if (i & 1) {
-            a2 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a2);
-            a3 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a3);
-        } else {
-            a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a0);
-            a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a1);
-        }
-    }
-    return hsum4(a0, a1, a2, a3);
+    return dot_nib32(vx, sizeof(sqz_block_q4_1), true, false, 0.0f, x, xs, k);
 }
 
-/* Q4_K: w = (d sc_j) q - (dmin m_j) for sub-block j of 32. Per sub-block t_j = sum q x (codes
- * widened to floats, no per-weight scale), then acc += (d sc_j) t_j; the minima once per
- * super-block as a vector of 8: (dmin m) . xs. Scales unpacked as llama.cpp's kernels do. */
+AVX512 float sqz__qdot1_q5_0_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
+    return dot_nib32(vx, sizeof(sqz_block_q5_0), false, true, -16.0f, x, xs, k);
+}
+
+AVX512 float sqz__qdot1_q5_1_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
+    return dot_nib32(vx, sizeof(sqz_block_q5_1), true, true, 0.0f, x, xs, k);
+}
+
+/* Q8_0: w = d q; sum q x per block (codes widened to floats), then times d. */
+AVX512 float sqz__qdot1_q8_0_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_q8_0 *b = vx;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    for (int64_t i = 0; i < k / SQZ_QK8_0; i++, x += SQZ_QK8_0) {
+        __m512 t = _mm512_mul_ps(I8F(LD128(b[i].qs)), _mm512_loadu_ps(x));
+        t = _mm512_fmadd_ps(I8F(LD128(b[i].qs + 16)), _mm512_loadu_ps(x + 16), t);
+        if (i & 1) a1 = _mm512_fmadd_ps(_mm512_set1_ps(H2F(b[i].d)), t, a1);
+        else a0 = _mm512_fmadd_ps(_mm512_set1_ps(H2F(b[i].d)), t, a0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+/* One Q4_K / Q5_K super-block: w = (d sc_j) q - (dmin m_j) for sub-block j of 32, q plus 16 where
+ * the 5th bit is set (qh: Q5_K; NULL: Q4_K). Per sub-block t_j = sum q x (codes widened to
+ * floats, no per-weight scale), then a += (d sc_j) t_j; the minima once per super-block as a
+ * vector of 8, (dmin m) . xs. Scales unpacked as llama.cpp's kernels do. */
+AVX512 static inline void k_super(const uint8_t *scales, float d, float dmin, const uint8_t *q, const uint8_t *qh,
+                                  const float *x, const float *xs, __m512 a[4], __m256 *mins) {
+    const __m512i m4 = _mm512_set1_epi32(15), sixteen = _mm512_set1_epi32(16);
+    uint8_t sc[8], mn[8];
+    sqz__k4_scales_mins(scales, sc, mn);
+    float ds[8] __attribute__((aligned(32)));
+    _mm256_store_ps(ds, _mm256_mul_ps(U8F8(sc), _mm256_set1_ps(d)));
+    *mins = _mm256_fmadd_ps(_mm256_mul_ps(U8F8(mn), _mm256_set1_ps(dmin)), _mm256_loadu_ps(xs), *mins);
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)(const void *)qh) : _mm256_setzero_si256();
+    SQZ__UNROLL(4)
+    for (int j = 0; j < 4; j++, q += 32) { /* bytes 32j..: sub-blocks 2j (low nibbles), 2j + 1 */
+        __m512i r0 = _mm512_cvtepu8_epi32(LD128(q)), r1 = _mm512_cvtepu8_epi32(LD128(q + 16));
+        __m512i l0 = _mm512_and_si512(r0, m4), l1 = _mm512_and_si512(r1, m4);
+        __m512i h0 = _mm512_srli_epi32(r0, 4), h1 = _mm512_srli_epi32(r1, 4);
+        if (qh) { /* bit 2j of qh[l]: element l of sub-block 2j; bit 2j + 1: of sub-block 2j + 1 */
+            const __mmask32 kl = _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << (2 * j))));
+            const __mmask32 kh = _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << (2 * j + 1))));
+            l0 = _mm512_mask_add_epi32(l0, (__mmask16)kl, l0, sixteen);
+            l1 = _mm512_mask_add_epi32(l1, (__mmask16)(kl >> 16), l1, sixteen);
+            h0 = _mm512_mask_add_epi32(h0, (__mmask16)kh, h0, sixteen);
+            h1 = _mm512_mask_add_epi32(h1, (__mmask16)(kh >> 16), h1, sixteen);
+        }
+        const float *xj = x + 64 * j;
+        __m512 t0 = _mm512_mul_ps(_mm512_cvtepi32_ps(l0), _mm512_loadu_ps(xj));
+        t0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l1), _mm512_loadu_ps(xj + 16), t0);
+        __m512 t1 = _mm512_mul_ps(_mm512_cvtepi32_ps(h0), _mm512_loadu_ps(xj + 32));
+        t1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h1), _mm512_loadu_ps(xj + 48), t1);
+        const int p = 2 * (j & 1);
+        a[p] = _mm512_fmadd_ps(_mm512_set1_ps(ds[2 * j]), t0, a[p]);
+        a[p + 1] = _mm512_fmadd_ps(_mm512_set1_ps(ds[2 * j + 1]), t1, a[p + 1]);
+    }
+}
+
 AVX512 float sqz__qdot1_q4_K_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
     const sqz_block_q4_K *b = vx;
-    const __m512i m4 = _mm512_set1_epi32(15);
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     __m256 mins = _mm256_setzero_ps();
-    for (int64_t i = 0; i < k / SQZ_QK_K; i++, x += SQZ_QK_K, xs += 8) {
-        uint8_t sc[8], mn[8];
-        sqz__k4_scales_mins(b[i].scales, sc, mn);
-        float ds[8] __attribute__((aligned(32)));
-        _mm256_store_ps(ds, _mm256_mul_ps(U8F8(sc), _mm256_set1_ps(H2F(b[i].d))));
-        mins = _mm256_fmadd_ps(_mm256_mul_ps(U8F8(mn), _mm256_set1_ps(H2F(b[i].dmin))), _mm256_loadu_ps(xs), mins);
-        const uint8_t *q = b[i].qs;
-        SQZ__UNROLL(4)
-        for (int j = 0; j < 4; j++, q += 32) { /* bytes 32j..: sub-blocks 2j (low nibbles), 2j + 1 */
-            const __m512i r0 = _mm512_cvtepu8_epi32(LD128(q)), r1 = _mm512_cvtepu8_epi32(LD128(q + 16));
-            const float *xj = x + 64 * j;
-            __m512 t0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(r0, m4)), _mm512_loadu_ps(xj));
-            t0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(r1, m4)), _mm512_loadu_ps(xj + 16), t0);
-            __m512 t1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(r0, 4)), _mm512_loadu_ps(xj + 32));
-            t1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(r1, 4)), _mm512_loadu_ps(xj + 48), t1);
-            const int h = 2 * (j & 1);
-            a[h] = _mm512_fmadd_ps(_mm512_set1_ps(ds[2 * j]), t0, a[h]);
-            a[h + 1] = _mm512_fmadd_ps(_mm512_set1_ps(ds[2 * j + 1]), t1, a[h + 1]);
-        }
-    }
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++, x += SQZ_QK_K, xs += 8)
+        k_super(b[i].scales, H2F(b[i].d), H2F(b[i].dmin), b[i].qs, NULL, x, xs, a, &mins);
+    return hsum4(a[0], a[1], a[2], a[3]) - hsum8(mins);
+}
+
+AVX512 float sqz__qdot1_q5_K_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
+    const sqz_block_q5_K *b = vx;
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m256 mins = _mm256_setzero_ps();
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++, x += SQZ_QK_K, xs += 8)
+        k_super(b[i].scales, H2F(b[i].d), H2F(b[i].dmin), b[i].qs, b[i].qh, x, xs, a, &mins);
     return hsum4(a[0], a[1], a[2], a[3]) - hsum8(mins);
 }
 

@@ -22,7 +22,7 @@
 
 /* One row per dtype: its dequantizer and fused one-token kernel for each instruction set (NULL:
  * the scalar dequantizer of core's dtype table; the tiled dot). AVX-512 machines run the AVX2
- * dequantizers, and the AVX-512 fused kernels of Q8_0, Q4_0/1, Q4_K, Q6_K (AVX2 ones otherwise). */
+ * dequantizers and the AVX-512 fused kernels (Q5_K has only those; the tiled dot elsewhere). */
 typedef struct qmm_row {
     sqz__dequant_fn dequant[SQZ__ISA_COUNT];
     sqz__dot1_fn dot1[SQZ__ISA_COUNT];  /* fused one-token kernel; NULL: the tiled dot */
@@ -40,10 +40,11 @@ static const qmm_row qmm_rows[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_Q8_0] = ROW_X86_FUSED512(sqz__dequant_q8_0_avx2, sqz__qdot1_q8_0_avx2, sqz__qdot1_q8_0_avx512),
     [SQZ_DTYPE_Q4_0] = ROW_X86_FUSED512(sqz__dequant_q4_0_avx2, sqz__qdot1_q4_0_avx2, sqz__qdot1_q4_0_avx512),
     [SQZ_DTYPE_Q4_1] = ROW_X86_FUSED512(sqz__dequant_q4_1_avx2, sqz__qdot1_q4_1_avx2, sqz__qdot1_q4_1_avx512),
-    [SQZ_DTYPE_Q5_0] = ROW_X86_FUSED(sqz__dequant_q5_0_avx2, sqz__qdot1_q5_0_avx2),
-    [SQZ_DTYPE_Q5_1] = ROW_X86_FUSED(sqz__dequant_q5_1_avx2, sqz__qdot1_q5_1_avx2),
+    [SQZ_DTYPE_Q5_0] = ROW_X86_FUSED512(sqz__dequant_q5_0_avx2, sqz__qdot1_q5_0_avx2, sqz__qdot1_q5_0_avx512),
+    [SQZ_DTYPE_Q5_1] = ROW_X86_FUSED512(sqz__dequant_q5_1_avx2, sqz__qdot1_q5_1_avx2, sqz__qdot1_q5_1_avx512),
     [SQZ_DTYPE_IQ4_NL] = ROW_X86(sqz__dequant_iq4_nl_avx2),
     [SQZ_DTYPE_Q4_K] = ROW_X86_FUSED512(sqz__dequant_q4_K_avx2, sqz__qdot1_q4_K_avx2, sqz__qdot1_q4_K_avx512),
+    [SQZ_DTYPE_Q5_K] = {{NULL}, {[SQZ__ISA_AVX512] = X86(sqz__qdot1_q5_K_avx512)}},
     [SQZ_DTYPE_Q6_K] = ROW_X86_FUSED512(sqz__dequant_q6_K_avx2, sqz__qdot1_q6_K_avx2, sqz__qdot1_q6_K_avx512),
     /* F32, Q2_K, Q3_K, Q5_K, Q8_K, IQ4_XS: the scalar dequantizer */
 };
@@ -71,7 +72,7 @@ bool sqz__qmm_isa_runs(sqz__qmm_isa isa) {
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     case SQZ__ISA_AVX512:
         return sqz__qmm_isa_runs(SQZ__ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
-               __builtin_cpu_supports("avx512bw");
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 #endif
 #if SQZ__QMM_NEON
     case SQZ__ISA_NEON: return true;
