@@ -9,8 +9,9 @@
  *     allocating (bundle bytes + arena bytes), with the context filled (-n tokens);
  *   - decode tokens/s (greedy, after the prompt) of sqz-edge (one thread) against sqz's own
  *     runtime on the same bundle (sqz_forward one token at a time; one thread and all), and
- *     llama.cpp's llama-bench (or llama-cli) on the source GGUF when --llama-cpp DIR holds one
- *     (else said);
+ *     llama.cpp's llama-bench (or llama-cli) when --llama-cpp DIR holds one (else said), on the
+ *     source GGUF, or with --dtype on a GGUF sqz writes with the bundle's weights in that dtype
+ *     (llama.cpp's speed depends on the type: its Q4_0 runs repacked kernels, ~2.5x its Q4_1);
  *   - the same under qemu-aarch64 for the aarch64 build (for the record: an emulator's speed
  *     says nothing about a device's).
  */
@@ -60,8 +61,9 @@ static const char edge_bench_head[] =
     "usage: sqz bench edge [MODEL] [--dtype D] [--edge FILE] [--arm FILE] [--llama-cpp DIR] [--gen N]\n\n"
     "Exports MODEL (default SmolLM2-135M-Instruct Q4_1) to a bundle and measures the edge runtime:\n"
     "stripped binary size and libraries (x86-64, and aarch64 with --arm), peak RSS against the\n"
-    "memory it announced, decode tokens/s against sqz's runtime on the same bundle (and llama.cpp's\n"
-    "llama-cli when --llama-cpp has one), and tokens/s under qemu-aarch64 (for the record).\n";
+    "memory it announced, decode tokens/s against sqz's runtime on the same bundle and llama.cpp's\n"
+    "llama-bench or llama-cli when --llama-cpp has one (on the source GGUF, or with --dtype on a GGUF\n"
+    "sqz writes with the same weights in that dtype), and tokens/s under qemu-aarch64 (for the record).\n";
 
 void sqz_bench_edge_usage(FILE *out) {
     const sqz_opt_group g = {NULL, edge_bench_rows, SQZ_CLI_N(edge_bench_rows), NULL};
@@ -214,8 +216,9 @@ int sqz_bench_edge(int argc, char **argv) {
     const char *path = a.path ? a.path : sqz_cli_default_smollm2();
     char dir[] = "/tmp/sqz-bench-edge.XXXXXX";
     if (!mkdtemp(dir)) return sqz_cli_usage_error("bench edge", "cannot make a temporary directory");
-    char bundle[4200], tmpbin[4200];
+    char bundle[4200], tmpbin[4200], gguf[4200];
     snprintf(bundle, sizeof bundle, "%s/model.sqzb", dir);
+    snprintf(gguf, sizeof gguf, "%s/model.gguf", dir);
     snprintf(tmpbin, sizeof tmpbin, "%s/stripped", dir);
     int rc = 1;
     sqz_model *m = NULL, *b = NULL;
@@ -224,6 +227,10 @@ int sqz_bench_edge(int argc, char **argv) {
     sqz_status st = sqz_model_open(path, NULL, &m);
     sqz_save_opts so = {.format = SQZ_FORMAT_BUNDLE, .dtype = a.dtype};
     if (st == SQZ_OK) st = sqz_model_save(m, bundle, &so);
+    sqz_save_opts go = {.format = SQZ_FORMAT_GGUF, .dtype = a.dtype};
+    if (st == SQZ_OK && a.dtype >= 0 && a.lcpp) st = sqz_model_save(m, gguf, &go); /* llama.cpp's copy */
+    const char *lpath = a.dtype >= 0 ? gguf : path;
+    const char *lname = a.dtype >= 0 ? "sqz's GGUF of the same weights" : "the source GGUF";
     if (st == SQZ_OK) st = sqz_model_open(bundle, NULL, &b);
     size_t np = 0;
     if (st == SQZ_OK) st = sqz_tokenizer_new(&b->vocab, &tok);
@@ -273,30 +280,29 @@ int sqz_bench_edge(int argc, char **argv) {
     printf("speed        decode tokens/s on %lld tokens after a %zu-token prompt, greedy:\n", (long long)a.gen, np);
     printf("               sqz-edge (1 thread, %s kernels)  %8.1f\n", "native", e_tps);
     printf("               sqz generate, 1 thread            %8.1f   (sqz-edge x%.2f)\n", s1, s1 > 0 ? e_tps / s1 : 0);
-    printf("               sqz generate, %d threads           %8.1f   (sqz-edge x%.2f)\n", all, sn,
-           sn > 0 ? e_tps / sn : 0);
+    printf("               sqz generate, %d thread%s           %8.1f   (sqz-edge x%.2f)\n", all, all == 1 ? " " : "s",
+           sn, sn > 0 ? e_tps / sn : 0);
     char lc[4200], lb[4200];
     struct stat ls;
     snprintf(lc, sizeof lc, "%s/llama-cli", a.lcpp ? a.lcpp : "");
     snprintf(lb, sizeof lb, "%s/llama-bench", a.lcpp ? a.lcpp : "");
     if (a.lcpp && stat(lb, &ls) == 0) { /* llama-bench: tgN, 1 thread, 3 repetitions */
-        char *largv[] = {lb, "-m", (char *)path, "-t", "1", "-p", "0", "-n", n_arg, "-r", "3", NULL};
+        char *largv[] = {lb, "-m", (char *)lpath, "-t", "1", "-p", "0", "-n", n_arg, "-r", "3", NULL};
         char tg[48];
         snprintf(tg, sizeof tg, "tg%s", n_arg);
         const char *p = run_child(largv, &r) == 0 && r.rc == 0 ? strstr(r.out, tg) : NULL;
         p = p ? strchr(p, '|') : NULL;
-        if (p) printf("               llama.cpp llama-bench, 1 thread  %8.1f   (sqz-edge x%.2f; the source GGUF, %s)\n",
-                      atof(p + 1), atof(p + 1) > 0 ? e_tps / atof(p + 1) : 0, tg);
+        if (p) printf("               llama.cpp llama-bench, 1 thread  %8.1f   (sqz-edge x%.2f; %s, %s)\n",
+                      atof(p + 1), atof(p + 1) > 0 ? e_tps / atof(p + 1) : 0, lname, tg);
         else printf("               llama.cpp: llama-bench failed (status %d)\n", r.rc);
     } else if (a.lcpp && stat(lc, &ls) == 0) {
-        char *largv[] = {lc, "-m", (char *)path, "-p", (char *)a.prompt, "-n", n_arg, "-t", "1", "--temp", "0",
+        char *largv[] = {lc, "-m", (char *)lpath, "-p", (char *)a.prompt, "-n", n_arg, "-t", "1", "--temp", "0",
                          "-no-cnv", NULL};
         if (run_child(largv, &r) == 0 && r.rc == 0) {
             const char *p = strstr(r.err, "eval time");
             const char *q = p ? strstr(p, "tokens per second") : NULL;
             while (q && q > p && q[-1] != ',') q--;
-            printf("               llama.cpp llama-cli, 1 thread     %8.1f   (the source GGUF)\n",
-                   q ? atof(q + 1) : 0.0);
+            printf("               llama.cpp llama-cli, 1 thread     %8.1f   (%s)\n", q ? atof(q + 1) : 0.0, lname);
         } else {
             printf("               llama.cpp: llama-cli failed (status %d)\n", r.rc);
         }
@@ -319,6 +325,7 @@ int sqz_bench_edge(int argc, char **argv) {
 done:
     unlink(tmpbin);
     unlink(bundle);
+    unlink(gguf);
     rmdir(dir);
     free(prompt);
     free(ref);
