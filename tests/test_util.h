@@ -21,6 +21,8 @@ const char *sqz_test_data(const char *rel);
 const char *sqz_test_pymodels_dir(void);
 /* SmolLM2-135M-Instruct Q4_1 GGUF path, or NULL when not installed. */
 const char *sqz_test_smollm2(void);
+/* Qwen2.5-Coder-0.5B GGUF path (SQZ_WITH_EDGE_MODELS=1 scripts/setup.sh), or NULL. */
+const char *sqz_test_qwen05(void);
 /* all-MiniLM-L6-v2 HF directory, or NULL when not installed. */
 const char *sqz_test_minilm(void);
 /* A fresh empty temporary directory (removed by the OS's tmp cleaning; tests rm their files). */

@@ -3,7 +3,8 @@
  * and the product (few tokens: tiled dots; many: panels + sgemm; every instruction set this
  * CPU runs, 1 and 2 threads) within float summation error of sqz_matmul_ref (rows dequantized
  * by core, sums in double). On random blocks of every dtype, on real stories260K weights
- * quantized to every type sqz writes, and on SmolLM2-135M's own Q4_1 and Q8_0 tensors. */
+ * quantized to every type sqz writes, on SmolLM2-135M's own Q4_1 and Q8_0 tensors and on
+ * Qwen2.5-Coder-0.5B's Q8_0, Q5_0, Q6_K and Q4_K tensors (when fetched). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,21 +163,16 @@ static void test_real_stories260k(void **state) {
     sqz__pool_free(pool);
 }
 
-/* SmolLM2-135M's own tensors, as its file stores them (Q4_1 blocks, the Q8_0 embedding), and the
- * CPU backend's matmul slot on them. */
-static void test_real_smollm2(void **state) {
-    (void)state;
-    const char *path = sqz_test_smollm2();
-    SQZ_SKIP_UNLESS(path);
+/* A real file's own tensors, as it stores them, through the kernels of every instruction set (1
+ * and 9 tokens) and the CPU backend's matmul slot (asked first, then the slot). */
+static void check_real_file(const char *path, const char *const *names, const sqz_dtype *want, int count) {
     sqz_model *m;
     SQZ_ASSERT_OK(sqz_model_open(path, NULL, &m));
     sqz__pool *pool;
     SQZ_ASSERT_OK(sqz__pool_new(2, &pool));
     sqz_backend *be;
     SQZ_ASSERT_OK(sqz_backend_cpu(2, &be));
-    const char *names[] = {"blk.0.ffn_down.weight", "blk.29.attn_k.weight", "token_embd.weight"};
-    const sqz_dtype want[] = {SQZ_DTYPE_Q4_1, SQZ_DTYPE_Q4_1, SQZ_DTYPE_Q8_0};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < count; i++) {
         int64_t ti = sqz_model_find(m, names[i]);
         assert_true(ti >= 0);
         const sqz_tensor *t = &m->tensors[ti];
@@ -186,7 +182,6 @@ static void test_real_smollm2(void **state) {
         float *x = rand_floats(9 * k, 1.0f);
         check_matmul(t->dtype, t->data, n, k, 1, x, NULL, pool);
         check_matmul(t->dtype, t->data, n, k, 9, x, NULL, pool);
-        /* through the backend: asked first, then the slot */
         assert_true(sqz_backend_supports(be, SQZ_OP_MATMUL, t->dtype));
         float *y = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float));
         sqz_matmul_args a = {.m = 1, .n = n, .k = k, .x = x, .w = t->data, .w_dtype = t->dtype, .y = y};
@@ -201,6 +196,27 @@ static void test_real_smollm2(void **state) {
     sqz_backend_free(be);
     sqz__pool_free(pool);
     sqz_model_free(m);
+}
+
+/* SmolLM2-135M's own tensors: Q4_1 blocks, the Q8_0 embedding. */
+static void test_real_smollm2(void **state) {
+    (void)state;
+    const char *path = sqz_test_smollm2();
+    SQZ_SKIP_UNLESS(path);
+    const char *const names[] = {"blk.0.ffn_down.weight", "blk.29.attn_k.weight", "token_embd.weight"};
+    const sqz_dtype want[] = {SQZ_DTYPE_Q4_1, SQZ_DTYPE_Q4_1, SQZ_DTYPE_Q8_0};
+    check_real_file(path, names, want, 3);
+}
+
+/* Qwen2.5-Coder-0.5B's own tensors (its Q8_0 classifier, Q5_0 embedding, Q6_K and Q4_K
+ * down-projections of 4864 columns; skipped unless fetched: SQZ_WITH_EDGE_MODELS=1 setup.sh). */
+static void test_real_qwen05(void **state) {
+    (void)state;
+    const char *path = sqz_test_qwen05();
+    SQZ_SKIP_UNLESS(path);
+    const char *const names[] = {"output.weight", "token_embd.weight", "blk.0.ffn_down.weight", "blk.11.ffn_down.weight"};
+    const sqz_dtype want[] = {SQZ_DTYPE_Q8_0, SQZ_DTYPE_Q5_0, SQZ_DTYPE_Q6_K, SQZ_DTYPE_Q4_K};
+    check_real_file(path, names, want, 4);
 }
 
 /* What the backend refuses: raw integer codes (I8, U4: they need their scheme's parameters),
@@ -226,6 +242,7 @@ int main(void) {
         cmocka_unit_test(test_random_blocks),
         cmocka_unit_test(test_real_stories260k),
         cmocka_unit_test(test_real_smollm2),
+        cmocka_unit_test(test_real_qwen05),
         cmocka_unit_test(test_refusals),
     };
     return sqz_test_run(tests, NULL, NULL);
