@@ -199,12 +199,13 @@ AVX512 float sqz__qdot1_q6_K_avx512(const void *vx, const float *x, const float 
             const __m512i L = _mm512_loadu_si512(b[i].ql + 64 * half);
             const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(b[i].qh + 32 * half));
             /* bits 4-5 of each byte: qh's pair for elements 0..31 | 32..63 (H01), 64..95 | 96..127 (H23) */
-            const __m512i H01 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_slli_epi16(h, 4)), _mm256_slli_epi16(h, 2), 1);
+            const __m512i H01 =
+                _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_slli_epi16(h, 4)), _mm256_slli_epi16(h, 2), 1);
             const __m512i H23 = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
             int8_t c[128] __attribute__((aligned(64)));
-            _mm512_store_si512(c, _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(L, m4), _mm512_and_si512(H01, m2)), off));
-            _mm512_store_si512(c + 64, _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4),
-                                                                       _mm512_and_si512(H23, m2)), off));
+            const __m512i lo = _mm512_and_si512(L, m4), hi = _mm512_and_si512(_mm512_srli_epi16(L, 4), m4);
+            _mm512_store_si512(c, _mm512_sub_epi8(_mm512_or_si512(lo, _mm512_and_si512(H01, m2)), off));
+            _mm512_store_si512(c + 64, _mm512_sub_epi8(_mm512_or_si512(hi, _mm512_and_si512(H23, m2)), off));
             /* widen from memory (the load ports), not by extracting 16-byte lanes (shuffles) */
             __asm__ volatile("" : : "r"(c) : "memory");
             SQZ__UNROLL(8)
@@ -216,6 +217,53 @@ AVX512 float sqz__qdot1_q6_K_avx512(const void *vx, const float *x, const float 
         }
     }
     return hsum4(a[0], a[1], a[2], a[3]);
+}
+
+/* sum kvalues[q] x over one 32-element block of IQ4 nibble codes (16 bytes: low nibbles elements
+ * 0..15, high 16..31): the table is 16 float lanes and vpermps looks the codes up (it reads
+ * only an index's low 4 bits, so the low nibbles need no mask). */
+AVX512 static inline __m512 t32_iq4(const uint8_t *qs, __m512 lut, const float *x) {
+    const __m512i r = _mm512_cvtepu8_epi32(LD128(qs));
+    const __m512 t = _mm512_mul_ps(_mm512_permutexvar_ps(r, lut), _mm512_loadu_ps(x));
+    return _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(r, 4), lut), _mm512_loadu_ps(x + 16), t);
+}
+
+AVX512 static inline __m512 iq4_table(void) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(LD128(sqz__kvalues_iq4nl)));
+}
+
+/* IQ4_NL: w = d kvalues[q]; per block sum kvalues[q] x, then times d. */
+AVX512 float sqz__qdot1_iq4_nl_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_iq4_nl *b = vx;
+    const __m512 lut = iq4_table();
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    for (int64_t i = 0; i < k / SQZ_QK4_NL; i++, x += SQZ_QK4_NL) {
+        const __m512 t = t32_iq4(b[i].qs, lut, x);
+        if (i & 1) a1 = _mm512_fmadd_ps(_mm512_set1_ps(H2F(b[i].d)), t, a1);
+        else a0 = _mm512_fmadd_ps(_mm512_set1_ps(H2F(b[i].d)), t, a0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+/* IQ4_XS: w = d (ls_j - 32) kvalues[q] for sub-block j of 32 (6-bit ls_j: 4 low bits in
+ * scales_l, 2 high in scales_h). */
+AVX512 float sqz__qdot1_iq4_xs_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_iq4_xs *b = vx;
+    const __m512 lut = iq4_table();
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++) {
+        const float d = H2F(b[i].d);
+        SQZ__UNROLL(8)
+        for (int ib = 0; ib < SQZ_QK_K / 32; ib++, x += 32) {
+            const int ls = ((b[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b[i].scales_h >> 2 * ib) & 3) << 4);
+            const __m512 t = t32_iq4(b[i].qs + 16 * ib, lut, x);
+            if (ib & 1) a1 = _mm512_fmadd_ps(_mm512_set1_ps(d * (float)(ls - 32)), t, a1);
+            else a0 = _mm512_fmadd_ps(_mm512_set1_ps(d * (float)(ls - 32)), t, a0);
+        }
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
 #else

@@ -214,7 +214,8 @@ static void test_real_qwen05(void **state) {
     (void)state;
     const char *path = sqz_test_qwen05();
     SQZ_SKIP_UNLESS(path);
-    const char *const names[] = {"output.weight", "token_embd.weight", "blk.0.ffn_down.weight", "blk.11.ffn_down.weight"};
+    const char *const names[] = {"output.weight", "token_embd.weight", "blk.0.ffn_down.weight",
+                                 "blk.11.ffn_down.weight"};
     const sqz_dtype want[] = {SQZ_DTYPE_Q8_0, SQZ_DTYPE_Q5_0, SQZ_DTYPE_Q6_K, SQZ_DTYPE_Q4_K};
     check_real_file(path, names, want, 4);
 }
