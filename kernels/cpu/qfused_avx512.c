@@ -184,6 +184,19 @@ AVX512 float sqz__qdot1_q5_K_avx512(const void *vx, const float *x, const float 
     return hsum4(a[0], a[1], a[2], a[3]) - hsum8(mins);
 }
 
+/* a += w . x over 128 elements whose signed codes are stored at c (widened from memory: the load
+ * ports, not 16-byte lane extracts on the shuffle port), in 8 sub-blocks of 16:
+ * w = c * ds[g] (- ms[g] when ms: Q2_K's minima), formed as the scalar dequantizer forms it. */
+AVX512 static inline void codes128_dot(int8_t *c, const float *ds, const float *ms, const float *x, __m512 a[4]) {
+    __asm__ volatile("" : "+m"(*(int8_t(*)[128])(uintptr_t)c)); /* the codes are in memory: load them */
+    SQZ__UNROLL(8)
+    for (int g = 0; g < 8; g++) { /* elements 16g..16g+15 */
+        __m512 w = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(LD128(c + 16 * g))), _mm512_set1_ps(ds[g]));
+        if (ms) w = _mm512_sub_ps(w, _mm512_set1_ps(ms[g]));
+        a[g & 3] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + 16 * g), a[g & 3]);
+    }
+}
+
 /* Q6_K: the 128 signed codes of each half super-block formed with 64-byte operations and
  * stored, then widened 16 at a time, times (d sc) for their sub-block of 16, into the sums. */
 AVX512 float sqz__qdot1_q6_K_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
@@ -206,14 +219,60 @@ AVX512 float sqz__qdot1_q6_K_avx512(const void *vx, const float *x, const float 
             const __m512i lo = _mm512_and_si512(L, m4), hi = _mm512_and_si512(_mm512_srli_epi16(L, 4), m4);
             _mm512_store_si512(c, _mm512_sub_epi8(_mm512_or_si512(lo, _mm512_and_si512(H01, m2)), off));
             _mm512_store_si512(c + 64, _mm512_sub_epi8(_mm512_or_si512(hi, _mm512_and_si512(H23, m2)), off));
-            /* widen from memory (the load ports), not by extracting 16-byte lanes (shuffles) */
-            __asm__ volatile("" : : "r"(c) : "memory");
-            SQZ__UNROLL(8)
-            for (int g = 0; g < 8; g++) { /* elements 16g..16g+15: sub-block 8 half + g */
-                const __m512 w = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(LD128(c + 16 * g))),
-                                               _mm512_set1_ps(ds[8 * half + g]));
-                a[g & 3] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + 16 * g), a[g & 3]);
+            codes128_dot(c, ds + 8 * half, NULL, x, a);
+        }
+    }
+    return hsum4(a[0], a[1], a[2], a[3]);
+}
+
+/* The 2-bit K types: per half super-block of 128, 32 bytes of codes, element 32j + l (l < 32)
+ * in bits 2j..2j+1 of byte l; sub-block of 16: 8 half + 2j + l / 16. Q2_K: w = (d sc) q - (dmin m),
+ * scale and minimum nibbles of one byte per sub-block. */
+AVX512 float sqz__qdot1_q2_K_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_q2_K *b = vx;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++) {
+        const float d = H2F(b[i].d), dmin = H2F(b[i].dmin);
+        float ds[16] __attribute__((aligned(64))), ms[16] __attribute__((aligned(64)));
+        const __m512i sm = _mm512_cvtepu8_epi32(LD128(b[i].scales));
+        _mm512_store_ps(ds, _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_and_si512(sm, _mm512_set1_epi32(15)))));
+        _mm512_store_ps(ms, _mm512_mul_ps(_mm512_set1_ps(dmin), _mm512_cvtepi32_ps(_mm512_srli_epi32(sm, 4))));
+        for (int half = 0; half < 2; half++, x += 128) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(b[i].qs + 32 * half));
+            int8_t c[128] __attribute__((aligned(64)));
+            for (int j = 0; j < 4; j++)
+                _mm256_store_si256((__m256i *)(void *)(c + 32 * j), _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3));
+            codes128_dot(c, ds + 8 * half, ms + 8 * half, x, a);
+        }
+    }
+    return hsum4(a[0], a[1], a[2], a[3]);
+}
+
+/* Q3_K: w = d (sc - 32) (q - 4 + 4 h), q the 2 bits as Q2_K's, h bit 4 half + j of hmask[l]. */
+AVX512 float sqz__qdot1_q3_K_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_q3_K *b = vx;
+    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++) {
+        const float d = H2F(b[i].d);
+        int8_t sc[16];
+        sqz__q3_K_scales(b[i].scales, sc);
+        float ds[16] __attribute__((aligned(64)));
+        const __m512i s32 = _mm512_sub_epi32(_mm512_cvtepi8_epi32(LD128(sc)), _mm512_set1_epi32(32));
+        _mm512_store_ps(ds, _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(s32)));
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)b[i].hmask);
+        for (int half = 0; half < 2; half++, x += 128) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(b[i].qs + 32 * half));
+            int8_t c[128] __attribute__((aligned(64)));
+            for (int j = 0; j < 4; j++) {
+                const __mmask32 h = _mm256_test_epi8_mask(hm, _mm256_set1_epi8((char)(1 << (4 * half + j))));
+                const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+                _mm256_store_si256((__m256i *)(void *)(c + 32 * j), _mm256_mask_sub_epi8(q2, (__mmask32)~h, q2, four));
             }
+            codes128_dot(c, ds + 8 * half, NULL, x, a);
         }
     }
     return hsum4(a[0], a[1], a[2], a[3]);

@@ -22,8 +22,8 @@
 
 /* One row per dtype: its dequantizer and fused one-token kernel for each instruction set (NULL:
  * the scalar dequantizer of core's dtype table; the tiled dot). AVX-512 machines run the AVX2
- * dequantizers and the AVX-512 fused kernels (Q5_K and IQ4_XS have only those; the tiled dot
- * elsewhere). */
+ * dequantizers and the AVX-512 fused kernels (Q2_K, Q3_K, Q5_K and IQ4_XS have only those; the
+ * tiled dot elsewhere). */
 typedef struct qmm_row {
     sqz__dequant_fn dequant[SQZ__ISA_COUNT];
     sqz__dot1_fn dot1[SQZ__ISA_COUNT];  /* fused one-token kernel; NULL: the tiled dot */
@@ -48,6 +48,8 @@ static const qmm_row qmm_rows[SQZ_DTYPE_COUNT] = {
                           {[SQZ__ISA_AVX512] = X86(sqz__qdot1_iq4_nl_avx512)}},
     [SQZ_DTYPE_IQ4_XS] = {{NULL}, {[SQZ__ISA_AVX512] = X86(sqz__qdot1_iq4_xs_avx512)}},
     [SQZ_DTYPE_Q4_K] = ROW_X86_FUSED512(sqz__dequant_q4_K_avx2, sqz__qdot1_q4_K_avx2, sqz__qdot1_q4_K_avx512),
+    [SQZ_DTYPE_Q2_K] = {{NULL}, {[SQZ__ISA_AVX512] = X86(sqz__qdot1_q2_K_avx512)}},
+    [SQZ_DTYPE_Q3_K] = {{NULL}, {[SQZ__ISA_AVX512] = X86(sqz__qdot1_q3_K_avx512)}},
     [SQZ_DTYPE_Q5_K] = {{NULL}, {[SQZ__ISA_AVX512] = X86(sqz__qdot1_q5_K_avx512)}},
     [SQZ_DTYPE_Q6_K] = ROW_X86_FUSED512(sqz__dequant_q6_K_avx2, sqz__qdot1_q6_K_avx2, sqz__qdot1_q6_K_avx512),
     /* F32, Q2_K, Q3_K, Q5_K, Q8_K, IQ4_XS: the scalar dequantizer */

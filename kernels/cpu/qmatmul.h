@@ -50,7 +50,7 @@ enum {
 typedef enum sqz__qmm_isa {
     SQZ__ISA_SCALAR = 0,
     SQZ__ISA_AVX2 = 1,   /* AVX2 + FMA (+ F16C) */
-    SQZ__ISA_AVX512 = 2, /* AVX-512F/BW/VL dots and fused kernels (Q8_0, Q4_0/1, Q5_0/1, Q4_K..Q6_K, IQ4) */
+    SQZ__ISA_AVX512 = 2, /* AVX-512F/BW/VL dots and fused kernels (Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ4) */
     SQZ__ISA_NEON = 3,
     SQZ__ISA_COUNT
 } sqz__qmm_isa;
@@ -119,6 +119,8 @@ float sqz__qdot1_q4_K_avx512(const void *row, const float *x, const float *xs, i
 float sqz__qdot1_q5_0_avx512(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_q5_1_avx512(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_q5_K_avx512(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q2_K_avx512(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q3_K_avx512(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq4_nl_avx512(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq4_xs_avx512(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_q6_K_avx512(const void *row, const float *x, const float *xs, int64_t k);
