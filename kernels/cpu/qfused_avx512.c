@@ -1,12 +1,16 @@
 /*
- * kernels/cpu/qfused_avx512.c - the fused one-token kernels of qfused_x86.c with AVX-512F: a
- * 32-element block is two 16-lane vectors (one widening each, where AVX2 needs four), Q6_K's
- * 16-element sub-blocks one vector with one scale each.
+ * kernels/cpu/qfused_avx512.c - the fused one-token kernels of qfused_x86.c with AVX-512F/BW/VL:
+ * a 32-element block is two 16-lane vectors (one widening each, where AVX2 needs four).
  *
- * The weights are formed exactly as core's scalar dequantizer forms them (code to float, times
- * the scale, plus the minimum: separate roundings; compiled with -ffp-contract=off) and then
- * multiplied into the sums with FMAs: the same values as the AVX2 and scalar paths, summed in
- * another order. tests/unit/test_qmatmul.c checks them against sqz_matmul_ref.
+ * Where a block or sub-block of 32 has one scale (Q8_0, Q4_0/1, Q5_0/1, Q4_K, Q5_K, IQ4), the
+ * scale and the minimum are factored out: sum w x = d (sum q x) + m (sum x), the codes widened to
+ * floats and multiplied into a per-block sum, which is then scaled once, and the sums of x (xs)
+ * formed once per product for every row. That is three vector operations per 16 weights instead
+ * of five, and the same dot product as the scalar dequantizer's weights up to float rounding
+ * (another order and grouping of the same sums). The 16-element sub-blocks (Q2_K, Q3_K, Q6_K)
+ * form each weight as the scalar dequantizer does (code times scale, minus the minimum) and FMA
+ * it. tests/unit/test_qmatmul.c checks every kernel against sqz_matmul_ref within 1e-5 of the
+ * sum of |w x|.
  */
 #include "kernels/cpu/qmatmul.h"
 
@@ -237,7 +241,8 @@ AVX512 float sqz__qdot1_q2_K_avx512(const void *vx, const float *x, const float 
         const float d = H2F(b[i].d), dmin = H2F(b[i].dmin);
         float ds[16] __attribute__((aligned(64))), ms[16] __attribute__((aligned(64)));
         const __m512i sm = _mm512_cvtepu8_epi32(LD128(b[i].scales));
-        _mm512_store_ps(ds, _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_and_si512(sm, _mm512_set1_epi32(15)))));
+        const __m512i s4 = _mm512_and_si512(sm, _mm512_set1_epi32(15));
+        _mm512_store_ps(ds, _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(s4)));
         _mm512_store_ps(ms, _mm512_mul_ps(_mm512_set1_ps(dmin), _mm512_cvtepi32_ps(_mm512_srli_epi32(sm, 4))));
         for (int half = 0; half < 2; half++, x += 128) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(b[i].qs + 32 * half));

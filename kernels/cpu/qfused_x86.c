@@ -182,6 +182,128 @@ AVX2 float sqz__qdot1_q6_K_avx2(const void *vx, const float *x, const float *xs,
     return hsum(acc);
 }
 
+/* acc[g] += (d * code - m) * x for 32 unsigned codes, groups 0-1 with (da, ma), 2-3 with (db, mb)
+ * (Q2_K's sub-blocks of 16). */
+AVX2 static inline void fma32_u8_sub2(__m256i q, __m256 da, __m256 ma, __m256 db, __m256 mb, const float *x,
+                                      __m256 acc[4]) {
+    const __m128i h[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+    for (int g = 0; g < 4; g++) {
+        const __m128i v = g % 2 ? _mm_srli_si128(h[g / 2], 8) : h[g / 2];
+        const __m256 d = g < 2 ? da : db, m = g < 2 ? ma : mb;
+        acc[g] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_mul_ps(d, U8F(v)), m), _mm256_loadu_ps(x + 8 * g), acc[g]);
+    }
+}
+
+/* The IQ4 table in both 128-bit lanes, for a byte shuffle of the codes. */
+AVX2 static inline __m256i iq4_table(void) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)(const void *)sqz__kvalues_iq4nl);
+    return _mm256_set_m128i(t, t);
+}
+
+AVX2 float sqz__qdot1_iq4_nl_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_iq4_nl *b = vx;
+    const __m256i lut = iq4_table();
+    __m256 acc[4] = ACC0;
+    for (int64_t i = 0; i < k / SQZ_QK4_NL; i++, x += SQZ_QK4_NL) {
+        const __m256 d = _mm256_set1_ps(H2F(b[i].d));
+        fma32_i8(_mm256_shuffle_epi8(lut, nibbles32(b[i].qs)), d, d, x, acc);
+    }
+    return hsum(acc);
+}
+
+AVX2 float sqz__qdot1_iq4_xs_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_iq4_xs *b = vx;
+    const __m256i lut = iq4_table();
+    __m256 acc[4] = ACC0;
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++) {
+        const float d = H2F(b[i].d);
+        for (int ib = 0; ib < SQZ_QK_K / 32; ib++, x += 32) {
+            const int ls = ((b[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b[i].scales_h >> 2 * ib) & 3) << 4);
+            const __m256 dl = _mm256_set1_ps(d * (float)(ls - 32));
+            fma32_i8(_mm256_shuffle_epi8(lut, nibbles32(b[i].qs + 16 * ib)), dl, dl, x, acc);
+        }
+    }
+    return hsum(acc);
+}
+
+/* Q5_K: Q4_K's nibbles plus 16 where bit 2j (low nibbles) or 2j + 1 (high) of qh[l] is set. */
+AVX2 float sqz__qdot1_q5_K_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_q5_K *b = vx;
+    const __m256i lo = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    __m256 acc[4] = ACC0;
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++) {
+        const uint8_t *q = b[i].qs;
+        const float d = H2F(b[i].d), min = H2F(b[i].dmin);
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)b[i].qh);
+        for (int j = 0, is = 0; j < SQZ_QK_K; j += 64, is += 2, q += 32, x += 64) {
+            uint8_t sc, m;
+            sqz__get_scale_min_k4(is + 0, b[i].scales, &sc, &m);
+            const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(min * m);
+            sqz__get_scale_min_k4(is + 1, b[i].scales, &sc, &m);
+            const __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(min * m);
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)q);
+            /* bit `is` of each qh byte to bit 4 (16-bit shifts: the masked bit stays in its byte) */
+            const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(h, is), 4), b4);
+            const __m256i h2 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(h, is + 1), 4), b4);
+            fma32_u8_sub(_mm256_or_si256(_mm256_and_si256(v, lo), h1), d1, m1, x, acc);
+            fma32_u8_sub(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), lo), h2), d2, m2, x + 32, acc);
+        }
+    }
+    return hsum(acc);
+}
+
+/* Q2_K: per half super-block of 128, element 32j + l in bits 2j..2j+1 of byte l; sub-block of 16
+ * 8 half + 2j + l / 16 with w = (d sc) q - (dmin m). */
+AVX2 float sqz__qdot1_q2_K_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_q2_K *b = vx;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 acc[4] = ACC0;
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++) {
+        const float d = H2F(b[i].d), dmin = H2F(b[i].dmin);
+        const uint8_t *sc = b[i].scales;
+        for (int half = 0; half < 2; half++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(b[i].qs + 32 * half));
+            for (int j = 0; j < 4; j++, sc += 2, x += 32) {
+                const __m256 da = _mm256_set1_ps(d * (float)(sc[0] & 0xF));
+                const __m256 ma = _mm256_set1_ps(dmin * (float)(sc[0] >> 4));
+                const __m256 db = _mm256_set1_ps(d * (float)(sc[1] & 0xF));
+                const __m256 mb = _mm256_set1_ps(dmin * (float)(sc[1] >> 4));
+                fma32_u8_sub2(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3), da, ma, db, mb, x, acc);
+            }
+        }
+    }
+    return hsum(acc);
+}
+
+/* Q3_K: w = d (sc - 32) (q - 4 + 4 h), q the 2 bits as Q2_K's, h bit 4 half + j of hmask[l]. */
+AVX2 float sqz__qdot1_q3_K_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_q3_K *b = vx;
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    __m256 acc[4] = ACC0;
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++) {
+        const float d = H2F(b[i].d);
+        int8_t sc[16];
+        sqz__q3_K_scales(b[i].scales, sc);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)b[i].hmask);
+        for (int half = 0, s = 0; half < 2; half++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(b[i].qs + 32 * half));
+            for (int j = 0; j < 4; j++, s += 2, x += 32) {
+                const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+                const __m256i nh = _mm256_andnot_si256(_mm256_srli_epi16(hm, 4 * half + j), one); /* 1: no high bit */
+                const __m256 da = _mm256_set1_ps(d * (float)(sc[s] - 32));
+                const __m256 db = _mm256_set1_ps(d * (float)(sc[s + 1] - 32));
+                fma32_i8(_mm256_sub_epi8(q2, _mm256_slli_epi16(nh, 2)), da, db, x, acc);
+            }
+        }
+    }
+    return hsum(acc);
+}
+
 #else
 typedef int sqz__qfused_x86_unused; /* ISO C: a translation unit is not empty */
 #endif

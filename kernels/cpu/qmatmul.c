@@ -22,8 +22,8 @@
 
 /* One row per dtype: its dequantizer and fused one-token kernel for each instruction set (NULL:
  * the scalar dequantizer of core's dtype table; the tiled dot). AVX-512 machines run the AVX2
- * dequantizers and the AVX-512 fused kernels (Q2_K, Q3_K, Q5_K and IQ4_XS have only those; the
- * tiled dot elsewhere). */
+ * dequantizers and the AVX-512 fused kernels. Q2_K, Q3_K, Q5_K and IQ4_XS have fused kernels
+ * only (the scalar dequantizer makes their panels). */
 typedef struct qmm_row {
     sqz__dequant_fn dequant[SQZ__ISA_COUNT];
     sqz__dot1_fn dot1[SQZ__ISA_COUNT];  /* fused one-token kernel; NULL: the tiled dot */
@@ -32,6 +32,8 @@ typedef struct qmm_row {
 #define ROW_X86(f) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, {NULL}}
 #define ROW_X86_FUSED(f, g) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, \
                              {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(g)}}
+/* Fused kernels only: the scalar dequantizer for many tokens. */
+#define FUSED_ONLY(g, h) {{NULL}, {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(h)}}
 #define ROW_X86_FUSED512(f, g, h) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, \
                                    {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(h)}}
 
@@ -43,14 +45,12 @@ static const qmm_row qmm_rows[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_Q4_1] = ROW_X86_FUSED512(sqz__dequant_q4_1_avx2, sqz__qdot1_q4_1_avx2, sqz__qdot1_q4_1_avx512),
     [SQZ_DTYPE_Q5_0] = ROW_X86_FUSED512(sqz__dequant_q5_0_avx2, sqz__qdot1_q5_0_avx2, sqz__qdot1_q5_0_avx512),
     [SQZ_DTYPE_Q5_1] = ROW_X86_FUSED512(sqz__dequant_q5_1_avx2, sqz__qdot1_q5_1_avx2, sqz__qdot1_q5_1_avx512),
-    [SQZ_DTYPE_IQ4_NL] = {{[SQZ__ISA_AVX2] = X86(sqz__dequant_iq4_nl_avx2),
-                           [SQZ__ISA_AVX512] = X86(sqz__dequant_iq4_nl_avx2)},
-                          {[SQZ__ISA_AVX512] = X86(sqz__qdot1_iq4_nl_avx512)}},
-    [SQZ_DTYPE_IQ4_XS] = {{NULL}, {[SQZ__ISA_AVX512] = X86(sqz__qdot1_iq4_xs_avx512)}},
+    [SQZ_DTYPE_IQ4_NL] = ROW_X86_FUSED512(sqz__dequant_iq4_nl_avx2, sqz__qdot1_iq4_nl_avx2, sqz__qdot1_iq4_nl_avx512),
+    [SQZ_DTYPE_IQ4_XS] = FUSED_ONLY(sqz__qdot1_iq4_xs_avx2, sqz__qdot1_iq4_xs_avx512),
     [SQZ_DTYPE_Q4_K] = ROW_X86_FUSED512(sqz__dequant_q4_K_avx2, sqz__qdot1_q4_K_avx2, sqz__qdot1_q4_K_avx512),
-    [SQZ_DTYPE_Q2_K] = {{NULL}, {[SQZ__ISA_AVX512] = X86(sqz__qdot1_q2_K_avx512)}},
-    [SQZ_DTYPE_Q3_K] = {{NULL}, {[SQZ__ISA_AVX512] = X86(sqz__qdot1_q3_K_avx512)}},
-    [SQZ_DTYPE_Q5_K] = {{NULL}, {[SQZ__ISA_AVX512] = X86(sqz__qdot1_q5_K_avx512)}},
+    [SQZ_DTYPE_Q2_K] = FUSED_ONLY(sqz__qdot1_q2_K_avx2, sqz__qdot1_q2_K_avx512),
+    [SQZ_DTYPE_Q3_K] = FUSED_ONLY(sqz__qdot1_q3_K_avx2, sqz__qdot1_q3_K_avx512),
+    [SQZ_DTYPE_Q5_K] = FUSED_ONLY(sqz__qdot1_q5_K_avx2, sqz__qdot1_q5_K_avx512),
     [SQZ_DTYPE_Q6_K] = ROW_X86_FUSED512(sqz__dequant_q6_K_avx2, sqz__qdot1_q6_K_avx2, sqz__qdot1_q6_K_avx512),
     /* F32, Q2_K, Q3_K, Q5_K, Q8_K, IQ4_XS: the scalar dequantizer */
 };
