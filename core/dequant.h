@@ -52,6 +52,11 @@ static inline void sqz__k4_scales_mins(const uint8_t q[12], uint8_t sc[8], uint8
     memcpy(sc, o, 8);
     memcpy(m, o + 2, 8);
 }
+/* Finiteness of block-quantized weights from their fp16 scales alone (a block's weights are
+ * finite exactly when its fp16 scales are): the index of the first of nblocks blocks of type t
+ * (block_bytes apart) with a non-finite scale, -1 if none, -2 if t is not such a type (F16,
+ * Q8_K's f32 scale, ...: dequantize and look). */
+int64_t sqz__first_nonfinite_block(sqz_dtype t, const void *blocks, int64_t nblocks, size_t block_bytes);
 /* The 16 scales of a Q3_K block, 0..63 (offset 32 not removed). */
 void sqz__q3_K_scales(const uint8_t packed[12], int8_t scales[16]);
 

@@ -5,6 +5,8 @@
  * float llama.cpp computes (tests/py/test_gguf_types.py checks them against gguf-py and libggml).
  * Q8_0, Q4_0, Q4_1, Q4_K and Q6_K are in core/dequant.c.
  */
+#include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/blocks.h"
@@ -174,4 +176,40 @@ void sqz_dequantize_iq4_xs(const void *vx, float *y, int64_t n) {
             qs += 16;
         }
     }
+}
+
+/* Where each block type keeps its fp16 scales: a block's weights are finite exactly when these
+ * are (code times scale stays far below FLT_MAX for every type listed; Q8_K's f32 scale can
+ * overflow, so it is not). */
+typedef struct f16_fields {
+    bool listed;
+    int16_t at[2]; /* byte offsets; -1: none */
+} f16_fields;
+
+static const f16_fields block_scales[SQZ_DTYPE_COUNT] = {
+    [SQZ_DTYPE_Q8_0] = {true, {offsetof(sqz_block_q8_0, d), -1}},
+    [SQZ_DTYPE_Q4_0] = {true, {offsetof(sqz_block_q4_0, d), -1}},
+    [SQZ_DTYPE_Q4_1] = {true, {offsetof(sqz_block_q4_1, d), offsetof(sqz_block_q4_1, m)}},
+    [SQZ_DTYPE_Q5_0] = {true, {offsetof(sqz_block_q5_0, d), -1}},
+    [SQZ_DTYPE_Q5_1] = {true, {offsetof(sqz_block_q5_1, d), offsetof(sqz_block_q5_1, m)}},
+    [SQZ_DTYPE_Q2_K] = {true, {offsetof(sqz_block_q2_K, d), offsetof(sqz_block_q2_K, dmin)}},
+    [SQZ_DTYPE_Q3_K] = {true, {offsetof(sqz_block_q3_K, d), -1}},
+    [SQZ_DTYPE_Q4_K] = {true, {offsetof(sqz_block_q4_K, d), offsetof(sqz_block_q4_K, dmin)}},
+    [SQZ_DTYPE_Q5_K] = {true, {offsetof(sqz_block_q5_K, d), offsetof(sqz_block_q5_K, dmin)}},
+    [SQZ_DTYPE_Q6_K] = {true, {offsetof(sqz_block_q6_K, d), -1}},
+    [SQZ_DTYPE_IQ4_NL] = {true, {offsetof(sqz_block_iq4_nl, d), -1}},
+    [SQZ_DTYPE_IQ4_XS] = {true, {offsetof(sqz_block_iq4_xs, d), -1}},
+};
+
+int64_t sqz__first_nonfinite_block(sqz_dtype t, const void *blocks, int64_t nblocks, size_t block_bytes) {
+    if ((unsigned)t >= SQZ_DTYPE_COUNT || !block_scales[t].listed) return -2;
+    const uint8_t *p = blocks;
+    for (int64_t b = 0; b < nblocks; b++, p += block_bytes) {
+        for (int f = 0; f < 2 && block_scales[t].at[f] >= 0; f++) {
+            uint16_t h;
+            memcpy(&h, p + block_scales[t].at[f], 2);
+            if ((h & 0x7C00) == 0x7C00) return b; /* exponent all ones: inf or nan */
+        }
+    }
+    return -1;
 }

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/blocks.h"
+#include "core/dequant.h"
 #include "core/internal.h"
 #include "sqz/qparams.h"
 #include "sqz/tensor.h"
@@ -86,6 +88,15 @@ sqz_status sqz_tensor_check_finite(const sqz_tensor *t) {
         if (at >= 0) st = nonfinite_error(t, all[at], at);
         free(all);
         return st;
+    }
+    const int64_t nb = n / tr->block_size;
+    const int64_t bad = tr->is_quantized ? sqz__first_nonfinite_block(t->dtype, t->data, nb, tr->type_size) : -2;
+    if (bad == -1) return SQZ_OK; /* every scale finite: every weight is */
+    if (bad >= 0) {               /* the value and place of the first non-finite weight of that block */
+        float v[SQZ_QK_K];
+        tr->to_f32((const uint8_t *)t->data + (size_t)bad * tr->type_size, v, tr->block_size);
+        const int64_t at = first_nonfinite(v, tr->block_size);
+        return nonfinite_error(t, at >= 0 ? v[at] : NAN, bad * tr->block_size + (at >= 0 ? at : 0));
     }
     enum { CHUNK = 1 << 16 }; /* elements; a multiple of every block size */
     float *buf = sqz__malloc(CHUNK * sizeof(float));

@@ -130,6 +130,56 @@ static void test_quant_roundtrip(void **state) {
     assert_int_equal(q8.d, 0);
 }
 
+/* sqz_tensor_check_finite on block types reads the fp16 scales only: it must say exactly what a
+ * scan of the dequantized values says (OK, or the first non-finite weight's row and column), for
+ * an infinity or NaN written at every even byte offset of one block of every block type. */
+static void test_check_finite_blocks(void **state) {
+    (void)state;
+    enum { ROWS = 3, COLS = 512 };
+    static float x[ROWS * COLS], y[ROWS * COLS];
+    fill_wave(x, ROWS * COLS, 0.8f);
+    for (int d = 0; d < SQZ_DTYPE_COUNT; d++) {
+        const sqz_dtype_traits *tr = sqz_dtype_info((sqz_dtype)d);
+        if (!tr || !tr->is_quantized || !tr->to_f32 || COLS % tr->block_size) continue;
+        size_t nb;
+        assert_true(sqz_dtype_nbytes((sqz_dtype)d, ROWS * COLS, &nb));
+        uint8_t *q = calloc(1, nb);
+        if (tr->from_f32) tr->from_f32(x, q, ROWS * COLS);
+        else
+            for (size_t i = 0; i < nb; i++) q[i] = (uint8_t)(i * 37u); /* codes and finite scales */
+        sqz_tensor t = {.name = "w", .dtype = (sqz_dtype)d, .ndim = 2, .shape = {ROWS, COLS}, .data = q,
+                        .nbytes = nb};
+        const size_t blk = (size_t)(ROWS * COLS / tr->block_size / 2) * tr->type_size; /* a middle block */
+        for (size_t o = 0; o + 1 < tr->type_size; o += 2) {
+            for (int v = 0; v < 2; v++) {
+                uint8_t saved[2] = {q[blk + o], q[blk + o + 1]};
+                q[blk + o] = v ? 0x01 : 0x00; /* 0x7C00 (+inf) or 0x7C01 (nan) as fp16 */
+                q[blk + o + 1] = 0x7C;
+                tr->to_f32(q, y, ROWS * COLS);
+                int64_t at = -1;
+                for (int64_t i = 0; i < ROWS * COLS && at < 0; i++)
+                    if (!isfinite(y[i])) at = i;
+                const sqz_status st = sqz_tensor_check_finite(&t);
+                if (at < 0) {
+                    if (st != SQZ_OK)
+                        fail_msg("%s, offset %zu: %s, but every weight is finite", tr->name, o, sqz_last_error());
+                } else {
+                    char want[64];
+                    snprintf(want, sizeof want, "row %lld, column %lld", (long long)(at / COLS),
+                             (long long)(at % COLS));
+                    if (st == SQZ_OK || !strstr(sqz_last_error(), want))
+                        fail_msg("%s, offset %zu: want \"%s\", got %s", tr->name, o, want,
+                                 st ? sqz_last_error() : "ok");
+                }
+                q[blk + o] = saved[0];
+                q[blk + o + 1] = saved[1];
+            }
+        }
+        assert_int_equal(sqz_tensor_check_finite(&t), SQZ_OK);
+        free(q);
+    }
+}
+
 static void test_convert(void **state) {
     (void)state;
     float x[64], y[64];
@@ -320,6 +370,7 @@ int main(void) {
         cmocka_unit_test(test_status_names), cmocka_unit_test(test_dtype_table),
         cmocka_unit_test(test_fp16_bf16),    cmocka_unit_test(test_quant_roundtrip),
         cmocka_unit_test(test_convert),      cmocka_unit_test(test_outfile_atomic),
+        cmocka_unit_test(test_check_finite_blocks),
         cmocka_unit_test(test_outdir_replace),
         cmocka_unit_test(test_rope_permute), cmocka_unit_test(test_utf8),
     };
