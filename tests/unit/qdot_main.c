@@ -1,12 +1,20 @@
-/* tests/unit/qdot_main.c - the f32 dot products of kernels/cpu/qdot.c against a double sum,
- * as a plain program (no test framework: tests/cli/test_qdot_aarch64.sh cross-builds it with
- * qdot.c alone and runs it under qemu-aarch64, where the NEON variant is the one compiled in).
- * Prints "<isa>: ok" and exits 0, or prints the first mismatch and exits 1. */
+/* tests/unit/qdot_main.c - the f32 dot products of kernels/cpu/qdot.c against a double sum and,
+ * where NEON is compiled in, every fused one-token kernel of kernels/cpu/qfused_neon.c against
+ * the double dot product of core's scalar dequantizer's weights, as a plain program (no test
+ * framework: tests/cli/test_qdot_aarch64.sh cross-builds it with qdot.c, qfused_neon.c and core's
+ * dequantizers and runs it under qemu-aarch64). Prints "<isa>: ok" per dot product and
+ * "<type> neon fused: ok ..." per kernel and exits 0, or prints the first mismatch and exits 1. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cpu/qmatmul.h"
+#if SQZ__QMM_NEON
+#include "core/blocks.h"
+#include "core/dequant.h"
+#endif
 
 static uint64_t state = 0x9E3779B97F4A7C15ull;
 static float rndf(void) {
@@ -37,10 +45,102 @@ static int check(const char *name, sqz__dot_fn dot) {
     return 0;
 }
 
+#if SQZ__QMM_NEON
+/* A fused kernel, its type's scalar dequantizer (the reference weights) and where its blocks
+ * keep their fp16 scales (offsets; -1: none): random bytes there could be Inf or NaN. */
+typedef struct fused_case {
+    const char *name;
+    sqz__dot1_fn dot1;
+    sqz__dequant_fn ref;
+    int bs;          /* elements per block */
+    size_t ts;       /* bytes per block */
+    int f16[2];      /* offsets of the fp16 fields (d, and m or dmin) */
+} fused_case;
+
+#define CASE(t, n, f0, f1) \
+    {#t, sqz__qdot1_##t##_neon, sqz_dequantize_##t, n, sizeof(sqz_block_##t), {f0, f1}}
+#define OFF(t, f) (int)offsetof(sqz_block_##t, f)
+
+static const fused_case fused_cases[] = {
+    CASE(q8_0, SQZ_QK8_0, OFF(q8_0, d), -1),
+    CASE(q4_0, SQZ_QK4_0, OFF(q4_0, d), -1),
+    CASE(q4_1, SQZ_QK4_1, OFF(q4_1, d), OFF(q4_1, m)),
+    CASE(q5_0, SQZ_QK5_0, OFF(q5_0, d), -1),
+    CASE(q5_1, SQZ_QK5_1, OFF(q5_1, d), OFF(q5_1, m)),
+    CASE(iq4_nl, SQZ_QK4_NL, OFF(iq4_nl, d), -1),
+    CASE(q4_K, SQZ_QK_K, OFF(q4_K, d), OFF(q4_K, dmin)),
+    CASE(q5_K, SQZ_QK_K, OFF(q5_K, d), OFF(q5_K, dmin)),
+    CASE(q6_K, SQZ_QK_K, OFF(q6_K, d), -1),
+    CASE(q2_K, SQZ_QK_K, OFF(q2_K, d), OFF(q2_K, dmin)),
+    CASE(q3_K, SQZ_QK_K, OFF(q3_K, d), -1),
+    CASE(iq4_xs, SQZ_QK_K, OFF(iq4_xs, d), -1),
+};
+
+static uint8_t rndb(void) { return (uint8_t)((rndf() + 1.0f) * 128.0f); }
+
+/* nb random blocks: random bytes, then finite fp16 scales of either sign (some near zero). */
+static void random_blocks(const fused_case *c, uint8_t *w, int64_t nb) {
+    for (size_t i = 0; i < (size_t)nb * c->ts; i++) w[i] = rndb();
+    for (int64_t b = 0; b < nb; b++) {
+        for (int f = 0; f < 2; f++) {
+            if (c->f16[f] < 0) continue;
+            const float v = rndf() * (b % 5 == 4 ? 1e-3f : 0.05f);
+            const uint16_t h = sqz_fp32_to_fp16(v);
+            memcpy(w + (size_t)b * c->ts + c->f16[f], &h, 2);
+        }
+    }
+}
+
+/* The kernel on nb random blocks and x against the double dot of the scalar dequantizer's weights
+ * within 1e-5 of sum |w x|; xs formed as qmatmul.c forms it. */
+static int check_fused_k(const fused_case *c, int64_t nb, uint8_t *w, float *x, float *xs, float *deq) {
+    const int64_t k = nb * c->bs;
+    random_blocks(c, w, nb);
+    for (int64_t i = 0; i < k; i++) x[i] = 4.0f * rndf();
+    for (int64_t j = 0; j < k / SQZ__XS_BLOCK; j++) {
+        float t = 0;
+        for (int i = 0; i < SQZ__XS_BLOCK; i++) t += x[j * SQZ__XS_BLOCK + i];
+        xs[j] = t;
+    }
+    c->ref(w, deq, k);
+    double ref = 0, mag = 0;
+    for (int64_t i = 0; i < k; i++) {
+        ref += (double)deq[i] * x[i];
+        mag += fabs((double)deq[i] * x[i]);
+    }
+    const float got = c->dot1(w, x, xs, k);
+    if (!(fabs(got - ref) <= 1e-5 * mag + 1e-30)) {
+        printf("%s neon fused: k = %lld: %.9g, double dot of the dequantized weights %.9g (sum |w x| %.9g)\n",
+               c->name, (long long)k, (double)got, ref, mag);
+        return 1;
+    }
+    return 0;
+}
+
+/* Every fused kernel on several lengths (1 block .. 10240 elements), three random rows each. */
+static int check_fused(void) {
+    enum { MAXK = 40 * SQZ_QK_K };
+    static const int64_t nbs[] = {1, 2, 3, 7, 16, 40, 320};
+    static float x[MAXK], xs[MAXK / SQZ__XS_BLOCK], deq[MAXK];
+    static uint8_t w[2 * MAXK]; /* every type stores under 2 bytes per element */
+    int bad = 0;
+    for (size_t t = 0; t < sizeof fused_cases / sizeof fused_cases[0]; t++) {
+        const fused_case *c = &fused_cases[t];
+        int fail = 0;
+        for (size_t j = 0; j < sizeof nbs / sizeof nbs[0] && nbs[j] * c->bs <= MAXK && !fail; j++)
+            for (int rep = 0; rep < 3 && !fail; rep++) fail = check_fused_k(c, nbs[j], w, x, xs, deq);
+        if (!fail) printf("%s neon fused: ok (k = %d .. %d, 3 rows each)\n", c->name, c->bs, (int)MAXK);
+        bad |= fail;
+    }
+    return bad;
+}
+#endif
+
 int main(void) {
     int bad = check("scalar", sqz__dot_f32_scalar);
 #if SQZ__QMM_NEON
     bad |= check("neon", sqz__dot_f32_neon);
+    bad |= check_fused();
 #endif
     return bad;
 }
