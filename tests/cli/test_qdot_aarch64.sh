@@ -5,8 +5,11 @@
 #     error on lengths 0..1100 with unaligned starts (the scalar variant too);
 #   - every NEON fused one-token kernel (kernels/cpu/qfused_neon.c: Q8_0, Q4_0/1, Q5_0/1, IQ4_NL,
 #     Q2_K..Q6_K, IQ4_XS) must equal the double dot product of core's scalar dequantizer's weights
-#     (core/dequant*.c, core/fp16.c: no other part of the library) within 1e-5 of sum |w x|, on
-#     random blocks with finite fp16 scales, k from one block to 10240;
+#     within 1e-5 of sum |w x|, on random blocks with finite fp16 scales (zero, subnormal .. 40),
+#     k from one block to 10240, called directly and through sqz__qmatmul (qmatmul.c's table must
+#     give it for NEON, the best instruction set there; two tokens take the tiled NEON dot). Only
+#     qmatmul.c, pool.c, core's dtype rows, dequantizers, fp16 and errors are linked in, and
+#     tests/unit/qdot_stubs.c (the dtype table without quant/gguf's quantizers, sgemm aborting);
 #   - every kernels/cpu/*.c (qmatmul.c's table that selects them included) compiles for aarch64
 #     to an object (the host's OpenBLAS headers declare cblas: there is no aarch64 OpenBLAS here, and
 #     the whole library cannot be configured for aarch64; cli_edge_aarch64 builds edge/ only).
@@ -22,11 +25,15 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc=(aarch64-linux-gnu-gcc -std=c11 -O2 -Wall -Wextra -Werror -I"$src" -I"$src/include")
-# -ffp-contract=off as kernels/cpu/CMakeLists.txt compiles the fused kernels
-"${cc[@]}" -ffp-contract=off -c "$src/kernels/cpu/qfused_neon.c" -o "$tmp/qfused_neon.o" &&
-    "${cc[@]}" "$src/kernels/cpu/qdot.c" "$src/core/dequant.c" "$src/core/dequant_more.c" "$src/core/fp16.c" \
-        "$src/tests/unit/qdot_main.c" "$tmp/qfused_neon.o" -lm -o "$tmp/qdot" || { echo "FAIL: cross-build"; exit 1; }
 blas=$(pkg-config --cflags openblas 2> /dev/null) || { echo "FAIL: pkg-config finds no openblas"; exit 1; }
+# The program: the kernels, qmatmul.c's table and product (pool.c), core's dtype rows, dequantizers
+# and errors, and tests/unit/qdot_stubs.c for the rest of the library (sgemm aborts).
+# -ffp-contract=off as kernels/cpu/CMakeLists.txt compiles the fused kernels; -D_DEFAULT_SOURCE as the build
+"${cc[@]}" -ffp-contract=off -c "$src/kernels/cpu/qfused_neon.c" -o "$tmp/qfused_neon.o" &&
+    "${cc[@]}" -D_DEFAULT_SOURCE $blas "$src/kernels/cpu/qdot.c" "$src/kernels/cpu/qmatmul.c" \
+        "$src/kernels/cpu/pool.c" "$src/core/dtype.c" "$src/core/status.c" "$src/core/dequant.c" \
+        "$src/core/dequant_more.c" "$src/core/fp16.c" "$src/tests/unit/qdot_main.c" "$src/tests/unit/qdot_stubs.c" \
+        "$tmp/qfused_neon.o" -lm -lpthread -o "$tmp/qdot" || { echo "FAIL: cross-build"; exit 1; }
 for f in "$src"/kernels/cpu/*.c; do # as CMakeLists.txt compiles them: -D_DEFAULT_SOURCE
     "${cc[@]}" -D_DEFAULT_SOURCE $blas -c "$f" -o "$tmp/k.o" || { echo "FAIL: $f for aarch64"; exit 1; }
 done

@@ -50,6 +50,7 @@ static int check(const char *name, sqz__dot_fn dot) {
  * keep their fp16 scales (offsets; -1: none): random bytes there could be Inf or NaN. */
 typedef struct fused_case {
     const char *name;
+    sqz_dtype dtype;
     sqz__dot1_fn dot1;
     sqz__dequant_fn ref;
     int bs;          /* elements per block */
@@ -57,42 +58,53 @@ typedef struct fused_case {
     int f16[2];      /* offsets of the fp16 fields (d, and m or dmin) */
 } fused_case;
 
-#define CASE(t, n, f0, f1) \
-    {#t, sqz__qdot1_##t##_neon, sqz_dequantize_##t, n, sizeof(sqz_block_##t), {f0, f1}}
+#define CASE(t, T, n, f0, f1) \
+    {#t, SQZ_DTYPE_##T, sqz__qdot1_##t##_neon, sqz_dequantize_##t, n, sizeof(sqz_block_##t), {f0, f1}}
 #define OFF(t, f) (int)offsetof(sqz_block_##t, f)
 
 static const fused_case fused_cases[] = {
-    CASE(q8_0, SQZ_QK8_0, OFF(q8_0, d), -1),
-    CASE(q4_0, SQZ_QK4_0, OFF(q4_0, d), -1),
-    CASE(q4_1, SQZ_QK4_1, OFF(q4_1, d), OFF(q4_1, m)),
-    CASE(q5_0, SQZ_QK5_0, OFF(q5_0, d), -1),
-    CASE(q5_1, SQZ_QK5_1, OFF(q5_1, d), OFF(q5_1, m)),
-    CASE(iq4_nl, SQZ_QK4_NL, OFF(iq4_nl, d), -1),
-    CASE(q4_K, SQZ_QK_K, OFF(q4_K, d), OFF(q4_K, dmin)),
-    CASE(q5_K, SQZ_QK_K, OFF(q5_K, d), OFF(q5_K, dmin)),
-    CASE(q6_K, SQZ_QK_K, OFF(q6_K, d), -1),
-    CASE(q2_K, SQZ_QK_K, OFF(q2_K, d), OFF(q2_K, dmin)),
-    CASE(q3_K, SQZ_QK_K, OFF(q3_K, d), -1),
-    CASE(iq4_xs, SQZ_QK_K, OFF(iq4_xs, d), -1),
+    CASE(q8_0, Q8_0, SQZ_QK8_0, OFF(q8_0, d), -1),
+    CASE(q4_0, Q4_0, SQZ_QK4_0, OFF(q4_0, d), -1),
+    CASE(q4_1, Q4_1, SQZ_QK4_1, OFF(q4_1, d), OFF(q4_1, m)),
+    CASE(q5_0, Q5_0, SQZ_QK5_0, OFF(q5_0, d), -1),
+    CASE(q5_1, Q5_1, SQZ_QK5_1, OFF(q5_1, d), OFF(q5_1, m)),
+    CASE(iq4_nl, IQ4_NL, SQZ_QK4_NL, OFF(iq4_nl, d), -1),
+    CASE(q4_K, Q4_K, SQZ_QK_K, OFF(q4_K, d), OFF(q4_K, dmin)),
+    CASE(q5_K, Q5_K, SQZ_QK_K, OFF(q5_K, d), OFF(q5_K, dmin)),
+    CASE(q6_K, Q6_K, SQZ_QK_K, OFF(q6_K, d), -1),
+    CASE(q2_K, Q2_K, SQZ_QK_K, OFF(q2_K, d), OFF(q2_K, dmin)),
+    CASE(q3_K, Q3_K, SQZ_QK_K, OFF(q3_K, d), -1),
+    CASE(iq4_xs, IQ4_XS, SQZ_QK_K, OFF(iq4_xs, d), -1),
 };
 
 static uint8_t rndb(void) { return (uint8_t)((rndf() + 1.0f) * 128.0f); }
 
-/* nb random blocks: random bytes, then finite fp16 scales of either sign (some near zero). */
+/* nb random blocks: random bytes, then finite fp16 scales of either sign and of magnitudes from zero
+ * and subnormal to 40. */
 static void random_blocks(const fused_case *c, uint8_t *w, int64_t nb) {
     for (size_t i = 0; i < (size_t)nb * c->ts; i++) w[i] = rndb();
     for (int64_t b = 0; b < nb; b++) {
         for (int f = 0; f < 2; f++) {
             if (c->f16[f] < 0) continue;
-            const float v = rndf() * (b % 5 == 4 ? 1e-3f : 0.05f);
+            static const float mag[7] = {0.05f, 0.0f, 3e-6f /* subnormal */, 1e-3f, 0.05f, 40.0f, 0.5f};
+            const float v = rndf() * mag[(b + f) % 7];
             const uint16_t h = sqz_fp32_to_fp16(v);
             memcpy(w + (size_t)b * c->ts + c->f16[f], &h, 2);
         }
     }
 }
 
+static int close_to(const fused_case *c, const char *how, int64_t k, float got, double ref, double mag) {
+    if (fabs(got - ref) <= 1e-5 * mag + 1e-30) return 1;
+    printf("%s neon fused (%s): k = %lld: %.9g, double dot of the dequantized weights %.9g (sum |w x| %.9g)\n",
+           c->name, how, (long long)k, (double)got, ref, mag);
+    return 0;
+}
+
 /* The kernel on nb random blocks and x against the double dot of the scalar dequantizer's weights
- * within 1e-5 of sum |w x|; xs formed as qmatmul.c forms it. */
+ * within 1e-5 of sum |w x|, called directly (xs formed as qmatmul.c forms it) and through
+ * sqz__qmatmul with the best instruction set (NEON): one token (the fused kernel from the table)
+ * and two (the tiled NEON dot over the scalar dequantizer). x has room for 2 k floats. */
 static int check_fused_k(const fused_case *c, int64_t nb, uint8_t *w, float *x, float *xs, float *deq) {
     const int64_t k = nb * c->bs;
     random_blocks(c, w, nb);
@@ -108,11 +120,17 @@ static int check_fused_k(const fused_case *c, int64_t nb, uint8_t *w, float *x, 
         ref += (double)deq[i] * x[i];
         mag += fabs((double)deq[i] * x[i]);
     }
-    const float got = c->dot1(w, x, xs, k);
-    if (!(fabs(got - ref) <= 1e-5 * mag + 1e-30)) {
-        printf("%s neon fused: k = %lld: %.9g, double dot of the dequantized weights %.9g (sum |w x| %.9g)\n",
-               c->name, (long long)k, (double)got, ref, mag);
-        return 1;
+    if (!close_to(c, "direct", k, c->dot1(w, x, xs, k), ref, mag)) return 1;
+    memcpy(x + k, x, (size_t)k * sizeof(float));
+    float y[2];
+    for (int64_t m = 1; m <= 2; m++) {
+        const sqz_matmul_args a = {.m = m, .n = 1, .k = k, .x = x, .w = w, .w_dtype = c->dtype, .y = y};
+        if (sqz__qmatmul(NULL, sqz__qmm_isa_best(), &a) != SQZ_OK) {
+            printf("%s: sqz__qmatmul failed\n", c->name);
+            return 1;
+        }
+        for (int64_t i = 0; i < m; i++)
+            if (!close_to(c, m == 1 ? "sqz__qmatmul, 1 token" : "sqz__qmatmul, 2 tokens", k, y[i], ref, mag)) return 1;
     }
     return 0;
 }
@@ -121,15 +139,18 @@ static int check_fused_k(const fused_case *c, int64_t nb, uint8_t *w, float *x, 
 static int check_fused(void) {
     enum { MAXK = 40 * SQZ_QK_K };
     static const int64_t nbs[] = {1, 2, 3, 7, 16, 40, 320};
-    static float x[MAXK], xs[MAXK / SQZ__XS_BLOCK], deq[MAXK];
+    static float x[2 * MAXK], xs[MAXK / SQZ__XS_BLOCK], deq[MAXK];
     static uint8_t w[2 * MAXK]; /* every type stores under 2 bytes per element */
     int bad = 0;
     for (size_t t = 0; t < sizeof fused_cases / sizeof fused_cases[0]; t++) {
         const fused_case *c = &fused_cases[t];
-        int fail = 0;
+        int fail = sqz__qmm_dot1(c->dtype, SQZ__ISA_NEON) != c->dot1;
+        if (fail) printf("%s: qmatmul.c's table has another NEON fused kernel\n", c->name);
         for (size_t j = 0; j < sizeof nbs / sizeof nbs[0] && nbs[j] * c->bs <= MAXK && !fail; j++)
             for (int rep = 0; rep < 3 && !fail; rep++) fail = check_fused_k(c, nbs[j], w, x, xs, deq);
-        if (!fail) printf("%s neon fused: ok (k = %d .. %d, 3 rows each)\n", c->name, c->bs, (int)MAXK);
+        if (!fail)
+            printf("%s neon fused: ok (k = %d .. %d, 3 rows each; directly and through sqz__qmatmul)\n", c->name,
+                   c->bs, (int)MAXK);
         bad |= fail;
     }
     return bad;
@@ -140,6 +161,10 @@ int main(void) {
     int bad = check("scalar", sqz__dot_f32_scalar);
 #if SQZ__QMM_NEON
     bad |= check("neon", sqz__dot_f32_neon);
+    if (sqz__qmm_isa_best() != SQZ__ISA_NEON) {
+        printf("the best instruction set is %s, not neon\n", sqz__qmm_isa_name(sqz__qmm_isa_best()));
+        return 1;
+    }
     bad |= check_fused();
 #endif
     return bad;
