@@ -8,8 +8,11 @@
 #     within 1e-5 of sum |w x|, on random blocks with finite fp16 scales (zero, subnormal .. 40),
 #     k from one block to 10240, called directly and through sqz__qmatmul (qmatmul.c's table must
 #     give it for NEON, the best instruction set there; two tokens take the tiled NEON dot). Only
-#     qmatmul.c, pool.c, core's dtype rows, dequantizers, fp16 and errors are linked in, and
-#     tests/unit/qdot_stubs.c (the dtype table without quant/gguf's quantizers, sgemm aborting);
+#     qmatmul.c, pool.c, core's dtype rows, dequantizers, fp16 and errors and quant/gguf's
+#     quantizers are linked in, and tests/unit/qdot_stubs.c (the dtype table without the
+#     quantizers, sgemm aborting); the same on real weights, stories260K's w1 (215 rows of 256)
+#     quantized by quant/gguf's reference quantizer of each type ($SQZ_TEST_DATA, default
+#     ../shared; skipped with a note when it is missing);
 #   - every kernels/cpu/*.c (qmatmul.c's table that selects them included) compiles for aarch64
 #     to an object (the host's OpenBLAS headers declare cblas: there is no aarch64 OpenBLAS here, and
 #     the whole library cannot be configured for aarch64; cli_edge_aarch64 builds edge/ only).
@@ -27,19 +30,27 @@ trap 'rm -rf "$tmp"' EXIT
 cc=(aarch64-linux-gnu-gcc -std=c11 -O2 -Wall -Wextra -Werror -I"$src" -I"$src/include")
 blas=$(pkg-config --cflags openblas 2> /dev/null) || { echo "FAIL: pkg-config finds no openblas"; exit 1; }
 # The program: the kernels, qmatmul.c's table and product (pool.c), core's dtype rows, dequantizers
-# and errors, and tests/unit/qdot_stubs.c for the rest of the library (sgemm aborts).
+# and errors, quant/gguf's reference quantizers, and tests/unit/qdot_stubs.c for the rest of the
+# library (sgemm aborts).
 # -ffp-contract=off as kernels/cpu/CMakeLists.txt compiles the fused kernels; -D_DEFAULT_SOURCE as the build
 "${cc[@]}" -ffp-contract=off -c "$src/kernels/cpu/qfused_neon.c" -o "$tmp/qfused_neon.o" &&
     "${cc[@]}" -D_DEFAULT_SOURCE $blas "$src/kernels/cpu/qdot.c" "$src/kernels/cpu/qmatmul.c" \
         "$src/kernels/cpu/pool.c" "$src/core/dtype.c" "$src/core/status.c" "$src/core/dequant.c" \
-        "$src/core/dequant_more.c" "$src/core/fp16.c" "$src/tests/unit/qdot_main.c" "$src/tests/unit/qdot_stubs.c" \
-        "$tmp/qfused_neon.o" -lm -lpthread -o "$tmp/qdot" || { echo "FAIL: cross-build"; exit 1; }
+        "$src/core/dequant_more.c" "$src/core/fp16.c" "$src"/quant/gguf/{quant_ref,kquant,kquant_search,iq4}.c \
+        "$src/tests/unit/qdot_main.c" "$src/tests/unit/qdot_stubs.c" "$tmp/qfused_neon.o" -lm -lpthread \
+        -o "$tmp/qdot" || { echo "FAIL: cross-build"; exit 1; }
 for f in "$src"/kernels/cpu/*.c; do # as CMakeLists.txt compiles them: -D_DEFAULT_SOURCE
     "${cc[@]}" -D_DEFAULT_SOURCE $blas -c "$f" -o "$tmp/k.o" || { echo "FAIL: $f for aarch64"; exit 1; }
 done
-out=$(qemu-aarch64 -L "$sysroot" "$tmp/qdot") || { echo "FAIL: $out"; exit 1; }
+data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:-$src/../shared}}
+w=$data/models/stories260K/stories260K.bin
+real=()
+if [ -e "$w" ]; then real=("$w"); else echo "note: no $w: the real-weight check is skipped"; fi
+out=$(qemu-aarch64 -L "$sysroot" "$tmp/qdot" "${real[@]}") || { echo "FAIL: $out"; exit 1; }
 echo "$out"
 echo "$out" | grep -q "^neon: ok$" || { echo "FAIL: the NEON variant was not compiled in"; exit 1; }
-n=$(echo "$out" | grep -c "neon fused: ok")
+n=$(echo "$out" | grep -c "neon fused: ok (k = ")
 [ "$n" -eq 12 ] || { echo "FAIL: $n of the 12 NEON fused kernels checked"; exit 1; }
-echo "ok: NEON dot product and 12 fused kernels under qemu-aarch64; kernels/cpu/*.c compile for aarch64"
+n=$(echo "$out" | grep -c "neon fused: ok on stories260K")
+[ ${#real[@]} -eq 0 ] || [ "$n" -eq 12 ] || { echo "FAIL: $n of the 12 NEON fused kernels on real weights"; exit 1; }
+echo "ok: NEON dot product and 12 fused kernels (random blocks${real:+, stories260K}) under qemu-aarch64; kernels/cpu/*.c compile for aarch64"

@@ -14,6 +14,7 @@
 #if SQZ__QMM_NEON
 #include "core/blocks.h"
 #include "core/dequant.h"
+#include "quant/gguf/quant_gguf.h"
 #endif
 
 static uint64_t state = 0x9E3779B97F4A7C15ull;
@@ -53,13 +54,14 @@ typedef struct fused_case {
     sqz_dtype dtype;
     sqz__dot1_fn dot1;
     sqz__dequant_fn ref;
+    void (*quant)(const float *x, void *y, int64_t n); /* quant/gguf's reference quantizer */
     int bs;          /* elements per block */
     size_t ts;       /* bytes per block */
     int f16[2];      /* offsets of the fp16 fields (d, and m or dmin) */
 } fused_case;
 
 #define CASE(t, T, n, f0, f1) \
-    {#t, SQZ_DTYPE_##T, sqz__qdot1_##t##_neon, sqz_dequantize_##t, n, sizeof(sqz_block_##t), {f0, f1}}
+    {#t, SQZ_DTYPE_##T, sqz__qdot1_##t##_neon, sqz_dequantize_##t, sqz_quantize_##t##_ref, n, sizeof(sqz_block_##t), {f0, f1}}
 #define OFF(t, f) (int)offsetof(sqz_block_##t, f)
 
 static const fused_case fused_cases[] = {
@@ -155,9 +157,59 @@ static int check_fused(void) {
     }
     return bad;
 }
+
+/* Real weights: stories260K's w1 (5 x (172, 64) = 55040 floats, as 215 rows of 256), read from its
+ * llama2.c checkpoint (7 int32 header: dim 64, hidden 172, 5 layers, ..., vocab 512; then the
+ * tensors, w1 at float 94848). Returns 0, or -1 when path is missing or not that checkpoint. */
+enum { RW_W1 = 94848, RW_ROWS = 215, RW_K = 256 };
+static int load_w1(const char *path, float *w) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    int32_t head[7];
+    const int ok = fread(head, 4, 7, f) == 7 && head[0] == 64 && head[1] == 172 && head[2] == 5 && head[5] == 512 &&
+                   fseek(f, 28 + 4L * RW_W1, SEEK_SET) == 0 && fread(w, 4, RW_ROWS * RW_K, f) == RW_ROWS * RW_K;
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
+/* Every kernel on w1 quantized by quant/gguf's reference quantizer of its type: each row directly
+ * and all 215 at once through sqz__qmatmul (one token), against the double dot of the dequantized
+ * weights within 1e-5 of sum |w x|. */
+static int check_real(const float *w1) {
+    static uint8_t q[2 * RW_ROWS * RW_K];
+    static float deq[RW_ROWS * RW_K], x[RW_K], xs[RW_K / SQZ__XS_BLOCK], y[RW_ROWS];
+    for (int i = 0; i < RW_K; i++) x[i] = 2.0f * rndf();
+    for (int j = 0; j < RW_K / SQZ__XS_BLOCK; j++) {
+        float t = 0;
+        for (int i = 0; i < SQZ__XS_BLOCK; i++) t += x[j * SQZ__XS_BLOCK + i];
+        xs[j] = t;
+    }
+    int bad = 0;
+    for (size_t t = 0; t < sizeof fused_cases / sizeof fused_cases[0]; t++) {
+        const fused_case *c = &fused_cases[t];
+        const size_t rb = (size_t)(RW_K / c->bs) * c->ts;
+        c->quant(w1, q, RW_ROWS * RW_K);
+        c->ref(q, deq, RW_ROWS * RW_K);
+        const sqz_matmul_args a = {.m = 1, .n = RW_ROWS, .k = RW_K, .x = x, .w = q, .w_dtype = c->dtype, .y = y};
+        int fail = sqz__qmatmul(NULL, sqz__qmm_isa_best(), &a) != SQZ_OK;
+        for (int r = 0; r < RW_ROWS && !fail; r++) {
+            double ref = 0, mag = 0;
+            for (int i = 0; i < RW_K; i++) {
+                ref += (double)deq[r * RW_K + i] * x[i];
+                mag += fabs((double)deq[r * RW_K + i] * x[i]);
+            }
+            fail = !close_to(c, "stories260K, direct", RW_K, c->dot1(q + r * rb, x, xs, RW_K), ref, mag) ||
+                   !close_to(c, "stories260K, sqz__qmatmul", RW_K, y[r], ref, mag);
+        }
+        if (!fail) printf("%s neon fused: ok on stories260K's w1 (%d rows of %d)\n", c->name, RW_ROWS, RW_K);
+        bad |= fail;
+    }
+    return bad;
+}
 #endif
 
-int main(void) {
+/* argv[1]: stories260K.bin (optional: its real weights are checked too). */
+int main(int argc, char **argv) {
     int bad = check("scalar", sqz__dot_f32_scalar);
 #if SQZ__QMM_NEON
     bad |= check("neon", sqz__dot_f32_neon);
@@ -166,6 +218,16 @@ int main(void) {
         return 1;
     }
     bad |= check_fused();
+    if (argc > 1) {
+        static float w1[RW_ROWS * RW_K];
+        if (load_w1(argv[1], w1) != 0) {
+            printf("%s: not the stories260K checkpoint\n", argv[1]);
+            return 1;
+        }
+        bad |= check_real(w1);
+    }
+#else
+    (void)argc, (void)argv;
 #endif
     return bad;
 }
