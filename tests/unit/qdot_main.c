@@ -47,8 +47,8 @@ static int check(const char *name, sqz__dot_fn dot) {
 }
 
 #if SQZ__QMM_NEON
-/* A fused kernel, its type's scalar dequantizer (the reference weights) and where its blocks
- * keep their fp16 scales (offsets; -1: none): random bytes there could be Inf or NaN. */
+/* A fused kernel, its type's scalar dequantizer (the reference weights), its quantizer (for real
+ * weights) and where its blocks keep their fp16 scales (offsets; -1: none): random bytes there could be Inf or NaN. */
 typedef struct fused_case {
     const char *name;
     sqz_dtype dtype;
@@ -60,8 +60,9 @@ typedef struct fused_case {
     int f16[2];      /* offsets of the fp16 fields (d, and m or dmin) */
 } fused_case;
 
-#define CASE(t, T, n, f0, f1) \
-    {#t, SQZ_DTYPE_##T, sqz__qdot1_##t##_neon, sqz_dequantize_##t, sqz_quantize_##t##_ref, n, sizeof(sqz_block_##t), {f0, f1}}
+#define CASE(t, T, n, f0, f1)                                                                     \
+    {#t, SQZ_DTYPE_##T, sqz__qdot1_##t##_neon, sqz_dequantize_##t, sqz_quantize_##t##_ref, n,          \
+     sizeof(sqz_block_##t), {f0, f1}}
 #define OFF(t, f) (int)offsetof(sqz_block_##t, f)
 
 static const fused_case fused_cases[] = {
