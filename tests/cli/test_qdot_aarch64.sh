@@ -53,4 +53,5 @@ n=$(echo "$out" | grep -c "neon fused: ok (k = ")
 [ "$n" -eq 12 ] || { echo "FAIL: $n of the 12 NEON fused kernels checked"; exit 1; }
 n=$(echo "$out" | grep -c "neon fused: ok on stories260K")
 [ ${#real[@]} -eq 0 ] || [ "$n" -eq 12 ] || { echo "FAIL: $n of the 12 NEON fused kernels on real weights"; exit 1; }
-echo "ok: NEON dot product and 12 fused kernels (random blocks${real:+, stories260K}) under qemu-aarch64; kernels/cpu/*.c compile for aarch64"
+echo "ok: NEON dot product and 12 fused kernels (random blocks${real:+, stories260K}) under qemu-aarch64;" \
+    "kernels/cpu/*.c compile for aarch64"
