@@ -19,11 +19,17 @@
 #else
 #define X86(f) NULL
 #endif
+#if SQZ__QMM_NEON
+#define NEON(f) f
+#else
+#define NEON(f) NULL
+#endif
 
 /* One row per dtype: its dequantizer and fused one-token kernel for each instruction set (NULL:
  * the scalar dequantizer of core's dtype table; the tiled dot). AVX-512 machines run the AVX2
- * dequantizers and the AVX-512 fused kernels. Q2_K, Q3_K, Q5_K and IQ4_XS have fused kernels
- * only (the scalar dequantizer makes their panels). */
+ * dequantizers and the AVX-512 fused kernels; aarch64 the scalar dequantizers and the NEON fused
+ * kernels (qfused_neon.c). Q2_K, Q3_K, Q5_K and IQ4_XS have fused kernels only (the scalar
+ * dequantizer makes their panels). */
 typedef struct qmm_row {
     sqz__dequant_fn dequant[SQZ__ISA_COUNT];
     sqz__dot1_fn dot1[SQZ__ISA_COUNT];  /* fused one-token kernel; NULL: the tiled dot */
@@ -32,27 +38,36 @@ typedef struct qmm_row {
 #define ROW_X86(f) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, {NULL}}
 #define ROW_X86_FUSED(f, g) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, \
                              {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(g)}}
-/* Fused kernels only: the scalar dequantizer for many tokens. */
-#define FUSED_ONLY(g, h) {{NULL}, {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(h)}}
-#define ROW_X86_FUSED512(f, g, h) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, \
-                                   {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(h)}}
+/* Fused kernels only: the scalar dequantizer for many tokens (n: the NEON kernel). */
+#define FUSED_ONLY(g, h, n) {{NULL}, \
+                             {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(h), [SQZ__ISA_NEON] = NEON(n)}}
+#define ROW_X86_FUSED512(f, g, h, n) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, \
+                                      {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(h), [SQZ__ISA_NEON] = NEON(n)}}
 
 static const qmm_row qmm_rows[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_F16] = ROW_X86(sqz__dequant_f16_avx2),
     [SQZ_DTYPE_BF16] = ROW_X86(sqz__dequant_bf16_avx2),
-    [SQZ_DTYPE_Q8_0] = ROW_X86_FUSED512(sqz__dequant_q8_0_avx2, sqz__qdot1_q8_0_avx2, sqz__qdot1_q8_0_avx512),
-    [SQZ_DTYPE_Q4_0] = ROW_X86_FUSED512(sqz__dequant_q4_0_avx2, sqz__qdot1_q4_0_avx2, sqz__qdot1_q4_0_avx512),
-    [SQZ_DTYPE_Q4_1] = ROW_X86_FUSED512(sqz__dequant_q4_1_avx2, sqz__qdot1_q4_1_avx2, sqz__qdot1_q4_1_avx512),
-    [SQZ_DTYPE_Q5_0] = ROW_X86_FUSED512(sqz__dequant_q5_0_avx2, sqz__qdot1_q5_0_avx2, sqz__qdot1_q5_0_avx512),
-    [SQZ_DTYPE_Q5_1] = ROW_X86_FUSED512(sqz__dequant_q5_1_avx2, sqz__qdot1_q5_1_avx2, sqz__qdot1_q5_1_avx512),
-    [SQZ_DTYPE_IQ4_NL] = ROW_X86_FUSED512(sqz__dequant_iq4_nl_avx2, sqz__qdot1_iq4_nl_avx2, sqz__qdot1_iq4_nl_avx512),
-    [SQZ_DTYPE_IQ4_XS] = FUSED_ONLY(sqz__qdot1_iq4_xs_avx2, sqz__qdot1_iq4_xs_avx512),
-    [SQZ_DTYPE_Q4_K] = ROW_X86_FUSED512(sqz__dequant_q4_K_avx2, sqz__qdot1_q4_K_avx2, sqz__qdot1_q4_K_avx512),
-    [SQZ_DTYPE_Q2_K] = FUSED_ONLY(sqz__qdot1_q2_K_avx2, sqz__qdot1_q2_K_avx512),
-    [SQZ_DTYPE_Q3_K] = FUSED_ONLY(sqz__qdot1_q3_K_avx2, sqz__qdot1_q3_K_avx512),
-    [SQZ_DTYPE_Q5_K] = FUSED_ONLY(sqz__qdot1_q5_K_avx2, sqz__qdot1_q5_K_avx512),
-    [SQZ_DTYPE_Q6_K] = ROW_X86_FUSED512(sqz__dequant_q6_K_avx2, sqz__qdot1_q6_K_avx2, sqz__qdot1_q6_K_avx512),
-    /* F32, Q2_K, Q3_K, Q5_K, Q8_K, IQ4_XS: the scalar dequantizer */
+    [SQZ_DTYPE_Q8_0] = ROW_X86_FUSED512(sqz__dequant_q8_0_avx2, sqz__qdot1_q8_0_avx2, sqz__qdot1_q8_0_avx512,
+                                        sqz__qdot1_q8_0_neon),
+    [SQZ_DTYPE_Q4_0] = ROW_X86_FUSED512(sqz__dequant_q4_0_avx2, sqz__qdot1_q4_0_avx2, sqz__qdot1_q4_0_avx512,
+                                        sqz__qdot1_q4_0_neon),
+    [SQZ_DTYPE_Q4_1] = ROW_X86_FUSED512(sqz__dequant_q4_1_avx2, sqz__qdot1_q4_1_avx2, sqz__qdot1_q4_1_avx512,
+                                        sqz__qdot1_q4_1_neon),
+    [SQZ_DTYPE_Q5_0] = ROW_X86_FUSED512(sqz__dequant_q5_0_avx2, sqz__qdot1_q5_0_avx2, sqz__qdot1_q5_0_avx512,
+                                        sqz__qdot1_q5_0_neon),
+    [SQZ_DTYPE_Q5_1] = ROW_X86_FUSED512(sqz__dequant_q5_1_avx2, sqz__qdot1_q5_1_avx2, sqz__qdot1_q5_1_avx512,
+                                        sqz__qdot1_q5_1_neon),
+    [SQZ_DTYPE_IQ4_NL] = ROW_X86_FUSED512(sqz__dequant_iq4_nl_avx2, sqz__qdot1_iq4_nl_avx2, sqz__qdot1_iq4_nl_avx512,
+                                          sqz__qdot1_iq4_nl_neon),
+    [SQZ_DTYPE_IQ4_XS] = FUSED_ONLY(sqz__qdot1_iq4_xs_avx2, sqz__qdot1_iq4_xs_avx512, sqz__qdot1_iq4_xs_neon),
+    [SQZ_DTYPE_Q4_K] = ROW_X86_FUSED512(sqz__dequant_q4_K_avx2, sqz__qdot1_q4_K_avx2, sqz__qdot1_q4_K_avx512,
+                                        sqz__qdot1_q4_K_neon),
+    [SQZ_DTYPE_Q2_K] = FUSED_ONLY(sqz__qdot1_q2_K_avx2, sqz__qdot1_q2_K_avx512, sqz__qdot1_q2_K_neon),
+    [SQZ_DTYPE_Q3_K] = FUSED_ONLY(sqz__qdot1_q3_K_avx2, sqz__qdot1_q3_K_avx512, sqz__qdot1_q3_K_neon),
+    [SQZ_DTYPE_Q5_K] = FUSED_ONLY(sqz__qdot1_q5_K_avx2, sqz__qdot1_q5_K_avx512, sqz__qdot1_q5_K_neon),
+    [SQZ_DTYPE_Q6_K] = ROW_X86_FUSED512(sqz__dequant_q6_K_avx2, sqz__qdot1_q6_K_avx2, sqz__qdot1_q6_K_avx512,
+                                        sqz__qdot1_q6_K_neon),
+    /* F32, Q2_K, Q3_K, Q5_K, Q8_K, IQ4_XS: the scalar dequantizer; every NEON dequantizer: the scalar one */
 };
 
 static const char *const isa_names[SQZ__ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};

@@ -9,7 +9,7 @@
  * whole f32 copy only by the order of the float sums.
  *   - few tokens (m < SQZ__QMM_TILE_M, generation): each thread takes a range of output rows;
  *     for one token, a fused dequantize-and-dot kernel reads the row's blocks into registers
- *     (Q8_0, Q4_0/1, Q5_0/1, Q4_K, Q6_K on AVX2); otherwise the row is dequantized
+ *     (Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ4_NL/XS on AVX2, AVX-512 and NEON); otherwise the row is dequantized
  *     SQZ__QMM_CHUNK elements at a time into an L1 tile and dotted with every token (each
  *     weight block is read once per call);
  *   - many tokens: SQZ__QMM_PANEL rows at a time are dequantized (split over the threads)
@@ -51,7 +51,7 @@ typedef enum sqz__qmm_isa {
     SQZ__ISA_SCALAR = 0,
     SQZ__ISA_AVX2 = 1,   /* AVX2 + FMA (+ F16C) */
     SQZ__ISA_AVX512 = 2, /* AVX-512F/BW/VL dots and fused kernels (Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ4) */
-    SQZ__ISA_NEON = 3,
+    SQZ__ISA_NEON = 3,   /* aarch64: the NEON dot and fused kernels (the scalar dequantizers) */
     SQZ__ISA_COUNT
 } sqz__qmm_isa;
 
@@ -90,7 +90,7 @@ sqz__dot_fn sqz__qmm_dot(sqz__qmm_isa isa);
  * SQZ_ERR_INVALID_ARG (a bad shape), with the message set. */
 sqz_status sqz__qmatmul(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args *a);
 
-/* ---- the variants (qdot.c, qdequant_x86.c) ---- */
+/* ---- the variants (qdot.c, qdequant_x86.c, qfused_x86.c, qfused_avx512.c, qfused_neon.c) ---- */
 float sqz__dot_f32_scalar(const float *a, const float *b, int64_t n);
 #if SQZ__QMM_X86
 float sqz__dot_f32_avx2(const float *a, const float *b, int64_t n);
@@ -132,6 +132,18 @@ float sqz__qdot1_q6_K_avx512(const void *row, const float *x, const float *xs, i
 #endif
 #if SQZ__QMM_NEON
 float sqz__dot_f32_neon(const float *a, const float *b, int64_t n);
+float sqz__qdot1_q8_0_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q4_0_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q4_1_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q5_0_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q5_1_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q4_K_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q5_K_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q6_K_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q2_K_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_q3_K_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_iq4_nl_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_iq4_xs_neon(const void *row, const float *x, const float *xs, int64_t k);
 #endif
 
 #endif
