@@ -1,5 +1,5 @@
 /* tests/unit/test_runtime_ops.c - the runtime's building blocks: the pool covers every item
- * once; both rotary layouts give the same rotation once rows are permuted as formats/ does
+ * once, also over thousands of small jobs whether its waiters sleep or spin; both rotary layouts give the same rotation once rows are permuted as formats/ does
  * (interleaved (2i, 2i+1) vs rotate_half (i, i + hd/2)); norms, activations and softmax against
  * direct double-precision formulas; the vectorized exp; sampling (greedy ties, seeded nucleus). */
 #include <math.h>
@@ -35,6 +35,27 @@ static void test_pool_covers_once(void **state) {
     free(hits);
     sqz__pool_free(p);
     sqz__pool_free(NULL);
+}
+
+/* Thousands of small jobs back to back (a generation step's pattern), with waiters that sleep at
+ * once (SQZ_POOL_SPIN_US=0) and that spin first (the default): every item of every job counted
+ * once, no job lost or run twice (a lost wake-up would hang here). */
+static void test_pool_many_small_jobs(void **state) {
+    (void)state;
+    const char *spins[] = {"0", "100"};
+    enum { N = 64, JOBS = 2000 };
+    for (int s = 0; s < 2; s++) {
+        setenv("SQZ_POOL_SPIN_US", spins[s], 1);
+        sqz__pool *p;
+        SQZ_ASSERT_OK(sqz__pool_new(2, &p));
+        atomic_int *hits = calloc(N, sizeof *hits);
+        pool_job j = {hits};
+        for (int rep = 0; rep < JOBS; rep++) sqz__pool_for(p, N, 1, mark, &j);
+        for (int i = 0; i < N; i++) assert_int_equal(atomic_load(&hits[i]), JOBS);
+        free(hits);
+        sqz__pool_free(p);
+    }
+    unsetenv("SQZ_POOL_SPIN_US");
 }
 
 /* Rotating with INTERLEAVED then moving element 2i -> i, 2i+1 -> i + hd/2 equals moving first
@@ -181,6 +202,7 @@ static void test_sampling(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_covers_once),
+        cmocka_unit_test(test_pool_many_small_jobs),
         cmocka_unit_test(test_rope_layouts_agree),
         cmocka_unit_test(test_norms_and_activations),
         cmocka_unit_test(test_fast_exp),
