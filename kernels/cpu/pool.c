@@ -42,7 +42,7 @@ struct sqz__pool {
     atomic_uint_fast64_t generation; /* incremented under mu */
     atomic_int busy;                 /* workers still in the current job */
     atomic_bool quit;                /* set under mu */
-    int64_t spin_ns;                 /* how long a waiter polls before it sleeps */
+    atomic_int_fast64_t spin_ns;     /* how long a waiter polls before it sleeps */
     /* the current job */
     sqz__pool_fn fn;
     void *ctx;
@@ -72,8 +72,9 @@ static int64_t now_ns(void) {
 
 /* Polls until done(p, arg) or spin_ns have passed; true if done. */
 static bool spin_until(const sqz__pool *p, bool (*done)(const sqz__pool *, uint64_t), uint64_t arg) {
-    if (p->spin_ns <= 0) return done(p, arg);
-    const int64_t end = now_ns() + p->spin_ns;
+    const int64_t spin = atomic_load(&((sqz__pool *)(uintptr_t)p)->spin_ns);
+    if (spin <= 0) return done(p, arg);
+    const int64_t end = now_ns() + spin;
     for (int i = 1;; i++) {
         if (done(p, arg)) return true;
         CPU_RELAX();
@@ -128,7 +129,7 @@ sqz_status sqz__pool_new(int n_threads, sqz__pool **out) {
     if (!p) return SQZ_ERR_NOMEM;
     p->n_threads = 1;
     const char *spin = getenv("SQZ_POOL_SPIN_US");
-    p->spin_ns = (spin && *spin ? atol(spin) : 100) * 1000;
+    atomic_init(&p->spin_ns, (spin && *spin ? atol(spin) : 100) * 1000);
     atomic_init(&p->generation, 0);
     atomic_init(&p->busy, 0);
     atomic_init(&p->quit, false);
@@ -199,4 +200,8 @@ void sqz__pool_for(sqz__pool *p, int64_t n, int64_t grain, sqz__pool_fn fn, void
         while (atomic_load(&p->busy) > 0) pthread_cond_wait(&p->done, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }
+}
+
+int64_t sqz__pool_set_spin(sqz__pool *p, int64_t ns) {
+    return p ? atomic_exchange(&p->spin_ns, ns) : 0;
 }

@@ -21,6 +21,10 @@ typedef void (*sqz__pool_fn)(void *ctx, int64_t begin, int64_t end, int thread);
 sqz_status sqz__pool_new(int n_threads, sqz__pool **out);
 /* Joins and frees. NULL is fine. */
 void sqz__pool_free(sqz__pool *p);
+/* Sets how long waiters poll before sleeping (nanoseconds; 0: sleep at once) and returns the
+ * previous value: a caller about to hand the cores to another pool of threads (OpenBLAS's) sets 0
+ * for that stretch so that this pool's idle threads do not compete with them. */
+int64_t sqz__pool_set_spin(sqz__pool *p, int64_t ns);
 /* Threads including the caller. */
 int sqz__pool_threads(const sqz__pool *p);
 /* Runs fn over [0, n) split in chunks of at least `grain` items, and returns when all are done.

@@ -203,12 +203,14 @@ static sqz_status panels_sgemm(sqz__pool *pool, qmm_job *J) {
     const int64_t P = a->n < SQZ__QMM_PANEL ? a->n : SQZ__QMM_PANEL;
     J->panel = sqz__malloc((size_t)P * (size_t)a->k * sizeof(float));
     if (!J->panel) return SQZ_ERR_NOMEM;
+    const int64_t spin = sqz__pool_set_spin(pool, 0); /* sgemm's own threads take the cores */
     for (J->j0 = 0; J->j0 < a->n; J->j0 += P) {
         const int64_t nj = a->n - J->j0 < P ? a->n - J->j0 : P;
         run_inline(pool, nj, 8, rows_dequant, J);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->m, (int)nj, (int)a->k, 1.0f, a->x, (int)a->k,
                     J->panel, (int)a->k, 0.0f, a->y + J->j0, (int)a->n);
     }
+    sqz__pool_set_spin(pool, spin);
     free(J->panel);
     if (a->bias) {
         for (int64_t i = 0; i < a->m; i++) {
