@@ -24,13 +24,6 @@
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 #define H2F(h) _cvtsh_ss(h)
-/* Fully unrolled loops keep the accumulators a[] in registers. */
-#if defined(__clang__)
-#define SQZ__UNROLL(n) _Pragma("clang loop unroll(full)")
-#else
-#define SQZ__PRAGMA(x) _Pragma(#x)
-#define SQZ__UNROLL(n) SQZ__PRAGMA(GCC unroll n)
-#endif
 #define I8F(v) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v))
 #define U8F(v) _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v))
 #define LD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))

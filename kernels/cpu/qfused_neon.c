@@ -26,13 +26,6 @@
 #include "core/blocks.h"
 #include "core/dequant.h"
 
-/* Fully unrolled loops keep the accumulator and code arrays in registers (not on the stack). */
-#if defined(__clang__)
-#define SQZ__UNROLL(n) _Pragma("clang loop unroll(full)")
-#else
-#define SQZ__PRAGMA(x) _Pragma(#x)
-#define SQZ__UNROLL(n) SQZ__PRAGMA(GCC unroll n)
-#endif
 #define INLINE static inline __attribute__((always_inline))
 
 /* IEEE half bits to float (exact, as sqz_fp16_to_fp32 for finite values). */

@@ -133,25 +133,35 @@ AVX2 float sqz__qdot1_q5_1_avx2(const void *vx, const float *x, const float *xs,
     return hsum(acc);
 }
 
+/* One Q4_K / Q5_K super-block into acc: w = (d sc) q - (dmin m) per sub-block of 32, q plus 16
+ * where bit `is` (low nibbles) or `is + 1` (high) of qh[l] is set (Q5_K; qh NULL: Q4_K). */
+AVX2 static inline void fma_k_super(const uint8_t *scales, float d, float min, const uint8_t *q, const uint8_t *qh,
+                                    const float *x, __m256 acc[4]) {
+    const __m256i lo = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)(const void *)qh) : _mm256_setzero_si256();
+    for (int j = 0, is = 0; j < SQZ_QK_K; j += 64, is += 2, q += 32, x += 64) {
+        uint8_t sc, m;
+        sqz__get_scale_min_k4(is + 0, scales, &sc, &m);
+        const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(min * m);
+        sqz__get_scale_min_k4(is + 1, scales, &sc, &m);
+        const __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(min * m);
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)q);
+        __m256i ql = _mm256_and_si256(v, lo), qhi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo);
+        if (qh) { /* bit `is` of each qh byte to bit 4 (16-bit shifts: the masked bit stays in its byte) */
+            ql = _mm256_or_si256(ql, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(h, is), 4), b4));
+            qhi = _mm256_or_si256(qhi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(h, is + 1), 4), b4));
+        }
+        fma32_u8_sub(ql, d1, m1, x, acc);
+        fma32_u8_sub(qhi, d2, m2, x + 32, acc);
+    }
+}
+
 AVX2 float sqz__qdot1_q4_K_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
     (void)xs;
     const sqz_block_q4_K *b = vx;
-    const __m256i lo = _mm256_set1_epi8(0x0F);
     __m256 acc[4] = ACC0;
-    for (int64_t i = 0; i < k / SQZ_QK_K; i++) {
-        const uint8_t *q = b[i].qs;
-        const float d = H2F(b[i].d), min = H2F(b[i].dmin);
-        for (int j = 0, is = 0; j < SQZ_QK_K; j += 64, is += 2, q += 32, x += 64) {
-            uint8_t sc, m;
-            sqz__get_scale_min_k4(is + 0, b[i].scales, &sc, &m);
-            const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(min * m);
-            sqz__get_scale_min_k4(is + 1, b[i].scales, &sc, &m);
-            const __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(min * m);
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)q);
-            fma32_u8_sub(_mm256_and_si256(v, lo), d1, m1, x, acc);
-            fma32_u8_sub(_mm256_and_si256(_mm256_srli_epi16(v, 4), lo), d2, m2, x + 32, acc);
-        }
-    }
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++, x += SQZ_QK_K)
+        fma_k_super(b[i].scales, H2F(b[i].d), H2F(b[i].dmin), b[i].qs, NULL, x, acc);
     return hsum(acc);
 }
 
@@ -232,26 +242,9 @@ AVX2 float sqz__qdot1_iq4_xs_avx2(const void *vx, const float *x, const float *x
 AVX2 float sqz__qdot1_q5_K_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
     (void)xs;
     const sqz_block_q5_K *b = vx;
-    const __m256i lo = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
     __m256 acc[4] = ACC0;
-    for (int64_t i = 0; i < k / SQZ_QK_K; i++) {
-        const uint8_t *q = b[i].qs;
-        const float d = H2F(b[i].d), min = H2F(b[i].dmin);
-        const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)b[i].qh);
-        for (int j = 0, is = 0; j < SQZ_QK_K; j += 64, is += 2, q += 32, x += 64) {
-            uint8_t sc, m;
-            sqz__get_scale_min_k4(is + 0, b[i].scales, &sc, &m);
-            const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(min * m);
-            sqz__get_scale_min_k4(is + 1, b[i].scales, &sc, &m);
-            const __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(min * m);
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)q);
-            /* bit `is` of each qh byte to bit 4 (16-bit shifts: the masked bit stays in its byte) */
-            const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(h, is), 4), b4);
-            const __m256i h2 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(h, is + 1), 4), b4);
-            fma32_u8_sub(_mm256_or_si256(_mm256_and_si256(v, lo), h1), d1, m1, x, acc);
-            fma32_u8_sub(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), lo), h2), d2, m2, x + 32, acc);
-        }
-    }
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++, x += SQZ_QK_K)
+        fma_k_super(b[i].scales, H2F(b[i].d), H2F(b[i].dmin), b[i].qs, b[i].qh, x, acc);
     return hsum(acc);
 }
 

@@ -47,6 +47,14 @@ enum {
     SQZ__QMM_PANEL = 256,  /* rows of a dequantized panel (the CPU backend's f16 panel before) */
 };
 
+/* The fused kernels' fully unrolled loops keep their accumulator and code arrays in registers. */
+#if defined(__clang__)
+#define SQZ__UNROLL(n) _Pragma("clang loop unroll(full)")
+#else
+#define SQZ__PRAGMA(x) _Pragma(#x)
+#define SQZ__UNROLL(n) SQZ__PRAGMA(GCC unroll n)
+#endif
+
 typedef enum sqz__qmm_isa {
     SQZ__ISA_SCALAR = 0,
     SQZ__ISA_AVX2 = 1,   /* AVX2 + FMA (+ F16C) */
