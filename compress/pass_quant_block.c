@@ -310,7 +310,8 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         for (int k = 0; k < n_q && st == SQZ_OK; k++) {
             sqz_layer_report *r = &rows[qidx[k]];
             r->quantized = true;
-            snprintf(r->method, sizeof r->method, "%s", used[k]->name);
+            snprintf(r->method, sizeof r->method, "%s%s", used[k]->name,
+                     qo.gptaq && !strcmp(used[k]->name, "gptq") ? "+gptaq" : "");
             snprintf(r->format, sizeof r->format, "%s", sqz_qformat_name(out[k].target.fmt));
             r->bits_per_weight = sqz_qmatrix_bits_per_weight(&out[k]);
             r->seconds = out[k].seconds;
