@@ -179,7 +179,8 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
                   "ranks (device statistics are for one process)", o->observe.backend->ops->name, size);
     const bool gptaq = (o->observe.needs & SQZ_QSTAT_DXXT) != 0;
     SQZ_RETURN_IF(gptaq && size > 1, SQZ_ERR_UNSUPPORTED,
-                  "calibration: GPTAQ (the float model's stream) runs on one process, not on a job of %d ranks", size);
+                  "calibration: GPTAQ (the float model's stream) runs on one process, not on a job of %d ranks "
+                  "(add ':no-gptaq' to the gptq or sparsegpt SPEC)", size);
     const bool dealt = owner_mode(o) && !gptaq; /* windows rank, rank + size, ...; else [w0, w1) */
     int64_t w0, w1;
     sqz__calib_rank_windows(nw, rank, size, &w0, &w1);

@@ -205,6 +205,9 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
     q.static_groups = a->groups != 0;
     q.gptaq = !strcmp(method->name, "gptq") && (a->aq == 1 || GIVEN(R_AQ_ALPHA));
     q.gptaq_alpha = a->aq_alpha;
+    /* by default (not asked for): plain GPTQ where the statistics cannot carry dXX^T (a statistics
+     * file); asked for, that is an error */
+    q.gptaq_optional = q.gptaq && !GIVEN(R_AQ) && !GIVEN(R_AQ_ALPHA);
     SQZ_TRY(sqz_qtarget_check(&q.target));
     memset(&a->spec, 0, sizeof a->spec);
     snprintf(a->spec.text, sizeof a->spec.text, "%s", spec);
@@ -244,6 +247,7 @@ unsigned sqz_compress_needs(const sqz_compress_spec *spec) {
 unsigned sqz__quant_required(const sqz_compress_spec *sp) {
     unsigned need = sqz_compress_needs(sp);
     if (!(sp->method->needs & SQZ_QSTAT_SAMPLE)) need &= ~(unsigned)SQZ_QSTAT_SAMPLE;
+    if (sp->q.gptaq_optional) need &= ~(unsigned)SQZ_QSTAT_DXXT;
     return need & ~(unsigned)SQZ_QSTAT_ABSMEAN;
 }
 

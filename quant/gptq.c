@@ -260,6 +260,7 @@ static sqz_status check_backend(const sqz_backend *be) {
 
 static void ctx_free(gptq_ctx *c) {
     if (c->du && c->be->ops->free) c->be->ops->free(c->be->ctx, c->du);
+    if (c->dp && c->be->ops->free) c->be->ops->free(c->be->ctx, c->dp);
     sqz__pool_free(c->pool);
     free((void *)c->u);
     free((void *)c->ud);
@@ -303,7 +304,13 @@ static sqz_status ctx_setup(gptq_ctx *c, const sqz_qstats *st, const sqz_quant_o
         sqz__error_prefix("gptq: device memory for the factor of %lld", (long long)n);
         return SQZ_ERR_NOMEM;
     }
-    return c->be->ops->upload(c->be->ctx, c->du, u, nb);
+    SQZ_TRY(c->be->ops->upload(c->be->ctx, c->du, u, nb));
+    if (!c->pm) return SQZ_OK;
+    if (!(c->dp = c->be->ops->alloc(c->be->ctx, nb))) {
+        sqz__error_prefix("gptq: device memory for GPTAQ's P of %lld", (long long)n);
+        return SQZ_ERR_NOMEM;
+    }
+    return c->be->ops->upload(c->be->ctx, c->dp, c->pm, nb);
 }
 
 typedef struct layers_job {
@@ -357,11 +364,10 @@ static sqz_status run_layers(const layers_job *L, sqz_qmatrix *out, float **valu
 
 static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o_in,
                            const sqz__gptq_mask *mask, sqz_qmatrix *out, float **values, float *smooth) {
-    SQZ_TRY(sqz__check_method_args("gptq", lin, n_lin, st, o_in,
-                                   SQZ_QSTAT_XTX | (o_in && o_in->gptaq ? SQZ_QSTAT_DXXT : 0u), smooth, false));
-    SQZ_RETURN_IF(o_in->gptaq && o_in->backend && !sqz_backend_host_memory(o_in->backend), SQZ_ERR_UNSUPPORTED,
-                  "gptq: GPTAQ sweeps on the host (or a host-memory backend), not on %s", o_in->backend->ops->name);
-    sqz_quant_opts o1 = *o_in;
+    sqz_quant_opts o1 = o_in ? *o_in : sqz_quant_default_opts();
+    if (o1.gptaq && o1.gptaq_optional && (!st || !st->dxxt)) o1.gptaq = false; /* plain GPTQ */
+    SQZ_TRY(sqz__check_method_args("gptq", lin, n_lin, st, o_in, SQZ_QSTAT_XTX | (o1.gptaq ? SQZ_QSTAT_DXXT : 0u),
+                                   smooth, false));
     if (mask) o1.act_order = false;
     const sqz_quant_opts *o = &o1;
     sqz_qtarget t = o->target;

@@ -25,6 +25,7 @@ typedef struct gptq_ctx {
     sqz_backend *be;    /* NULL: host arithmetic; else the backend (host memory or a device) */
     void *du;           /* device backend: U (n, n) f32 in its memory */
     const float *pm;    /* GPTAQ: P (n, n) in processing order, strictly upper (gptaq.c); NULL: GPTQ */
+    void *dp;           /* device backend with GPTAQ: P (n, n) f32 in its memory */
 } gptq_ctx;
 
 /* Where the sweep writes: codes (n_out, n) by original column and the grids (n_out, ng) when

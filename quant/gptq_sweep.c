@@ -143,13 +143,17 @@ typedef struct dev_sweep {
     sqz_backend *be;
     float *dw, *de;
     float *tb, *hb, *err, *et;
+    float *dwpre, *wpre; /* GPTAQ: the block's values before quantization, device (B, n_out) and host
+                            (n_out, B); else NULL */
 } dev_sweep;
 
 static void dev_sweep_free(dev_sweep *d) {
     if (d->be->ops->free) {
         d->be->ops->free(d->be->ctx, d->dw);
         d->be->ops->free(d->be->ctx, d->de);
+        d->be->ops->free(d->be->ctx, d->dwpre);
     }
+    free(d->wpre);
     free(d->tb);
     free(d->hb);
     free(d->err);
@@ -166,14 +170,16 @@ static sqz_status dev_sweep_init(const gptq_ctx *c, const float *wp, int64_t n_o
     d->hb = sqz__malloc(B * no * sizeof(float));
     d->err = sqz__malloc(B * no * sizeof(float));
     d->et = sqz__malloc(B * no * sizeof(float));
-    if (!wt || !d->tb || !d->hb || !d->err || !d->et) {
+    d->wpre = c->pm ? sqz__malloc(B * no * sizeof(float)) : NULL;
+    if (!wt || !d->tb || !d->hb || !d->err || !d->et || (c->pm && !d->wpre)) {
         free(wt);
         return SQZ_ERR_NOMEM;
     }
     d->dw = be->ops->alloc(be->ctx, n * no * sizeof(float));
     d->de = d->dw ? be->ops->alloc(be->ctx, B * no * sizeof(float)) : NULL;
+    d->dwpre = d->de && c->pm ? be->ops->alloc(be->ctx, B * no * sizeof(float)) : NULL;
     sqz_status s = SQZ_OK;
-    if (!d->dw || !d->de) {
+    if (!d->dw || !d->de || (c->pm && !d->dwpre)) {
         sqz__error_prefix("gptq: device memory for %zu x %zu weights", no, n);
         s = SQZ_ERR_NOMEM;
     }
@@ -193,7 +199,7 @@ static sqz_status dev_block(const gptq_ctx *c, dev_sweep *d, int64_t n_out, int6
     SQZ_TRY(be->ops->download(be->ctx, d->tb, d->dw + i1 * n_out, bytes));
     if (be->ops->synchronize) SQZ_TRY(be->ops->synchronize(be->ctx));
     transpose(d->tb, cnt, n_out, d->hb);
-    gptq_block b = {c, d->hb, cnt, i1, cnt, d->err, NULL, o};
+    gptq_block b = {c, d->hb, cnt, i1, cnt, d->err, d->wpre, o};
     sweep_block(&b, n_out);
     if (i2 >= n) return SQZ_OK;
     transpose(d->err, n_out, cnt, d->et);
@@ -201,7 +207,15 @@ static sqz_status dev_block(const gptq_ctx *c, dev_sweep *d, int64_t n_out, int6
     const sqz_sgemm_args a = {.trans_a = true, .m = n - i2, .n = n_out, .k = cnt, .alpha = -1.0f,
                               .a = (const float *)c->du + i1 * n + i2, .lda = n, .b = d->de, .ldb = n_out,
                               .beta = 1.0f, .c = d->dw + i2 * n_out, .ldc = n_out};
-    return be->ops->sgemm(be->ctx, &a);
+    SQZ_TRY(be->ops->sgemm(be->ctx, &a));
+    if (!c->pm) return SQZ_OK;
+    /* GPTAQ: wp^T[i2:, :] += P[i1:i2, i2:]^T . Wpre^T (as the host's second sgemm) */
+    transpose(d->wpre, n_out, cnt, d->et);
+    SQZ_TRY(be->ops->upload(be->ctx, d->dwpre, d->et, bytes));
+    const sqz_sgemm_args ap = {.trans_a = true, .m = n - i2, .n = n_out, .k = cnt, .alpha = 1.0f,
+                               .a = (const float *)c->dp + i1 * n + i2, .lda = n, .b = d->dwpre, .ldb = n_out,
+                               .beta = 1.0f, .c = d->dw + i2 * n_out, .ldc = n_out};
+    return be->ops->sgemm(be->ctx, &ap);
 }
 
 sqz_status sqz__gptq_sweep_device(const gptq_ctx *c, const float *wp, int64_t n_out, gptq_out *o) {

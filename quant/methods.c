@@ -118,8 +118,8 @@ sqz_status sqz__check_method_args(const char *method, const sqz_qlinear *lin, in
         SQZ_RETURN_IF(!lin[i].w || lin[i].n_out < 1, SQZ_ERR_INVALID_ARG, "%s: layer %d (%s) has no weight", method,
                       i, lin[i].name ? lin[i].name : "?");
     for (unsigned bit = 1; bit <= SQZ_QSTAT_DXXT; bit <<= 1)
-        SQZ_RETURN_IF(bit != SQZ_QSTAT_MEAN && (needs & bit) && !has_stat(st, bit), SQZ_ERR_INVALID_ARG, "%s: needs %s of the input", method,
-                      stat_name(bit));
+        SQZ_RETURN_IF(bit != SQZ_QSTAT_MEAN && (needs & bit) && !has_stat(st, bit), SQZ_ERR_INVALID_ARG,
+                      "%s: needs %s of the input", method, stat_name(bit));
     SQZ_RETURN_IF(o->act_mode != SQZ_ACT_FLOAT && t.fmt != SQZ_QFMT_I8, SQZ_ERR_UNSUPPORTED,
                   "%s: activation quantization (W8A8) needs the i8 target, not %s", method,
                   sqz_qformat_name(t.fmt));

@@ -255,6 +255,8 @@ typedef struct sqz_quant_opts {
      * with each column's value before quantization; needs st->dxxt. Also SparseGPT's sweep. */
     bool gptaq;             /* false */
     double gptaq_alpha;     /* 0.25 (GPTQModel's GPTAQConfig default) */
+    bool gptaq_optional;    /* with gptaq: run plain GPTQ where GPTAQ cannot run (no st->dxxt)
+                               instead of failing; false */
     /* AWQ (Lin et al. 2023, llm-awq auto_scale / auto_clip) */
     int32_t awq_grid;       /* alpha in {0, 1/grid, ..., (grid-1)/grid}; 20 */
     bool awq_clip;          /* search a clipping threshold per (row, group); true */
