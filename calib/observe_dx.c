@@ -65,7 +65,6 @@ sqz_status sqz__calib_capture_hook(void *user, const sqz_hook_event *e) {
     }
     memcpy(s->x + (size_t)s->n_tokens * (size_t)e->dim, e->x, (size_t)e->n_tokens * (size_t)e->dim * sizeof(float));
     s->n_tokens += e->n_tokens;
-    if (e->dim > c->d_max) c->d_max = e->dim;
     return SQZ_OK;
 }
 

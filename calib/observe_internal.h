@@ -46,7 +46,6 @@ typedef struct sqz__calib_capture {
     int32_t layer;
     int n_inputs;
     sqz__calib_captured in[SQZ_CALIB_MAX_INPUTS];
-    int64_t d_max;
     double *dd, *dx;       /* (SQZ_XTX_CHUNK, d_cap) each: x - x~ and x~ in double */
     int64_t d_cap;
 } sqz__calib_capture;
