@@ -16,6 +16,12 @@
  * with replicate each window gets an observer of its own and the observers are merged along a
  * fixed binary tree over the windows (calib/reduce.c), each rank merging the nodes inside its
  * contiguous share, the ranks exchanging those and merging the rest of the tree.
+ *
+ * GPTAQ (SQZ_QSTAT_DXXT) carries a second buffer F: every window's residual stream through the
+ * ORIGINAL blocks. Before block l is observed on a window, F's window goes through block l in
+ * place (its weights are still the original ones) with a hook that keeps its linear inputs'
+ * rows; the observer pairs them with the compressed stream's rows (observe_dx.c). Plain runs
+ * only: a job of more than one rank is refused.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +37,8 @@ typedef struct run {
     int64_t ctx, w0;   /* this rank's first window */
     size_t win_floats;
     float *x, *tmp;
+    float *f;          /* GPTAQ: the float model's stream (as x), or NULL */
+    sqz__calib_capture *cap;
     int64_t done, total;
     sqz__calib_mem mem;
     double hist_w0[SQZ_CALIB_MAX_INPUTS]; /* the first window's histogram widths (rank 0's) */
@@ -99,7 +107,15 @@ static sqz_status block_stats_serial(run *R, int64_t nw, sqz_calib_block *stats)
     sqz_calib_observer *ob = NULL;
     SQZ_TRY(sqz__calib_observer_range(R->layer, &R->oo, 0, nw, R->ctx, &ob));
     sqz_status st = SQZ_OK;
+    sqz__calib_observer_pair(ob, R->cap);
     for (int64_t i = 0; i < nw && st == SQZ_OK; i++) {
+        if (R->f) { /* the original block on the float stream, in place: its rows to pair with */
+            sqz__calib_capture_reset(R->cap, R->layer);
+            st = sqz__calib_window(R->s, R->layer, R->f + (size_t)i * R->win_floats, NULL, R->win_floats, R->ctx,
+                                   sqz__calib_capture_hook, R->cap);
+            if (R->o->progress) R->o->progress(R->o->progress_user, ++R->done, R->total);
+            if (st != SQZ_OK) break;
+        }
         st = sqz__calib_window(R->s, R->layer, R->x + (size_t)i * R->win_floats, R->tmp, R->win_floats, R->ctx,
                                sqz_calib_observer_hook, ob);
         if (R->o->progress) R->o->progress(R->o->progress_user, ++R->done, R->total);
@@ -120,7 +136,7 @@ static bool owner_mode(const sqz_calib_run_opts *o) {
 
 /* The statistics of block R->layer over all windows (of all ranks). */
 static sqz_status block_stats(run *R, int64_t nw, int64_t w1, sqz_calib_block *stats) {
-    if (!sqz_dist_launched()) return block_stats_serial(R, nw, stats);
+    if (!sqz_dist_launched() || R->f) return block_stats_serial(R, nw, stats);
     if (owner_mode(R->o)) {
         const sqz__calib_owner_job j = {R->s, R->layer, &R->oo, R->x, R->tmp, R->ctx, nw, R->win_floats, &R->mem,
                                         R->o->progress, R->o->progress_user, &R->done, R->total,
@@ -161,7 +177,11 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
     SQZ_RETURN_IF(size > 1 && o->observe.backend && !sqz_backend_host_memory(o->observe.backend),
                   SQZ_ERR_UNSUPPORTED, "calibration: the %s backend cannot form the statistics of a job of %d "
                   "ranks (device statistics are for one process)", o->observe.backend->ops->name, size);
-    const bool dealt = owner_mode(o); /* windows rank, rank + size, ...; else [w0, w1) */
+    const bool gptaq = (o->observe.needs & SQZ_QSTAT_DXXT) != 0;
+    SQZ_RETURN_IF(gptaq && size > 1, SQZ_ERR_UNSUPPORTED,
+                  "calibration: GPTAQ (the float model's stream) runs on one process, not on a job of %d ranks "
+                  "(add ':no-gptaq' to the gptq or sparsegpt SPEC)", size);
+    const bool dealt = owner_mode(o) && !gptaq; /* windows rank, rank + size, ...; else [w0, w1) */
     int64_t w0, w1;
     sqz__calib_rank_windows(nw, rank, size, &w0, &w1);
     const int64_t here = dealt ? (nw - rank + size - 1) / size : w1 - w0;
@@ -173,20 +193,26 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
                   (long long)ctx, (long long)d);
     float *x = malloc(all_bytes);
     float *tmp = o->recompute ? malloc(win_floats * sizeof(float)) : NULL;
-    if (!x || (o->recompute && !tmp)) {
+    float *f = gptaq ? malloc(all_bytes) : NULL;
+    sqz__calib_capture cap;
+    memset(&cap, 0, sizeof cap);
+    if (!x || (o->recompute && !tmp) || (gptaq && !f)) {
         free(x);
         free(tmp);
+        free(f);
         return SQZ_ERROR(SQZ_ERR_NOMEM, "calibration: cannot hold the activations of %lld windows x %lld tokens "
-                         "x %lld (%.1f MB); use fewer samples or a shorter context",
-                         (long long)here, (long long)ctx, (long long)d, (double)all_bytes / 1e6);
+                         "x %lld (%.1f MB%s); use fewer samples or a shorter context",
+                         (long long)here, (long long)ctx, (long long)d, (double)all_bytes / 1e6,
+                         gptaq ? ", twice for GPTAQ's float stream" : "");
     }
     sqz_status st = SQZ_OK;
     for (int64_t i = 0; i < here && st == SQZ_OK; i++)
         st = sqz_session_embed(s, w->tokens + (dealt ? rank + i * size : w0 + i) * ctx, NULL, ctx, 0,
                                x + (size_t)i * win_floats);
+    if (f && st == SQZ_OK) memcpy(f, x, all_bytes);
 
     run R = {.s = s, .o = o, .oo = o->observe, .ctx = ctx, .w0 = w0, .win_floats = win_floats, .x = x, .tmp = tmp,
-             .total = nl * here * (o->recompute ? 2 : 1)};
+             .f = f, .cap = gptaq ? &cap : NULL, .total = nl * here * ((o->recompute ? 2 : 1) + (gptaq ? 1 : 0))};
     R.oo.expected_tokens = nw * ctx;
     for (int32_t l = 0; l < nl && st == SQZ_OK; l++) {
         sqz_calib_block stats;
@@ -214,6 +240,8 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
     }
     free(x);
     free(tmp);
+    free(f);
+    sqz__calib_capture_free(&cap);
     return st;
 }
 

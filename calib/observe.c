@@ -14,6 +14,7 @@
 static void input_free(sqz_calib_observer *ob, obs_input *in) {
     sqz__calib_xtx_free_input(ob, in);
     free(in->xtx);
+    free(in->dxxt);
     free(in->sum_x2);
     free(in->sum_abs);
     free(in->sum_x);
@@ -60,6 +61,8 @@ static sqz_status input_alloc(sqz_calib_observer *ob, obs_input *in, uint32_t ro
                       SQZ_ERR_NOMEM, "calibration: Hessian of %lld inputs overflows", (long long)n_in);
         if (!(in->xtx = sqz__calloc(1, nn))) return SQZ_ERR_NOMEM;
     }
+    if ((nd & SQZ_QSTAT_DXXT) && !(in->dxxt = sqz__calloc((size_t)n_in * (size_t)n_in, sizeof(double))))
+        return SQZ_ERR_NOMEM;
     if (nd & SQZ_QSTAT_X2 && !(in->sum_x2 = sqz__calloc((size_t)n_in, sizeof(double)))) return SQZ_ERR_NOMEM;
     if (nd & SQZ_QSTAT_ABSMEAN && !(in->sum_abs = sqz__calloc((size_t)n_in, sizeof(double)))) return SQZ_ERR_NOMEM;
     if (nd & SQZ_QSTAT_MEAN && !(in->sum_x = sqz__calloc((size_t)n_in, sizeof(double)))) return SQZ_ERR_NOMEM;
@@ -132,6 +135,7 @@ static sqz_status observe_linear(sqz_calib_observer *ob, const sqz_hook_event *e
             memcpy(in->x + in->n_x++ * k, r, (size_t)k * sizeof(float));
     }
     if (in->xtx) SQZ_TRY(sqz__calib_xtx_add(ob, in, e->x, n));
+    if (in->dxxt) SQZ_TRY(sqz__calib_dxxt_add(ob, in, e->x, n));
     if (in->hist_init) SQZ_TRY(sqz_act_hist_add(&in->hist, e->x, n * k));
     in->n_tokens += n;
     return SQZ_OK;
@@ -238,6 +242,11 @@ sqz_status sqz_calib_observer_finish(sqz_calib_observer *ob, sqz_calib_block *ou
             in->xtx = NULL;
             d->have |= SQZ_QSTAT_XTX;
         }
+        if (in->dxxt) {
+            d->dxxt = in->dxxt;
+            in->dxxt = NULL;
+            d->have |= SQZ_QSTAT_DXXT;
+        }
         if (in->x) {
             d->x = in->x;
             d->st.n_x = in->n_x;
@@ -251,6 +260,7 @@ sqz_status sqz_calib_observer_finish(sqz_calib_observer *ob, sqz_calib_block *ou
             d->have |= SQZ_QSTAT_HIST;
         }
         d->st.xtx = d->xtx;
+        d->st.dxxt = d->dxxt;
         d->st.x2 = d->x2;
         d->st.absmax = d->absmax;
         d->st.absmean = d->absmean;
@@ -276,6 +286,7 @@ void sqz_calib_block_free(sqz_calib_block *b) {
     for (int i = 0; i < b->n_inputs && i < SQZ_CALIB_MAX_INPUTS; i++) {
         sqz_calib_input *in = &b->in[i];
         free(in->xtx);
+        free(in->dxxt);
         free(in->x2);
         free(in->absmax);
         free(in->absmean);

@@ -28,7 +28,27 @@ typedef struct obs_input {
     void *dev_h;           /* device backend: (n_in, n_in) f64 upper triangle accumulated there */
     bool dev_used;         /* dev_h holds a sum (else the next update has beta 0) */
     bool host_used;        /* xtx holds sums already (a device sum is added, not copied, into it) */
+    double *dxxt;          /* (n_in, n_in) GPTAQ's sum (x - x~) x~^T, full (observe_dx.c) */
 } obs_input;
+
+/* GPTAQ: the rows of one linear input in the ORIGINAL model for the current window. */
+typedef struct sqz__calib_captured {
+    uint32_t roles;
+    int64_t n_in;
+    float *x;              /* (n_tokens, n_in) */
+    size_t cap;            /* floats */
+    int64_t n_tokens, used; /* rows captured / rows paired so far */
+} sqz__calib_captured;
+
+/* GPTAQ: what the float model's stream gave block `layer`'s linear inputs for one window
+ * (observe_dx.c), and the observer's conversion buffers for dXX^T. */
+typedef struct sqz__calib_capture {
+    int32_t layer;
+    int n_inputs;
+    sqz__calib_captured in[SQZ_CALIB_MAX_INPUTS];
+    double *dd, *dx;       /* (SQZ_XTX_CHUNK, d_cap) each: x - x~ and x~ in double */
+    int64_t d_cap;
+} sqz__calib_capture;
 
 struct sqz_calib_observer {
     int32_t layer;
@@ -49,6 +69,7 @@ struct sqz_calib_observer {
     int64_t rows_cap;      /* at most this many sample rows can fall into what it observes */
     double hist_w0[SQZ_CALIB_MAX_INPUTS]; /* histogram bin width of each input (in the order they
                                              are met) as the first window set it; 0: its own */
+    sqz__calib_capture *pair; /* GPTAQ: the float model's rows of the current window (borrowed) */
 };
 
 /* The cosine similarity of a block's input and output rows a, b (d floats each; 1 when either is
@@ -106,5 +127,18 @@ static inline int64_t sqz__calib_tree_split(int64_t a, int64_t b) {
     return a + p;
 }
 
+
+/* ---- GPTAQ's dXX^T (calib/observe_dx.c) ---- */
+/* A hook for sqz_session_set_hook: keeps the rows of every linear input of block c->layer. */
+sqz_status sqz__calib_capture_hook(void *capture, const sqz_hook_event *e);
+/* Forgets the rows captured (keeps the buffers) and sets the block. */
+void sqz__calib_capture_reset(sqz__calib_capture *c, int32_t layer);
+/* Frees the buffers and zeroes c. NULL is fine. */
+void sqz__calib_capture_free(sqz__calib_capture *c);
+/* in->dxxt += (xf - x)^T x for the next n captured rows xf of the same input (ob->pair).
+ * SQZ_ERR_INVALID_ARG when the float stream has no such rows; SQZ_ERR_NOMEM. */
+sqz_status sqz__calib_dxxt_add(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n);
+/* Pairs observer ob with the capture of the current window (NULL: none). */
+static inline void sqz__calib_observer_pair(sqz_calib_observer *ob, sqz__calib_capture *c) { ob->pair = c; }
 
 #endif

@@ -73,6 +73,8 @@ typedef struct sqz__quant_args {
     int order;   /* 1 act-order, 0 no-act-order */
     int groups;  /* 1 static-groups, 0 dynamic-groups */
     double damp, alpha, pct;
+    int aq;      /* 1 gptaq, 0 no-gptaq */
+    double aq_alpha; /* GPTAQ's alpha */
     int mix;     /* 1 mix (llama.cpp's whole-model rules), 0 pure */
     double bpw;  /* auto: bits per parameter asked */
     sqz_compress_spec spec; /* the result */

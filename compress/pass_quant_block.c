@@ -233,6 +233,8 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         sqz_quant_opts qo = sp->q;
         qo.backend = c->o->backend; /* --device: GPTQ's factor and updates */
         qo.threads = c->o->threads;
+        /* whether GPTQ runs GPTAQ here (by default only where the statistics carry dXX^T) */
+        const bool aq = qo.gptaq && (!qo.gptaq_optional || qs.dxxt);
         const bool gguf = sqz_qformat_is_gguf(qo.target.fmt);
         const bool no_fold = g->fold == SQZ_FOLD_NONE ||
                              (g->fold == SQZ_FOLD_LINEAR && !sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT));
@@ -310,7 +312,8 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         for (int k = 0; k < n_q && st == SQZ_OK; k++) {
             sqz_layer_report *r = &rows[qidx[k]];
             r->quantized = true;
-            snprintf(r->method, sizeof r->method, "%s", used[k]->name);
+            snprintf(r->method, sizeof r->method, "%s%s", used[k]->name,
+                     aq && !strcmp(used[k]->name, "gptq") ? "+gptaq" : "");
             snprintf(r->format, sizeof r->format, "%s", sqz_qformat_name(out[k].target.fmt));
             r->bits_per_weight = sqz_qmatrix_bits_per_weight(&out[k]);
             r->seconds = out[k].seconds;

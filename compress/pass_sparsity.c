@@ -18,7 +18,8 @@
 #include "sqz/family.h"
 
 static const int m_values[] = {4, 8};
-enum { R_RATIO, R_M, R_METHOD, R_LAYERS, R_OWL_M, R_OWL_L, R_DAMP, R_BLOCK, N_ROWS };
+static const int onoff_values[] = {1, 0};
+enum { R_RATIO, R_M, R_METHOD, R_LAYERS, R_OWL_M, R_OWL_L, R_DAMP, R_BLOCK, R_AQ, R_AQ_ALPHA, N_ROWS };
 static const sqz_opt sparsity_opts[] = {
     [R_RATIO] = {.name = "ratio", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__sparse_opts, ratio),
                  .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .min = 0, .max = 8, .metavar = "R|N",
@@ -44,6 +45,12 @@ static const sqz_opt sparsity_opts[] = {
     [R_BLOCK] = {.name = "blocksize", .type = SQZ_OPT_INT, .offset = offsetof(sqz__sparse_opts, blocksize),
                  .min = 8, .max = 4096, .def = "128",
                  .help = "SparseGPT: columns per block (a multiple of M and of the joint format's group)"},
+    [R_AQ] = {.name = "gptaq", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__sparse_opts, aq),
+              .flags = SQZ_OPT_BARE, .choices = "gptaq|no-gptaq", .values = onoff_values, .def = "no-gptaq",
+              .help = "SparseGPT: GPTAQ's correction toward the original model's outputs (as --quant's gptq:gptaq; "
+                      "one process, twice the activations' memory)"},
+    [R_AQ_ALPHA] = {.name = "gptaq-alpha", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__sparse_opts, aq_alpha),
+                    .min = 0, .max = 1, .def = "0.25", .help = "SparseGPT with gptaq: the weight of its correction"},
 };
 _Static_assert(sizeof sparsity_opts / sizeof sparsity_opts[0] == N_ROWS, "sparsity rows");
 
@@ -71,9 +78,13 @@ static sqz_status sparsity_check(void *args, uint64_t given, const char *spec) {
     }
     SQZ_RETURN_IF((GIVEN(R_OWL_M) || GIVEN(R_OWL_L)) && a->layers != 1, SQZ_ERR_INVALID_ARG,
                   "--sparsity '%s': '%s' is an OWL option (add ':owl')", spec, GIVEN(R_OWL_M) ? "owl-m=" : "owl-lambda=");
-    SQZ_RETURN_IF((GIVEN(R_DAMP) || GIVEN(R_BLOCK)) && a->method != SQZ__SPARSE_SPARSEGPT, SQZ_ERR_INVALID_ARG,
-                  "--sparsity '%s': '%s' is a SparseGPT option (add ':sparsegpt')", spec,
-                  GIVEN(R_DAMP) ? "damp=" : "blocksize=");
+    SQZ_RETURN_IF((GIVEN(R_DAMP) || GIVEN(R_BLOCK) || GIVEN(R_AQ) || GIVEN(R_AQ_ALPHA)) &&
+                      a->method != SQZ__SPARSE_SPARSEGPT,
+                  SQZ_ERR_INVALID_ARG, "--sparsity '%s': '%s' is a SparseGPT option (add ':sparsegpt')", spec,
+                  GIVEN(R_DAMP) ? "damp=" : GIVEN(R_BLOCK) ? "blocksize=" : GIVEN(R_AQ) ? "gptaq" : "gptaq-alpha=");
+    SQZ_RETURN_IF(GIVEN(R_AQ_ALPHA) && GIVEN(R_AQ) && a->aq == 0, SQZ_ERR_INVALID_ARG,
+                  "--sparsity '%s': 'gptaq-alpha=' with 'no-gptaq'", spec);
+    if (GIVEN(R_AQ_ALPHA)) a->aq = 1;
     SQZ_RETURN_IF(a->m > 0 && a->blocksize % a->m, SQZ_ERR_INVALID_ARG,
                   "--sparsity '%s': part 'blocksize=%" PRId64 "': a multiple of M (%d)", spec, a->blocksize, a->m);
     return SQZ_OK;
@@ -82,6 +93,7 @@ static sqz_status sparsity_check(void *args, uint64_t given, const char *spec) {
 static unsigned sparsity_needs(const void *args, unsigned *required) {
     const sqz__sparse_opts *a = args;
     *required = a->method == SQZ__SPARSE_WANDA ? SQZ_QSTAT_X2 : a->method == SQZ__SPARSE_SPARSEGPT ? SQZ_QSTAT_XTX : 0;
+    if (a->method == SQZ__SPARSE_SPARSEGPT && a->aq == 1) *required |= SQZ_QSTAT_DXXT;
     return *required | SQZ_QSTAT_SAMPLE;
 }
 
@@ -266,7 +278,7 @@ const sqz_pass sqz__pass_sparsity = {
     .summary = "zero a fraction (R) or N of every M (N:M) of every linear layer's weights by magnitude, Wanda or "
                "SparseGPT, uniform or OWL ratios; sparsegpt quantizes jointly with a following --quant "
                "(docs/sparsity.md)",
-    .examples = "0.5 0.5:wanda 2:4:sparsegpt 4:8:magnitude 0.6:wanda:owl 2:4:sparsegpt:damp=0.02",
+    .examples = "0.5 0.5:wanda 2:4:sparsegpt 4:8:magnitude 0.6:wanda:owl 2:4:sparsegpt:damp=0.02 0.5:sparsegpt:gptaq",
     .opts = sparsity_opts, .n_opts = N_ROWS, .args_size = sizeof(sqz__sparse_opts),
     .state_size = sizeof(sparsity_state), .check = sparsity_check, .check_model = sparsity_check_model,
     .link = sparsity_link, .needs = sparsity_needs, .model_step = sparsity_model_step, .run_block = sparsity_block,

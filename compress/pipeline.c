@@ -32,10 +32,11 @@ void sqz_compress_report_free(sqz_compress_report *r) {
 
 /* The names of the statistics in bits, into buf (cap 128). */
 static const char *stat_names(unsigned bits, char *buf) {
-    static const char *names[] = {"Hessian", "E[x^2]", "absmax", "E|x|", "sample rows", "histogram", "E[x]"};
+    static const char *names[] = {"Hessian", "E[x^2]", "absmax", "E|x|", "sample rows", "histogram", "E[x]",
+                                  "GPTAQ's dXX^T (the float model's stream: live calibration only)"};
     const size_t cap = 128;
     buf[0] = 0;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         if (!(bits & (1u << i))) continue;
         if (buf[0]) strncat(buf, ", ", cap - strlen(buf) - 1);
         strncat(buf, names[i], cap - strlen(buf) - 1);

@@ -74,10 +74,11 @@ static sqz_status chol(sqz_backend *be, double *h, int64_t n) {
     return s;
 }
 
-/* Builds U (float) and perm / dead for the shared input. Peak: n^2 doubles (the damped,
- * permuted Hessian, factored in place) + n^2 floats (U). */
+/* Builds U (float), perm / dead for the shared input and, for GPTAQ, P (gptaq.c; else NULL).
+ * Peak: n^2 doubles (the damped, permuted Hessian, factored in place) + n^2 floats (U); GPTAQ
+ * 2 n^2 doubles + n^2 floats more while P is formed. */
 static sqz_status prepare(const sqz_qstats *st, const sqz_quant_opts *o, float **u_out, int64_t **perm_out,
-                          uint8_t **dead_out) {
+                          uint8_t **dead_out, float **p_out) {
     const int64_t n = st->n_in;
     size_t nn;
     SQZ_RETURN_IF(!sqz__mul_size((size_t)n, (size_t)n, &nn) || nn > ((size_t)1 << 34), SQZ_ERR_INVALID_ARG,
@@ -121,6 +122,7 @@ static sqz_status prepare(const sqz_qstats *st, const sqz_quant_opts *o, float *
         damp *= 10;
     }
     if (s != SQZ_OK) { sqz__error_prefix("gptq"); goto done; }
+    if (o->gptaq && (s = sqz__gptaq_p(st->dxxt, perm, dead, work, n, o->gptaq_alpha, p_out)) != SQZ_OK) goto done;
     if (!(u = sqz__malloc(nn * sizeof(float)))) { s = SQZ_ERR_NOMEM; goto done; }
     for (size_t i = 0; i < nn; i++) u[i] = (float)work[i];
     *u_out = u;
@@ -258,12 +260,14 @@ static sqz_status check_backend(const sqz_backend *be) {
 
 static void ctx_free(gptq_ctx *c) {
     if (c->du && c->be->ops->free) c->be->ops->free(c->be->ctx, c->du);
+    if (c->dp && c->be->ops->free) c->be->ops->free(c->be->ctx, c->dp);
     sqz__pool_free(c->pool);
     free((void *)c->u);
     free((void *)c->ud);
     free((void *)c->hdiag);
     free((void *)c->perm);
     free((void *)c->dead);
+    free((void *)c->pm);
     memset(c, 0, sizeof *c);
 }
 
@@ -276,7 +280,10 @@ static sqz_status ctx_setup(gptq_ctx *c, const sqz_qstats *st, const sqz_quant_o
     float *u = NULL;
     int64_t *perm = NULL;
     uint8_t *dead = NULL;
-    SQZ_TRY(prepare(st, o, &u, &perm, &dead));
+    float *pm = NULL;
+    sqz_status s = prepare(st, o, &u, &perm, &dead, &pm);
+    c->pm = pm; /* owned by c even when prepare failed after forming it */
+    SQZ_TRY(s);
     c->u = u;
     c->perm = perm;
     c->dead = dead;
@@ -297,7 +304,13 @@ static sqz_status ctx_setup(gptq_ctx *c, const sqz_qstats *st, const sqz_quant_o
         sqz__error_prefix("gptq: device memory for the factor of %lld", (long long)n);
         return SQZ_ERR_NOMEM;
     }
-    return c->be->ops->upload(c->be->ctx, c->du, u, nb);
+    SQZ_TRY(c->be->ops->upload(c->be->ctx, c->du, u, nb));
+    if (!c->pm) return SQZ_OK;
+    if (!(c->dp = c->be->ops->alloc(c->be->ctx, nb))) {
+        sqz__error_prefix("gptq: device memory for GPTAQ's P of %lld", (long long)n);
+        return SQZ_ERR_NOMEM;
+    }
+    return c->be->ops->upload(c->be->ctx, c->dp, c->pm, nb);
 }
 
 typedef struct layers_job {
@@ -351,8 +364,10 @@ static sqz_status run_layers(const layers_job *L, sqz_qmatrix *out, float **valu
 
 static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o_in,
                            const sqz__gptq_mask *mask, sqz_qmatrix *out, float **values, float *smooth) {
-    SQZ_TRY(sqz__check_method_args("gptq", lin, n_lin, st, o_in, SQZ_QSTAT_XTX, smooth, false));
-    sqz_quant_opts o1 = *o_in;
+    sqz_quant_opts o1 = o_in ? *o_in : sqz_quant_default_opts();
+    if (o1.gptaq && o1.gptaq_optional && (!st || !st->dxxt)) o1.gptaq = false; /* plain GPTQ */
+    SQZ_TRY(sqz__check_method_args("gptq", lin, n_lin, st, o_in, SQZ_QSTAT_XTX | (o1.gptaq ? SQZ_QSTAT_DXXT : 0u),
+                                   smooth, false));
     if (mask) o1.act_order = false;
     const sqz_quant_opts *o = &o1;
     sqz_qtarget t = o->target;

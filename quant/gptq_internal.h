@@ -24,6 +24,8 @@ typedef struct gptq_ctx {
     sqz__pool *pool;    /* the rows of a block, the static grids */
     sqz_backend *be;    /* NULL: host arithmetic; else the backend (host memory or a device) */
     void *du;           /* device backend: U (n, n) f32 in its memory */
+    const float *pm;    /* GPTAQ: P (n, n) in processing order, strictly upper (gptaq.c); NULL: GPTQ */
+    void *dp;           /* device backend with GPTAQ: P (n, n) f32 in its memory */
 } gptq_ctx;
 
 /* Where the sweep writes: codes (n_out, n) by original column and the grids (n_out, ng) when
@@ -43,5 +45,12 @@ sqz_status sqz__gptq_sweep_host(const gptq_ctx *c, float *wp, int64_t n_out, gpt
 /* The same on a device backend: wp^T and U in its memory, each block's rows downloaded, swept
  * on the host and their errors uploaded for one sgemm. wp is read only. */
 sqz_status sqz__gptq_sweep_device(const gptq_ctx *c, const float *wp, int64_t n_out, gptq_out *o);
+
+/* GPTAQ's P = alpha * triu1(D . U^T) . U (gptaq.c), D = dxxt (n, n, original column order)
+ * permuted by perm with the dead columns' rows and columns zero, U the double factor (n, n,
+ * processing order, strictly lower part 0). *p_out (n, n) float is the caller's to free.
+ * SQZ_ERR_NUMERIC for a non-finite dxxt entry, SQZ_ERR_INVALID_ARG for a bad alpha. */
+sqz_status sqz__gptaq_p(const double *dxxt, const int64_t *perm, const uint8_t *dead, const double *u, int64_t n,
+                        double alpha, float **p_out);
 
 #endif

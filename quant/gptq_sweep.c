@@ -19,6 +19,7 @@ typedef struct gptq_block {
     float *w;
     int64_t ld, i1, cnt;
     float *err;   /* (n_out, cnt) */
+    float *wpre;  /* GPTAQ: (n_out, cnt) each column's value before it was quantized; else NULL */
     gptq_out *o;
 } gptq_block;
 
@@ -68,7 +69,15 @@ static void sweep_row(const gptq_block *b, int64_t r) {
         const float e = (v - q) / d;
         er[i] = e;
         const float *urow = c->u + p * n + i1;
-        for (int64_t j = i + 1; j < cnt; j++) wr[j] -= e * urow[j];
+        if (!c->pm) {
+            for (int64_t j = i + 1; j < cnt; j++) wr[j] -= e * urow[j];
+            continue;
+        }
+        /* GPTAQ: W1[:, i:] -= err1 (x) Hinv1[i, i:] - w (x) P1[i, i:] (P1[i, i] = 0); with P = 0
+         * this is GPTQ's update bit for bit */
+        const float *prow = c->pm + p * n + i1;
+        b->wpre[r * cnt + i] = v;
+        for (int64_t j = i + 1; j < cnt; j++) wr[j] -= e * urow[j] - v * prow[j];
     }
 }
 
@@ -92,19 +101,33 @@ static void sweep_block(gptq_block *b, int64_t n_out) {
 sqz_status sqz__gptq_sweep_host(const gptq_ctx *c, float *wp, int64_t n_out, gptq_out *o) {
     const int64_t n = c->n, B = c->blocksize;
     float *err = sqz__malloc((size_t)n_out * (size_t)B * sizeof(float));
-    if (!err) return SQZ_ERR_NOMEM;
+    float *wpre = c->pm ? sqz__malloc((size_t)n_out * (size_t)B * sizeof(float)) : NULL;
+    if (!err || (c->pm && !wpre)) {
+        free(err);
+        free(wpre);
+        return SQZ_ERR_NOMEM;
+    }
     sqz_status s = SQZ_OK;
     for (int64_t i1 = 0; i1 < n && s == SQZ_OK; i1 += B) {
         const int64_t i2 = i1 + B < n ? i1 + B : n, cnt = i2 - i1;
-        gptq_block b = {c, wp + i1, n, i1, cnt, err, o};
+        gptq_block b = {c, wp + i1, n, i1, cnt, err, wpre, o};
         sweep_block(&b, n_out);
         if (i2 >= n) break;
         const sqz_sgemm_args a = {.m = n_out, .n = n - i2, .k = cnt, .alpha = -1.0f, .a = err, .lda = cnt,
                                   .b = c->u + i1 * n + i2, .ldb = n, .beta = 1.0f, .c = wp + i2, .ldc = n};
         if (c->be) s = c->be->ops->sgemm(c->be->ctx, &a);
         else sqz__sgemm_host(&a);
+        if (s != SQZ_OK || !wpre) continue;
+        /* GPTAQ: W[:, i2:] += Wpre[:, block] . P[block, i2:], the same columns' values before
+         * quantization as inside the block (GPTQModel's gptaq.py multiplies the block's W1 here,
+         * which by then holds Q: its result then depends on the block size; ours does not) */
+        const sqz_sgemm_args ap = {.m = n_out, .n = n - i2, .k = cnt, .alpha = 1.0f, .a = wpre, .lda = cnt,
+                                   .b = c->pm + i1 * n + i2, .ldb = n, .beta = 1.0f, .c = wp + i2, .ldc = n};
+        if (c->be) s = c->be->ops->sgemm(c->be->ctx, &ap);
+        else sqz__sgemm_host(&ap);
     }
     free(err);
+    free(wpre);
     return s;
 }
 
@@ -120,13 +143,17 @@ typedef struct dev_sweep {
     sqz_backend *be;
     float *dw, *de;
     float *tb, *hb, *err, *et;
+    float *dwpre, *wpre; /* GPTAQ: the block's values before quantization, device (B, n_out) and host
+                            (n_out, B); else NULL */
 } dev_sweep;
 
 static void dev_sweep_free(dev_sweep *d) {
     if (d->be->ops->free) {
         d->be->ops->free(d->be->ctx, d->dw);
         d->be->ops->free(d->be->ctx, d->de);
+        d->be->ops->free(d->be->ctx, d->dwpre);
     }
+    free(d->wpre);
     free(d->tb);
     free(d->hb);
     free(d->err);
@@ -143,14 +170,16 @@ static sqz_status dev_sweep_init(const gptq_ctx *c, const float *wp, int64_t n_o
     d->hb = sqz__malloc(B * no * sizeof(float));
     d->err = sqz__malloc(B * no * sizeof(float));
     d->et = sqz__malloc(B * no * sizeof(float));
-    if (!wt || !d->tb || !d->hb || !d->err || !d->et) {
+    d->wpre = c->pm ? sqz__malloc(B * no * sizeof(float)) : NULL;
+    if (!wt || !d->tb || !d->hb || !d->err || !d->et || (c->pm && !d->wpre)) {
         free(wt);
         return SQZ_ERR_NOMEM;
     }
     d->dw = be->ops->alloc(be->ctx, n * no * sizeof(float));
     d->de = d->dw ? be->ops->alloc(be->ctx, B * no * sizeof(float)) : NULL;
+    d->dwpre = d->de && c->pm ? be->ops->alloc(be->ctx, B * no * sizeof(float)) : NULL;
     sqz_status s = SQZ_OK;
-    if (!d->dw || !d->de) {
+    if (!d->dw || !d->de || (c->pm && !d->dwpre)) {
         sqz__error_prefix("gptq: device memory for %zu x %zu weights", no, n);
         s = SQZ_ERR_NOMEM;
     }
@@ -170,7 +199,7 @@ static sqz_status dev_block(const gptq_ctx *c, dev_sweep *d, int64_t n_out, int6
     SQZ_TRY(be->ops->download(be->ctx, d->tb, d->dw + i1 * n_out, bytes));
     if (be->ops->synchronize) SQZ_TRY(be->ops->synchronize(be->ctx));
     transpose(d->tb, cnt, n_out, d->hb);
-    gptq_block b = {c, d->hb, cnt, i1, cnt, d->err, o};
+    gptq_block b = {c, d->hb, cnt, i1, cnt, d->err, d->wpre, o};
     sweep_block(&b, n_out);
     if (i2 >= n) return SQZ_OK;
     transpose(d->err, n_out, cnt, d->et);
@@ -178,7 +207,15 @@ static sqz_status dev_block(const gptq_ctx *c, dev_sweep *d, int64_t n_out, int6
     const sqz_sgemm_args a = {.trans_a = true, .m = n - i2, .n = n_out, .k = cnt, .alpha = -1.0f,
                               .a = (const float *)c->du + i1 * n + i2, .lda = n, .b = d->de, .ldb = n_out,
                               .beta = 1.0f, .c = d->dw + i2 * n_out, .ldc = n_out};
-    return be->ops->sgemm(be->ctx, &a);
+    SQZ_TRY(be->ops->sgemm(be->ctx, &a));
+    if (!c->pm) return SQZ_OK;
+    /* GPTAQ: wp^T[i2:, :] += P[i1:i2, i2:]^T . Wpre^T (as the host's second sgemm) */
+    transpose(d->wpre, n_out, cnt, d->et);
+    SQZ_TRY(be->ops->upload(be->ctx, d->dwpre, d->et, bytes));
+    const sqz_sgemm_args ap = {.trans_a = true, .m = n - i2, .n = n_out, .k = cnt, .alpha = 1.0f,
+                               .a = (const float *)c->dp + i1 * n + i2, .lda = n, .b = d->dwpre, .ldb = n_out,
+                               .beta = 1.0f, .c = d->dw + i2 * n_out, .ldc = n_out};
+    return be->ops->sgemm(be->ctx, &ap);
 }
 
 sqz_status sqz__gptq_sweep_device(const gptq_ctx *c, const float *wp, int64_t n_out, gptq_out *o) {

@@ -61,6 +61,7 @@ sqz_quant_opts sqz_quant_default_opts(void) {
     o.target.fmt = SQZ_QFMT_I8;
     o.percdamp = 0.01;
     o.blocksize = 128;
+    o.gptaq_alpha = 0.25;
     o.awq_grid = 20;
     o.awq_clip = true;
     o.awq_clip_grid = 20;
@@ -83,6 +84,7 @@ static const char *stat_name(unsigned bit) {
     case SQZ_QSTAT_ABSMAX: return "max |x| per channel";
     case SQZ_QSTAT_ABSMEAN: return "E|x| per channel";
     case SQZ_QSTAT_SAMPLE: return "a sample of input rows";
+    case SQZ_QSTAT_DXXT: return "dXX^T (the float model's stream, live calibration only)";
     default: return "an |x| histogram";
     }
 }
@@ -94,6 +96,7 @@ static bool has_stat(const sqz_qstats *st, unsigned bit) {
     case SQZ_QSTAT_ABSMAX: return st->absmax != NULL;
     case SQZ_QSTAT_ABSMEAN: return st->absmean != NULL;
     case SQZ_QSTAT_SAMPLE: return st->x != NULL && st->n_x > 0;
+    case SQZ_QSTAT_DXXT: return st->dxxt != NULL;
     default: return st->hist != NULL && st->hist->total > 0;
     }
 }
@@ -114,9 +117,9 @@ sqz_status sqz__check_method_args(const char *method, const sqz_qlinear *lin, in
     for (int i = 0; i < n_lin; i++)
         SQZ_RETURN_IF(!lin[i].w || lin[i].n_out < 1, SQZ_ERR_INVALID_ARG, "%s: layer %d (%s) has no weight", method,
                       i, lin[i].name ? lin[i].name : "?");
-    for (unsigned bit = 1; bit <= SQZ_QSTAT_HIST; bit <<= 1)
-        SQZ_RETURN_IF((needs & bit) && !has_stat(st, bit), SQZ_ERR_INVALID_ARG, "%s: needs %s of the input", method,
-                      stat_name(bit));
+    for (unsigned bit = 1; bit <= SQZ_QSTAT_DXXT; bit <<= 1)
+        SQZ_RETURN_IF(bit != SQZ_QSTAT_MEAN && (needs & bit) && !has_stat(st, bit), SQZ_ERR_INVALID_ARG,
+                      "%s: needs %s of the input", method, stat_name(bit));
     SQZ_RETURN_IF(o->act_mode != SQZ_ACT_FLOAT && t.fmt != SQZ_QFMT_I8, SQZ_ERR_UNSUPPORTED,
                   "%s: activation quantization (W8A8) needs the i8 target, not %s", method,
                   sqz_qformat_name(t.fmt));

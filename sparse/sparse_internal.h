@@ -44,6 +44,8 @@ typedef struct sqz__sparse_opts {
     double owl_m, owl_lambda;
     double damp;
     int64_t blocksize;
+    int aq;              /* SparseGPT: 1 with GPTAQ's correction (sqz_quant_opts.gptaq), 0 without */
+    double aq_alpha;     /* its alpha */
 } sqz__sparse_opts;
 
 /* ---- choosing the zeros (mask.c) -------------------------------------------------------- */

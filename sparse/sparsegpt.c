@@ -9,6 +9,8 @@
  *                 w^2 / U_jj^2 of the group (from that row's updated weights).
  * Joint mode (a quant stage follows): the kept weights go to the quant stage's grid in the same
  * sweep and the zeros take the grid's exact zero code (sqz__gptq_masked).
+ * GPTAQ (a->aq, or the joint quant stage's gptq:gptaq): the sweep's correction toward the
+ * original model's outputs (quant/gptaq.c), the same for a pruned weight as for a rounded one.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -55,6 +57,10 @@ sqz_status sqz__sparsegpt(const sqz_qlinear *lin, int n_lin, const sqz_qstats *s
     o.percdamp = a->damp;
     o.backend = be;
     o.threads = threads;
+    if (a->aq == 1) {
+        o.gptaq = true;
+        o.gptaq_alpha = a->aq_alpha;
+    }
     const sqz__gptq_mask mk = {.per_row = a->m > 0, .span = a->m > 0 ? a->m : a->blocksize, .quantize = q != NULL,
                                .select = select_mask, .user = &h};
     sqz_status s = sqz__gptq_masked(lin, n_lin, st, &o, &mk, out, values);

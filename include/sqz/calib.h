@@ -127,6 +127,8 @@ typedef struct sqz_calib_input {
     unsigned have;     /* SQZ_QSTAT_* present */
     sqz_qstats st;     /* n_in, n_tokens, and the arrays that `have` lists */
     double *xtx;       /* (n_in, n_in), both triangles */
+    double *dxxt;      /* (n_in, n_in) GPTAQ's sum (x - x~) x~^T (SQZ_QSTAT_DXXT; live calibration only,
+                          never in a .sqzs file) */
     float *x2, *absmax, *absmean;
     float *mean;       /* E[x] (SQZ_QSTAT_MEAN; live calibration only, never in a .sqzs file) */
     float *x;          /* (st.n_x, n_in) sample rows */

@@ -35,7 +35,8 @@ extern "C" {
  *            | int4        INT4 per group (sqz's U4 layout), default g128, symmetric
  *            | q8_0 | q4_0 | q4_1   GGUF blocks of 32 (llama.cpp's exact grids)
  *   PART    := METHOD | ACT | 'g32' | 'g64' | 'g128' | 'sym' | 'asym' | 'act-order'
- *            | 'no-act-order' | 'static-groups' | 'dynamic-groups' | 'damp=' NUMBER | 'alpha=' NUMBER
+ *            | 'no-act-order' | 'static-groups' | 'dynamic-groups' | 'damp=' NUMBER | 'gptaq'
+ *            | 'no-gptaq' | 'gptaq-alpha=' NUMBER | 'alpha=' NUMBER
  *            | 'pct=' NUMBER
  *   METHOD  := rtn | imatrix | gptq | awq | smoothquant       (default rtn)
  *   ACT     := minmax | percentile | entropy | dynamic         (w8a8 only; default minmax)
@@ -48,7 +49,10 @@ extern "C" {
  * damping, default 0.01) needs gptq; so do act-order (the default: columns by decreasing
  * Hessian diagonal), no-act-order, static-groups (the default: grids from the original weights,
  * natural column groups) and dynamic-groups (grids built as the columns are reached; with
- * act-order, int4 then records every column's group in g_idx, AutoGPTQ's desc_act).
+ * act-order, int4 then records every column's group in g_idx, AutoGPTQ's desc_act); so do gptaq
+ * (GPTAQ: fit the original model's outputs, from a second stream through the original blocks;
+ * q.gptaq, and sqz_compress_needs then includes SQZ_QSTAT_DXXT), no-gptaq (the default) and
+ * gptaq-alpha= (its weight, 0.25; giving it turns GPTAQ on).
  */
 typedef struct sqz_compress_spec {
     char text[128];             /* the SPEC as given */

@@ -173,6 +173,9 @@ enum {
     SQZ_QSTAT_MEAN = 1u << 6,    /* mean: E[x] per channel (pruning: FLAP's fluctuation and bias
                                     compensation); collected by live calibration, not stored in
                                     statistics files (version 1) */
+    SQZ_QSTAT_DXXT = 1u << 7,    /* dxxt: sum (x - x~) x~^T, x the float model's input, x~ the
+                                    compressed model's (GPTAQ); live calibration only, which then
+                                    also runs the original model's stream; not in statistics files */
 };
 
 /* |x| histogram with constant bin width (TensorRT / pytorch-quantization HistogramCalibrator):
@@ -209,6 +212,10 @@ typedef struct sqz_qstats {
     int64_t n_x;
     const sqz_act_hist *hist;  /* |x| over every element of the input */
     const float *mean;         /* (n_in) E[x] (SQZ_QSTAT_MEAN), or NULL */
+    const double *dxxt;        /* (n_in, n_in) row-major sum_t (x_t - x~_t) x~_t^T (SQZ_QSTAT_DXXT), or
+                                  NULL: x_t the row the ORIGINAL model gives this input, x~_t the row
+                                  the partly compressed model gives it (the one xtx sums), paired by
+                                  token; on xtx's scale (GPTAQ's P does not change when both scale) */
 } sqz_qstats;
 
 /* Statistics computed from rows x (n, n_in) at once, for tests, tools and small drivers (calib/
@@ -243,6 +250,13 @@ typedef struct sqz_quant_opts {
     bool act_order;         /* process columns by decreasing diag(H) */
     bool static_groups;     /* grids from the original weights before any update (always so for
                                GGUF targets with act_order) */
+    /* GPTAQ (Li et al., ICML 2025): fit Q X~ to the original model's W X instead of W X~. GPTQ's
+     * sweep plus the correction P = alpha * triu1(dXX^T . U^T) . U (U the factor of H^-1) applied
+     * with each column's value before quantization; needs st->dxxt. Also SparseGPT's sweep. */
+    bool gptaq;             /* false */
+    double gptaq_alpha;     /* 0.25 (GPTQModel's GPTAQConfig default) */
+    bool gptaq_optional;    /* with gptaq: run plain GPTQ where GPTAQ cannot run (no st->dxxt)
+                               instead of failing; false */
     /* AWQ (Lin et al. 2023, llm-awq auto_scale / auto_clip) */
     int32_t awq_grid;       /* alpha in {0, 1/grid, ..., (grid-1)/grid}; 20 */
     bool awq_clip;          /* search a clipping threshold per (row, group); true */

@@ -23,8 +23,16 @@ grep -q avx2 /proc/cpuinfo 2>/dev/null || { echo "skipping: the golden bytes wer
 tail -n 1200 "$wiki" > "$tmp/calib.txt"
 
 # NAME MODEL OUT-SUFFIX ARGS...: compresses and prints "sha256  NAME/file" for every output file.
+# A gptq SPEC runs plain GPTQ (':no-gptaq' appended, so the bytes recorded before GPTAQ existed
+# still hold whatever the default); the *_gptaq rows name GPTAQ themselves.
 run() {
   local name=$1 model=$2 suffix=$3; shift 3
+  local a args=()
+  for a in "$@"; do
+    case $a in *:gptq*gptaq*) ;; *:gptq*) a=$a:no-gptaq ;; esac
+    args+=("$a")
+  done
+  set -- "${args[@]}"
   local out="$tmp/$name$suffix"
   local layout=(); [ -z "$suffix" ] && layout=(--hf-format sqz) # the layout recorded; compressed-tensors: py_ctensors_oracle
   if ! "$sqz" compress "$model" -o "$out" --threads 1 "${layout[@]}" "$@" > "$tmp/log" 2>&1; then
@@ -66,6 +74,10 @@ all() {
     run "tiny_${s//[:=]/_}" "$tiny" .gguf --quant "$s" "${c2[@]}"
   done
   run tiny_q4_0_gptq_st "$tiny" .gguf --quant q4_0:gptq --to gguf "${c2[@]}"
+  # GPTAQ (issue 27): the float model's second stream, dXX^T, P in the sweep
+  run s260_q4_0_gptq_gptaq "$s260" .gguf --quant q4_0:gptq:gptaq "${c1[@]}"
+  run s260_int4_gptq_g32_gptaq_alpha "$s260" "" --quant int4:gptq:g32:gptaq-alpha=0.5 "${c1[@]}"
+  run tiny_int4_gptq_g32_gptaq "$tiny" "" --quant int4:gptq:g32:gptaq "${c2[@]}"
 }
 
 if [ "${1:-}" = --record ]; then
