@@ -85,7 +85,9 @@ static const char *stat_name(unsigned bit) {
     case SQZ_QSTAT_ABSMEAN: return "E|x| per channel";
     case SQZ_QSTAT_SAMPLE: return "a sample of input rows";
     case SQZ_QSTAT_DXXT: return "dXX^T (the float model's stream, live calibration only)";
-    default: return "an |x| histogram";
+    case SQZ_QSTAT_HIST: return "an |x| histogram";
+    case SQZ_QSTAT_MEAN: return "E[x] per channel";
+    default: return "an unknown statistic";
     }
 }
 
@@ -97,7 +99,9 @@ static bool has_stat(const sqz_qstats *st, unsigned bit) {
     case SQZ_QSTAT_ABSMEAN: return st->absmean != NULL;
     case SQZ_QSTAT_SAMPLE: return st->x != NULL && st->n_x > 0;
     case SQZ_QSTAT_DXXT: return st->dxxt != NULL;
-    default: return st->hist != NULL && st->hist->total > 0;
+    case SQZ_QSTAT_HIST: return st->hist != NULL && st->hist->total > 0;
+    case SQZ_QSTAT_MEAN: return st->mean != NULL;
+    default: return false; /* a bit this function does not know: not there */
     }
 }
 
@@ -118,7 +122,7 @@ sqz_status sqz__check_method_args(const char *method, const sqz_qlinear *lin, in
         SQZ_RETURN_IF(!lin[i].w || lin[i].n_out < 1, SQZ_ERR_INVALID_ARG, "%s: layer %d (%s) has no weight", method,
                       i, lin[i].name ? lin[i].name : "?");
     for (unsigned bit = 1; bit <= SQZ_QSTAT_DXXT; bit <<= 1)
-        SQZ_RETURN_IF(bit != SQZ_QSTAT_MEAN && (needs & bit) && !has_stat(st, bit), SQZ_ERR_INVALID_ARG,
+        SQZ_RETURN_IF((needs & bit) && !has_stat(st, bit), SQZ_ERR_INVALID_ARG,
                       "%s: needs %s of the input", method, stat_name(bit));
     SQZ_RETURN_IF(o->act_mode != SQZ_ACT_FLOAT && t.fmt != SQZ_QFMT_I8, SQZ_ERR_UNSUPPORTED,
                   "%s: activation quantization (W8A8) needs the i8 target, not %s", method,
