@@ -94,6 +94,8 @@ typedef enum sqz_qformat {
     SQZ_QFMT_IQ4_NL = 13, /* GGUF IQ4_NL (blocks of 32) and IQ4_XS (super-blocks of 256): 4-bit codes
                            * into llama.cpp's non-linear table kvalues_iq4nl times a block scale */
     SQZ_QFMT_IQ4_XS = 14,
+    SQZ_QFMT_IQ3_S = 15,  /* GGUF IQ3_S (super-blocks of 256): groups of 4 weights on a 512-point lattice
+                           * codebook with sign bits and 4-bit sub-block scales; RTN and imatrix only */
     SQZ_QFMT_COUNT
 } sqz_qformat;
 
