@@ -59,7 +59,7 @@ static const sqz_opt compress_rows[] = {
      .set = add_recipe,
      .help = "stages from a JSON recipe ({\"sqz_recipe\": 1, \"stages\": [{\"quant\": \"q4_0:gptq\"}]}), in place"},
     {.name = "to", .type = SQZ_OPT_CHOICE, .offset = offsetof(compress_opts, to), .choices = "auto|gguf|safetensors",
-     .def = "auto", .help = "auto: gguf for q8_0/q4_0/q4_1/q*_k/iq4_* or an OUT ending in .gguf, else safetensors"},
+     .def = "auto", .help = "auto: gguf for q8_0/q4_0/q4_1/q*_k/iq4_*/iq3_s or an OUT ending in .gguf, else safetensors"},
     {.name = "stats", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, stats), .flags = SQZ_OPT_INPUT,
      .metavar = "FILE",
      .help = "statistics of `sqz calibrate` instead of --calib (imatrix, w8a8, smoothquant)"},
@@ -272,7 +272,7 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
         so->gguf_file_type = sqz_qmix_gguf_ftype(q->mix);
     if (q && so->format == SQZ_FORMAT_GGUF && !gguf_native)
         return sqz_cli_usage_error("compress", "SPEC '%s' stores sqz's %s layout, which GGUF cannot hold: use --to "
-                                   "safetensors (an HF directory), or a GGUF format (q8_0, q4_0, q4_1, q*_k, iq4_nl, iq4_xs)",
+                                   "safetensors (an HF directory), or a GGUF format (q8_0, q4_0, q4_1, q*_k, iq4_nl, iq4_xs, iq3_s)",
                                    spec, sqz_qformat_name(qf));
     if (q && so->format == SQZ_FORMAT_SAFETENSORS && q->method && q->method->smooths &&
         so->hf_format != SQZ_HF_SQZ)

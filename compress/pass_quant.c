@@ -12,9 +12,9 @@
 
 
 enum { F_INT8, F_W8A8, F_INT4, F_Q8_0, F_Q4_0, F_Q4_1, F_Q2_K, F_Q3_K, F_Q4_K, F_Q5_K, F_Q6_K, F_Q5_0, F_Q5_1,
-       F_IQ4_NL, F_IQ4_XS, F_Q3_K_M, F_Q4_K_M, F_Q5_K_M, F_Q3_K_S, F_Q3_K_L, F_Q4_K_S, F_Q5_K_S, F_AUTO };
+       F_IQ4_NL, F_IQ4_XS, F_IQ3_S, F_Q3_K_M, F_Q4_K_M, F_Q5_K_M, F_Q3_K_S, F_Q3_K_L, F_Q4_K_S, F_Q5_K_S, F_AUTO };
 #define FORMATS                                                                                                    \
-    "int8|w8a8|int4|q8_0|q4_0|q4_1|q2_k|q3_k|q4_k|q5_k|q6_k|q5_0|q5_1|iq4_nl|iq4_xs|q3_k_m|q4_k_m|q5_k_m|q3_k_s|" \
+    "int8|w8a8|int4|q8_0|q4_0|q4_1|q2_k|q3_k|q4_k|q5_k|q6_k|q5_0|q5_1|iq4_nl|iq4_xs|iq3_s|q3_k_m|q4_k_m|q5_k_m|q3_k_s|" \
     "q3_k_l|q4_k_s|q5_k_s|auto"
 /* the formats that name a whole-model mix of quant/mix.c (llama.cpp's ftypes) */
 #define FIRST_MIX F_Q3_K_M
@@ -48,14 +48,15 @@ static sqz_opt quant_opts[] = {
         .help = "int8 (W8A16 per channel), w8a8 (+ INT8 activations), int4 (per group), q8_0 / q4_0 / q4_1 "
                 "/ q5_0 / q5_1 (GGUF blocks of 32, llama.cpp's exact grids), q2_k ... q6_k (GGUF K-quants, "
                 "super-blocks of 256), iq4_nl / iq4_xs (GGUF 4-bit codes into llama.cpp's non-linear table: "
-                "blocks of 32, super-blocks of 256 with 6-bit block scales), q3_k_s / q3_k_m / q3_k_l / q4_k_s / "
+                "blocks of 32, super-blocks of 256 with 6-bit block scales), iq3_s (GGUF 3.44-bit lattice codebook: groups "
+                "of 4 weights, super-blocks of 256; rtn and imatrix), q3_k_s / q3_k_m / q3_k_l / q4_k_s / "
                 "q4_k_m / q5_k_s / q5_k_m (llama.cpp's whole-model mixes of those names; q2_k:mix is llama.cpp's "
                 "Q2_K), auto "
                 "(a type per matrix from its measured sensitivity, to the size bpw= asks)"),
     ROW(.name = "method", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, method), .flags = SQZ_OPT_BARE,
         .choices = NULL /* method_choices */, .def = "rtn",
-        .help = "imatrix: q4_0/q4_1/q5_0/q5_1/q2_k..q6_k/iq4_nl/iq4_xs; smoothquant: w8a8; gptq: every format; awq: not the "
-                "k-quants, q5_0/q5_1 or iq4"),
+        .help = "imatrix: q4_0/q4_1/q5_0/q5_1/q2_k..q6_k/iq4_nl/iq4_xs/iq3_s; smoothquant: w8a8; gptq: every format but "
+                "iq3_s; awq: not the k-quants, q5_0/q5_1, iq4 or iq3_s"),
     ROW(.name = "act", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, act), .flags = SQZ_OPT_BARE,
         .choices = "minmax|percentile|entropy|dynamic", .values = act_values, .def = "minmax",
         .help = "w8a8: how activation scales are calibrated (dynamic: per token at run time)"),
@@ -110,7 +111,7 @@ static const sqz_opt *rows(void) {
 static const char *format_list(unsigned formats) {
     static const char *names[SQZ_QFMT_COUNT] = {"int8/w8a8", "int4", "int4:asym", "q8_0", "q4_0",  "q4_1",  "q2_k",
                                                 "q3_k",      "q4_k", "q5_k",      "q6_k", "q5_0", "q5_1", "iq4_nl",
-                                                "iq4_xs"};
+                                                "iq4_xs",    "iq3_s"};
     static _Thread_local char buf[128];
     buf[0] = 0;
     for (int f = 0; f < SQZ_QFMT_COUNT; f++) {
@@ -165,12 +166,12 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
     static const sqz_qformat fmt[] = {SQZ_QFMT_I8,   SQZ_QFMT_I8,   SQZ_QFMT_I4_SYM, SQZ_QFMT_Q8_0,
                                       SQZ_QFMT_Q4_0, SQZ_QFMT_Q4_1, SQZ_QFMT_Q2_K,   SQZ_QFMT_Q3_K,
                                       SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K, SQZ_QFMT_Q6_K,   SQZ_QFMT_Q5_0,
-                                      SQZ_QFMT_Q5_1, SQZ_QFMT_IQ4_NL, SQZ_QFMT_IQ4_XS, SQZ_QFMT_Q3_K,
+                                      SQZ_QFMT_Q5_1, SQZ_QFMT_IQ4_NL, SQZ_QFMT_IQ4_XS, SQZ_QFMT_IQ3_S, SQZ_QFMT_Q3_K,
                                       SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K,   SQZ_QFMT_Q3_K,   SQZ_QFMT_Q3_K,
                                       SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K,   SQZ_QFMT_Q4_K};
     static const char *fmt_names[] = {"int8",   "w8a8",   "int4",   "q8_0",   "q4_0",   "q4_1",   "q2_k",
                                       "q3_k",   "q4_k",   "q5_k",   "q6_k",   "q5_0",   "q5_1",   "iq4_nl",
-                                      "iq4_xs", "q3_k_m", "q4_k_m", "q5_k_m", "q3_k_s", "q3_k_l", "q4_k_s",
+                                      "iq4_xs", "iq3_s",  "q3_k_m", "q4_k_m", "q5_k_m", "q3_k_s", "q3_k_l", "q4_k_s",
                                       "q5_k_s", "auto"};
     _Static_assert(sizeof fmt / sizeof fmt[0] == F_AUTO + 1 && sizeof fmt_names / sizeof fmt_names[0] == F_AUTO + 1,
                    "format rows");

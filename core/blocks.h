@@ -122,4 +122,13 @@ typedef struct {
 } sqz_block_iq4_xs;
 SQZ__STATIC_ASSERT(sizeof(sqz_block_iq4_xs) == 4 + SQZ_QK_K / 64 + SQZ_QK_K / 2, "wrong iq4_xs block size");
 
+typedef struct {
+    uint16_t d;                      /* super-block scale; sub-block scale d * (1 + 2 s) */
+    uint8_t qs[SQZ_QK_K / 4];        /* low 8 bits of each group of 4's index into iq3s_grid */
+    uint8_t qh[SQZ_QK_K / 32];       /* the indices' ninth bits, one byte per sub-block of 32 */
+    uint8_t signs[SQZ_QK_K / 8];     /* one sign bit per weight (set: negative) */
+    uint8_t scales[SQZ_QK_K / 64];   /* 4-bit s of sub-blocks 2i (low nibble) and 2i+1 (high) */
+} sqz_block_iq3_s;
+SQZ__STATIC_ASSERT(sizeof(sqz_block_iq3_s) == 2 + 13 * (SQZ_QK_K / 32) + SQZ_QK_K / 64, "wrong iq3_s block size");
+
 #endif

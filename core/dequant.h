@@ -27,6 +27,12 @@ void sqz_dequantize_iq4_nl(const void *x, float *y, int64_t n);
 void sqz_dequantize_iq4_xs(const void *x, float *y, int64_t n);
 extern const int8_t sqz__kvalues_iq4nl[16];
 
+/* core/dequant_iq3.c */
+void sqz_dequantize_iq3_s(const void *x, float *y, int64_t n);
+/* llama.cpp's iq3s_grid: byte j (little-endian) of entry i is magnitude j (1, 3, ..., 15) of
+ * IQ3_S codeword i. */
+extern const uint32_t sqz__iq3s_grid[512];
+
 /* Scale and minimum j (0..7) of a Q4_K/Q5_K block's 12 packed bytes (6 bits each). */
 static inline void sqz__get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
     /* inline: the fused Q4_K/Q5_K kernels call it twice per 64 weights (10% of the 1.5B's

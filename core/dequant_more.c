@@ -199,6 +199,7 @@ static const f16_fields block_scales[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_Q6_K] = {true, {offsetof(sqz_block_q6_K, d), -1}},
     [SQZ_DTYPE_IQ4_NL] = {true, {offsetof(sqz_block_iq4_nl, d), -1}},
     [SQZ_DTYPE_IQ4_XS] = {true, {offsetof(sqz_block_iq4_xs, d), -1}},
+    [SQZ_DTYPE_IQ3_S] = {true, {offsetof(sqz_block_iq3_s, d), -1}},
 };
 
 int64_t sqz__first_nonfinite_block(sqz_dtype t, const void *blocks, int64_t nblocks, size_t block_bytes) {

@@ -55,6 +55,8 @@ static const char *no_exact_form(sqz_dtype d) {
         return "one f32 scale per 256 values: a group of 256 with an f32 scale has no GGUF type to read it back";
     case SQZ_DTYPE_IQ4_NL: case SQZ_DTYPE_IQ4_XS:
         return "its 4-bit codes index a non-uniform table of 16 values, not an integer grid";
+    case SQZ_DTYPE_IQ3_S:
+        return "its groups of 4 weights index a 512-point lattice codebook, not an integer grid";
     default: return "it has no exact integer form sqz writes";
     }
 }

@@ -372,6 +372,12 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
     const sqz_quant_opts *o = &o1;
     sqz_qtarget t = o->target;
     SQZ_TRY(sqz_qtarget_check(&t));
+    /* IQ3_S's values are codewords of 4 weights, not per-weight codes on a grid: GPTQ's one
+     * column at a time has no code to round a column to (it would need a nearest-codeword step
+     * per group of 4); SparseGPT (a mask) for the same reason, and the codebook holds no 0 */
+    SQZ_RETURN_IF(t.fmt == SQZ_QFMT_IQ3_S && (!mask || mask->quantize), SQZ_ERR_UNSUPPORTED,
+                  "gptq: iq3_s quantizes groups of 4 weights onto a lattice codebook, not single weights onto a "
+                  "grid: use rtn or imatrix%s", mask ? " (SparseGPT cannot keep a mask: the codebook holds no 0)" : "");
     const int64_t n = st->n_in;
     const bool kq = sqz__qfmt_blockgrid(t.fmt);
     /* K-quants and IQ4: a grid per sub-block (32 for Q4_K / Q5_K / IQ4, 16 for the others) */

@@ -96,9 +96,9 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
     SQZ_TRY(sqz__check_method_args("imatrix", lin, n_lin, st, o, SQZ_QSTAT_X2, smooth, false));
     const sqz_qformat f = o->target.fmt;
     const bool kquant = sqz__qfmt_kquant(f);
-    const bool iq4 = f == SQZ_QFMT_IQ4_NL || f == SQZ_QFMT_IQ4_XS;
-    SQZ_RETURN_IF(f != SQZ_QFMT_Q4_0 && f != SQZ_QFMT_Q4_1 && f != SQZ_QFMT_Q5_0 && f != SQZ_QFMT_Q5_1 && !kquant && !iq4,
-                  SQZ_ERR_UNSUPPORTED, "imatrix: target %s (q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k, iq4_nl, iq4_xs; "
+    const bool iq4 = f == SQZ_QFMT_IQ4_NL || f == SQZ_QFMT_IQ4_XS, iq3 = f == SQZ_QFMT_IQ3_S;
+    SQZ_RETURN_IF(f != SQZ_QFMT_Q4_0 && f != SQZ_QFMT_Q4_1 && f != SQZ_QFMT_Q5_0 && f != SQZ_QFMT_Q5_1 && !kquant && !iq4 && !iq3,
+                  SQZ_ERR_UNSUPPORTED, "imatrix: target %s (q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k, iq4_nl, iq4_xs, iq3_s; "
                   "llama.cpp ignores the importance matrix for q8_0)", sqz_qformat_name(f));
     const int64_t n_in = st->n_in;
     for (int64_t j = 0; j < n_in; j++)
@@ -116,7 +116,9 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
             sqz_quantize_k(out[i].dtype, lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
         if (iq4) /* quantize_iq4_nl / quantize_iq4_xs with quant_weights (quant/gguf/iq4.c) */
             sqz_quantize_iq4(out[i].dtype, lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
-        for (int64_t r = 0; !kquant && !iq4 && r < lin[i].n_out; r++) {
+        if (iq3) /* quantize_iq3_s with quant_weights (quant/gguf/iq3.c) */
+            sqz_quantize_iq3_s(lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
+        for (int64_t r = 0; !kquant && !iq4 && !iq3 && r < lin[i].n_out; r++) {
             const float *x = lin[i].w + r * n_in;
             if (f == SQZ_QFMT_Q4_0) row_q4_0(x, (sqz_block_q4_0 *)out[i].data + r * nb, n_in, st->x2);
             else if (f == SQZ_QFMT_Q4_1) row_q4_1(x, (sqz_block_q4_1 *)out[i].data + r * nb, n_in, st->x2);

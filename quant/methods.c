@@ -15,16 +15,17 @@
     (FMT(SQZ_QFMT_Q2_K) | FMT(SQZ_QFMT_Q3_K) | FMT(SQZ_QFMT_Q4_K) | FMT(SQZ_QFMT_Q5_K) | FMT(SQZ_QFMT_Q6_K))
 #define Q5_FORMATS (FMT(SQZ_QFMT_Q5_0) | FMT(SQZ_QFMT_Q5_1)) /* the fallbacks of Q4_K/Q5_K in a mix */
 #define IQ4_FORMATS (FMT(SQZ_QFMT_IQ4_NL) | FMT(SQZ_QFMT_IQ4_XS)) /* the non-linear grids */
+#define IQ3_FORMATS FMT(SQZ_QFMT_IQ3_S) /* the lattice codebook: RTN and imatrix only */
 
 static const sqz_qmethod methods[] = {
     {.name = "rtn", .needs = 0, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
-     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS,
+     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS,
      .summary = "round to nearest with each format's reference quantizer (W8A8: static or dynamic "
                 "activation scales from the statistics)",
      .run = sqz_quant_rtn},
     {.name = "imatrix", .needs = SQZ_QSTAT_X2, .optional = 0, .smooths = false,
-     .formats = FMT(SQZ_QFMT_Q4_0) | FMT(SQZ_QFMT_Q4_1) | K_FORMATS | Q5_FORMATS | IQ4_FORMATS,
-     .summary = "llama.cpp's importance-weighted Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K and IQ4_NL/IQ4_XS (quant_weights = "
+     .formats = FMT(SQZ_QFMT_Q4_0) | FMT(SQZ_QFMT_Q4_1) | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS,
+     .summary = "llama.cpp's importance-weighted Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K, IQ4_NL/IQ4_XS and IQ3_S (quant_weights = "
                 "E[x^2]), byte-exact",
      .run = sqz_quant_imatrix},
     {.name = "gptq", .needs = SQZ_QSTAT_XTX, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,

@@ -47,6 +47,8 @@ typedef enum sqz_dtype {
     SQZ_DTYPE_IQ4_NL = 20, /* 32 x 4-bit indices into a non-linear table + fp16 scale */
     SQZ_DTYPE_IQ4_XS = 21, /* IQ4_NL values in 256-element super-blocks with 6-bit sub-scales */
     SQZ_DTYPE_U8 = 22,     /* unsigned bytes (safetensors U8: compressed-tensors' sparse-24 bitmasks) */
+    SQZ_DTYPE_IQ3_S = 23,  /* 256-element super-blocks: groups of 4 magnitudes from a 512-point lattice
+                              grid (9-bit index), a sign bit each, 4-bit sub-scales (3.4375 bits) */
     SQZ_DTYPE_COUNT
 } sqz_dtype;
 

@@ -94,6 +94,8 @@ typedef enum sqz_qformat {
     SQZ_QFMT_IQ4_NL = 13, /* GGUF IQ4_NL (blocks of 32) and IQ4_XS (super-blocks of 256): 4-bit codes
                            * into llama.cpp's non-linear table kvalues_iq4nl times a block scale */
     SQZ_QFMT_IQ4_XS = 14,
+    SQZ_QFMT_IQ3_S = 15,  /* GGUF IQ3_S (super-blocks of 256): groups of 4 weights on a 512-point lattice
+                           * codebook with sign bits and 4-bit sub-block scales; RTN and imatrix only */
     SQZ_QFMT_COUNT
 } sqz_qformat;
 
@@ -424,7 +426,7 @@ SQZ_API sqz_qformat sqz_qmix_base(const sqz_qmix *mix);
 SQZ_API sqz_dtype sqz_qmix_type(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix);
 
 /* ---- mixed precision to a size budget (quant/auto.c, `--quant auto:bpw=X`) ---- */
-#define SQZ_QAUTO_MAX_CAND 10
+#define SQZ_QAUTO_MAX_CAND 11
 typedef struct sqz_qauto_tensor {
     int n;                               /* candidates that fit this tensor's width */
     sqz_qformat fmt[SQZ_QAUTO_MAX_CAND];
@@ -433,7 +435,8 @@ typedef struct sqz_qauto_tensor {
     int chosen;                          /* set by sqz_qauto_solve: index into fmt, -1 if none */
 } sqz_qauto_tensor;
 
-/* The candidate types (Q2_K .. Q8_0); returns their number. */
+/* The candidate types (Q2_K, Q3_K, IQ3_S, IQ4_XS, Q4_0, IQ4_NL, Q4_K, Q5_0, Q5_K, Q6_K, Q8_0);
+ * returns their number. */
 SQZ_API int sqz_qauto_candidates(const sqz_qformat **out);
 /* The sensitivity of W (n_out, n_in) to every candidate that fits: each quantized (with E[x^2]
  * as llama.cpp's importance when imatrix and x2, where the type has an importance-weighted

@@ -51,6 +51,14 @@ int sqz__iq4_subscales(sqz_dtype t, const void *block, float *d);
 /* Writes codes L (32 or 256, each 0..15) into the block's nibbles, keeping its scales. */
 void sqz__iq4_repack(sqz_dtype t, const uint8_t *L, void *block);
 
+/* quant/gguf/iq3.c: llama.cpp's IQ3_S quantizer. sqz_quantize_iq3_s is quantize_iq3_s: nrow
+ * rows of n_per_row (a multiple of 256), quant_weights (n_per_row) or NULL, what llama-quantize
+ * writes with and without --imatrix; the _ref one is quantize_row_iq3_s_ref (the same without
+ * weights, one row: the dtype table's from_f32). Thread-safe (the grid's neighbour tables are
+ * built once, on first use). */
+void sqz_quantize_iq3_s(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *quant_weights);
+void sqz_quantize_iq3_s_ref(const float *x, void *y, int64_t n);
+
 /* quant/gguf/dtype_ref.c: the reference from_f32 of t: the block quantizer of a GGUF type sqz
  * writes, core's converter of a float type (F32, F16, BF16, F64), NULL when sqz cannot produce
  * t. The same function as sqz_dtype_info(t)->from_f32. */

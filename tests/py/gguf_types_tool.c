@@ -8,7 +8,7 @@
  *   gguf_types_tool imatrix FMT W.f32 IMAT.f32 N_ROWS N_COLS OUT.bin
  *       the quantization method "imatrix" of W (N_ROWS, N_COLS) with E[x^2] = IMAT onto
  *       format FMT (q2_k ... q6_k: llama.cpp's quantize_*_K with quant_weights; iq4_nl / iq4_xs:
- *       quantize_iq4_nl / _xs with quant_weights).
+ *       quantize_iq4_nl / _xs with quant_weights; iq3_s: quantize_iq3_s with quant_weights).
  *   gguf_types_tool rtn FMT W.f32 N_ROWS N_COLS OUT.bin
  *       the quantization method "rtn" onto format FMT.
  */

@@ -19,7 +19,9 @@ usage: test_gguf_types.py GGUF_TYPES_TOOL
    The IQ4_NL / IQ4_XS quantizers (quantize_row_iq4_*_ref, quantize_iq4_* without weights =
    what llama-quantize writes, and with an imatrix) byte for byte on the same real and synthetic
    weights and on SmolLM2-135M's tensors (dequantized from its Q4_1 GGUF: weights on Q4_1 grids).
-   Without libggml (CI), sha256 goldens of libggml's bytes on the synthetic weights pin both.
+   The IQ3_S quantizer (quantize_row_iq3_s_ref, quantize_iq3_s without and with an imatrix) the
+   same way (tensors whose width is a multiple of 256 only).
+   Without libggml (CI), sha256 goldens of libggml's bytes on the synthetic weights pin them all.
 Exits 77 when numpy or gguf is missing.
 """
 import ctypes
@@ -50,6 +52,7 @@ TYPES = {
     "q4_k": (QT.Q4_K, 256, 144, [0, 2]), "q5_k": (QT.Q5_K, 256, 176, [0, 2]),
     "q6_k": (QT.Q6_K, 256, 210, [208]), "q8_k": (QT.Q8_K, 256, 292, []),
     "iq4_nl": (QT.IQ4_NL, 32, 18, [0]), "iq4_xs": (QT.IQ4_XS, 256, 136, [0]),
+    "iq3_s": (QT.IQ3_S, 256, 110, [0]),
 }
 KQUANTS = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
 # llama.cpp's importance-weighted quantizers of the 32-blocks (quantize_q4_0 ... with an imatrix)
@@ -58,6 +61,10 @@ IMAT32 = ["q4_0", "q4_1", "q5_0", "q5_1"]
 # what llama-quantize writes) and imatrix
 IQ4 = ["iq4_nl", "iq4_xs"]
 IQ4_MODES = ("ref", "rtn", "imatrix")
+# the 3-bit lattice type, the same three ways (quantize_row_iq3_s_ref, quantize_iq3_s without and
+# with weights); libggml needs ggml_quantize_init(GGML_TYPE_IQ3_S) first (its neighbour tables)
+IQ3 = ["iq3_s"]
+GGML_TYPE_IQ3_S = 21
 
 
 def check(cond, msg):
@@ -229,9 +236,14 @@ def libggml():
     for name in IMAT32 + IQ4:
         fn = getattr(lib, "quantize_" + name)
         fn.restype, fn.argtypes = ctypes.c_size_t, [v, v, ctypes.c_int64, ctypes.c_int64, v]
-    for name in IQ4:
+    for name in IQ4 + IQ3:
         fn = getattr(lib, "quantize_row_%s_ref" % name)
         fn.restype, fn.argtypes = None, [v, v, ctypes.c_int64]
+    for name in IQ3:
+        fn = getattr(lib, "quantize_" + name)
+        fn.restype, fn.argtypes = ctypes.c_size_t, [v, v, ctypes.c_int64, ctypes.c_int64, v]
+    lib.ggml_quantize_init.restype, lib.ggml_quantize_init.argtypes = None, [ctypes.c_int]
+    lib.ggml_quantize_init(GGML_TYPE_IQ3_S)
     return lib
 
 
@@ -351,6 +363,10 @@ GOLDEN = {
     ("iq4_xs", "ref"): "33c5e7e9a39b2955da08a1f0bcf1f942cb484adf71cdaf645354534d5b0e41f4",
     ("iq4_xs", "rtn"): "33c5e7e9a39b2955da08a1f0bcf1f942cb484adf71cdaf645354534d5b0e41f4",
     ("iq4_xs", "imatrix"): "dd9d642cb46e646552ef74cc1715a59915cdf39296c7e556690c330a3af11222",
+    # libggml-base 0.18.1 as above; ref and rtn are the same function (quantize_iq3_s, no weights)
+    ("iq3_s", "ref"): "9e54e8a43878244425276d13f0ff87cc9167d5af2c860f3890a6ada516ed1d99",
+    ("iq3_s", "rtn"): "9e54e8a43878244425276d13f0ff87cc9167d5af2c860f3890a6ada516ed1d99",
+    ("iq3_s", "imatrix"): "c5d860e5bb373acf7c3f55e903842538d7428d7e7c094b8044a78a62132ebd57",
 }
 
 
@@ -430,13 +446,13 @@ def test_iq4_libggml(d, lib, qrows):
     inputs = kquant_inputs(qrows) + smollm2_weights()
     for wname, w in inputs:
         imat = importance(w.shape[1], w.shape[1] + 1)
-        for name in IQ4:
+        for name in IQ4 + IQ3:
             if w.shape[1] % TYPES[name][1]:
                 continue
             for mode in IQ4_MODES:
                 compare_bytes("%s %s %s" % (wname, name, mode), sqz_iq4(d, name, mode, w, imat),
                               ggml_iq4(lib, name, mode, w, imat), TYPES[name][2])
-    ran.append("IQ4_NL/IQ4_XS bytes vs libggml (%d inputs: %s) x ref, rtn, imatrix" %
+    ran.append("IQ4_NL/IQ4_XS/IQ3_S bytes vs libggml (%d inputs: %s) x ref, rtn, imatrix" %
                (len(inputs), ", ".join(n for n, _ in inputs)))
 
 
@@ -444,7 +460,7 @@ def test_iq4_golden(d, lib):
     import hashlib
     w = synthetic_weights()
     imat = importance(w.shape[1], 5)
-    for name in IQ4:
+    for name in IQ4 + IQ3:
         for mode in IQ4_MODES:
             mine = hashlib.sha256(sqz_iq4(d, name, mode, w, imat).tobytes()).hexdigest()
             if lib is not None:
@@ -454,7 +470,7 @@ def test_iq4_golden(d, lib):
                 check(mine == ref, "%s %s: synthetic golden differs from libggml" % (name, mode))
             want = GOLDEN.get((name, mode))
             check(want is not None and mine == want, "%s %s: bytes differ from the golden sha256 (libggml's)" % (name, mode))
-    ran.append("IQ4_NL/IQ4_XS goldens (ref, rtn, imatrix)")
+    ran.append("IQ4_NL/IQ4_XS/IQ3_S goldens (ref, rtn, imatrix)")
 
 
 def test_kquant_libggml(d, lib, qrows):

@@ -113,6 +113,10 @@ static void check_rtn_formats(const float *w, int64_t n_out, int64_t n_in) {
                 sqz_quantize_iq4(q.dtype, w, rb, n_out, n_in, NULL);
                 sqz_dtype_info(q.dtype)->to_f32(rb, ref, ne);
                 break;
+            case SQZ_QFMT_IQ3_S: /* quantize_iq3_s without weights */
+                sqz_quantize_iq3_s(w, rb, n_out, n_in, NULL);
+                sqz_dtype_info(q.dtype)->to_f32(rb, ref, ne);
+                break;
             default: {
                 const int asym = f == SQZ_QFMT_I4_ASYM;
                 const int64_t ng = n_in / t.group;

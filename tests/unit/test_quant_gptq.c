@@ -275,6 +275,11 @@ static void test_dead_columns(void **state) {
     o.blocksize = 96;
     sqz_qmatrix q = {0};
     assert_int_equal(sqz_quant_gptq(&lin, 1, &sb.s, &o, &q, NULL), SQZ_ERR_INVALID_ARG);
+    /* IQ3_S: codewords of 4 weights, no per-weight grid: refused (not in gptq's formats either) */
+    o = sqz_quant_default_opts();
+    o.target = (sqz_qtarget){SQZ_QFMT_IQ3_S, 0};
+    assert_false(sqz_qmethod_find("gptq")->formats & (1u << SQZ_QFMT_IQ3_S));
+    assert_int_equal(sqz_quant_gptq(&lin, 1, &sb.s, &o, &q, NULL), SQZ_ERR_UNSUPPORTED);
     sqz_qstats_buf_free(&sb);
 }
 
