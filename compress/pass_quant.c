@@ -24,7 +24,7 @@ static const int group_values[] = {32, 64, 128};
 static const int onoff_values[] = {1, 0};
 /* GPTAQ is off unless asked for: on SmolLM2-135M it cut GPTQ's mean KLD by a fifth, on
  * Qwen2.5-Coder-0.5B by 2.5% (within the noise, top-1 lower), for 1.7x-3.7x the compress time, a
- * second stream of activations, and no MPI job of several ranks (docs/quantization.md, "GPTAQ").
+ * second stream of activations, and no MPI job of several ranks (docs/quality.md, "GPTAQ").
  * "gptaq" here makes it the default; where the statistics cannot carry dXX^T (a statistics file)
  * the default then runs plain GPTQ (q.gptaq_optional). */
 #define GPTAQ_DEFAULT "no-gptaq"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPTAQ through the CLI (issue 27; docs/quantization.md, "GPTAQ"):
+# GPTAQ through the CLI (issue 27; docs/quality.md, "GPTAQ"):
 #   `sqz compress --help` lists gptaq / no-gptaq and gptaq-alpha=; misplaced parts are usage errors;
 #   tinystories-656K int4:gptq:g32:gptaq -> HF safetensors: the report names the method
 #     (gptq+gptaq) for every quantized layer, `sqz eval` reads the output against the original,
