@@ -36,8 +36,6 @@ typedef struct qmm_row {
 } qmm_row;
 
 #define ROW_X86(f) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, {NULL}}
-#define ROW_X86_FUSED(f, g) {{[SQZ__ISA_AVX2] = X86(f), [SQZ__ISA_AVX512] = X86(f)}, \
-                             {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(g)}}
 /* Fused kernels only: the scalar dequantizer for many tokens (n: the NEON kernel). */
 #define FUSED_ONLY(g, h, n) {{NULL}, \
                              {[SQZ__ISA_AVX2] = X86(g), [SQZ__ISA_AVX512] = X86(h), [SQZ__ISA_NEON] = NEON(n)}}
