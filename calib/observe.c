@@ -183,9 +183,18 @@ static void observe_block_out(sqz_calib_observer *ob, const sqz_hook_event *e) {
     ob->blk_n = 0;
 }
 
+static sqz_status hook(sqz_calib_observer *ob, const sqz_hook_event *e);
+
 sqz_status sqz_calib_observer_hook(void *observer, const sqz_hook_event *e) {
     sqz_calib_observer *ob = observer;
     if (e->layer != ob->layer) return SQZ_OK;
+    const double t0 = sqz__prof_begin();
+    const sqz_status st = hook(ob, e);
+    sqz__prof_end(SQZ__PROF_OBSERVE, t0);
+    return st;
+}
+
+static sqz_status hook(sqz_calib_observer *ob, const sqz_hook_event *e) {
     switch (e->point) {
     case SQZ_HOOK_LINEAR_IN: return e->roles ? observe_linear(ob, e) : SQZ_OK;
     case SQZ_HOOK_BLOCK_IN: return ob->o.block_io ? observe_block_in(ob, e) : SQZ_OK;

@@ -58,7 +58,16 @@ static sqz_status xtx_device(sqz_calib_observer *ob, obs_input *in, const float 
     return SQZ_OK;
 }
 
+static sqz_status xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n);
+
 sqz_status sqz__calib_xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n) {
+    const double t0 = sqz__prof_begin();
+    const sqz_status st = xtx_add(ob, in, x, n);
+    sqz__prof_end(SQZ__PROF_OBS_XTX, t0);
+    return st;
+}
+
+static sqz_status xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n) {
     if (n == 0) return SQZ_OK;
     const sqz_backend *b = ob->o.backend;
     if (!b) { /* the CPU slot's arithmetic on the observer's own conversion buffer */
@@ -73,6 +82,7 @@ sqz_status sqz__calib_xtx_add(sqz_calib_observer *ob, obs_input *in, const float
 /* The device sum of one input added into (or, the first time, written to) the host's upper
  * triangle; the lower triangle stays 0 as the host path leaves it. */
 static sqz_status input_to_host(const sqz_backend *b, obs_input *in) {
+    const double t0 = sqz__prof_begin();
     const int64_t k = in->n_in;
     const size_t nb = (size_t)k * (size_t)k * sizeof(double);
     double *h = in->host_used ? sqz__malloc(nb) : in->xtx;
@@ -86,6 +96,7 @@ static sqz_status input_to_host(const sqz_backend *b, obs_input *in) {
             memset(in->xtx + r * k, 0, (size_t)r * sizeof(double));
         }
     if (h != in->xtx) free(h);
+    sqz__prof_end(SQZ__PROF_OBS_H_DOWN, t0);
     if (s != SQZ_OK) return s;
     in->host_used = true;
     if (b->ops->free) b->ops->free(b->ctx, in->dev_h);

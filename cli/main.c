@@ -78,6 +78,7 @@ static int run_together(const sqz_cmd *c, int argc, char **argv) {
     }
     sqz_io_defer_begin();
     int rc = c->run(argc, argv);
+    if (root) sqz_profile_print(stderr);
     st = sqz_io_defer_end(rc == 0 && root);
     if (st != SQZ_OK) rc = sqz_cli_fail(st);
     if (dist && rc != 0) {
@@ -142,7 +143,11 @@ int main(int argc, char **argv) {
          * output and the limit, instead of a silent death by SIGXFSZ. */
         signal(SIGXFSZ, SIG_IGN);
         sqz_io_cleanup_on_signals();
-        if (!commands[i].outputs_together) return commands[i].run(argc - 1, argv + 1);
+        if (!commands[i].outputs_together) {
+            const int rc = commands[i].run(argc - 1, argv + 1);
+            sqz_profile_print(stderr);
+            return rc;
+        }
         return run_together(&commands[i], argc - 1, argv + 1);
     }
     return unknown_command(argv[1]);

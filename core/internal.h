@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/prof.h"
 #include "sqz/dtype.h"
 #include "sqz/status.h"
 

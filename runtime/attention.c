@@ -71,8 +71,18 @@ static void heads_few(void *c, int64_t b, int64_t e, int thread) {
     }
 }
 
+static void attention(sqz_session *s, int32_t layer, const float *q, int64_t ldq, int64_t n, int64_t pos, bool causal,
+                      float *out, int64_t ldo);
+
 void sqz__attention(sqz_session *s, int32_t layer, const float *q, int64_t ldq, int64_t n, int64_t pos, bool causal,
                     float *out, int64_t ldo) {
+    const double t0 = sqz__prof_begin();
+    attention(s, layer, q, ldq, n, pos, causal, out, ldo);
+    sqz__prof_end(SQZ__PROF_FWD_ATTN, t0);
+}
+
+static void attention(sqz_session *s, int32_t layer, const float *q, int64_t ldq, int64_t n, int64_t pos, bool causal,
+                      float *out, int64_t ldo) {
     const sqz_layer_dims *ld = &s->m->layers[layer];
     const int64_t qb = s->max_tokens < SQZ__QBLOCK ? s->max_tokens : SQZ__QBLOCK;
     if (n < SQZ__QMM_TILE_M && sqz__pool_threads(s->pool) <= s->max_group * qb) { /* a scores row per thread */

@@ -77,18 +77,24 @@ sqz_status sqz__dev_linear(sqz_session *s, const float *x, int64_t m, const sqz_
     SQZ_RETURN_IF(!sqz_backend_supports(s->be, SQZ_OP_MATMUL, SQZ_DTYPE_F32), SQZ_ERR_UNSUPPORTED,
                   "runtime: backend %s has no f32 matmul", s->be->ops->name);
     const float *dw;
+    double t0 = sqz__prof_begin();
     SQZ_TRY(dev_weight(s, w, &dw));
+    sqz__prof_end(SQZ__PROF_DEV_WEIGHT, t0);
     if (dev_scratch(s, &s->dx, &s->dx_cap, (size_t)m * (size_t)k) != SQZ_OK ||
         dev_scratch(s, &s->dy, &s->dy_cap, (size_t)m * (size_t)n) != SQZ_OK) {
         sqz__error_prefix("runtime: the rows of tensor '%s''s product on %s", w->name, s->be->ops->name);
         return SQZ_ERR_NOMEM;
     }
     const sqz_backend_ops *ops = s->be->ops;
+    t0 = sqz__prof_begin();
     SQZ_TRY(ops->upload(s->be->ctx, s->dx, x, (size_t)m * (size_t)k * sizeof(float)));
+    sqz__prof_end(SQZ__PROF_DEV_X_UP, t0);
+    t0 = sqz__prof_begin();
     const sqz_matmul_args a = {.m = m, .n = n, .k = k, .x = s->dx, .w = dw, .w_dtype = SQZ_DTYPE_F32, .bias = NULL,
                                .y = s->dy};
     sqz_status st = ops->matmul(s->be->ctx, &a);
     if (st == SQZ_OK) st = ops->download(s->be->ctx, y, s->dy, (size_t)m * (size_t)n * sizeof(float));
+    sqz__prof_end(SQZ__PROF_DEV_MATMUL, t0);
     if (st != SQZ_OK) sqz__error_prefix("runtime: tensor '%s' on %s", w->name, ops->name);
     return st;
 }

@@ -142,7 +142,16 @@ static sqz_status layer_input(sqz_session *s, const sqz_tensor *w, const float *
     return SQZ_OK;
 }
 
+static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, const float *bias, float *y);
+
 sqz_status sqz__linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, const float *bias, float *y) {
+    const double t0 = sqz__prof_begin();
+    const sqz_status st = linear(s, x, m, w, bias, y);
+    sqz__prof_end(SQZ__PROF_FWD_LINEAR, t0);
+    return st;
+}
+
+static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, const float *bias, float *y) {
     int64_t n = w->shape[0], k = sqz_tensor_row_len(w);
     if (m == 0) return SQZ_OK;
     SQZ_TRY(layer_input(s, w, x, m, k, &x));

@@ -14,6 +14,7 @@
 #define SQZ_PROGRESS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sqz/api.h"
 
@@ -41,6 +42,12 @@ SQZ_API void sqz_progress_update(sqz_progress *p, int64_t done);
 SQZ_API void sqz_progress_end(sqz_progress *p);
 /* An sqz_progress_fn adapter: user is an sqz_progress*. */
 SQZ_API void sqz_progress_cb(void *user, int64_t done, int64_t total);
+
+/* When the environment sets SQZ_PROFILE=1: where this process's time went so far, phase by
+ * phase (forward products, attention, observers, GPTQ's steps, ...), one line each
+ * ("profile  <seconds> s  <count>x  <phase>") to f; nothing otherwise. Phases nest, so the
+ * rows do not add up to the wall time. */
+SQZ_API void sqz_profile_print(FILE *f);
 
 #ifdef __cplusplus
 }
