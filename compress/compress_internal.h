@@ -120,7 +120,7 @@ sqz_status sqz__qplan_anchor(const sqz_model *m, const sqz_compress_spec *sp, co
 sqz_status sqz__qplan_trial(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz__qauto_measured *ms,
                             sqz_qplan *const *plans, int n, double *kld);
 /* A mix's token embedding and output, after the last block (compress/pass_quant_globals.c). */
-sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, const sqz_type_overrides *ov,
+sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, const sqz_type_overrides *ov, int threads,
                                   sqz_compress_report *rep);
 /* The type the SPEC's mix gives tensor t of m under the overrides ov (may be NULL), as
  * llama-quantize chooses it with --token-embedding-type / --output-tensor-type / --tensor-type

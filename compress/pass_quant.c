@@ -290,7 +290,9 @@ static sqz_status quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
     SQZ_TRY(sqz__compress_block(c->m, layer, stats, &o, c->keep, c->rep));
     if (layer < c->m->hp.n_layers - 1) return SQZ_OK;
     /* a mix also quantizes the token embedding and the output, once the blocks are done */
-    sqz_status st = sqz__quant_mix_globals(c->m, &o.spec, o.overrides, c->rep);
+    const double t0 = sqz__prof_begin();
+    sqz_status st = sqz__quant_mix_globals(c->m, &o.spec, o.overrides, o.threads, c->rep);
+    sqz__prof_end(SQZ__PROF_GLOBALS, t0);
     sqz__qplan_free(qs->plan);
     qs->plan = NULL;
     return st;

@@ -5,16 +5,96 @@
  * F16 where no block fits). They are rounded with the reference quantizer, as llama-quantize
  * does: llama-imatrix collects no importance for the embedding (a row lookup) and none for
  * the output unless asked (--process-output).
+ *
+ * They are the model's largest matrices (151936 x 1536 each in Qwen2.5), so every pass over them
+ * runs on all cores in fixed chunks of rows: the widening to f32, the quantizer (quant/rtn.c) and
+ * the measured error, whose sums are added chunk by chunk in row order (the same value for any
+ * number of threads).
  */
+#include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compress/compress_internal.h"
+#include "kernels/cpu/pool.h"
 #include "quant/quant_internal.h"
 #include "sqz/edit.h"
 
-static sqz_status one(sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp, const sqz_type_overrides *ov,
-                      sqz_compress_report *rep) {
+enum { CHUNK_ROWS = 512 };
+
+/* Chunks of rows: widening (src -> f32 into w) or measuring (q's rows dequantized against w). */
+typedef struct rows_job {
+    sqz_dtype from;
+    const uint8_t *src;
+    size_t row_bytes;
+    int64_t n_out, n_in;
+    float *w;
+    float *scratch;      /* measuring: CHUNK_ROWS * n_in floats per thread */
+    double *num, *den;   /* measuring: per chunk */
+    _Atomic int failed;
+} rows_job;
+
+static void rows_fn(void *ctx, int64_t b, int64_t e, int thread) {
+    rows_job *j = ctx;
+    for (int64_t c = b; c < e; c++) {
+        const int64_t r0 = c * CHUNK_ROWS, nr = j->n_out - r0 < CHUNK_ROWS ? j->n_out - r0 : CHUNK_ROWS;
+        const uint8_t *src = j->src + (size_t)r0 * j->row_bytes;
+        float *w = j->w + r0 * j->n_in;
+        if (!j->num) { /* widening */
+            if (sqz_convert(j->from, src, SQZ_DTYPE_F32, w, nr * j->n_in, NULL) != SQZ_OK) j->failed = 1;
+            continue;
+        }
+        float *d = j->scratch + (size_t)thread * CHUNK_ROWS * (size_t)j->n_in;
+        if (sqz_convert(j->from, src, SQZ_DTYPE_F32, d, nr * j->n_in, NULL) != SQZ_OK) j->failed = 1;
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < nr * j->n_in; i++) {
+            const double x = (double)d[i] - (double)w[i];
+            num += x * x;
+            den += (double)w[i] * (double)w[i];
+        }
+        j->num[c] = num;
+        j->den[c] = den;
+    }
+}
+
+/* t as f32 into w: the stored rows widened on the pool (a scheme type: its own dequantizer). */
+static sqz_status widen(sqz__pool *pool, const sqz_tensor *t, float *w) {
+    if (t->qp || t->nbytes % (size_t)t->shape[0]) return sqz_tensor_to_f32(t, w);
+    rows_job j = {.from = t->dtype, .src = t->data, .row_bytes = t->nbytes / (size_t)t->shape[0],
+                  .n_out = t->shape[0], .n_in = t->shape[1], .w = w};
+    sqz__pool_for(pool, (j.n_out + CHUNK_ROWS - 1) / CHUNK_ROWS, 1, rows_fn, &j);
+    return j.failed ? sqz_tensor_to_f32(t, w) : SQZ_OK; /* the serial path names the problem */
+}
+
+/* The relative error of q against w (sqrt(sum (q - w)^2 / sum w^2)), or -1 when q's rows cannot be
+ * dequantized alone (then the caller measures the whole matrix). */
+static double measured_err(sqz__pool *pool, const sqz_qmatrix *q, const float *w) {
+    const int64_t nc = (q->n_out + CHUNK_ROWS - 1) / CHUNK_ROWS;
+    rows_job j = {.from = q->dtype, .src = q->data, .row_bytes = q->nbytes / (size_t)q->n_out, .n_out = q->n_out,
+                  .n_in = q->n_in, .w = (float *)w};
+    if (q->qp.scheme != SQZ_QSCHEME_NONE || q->nbytes % (size_t)q->n_out) return -1.0;
+    j.scratch = sqz__malloc((size_t)sqz__pool_threads(pool) * CHUNK_ROWS * (size_t)q->n_in * sizeof(float));
+    j.num = sqz__malloc((size_t)nc * sizeof(double));
+    j.den = sqz__malloc((size_t)nc * sizeof(double));
+    double num = 0, den = 0;
+    if (j.scratch && j.num && j.den) {
+        sqz__pool_for(pool, nc, 1, rows_fn, &j);
+        for (int64_t c = 0; c < nc; c++) {
+            num += j.num[c];
+            den += j.den[c];
+        }
+    }
+    const bool ok = j.scratch && j.num && j.den && !j.failed;
+    free(j.scratch);
+    free(j.num);
+    free(j.den);
+    if (!ok) return -1.0;
+    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
+}
+
+static sqz_status one(sqz__pool *pool, sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp,
+                      const sqz_type_overrides *ov, sqz_compress_report *rep) {
     sqz_dtype d = sqz__qplan_type(sp->plan, t); /* auto's plan may take another mix's types */
     if (d == SQZ_DTYPE_COUNT) SQZ_TRY(sqz__mix_type(sp, ov, m, t, &d));
     if (d == t->dtype || t->qp) return SQZ_OK;
@@ -24,7 +104,7 @@ static sqz_status one(sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp, 
     const int64_t n = sqz_tensor_nelements(t);
     float *w = sqz__malloc((size_t)n * sizeof(float));
     if (!w) return SQZ_ERR_NOMEM;
-    sqz_status st = sqz_tensor_to_f32(t, w);
+    sqz_status st = widen(pool, t, w);
     sqz_qtarget target = {SQZ_QFMT_Q8_0, 0};
     if (st == SQZ_OK && !sqz_qformat_from_dtype(d, &target.fmt)) { /* f16: no block fits */
         uint16_t *h = sqz__malloc((size_t)n * sizeof(uint16_t));
@@ -47,9 +127,13 @@ static sqz_status one(sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp, 
             snprintf(row.format, sizeof row.format, "%s", sqz_qformat_name(target.fmt));
             row.bits_per_weight = sqz_qmatrix_bits_per_weight(&q);
             row.seconds = q.seconds;
-            float *deq = sqz__malloc((size_t)n * sizeof(float));
-            if (deq && sqz_qmatrix_to_f32(&q, deq) == SQZ_OK) row.weight_err = sqz__rel_err(deq, w, n);
-            free(deq);
+            row.weight_err = measured_err(pool, &q, w);
+            if (row.weight_err < 0) { /* a scheme's matrix: dequantized whole */
+                row.weight_err = 0.0;
+                float *deq = sqz__malloc((size_t)n * sizeof(float));
+                if (deq && sqz_qmatrix_to_f32(&q, deq) == SQZ_OK) row.weight_err = sqz__rel_err(deq, w, n);
+                free(deq);
+            }
             st = sqz_qmatrix_attach(m, t, &q);
             if (st != SQZ_OK) sqz_qmatrix_free(&q);
         }
@@ -60,12 +144,15 @@ static sqz_status one(sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp, 
 }
 
 sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, const sqz_type_overrides *ov,
-                                  sqz_compress_report *rep) {
+                                  int threads, sqz_compress_report *rep) {
     if (!sp->mix) return SQZ_OK;
     static const sqz_role roles[] = {SQZ_ROLE_TOKEN_EMBD, SQZ_ROLE_OUTPUT};
-    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+    sqz__pool *pool = NULL;
+    sqz_status st = sqz__pool_new(threads, &pool);
+    for (size_t i = 0; st == SQZ_OK && i < sizeof roles / sizeof roles[0]; i++) {
         sqz_tensor *t = sqz_model_get(m, roles[i], -1, SQZ_PARAM_WEIGHT);
-        if (t && t->ndim == 2) SQZ_TRY(one(m, t, sp, ov, rep));
+        if (t && t->ndim == 2) st = one(pool, m, t, sp, ov, rep);
     }
-    return SQZ_OK;
+    sqz__pool_free(pool);
+    return st;
 }

@@ -77,8 +77,37 @@ static sqz_status chol(sqz_backend *be, double *h, int64_t n) {
 /* Builds U (float), perm / dead for the shared input and, for GPTAQ, P (gptaq.c; else NULL).
  * Peak: n^2 doubles (the damped, permuted Hessian, factored in place) + n^2 floats (U); GPTAQ
  * 2 n^2 doubles + n^2 floats more while P is formed. */
-static sqz_status prepare(const sqz_qstats *st, const sqz_quant_opts *o, float **u_out, int64_t **perm_out,
-                          uint8_t **dead_out, float **p_out) {
+/* Rows [b, e) of the damped, permuted Hessian (dead rows and columns: the identity). */
+typedef struct hperm_job {
+    const double *h;
+    const int64_t *perm;
+    const uint8_t *dead;
+    int64_t n;
+    double damp;
+    double *work;
+    float *u; /* the second job: work -> float */
+} hperm_job;
+
+static void hperm_fn(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const hperm_job *j = ctx;
+    const int64_t n = j->n;
+    for (int64_t a = b; a < e; a++) {
+        if (j->u) {
+            for (int64_t c = 0; c < n; c++) j->u[a * n + c] = (float)j->work[a * n + c];
+            continue;
+        }
+        const int64_t ia = j->perm[a];
+        for (int64_t c = 0; c < n; c++) {
+            const int64_t ib = j->perm[c];
+            j->work[a * n + c] = j->dead[ia] || j->dead[ib] ? (a == c ? 1.0 : 0.0) : j->h[ia * n + ib];
+        }
+        j->work[a * n + a] += j->damp;
+    }
+}
+
+static sqz_status prepare(sqz__pool *pool, const sqz_qstats *st, const sqz_quant_opts *o, float **u_out,
+                          int64_t **perm_out, uint8_t **dead_out, float **p_out) {
     const int64_t n = st->n_in;
     size_t nn;
     SQZ_RETURN_IF(!sqz__mul_size((size_t)n, (size_t)n, &nn) || nn > ((size_t)1 << 34), SQZ_ERR_INVALID_ARG,
@@ -108,14 +137,8 @@ static sqz_status prepare(const sqz_qstats *st, const sqz_quant_opts *o, float *
     double damp = o->percdamp * mean;
     if (!(damp > 0)) damp = 1e-8 * (mean > 0 ? mean : 1.0);
     for (int attempt = 0;; attempt++) { /* AutoGPTQ fails here; we raise the damping tenfold a few times */
-        for (int64_t a = 0; a < n; a++) { /* H[perm][perm], dead rows/columns -> identity, + damping */
-            const int64_t ia = perm[a];
-            for (int64_t b = 0; b < n; b++) {
-                const int64_t ib = perm[b];
-                work[a * n + b] = dead[ia] || dead[ib] ? (a == b ? 1.0 : 0.0) : st->xtx[ia * n + ib];
-            }
-            work[a * n + a] += damp;
-        }
+        hperm_job hj = {st->xtx, perm, dead, n, damp, work, NULL}; /* H[perm][perm] + damping */
+        sqz__pool_for(pool, n, 16, hperm_fn, &hj);
         sqz_clear_error();
         s = chol(o->backend, work, n);
         if (s != SQZ_ERR_NUMERIC || attempt == 4) break;
@@ -124,7 +147,8 @@ static sqz_status prepare(const sqz_qstats *st, const sqz_quant_opts *o, float *
     if (s != SQZ_OK) { sqz__error_prefix("gptq"); goto done; }
     if (o->gptaq && (s = sqz__gptaq_p(st->dxxt, perm, dead, work, n, o->gptaq_alpha, p_out)) != SQZ_OK) goto done;
     if (!(u = sqz__malloc(nn * sizeof(float)))) { s = SQZ_ERR_NOMEM; goto done; }
-    for (size_t i = 0; i < nn; i++) u[i] = (float)work[i];
+    hperm_job uj = {.n = n, .work = work, .u = u};
+    sqz__pool_for(pool, n, 16, hperm_fn, &uj);
     *u_out = u;
     *perm_out = perm;
     *dead_out = dead;
@@ -216,6 +240,24 @@ static sqz_status static_grids(const gptq_ctx *c, const float *wp, int64_t n_out
     return SQZ_OK;
 }
 
+/* Rows [b, e) of w permuted into wp, dead columns zeroed. */
+typedef struct wperm_job {
+    const gptq_ctx *c;
+    const float *w;
+    float *wp;
+} wperm_job;
+
+static void wperm_fn(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const wperm_job *j = ctx;
+    const int64_t n = j->c->n;
+    for (int64_t r = b; r < e; r++)
+        for (int64_t p = 0; p < n; p++) {
+            const int64_t col = j->c->perm[p];
+            j->wp[r * n + p] = j->c->dead[col] ? 0.0f : j->w[r * n + col];
+        }
+}
+
 /* One layer: out (quantizing) or values (mask without quantization). */
 static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz_qmatrix *out, float *values) {
     const int64_t n = c->n, B = c->blocksize;
@@ -229,20 +271,25 @@ static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz
     uint8_t *kblk = kq ? sqz__malloc(out->nbytes) : NULL;
     sqz_status s = SQZ_OK;
     if (!wp || (quant && (!go.codes || !go.grids)) || (c->mask && !go.pr) || (kq && !kblk)) s = SQZ_ERR_NOMEM;
-    for (int64_t r = 0; s == SQZ_OK && r < n_out; r++) /* permuted, dead columns zeroed */
-        for (int64_t p = 0; p < n; p++) {
-            const int64_t col = c->perm[p];
-            wp[r * n + p] = c->dead[col] ? 0.0f : w[r * n + col];
-        }
+    double t0 = sqz__prof_begin();
+    if (s == SQZ_OK) { /* permuted, dead columns zeroed */
+        wperm_job pj = {c, w, wp};
+        sqz__pool_for(c->pool, n_out, 4, wperm_fn, &pj);
+    }
+    sqz__prof_end(SQZ__PROF_GPTQ_PERMUTE, t0);
+    t0 = sqz__prof_begin();
     if (s == SQZ_OK && quant && c->static_grids) s = static_grids(c, wp, n_out, kblk, kq ? out->nbytes : 0, go.grids);
+    sqz__prof_end(SQZ__PROF_GPTQ_GRIDS, t0);
     if (s == SQZ_OK)
         s = c->be && !sqz_backend_host_memory(c->be) ? sqz__gptq_sweep_device(c, wp, n_out, &go)
                                                      : sqz__gptq_sweep_host(c, wp, n_out, &go);
+    t0 = sqz__prof_begin();
     if (s == SQZ_OK && quant) {
         if (kq) kencode(c, go.codes, n_out, kblk, out);
         else sqz__encode(out, go.codes, go.grids);
         out->loss = go.loss;
     }
+    sqz__prof_end(SQZ__PROF_GPTQ_ENCODE, t0);
     free(wp); free(go.codes); free(go.grids); free(go.pr); free(kblk);
     return s;
 }
@@ -281,13 +328,15 @@ static sqz_status ctx_setup(gptq_ctx *c, const sqz_qstats *st, const sqz_quant_o
     int64_t *perm = NULL;
     uint8_t *dead = NULL;
     float *pm = NULL;
-    sqz_status s = prepare(st, o, &u, &perm, &dead, &pm);
+    SQZ_TRY(sqz__pool_new(o->threads, &c->pool));
+    const double t0 = sqz__prof_begin();
+    sqz_status s = prepare(c->pool, st, o, &u, &perm, &dead, &pm);
+    sqz__prof_end(SQZ__PROF_GPTQ_PREP, t0);
     c->pm = pm; /* owned by c even when prepare failed after forming it */
     SQZ_TRY(s);
     c->u = u;
     c->perm = perm;
     c->dead = dead;
-    SQZ_TRY(sqz__pool_new(o->threads, &c->pool));
     if (c->mask) {
         float *ud = sqz__malloc((size_t)n * sizeof(float));
         if (!(c->ud = ud)) return SQZ_ERR_NOMEM;

@@ -111,7 +111,9 @@ sqz_status sqz__gptq_sweep_host(const gptq_ctx *c, float *wp, int64_t n_out, gpt
     for (int64_t i1 = 0; i1 < n && s == SQZ_OK; i1 += B) {
         const int64_t i2 = i1 + B < n ? i1 + B : n, cnt = i2 - i1;
         gptq_block b = {c, wp + i1, n, i1, cnt, err, wpre, o};
+        const double t0 = sqz__prof_begin();
         sweep_block(&b, n_out);
+        sqz__prof_end(SQZ__PROF_GPTQ_SWEEP, t0);
         if (i2 >= n) break;
         const sqz_sgemm_args a = {.m = n_out, .n = n - i2, .k = cnt, .alpha = -1.0f, .a = err, .lda = cnt,
                                   .b = c->u + i1 * n + i2, .ldb = n, .beta = 1.0f, .c = wp + i2, .ldc = n};
@@ -131,10 +133,30 @@ sqz_status sqz__gptq_sweep_host(const gptq_ctx *c, float *wp, int64_t n_out, gpt
     return s;
 }
 
-/* dst (cols, rows) = src (rows, cols)^T, both row-major. */
-static void transpose(const float *src, int64_t rows, int64_t cols, float *dst) {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < cols; j++) dst[j * rows + r] = src[r * cols + j];
+/* dst (cols, rows) = src (rows, cols)^T, both row-major: tiles of 32 x 32 (each cache line of
+ * both sides used whole), bands of 32 source rows on the pool. */
+typedef struct tr_job {
+    const float *src;
+    int64_t rows, cols;
+    float *dst;
+} tr_job;
+
+static void tr_fn(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const tr_job *j = ctx;
+    for (int64_t r0 = b * 32; r0 < e * 32 && r0 < j->rows; r0 += 32) {
+        const int64_t r1 = r0 + 32 < j->rows ? r0 + 32 : j->rows;
+        for (int64_t c0 = 0; c0 < j->cols; c0 += 32) {
+            const int64_t c1 = c0 + 32 < j->cols ? c0 + 32 : j->cols;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = c0; c < c1; c++) j->dst[c * j->rows + r] = j->src[r * j->cols + c];
+        }
+    }
+}
+
+static void transpose(sqz__pool *pool, const float *src, int64_t rows, int64_t cols, float *dst) {
+    tr_job j = {src, rows, cols, dst};
+    sqz__pool_for(pool, (rows + 31) / 32, 4, tr_fn, &j);
 }
 
 /* Device memory of the device sweep: wp^T (n, n_out), err^T (B, n_out); host: a block as it
@@ -184,7 +206,7 @@ static sqz_status dev_sweep_init(const gptq_ctx *c, const float *wp, int64_t n_o
         s = SQZ_ERR_NOMEM;
     }
     if (s == SQZ_OK) {
-        transpose(wp, n_out, c->n, wt);
+        transpose(c->pool, wp, n_out, c->n, wt);
         s = be->ops->upload(be->ctx, d->dw, wt, n * no * sizeof(float));
     }
     free(wt);
@@ -196,21 +218,27 @@ static sqz_status dev_block(const gptq_ctx *c, dev_sweep *d, int64_t n_out, int6
     sqz_backend *be = d->be;
     const int64_t n = c->n, i2 = i1 + cnt;
     const size_t bytes = (size_t)cnt * (size_t)n_out * sizeof(float);
+    double t0 = sqz__prof_begin();
     SQZ_TRY(be->ops->download(be->ctx, d->tb, d->dw + i1 * n_out, bytes));
     if (be->ops->synchronize) SQZ_TRY(be->ops->synchronize(be->ctx));
-    transpose(d->tb, cnt, n_out, d->hb);
+    transpose(c->pool, d->tb, cnt, n_out, d->hb);
+    sqz__prof_end(SQZ__PROF_GPTQ_XFER, t0);
     gptq_block b = {c, d->hb, cnt, i1, cnt, d->err, d->wpre, o};
+    t0 = sqz__prof_begin();
     sweep_block(&b, n_out);
+    sqz__prof_end(SQZ__PROF_GPTQ_SWEEP, t0);
     if (i2 >= n) return SQZ_OK;
-    transpose(d->err, n_out, cnt, d->et);
+    t0 = sqz__prof_begin();
+    transpose(c->pool, d->err, n_out, cnt, d->et);
     SQZ_TRY(be->ops->upload(be->ctx, d->de, d->et, bytes));
+    sqz__prof_end(SQZ__PROF_GPTQ_XFER, t0);
     const sqz_sgemm_args a = {.trans_a = true, .m = n - i2, .n = n_out, .k = cnt, .alpha = -1.0f,
                               .a = (const float *)c->du + i1 * n + i2, .lda = n, .b = d->de, .ldb = n_out,
                               .beta = 1.0f, .c = d->dw + i2 * n_out, .ldc = n_out};
     SQZ_TRY(be->ops->sgemm(be->ctx, &a));
     if (!c->pm) return SQZ_OK;
     /* GPTAQ: wp^T[i2:, :] += P[i1:i2, i2:]^T . Wpre^T (as the host's second sgemm) */
-    transpose(d->wpre, n_out, cnt, d->et);
+    transpose(c->pool, d->wpre, n_out, cnt, d->et);
     SQZ_TRY(be->ops->upload(be->ctx, d->dwpre, d->et, bytes));
     const sqz_sgemm_args ap = {.trans_a = true, .m = n - i2, .n = n_out, .k = cnt, .alpha = 1.0f,
                                .a = (const float *)c->dp + i1 * n + i2, .lda = n, .b = d->dwpre, .ldb = n_out,
@@ -220,7 +248,9 @@ static sqz_status dev_block(const gptq_ctx *c, dev_sweep *d, int64_t n_out, int6
 
 sqz_status sqz__gptq_sweep_device(const gptq_ctx *c, const float *wp, int64_t n_out, gptq_out *o) {
     dev_sweep d;
+    const double t0 = sqz__prof_begin();
     sqz_status s = dev_sweep_init(c, wp, n_out, &d);
+    sqz__prof_end(SQZ__PROF_GPTQ_DEV_INIT, t0);
     for (int64_t i1 = 0; i1 < c->n && s == SQZ_OK; i1 += c->blocksize) {
         const int64_t cnt = i1 + c->blocksize < c->n ? c->blocksize : c->n - i1;
         s = dev_block(c, &d, n_out, i1, cnt, o);

@@ -12,6 +12,7 @@
  * machine or an idle session from burning a core for long. The generation is incremented under
  * the mutex and a sleeper re-checks it under the mutex, so no wake-up is lost.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "kernels/cpu/pool.h"
 
 #include <pthread.h>
@@ -120,8 +121,9 @@ static void *worker(void *argp) {
 
 sqz_status sqz__pool_new(int n_threads, sqz__pool **out) {
     *out = NULL;
-    if (n_threads <= 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_threads <= 0) { /* the cores this process may run on (a container's cpuset), not the host's */
+        cpu_set_t cs;
+        long c = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = c > 0 ? (int)c : 1;
     }
     if (n_threads > SQZ__POOL_MAX_THREADS) n_threads = SQZ__POOL_MAX_THREADS;
