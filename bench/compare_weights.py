@@ -4,8 +4,9 @@
 Give it two compress outputs dequantized by `sqz convert X.gguf -o X32.gguf --dtype f32`: where
 both sides chose the same scales (always for K-quant and static grids, which come from the
 original weights), an equal value is an equal code. Prints the fraction of equal values over the
-matrices (2-D tensors), the tensors with the most differences and, for a sparse result, how many
-zeros sit at the same positions (the masks); exit 0. Python + numpy only
+matrices (2-D tensors, the last line), the tensors with the most differences, for a sparse result how
+many zeros sit at the same positions (the masks), and the largest difference relative to its tensor's
+largest |weight|; exit 0. Python + numpy only
 (the GPU machine has no gguf package). Used by bench/gpu_issue26.sh.
 """
 import struct, sys
@@ -63,6 +64,7 @@ def tensors(path):
 a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
 tot = same = za = zb = zboth = 0
 worst = []
+rel = (0.0, '')
 for name in sorted(a):
     if name not in b or a[name].shape != b[name].shape:
         print(f'{name}: missing or another shape in {sys.argv[2]}')
@@ -73,9 +75,14 @@ for name in sorted(a):
     tot += a[name].size
     same += eq
     worst.append((a[name].size - eq, name, a[name].size))
+    top = float(np.abs(a[name]).max()) if a[name].size else 0.0
+    if top > 0:
+        r = float(np.abs(a[name].astype(np.float64) - b[name].astype(np.float64)).max()) / top
+        rel = max(rel, (r, name))
 worst.sort(reverse=True)
 for d, name, n in worst[:3]:
     print(f'  {name}: {d} of {n} differ ({100.0 * d / n:.4f}%)')
 if za + zb > 10 * tot // 100:  # a sparse result: the masks
     print(f'zeros: {za} and {zb}, at the same positions {zboth} ({100.0 * zboth / max(za, zb, 1):.4f}% of the larger)')
+print(f'largest difference: {rel[0]:.3g} of the largest |weight| of its tensor ({rel[1] or "none"})')
 print(f'equal weights: {same} of {tot} ({100.0 * same / max(tot, 1):.4f}%)')

@@ -11,7 +11,8 @@
 #     cpu-offload:gemm_i8 for W8A8, cpu-offload:matmul otherwise) and the summary a device line;
 #   --gpu-mem on cpu-offload: a cap above the measured peak gives the same bytes; a cap below it
 #     stops with one line naming the cap and leaves nothing;
-#   SparseGPT 50% (its sweep on the backend) through cpu-offload writes cpu's bytes;
+#   SparseGPT 50% (its sweep on the backend) through cpu-offload: cpu's masks, its values within
+#     float rounding;
 #   --device cpu writes the same bytes as no --device (the golden outputs are checked by
 #     cli_compress_golden).
 set -u
@@ -97,7 +98,16 @@ check "--gpu-mem 1 (below the peak): exit 1, one line naming the cap, nothing wr
 for d in cpu cpu-offload; do
   "$sqz" compress "$t656" -o "$tmp/sp-$d.gguf" --sparsity 0.5:sparsegpt "${cal[@]}" --device $d -q > /dev/null 2>&1
 done
-check "SparseGPT 50% through cpu-offload: the same bytes as cpu (masks and values)" 'cmp -s "$tmp/sp-cpu.gguf" "$tmp/sp-cpu-offload.gguf"'
+# The masks must be the same; the compensated values may differ in their last bits: the device
+# sweep's trailing update multiplies the transposed operands, and OpenBLAS may sum those in
+# another order (it does with its Haswell kernels on an AMD Zen 4, where they differ by 2.6e-7).
+"$sqz" convert "$tmp/sp-cpu.gguf" -o "$tmp/sp-cpu.f32.gguf" --dtype f32 > /dev/null 2>&1
+"$sqz" convert "$tmp/sp-cpu-offload.gguf" -o "$tmp/sp-off.f32.gguf" --dtype f32 > /dev/null 2>&1
+"$py" "$here/../../bench/compare_weights.py" "$tmp/sp-cpu.f32.gguf" "$tmp/sp-off.f32.gguf" > "$tmp/sp.txt" 2>&1
+cat "$tmp/sp.txt"
+check "SparseGPT 50% through cpu-offload: the masks of cpu, the values within float rounding (1e-5 of each tensor's largest)" \
+  'grep -q "at the same positions.*(100.0000% of the larger)" "$tmp/sp.txt" &&
+   "$py" -c "import re,sys; m=re.search(r\"largest difference: (\S+)\", open(sys.argv[1]).read()); sys.exit(0 if m and float(m.group(1)) <= 1e-5 else 1)" "$tmp/sp.txt"'
 "$sqz" compress "$s260" -o "$tmp/d1.gguf" --quant q4_0:gptq "${cal[@]}" -q > /dev/null 2>&1
 "$sqz" compress "$s260" -o "$tmp/d2.gguf" --quant q4_0:gptq "${cal[@]}" --device cpu -q > /dev/null 2>&1
 check "--device cpu writes the bytes of no --device" 'cmp -s "$tmp/d1.gguf" "$tmp/d2.gguf"'
