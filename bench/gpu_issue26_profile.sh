@@ -8,7 +8,8 @@
 #      q4_0:gptq and q4_k_m:gptq, --device $DEV against --device cpu, equal weights and the mean KLD
 #      against the original on 40 chunks of 256 tokens with its standard error; SparseGPT 50% masks
 #      on tinystories-656K and smol4;
-#   4. the whole 28-block model, q4_k_m:gptq, with SQZ_PROFILE=1, if the time budget allows.
+#   4. the whole 28-block model, q4_k_m:gptq, with SQZ_PROFILE=1, if the time budget allows (not with
+#      SKIP_WHOLE=1).
 # PACK is ../shared/tools/gpu-pack.sh's folder (plus smol4.gguf and q15.meta). Prints a summary; logs in OUT.
 set -u
 DEV=${DEV:-cuda} # cpu-offload: the same run without a GPU (a check of this script)
@@ -58,5 +59,5 @@ for job in "smol4.gguf|--quant q4_0:gptq" "smol4.gguf|--quant q4_k_m:gptq" "shar
   rm -f "$b"-*.gguf
 done
 }
-[ -z "${SKIP_BIG:-}" ] && left && { say "== 4. the whole 28-block model"; big /tmp/q15.gguf q15-kmg q4_k_m:gptq --device $DEV; }
+[ -z "${SKIP_BIG:-}${SKIP_WHOLE:-}" ] && left && { say "== 4. the whole 28-block model"; big /tmp/q15.gguf q15-kmg q4_k_m:gptq --device $DEV; }
 say "== done in $(( $(date +%s) - START )) s"
