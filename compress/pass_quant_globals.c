@@ -23,15 +23,15 @@
 
 enum { CHUNK_ROWS = 512 };
 
-/* Chunks of rows: widening (src -> f32 into w) or measuring (q's rows dequantized against w). */
+/* Chunks of rows: q's rows dequantized and measured against w. */
 typedef struct rows_job {
     sqz_dtype from;
     const uint8_t *src;
     size_t row_bytes;
     int64_t n_out, n_in;
-    float *w;
-    float *scratch;      /* measuring: CHUNK_ROWS * n_in floats per thread */
-    double *num, *den;   /* measuring: per chunk */
+    const float *w;
+    float *scratch;      /* CHUNK_ROWS * n_in floats per thread */
+    double *num, *den;   /* per chunk */
     _Atomic int failed;
 } rows_job;
 
@@ -40,11 +40,7 @@ static void rows_fn(void *ctx, int64_t b, int64_t e, int thread) {
     for (int64_t c = b; c < e; c++) {
         const int64_t r0 = c * CHUNK_ROWS, nr = j->n_out - r0 < CHUNK_ROWS ? j->n_out - r0 : CHUNK_ROWS;
         const uint8_t *src = j->src + (size_t)r0 * j->row_bytes;
-        float *w = j->w + r0 * j->n_in;
-        if (!j->num) { /* widening */
-            if (sqz_convert(j->from, src, SQZ_DTYPE_F32, w, nr * j->n_in, NULL) != SQZ_OK) j->failed = 1;
-            continue;
-        }
+        const float *w = j->w + r0 * j->n_in;
         float *d = j->scratch + (size_t)thread * CHUNK_ROWS * (size_t)j->n_in;
         if (sqz_convert(j->from, src, SQZ_DTYPE_F32, d, nr * j->n_in, NULL) != SQZ_OK) j->failed = 1;
         double num = 0, den = 0;
@@ -58,13 +54,10 @@ static void rows_fn(void *ctx, int64_t b, int64_t e, int thread) {
     }
 }
 
-/* t as f32 into w: the stored rows widened on the pool (a scheme type: its own dequantizer). */
-static sqz_status widen(sqz__pool *pool, const sqz_tensor *t, float *w) {
-    if (t->qp || t->nbytes % (size_t)t->shape[0]) return sqz_tensor_to_f32(t, w);
-    rows_job j = {.from = t->dtype, .src = t->data, .row_bytes = t->nbytes / (size_t)t->shape[0],
-                  .n_out = t->shape[0], .n_in = t->shape[1], .w = w};
-    sqz__pool_for(pool, (j.n_out + CHUNK_ROWS - 1) / CHUNK_ROWS, 1, rows_fn, &j);
-    return j.failed ? sqz_tensor_to_f32(t, w) : SQZ_OK; /* the serial path names the problem */
+/* t as f32 into w: the stored rows widened on every core (a scheme type: its own dequantizer). */
+static sqz_status widen(const sqz__pool *pool, const sqz_tensor *t, float *w) {
+    if (t->qp) return sqz_tensor_to_f32(t, w);
+    return sqz__rows_to_f32(t->dtype, t->data, t->nbytes, t->shape[0], t->shape[1], w, sqz__pool_threads(pool));
 }
 
 /* The relative error of q against w (sqrt(sum (q - w)^2 / sum w^2)), or -1 when q's rows cannot be
@@ -72,7 +65,7 @@ static sqz_status widen(sqz__pool *pool, const sqz_tensor *t, float *w) {
 static double measured_err(sqz__pool *pool, const sqz_qmatrix *q, const float *w) {
     const int64_t nc = (q->n_out + CHUNK_ROWS - 1) / CHUNK_ROWS;
     rows_job j = {.from = q->dtype, .src = q->data, .row_bytes = q->nbytes / (size_t)q->n_out, .n_out = q->n_out,
-                  .n_in = q->n_in, .w = (float *)w};
+                  .n_in = q->n_in, .w = w};
     if (q->qp.scheme != SQZ_QSCHEME_NONE || q->nbytes % (size_t)q->n_out) return -1.0;
     j.scratch = sqz__malloc((size_t)sqz__pool_threads(pool) * CHUNK_ROWS * (size_t)q->n_in * sizeof(float));
     j.num = sqz__malloc((size_t)nc * sizeof(double));

@@ -117,7 +117,7 @@ static sqz_status dev_quant(dev *d, const sqz_qmatrix *q, const float *xs, int64
     } else {
         snprintf(by, 24, "%s:matmul", name);
         float *w = sqz__malloc((size_t)no * (size_t)ni * sizeof(float));
-        st = w ? sqz_qmatrix_to_f32(q, w) : SQZ_ERR_NOMEM;
+        st = w ? sqz__qmatrix_to_f32_par(q, w, 0) : SQZ_ERR_NOMEM;
         if (st == SQZ_OK) st = dev_matmul(d, x, n_x, w, no, ni, yq);
         free(w);
     }

@@ -23,6 +23,7 @@
     X(FWD_ATTN, "forward: attention")                                                                   \
     X(OBSERVE, "calibration: observers (statistics hooks)")                                             \
     X(OBS_XTX, "calibration: Hessian sums (xtx)")                                                       \
+    X(OBS_FINISH, "calibration: a block's statistics sealed (Hessians included)")                     \
     X(OBS_H_DOWN, "calibration: device Hessians to the host")                                           \
     X(GPTQ_PREP, "gptq: damped Cholesky + inverse (prepare)")                                           \
     X(GPTQ_PERMUTE, "gptq: weights permuted (act order)")                                               \

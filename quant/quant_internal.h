@@ -124,6 +124,13 @@ const float *sqz__search_rows(const sqz_qstats *st, const sqz_quant_opts *o, int
 
 /* ||a - b|| / ||b|| over n values (0 when both are all zero, infinity when only b is). */
 double sqz__rel_err(const float *a, const float *b, int64_t n);
+/* dst (n_rows, n_in) = src (n_rows rows of dtype `from`, nbytes in all) widened to f32, on a pool of
+ * `threads` (0: every core) when the matrix is large; the serial conversion's bytes
+ * (quant/rows_f32.c). */
+sqz_status sqz__rows_to_f32(sqz_dtype from, const void *src, size_t nbytes, int64_t n_rows, int64_t n_in, float *dst,
+                            int threads);
+/* sqz_qmatrix_to_f32 on a pool for GGUF block formats (a scheme's matrix: the serial path). */
+sqz_status sqz__qmatrix_to_f32_par(const sqz_qmatrix *q, float *out, int threads);
 /* Sum of squared differences between X . A^T and X . B^T over the sample rows (n_x, n_in),
  * A and B (n_out, n_in); ya and yb are scratch of n_x * n_out floats (ya may hold X . A^T
  * already when have_ya). */
