@@ -42,7 +42,8 @@ typedef enum sqz_op {
     SQZ_OP_SGEMM = 4,      /* general f32 GEMM with transposes and leading dimensions */
     SQZ_OP_XTX = 5,        /* the Hessian sum H += X^T X in f64 (GPTQ, SparseGPT, OBS) */
     SQZ_OP_CHOL = 6,       /* GPTQ's damped factor: U upper with U^T U = H^-1, f64 */
-    SQZ_OP_TO_F32 = 7,     /* weights of a float dtype (f32/f16/bf16) widened to f32 in backend memory */
+    SQZ_OP_TO_F32 = 7,     /* weights of a float dtype (f32/f16/bf16) widened to f32 in backend memory;
+                              f64 (GPTQ's factor) narrowed, rounded to nearest */
     SQZ_OP_COUNT
 } sqz_op;
 

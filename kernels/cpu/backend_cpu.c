@@ -36,7 +36,8 @@ static bool cpu_supports(void *ctx, sqz_op op, sqz_dtype w) {
     if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
     if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
     if (op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL) return true;
-    if (op == SQZ_OP_TO_F32) return w == SQZ_DTYPE_F32 || w == SQZ_DTYPE_F16 || w == SQZ_DTYPE_BF16;
+    if (op == SQZ_OP_TO_F32)
+        return w == SQZ_DTYPE_F32 || w == SQZ_DTYPE_F16 || w == SQZ_DTYPE_BF16 || w == SQZ_DTYPE_F64;
     return false;
 }
 
@@ -213,8 +214,8 @@ static sqz_status cpu_chol(void *ctx, double *h, int64_t n) {
 
 static sqz_status cpu_to_f32(void *ctx, const void *src, sqz_dtype t, int64_t n, float *dst) {
     (void)ctx;
-    SQZ_RETURN_IF(t != SQZ_DTYPE_F32 && t != SQZ_DTYPE_F16 && t != SQZ_DTYPE_BF16, SQZ_ERR_UNSUPPORTED,
-                  "CPU to_f32: dtype %s is not a float type", sqz_dtype_name(t));
+    SQZ_RETURN_IF(t != SQZ_DTYPE_F32 && t != SQZ_DTYPE_F16 && t != SQZ_DTYPE_BF16 && t != SQZ_DTYPE_F64,
+                  SQZ_ERR_UNSUPPORTED, "CPU to_f32: dtype %s is not a float type", sqz_dtype_name(t));
     sqz_dtype_info(t)->to_f32(src, dst, n);
     return SQZ_OK;
 }

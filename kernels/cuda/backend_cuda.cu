@@ -159,7 +159,8 @@ static void w4_forget(sqz_cuda_ctx *c, const void *ptr) {
 static bool cuda_supports(void *ctx, sqz_op op, sqz_dtype w) {
     (void)ctx;
     const bool float_w = w == SQZ_DTYPE_F32 || w == SQZ_DTYPE_F16 || w == SQZ_DTYPE_BF16;
-    if (op == SQZ_OP_MATMUL || op == SQZ_OP_TO_F32) return float_w;
+    if (op == SQZ_OP_MATMUL) return float_w;
+    if (op == SQZ_OP_TO_F32) return float_w || w == SQZ_DTYPE_F64; /* f64: GPTQ's factor, narrowed */
     if (op == SQZ_OP_GEMM_I8) return w == SQZ_DTYPE_I8;
     if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
     if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;

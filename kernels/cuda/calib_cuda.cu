@@ -61,6 +61,11 @@ __global__ void f32_to_f64_kernel(const float *src, int64_t n, double *dst) {
     SQZ__FOR_EACH(i, n) dst[i] = (double)src[i];
 }
 
+/* Rounded to nearest, as the host's (float) cast. */
+__global__ void f64_to_f32_kernel(const double *src, int64_t n, float *dst) {
+    SQZ__FOR_EACH(i, n) dst[i] = __double2float_rn(src[i]);
+}
+
 /* C (m, n; ldc) = beta C, C not read when beta is 0: sgemm with k = 0. */
 __global__ void scale_kernel(float *c, int64_t m, int64_t n, int64_t ldc, float beta) {
     SQZ__FOR_EACH(i, m * n) {
@@ -175,14 +180,19 @@ sqz_status sqz__cuda_matmul(void *ctx, const sqz_matmul_args *a) {
 
 sqz_status sqz__cuda_to_f32(void *ctx, const void *src, sqz_dtype t, int64_t n, float *dst) {
     sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
-    SQZ_RETURN_IF(t != SQZ_DTYPE_F32 && t != SQZ_DTYPE_F16 && t != SQZ_DTYPE_BF16, SQZ_ERR_UNSUPPORTED,
-                  "CUDA to_f32: dtype %s is not a float type", sqz_dtype_name(t));
+    SQZ_RETURN_IF(t != SQZ_DTYPE_F32 && t != SQZ_DTYPE_F16 && t != SQZ_DTYPE_BF16 && t != SQZ_DTYPE_F64,
+                  SQZ_ERR_UNSUPPORTED, "CUDA to_f32: dtype %s is not a float type", sqz_dtype_name(t));
     SQZ_RETURN_IF(n < 0, SQZ_ERR_INVALID_ARG, "CUDA to_f32: n = %lld", (long long)n);
     if (n == 0) return SQZ_OK;
     SQZ_RETURN_IF(!src || !dst, SQZ_ERR_INVALID_ARG, "CUDA to_f32: a NULL buffer");
     SQZ_TRY(sqz__cuda_enter(c));
     if (t == SQZ_DTYPE_F32) {
         SQZ_CUDA_TRY(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice, c->stream));
+        return SQZ_OK;
+    }
+    if (t == SQZ_DTYPE_F64) {
+        f64_to_f32_kernel<<<grid_for(n), 256, 0, c->stream>>>((const double *)src, n, dst);
+        SQZ_CUDA_LAUNCHED();
         return SQZ_OK;
     }
     return widen16(c, src, t, n, dst);
