@@ -70,6 +70,8 @@ struct sqz_session {
     int64_t dcache_bytes;
     float *dx, *dy;
     size_t dx_cap, dy_cap;
+    void *pinned[32];            /* scratch buffers page-locked by the device backend (host_pin) */
+    int n_pinned;
     int64_t scratch_bytes;
 };
 
@@ -101,6 +103,10 @@ sqz_status sqz__dev_init(sqz_session *s);
 sqz_status sqz__dev_linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, float *y);
 void sqz__dev_invalidate(sqz_session *s, int32_t layer);
 void sqz__dev_free(sqz_session *s);
+/* A scratch buffer of a device session page-locked for fast products (large ones, while slots
+ * last; nothing otherwise), and every such buffer unlocked before the scratch is freed. */
+void sqz__dev_pin(sqz_session *s, void *p, size_t bytes);
+void sqz__dev_unpin_all(sqz_session *s);
 
 /* Checks every tensor once: quantization parameters (sqz_qparams_check), in_scale > 0, a float
  * view for every dtype. */

@@ -37,6 +37,7 @@ int64_t sqz_session_bytes(const sqz_session *s) { return s->scratch_bytes + s->w
 
 void sqz_session_free(sqz_session *s) {
     if (!s) return;
+    sqz__dev_unpin_all(s);
     if (s->wcache) {
         for (int64_t i = 0; i < s->n_wcache; i++) free(s->wcache[i]);
         free(s->wcache);
@@ -74,6 +75,7 @@ static sqz_status alloc_f32(sqz_session *s, int64_t rows, int64_t cols, float **
     *out = sqz__malloc(bytes);
     if (!*out) return SQZ_ERR_NOMEM;
     s->scratch_bytes += (int64_t)bytes;
+    sqz__dev_pin(s, *out, bytes); /* a device session's products copy these rows across the bus */
     return SQZ_OK;
 }
 

@@ -193,6 +193,11 @@ typedef struct sqz_backend_ops {
      * any request that would exceed it. */
     void (*mem_stats)(void *ctx, sqz_backend_mem *out);
     sqz_status (*set_mem_cap)(void *ctx, size_t cap);
+    /* Page-locks host memory [p, p + nbytes) so that copies to and from it run at the bus's
+     * speed (CUDA: cudaHostRegister); host_unpin(p) before that memory is freed. Optional: a
+     * caller whose pin fails carries on unpinned. */
+    sqz_status (*host_pin)(void *ctx, void *p, size_t nbytes);
+    void (*host_unpin)(void *ctx, void *p);
 } sqz_backend_ops;
 
 typedef struct sqz_backend {

@@ -241,6 +241,8 @@ static const sqz_backend_ops cpu_ops = {
     /* .to_f32 = */ cpu_to_f32,
     /* .mem_stats = */ NULL,
     /* .set_mem_cap = */ NULL,
+    /* .host_pin = */ NULL,
+    /* .host_unpin = */ NULL,
 };
 
 const sqz_backend_ops *sqz__cpu_ops(void) { return &cpu_ops; }

@@ -124,7 +124,7 @@ static void offload_init(void) {
     offload_ops = (sqz_backend_ops){
         "cpu-offload", off_supports, off_alloc, off_free, off_copy, off_copy, off_sync, off_matmul, off_gemm_i8,
         off_prepare_w4, off_gemm_w4, off_destroy, off_gemm_i8_sp24, false, off_sgemm, off_xtx, off_chol,
-        off_to_f32, off_stats, off_set_cap};
+        off_to_f32, off_stats, off_set_cap, NULL, NULL};
 }
 
 sqz_status sqz_backend_cpu_offload(int n_threads, sqz_backend **out) {

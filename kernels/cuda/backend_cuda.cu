@@ -212,6 +212,20 @@ static sqz_status cuda_download(void *ctx, void *dst, const void *src, size_t n)
     return SQZ_OK;
 }
 
+static sqz_status cuda_host_pin(void *ctx, void *p, size_t n) {
+    sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
+    SQZ_TRY(sqz__cuda_enter(c));
+    const cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterDefault);
+    if (e == cudaSuccess) return SQZ_OK;
+    (void)cudaGetLastError(); /* not sticky: clear it, or the next launch check would report it */
+    return sqz__cuda_error(e, "cudaHostRegister", __FILE__, __LINE__);
+}
+
+static void cuda_host_unpin(void *ctx, void *p) {
+    sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
+    if (sqz__cuda_enter(c) == SQZ_OK) (void)cudaHostUnregister(p);
+}
+
 static sqz_status cuda_sync(void *ctx) {
     sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
     SQZ_TRY(sqz__cuda_enter(c));
@@ -416,6 +430,8 @@ static const sqz_backend_ops cuda_ops = {
     /* .to_f32 = */ sqz__cuda_to_f32,
     /* .mem_stats = */ cuda_mem_stats,
     /* .set_mem_cap = */ cuda_set_mem_cap,
+    /* .host_pin = */ cuda_host_pin,
+    /* .host_unpin = */ cuda_host_unpin,
 };
 
 sqz_cuda_ctx *sqz__cuda_ctx_of(sqz_backend *b) {
