@@ -10,6 +10,7 @@
  * f32) and the result downloaded. The bias is added on the host. The products are f32 as on the
  * CPU, in the device's summation order.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,33 @@ static sqz_status dev_scratch(sqz_session *s, float **buf, size_t *cap, size_t f
     if (!*buf) return SQZ_ERR_NOMEM;
     *cap = floats;
     return SQZ_OK;
+}
+
+/* Rows of a stored block or float dtype widened on the session's pool, 64 rows a chunk (the
+ * recompute pass dequantizes each block's new weights before uploading them). */
+typedef struct widen_job {
+    const sqz_tensor *w;
+    size_t row_bytes;
+    int64_t k;
+    float *dst;
+    _Atomic int failed;
+} widen_job;
+
+static void widen_fn(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    widen_job *j = ctx;
+    const int64_t r0 = b * 64, r1 = e * 64 < j->w->shape[0] ? e * 64 : j->w->shape[0];
+    if (sqz_convert(j->w->dtype, (const uint8_t *)j->w->data + (size_t)r0 * j->row_bytes, SQZ_DTYPE_F32,
+                    j->dst + r0 * j->k, (r1 - r0) * j->k, NULL) != SQZ_OK)
+        j->failed = 1;
+}
+
+static sqz_status widen_host(sqz_session *s, const sqz_tensor *w, float *dst) {
+    const int64_t n = w->shape[0];
+    if (w->qp || w->ndim != 2 || n < 256 || w->nbytes % (size_t)n) return sqz_tensor_to_f32(w, dst);
+    widen_job j = {w, w->nbytes / (size_t)n, sqz_tensor_row_len(w), dst, 0};
+    sqz__pool_for(s->pool, (n + 63) / 64, 1, widen_fn, &j);
+    return j.failed ? sqz_tensor_to_f32(w, dst) : SQZ_OK; /* the serial path names the problem */
 }
 
 /* The weight as f32 (n, k) in device memory, uploaded on first use. */
@@ -56,7 +84,7 @@ static sqz_status dev_weight(sqz_session *s, const sqz_tensor *w, const float **
         ops->free(s->be->ctx, raw);
     } else { /* block and scheme types: dequantized here, one tensor at a time */
         float *h = sqz__malloc(bytes);
-        st = h ? sqz_tensor_to_f32(w, h) : SQZ_ERR_NOMEM;
+        st = h ? widen_host(s, w, h) : SQZ_ERR_NOMEM;
         if (st == SQZ_OK) st = ops->upload(s->be->ctx, d, h, bytes);
         free(h);
     }
