@@ -9,6 +9,7 @@
 #      (PACK/smol4.gguf, Q4_1/Q8_0 grids) q4_0:gptq, --device cuda against --device cpu;
 #   4. the whole 28-block model: q4_k_m:gptq and q4_0:gptq, 16 x 512 calibration tokens, wall time
 #      with the load, host RSS, the device's peak, phase times.
+# ONLY_CAP=1: q2 uncapped and capped at its peak, and the 28-block q4_k_m:gptq alone.
 # PACK is ../shared/tools/gpu-pack.sh's folder plus smol4.gguf and q15.meta. Prints a summary; logs in OUT.
 set -u
 G=$(cd "${1:?usage: gpu_issue26_speed.sh PACK OUT}" && pwd); O=${2:?}; mkdir -p "$O/p"
@@ -20,6 +21,7 @@ left() { [ $(( $(date +%s) - START )) -lt "${BUDGET:-400}" ] || { say "(time bud
 say "== $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader) / $(nproc) cores:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
 say "== 1. GPU tests"
 for t in test_gpu_calib test_gpu_calib_loop test_gpu_kernels; do
+  [ -n "${ONLY_CAP:-}" ] && break
   timeout 120 $E "$G/bin/$t" > "$O/$t.log" 2>&1
   say "$t rc=$? $(grep -c '\[       OK \]' "$O/$t.log") ok, $(grep -c '\[  FAILED  \] test' "$O/$t.log") failed"
 done
@@ -27,7 +29,7 @@ python3 "$here/../scripts/synth_gguf.py" make "$G/q15.meta" /tmp/q15.gguf > "$O/
 $S compress /tmp/q15.gguf -o /tmp/q2.gguf --drop-layers "$(seq -s, 2 27)" > "$O/drop.log" 2>&1 || say "drop failed"
 big() { # model tag spec [options]
   local m=$1 tag=$2 spec=$3; shift 3
-  SQZ_PROFILE=1 /usr/bin/time -f "%e %M" -o "$O/$tag.time" $S compress "$m" -o "/tmp/$tag.gguf" --quant "$spec" \
+  SQZ_PROFILE=1 /usr/bin/time -f "%e %M" -o "$O/$tag.time" $S compress "$m" -o "/tmp/out-$tag.gguf" --quant "$spec" \
     --calib "$T" --calib-samples 16 --calib-ctx 512 --device cuda --report "$O/$tag.json" "$@" > "$O/$tag.log" 2>&1
   local rc=$? wall rss
   read -r wall rss < <(tail -1 "$O/$tag.time" 2>/dev/null) || { wall=?; rss=0; }
@@ -37,14 +39,14 @@ big() { # model tag spec [options]
 }
 say "== 2. q2 (2 blocks of the 1.5B's shapes, random weights)"
 big /tmp/q2.gguf q2 q4_k_m:gptq
-SQZ_POOL_SPIN_US=0 big /tmp/q2.gguf q2-nospin q4_k_m:gptq
-cmp /tmp/q2.gguf /tmp/q2-nospin.gguf > /dev/null && say "q2 without polling: the same bytes" || say "q2 without polling: DIFFERENT bytes"
+[ -n "${ONLY_CAP:-}" ] || SQZ_POOL_SPIN_US=0 big /tmp/q2.gguf q2-nospin q4_k_m:gptq
+[ -n "${ONLY_CAP:-}" ] || { cmp /tmp/out-q2.gguf /tmp/out-q2-nospin.gguf > /dev/null && say "q2 without polling: the same bytes" || say "q2 without polling: DIFFERENT bytes"; }
 peak=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["totals"]["device_peak_bytes"])' "$O/q2.json" 2>/dev/null || echo 0)
 cap=$(( (peak + (1 << 20) - 1) >> 20 ))
 big /tmp/q2.gguf q2-cap q4_k_m:gptq --gpu-mem "$cap"
-cmp /tmp/q2.gguf /tmp/q2-cap.gguf > /dev/null && say "--gpu-mem $cap MiB (the peak, $peak bytes): output identical" || say "--gpu-mem $cap: output DIFFERS"
-say "== 3. parity, --device cuda vs cpu (16 x 256 calibration tokens; KLD on 40 chunks of 256)"
-for job in "shared/models/stories260K/stories260K.bin|q4_k_m:gptq" "smol4.gguf|q4_0:gptq"; do
+cmp /tmp/out-q2.gguf /tmp/out-q2-cap.gguf > /dev/null && say "--gpu-mem $cap MiB (the peak, $peak bytes): output identical" || say "--gpu-mem $cap: output DIFFERS"
+[ -n "${ONLY_CAP:-}" ] || say "== 3. parity, --device cuda vs cpu (16 x 256 calibration tokens; KLD on 40 chunks of 256)"
+[ -n "${ONLY_CAP:-}" ] || for job in "shared/models/stories260K/stories260K.bin|q4_k_m:gptq" "smol4.gguf|q4_0:gptq"; do
   left || break
   m=$G/${job%%|*}; spec=${job#*|}; b=$O/p/$(basename "$m" | cut -d. -f1)-${spec/:/_}
   for d in cpu cuda; do
@@ -58,5 +60,5 @@ for job in "shared/models/stories260K/stories260K.bin|q4_k_m:gptq" "smol4.gguf|q
 done
 say "== 4. the whole 28-block model"
 left && big /tmp/q15.gguf q15-kmg q4_k_m:gptq
-left && big /tmp/q15.gguf q15-q40g q4_0:gptq
+[ -n "${ONLY_CAP:-}" ] || { left && big /tmp/q15.gguf q15-q40g q4_0:gptq; }
 say "== done in $(( $(date +%s) - START )) s"

@@ -142,7 +142,10 @@ static sqz_status weight_f32(block_ctx *c, sqz_role r, float **out) {
         sqz_tensor *t = sqz_model_get(c->m, r, c->layer, SQZ_PARAM_WEIGHT);
         c->w[r] = sqz__malloc((size_t)sqz_tensor_nelements(t) * sizeof(float));
         if (!c->w[r]) return SQZ_ERR_NOMEM;
-        SQZ_TRY(sqz_tensor_to_f32(t, c->w[r]));
+        if (t->qp || t->ndim != 2) SQZ_TRY(sqz_tensor_to_f32(t, c->w[r]));
+        else if (sqz__rows_to_f32(t->dtype, t->data, t->nbytes, t->shape[0], sqz_tensor_row_len(t), c->w[r],
+                                  c->o->threads) != SQZ_OK) /* on every core; the serial path names a problem */
+            SQZ_TRY(sqz_tensor_to_f32(t, c->w[r]));
     }
     *out = c->w[r];
     return SQZ_OK;
