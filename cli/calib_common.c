@@ -41,7 +41,8 @@ const sqz_opt sqz_cli_calib_opts[] = {
      .choices = "cpu|cuda|cpu-offload", .def = "cpu",
      .help = "where calibration runs: cuda: the linear layers' products, the Hessians, GPTQ's Cholesky factor and "
              "updates and the layer validation on the first GPU, one block's weights at a time (docs/device.md); "
-             "cpu-offload: the same device code path on the CPU (a check of it, slower than cpu)"},
+             "cpu-offload: the same device code path on the CPU (a check of it, slower than cpu); SQZ_PROFILE=1 "
+             "prints where the time went, phase by phase, at the end"},
     {.name = "gpu-mem", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, gpu_mem), .min = 0,
      .max = 1 << 30, .def = "0", .metavar = "MIB",
      .help = "with --device cuda (or cpu-offload): the most sqz allocates on the device, in MiB; beyond it the "

@@ -13,6 +13,7 @@
 #     stops with one line naming the cap and leaves nothing;
 #   SparseGPT 50% (its sweep on the backend) through cpu-offload: cpu's masks, its values within
 #     float rounding;
+#   SQZ_PROFILE=1 prints the phase lines, and nothing without it;
 #   --device cpu writes the same bytes as no --device (the golden outputs are checked by
 #     cli_compress_golden).
 set -u
@@ -108,9 +109,16 @@ cat "$tmp/sp.txt"
 check "SparseGPT 50% through cpu-offload: the masks of cpu, the values within float rounding (1e-5 of each tensor's largest)" \
   'grep -q "at the same positions.*(100.0000% of the larger)" "$tmp/sp.txt" &&
    "$py" -c "import re,sys; m=re.search(r\"largest difference: (\S+)\", open(sys.argv[1]).read()); sys.exit(0 if m and float(m.group(1)) <= 1e-5 else 1)" "$tmp/sp.txt"'
+SQZ_PROFILE=1 "$sqz" compress "$s260" -o "$tmp/pr.gguf" --quant q4_0:gptq "${cal[@]}" --device cpu-offload -q \
+  > /dev/null 2> "$tmp/prof"
+check "SQZ_PROFILE=1: phase lines on stderr (products, their transfers, Hessians, GPTQ)" \
+  'grep -q "^profile .*forward: linear products" "$tmp/prof" && grep -q "^profile .*device matmul" "$tmp/prof" &&
+   grep -q "^profile .*Hessian sums" "$tmp/prof" && grep -q "^profile .*gptq: host row sweeps" "$tmp/prof"'
 "$sqz" compress "$s260" -o "$tmp/d1.gguf" --quant q4_0:gptq "${cal[@]}" -q > /dev/null 2>&1
 "$sqz" compress "$s260" -o "$tmp/d2.gguf" --quant q4_0:gptq "${cal[@]}" --device cpu -q > /dev/null 2>&1
 check "--device cpu writes the bytes of no --device" 'cmp -s "$tmp/d1.gguf" "$tmp/d2.gguf"'
+"$sqz" compress "$s260" -o "$tmp/d3.gguf" --quant q4_0:gptq "${cal[@]}" > /dev/null 2> "$tmp/noprof"
+check "without SQZ_PROFILE: no phase lines" '! grep -q "^profile " "$tmp/noprof"'
 
 [ $fails = 0 ] && echo "all device checks passed" || echo "$fails device checks FAILED"
 [ $fails = 0 ]

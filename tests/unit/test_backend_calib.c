@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "calib/observe_internal.h"
+#include "quant/quant_internal.h"
 #include "calib_backend_util.h"
 #include "fake_device.h"
 
@@ -245,8 +246,75 @@ static void test_observer_device_merge(void **state) {
     sqz_model_free(m);
 }
 
+/* to_f32 narrows f64 (GPTQ's factor kept on a device) exactly as the host's (float) cast:
+ * random values over many binades, halfway-ish and denormal-producing ones, infinities. */
+static void test_to_f32_f64(void **state) {
+    (void)state;
+    sqz_backend *cpu = NULL;
+    SQZ_ASSERT_OK(sqz_backend_cpu(0, &cpu));
+    assert_true(sqz_backend_supports(cpu, SQZ_OP_TO_F32, SQZ_DTYPE_F64));
+    enum { N = 4096 };
+    double *src = malloc(N * sizeof *src);
+    float *dst = malloc(N * sizeof *dst);
+    assert_non_null(src);
+    assert_non_null(dst);
+    for (int i = 0; i < N; i++) src[i] = urand() * ldexp(1.0, (i % 300) - 160); /* 1e-48 .. 1e42 */
+    src[0] = 1.0 + ldexp(1.0, -24); /* halfway between two floats: to even */
+    src[1] = 1e-45;                 /* a float denormal */
+    src[2] = 1e300;                 /* beyond float: inf */
+    src[3] = -0.0;
+    SQZ_ASSERT_OK(cpu->ops->to_f32(cpu->ctx, src, SQZ_DTYPE_F64, N, dst));
+    int differ = 0;
+    for (int i = 0; i < N; i++) {
+        const float want = (float)src[i];
+        differ += memcmp(&want, &dst[i], sizeof want) != 0;
+    }
+    printf("to_f32 f64: %d of %d differ from the (float) cast\n", differ, N);
+    assert_int_equal(differ, 0);
+    free(src);
+    free(dst);
+    sqz_backend_free(cpu);
+}
+
+/* sqz__rows_to_f32 on a pool gives the serial conversion's bytes for float and block dtypes
+ * (large enough for the pool: 6.3 M elements), and the serial path for a small matrix. */
+static void test_rows_to_f32(void **state) {
+    (void)state;
+    const int64_t rows = 4099, k = 1536, n = rows * k; /* rows not a multiple of the chunk */
+    float *w = malloc((size_t)n * sizeof *w), *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+    assert_non_null(w);
+    assert_non_null(a);
+    assert_non_null(b);
+    for (int64_t i = 0; i < n; i++) w[i] = (float)(urand() * 0.05);
+    const sqz_dtype types[] = {SQZ_DTYPE_F16, SQZ_DTYPE_BF16, SQZ_DTYPE_Q4_K, SQZ_DTYPE_Q6_K, SQZ_DTYPE_Q8_0};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        size_t nb = 0;
+        assert_true(sqz_dtype_nbytes(types[t], n, &nb));
+        void *q = malloc(nb);
+        assert_non_null(q);
+        SQZ_ASSERT_OK(sqz_convert(SQZ_DTYPE_F32, w, types[t], q, n, NULL));
+        SQZ_ASSERT_OK(sqz_convert(types[t], q, SQZ_DTYPE_F32, a, n, NULL));
+        for (int threads = 1; threads <= 3; threads += 2) {
+            memset(b, 0xff, (size_t)n * sizeof *b);
+            SQZ_ASSERT_OK(sqz__rows_to_f32(types[t], q, nb, rows, k, b, threads));
+            assert_memory_equal(a, b, (size_t)n * sizeof *a);
+        }
+        memset(b, 0xff, (size_t)k * 8 * sizeof *b); /* 8 rows: below the pool's size, serial */
+        SQZ_ASSERT_OK(sqz__rows_to_f32(types[t], q, nb / (size_t)rows * 8, 8, k, b, 0));
+        assert_memory_equal(a, b, (size_t)k * 8 * sizeof *a);
+        printf("rows_to_f32 %s: %lld x %lld, 1 and 3 threads: the serial bytes\n", sqz_dtype_name(types[t]),
+               (long long)rows, (long long)k);
+        free(q);
+    }
+    free(w);
+    free(a);
+    free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_to_f32_f64),
+        cmocka_unit_test(test_rows_to_f32),
         cmocka_unit_test(test_xtx_slot),
         cmocka_unit_test(test_chol_slot),
         cmocka_unit_test(test_sgemm_slot),
