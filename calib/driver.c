@@ -218,14 +218,20 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
         sqz_calib_block stats;
         memset(&stats, 0, sizeof stats);
         R.layer = l;
+        double t0 = sqz__prof_begin();
         st = block_stats(&R, nw, w1, &stats);
+        sqz__prof_end(SQZ__PROF_CALIB_STATS, t0);
+        t0 = sqz__prof_begin();
         if (st == SQZ_OK && o->on_block) st = o->on_block(o->user, s, l, &stats);
         sqz_calib_block_free(&stats);
+        sqz__prof_end(SQZ__PROF_CALIB_BLOCK, t0);
         sqz__calib_mem_set(&R.mem, 0);
+        t0 = sqz__prof_begin();
         for (int64_t i = 0; tmp && i < here && st == SQZ_OK; i++) {
             st = sqz_session_block(s, l, x + (size_t)i * win_floats, ctx, 0);
             if (o->progress) o->progress(o->progress_user, ++R.done, R.total);
         }
+        sqz__prof_end(SQZ__PROF_CALIB_RECOMPUTE, t0);
         sqz_session_invalidate(s, l); /* the block's float weight copies: one block at a time */
     }
     sqz_session_set_hook(s, NULL, NULL);

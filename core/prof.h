@@ -21,6 +21,10 @@
     X(DEV_X_UP, "forward: product inputs uploaded")                                                     \
     X(DEV_MATMUL, "forward: device matmul + result download")                                          \
     X(FWD_ATTN, "forward: attention")                                                                   \
+    X(FWD_ELEMWISE, "forward: element-wise ops (norms, rotary, SwiGLU/GELU, residual adds)")            \
+    X(CALIB_STATS, "calibration: a block's statistics pass over the windows (forward + observers)")    \
+    X(CALIB_BLOCK, "calibration: the block's callback (compress: methods, validation, attach)")        \
+    X(CALIB_RECOMPUTE, "calibration: the block's outputs recomputed with its new weights")             \
     X(OBSERVE, "calibration: observers (statistics hooks)")                                             \
     X(OBS_XTX, "calibration: Hessian sums (xtx)")                                                       \
     X(OBS_FINISH, "calibration: a block's statistics sealed (Hessians included)")                     \

@@ -6,6 +6,8 @@
  */
 #include "runtime/ops.h"
 
+#include "core/prof.h"
+
 #include <math.h>
 
 /* Rows per chunk so that a chunk holds at least SQZ__MIN_CHUNK elements of work: waking a
@@ -38,8 +40,10 @@ static void rmsnorm_rows(void *c, int64_t b, int64_t e, int t) {
 }
 
 void sqz__rmsnorm(sqz__pool *p, const float *x, const float *w, float eps, int64_t n, int64_t d, float *y) {
+    const double t0 = sqz__prof_begin();
     norm_job j = {x, w, NULL, y, eps, d};
     sqz__pool_for(p, n, row_grain(d), rmsnorm_rows, &j);
+    sqz__prof_end(SQZ__PROF_FWD_ELEMWISE, t0);
 }
 
 /* ---- LayerNorm ---- */
@@ -64,8 +68,10 @@ static void layernorm_rows(void *c, int64_t b, int64_t e, int t) {
 
 void sqz__layernorm(sqz__pool *p, const float *x, const float *w, const float *b, float eps, int64_t n, int64_t d,
                     float *y) {
+    const double t0 = sqz__prof_begin();
     norm_job j = {x, w, b, y, eps, d};
     sqz__pool_for(p, n, row_grain(d), layernorm_rows, &j);
+    sqz__prof_end(SQZ__PROF_FWD_ELEMWISE, t0);
 }
 
 /* ---- element-wise ---- */
@@ -85,8 +91,10 @@ static void add_rows(void *c, int64_t b, int64_t e, int t) {
 }
 
 void sqz__add(sqz__pool *p, float *x, const float *y, int64_t n, int64_t d) {
+    const double t0 = sqz__prof_begin();
     ew_job j = {x, y, d};
     sqz__pool_for(p, n, row_grain(d) * 8, add_rows, &j);
+    sqz__prof_end(SQZ__PROF_FWD_ELEMWISE, t0);
 }
 
 static void silu_mul_rows(void *c, int64_t b, int64_t e, int t) {
@@ -96,8 +104,10 @@ static void silu_mul_rows(void *c, int64_t b, int64_t e, int t) {
 }
 
 void sqz__silu_mul(sqz__pool *p, float *g, const float *u, int64_t n, int64_t d) {
+    const double t0 = sqz__prof_begin();
     ew_job j = {g, u, d};
     sqz__pool_for(p, n, row_grain(d) / 4 + 1, silu_mul_rows, &j);
+    sqz__prof_end(SQZ__PROF_FWD_ELEMWISE, t0);
 }
 
 static void gelu_rows(void *c, int64_t b, int64_t e, int t) {
@@ -107,8 +117,10 @@ static void gelu_rows(void *c, int64_t b, int64_t e, int t) {
 }
 
 void sqz__gelu(sqz__pool *p, float *x, int64_t n, int64_t d) {
+    const double t0 = sqz__prof_begin();
     ew_job j = {x, NULL, d};
     sqz__pool_for(p, n, row_grain(d) / 4 + 1, gelu_rows, &j);
+    sqz__prof_end(SQZ__PROF_FWD_ELEMWISE, t0);
 }
 
 /* ---- rotary embeddings (Su et al. 2021) ---- */
@@ -159,8 +171,10 @@ static void rope_rows(void *c, int64_t b, int64_t e, int t) {
 
 void sqz__rope(sqz__pool *p, float *x, int64_t ld, int64_t n, int64_t n_heads, int64_t head_dim, int64_t pos,
                sqz_rope_layout layout, const float *cos_t, const float *sin_t) {
+    const double t0 = sqz__prof_begin();
     if (layout != SQZ_ROPE_INTERLEAVED && layout != SQZ_ROPE_HALF) return;
     rope_job j = {x, ld, n_heads, head_dim, pos, layout, cos_t, sin_t};
     sqz__pool_for(p, n, row_grain(n_heads * head_dim), rope_rows, &j);
+    sqz__prof_end(SQZ__PROF_FWD_ELEMWISE, t0);
 }
 
