@@ -10,10 +10,10 @@
  * f32) and the result downloaded. The bias is added on the host. The products are f32 as on the
  * CPU, in the device's summation order.
  */
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/widen.h"
 #include "runtime/runtime_internal.h"
 
 static void *dev_alloc(sqz_session *s, size_t bytes) { return s->be->ops->alloc(s->be->ctx, bytes); }
@@ -29,31 +29,14 @@ static sqz_status dev_scratch(sqz_session *s, float **buf, size_t *cap, size_t f
     return SQZ_OK;
 }
 
-/* Rows of a stored block or float dtype widened on the session's pool, 64 rows a chunk (the
- * recompute pass dequantizes each block's new weights before uploading them). */
-typedef struct widen_job {
-    const sqz_tensor *w;
-    size_t row_bytes;
-    int64_t k;
-    float *dst;
-    _Atomic int failed;
-} widen_job;
-
-static void widen_fn(void *ctx, int64_t b, int64_t e, int thread) {
-    (void)thread;
-    widen_job *j = ctx;
-    const int64_t r0 = b * 64, r1 = e * 64 < j->w->shape[0] ? e * 64 : j->w->shape[0];
-    if (sqz_convert(j->w->dtype, (const uint8_t *)j->w->data + (size_t)r0 * j->row_bytes, SQZ_DTYPE_F32,
-                    j->dst + r0 * j->k, (r1 - r0) * j->k, NULL) != SQZ_OK)
-        j->failed = 1;
-}
-
+/* A stored block or float matrix widened on the session's pool (the recompute pass dequantizes
+ * each block's new weights before uploading them). */
 static sqz_status widen_host(sqz_session *s, const sqz_tensor *w, float *dst) {
     const int64_t n = w->shape[0];
     if (w->qp || w->ndim != 2 || n < 256 || w->nbytes % (size_t)n) return sqz_tensor_to_f32(w, dst);
-    widen_job j = {w, w->nbytes / (size_t)n, sqz_tensor_row_len(w), dst, 0};
-    sqz__pool_for(s->pool, (n + 63) / 64, 1, widen_fn, &j);
-    return j.failed ? sqz_tensor_to_f32(w, dst) : SQZ_OK; /* the serial path names the problem */
+    if (sqz__widen_rows(s->pool, w->dtype, w->data, w->nbytes / (size_t)n, n, sqz_tensor_row_len(w), dst))
+        return SQZ_OK;
+    return sqz_tensor_to_f32(w, dst); /* the serial path names the problem */
 }
 
 /* The weight as f32 (n, k) in device memory, uploaded on first use. */
