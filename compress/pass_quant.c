@@ -12,10 +12,11 @@
 
 
 enum { F_INT8, F_W8A8, F_INT4, F_Q8_0, F_Q4_0, F_Q4_1, F_Q2_K, F_Q3_K, F_Q4_K, F_Q5_K, F_Q6_K, F_Q5_0, F_Q5_1,
-       F_IQ4_NL, F_IQ4_XS, F_IQ3_S, F_Q3_K_M, F_Q4_K_M, F_Q5_K_M, F_Q3_K_S, F_Q3_K_L, F_Q4_K_S, F_Q5_K_S, F_AUTO };
+       F_IQ4_NL, F_IQ4_XS, F_IQ3_S, F_Q3_K_M, F_Q4_K_M, F_Q5_K_M, F_Q3_K_S, F_Q3_K_L, F_Q4_K_S, F_Q5_K_S, F_IQ3_M,
+       F_AUTO };
 #define FORMATS                                                                                                    \
     "int8|w8a8|int4|q8_0|q4_0|q4_1|q2_k|q3_k|q4_k|q5_k|q6_k|q5_0|q5_1|iq4_nl|iq4_xs|iq3_s|q3_k_m|q4_k_m|q5_k_m|q3_k_s|" \
-    "q3_k_l|q4_k_s|q5_k_s|auto"
+    "q3_k_l|q4_k_s|q5_k_s|iq3_m|auto"
 /* the formats that name a whole-model mix of quant/mix.c (llama.cpp's ftypes) */
 #define FIRST_MIX F_Q3_K_M
 #define ACT_DYNAMIC 3
@@ -50,8 +51,8 @@ static sqz_opt quant_opts[] = {
                 "super-blocks of 256), iq4_nl / iq4_xs (GGUF 4-bit codes into llama.cpp's non-linear table: "
                 "blocks of 32, super-blocks of 256 with 6-bit block scales), iq3_s (GGUF 3.44-bit lattice codebook: groups "
                 "of 4 weights, super-blocks of 256; rtn and imatrix), q3_k_s / q3_k_m / q3_k_l / q4_k_s / "
-                "q4_k_m / q5_k_s / q5_k_m (llama.cpp's whole-model mixes of those names; q2_k:mix is llama.cpp's "
-                "Q2_K), auto "
+                "q4_k_m / q5_k_s / q5_k_m / iq3_m (llama.cpp's whole-model mixes of those names; iq3_m: IQ3_S with "
+                "Q4_K attn_v, attn_output and the first eighth of ffn_down; q2_k:mix is llama.cpp's Q2_K), auto "
                 "(a type per matrix from its measured sensitivity, to the size bpw= asks)"),
     ROW(.name = "method", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, method), .flags = SQZ_OPT_BARE,
         .choices = NULL /* method_choices */, .def = "rtn",
@@ -168,11 +169,11 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
                                       SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K, SQZ_QFMT_Q6_K,   SQZ_QFMT_Q5_0,
                                       SQZ_QFMT_Q5_1, SQZ_QFMT_IQ4_NL, SQZ_QFMT_IQ4_XS, SQZ_QFMT_IQ3_S, SQZ_QFMT_Q3_K,
                                       SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K,   SQZ_QFMT_Q3_K,   SQZ_QFMT_Q3_K,
-                                      SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K,   SQZ_QFMT_Q4_K};
+                                      SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K,   SQZ_QFMT_IQ3_S,  SQZ_QFMT_Q4_K};
     static const char *fmt_names[] = {"int8",   "w8a8",   "int4",   "q8_0",   "q4_0",   "q4_1",   "q2_k",
                                       "q3_k",   "q4_k",   "q5_k",   "q6_k",   "q5_0",   "q5_1",   "iq4_nl",
                                       "iq4_xs", "iq3_s",  "q3_k_m", "q4_k_m", "q5_k_m", "q3_k_s", "q3_k_l", "q4_k_s",
-                                      "q5_k_s", "auto"};
+                                      "q5_k_s", "iq3_m",  "auto"};
     _Static_assert(sizeof fmt / sizeof fmt[0] == F_AUTO + 1 && sizeof fmt_names / sizeof fmt_names[0] == F_AUTO + 1,
                    "format rows");
     q.target.fmt = fmt[a->format];
@@ -183,7 +184,7 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
         /* auto: the embedding and output as Q4_K_M has them; the block matrices as planned */
         mix = sqz_qmix_find(a->format == F_AUTO ? "q4_k_m" : fmt_names[a->format]);
         SQZ_RETURN_IF(!mix, SQZ_ERR_INVALID_ARG, "SPEC '%s': llama.cpp has no whole-model mix for %s (mixes: q4_0, "
-                      "q8_0, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m)", spec, fmt_names[a->format]);
+                      "q8_0, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, iq3_m)", spec, fmt_names[a->format]);
         SQZ_RETURN_IF(method->smooths, SQZ_ERR_INVALID_ARG,
                       "SPEC '%s': %s smooths the inputs of layers that a mix gives different types: use rtn, imatrix "
                       "or gptq", spec, method->name);

@@ -1,7 +1,7 @@
 /*
  * quant/mix.c - whole-model type mixes: which tensor gets which type, as llama-quantize
- * chooses it for its ftypes Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q4_0
- * and Q8_0 (llama.cpp src/llama-quant.cpp, llama_tensor_get_type_impl and
+ * chooses it for its ftypes Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q4_0,
+ * Q8_0 and IQ3_M (llama.cpp src/llama-quant.cpp, llama_tensor_get_type_impl and
  * tensor_type_fallback), written as data: a row per mix, each holding per-role rules "when
  * COND the type is HI, else LO".
  *
@@ -15,10 +15,12 @@
  *         attn_output Q3_K
  *   Q3_K_S: no rule (every matrix Q3_K but the output); Q3_K_L: attn_v, ffn_down, attn_output Q5_K
  *   Q4_K_S: attn_v Q5_K for i < 4; ffn_down Q5_K for i < n/8; Q5_K_S: no rule
+ *   IQ3_M (base IQ3_S): attn_v and attn_output Q4_K; ffn_down Q4_K for i < n/8
  *   output (and a tied token embedding): Q8_0 when its width is not a multiple of the base
  *   type's block, else Q6_K unless the base is Q8_0; the untied token embedding: the base type.
  * Then the fallback: a width that is not a multiple of the type's block gives Q2_K/Q3_K ->
- * Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, and F16 where even that does not fit.
+ * Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ3_S -> IQ4_NL, and F16 where even that does
+ * not fit.
  * The layer index of attn_v is llama.cpp's running count of attn_v tensors, which is the
  * block index for a model whose every block has one.
  */
@@ -76,6 +78,10 @@ static const struct sqz_qmix mixes[] = {
     {"q4_k_s", 14, SQZ_DTYPE_Q4_K,
      {[R_ATTN_V] = {C_FIRST_4, SQZ_DTYPE_Q5_K, BASE}, [R_FFN_DOWN] = {C_FIRST_8TH, SQZ_DTYPE_Q5_K, BASE}}},
     {"q5_k_s", 16, SQZ_DTYPE_Q5_K, {{C_NONE, BASE, BASE}}},
+    {"iq3_m", 27, SQZ_DTYPE_IQ3_S,
+     {[R_ATTN_V] = {C_ALWAYS, SQZ_DTYPE_Q4_K, BASE},
+      [R_FFN_DOWN] = {C_FIRST_8TH, SQZ_DTYPE_Q4_K, BASE},
+      [R_ATTN_OUT] = {C_ALWAYS, SQZ_DTYPE_Q4_K, BASE}}},
 };
 
 /* tensor_type_fallback: the type a width that the block does not divide falls back to. */
@@ -83,7 +89,7 @@ static const struct {
     sqz_dtype from, to;
 } fallbacks[] = {
     {SQZ_DTYPE_Q2_K, SQZ_DTYPE_Q4_0}, {SQZ_DTYPE_Q3_K, SQZ_DTYPE_Q4_0}, {SQZ_DTYPE_Q4_K, SQZ_DTYPE_Q5_0},
-    {SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q5_1}, {SQZ_DTYPE_Q6_K, SQZ_DTYPE_Q8_0},
+    {SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q5_1}, {SQZ_DTYPE_Q6_K, SQZ_DTYPE_Q8_0}, {SQZ_DTYPE_IQ3_S, SQZ_DTYPE_IQ4_NL},
 };
 
 const sqz_qmix *sqz_qmix_find(const char *name) {

@@ -407,7 +407,7 @@ SQZ_API bool sqz_quant_policy_wants(const sqz_tensor *t, const sqz_qtarget *targ
 
 typedef struct sqz_qmix sqz_qmix; /* a row of the mix table (static, never freed) */
 
-/* "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q4_0", "q8_0"
+/* "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q4_0", "q8_0", "iq3_m"
  * (llama.cpp's ftypes of those names); NULL if none. */
 SQZ_API const sqz_qmix *sqz_qmix_find(const char *name);
 SQZ_API const char *sqz_qmix_name(const sqz_qmix *mix);
