@@ -108,10 +108,6 @@ static sqz_status chol_keep(sqz_backend *be, const double *h, int64_t n, float *
     return s;
 }
 
-/* Builds U (float), perm / dead for the shared input and, for GPTAQ, P (gptaq.c; else NULL).
- * On a device that keeps the factor (keep_on_device), *du_out is U in its memory (else NULL).
- * Peak: n^2 doubles (the damped, permuted Hessian, factored in place) + n^2 floats (U); GPTAQ
- * 2 n^2 doubles + n^2 floats more while P is formed. */
 /* Rows [b, e) of the damped, permuted Hessian (dead rows and columns: the identity). */
 typedef struct hperm_job {
     const double *h;
@@ -141,6 +137,10 @@ static void hperm_fn(void *ctx, int64_t b, int64_t e, int thread) {
     }
 }
 
+/* Builds U (float), perm / dead for the shared input and, for GPTAQ, P (gptaq.c; else NULL).
+ * On a device that keeps the factor (keep_on_device), *du_out is U in its memory (else NULL).
+ * Peak: n^2 doubles (the damped, permuted Hessian, factored in place) + n^2 floats (U); GPTAQ
+ * 2 n^2 doubles + n^2 floats more while P is formed. */
 static sqz_status prepare(sqz__pool *pool, const sqz_qstats *st, const sqz_quant_opts *o, float **u_out,
                           void **du_out, int64_t **perm_out, uint8_t **dead_out, float **p_out) {
     const int64_t n = st->n_in;
