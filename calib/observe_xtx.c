@@ -88,11 +88,10 @@ static sqz_status input_to_host(const sqz_backend *b, obs_input *in) {
     double *h = in->host_used ? sqz__malloc(nb) : in->xtx;
     if (!h) return SQZ_ERR_NOMEM;
     /* page-locked for the copy: a 642 MB Hessian then crosses at the bus's speed */
-    const bool pinned = b->ops->host_pin && b->ops->host_unpin && b->ops->host_pin(b->ctx, h, nb) == SQZ_OK;
-    if (!pinned) sqz_clear_error();
+    const bool pinned = sqz_backend_pin(b, h, nb, 0);
     sqz_status s = b->ops->download(b->ctx, h, in->dev_h, nb);
     if (s == SQZ_OK && b->ops->synchronize) s = b->ops->synchronize(b->ctx);
-    if (pinned) b->ops->host_unpin(b->ctx, h);
+    if (pinned) sqz_backend_unpin(b, h);
     if (s == SQZ_OK)
         for (int64_t r = 0; r < k; r++) {
             if (h != in->xtx)

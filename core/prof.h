@@ -35,7 +35,6 @@
     X(GPTQ_DEV_INIT, "gptq: weights transposed + uploaded")                                             \
     X(GPTQ_SWEEP, "gptq: host row sweeps")                                                              \
     X(GPTQ_XFER, "gptq: column blocks down / errors up")                                                \
-    X(GPTQ_UPDATE, "gptq: trailing updates (sgemm)")                                                    \
     X(GPTQ_ENCODE, "gptq: codes packed into blocks")                                                    \
     X(GLOBALS, "quant: token embedding + output (mix)")
 

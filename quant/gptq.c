@@ -91,17 +91,15 @@ static sqz_status chol_keep(sqz_backend *be, const double *h, int64_t n, float *
     sqz_status s = f ? SQZ_OK : SQZ_ERR_NOMEM;
     if (s != SQZ_OK) sqz__error_prefix("gptq: device memory for the factor of %lld", (long long)n);
     /* both host buffers page-locked for their copies (hundreds of MB for a wide input) */
-    const bool pin = s == SQZ_OK && be->ops->host_pin && be->ops->host_unpin;
-    const bool ph = pin && be->ops->host_pin(be->ctx, (void *)h, nn * sizeof(double)) == SQZ_OK;
-    const bool pu = pin && be->ops->host_pin(be->ctx, u, nn * sizeof(float)) == SQZ_OK;
-    if (pin && (!ph || !pu)) sqz_clear_error();
+    const bool ph = s == SQZ_OK && sqz_backend_pin(be, (void *)h, nn * sizeof(double), 0);
+    const bool pu = s == SQZ_OK && sqz_backend_pin(be, u, nn * sizeof(float), 0);
     if (s == SQZ_OK) s = be->ops->upload(be->ctx, d, h, nn * sizeof(double));
     if (s == SQZ_OK) s = be->ops->chol_inv_upper(be->ctx, d, n);
     if (s == SQZ_OK) s = be->ops->to_f32(be->ctx, d, SQZ_DTYPE_F64, (int64_t)nn, f);
     if (s == SQZ_OK) s = be->ops->download(be->ctx, u, f, nn * sizeof(float));
     if (s == SQZ_OK && be->ops->synchronize) s = be->ops->synchronize(be->ctx);
-    if (ph) be->ops->host_unpin(be->ctx, (void *)h);
-    if (pu) be->ops->host_unpin(be->ctx, u);
+    if (ph) sqz_backend_unpin(be, (void *)h);
+    if (pu) sqz_backend_unpin(be, u);
     if (be->ops->free) be->ops->free(be->ctx, d);
     if (s != SQZ_OK && be->ops->free) be->ops->free(be->ctx, f);
     if (s == SQZ_OK) *du = f;

@@ -165,16 +165,14 @@ typedef struct dev_sweep {
     sqz_backend *be;
     float *dw, *de;
     float *tb, *hb, *err, *et;
-    bool pinned; /* tb and et page-locked (the backend's host_pin) */
+    bool tb_pinned, et_pinned; /* page-locked (sqz_backend_pin): each block's columns cross twice */
     float *dwpre, *wpre; /* GPTAQ: the block's values before quantization, device (B, n_out) and host
                             (n_out, B); else NULL */
 } dev_sweep;
 
 static void dev_sweep_free(dev_sweep *d) {
-    if (d->pinned) {
-        d->be->ops->host_unpin(d->be->ctx, d->tb);
-        d->be->ops->host_unpin(d->be->ctx, d->et);
-    }
+    if (d->tb_pinned) sqz_backend_unpin(d->be, d->tb);
+    if (d->et_pinned) sqz_backend_unpin(d->be, d->et);
     if (d->be->ops->free) {
         d->be->ops->free(d->be->ctx, d->dw);
         d->be->ops->free(d->be->ctx, d->de);
@@ -210,12 +208,9 @@ static sqz_status dev_sweep_init(const gptq_ctx *c, const float *wp, int64_t n_o
         sqz__error_prefix("gptq: device memory for %zu x %zu weights", no, n);
         s = SQZ_ERR_NOMEM;
     }
-    if (s == SQZ_OK && be->ops->host_pin && be->ops->host_unpin) { /* each block's columns cross twice */
-        if (be->ops->host_pin(be->ctx, d->tb, B * no * sizeof(float)) == SQZ_OK) {
-            d->pinned = be->ops->host_pin(be->ctx, d->et, B * no * sizeof(float)) == SQZ_OK;
-            if (!d->pinned) be->ops->host_unpin(be->ctx, d->tb);
-        }
-        if (!d->pinned) sqz_clear_error();
+    if (s == SQZ_OK) {
+        d->tb_pinned = sqz_backend_pin(be, d->tb, B * no * sizeof(float), 0);
+        d->et_pinned = sqz_backend_pin(be, d->et, B * no * sizeof(float), 0);
     }
     if (s == SQZ_OK) {
         transpose(c->pool, wp, n_out, c->n, wt);

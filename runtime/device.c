@@ -120,16 +120,13 @@ void sqz__dev_invalidate(sqz_session *s, int32_t layer) {
 }
 
 void sqz__dev_pin(sqz_session *s, void *p, size_t bytes) {
-    const sqz_backend_ops *ops = s->be->ops;
-    if (!s->dcache || !ops->host_pin || !ops->host_unpin || bytes < ((size_t)1 << 20) ||
-        s->n_pinned == (int)(sizeof s->pinned / sizeof s->pinned[0]))
-        return;
-    if (ops->host_pin(s->be->ctx, p, bytes) == SQZ_OK) s->pinned[s->n_pinned++] = p;
-    else sqz_clear_error(); /* unpinned copies are slower, not wrong */
+    if (s->dcache && s->n_pinned < (int)(sizeof s->pinned / sizeof s->pinned[0]) &&
+        sqz_backend_pin(s->be, p, bytes, (size_t)1 << 20))
+        s->pinned[s->n_pinned++] = p;
 }
 
 void sqz__dev_unpin_all(sqz_session *s) {
-    for (int i = 0; i < s->n_pinned; i++) s->be->ops->host_unpin(s->be->ctx, s->pinned[i]);
+    for (int i = 0; i < s->n_pinned; i++) sqz_backend_unpin(s->be, s->pinned[i]);
     s->n_pinned = 0;
 }
 

@@ -171,8 +171,8 @@ static void rope_rows(void *c, int64_t b, int64_t e, int t) {
 
 void sqz__rope(sqz__pool *p, float *x, int64_t ld, int64_t n, int64_t n_heads, int64_t head_dim, int64_t pos,
                sqz_rope_layout layout, const float *cos_t, const float *sin_t) {
-    const double t0 = sqz__prof_begin();
     if (layout != SQZ_ROPE_INTERLEAVED && layout != SQZ_ROPE_HALF) return;
+    const double t0 = sqz__prof_begin();
     rope_job j = {x, ld, n_heads, head_dim, pos, layout, cos_t, sin_t};
     sqz__pool_for(p, n, row_grain(n_heads * head_dim), rope_rows, &j);
     sqz__prof_end(SQZ__PROF_FWD_ELEMWISE, t0);

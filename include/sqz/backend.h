@@ -239,6 +239,12 @@ SQZ_API void sqz_backend_mem_stats(const sqz_backend *b, sqz_backend_mem *out);
 /* Caps what the backend allocates (--gpu-mem); SQZ_ERR_UNSUPPORTED for a backend without the
  * accounting (the CPU), SQZ_ERR_NOMEM when more than cap is in use already. */
 SQZ_API sqz_status sqz_backend_set_mem_cap(sqz_backend *b, size_t cap);
+/* Page-locks host memory [p, p + nbytes) for faster copies when b has the host_pin slot (at least
+ * min_bytes: smaller buffers gain nothing). Returns whether it did; a pin that fails leaves no
+ * error set (copies from unpinned memory are slower, not wrong). A pinned range must be given to
+ * sqz_backend_unpin before it is freed. */
+SQZ_API bool sqz_backend_pin(const sqz_backend *b, void *p, size_t nbytes, size_t min_bytes);
+SQZ_API void sqz_backend_unpin(const sqz_backend *b, void *p);
 
 /* ---- CUDA device facts and kernel timing (what `sqz bench kernels` prints) ----------
  * Built without CUDA, or when the CUDA module cannot be loaded: sqz_cuda_device_count() is

@@ -40,6 +40,17 @@ sqz_status sqz_backend_set_mem_cap(sqz_backend *b, size_t cap) {
     return b->ops->set_mem_cap(b->ctx, cap);
 }
 
+bool sqz_backend_pin(const sqz_backend *b, void *p, size_t nbytes, size_t min_bytes) {
+    if (!b || !b->ops || !b->ops->host_pin || !b->ops->host_unpin || !p || nbytes < min_bytes) return false;
+    if (b->ops->host_pin(b->ctx, p, nbytes) == SQZ_OK) return true;
+    sqz_clear_error();
+    return false;
+}
+
+void sqz_backend_unpin(const sqz_backend *b, void *p) {
+    if (b && b->ops && b->ops->host_unpin && p) b->ops->host_unpin(b->ctx, p);
+}
+
 #ifndef SQZ_HAVE_CUDA
 sqz_status sqz_backend_cuda(int device, sqz_backend **out) {
     (void)device;
