@@ -98,7 +98,7 @@ if [ "$part" = basic ]; then
   "$sqz" convert m.bin -o ref16.gguf --dtype f16 2> err.log || bad "convert f16: $(cat err.log)"
   "$sqz" convert m.bin -o ref32 --to safetensors --dtype f32 2> err.log || bad "convert hf f32: $(cat err.log)"
   "$sqz" convert m.bin -o ref16 --to safetensors --dtype f16 2> err.log || bad "convert hf f16: $(cat err.log)"
-  mixed=0 failed=0 seen32=0 seen16=0
+  mixed=0 failed=0 seen32=0 seen16=0 failure=
   for i in $(seq 16); do
     [ $((i % 4)) -ne 0 ] && rm -rf o.gguf hf # most rounds onto nothing, some over an earlier output
     "$sqz" convert m.bin -o o.gguf --dtype f32 2> e1.log & p1=$!
@@ -108,13 +108,19 @@ if [ "$part" = basic ]; then
     "$sqz" convert m.bin -o hf --to safetensors --dtype f16 2> e4.log & p4=$!
     "$sqz" convert m.bin -o hf --to safetensors --dtype f32 2> e5.log & p5=$!
     "$sqz" convert m.bin -o hf --to safetensors --dtype f16 2> e6.log & p6=$!
-    for p in $p1 $p2 $p3 $p4 $p5 $p6; do wait "$p" || failed=$((failed + 1)); done
+    n=0
+    for p in $p1 $p2 $p3 $p4 $p5 $p6; do
+      n=$((n + 1))
+      wait "$p" && continue
+      rc=$? failed=$((failed + 1)) # keep what the failed writer said: the next round overwrites e?.log
+      failure="round $i, writer $n, exit $rc: $(tail -2 "e$n.log" | tr '\n' ' ')"
+    done
     if cmp -s o.gguf ref32.gguf; then seen32=$((seen32 + 1))
     elif cmp -s o.gguf ref16.gguf; then seen16=$((seen16 + 1))
     else mixed=$((mixed + 1)); fi
     diff -r hf ref32 > /dev/null 2>&1 || diff -r hf ref16 > /dev/null 2>&1 || mixed=$((mixed + 1))
   done
-  if [ "$failed" -ne 0 ]; then bad "concurrent converts: $failed runs failed: $(cat e?.log | grep error | head -3)"
+  if [ "$failed" -ne 0 ]; then bad "concurrent converts: $failed runs failed; the last: $failure"
   elif [ "$mixed" -ne 0 ]; then bad "concurrent converts: $mixed outputs equal neither run's"
   elif ! no_temps; then bad "concurrent converts left $(find . -name '*.sqztmp.*')"
   else ok "16 rounds of two converts into one GGUF and four into one HF directory: each output whole" \
