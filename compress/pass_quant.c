@@ -50,14 +50,14 @@ static sqz_opt quant_opts[] = {
                 "/ q5_0 / q5_1 (GGUF blocks of 32, llama.cpp's exact grids), q2_k ... q6_k (GGUF K-quants, "
                 "super-blocks of 256), iq4_nl / iq4_xs (GGUF 4-bit codes into llama.cpp's non-linear table: "
                 "blocks of 32, super-blocks of 256 with 6-bit block scales), iq3_s (GGUF 3.44-bit lattice codebook: groups "
-                "of 4 weights, super-blocks of 256; rtn and imatrix), q3_k_s / q3_k_m / q3_k_l / q4_k_s / "
+                "of 4 weights, super-blocks of 256; rtn, imatrix and gptq), q3_k_s / q3_k_m / q3_k_l / q4_k_s / "
                 "q4_k_m / q5_k_s / q5_k_m / iq3_m (llama.cpp's whole-model mixes of those names; iq3_m: IQ3_S with "
                 "Q4_K attn_v, attn_output and the first eighth of ffn_down; q2_k:mix is llama.cpp's Q2_K), auto "
                 "(a type per matrix from its measured sensitivity, to the size bpw= asks)"),
     ROW(.name = "method", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, method), .flags = SQZ_OPT_BARE,
         .choices = NULL /* method_choices */, .def = "rtn",
-        .help = "imatrix: q4_0/q4_1/q5_0/q5_1/q2_k..q6_k/iq4_nl/iq4_xs/iq3_s; smoothquant: w8a8; gptq: every format but "
-                "iq3_s; awq: not the k-quants, q5_0/q5_1, iq4 or iq3_s"),
+        .help = "imatrix: q4_0/q4_1/q5_0/q5_1/q2_k..q6_k/iq4_nl/iq4_xs/iq3_s; smoothquant: w8a8; gptq: every format "
+                "(iq3_s: codewords of 4 columns); awq: not the k-quants, q5_0/q5_1, iq4 or iq3_s"),
     ROW(.name = "act", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, act), .flags = SQZ_OPT_BARE,
         .choices = "minmax|percentile|entropy|dynamic", .values = act_values, .def = "minmax",
         .help = "w8a8: how activation scales are calibrated (dynamic: per token at run time)"),

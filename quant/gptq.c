@@ -164,9 +164,16 @@ static sqz_status prepare(sqz__pool *pool, const sqz_qstats *st, const sqz_quant
         mean += dead[j] ? 1.0 : d;
     }
     mean /= (double)n;
-    if (o->act_order) {
-        qsort(keys, (size_t)n, sizeof *keys, cmp_key);
-        for (int64_t j = 0; j < n; j++) perm[j] = keys[j].i;
+    if (o->act_order) { /* IQ3_S: a codeword's 4 columns move together, by their summed diagonal */
+        const int64_t ag = o->target.fmt == SQZ_QFMT_IQ3_S ? 4 : 1;
+        for (int64_t g = 0; g < n / ag; g++) {
+            double t = 0;
+            for (int64_t k = 0; k < ag; k++) t += keys[g * ag + k].d;
+            keys[g] = (diag_key){t, g};
+        }
+        qsort(keys, (size_t)(n / ag), sizeof *keys, cmp_key);
+        for (int64_t g = 0; g < n / ag; g++)
+            for (int64_t k = 0; k < ag; k++) perm[g * ag + k] = keys[g].i * ag + k;
     }
     double damp = o->percdamp * mean;
     if (!(damp > 0)) damp = 1e-8 * (mean > 0 ? mean : 1.0);
@@ -206,12 +213,15 @@ static void kgrids_row(const gptq_ctx *c, const float *row, uint8_t *kblk, sqz__
     const sqz_dtype dt = sqz_qformat_dtype(c->fmt);
     const size_t bb = sqz_dtype_info(dt)->type_size;
     const int64_t sbn = sqz_dtype_info(dt)->block_size; /* 256, or 32 for IQ4_NL */
-    const bool iq4 = sqz__qfmt_iq4(c->fmt);
+    const bool iq4 = sqz__qfmt_iq4(c->fmt), iq3 = c->fmt == SQZ_QFMT_IQ3_S;
     float d[16], m[16] = {0};
     int zero = 0, nmax = 15, sub = 32;
     for (int64_t sb = 0; sb < c->n / sbn; sb++) {
         const float *qw = c->hdiag ? c->hdiag + sb * sbn : NULL;
-        if (iq4) {
+        if (iq3) { /* a grid is the sub-block's scale; the codebook is the sweep's (iq3_group) */
+            sqz_quantize_iq3_s(row + sb * sbn, kblk + sb * bb, 1, sbn, qw);
+            sqz__iq3s_subscales(kblk + sb * bb, d);
+        } else if (iq4) {
             sqz_quantize_iq4(dt, row + sb * sbn, kblk + sb * bb, 1, sbn, qw);
             sqz__iq4_subscales(dt, kblk + sb * bb, d);
         } else {
@@ -235,7 +245,8 @@ static void kencode(const gptq_ctx *c, const int8_t *codes, int64_t n_out, uint8
         for (int64_t sb = 0; sb < c->n / sbn; sb++) {
             for (int e = 0; e < sbn; e++) L[e] = (uint8_t)codes[r * c->n + sb * sbn + e];
             uint8_t *blk = kblk + ((size_t)r * (size_t)(c->n / sbn) + (size_t)sb) * bb;
-            if (sqz__qfmt_iq4(c->fmt)) sqz__iq4_repack(dt, L, blk);
+            if (c->fmt == SQZ_QFMT_IQ3_S) sqz__iq3s_repack(codes + r * c->n + sb * sbn, blk); /* signed levels */
+            else if (sqz__qfmt_iq4(c->fmt)) sqz__iq4_repack(dt, L, blk);
             else sqz__kquant_repack(dt, L, blk);
         }
     memcpy(q->data, kblk, q->nbytes);
@@ -459,16 +470,14 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
     const sqz_quant_opts *o = &o1;
     sqz_qtarget t = o->target;
     SQZ_TRY(sqz_qtarget_check(&t));
-    /* IQ3_S's values are codewords of 4 weights, not per-weight codes on a grid: GPTQ's one
-     * column at a time has no code to round a column to (it would need a nearest-codeword step
-     * per group of 4); SparseGPT (a mask) for the same reason, and the codebook holds no 0 */
-    SQZ_RETURN_IF(t.fmt == SQZ_QFMT_IQ3_S && (!mask || mask->quantize), SQZ_ERR_UNSUPPORTED,
-                  "gptq: iq3_s quantizes groups of 4 weights onto a lattice codebook, not single weights onto a "
-                  "grid: use rtn or imatrix%s", mask ? " (SparseGPT cannot keep a mask: the codebook holds no 0)" : "");
+    /* IQ3_S's codebook holds no 0: SparseGPT cannot keep a mask on it */
+    SQZ_RETURN_IF(t.fmt == SQZ_QFMT_IQ3_S && mask && mask->quantize, SQZ_ERR_UNSUPPORTED,
+                  "gptq: iq3_s cannot keep a sparsity mask: its codebook holds no 0");
     const int64_t n = st->n_in;
     const bool kq = sqz__qfmt_blockgrid(t.fmt);
     /* K-quants and IQ4: a grid per sub-block (32 for Q4_K / Q5_K / IQ4, 16 for the others) */
-    const bool sub32 = t.fmt == SQZ_QFMT_Q4_K || t.fmt == SQZ_QFMT_Q5_K || sqz__qfmt_iq4(t.fmt);
+    const bool sub32 = t.fmt == SQZ_QFMT_Q4_K || t.fmt == SQZ_QFMT_Q5_K || sqz__qfmt_iq4(t.fmt) ||
+                       t.fmt == SQZ_QFMT_IQ3_S;
     const int64_t gs = !kq ? sqz__group_cols(&t, n) : sub32 ? 32 : 16;
     const int64_t sbn = kq ? sqz_dtype_info(sqz_qformat_dtype(t.fmt))->block_size : 1;
     const bool quant = !mask || mask->quantize;

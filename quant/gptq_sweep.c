@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/cpu/linalg.h"
+#include "quant/gguf/quant_gguf.h"
 #include "quant/gptq_internal.h"
 
 /* One block's rows: row r's columns i1..i1+cnt at w + r * ld. */
@@ -46,6 +47,15 @@ static inline float target_value(const gptq_ctx *c, sqz__grid *grids, int8_t *co
     return sqz__grid_value(g, c->fmt, code);
 }
 
+/* IQ3_S: the codeword of the group of 4 starting at processing position p of row r, from the
+ * values the row holds now (v: 4 consecutive columns, in original order too), weighted by the
+ * columns' importance; codes written, the 4 target values into q. */
+static void iq3_group(const gptq_ctx *c, sqz__grid *grids, int8_t *codes, int64_t r, int64_t p, const float *v,
+                      float *q) {
+    const int64_t col = c->perm[p];
+    sqz__iq3s_group(v, c->hdiag ? c->hdiag + col : NULL, grid_at(c, grids, r, p)->d, codes + r * c->n + col, q);
+}
+
 /* Row r of the block: each column in turn, its error spread over the block's later columns. */
 static void sweep_row(const gptq_block *b, int64_t r) {
     const gptq_ctx *c = b->c;
@@ -54,6 +64,7 @@ static void sweep_row(const gptq_block *b, int64_t r) {
     float *wr = b->w + r * b->ld, *er = b->err + r * cnt;
     sqz__grid *grids = b->o->grids;
     uint8_t *pr = b->o->pr;
+    float gq[4] = {0}; /* IQ3_S: the current group's values */
     for (int64_t i = 0; i < cnt; i++) {
         const int64_t p = i1 + i;
         if (grids && !c->static_grids && p % c->gs == 0)
@@ -63,7 +74,13 @@ static void sweep_row(const gptq_block *b, int64_t r) {
             mk->select(mk->user, wr + i, b->ld, 1, span, c->ud + p, pr + r * cnt + i, cnt);
         }
         const float v = wr[i];
-        const float q = target_value(c, grids, b->o->codes, r, p, v, mk && pr[r * cnt + i]);
+        float q;
+        if (c->fmt == SQZ_QFMT_IQ3_S && !mk) { /* codewords of 4: chosen when a group starts */
+            if (p % 4 == 0) iq3_group(c, grids, b->o->codes, r, p, wr + i, gq);
+            q = gq[p % 4];
+        } else {
+            q = target_value(c, grids, b->o->codes, r, p, v, mk && pr[r * cnt + i]);
+        }
         if (b->o->values) b->o->values[r * n + c->perm[p]] = q;
         const float d = c->u[p * n + p];
         const float e = (v - q) / d;

@@ -15,7 +15,7 @@
     (FMT(SQZ_QFMT_Q2_K) | FMT(SQZ_QFMT_Q3_K) | FMT(SQZ_QFMT_Q4_K) | FMT(SQZ_QFMT_Q5_K) | FMT(SQZ_QFMT_Q6_K))
 #define Q5_FORMATS (FMT(SQZ_QFMT_Q5_0) | FMT(SQZ_QFMT_Q5_1)) /* the fallbacks of Q4_K/Q5_K in a mix */
 #define IQ4_FORMATS (FMT(SQZ_QFMT_IQ4_NL) | FMT(SQZ_QFMT_IQ4_XS)) /* the non-linear grids */
-#define IQ3_FORMATS FMT(SQZ_QFMT_IQ3_S) /* the lattice codebook: RTN and imatrix only */
+#define IQ3_FORMATS FMT(SQZ_QFMT_IQ3_S) /* the lattice codebook (GPTQ: codewords of 4, not a mask) */
 
 static const sqz_qmethod methods[] = {
     {.name = "rtn", .needs = 0, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
@@ -29,9 +29,9 @@ static const sqz_qmethod methods[] = {
                 "E[x^2]), byte-exact",
      .run = sqz_quant_imatrix},
     {.name = "gptq", .needs = SQZ_QSTAT_XTX, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
-     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS,
+     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS,
      .summary = "GPTQ: Hessian-based error feedback, blocked lazy updates, optional act-order and static "
-                "groups; GGUF targets (Q8_0, Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K, IQ4_NL/IQ4_XS) stay on llama.cpp's exact grids",
+                "groups; GGUF targets (Q8_0, Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K, IQ4_NL/IQ4_XS, IQ3_S codewords) stay on llama.cpp's exact grids",
      .run = sqz_quant_gptq},
     {.name = "awq", .needs = SQZ_QSTAT_SAMPLE, .optional = SQZ_QSTAT_ABSMEAN, .smooths = true,
      .formats = ALL_FORMATS,

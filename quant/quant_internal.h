@@ -78,7 +78,10 @@ static inline bool sqz__qfmt_kquant(sqz_qformat f) {
  * static grids from the blocks llama.cpp's quantizer makes, as the K-quants. */
 static inline bool sqz__qfmt_iq4(sqz_qformat f) { return f == SQZ_QFMT_IQ4_NL || f == SQZ_QFMT_IQ4_XS; }
 /* Formats whose grids come from a whole block quantized once (sqz__qfmt_kquant or IQ4). */
-static inline bool sqz__qfmt_blockgrid(sqz_qformat f) { return sqz__qfmt_kquant(f) || sqz__qfmt_iq4(f); }
+/* Formats whose GPTQ grids come from the reference quantizer's blocks of the original row. */
+static inline bool sqz__qfmt_blockgrid(sqz_qformat f) {
+    return sqz__qfmt_kquant(f) || sqz__qfmt_iq4(f) || f == SQZ_QFMT_IQ3_S;
+}
 /* The code of value v on grid g (nearest stored value, clamped to the code range). */
 static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
     if (g->d == 0.0f) return f == SQZ_QFMT_Q4_0 || f == SQZ_QFMT_I4_SYM || sqz__qfmt_iq4(f) ? 8 : g->zero;

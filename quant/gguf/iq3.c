@@ -283,3 +283,55 @@ void sqz_quantize_iq3_s(const float *src, void *dst, int64_t nrow, int64_t n_per
 }
 
 void sqz_quantize_iq3_s_ref(const float *x, void *y, int64_t n) { sqz_quantize_iq3_s(x, y, 1, n, NULL); }
+
+/* ---- GPTQ onto the codebook (quant/gptq.c) ------------------------------------------------- */
+
+void sqz__iq3s_subscales(const void *block, float *db) {
+    const sqz_block_iq3_s *x = block;
+    const float d = sqz_fp16_to_fp32(x->d);
+    for (int ib = 0; ib < QK_K / BS; ib++) db[ib] = d * (1 + 2 * ((x->scales[ib / 2] >> 4 * (ib % 2)) & 0xf));
+}
+
+void sqz__iq3s_group(const float *v, const float *w, float db, int8_t *code, float *q) {
+    pthread_once(&tables_once, tables_build);
+    if (!(db > 0)) {
+        for (int i = 0; i < 4; i++) { code[i] = 1; q[i] = 0.0f; }
+        return;
+    }
+    const float id = 1 / db, ones[4] = {1, 1, 1, 1};
+    float mag[4];
+    int u = 0;
+    for (int i = 0; i < 4; i++) {
+        mag[i] = fabsf(v[i]);
+        u |= level_code(id, mag[i]) << 3 * i;
+    }
+    int8_t L[4];
+    int gi = kmap[u];
+    if (gi < 0) gi = best_neighbour(u, mag, w ? w : ones, db, L);
+    for (int i = 0; i < 4; i++) {
+        const int level = grid_level(gi, i);
+        const float val = db * (float)level; /* as the dequantizer: db * grid value, then the sign */
+        const bool neg = v[i] < 0;
+        code[i] = (int8_t)(neg ? -level : level);
+        q[i] = neg ? -val : val;
+    }
+}
+
+void sqz__iq3s_repack(const int8_t *code, void *block) {
+    pthread_once(&tables_once, tables_build);
+    sqz_block_iq3_s *y = block;
+    memset(y->qs, 0, sizeof y->qs);
+    memset(y->qh, 0, sizeof y->qh);
+    memset(y->signs, 0, sizeof y->signs);
+    for (int g = 0; g < QK_K / 4; g++) { /* group g: sub-block g / 8, place g % 8 */
+        int u = 0;
+        for (int i = 0; i < 4; i++) {
+            const int c = code[4 * g + i], level = c < 0 ? -c : c;
+            u |= ((level - 1) / 2) << 3 * i;
+            if (c < 0) y->signs[(4 * g + i) / 8] |= (uint8_t)(1 << ((4 * g + i) % 8));
+        }
+        const int gi = kmap[u] >= 0 ? kmap[u] : 0; /* always on the grid: sqz__iq3s_group chose it */
+        y->qs[g] = (uint8_t)(gi & 255);
+        y->qh[g / 8] |= (uint8_t)((gi >> 8) << (g % 8));
+    }
+}

@@ -58,6 +58,18 @@ void sqz__iq4_repack(sqz_dtype t, const uint8_t *L, void *block);
  * built once, on first use). */
 void sqz_quantize_iq3_s(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *quant_weights);
 void sqz_quantize_iq3_s_ref(const float *x, void *y, int64_t n);
+/* GPTQ onto IQ3_S (quant/gptq.c): the scale of each of the block's 8 sub-blocks of 32 into db,
+ * computed as the dequantizer does (a value is db[j] * level * sign). */
+void sqz__iq3s_subscales(const void *block, float *db);
+/* The codeword for 4 consecutive weights v at sub-block scale db: each sign from its weight, the
+ * 4 magnitudes rounded to the nearest odd levels 1..15 and, where that is not one of the grid's
+ * 512 codewords, the neighbour (llama.cpp's 3 nearest distance shells) with the least error
+ * weighted by w (4 weights, or NULL for equal ones). Writes the signed levels (+-1..+-15) to
+ * code and the values the dequantizer gives them to q. db == 0: levels +1, values 0. */
+void sqz__iq3s_group(const float *v, const float *w, float db, int8_t *code, float *q);
+/* Writes 256 signed levels (4 by 4 codewords of the grid, as sqz__iq3s_group chose them) into
+ * the block's indices and sign bits, keeping its d and sub-block scales. */
+void sqz__iq3s_repack(const int8_t *code, void *block);
 
 /* quant/gguf/dtype_ref.c: the reference from_f32 of t: the block quantizer of a GGUF type sqz
  * writes, core's converter of a float type (F32, F16, BF16, F64), NULL when sqz cannot produce

@@ -4,7 +4,8 @@
  * sqz/quant.h (re-quantizing the dequantized result with the reference gives the same bytes);
  * act-order with and without static groups; determinism (same bytes twice, Q4_0 and I4).
  * K-quants (Q2_K..Q6_K, where the width is a multiple of 256: SmolLM2's ffn_down) keep the
- * super-block and sub-block scales llama.cpp's quantizer picks for the original row.
+ * super-block and sub-block scales llama.cpp's quantizer picks for the original row; so do IQ4_NL,
+ * IQ4_XS and IQ3_S (GPTQ onto its codebook: codewords of 4 columns chosen as a group starts).
  * SmolLM2's weights are already on a Q4_1 grid (the package ships a Q4_1 GGUF): RTN to Q4_1
  * reproduces them exactly, so Q4_1 is not compared there. */
 #include <math.h>
@@ -29,12 +30,14 @@ static const int fmt_groups[][2] = {
     {SQZ_QFMT_I4_ASYM, 128}, {SQZ_QFMT_Q8_0, 32},   {SQZ_QFMT_Q4_0, 32},    {SQZ_QFMT_Q4_1, 32},
     {SQZ_QFMT_Q2_K, 0},     {SQZ_QFMT_Q3_K, 0},     {SQZ_QFMT_Q4_K, 0},     {SQZ_QFMT_Q5_K, 0},
     {SQZ_QFMT_Q6_K, 0},     {SQZ_QFMT_Q5_0, 32},    {SQZ_QFMT_Q5_1, 32},    {SQZ_QFMT_IQ4_NL, 0},
-    {SQZ_QFMT_IQ4_XS, 0},
+    {SQZ_QFMT_IQ4_XS, 0},   {SQZ_QFMT_IQ3_S, 0},
 };
 
 static bool is_iq4(sqz_qformat f) { return f == SQZ_QFMT_IQ4_NL || f == SQZ_QFMT_IQ4_XS; }
-/* formats whose grids come from llama.cpp's quantizer on whole blocks (K-quants, IQ4) */
-static bool is_k(sqz_qformat f) { return (f >= SQZ_QFMT_Q2_K && f <= SQZ_QFMT_Q6_K) || is_iq4(f); }
+/* formats whose grids come from llama.cpp's quantizer on whole blocks (K-quants, IQ4, IQ3_S) */
+static bool is_k(sqz_qformat f) {
+    return (f >= SQZ_QFMT_Q2_K && f <= SQZ_QFMT_Q6_K) || is_iq4(f) || f == SQZ_QFMT_IQ3_S;
+}
 
 static const sqz_role group_roles[QF_N][3] = {{SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V},
                                                {SQZ_ROLE_ATTN_OUT, SQZ_ROLE_COUNT, SQZ_ROLE_COUNT},
@@ -81,8 +84,19 @@ static void check_kgrids(const sqz_qmatrix *q, const float *w, const sqz_qstats 
     float *imp = malloc((size_t)n * sizeof(float));
     uint8_t *ref = malloc((size_t)nb * bb);
     for (int64_t j = 0; j < n; j++) imp[j] = (float)st->xtx[j * n + j];
-    if (q->dtype == SQZ_DTYPE_IQ4_NL || q->dtype == SQZ_DTYPE_IQ4_XS) {
-        check_iq4grids(q, w, imp);
+    if (q->dtype == SQZ_DTYPE_IQ3_S) { /* the super-block's d and the 8 sub-block scales */
+        for (int64_t r = 0; r < q->n_out; r++) {
+            sqz_quantize_iq3_s(w + r * n, ref, 1, n, imp);
+            for (int64_t b = 0; b < nb; b++) {
+                float d0[8], d1[8];
+                sqz__iq3s_subscales(ref + b * bb, d0);
+                sqz__iq3s_subscales((const uint8_t *)q->data + ((size_t)(r * nb + b)) * bb, d1);
+                assert_memory_equal(d0, d1, sizeof d0);
+            }
+        }
+    }
+    if (q->dtype == SQZ_DTYPE_IQ4_NL || q->dtype == SQZ_DTYPE_IQ4_XS || q->dtype == SQZ_DTYPE_IQ3_S) {
+        if (q->dtype != SQZ_DTYPE_IQ3_S) check_iq4grids(q, w, imp);
         free(imp);
         free(ref);
         return;
@@ -263,7 +277,7 @@ static void test_dead_columns(void **state) {
             SQZ_ASSERT_OK(sqz_qmatrix_to_f32(&q, deq));
             const bool offset = f == SQZ_QFMT_Q4_1 || f == SQZ_QFMT_Q5_1 || f == SQZ_QFMT_I4_ASYM || f == SQZ_QFMT_Q2_K ||
                                 f == SQZ_QFMT_Q4_K || f == SQZ_QFMT_Q5_K || /* 0 need not be on an offset grid */
-                                is_iq4((sqz_qformat)f);                     /* nor in kvalues_iq4nl */
+                                is_iq4((sqz_qformat)f) || f == SQZ_QFMT_IQ3_S; /* nor in the tables */
             for (int r = 0; r < n_out && !offset; r++)
                 assert_true(deq[r * n_in + 5] == 0.0f && deq[r * n_in + 40] == 0.0f); /* dead columns are zeroed */
             if (f >= SQZ_QFMT_Q8_0 && !is_k((sqz_qformat)f)) check_invariant(&q);
@@ -275,11 +289,7 @@ static void test_dead_columns(void **state) {
     o.blocksize = 96;
     sqz_qmatrix q = {0};
     assert_int_equal(sqz_quant_gptq(&lin, 1, &sb.s, &o, &q, NULL), SQZ_ERR_INVALID_ARG);
-    /* IQ3_S: codewords of 4 weights, no per-weight grid: refused (not in gptq's formats either) */
-    o = sqz_quant_default_opts();
-    o.target = (sqz_qtarget){SQZ_QFMT_IQ3_S, 0};
-    assert_false(sqz_qmethod_find("gptq")->formats & (1u << SQZ_QFMT_IQ3_S));
-    assert_int_equal(sqz_quant_gptq(&lin, 1, &sb.s, &o, &q, NULL), SQZ_ERR_UNSUPPORTED);
+    assert_true(sqz_qmethod_find("gptq")->formats & (1u << SQZ_QFMT_IQ3_S)); /* codewords of 4 (run above) */
     sqz_qstats_buf_free(&sb);
 }
 
