@@ -46,6 +46,8 @@ sqz_status sqz__recipe_parse(sqz_recipe *r, const char *path, const char *text, 
 /* Whether stage k shares its block loop with stage k - 1: it has a block step and no whole-model
  * step, and stage k - 1 does not reshape (the pipeline's rule; pad-ffn's placement reads it too). */
 bool sqz__stage_joins_previous(const sqz_recipe *r, int k);
+/* Whether stage s's model_step runs (it has one, and its pass's `steps` says so for its args). */
+bool sqz__stage_steps(const sqz_stage *s);
 
 /* Every stage's link (sqz_pass.link) into links[0..r->n), zeroed first (recipe.c). */
 sqz_status sqz__recipe_link(const sqz_recipe *r, sqz_stage_link *links);
@@ -77,6 +79,7 @@ typedef struct sqz__quant_args {
     double aq_alpha; /* GPTAQ's alpha */
     int mix;     /* 1 mix (llama.cpp's whole-model rules), 0 pure */
     double bpw;  /* auto: bits per parameter asked */
+    int rot;     /* auto: 1 try-rotate (plan rotated too, keep the better), 0 no-rotate */
     sqz_compress_spec spec; /* the result */
 } sqz__quant_args;
 
@@ -91,7 +94,19 @@ typedef struct sqz_qplan {
     double bytes_target, bytes_planned; /* the whole model */
     char label[32];                     /* "greedy", "q3_k_m+" (a mix with upgrades) */
 } sqz_qplan;
-sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp);
+/* The plan of auto:bpw= for the model as it stands (measured, candidates, the calibration trial);
+ * kld: NULL, or where the kept plan's trial KLD goes (then a single candidate is measured too;
+ * NaN when the trial could not run: fewer than two calibration windows). */
+sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp, double *kld);
+/* auto:bpw=...:try-rotate (compress/pass_quant_rotate.c): plans the model as it stands and
+ * rotated (--rotate all), keeps the one whose trial measured the lower KLD (the model stays
+ * rotated or is put back exactly as it was), its plan into *plan; *rotated says which. */
+sqz_status sqz__quant_auto_try_rotate(sqz_pass_ctx *pc, sqz_compress_spec *sp, sqz_qplan **plan, bool *rotated);
+/* --rotate all with its default seed (compress/pass_rotate.c), and whether m's family allows it
+ * (the reason as the error when not). */
+#define SQZ__ROTATE_SEED 1
+sqz_status sqz__rotate_all(sqz_model *m);
+sqz_status sqz__rotate_check_all(const sqz_model *m);
 sqz_qplan *sqz__qplan_new(int32_t n_layers); /* every type SQZ_DTYPE_COUNT; NULL on out of memory */
 void sqz__qplan_free(sqz_qplan *p);
 /* The plan's type for t: a block matrix, or the token embedding / output; SQZ_DTYPE_COUNT if none. */

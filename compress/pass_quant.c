@@ -90,9 +90,14 @@ static sqz_opt quant_opts[] = {
                 "q3_k), or every matrix the format (the *_k_s/_k_m/_k_l formats are mixes)"),
     ROW(.name = "bpw", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__quant_args, bpw), .min = 2, .max = 16,
         .help = "auto: the size asked, bits per parameter of the whole model (embedding, norms included)"),
+    ROW(.name = "rotation", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, rot), .flags = SQZ_OPT_BARE,
+        .choices = "try-rotate|no-rotate", .values = onoff_values, .def = "no-rotate",
+        .help = "auto: also plan the model rotated as --rotate all rotates it, and keep the rotated or the "
+                "unrotated model, whichever the calibration trial measures better at the same size (twice "
+                "auto's planning time; the f32 copies of the rotated tensors in memory)"),
 };
 enum { R_FORMAT, R_METHOD, R_ACT, R_GROUP, R_SCHEME, R_ORDER, R_GROUPS, R_DAMP, R_AQ, R_AQ_ALPHA, R_ALPHA, R_PCT,
-       R_MIX, R_BPW, N_ROWS };
+       R_MIX, R_BPW, R_ROT, N_ROWS };
 _Static_assert(sizeof quant_opts / sizeof quant_opts[0] == N_ROWS, "quant rows");
 
 /* Fills in what the rows cannot say statically (the method names). Idempotent. */
@@ -155,6 +160,9 @@ static sqz_status check_applies(const sqz__quant_args *a, uint64_t given, const 
                   "SPEC '%s': 'alpha=' is a SmoothQuant option", spec);
     SQZ_RETURN_IF(GIVEN(R_PCT) && !(GIVEN(R_ACT) && a->act == SQZ_ACT_CALIB_PERCENTILE), SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': 'pct=' needs the percentile activation calibration", spec);
+    SQZ_RETURN_IF(GIVEN(R_ROT) && a->rot && a->format != F_AUTO, SQZ_ERR_INVALID_ARG,
+                  "SPEC '%s': 'try-rotate' is an auto option (auto:bpw=X:try-rotate); for a fixed format put "
+                  "--rotate all before --quant", spec);
     return SQZ_OK;
 }
 
@@ -275,9 +283,9 @@ static sqz_status quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
     o.spec = a->spec;
     if (!o.backend && c->session_opts) o.backend = c->session_opts->backend; /* --device */
     if (!o.threads && c->session_opts) o.threads = c->session_opts->n_threads;
-    if (a->spec.auto_bpw > 0 && !qs->plan) { /* the plan of auto:bpw=, once */
+    if (a->spec.auto_bpw > 0 && !qs->plan) { /* the plan of auto:bpw=, once (try-rotate: the model step's) */
         o.spec.plan = NULL;
-        sqz_status st = sqz__quant_auto_plan(c, &o.spec);
+        sqz_status st = sqz__quant_auto_plan(c, &o.spec, NULL);
         qs->plan = o.spec.plan;
         SQZ_TRY(st);
     }
@@ -299,6 +307,25 @@ static sqz_status quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
     return st;
 }
 
+/* auto:bpw=X:try-rotate: before the block loop, the plan of the model as it stands and rotated;
+ * the better stays (quant_state.plan), the loop then calibrates on a fresh session. */
+static bool quant_steps(const void *args) {
+    const sqz__quant_args *a = args;
+    return a->spec.auto_bpw > 0 && a->rot;
+}
+
+static sqz_status quant_model_step(sqz_pass_ctx *c, const void *args) {
+    const sqz__quant_args *a = args;
+    quant_state *qs = c->state;
+    sqz_compress_spec sp = a->spec;
+    bool rotated = false;
+    sqz__qplan_free(qs->plan);
+    qs->plan = NULL;
+    SQZ_TRY(sqz__quant_auto_try_rotate(c, &sp, &qs->plan, &rotated));
+    c->changed = rotated;
+    return SQZ_OK;
+}
+
 static void quant_fini(void *state) {
     quant_state *qs = state;
     sqz__qplan_free(qs->plan);
@@ -317,5 +344,6 @@ const sqz_pass sqz__pass_quant = {
     .examples = "int8 w8a8:smoothquant int4:gptq:g128:act-order q4_0:imatrix q4_0:awq q4_1:gptq q4_k:gptq:gptaq",
     .opts = quant_opts, .n_opts = N_ROWS, .args_size = sizeof(sqz__quant_args), .state_size = sizeof(quant_state),
     .init = quant_init, .check = quant_check, .needs = quant_needs, .quant_spec = quant_spec,
-    .partitions = quant_partitions, .run_block = quant_block, .fini = quant_fini,
+    .partitions = quant_partitions, .model_step = quant_model_step, .steps = quant_steps, .run_block = quant_block,
+    .fini = quant_fini,
 };

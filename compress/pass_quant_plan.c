@@ -197,6 +197,11 @@ static bool same_plan(const sqz_qplan *a, const sqz_qplan *b) {
 
 
 /* The stage's note: the size, the types chosen, and the trial. */
+/* The parameters the size asked counts. */
+static double auto_params(const sqz_compress_spec *sp, const sqz_model *m) {
+    return sp->auto_params > 0 ? sp->auto_params : (double)sqz_model_param_count(m);
+}
+
 static void note_plan(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz_qplan *p, sqz_qplan *const *cand,
                       const double *kld, int n_cand) {
     const sqz_model *m = pc->m;
@@ -206,7 +211,7 @@ static void note_plan(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz_q
     char *b = pc->stage->note;
     const size_t cap = sizeof pc->stage->note;
     size_t k = (size_t)snprintf(b, cap, "auto: %.3f bpw asked, %.3f planned (%.0f bytes of %.0f), %s:", sp->auto_bpw,
-                                8.0 * p->bytes_planned / (double)sqz_model_param_count(m), p->bytes_planned,
+                                8.0 * p->bytes_planned / auto_params(sp, m), p->bytes_planned,
                                 p->bytes_target, p->label);
     for (int d = 0; d < SQZ_DTYPE_COUNT && k < cap; d++)
         if (counts[d]) k += (size_t)snprintf(b + k, cap - k, " %d %s", counts[d], sqz_dtype_name((sqz_dtype)d));
@@ -238,7 +243,7 @@ static sqz_status candidates(sqz_pass_ctx *pc, const sqz_compress_spec *sp, cons
     return SQZ_OK;
 }
 
-sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp) {
+sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp, double *kld_out) {
     sqz_model *m = pc->m;
     SQZ_RETURN_IF(!pc->w || !pc->session_opts, SQZ_ERR_INVALID_ARG,
                   "--quant '%s': auto measures every layer's sensitivity on calibration text first: give --calib "
@@ -251,13 +256,15 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp) {
     if (st == SQZ_OK)
         st = sqz_calib_scan(m, pc->session_opts, pc->w, SQZ_QSTAT_X2, measure_block, &c, pc->o->progress,
                             pc->o->progress_user);
-    const double target = sp->auto_bpw * (double)sqz_model_param_count(m) / 8.0;
+    const double target = sp->auto_bpw * auto_params(sp, m) / 8.0;
     const sqz__qauto_measured ms = {c.t, c.x2, c.have, linear_roles, N_LIN, (int32_t)nl};
     sqz_qplan *cand[N_CAND] = {NULL};
     double kld[N_CAND] = {NAN, NAN, NAN};
     int n_cand = 0;
     if (st == SQZ_OK) st = candidates(pc, sp, &c, &ms, target, cand, &n_cand);
-    if (st == SQZ_OK && n_cand > 1) st = sqz__qplan_trial(pc, sp, &ms, cand, n_cand, kld);
+    /* the trial picks between plans; try-rotate (kld_out) compares its KLD across models, so one plan is
+     * measured too */
+    if (st == SQZ_OK && (n_cand > 1 || (kld_out && n_cand == 1))) st = sqz__qplan_trial(pc, sp, &ms, cand, n_cand, kld);
     int pick = 0; /* the lowest KLD measured; the greedy plan when nothing was measured */
     for (int i = 1; i < n_cand; i++)
         if (!isnan(kld[i]) && (isnan(kld[pick]) || kld[i] < kld[pick])) pick = i;
@@ -271,6 +278,7 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp) {
         if (i != pick || st != SQZ_OK) sqz__qplan_free(cand[i]);
     if (st != SQZ_OK) return st;
     sp->plan = cand[pick];
+    if (kld_out) *kld_out = kld[pick];
     return SQZ_OK;
 }
 

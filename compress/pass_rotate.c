@@ -57,7 +57,7 @@ static const sqz_opt rotate_opts[] = {
      .help = "residual: the residual stream (R1: norms folded, embedding and classifier rotated); heads: each "
              "value head (R2: attn_v rows, attn_output columns); all: both"},
     {.name = "seed", .type = SQZ_OPT_INT, .offset = offsetof(rotate_args, seed), .min = 0, .max = 4e18,
-     .def = "1", .help = "random signs of the Hadamard transform (0: none)"},
+     .def = "1" /* SQZ__ROTATE_SEED */, .help = "random signs of the Hadamard transform (0: none)"},
 };
 
 /* A tensor's values as a new f32 buffer (NULL: error set). */
@@ -210,56 +210,70 @@ done:
     return st;
 }
 
-/* The families a rotation folds into exactly, or the reason it does not. */
-static sqz_status rotate_check_model(const sqz_stage *s, const sqz_model *m, int64_t *n_layers, bool have_windows) {
-    (void)n_layers;
-    (void)have_windows;
+/* The families a rotation (what) folds into exactly, or the reason it does not (spec: the
+ * SPEC errors name). */
+static sqz_status check_rotatable(const sqz_model *m, int what, const char *spec) {
     const sqz_family_info *fi = sqz_family_get(m->hp.family);
-    const rotate_args *a = s->args;
     SQZ_RETURN_IF(!fi, SQZ_ERR_UNSUPPORTED, "--rotate: unknown model family");
-    if (a->what & ROT_RESIDUAL) {
+    if (what & ROT_RESIDUAL) {
         SQZ_RETURN_IF(fi->norm != SQZ_NORM_RMS || !fi->pre_norm, SQZ_ERR_UNSUPPORTED,
                       "--rotate %s: the %s family normalizes with %s: a rotation of the residual stream does not "
                       "commute with mean subtraction and a bias, so it cannot be folded into the weights (use --rotate "
-                      "heads)", s->spec, fi->name, fi->norm == SQZ_NORM_LAYER ? "LayerNorm" : "a post-norm");
+                      "heads)", spec, fi->name, fi->norm == SQZ_NORM_LAYER ? "LayerNorm" : "a post-norm");
         SQZ_RETURN_IF(sqz_model_get(m, SQZ_ROLE_POS_EMBD, -1, SQZ_PARAM_WEIGHT) != NULL, SQZ_ERR_UNSUPPORTED,
-                      "--rotate %s: learned position embeddings are added to the stream (not supported)", s->spec);
+                      "--rotate %s: learned position embeddings are added to the stream (not supported)", spec);
         for (int64_t i = 0; i < m->n_tensors; i++) {
             const sqz_tensor *t = &m->tensors[i];
             const bool norm = t->role == SQZ_ROLE_ATTN_NORM || t->role == SQZ_ROLE_FFN_NORM ||
                               t->role == SQZ_ROLE_OUTPUT_NORM;
             SQZ_RETURN_IF(norm && t->param == SQZ_PARAM_BIAS, SQZ_ERR_UNSUPPORTED,
-                          "--rotate %s: tensor '%s': a norm with a bias cannot be folded", s->spec, t->name);
+                          "--rotate %s: tensor '%s': a norm with a bias cannot be folded", spec, t->name);
         }
     }
     return SQZ_OK;
 }
 
-static sqz_status rotate_model_step(sqz_pass_ctx *c, const void *args) {
-    const rotate_args *a = args;
-    sqz_model *m = c->m;
+static sqz_status rotate_check_model(const sqz_stage *s, const sqz_model *m, int64_t *n_layers, bool have_windows) {
+    (void)n_layers;
+    (void)have_windows;
+    return check_rotatable(m, ((const rotate_args *)s->args)->what, s->spec);
+}
+
+/* The rotation (what, seed) folded into m's weights; errors prefixed with spec. */
+static sqz_status rotate_model(sqz_model *m, int what, int64_t seed, const char *spec) {
     float *q = NULL;
-    const double t0 = sqz__now();
-    const bool untied = (a->what & ROT_RESIDUAL) && m->hp.tied_embeddings;
-    if (a->what & ROT_RESIDUAL) {
-        SQZ_TRY(sqz__rotation_make(m->hp.d_model, (uint64_t)a->seed, &q));
+    if (what & ROT_RESIDUAL) {
+        SQZ_TRY(sqz__rotation_make(m->hp.d_model, (uint64_t)seed, &q));
         sqz_status st = rotate_residual(m, q);
         free(q);
         if (st != SQZ_OK) {
-            sqz__error_prefix("--rotate '%s'", c->stage->spec);
+            sqz__error_prefix("--rotate '%s'", spec);
             return st;
         }
     }
-    if (a->what & ROT_HEADS) {
-        SQZ_TRY(sqz__rotation_make(m->hp.head_dim, (uint64_t)a->seed, &q));
+    if (what & ROT_HEADS) {
+        SQZ_TRY(sqz__rotation_make(m->hp.head_dim, (uint64_t)seed, &q));
         sqz_status st = SQZ_OK;
         for (int32_t l = 0; st == SQZ_OK && l < m->hp.n_layers; l++) st = rotate_heads_layer(m, l, q, m->hp.head_dim);
         free(q);
         if (st != SQZ_OK) {
-            sqz__error_prefix("--rotate '%s'", c->stage->spec);
+            sqz__error_prefix("--rotate '%s'", spec);
             return st;
         }
     }
+    return SQZ_OK;
+}
+
+sqz_status sqz__rotate_check_all(const sqz_model *m) { return check_rotatable(m, ROT_ALL, "all"); }
+
+sqz_status sqz__rotate_all(sqz_model *m) { return rotate_model(m, ROT_ALL, SQZ__ROTATE_SEED, "all"); }
+
+static sqz_status rotate_model_step(sqz_pass_ctx *c, const void *args) {
+    const rotate_args *a = args;
+    sqz_model *m = c->m;
+    const double t0 = sqz__now();
+    const bool untied = (a->what & ROT_RESIDUAL) && m->hp.tied_embeddings;
+    SQZ_TRY(rotate_model(m, a->what, a->seed, c->stage->spec));
     snprintf(c->stage->note, sizeof c->stage->note, "rotated %s%s%s (randomized Hadamard, seed %" PRId64 "; %.1f s)%s",
              a->what & ROT_RESIDUAL ? "the residual stream (R1, norms folded)" : "",
              a->what == ROT_ALL ? " and " : "", a->what & ROT_HEADS ? "each value head (R2)" : "", a->seed,

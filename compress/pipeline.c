@@ -93,7 +93,7 @@ static sqz_status loop_block(loop *L, int32_t layer, const sqz_calib_block *stat
         const sqz_stage *s = &L->r->stages[k];
         if (L->run->links[k].absorbed) continue; /* another stage does its work (sqz_pass.link) */
         sqz_pass_ctx c = {L->m,           L->o,           L->rep, L->w, &L->stage_rep[k - L->first], L->session_opts,
-                          L->run->state[k], L->run->links[k].joint, &L->run->keep};
+                          L->run->state[k], L->run->links[k].joint, &L->run->keep, false};
         const double t0 = sqz__calib_now();
         const sqz_status st = s->pass->run_block(&c, layer, stats, s->args);
         if (st == SQZ_ERR_NOMEM) sqz__error_prefix("--%s '%s'", s->pass->name, s->spec); /* which stage ran out */
@@ -265,14 +265,17 @@ static sqz_status run_stages(sqz_model *m, const sqz_recipe *r, const run_state 
     bool reshaped = false;
     for (int i = 0; i < r->n && st == SQZ_OK;) {
         const sqz_stage *s = &r->stages[i];
-        if (s->pass->model_step) {
+        bool changed = false;
+        if (sqz__stage_steps(s)) {
             sqz_pass_ctx c = {m, o, rep, env->windows, &rep->stages[i], &env->session_opts,
-                              rs->state[i], rs->links[i].joint, &rs->keep};
+                              rs->state[i], rs->links[i].joint, &rs->keep, false};
             const double ts = sqz__calib_now();
             st = s->pass->model_step(&c, s->args);
             rep->stages[i].seconds += sqz__calib_now() - ts;
             if (st != SQZ_OK) break;
+            changed = c.changed;
         }
+        reshaped = reshaped || changed;
         if (!s->pass->run_block) {
             reshaped = reshaped || s->pass->reshapes;
             i++;
@@ -281,7 +284,7 @@ static sqz_status run_stages(sqz_model *m, const sqz_recipe *r, const run_state 
         const int j = loop_end(r, i);
         loop L = {m, r, rs, i, j, o, rep, env->windows, &rep->stages[i], &env->session_opts};
         /* a whole-model step that reshapes (adds tensors) leaves the live session stale */
-        const bool fresh = reshaped || (s->pass->model_step && s->pass->reshapes);
+        const bool fresh = reshaped || (sqz__stage_steps(s) && s->pass->reshapes);
         if (env->windows) st = loop_calibrated(&L, env, fresh);
         else if (env->stats) st = loop_from_file(&L, env->stats, reshaped);
         else st = loop_plain(&L);

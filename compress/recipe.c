@@ -152,8 +152,12 @@ const sqz_compress_spec *sqz_stage_quant_spec(const sqz_stage *s) {
     return s && s->pass->quant_spec ? s->pass->quant_spec(s->args) : NULL;
 }
 
+bool sqz__stage_steps(const sqz_stage *s) {
+    return s->pass->model_step && (!s->pass->steps || s->pass->steps(s->args));
+}
+
 bool sqz__stage_joins_previous(const sqz_recipe *r, int k) {
-    return k > 0 && r->stages[k].pass->run_block && !r->stages[k].pass->model_step &&
+    return k > 0 && r->stages[k].pass->run_block && !sqz__stage_steps(&r->stages[k]) &&
            !r->stages[k - 1].pass->reshapes;
 }
 

@@ -61,6 +61,8 @@ typedef struct sqz_compress_spec {
     const sqz_qmix *mix;        /* a whole-model type mix (q4_k_m, q4_0:mix, ...; quant/mix.c), or NULL:
                                    every matrix q.target */
     double auto_bpw;            /* auto:bpw=X: the size asked, bits per parameter of the whole model; else 0 */
+    double auto_params;         /* auto: the parameters auto_bpw counts; 0: the model's as the stage finds it
+                                   (try-rotate gives the rotated plan the unrotated model's bytes) */
     struct sqz_qplan *plan;     /* auto: the type of every block matrix, made at block 0 of a run (owned by
                                    the quant stage's run-time state; NULL in a parsed SPEC) */
 } sqz_compress_spec;
@@ -302,6 +304,9 @@ typedef struct sqz_pass_ctx {
                                            the start of the run; NULL when state_size is 0) */
     const struct sqz_stage *joint;      /* the stage a link joined this one with, or NULL */
     const struct sqz_keep_float *keep;  /* o->keep_float, parsed once for the run */
+    bool changed;                       /* set by a model_step that changed stored tensors without
+                                           `reshapes` being true of its pass: the loop after it
+                                           calibrates on a fresh session */
 } sqz_pass_ctx;
 
 typedef struct sqz_pass {
@@ -347,6 +352,9 @@ typedef struct sqz_pass {
      * (distributed calibration, docs/distributed.md): it changes no other layer. NULL: no. */
     bool (*partitions)(const void *args);
     sqz_status (*model_step)(sqz_pass_ctx *c, const void *args);
+    /* Whether model_step runs for these args (a stage whose step does not run may share the block
+     * loop of the stage before it). NULL: always, when model_step is set. */
+    bool (*steps)(const void *args);
     sqz_status (*run_block)(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args);
     /* Frees what the run left in the state (also after a failure). May be NULL. */
     void (*fini)(void *state);
