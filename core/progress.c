@@ -20,8 +20,15 @@ struct sqz_progress {
     char unit[16];
     int64_t total, done;
     double t0, last;
+    double r0;   /* the rate is measured from r0: a count that goes back (a second phase reusing the
+                    callback, as auto's second scan) starts it again */
     int form;
 };
+
+/* Units per second since the count last started again. */
+static double rate_of(const sqz_progress *p, double t) {
+    return t > p->r0 ? (double)p->done / (t - p->r0) : 0;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -61,7 +68,7 @@ static void print_start(const sqz_progress *p) {
  * at the end "... done, 60/60 blocks in 150.2 s", or "... stopped at 12/60 blocks after 30.1 s"
  * when the work ended short of its total (an error, which is reported on its own line). */
 static void print_line(const sqz_progress *p, double t, bool end) {
-    const double el = t - p->t0, rate = el > 0 ? (double)p->done / el : 0;
+    const double el = t - p->t0, rate = rate_of(p, t);
     const bool mb = strcmp(p->unit, "B") == 0;
     char am[96];
     amount(p, am, sizeof am);
@@ -84,7 +91,7 @@ sqz_progress *sqz_progress_start_mode(const char *label, int64_t total, const ch
     snprintf(p->label, sizeof p->label, "%s", label);
     snprintf(p->unit, sizeof p->unit, "%s", unit ? unit : "");
     p->total = total;
-    p->t0 = p->last = now_s();
+    p->t0 = p->last = p->r0 = now_s();
     p->form = form_of(mode);
     if (p->form == FORM_LINES) print_start(p);
     return p;
@@ -95,7 +102,7 @@ sqz_progress *sqz_progress_start(const char *label, int64_t total, const char *u
 }
 
 static void draw(sqz_progress *p, double t) {
-    double el = t - p->t0, rate = el > 0 ? (double)p->done / el : 0;
+    double rate = rate_of(p, t);
     double pct = p->total > 0 ? 100.0 * (double)p->done / (double)p->total : 0;
     double eta = rate > 0 && p->total > p->done ? (double)(p->total - p->done) / rate : 0;
     if (strcmp(p->unit, "B") == 0) {
@@ -110,9 +117,10 @@ static void draw(sqz_progress *p, double t) {
 
 void sqz_progress_update(sqz_progress *p, int64_t done) {
     if (!p) return;
+    double t = now_s();
+    if (done < p->done) p->r0 = t; /* counting again from the start: the rate too */
     p->done = done;
     if (p->form == FORM_OFF) return;
-    double t = now_s();
     if (t - p->last < (p->form == FORM_LINES ? LINE_INTERVAL_S : 0.1)) return;
     p->last = t;
     if (p->form == FORM_LINES) print_line(p, t, false);
