@@ -187,9 +187,22 @@ static sqz_status apply(sqz_model *m, const sqz_compress_spec *sp, const sqz__qa
     return SQZ_OK;
 }
 
+/* The trial's progress through the run's callback, in windows run through the whole model: the
+ * reference and every plan, each over the same windows. */
+typedef struct trial_progress {
+    const sqz_compress_opts *o;
+    int64_t ctx, done, total; /* windows before the current run, all of them */
+} trial_progress;
+
+static void trial_cb(void *user, int64_t tokens, int64_t total) {
+    (void)total;
+    const trial_progress *t = user;
+    t->o->progress(t->o->progress_user, t->done + tokens / t->ctx, t->total);
+}
+
 /* Mean KLD of the model as it stands against the saved base logits (or, with save, saves them). */
 static sqz_status run_eval(sqz_pass_ctx *pc, const int32_t *ids, int64_t n, int64_t ctx, const char *path, bool save,
-                           double *kld) {
+                           trial_progress *tp, double *kld) {
     sqz_session_opts so = *pc->session_opts;
     so.max_tokens = ctx;
     so.weights = SQZ_WEIGHTS_STREAM; /* the compressor streams: no f32 copy of the whole model */
@@ -200,12 +213,17 @@ static sqz_status run_eval(sqz_pass_ctx *pc, const int32_t *ids, int64_t n, int6
     eo.save_base = save ? path : NULL;
     eo.save_base_scratch = save;
     eo.base_logits = save ? NULL : path;
+    if (pc->o->progress) {
+        eo.progress = trial_cb;
+        eo.progress_user = tp;
+    }
     sqz_eval_result r;
     memset(&r, 0, sizeof r);
     sqz_status st = sqz_eval_perplexity(s, ids, n, &eo, &r);
     if (st == SQZ_OK && !save) *kld = r.kld_mean;
     sqz_eval_result_free(&r);
     sqz_session_free(s);
+    tp->done += n / ctx;
     return st;
 }
 
@@ -247,11 +265,12 @@ sqz_status sqz__qplan_trial(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const
     int slot = -1;
     char *path = NULL;
     sqz_status st = !ids || !sv ? SQZ_ERR_NOMEM : base_path(&path, &slot);
-    if (st == SQZ_OK) st = run_eval(pc, ids, n_ids, pc->w->ctx, path, true, NULL);
+    trial_progress tp = {pc->o, pc->w->ctx, 0, (int64_t)(n + 1) * (n_ids / pc->w->ctx)};
+    if (st == SQZ_OK) st = run_eval(pc, ids, n_ids, pc->w->ctx, path, true, &tp, NULL);
     for (int i = 0; i < n && st == SQZ_OK; i++) {
         int64_t n_sv = 0;
         st = apply(pc->m, sp, ms, plans[i], sv, &n_sv);
-        if (st == SQZ_OK) st = run_eval(pc, ids, n_ids, pc->w->ctx, path, false, &kld[i]);
+        if (st == SQZ_OK) st = run_eval(pc, ids, n_ids, pc->w->ctx, path, false, &tp, &kld[i]);
         restore(sv, n_sv);
     }
     if (path) {
