@@ -238,6 +238,40 @@ AVX2 float sqz__qdot1_iq4_xs_avx2(const void *vx, const float *x, const float *x
     return hsum(acc);
 }
 
+/* IQ3_S: each sub-block of 32 is 8 codewords of 4 odd magnitudes from the 512-entry grid (index:
+ * a qs byte and bit k of qh[sub-block]) with one sign bit a weight; w = db * level * sign, db =
+ * d (1 + 2 s) formed as the dequantizer forms it. The 8 codewords are gathered as 32 level bytes,
+ * the sign bits spread to one byte each (byte j takes sign byte j / 8, tested against bit j % 8)
+ * and applied with a byte sign. */
+AVX2 float sqz__qdot1_iq3_s_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_iq3_s *b = vx;
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0);
+    const __m256i one = _mm256_set1_epi8(1);
+    const uint32_t *grid = sqz__iq3s_grid;
+    __m256 acc[4] = ACC0;
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++) {
+        const float d = H2F(b[i].d);
+        for (int ib = 0; ib < SQZ_QK_K / 32; ib++, x += 32) {
+            const uint8_t *qs = b[i].qs + 8 * ib;
+            const int qh = b[i].qh[ib];
+            const __m256i lv = _mm256_set_epi32(
+                (int)grid[qs[7] | ((qh << 1) & 256)], (int)grid[qs[6] | ((qh << 2) & 256)],
+                (int)grid[qs[5] | ((qh << 3) & 256)], (int)grid[qs[4] | ((qh << 4) & 256)],
+                (int)grid[qs[3] | ((qh << 5) & 256)], (int)grid[qs[2] | ((qh << 6) & 256)],
+                (int)grid[qs[1] | ((qh << 7) & 256)], (int)grid[qs[0] | ((qh << 8) & 256)]);
+            int32_t sg;
+            memcpy(&sg, b[i].signs + 4 * ib, 4);
+            const __m256i set = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(sg), spread), bits);
+            const __m256i q = _mm256_sign_epi8(lv, _mm256_or_si256(_mm256_cmpeq_epi8(set, bits), one));
+            const __m256 db = _mm256_set1_ps(d * (1 + 2 * ((b[i].scales[ib / 2] >> 4 * (ib % 2)) & 0xf)));
+            fma32_i8(q, db, db, x, acc);
+        }
+    }
+    return hsum(acc);
+}
+
 /* Q5_K: Q4_K's nibbles plus 16 where bit 2j (low nibbles) or 2j + 1 (high) of qh[l] is set. */
 AVX2 float sqz__qdot1_q5_K_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
     (void)xs;

@@ -125,6 +125,7 @@ float sqz__qdot1_q3_K_avx2(const void *row, const float *x, const float *xs, int
 float sqz__qdot1_q5_K_avx2(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq4_nl_avx2(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq4_xs_avx2(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_iq3_s_avx2(const void *row, const float *x, const float *xs, int64_t k); /* also on AVX-512 */
 float sqz__qdot1_q8_0_avx512(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_q4_0_avx512(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_q4_1_avx512(const void *row, const float *x, const float *xs, int64_t k);
