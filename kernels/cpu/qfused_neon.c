@@ -4,7 +4,7 @@
  * values never stored. The math is qfused_avx512.c's, on 4-lane vectors:
  *
  * Where a block or sub-block of 32 has one scale (Q8_0, Q4_0/1, Q5_0/1, Q4_K, Q5_K, IQ4_NL,
- * IQ4_XS), the scale and the minimum are factored out: sum w x = d (sum q x) + m (sum x), the
+ * IQ4_XS, IQ3_S), the scale and the minimum are factored out: sum w x = d (sum q x) + m (sum x), the
  * codes widened to floats (vmovl, vcvtq) and multiplied into a per-block sum that is scaled once,
  * the sums of x (xs) formed once per product for every row. That is the dot product of the
  * scalar dequantizer's weights up to float rounding (another order and grouping of the same
@@ -342,6 +342,39 @@ float sqz__qdot1_iq4_xs_neon(const void *vx, const float *x, const float *xs, in
         for (int ib = 0; ib < SQZ_QK_K / 32; ib++, x += 32) {
             const int ls = ((b[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b[i].scales_h >> 2 * ib) & 3) << 4);
             a[ib & 1] = vfmaq_n_f32(a[ib & 1], t32_iq4(b[i].qs + 16 * ib, lut, x), d * (float)(ls - 32));
+        }
+    }
+    return vaddvq_f32(vaddq_f32(a[0], a[1]));
+}
+
+/* IQ3_S: per sub-block of 32, 8 codewords of 4 odd magnitudes from the 512-entry grid (index: a
+ * qs byte and bit k of qh[sub-block]) and a sign bit a weight: sum (level * sign) x, then times
+ * db = d (1 + 2 s). */
+INLINE int8x16_t iq3s_16(const uint8_t *qs, int qh, int k0, const uint8_t *signs) {
+    const uint32_t g[4] = {sqz__iq3s_grid[qs[0] | ((qh << (8 - k0)) & 256)],
+                           sqz__iq3s_grid[qs[1] | ((qh << (7 - k0)) & 256)],
+                           sqz__iq3s_grid[qs[2] | ((qh << (6 - k0)) & 256)],
+                           sqz__iq3s_grid[qs[3] | ((qh << (5 - k0)) & 256)]};
+    const int8x16_t lv = vreinterpretq_s8_u32(vld1q_u32(g));
+    static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t sg = vcombine_u8(vdup_n_u8(signs[0]), vdup_n_u8(signs[1]));
+    const uint8x16_t neg = vtstq_u8(sg, vld1q_u8(bit));
+    return vbslq_s8(neg, vnegq_s8(lv), lv);
+}
+
+float sqz__qdot1_iq3_s_neon(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_iq3_s *b = vx;
+    float32x4_t a[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
+    for (int64_t i = 0; i < k / SQZ_QK_K; i++) {
+        const float d = h2f(b[i].d);
+        for (int ib = 0; ib < SQZ_QK_K / 32; ib++, x += 32) {
+            const uint8_t *qs = b[i].qs + 8 * ib, *sg = b[i].signs + 4 * ib;
+            const int qh = b[i].qh[ib];
+            const float32x4_t t = vaddq_f32(dot16_s8(iq3s_16(qs, qh, 0, sg), x),
+                                            dot16_s8(iq3s_16(qs + 4, qh, 4, sg + 2), x + 16));
+            const float db = d * (1 + 2 * ((b[i].scales[ib / 2] >> 4 * (ib % 2)) & 0xf));
+            a[ib & 1] = vfmaq_n_f32(a[ib & 1], t, db);
         }
     }
     return vaddvq_f32(vaddq_f32(a[0], a[1]));

@@ -65,8 +65,8 @@ static const qmm_row qmm_rows[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_Q5_K] = FUSED_ONLY(sqz__qdot1_q5_K_avx2, sqz__qdot1_q5_K_avx512, sqz__qdot1_q5_K_neon),
     [SQZ_DTYPE_Q6_K] = ROW_X86_FUSED512(sqz__dequant_q6_K_avx2, sqz__qdot1_q6_K_avx2, sqz__qdot1_q6_K_avx512,
                                         sqz__qdot1_q6_K_neon),
-    /* IQ3_S: the AVX2 kernel on AVX-512 machines too; NEON: the tiled dot */
-    [SQZ_DTYPE_IQ3_S] = FUSED_ONLY(sqz__qdot1_iq3_s_avx2, sqz__qdot1_iq3_s_avx2, NULL),
+    /* IQ3_S: the AVX2 kernel on AVX-512 machines too */
+    [SQZ_DTYPE_IQ3_S] = FUSED_ONLY(sqz__qdot1_iq3_s_avx2, sqz__qdot1_iq3_s_avx2, sqz__qdot1_iq3_s_neon),
     /* F32, Q2_K, Q3_K, Q5_K, Q8_K, IQ4_XS: the scalar dequantizer; every NEON dequantizer: the scalar one */
 };
 

@@ -153,6 +153,7 @@ float sqz__qdot1_q2_K_neon(const void *row, const float *x, const float *xs, int
 float sqz__qdot1_q3_K_neon(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq4_nl_neon(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq4_xs_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_iq3_s_neon(const void *row, const float *x, const float *xs, int64_t k);
 #endif
 
 #endif

@@ -4,7 +4,7 @@
 #   - the NEON dot product (kernels/cpu/qdot.c) must equal a double sum within float summation
 #     error on lengths 0..1100 with unaligned starts (the scalar variant too);
 #   - every NEON fused one-token kernel (kernels/cpu/qfused_neon.c: Q8_0, Q4_0/1, Q5_0/1, IQ4_NL,
-#     Q2_K..Q6_K, IQ4_XS) must equal the double dot product of core's scalar dequantizer's weights
+#     Q2_K..Q6_K, IQ4_XS, IQ3_S) must equal the double dot product of core's scalar dequantizer's weights
 #     within 1e-5 of sum |w x|, on random blocks with finite fp16 scales (zero, subnormal .. 40),
 #     k from one block to 10240, called directly and through sqz__qmatmul (qmatmul.c's table must
 #     give it for NEON, the best instruction set there; two tokens take the tiled NEON dot). Only
@@ -37,7 +37,7 @@ blas=$(pkg-config --cflags openblas 2> /dev/null) || { echo "FAIL: pkg-config fi
     "${cc[@]}" -D_DEFAULT_SOURCE $blas "$src/kernels/cpu/qdot.c" "$src/kernels/cpu/qmatmul.c" \
         "$src/kernels/cpu/pool.c" "$src/core/dtype.c" "$src/core/status.c" "$src/core/dequant.c" \
         "$src/core/dequant_more.c" "$src/core/dequant_iq3.c" "$src/core/fp16.c" \
-        "$src"/quant/gguf/{quant_ref,kquant,kquant_search,iq4}.c \
+        "$src"/quant/gguf/{quant_ref,kquant,kquant_search,iq4,iq3}.c \
         "$src/tests/unit/qdot_main.c" "$src/tests/unit/qdot_stubs.c" "$tmp/qfused_neon.o" -lm -lpthread \
         -o "$tmp/qdot" || { echo "FAIL: cross-build"; exit 1; }
 for f in "$src"/kernels/cpu/*.c; do # as CMakeLists.txt compiles them: -D_DEFAULT_SOURCE
@@ -51,8 +51,8 @@ out=$(qemu-aarch64 -L "$sysroot" "$tmp/qdot" "${real[@]}") || { echo "FAIL: $out
 echo "$out"
 echo "$out" | grep -q "^neon: ok$" || { echo "FAIL: the NEON variant was not compiled in"; exit 1; }
 n=$(echo "$out" | grep -c "neon fused: ok (k = ")
-[ "$n" -eq 12 ] || { echo "FAIL: $n of the 12 NEON fused kernels checked"; exit 1; }
+[ "$n" -eq 13 ] || { echo "FAIL: $n of the 13 NEON fused kernels checked"; exit 1; }
 n=$(echo "$out" | grep -c "neon fused: ok on stories260K")
-[ ${#real[@]} -eq 0 ] || [ "$n" -eq 12 ] || { echo "FAIL: $n of the 12 NEON fused kernels on real weights"; exit 1; }
-echo "ok: NEON dot product and 12 fused kernels (random blocks${real:+, stories260K}) under qemu-aarch64;" \
+[ ${#real[@]} -eq 0 ] || [ "$n" -eq 13 ] || { echo "FAIL: $n of the 13 NEON fused kernels on real weights"; exit 1; }
+echo "ok: NEON dot product and 13 fused kernels (random blocks${real:+, stories260K}) under qemu-aarch64;" \
     "kernels/cpu/*.c compile for aarch64"

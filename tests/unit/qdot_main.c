@@ -78,6 +78,7 @@ static const fused_case fused_cases[] = {
     CASE(q2_K, Q2_K, SQZ_QK_K, OFF(q2_K, d), OFF(q2_K, dmin)),
     CASE(q3_K, Q3_K, SQZ_QK_K, OFF(q3_K, d), -1),
     CASE(iq4_xs, IQ4_XS, SQZ_QK_K, OFF(iq4_xs, d), -1),
+    CASE(iq3_s, IQ3_S, SQZ_QK_K, OFF(iq3_s, d), -1),
 };
 
 static uint8_t rndb(void) { return (uint8_t)((rndf() + 1.0f) * 128.0f); }
