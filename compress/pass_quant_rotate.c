@@ -81,7 +81,7 @@ sqz_status sqz__quant_auto_try_rotate(sqz_pass_ctx *pc, sqz_compress_spec *sp, s
         char why[160];
         snprintf(why, sizeof why, "%s", sqz_last_error());
         sqz_clear_error();
-        snprintf(b, cap, "rotation not tried (%s); %s", why, note0);
+        snprintf(b, cap, "rotation not tried (%.80s); %.400s", why, note0); /* the note holds 512 */
         *plan = s0.plan;
         return SQZ_OK;
     }
@@ -116,7 +116,7 @@ sqz_status sqz__quant_auto_try_rotate(sqz_pass_ctx *pc, sqz_compress_spec *sp, s
         sqz__qplan_free(s1.plan);
         *plan = s0.plan;
     }
-    snprintf(b, cap, "rotation trial: as it stands KLD %.5f, rotated (--rotate all, %.1f s) KLD %.5f: kept %s; %s",
+    snprintf(b, cap, "rotation trial: as it stands KLD %.5f, rotated (--rotate all, %.1f s) KLD %.5f: kept %s; %.400s",
              k0, t_rot, k1, *rotated ? "rotated" : "as it stands", *rotated ? note1 : note0);
     return SQZ_OK;
 }

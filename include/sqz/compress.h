@@ -161,7 +161,7 @@ typedef struct sqz_stage_report {
     char pass[24];             /* the pass's name */
     char spec[256];            /* its SPEC as given */
     double seconds;            /* its whole-model step and its share of the block loop */
-    char note[256];            /* what the stage did, in words ("removed blocks 2 (5 -> 4)") */
+    char note[512];            /* what the stage did, in words ("removed blocks 2 (5 -> 4)") */
 } sqz_stage_report;
 
 SQZ_API void sqz_compress_report_free(sqz_compress_report *r);

@@ -8,7 +8,7 @@
 #     plain auto:bpw=X (the rotation was undone exactly); a rotated file holds an untied
 #     output.weight and its plan's bytes stay within the unrotated model's budget; try-rotate
 #     on a fixed format is a usage error (exit 2) naming the way out.
-#   smollm2 (labelled heavy): SmolLM2-135M (its Q4_1 GGUF) at 5 bits per parameter, 16 x 512
+#   smollm2 (labelled heavy): SmolLM2-135M (its Q4_1 GGUF) at 5 bits per parameter, 8 x 256
 #     calibration tokens: the same checks, and the kept file evaluates against the source (sqz
 #     eval, 4 chunks of 512) to a finite KLD, printed.
 set -u
@@ -77,7 +77,7 @@ basic)
   ;;
 smollm2)
   [ -e "$smol" ] || { echo "skipping: $smol not found"; exit 77; }
-  run "$smol" smol 5 16 512
+  run "$smol" smol 5 8 256
   "$sqz" eval "$tmp/smol_try.gguf" --base "$smol" --text "$wiki" --ctx 512 --chunks 4 --json "$tmp/e.json" \
     > /dev/null 2>&1
   kld=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["kld_mean"])' "$tmp/e.json" 2> /dev/null)
