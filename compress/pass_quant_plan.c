@@ -149,16 +149,37 @@ double sqz__qplan_bytes(const sqz_model *m, const sqz_compress_spec *sp, const s
     return b;
 }
 
+/* The type `steps` rungs below the mix's for the token embedding or output (role), on the ladder
+ * of its width (K-quants where 256 divides it, else the blocks of 32), its last rung at most;
+ * SQZ_DTYPE_COUNT when the model has no such matrix or the mix's type is not on the ladder. */
+static sqz_dtype head_type(const sqz_model *m, const sqz_compress_spec *sp, sqz_role role, int steps) {
+    static const sqz_dtype k_ladder[] = {SQZ_DTYPE_Q8_0, SQZ_DTYPE_Q6_K, SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q4_K, SQZ_DTYPE_Q3_K};
+    static const sqz_dtype b_ladder[] = {SQZ_DTYPE_Q8_0, SQZ_DTYPE_Q5_1, SQZ_DTYPE_Q5_0, SQZ_DTYPE_Q4_1, SQZ_DTYPE_Q4_0};
+    const sqz_tensor *t = sqz_model_get(m, role, -1, SQZ_PARAM_WEIGHT);
+    if (!t || t->ndim != 2 || !sp->mix) return SQZ_DTYPE_COUNT;
+    const sqz_dtype d = sqz_qmix_type(sp->mix, m, t, sp->method->needs != 0);
+    const sqz_dtype *ladder = t->shape[1] % 256 ? b_ladder : k_ladder;
+    int at = -1;
+    for (int i = 0; i < 5; i++)
+        if (ladder[i] == d) at = i;
+    return at < 0 ? SQZ_DTYPE_COUNT : ladder[at + steps < 5 ? at + steps : 4];
+}
+
 /* The greedy plan over the measured matrices (their bytes are the budget left by the rest),
- * without the candidates of format `skip` (SQZ_QFMT_COUNT: none skipped). */
+ * without the candidates of format `skip` (SQZ_QFMT_COUNT: none skipped), the token embedding and
+ * output `head` rungs below the mix's types (0: the mix's; head_type). */
 static sqz_status greedy_plan(const sqz_model *m, const sqz_compress_spec *sp, const collector *c, int64_t nt,
-                              double target, sqz_qformat skip, sqz_qplan **out) {
+                              double target, sqz_qformat skip, int head, sqz_qplan **out) {
     sqz_qplan *p = sqz__qplan_new(m->hp.n_layers);
     sqz_qauto_tensor *t = sqz__malloc((size_t)(nt > 0 ? nt : 1) * sizeof *t);
     if (!p || !t) {
         sqz__qplan_free(p);
         free(t);
         return SQZ_ERR_NOMEM;
+    }
+    if (head > 0) {
+        p->embd = head_type(m, sp, SQZ_ROLE_TOKEN_EMBD, head);
+        p->out = head_type(m, sp, SQZ_ROLE_OUTPUT, head);
     }
     double fixed = sqz__qplan_bytes(m, sp, p), used = 0; /* the planned matrices as they are, then out */
     for (int64_t i = 0; i < nt; i++) {
@@ -178,7 +199,12 @@ static sqz_status greedy_plan(const sqz_model *m, const sqz_compress_spec *sp, c
         if (c->have[i] && t[i].chosen >= 0)
             p->type[(i / N_LIN) * SQZ_ROLE_COUNT + linear_roles[i % N_LIN]] = sqz_qformat_dtype(t[i].fmt[t[i].chosen]);
     free(t);
-    snprintf(p->label, sizeof p->label, skip == SQZ_QFMT_COUNT ? "greedy" : "greedy-no-%s", sqz_qformat_name(skip));
+    if (head > 0)
+        snprintf(p->label, sizeof p->label, "greedy-head-%s",
+                 sqz_dtype_name(p->embd != SQZ_DTYPE_COUNT ? p->embd : p->out));
+    else
+        snprintf(p->label, sizeof p->label, skip == SQZ_QFMT_COUNT ? "greedy" : "greedy-no-%s",
+                 sqz_qformat_name(skip));
     p->bytes_target = target;
     p->bytes_planned = sqz__qplan_bytes(m, sp, p);
     if (st != SQZ_OK) {
@@ -210,9 +236,14 @@ static void note_plan(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz_q
         if (p->type[i] != SQZ_DTYPE_COUNT) counts[p->type[i]]++;
     char *b = pc->stage->note;
     const size_t cap = sizeof pc->stage->note;
-    size_t k = (size_t)snprintf(b, cap, "auto: %.3f bpw asked, %.3f planned (%.0f bytes of %.0f), %s:", sp->auto_bpw,
-                                8.0 * p->bytes_planned / auto_params(sp, m), p->bytes_planned,
-                                p->bytes_target, p->label);
+    /* over the size asked only when every matrix already has the smallest type that fits its width: say so */
+    const bool over = p->bytes_planned > p->bytes_target + 0.5;
+    size_t k = (size_t)snprintf(b, cap, "auto: %.3f bpw asked, %.3f planned (%.0f bytes of %.0f%s), %s:", sp->auto_bpw,
+                                8.0 * p->bytes_planned / auto_params(sp, m), p->bytes_planned, p->bytes_target,
+                                over ? ": OVER the size asked, the smallest types that fit every width (the "
+                                       "embedding and output at q4_k_m's types)"
+                                     : "",
+                                p->label);
     for (int d = 0; d < SQZ_DTYPE_COUNT && k < cap; d++)
         if (counts[d]) k += (size_t)snprintf(b + k, cap - k, " %d %s", counts[d], sqz_dtype_name((sqz_dtype)d));
     for (int i = 0; i < n_cand && k < cap; i++)
@@ -220,26 +251,41 @@ static void note_plan(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz_q
                               kld[i]);
 }
 
-/* The candidates: the greedy plan, the greedy plan without Q2_K (the proxy favours it where it
- * hurts most; on SmolLM2 at Q4_K_M's size leaving it out measured 0.0165 against 0.0213), and
- * the largest mix that fits, upgraded. Duplicates are dropped; with two or more left, the trial
- * decides. *n gets their number; the greedy plan is first. */
-enum { N_CAND = 3 };
-static sqz_status candidates(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const collector *c,
-                             const sqz__qauto_measured *ms, double target, sqz_qplan **cand, int *n) {
-    *n = 0;
-    const int64_t nt = (int64_t)ms->n_layers * N_LIN;
-    SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_COUNT, &cand[(*n)++]));
-    sqz_qplan *p = NULL;
-    SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_Q2_K, &p));
-    if (same_plan(p, cand[0])) sqz__qplan_free(p);
-    else cand[(*n)++] = p;
-    p = NULL;
-    SQZ_TRY(sqz__qplan_anchor(pc->m, sp, ms, target, &p));
+/* Adds p to the candidates unless it is NULL or one of them already. */
+static void add_candidate(sqz_qplan *p, sqz_qplan **cand, int *n) {
     bool dup = !p;
     for (int i = 0; p && i < *n; i++) dup = dup || same_plan(p, cand[i]);
     if (dup) sqz__qplan_free(p);
     else cand[(*n)++] = p;
+}
+
+/* The candidates: the greedy plan; the greedy plan without Q2_K (the proxy favours it where it
+ * hurts most; on SmolLM2 at Q4_K_M's size leaving it out measured 0.0165 against 0.0213); the
+ * largest mix that fits, upgraded; and the greedy plan with the token embedding and output one
+ * and two rungs below q4_k_m's types (the proxy does not see them, and where they are a large
+ * part of the model, SmolLM2's tied 28 M of 135 M in Q8_0, their bytes may do more in the
+ * blocks). Duplicates are dropped; with two or more left, the trial decides. *n gets their
+ * number; the greedy plan is first. */
+enum { N_CAND = 5 };
+static sqz_status candidates(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const collector *c,
+                             const sqz__qauto_measured *ms, double target, sqz_qplan **cand, int *n) {
+    *n = 0;
+    const int64_t nt = (int64_t)ms->n_layers * N_LIN;
+    SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_COUNT, 0, &cand[(*n)++]));
+    sqz_qplan *p = NULL;
+    SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_Q2_K, 0, &p));
+    add_candidate(p, cand, n);
+    p = NULL;
+    SQZ_TRY(sqz__qplan_anchor(pc->m, sp, ms, target, &p));
+    add_candidate(p, cand, n);
+    for (int head = 1; head <= 2; head++) {
+        if (head_type(pc->m, sp, SQZ_ROLE_TOKEN_EMBD, head) == SQZ_DTYPE_COUNT &&
+            head_type(pc->m, sp, SQZ_ROLE_OUTPUT, head) == SQZ_DTYPE_COUNT)
+            break;
+        p = NULL;
+        SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_COUNT, head, &p));
+        add_candidate(p, cand, n);
+    }
     return SQZ_OK;
 }
 
@@ -259,7 +305,7 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp, double 
     const double target = sp->auto_bpw * auto_params(sp, m) / 8.0;
     const sqz__qauto_measured ms = {c.t, c.x2, c.have, linear_roles, N_LIN, (int32_t)nl};
     sqz_qplan *cand[N_CAND] = {NULL};
-    double kld[N_CAND] = {NAN, NAN, NAN};
+    double kld[N_CAND] = {NAN, NAN, NAN, NAN, NAN};
     int n_cand = 0;
     if (st == SQZ_OK) st = candidates(pc, sp, &c, &ms, target, cand, &n_cand);
     /* the trial picks between plans; try-rotate (kld_out) compares its KLD across models, so one plan is

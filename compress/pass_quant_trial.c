@@ -48,7 +48,7 @@ static sqz_qplan *mix_plan(const sqz_model *m, const sqz_compress_spec *sp, cons
     return p;
 }
 
-/* Index of dtype d among t's measured candidates, -1 if it was not measured (Q4_1, Q5_1, F16). */
+/* Index of dtype d among t's measured candidates, -1 if it was not measured (F16, or a width it does not fit). */
 static int measured_index(const sqz_qauto_tensor *t, sqz_dtype d) {
     for (int j = 0; j < t->n; j++)
         if (sqz_qformat_dtype(t->fmt[j]) == d) return j;

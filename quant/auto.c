@@ -21,10 +21,13 @@
 
 /* The candidate types, a row each: every GGUF type sqz writes that llama.cpp runs, from 2.6 to
  * 8.5 bits; those whose block does not divide a tensor's width are skipped for it. IQ3_S has
- * Q3_K's size (110 bytes per 256): the one with the lower error of the two is on the hull. */
+ * Q3_K's size (110 bytes per 256): the one with the lower error of the two is on the hull.
+ * Q4_1 (5.0) and Q5_1 (6.0) fill the steps between Q4_0/IQ4_NL (4.5), Q5_0 (5.5) and Q8_0 (8.5)
+ * for the widths that hold only blocks of 32 (SmolLM2's 576, Qwen2.5-0.5B's 896), and are
+ * lossless for weights that already sit on their grid. */
 static const sqz_qformat candidates[SQZ_QAUTO_MAX_CAND] = {
-    SQZ_QFMT_Q2_K, SQZ_QFMT_Q3_K, SQZ_QFMT_IQ3_S, SQZ_QFMT_IQ4_XS, SQZ_QFMT_Q4_0, SQZ_QFMT_IQ4_NL,
-    SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_0, SQZ_QFMT_Q5_K,  SQZ_QFMT_Q6_K,   SQZ_QFMT_Q8_0,
+    SQZ_QFMT_Q2_K, SQZ_QFMT_Q3_K, SQZ_QFMT_IQ3_S, SQZ_QFMT_IQ4_XS, SQZ_QFMT_Q4_0, SQZ_QFMT_IQ4_NL, SQZ_QFMT_Q4_K,
+    SQZ_QFMT_Q4_1, SQZ_QFMT_Q5_0, SQZ_QFMT_Q5_K, SQZ_QFMT_Q5_1,   SQZ_QFMT_Q6_K,  SQZ_QFMT_Q8_0,
 };
 
 int sqz_qauto_candidates(const sqz_qformat **out) {

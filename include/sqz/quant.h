@@ -426,7 +426,7 @@ SQZ_API sqz_qformat sqz_qmix_base(const sqz_qmix *mix);
 SQZ_API sqz_dtype sqz_qmix_type(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix);
 
 /* ---- mixed precision to a size budget (quant/auto.c, `--quant auto:bpw=X`) ---- */
-#define SQZ_QAUTO_MAX_CAND 11
+#define SQZ_QAUTO_MAX_CAND 13
 typedef struct sqz_qauto_tensor {
     int n;                               /* candidates that fit this tensor's width */
     sqz_qformat fmt[SQZ_QAUTO_MAX_CAND];
@@ -435,7 +435,7 @@ typedef struct sqz_qauto_tensor {
     int chosen;                          /* set by sqz_qauto_solve: index into fmt, -1 if none */
 } sqz_qauto_tensor;
 
-/* The candidate types (Q2_K, Q3_K, IQ3_S, IQ4_XS, Q4_0, IQ4_NL, Q4_K, Q5_0, Q5_K, Q6_K, Q8_0);
+/* The candidate types (Q2_K, Q3_K, IQ3_S, IQ4_XS, Q4_0, IQ4_NL, Q4_K, Q4_1, Q5_0, Q5_K, Q5_1, Q6_K, Q8_0);
  * returns their number. */
 SQZ_API int sqz_qauto_candidates(const sqz_qformat **out);
 /* The sensitivity of W (n_out, n_in) to every candidate that fits: each quantized (with E[x^2]

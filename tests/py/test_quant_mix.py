@@ -117,7 +117,8 @@ if os.path.isfile(calib):
             if abs(got - bpw) > 0.01 * bpw or not note.startswith("auto:"):
                 failures.append(f"auto:bpw={bpw}: {got:.4f} bits per parameter ({note})")
             types = {t.tensor_type.name for t in gguf.GGUFReader(out).tensors if len(t.shape) == 2}
-            if not types <= {"Q2_K", "Q3_K", "Q4_0", "Q4_K", "Q5_0", "Q5_K", "Q6_K", "Q8_0"}:
+            if not types <= {"Q2_K", "Q3_K", "IQ3_S", "IQ4_XS", "Q4_0", "IQ4_NL", "Q4_K", "Q4_1", "Q5_0", "Q5_K",
+                              "Q5_1", "Q6_K", "Q8_0"}:  # auto's candidates (quant/auto.c)
                 failures.append(f"auto:bpw={bpw}: types {sorted(types)}")
 
 # at exactly q4_k_m's size, the trial measures the greedy plan against q4_k_m itself (nothing left
@@ -146,7 +147,7 @@ if os.path.isfile(calib):
                 a = json.load(open(rep))
                 note = a["stages"][0]["note"]
                 chosen = re.search(r"planned \([^)]*\), (\S+):", note)
-                trial = dict(re.findall(r"(greedy(?:-no-\w+)?|q\w+\+) KLD ([0-9.]+)", note))
+                trial = dict(re.findall(r"(greedy(?:-[\w-]+)?|q\w+\+) KLD ([0-9.]+)", note))
                 checked += 1
                 if not chosen or not {"greedy", "q4_k_m+"} <= set(trial):
                     failures.append(f"auto at q4_k_m's size: no trial of greedy against q4_k_m+ in '{note}'")
