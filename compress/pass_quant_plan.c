@@ -2,15 +2,16 @@
  * compress/pass_quant_plan.c - the plan of `--quant auto:bpw=X`: one calibration pass over the
  * model as it is (E[x^2] of every linear input, no recompute), the sensitivity of every
  * block matrix to every candidate type (quant/auto.c), and the allocation to the size budget.
- * The token embedding and the output take Q4_K_M's types (Q6_K / Q8_0, llama.cpp's choice)
- * and count as fixed bytes, as do norms and biases; the block matrices share the rest:
+ * The token embedding and the output take Q4_K_M's types (Q6_K / Q8_0, llama.cpp's choice), or
+ * one or two rungs below them in the "lighter heads" candidates, and count as fixed bytes, as do
+ * norms and biases; the block matrices share the rest:
  *   budget = bpw * parameters / 8 - fixed bytes.
  * The plan is made when the quant stage reaches block 0 and freed after the last block.
  *
  * The proxy (each matrix's own output error, nothing propagated) can misjudge: on SmolLM2 at
  * Q3_K_M's size its plan measured worse than llama.cpp's mix. So the plan is guarded: the
- * greedy plan without Q2_K and the largest llama.cpp mix that fits, upgraded with what is left
- * (quant_auto_trial.c), are candidates too, all are measured end to end (mean KLD on
+ * greedy plan without Q2_K, the largest llama.cpp mix that fits, upgraded with what is left
+ * (pass_quant_trial.c), and the greedy plan with lighter heads are candidates too, all are measured end to end (mean KLD on
  * calibration windows) and the best is kept: auto is never worse than the fixed mix of its
  * size on the calibration text.
  */
