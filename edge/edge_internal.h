@@ -28,6 +28,8 @@ enum {
 /* ---- kernels (edge/kernels.c): y = W x over every row of W ---- */
 /* W in a bundle dtype (edge/model.c checked its shape and sizes); x of w->cols floats. */
 void sqze__matvec(const sqze_w *w, const float *x, float *y);
+/* a . b over n floats, with the kernels' lanes (attention's scores) */
+float sqze__dot(const float *a, const float *b, uint32_t n);
 /* Row r of W as floats (embedding lookup). */
 void sqze__row_f32(const void *w, uint32_t dtype, uint32_t r, uint32_t k, float *out);
 float sqze__fp16_to_f32(uint16_t h);

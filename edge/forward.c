@@ -99,9 +99,7 @@ static void attention(sqze_model *m, const sqze_layer *L, uint32_t pos) {
         uint32_t g = h / group;
         for (uint32_t t = 0; t <= pos; t++) {
             const float *k = L->kcache + (size_t)t * kvd + (size_t)g * hd;
-            float s = 0.0f;
-            for (uint32_t i = 0; i < hd; i++) s += q[i] * k[i];
-            m->scores[t] = s;
+            m->scores[t] = sqze__dot(q, k, hd);
         }
         softmax(m->scores, pos + 1, scale);
         float *o = m->att + (size_t)h * hd;

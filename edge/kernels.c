@@ -3,7 +3,8 @@
  * integers are multiplied with the float activations and scaled once per block, so a q4_0
  * matrix is read as 4.5 bits per weight and never expanded. The instruction set is chosen
  * when compiling (the runtime is built for the device it ships to): NEON on aarch64, AVX2 +
- * FMA + F16C on x86-64 when SQZE_AVX2 is defined (edge/CMakeLists.txt), plain C otherwise.
+ * FMA + F16C on x86-64 when SQZE_AVX2 is defined (edge/CMakeLists.txt), with AVX-512F/BW for
+ * f32, f16, q8_0, q4_0 and q4_1 when SQZE_AVX512 is defined too, plain C otherwise.
  * Block layouts are GGML's: q8_0 = fp16 d + 32 int8 (x = d q); q4_0 = fp16 d + 16 bytes, low
  * nibbles elements 0..15, high nibbles 16..31 (x = d (q - 8)); q4_1 = fp16 d, fp16 m + 16 bytes
  * (x = d q + m).
@@ -14,8 +15,13 @@
 
 #if defined(SQZE_AVX2) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
-#define SQZE_KERNELS "avx2"
 #define USE_AVX2 1
+#if defined(SQZE_AVX512) && defined(__AVX512F__) && defined(__AVX512BW__)
+#define SQZE_KERNELS "avx512"
+#define USE_AVX512 1
+#else
+#define SQZE_KERNELS "avx2"
+#endif
 #elif defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
 #define SQZE_KERNELS "neon"
@@ -75,6 +81,15 @@ float sqze__expf(float x) {
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
+/* the fp16 at p as a float: F16C's conversion where the kernels are x86's (the same value) */
+static float h2f(const uint8_t *p) {
+#if USE_AVX2
+    return _cvtsh_ss(rd16(p));
+#else
+    return sqze__fp16_to_f32(rd16(p));
+#endif
+}
+
 /* ---- one row . x, per dtype ---- */
 
 #if USE_AVX2
@@ -127,7 +142,7 @@ static float dot_f16(const uint8_t *w, const float *x, uint32_t k) {
     }
     s = vaddvq_f32(a);
 #endif
-    for (; i < k; i++) s += sqze__fp16_to_f32(rd16(w + 2 * i)) * x[i];
+    for (; i < k; i++) s += h2f(w + 2 * i) * x[i];
     return s;
 }
 
@@ -141,7 +156,7 @@ static float dot_q8_0(const uint8_t *w, const float *x, uint32_t k) {
         t = _mm256_fmadd_ps(i8x8(_mm_srli_si128(q0, 8)), _mm256_loadu_ps(x + 8), t);
         t = _mm256_fmadd_ps(i8x8(q1), _mm256_loadu_ps(x + 16), t);
         t = _mm256_fmadd_ps(i8x8(_mm_srli_si128(q1, 8)), _mm256_loadu_ps(x + 24), t);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(sqze__fp16_to_f32(rd16(w))), t, acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w)), t, acc);
     }
     s = hsum(acc);
 #elif USE_NEON
@@ -157,7 +172,7 @@ static float dot_q8_0(const uint8_t *w, const float *x, uint32_t k) {
             t = vfmaq_f32(t, vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), vld1q_f32(xs + 8));
             t = vfmaq_f32(t, vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), vld1q_f32(xs + 12));
         }
-        acc = vfmaq_n_f32(acc, t, sqze__fp16_to_f32(rd16(w)));
+        acc = vfmaq_n_f32(acc, t, h2f(w));
     }
     s = vaddvq_f32(acc);
 #else
@@ -165,7 +180,7 @@ static float dot_q8_0(const uint8_t *w, const float *x, uint32_t k) {
         const int8_t *q = (const int8_t *)(w + 2);
         float t = 0.0f;
         for (int i = 0; i < 32; i++) t += (float)q[i] * x[i];
-        s += sqze__fp16_to_f32(rd16(w)) * t;
+        s += h2f(w) * t;
     }
 #endif
     return s;
@@ -188,9 +203,9 @@ static float dot_q4(const uint8_t *w, const float *x, uint32_t k, int with_min) 
         t = _mm256_fmadd_ps(i8x8(_mm_srli_si128(lo, 8)), x1, t);
         t = _mm256_fmadd_ps(i8x8(hi), x2, t);
         t = _mm256_fmadd_ps(i8x8(_mm_srli_si128(hi, 8)), x3, t);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(sqze__fp16_to_f32(rd16(w))), t, acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w)), t, acc);
         if (with_min)
-            accm = _mm256_fmadd_ps(_mm256_set1_ps(sqze__fp16_to_f32(rd16(w + 2))),
+            accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w + 2)),
                                    _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)), accm);
     }
     s = hsum(_mm256_add_ps(acc, accm));
@@ -213,8 +228,8 @@ static float dot_q4(const uint8_t *w, const float *x, uint32_t k, int with_min) 
             t = vfmaq_f32(t, vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), xd);
             sx = vaddq_f32(sx, vaddq_f32(vaddq_f32(xa, xb), vaddq_f32(xc, xd)));
         }
-        acc = vfmaq_n_f32(acc, t, sqze__fp16_to_f32(rd16(w)));
-        if (with_min) accm = vfmaq_n_f32(accm, sx, sqze__fp16_to_f32(rd16(w + 2)));
+        acc = vfmaq_n_f32(acc, t, h2f(w));
+        if (with_min) accm = vfmaq_n_f32(accm, sx, h2f(w + 2));
     }
     s = vaddvq_f32(vaddq_f32(acc, accm));
 #else
@@ -226,8 +241,8 @@ static float dot_q4(const uint8_t *w, const float *x, uint32_t k, int with_min) 
             t += (float)((q[i] & 0x0F) - o) * x[i] + (float)((q[i] >> 4) - o) * x[i + 16];
             sx += x[i] + x[i + 16];
         }
-        s += sqze__fp16_to_f32(rd16(w)) * t;
-        if (with_min) s += sqze__fp16_to_f32(rd16(w + 2)) * sx;
+        s += h2f(w) * t;
+        if (with_min) s += h2f(w + 2) * sx;
     }
 #endif
     return s;
@@ -302,6 +317,90 @@ static float dot_u4(const uint8_t *w, const float *x, uint32_t n, int z) {
     return s;
 }
 
+#if USE_AVX512
+/* The same products with 16 lanes: a block of 32 is two vectors. */
+static float dot_f32_512(const uint8_t *w, const float *x, uint32_t k) {
+    const float *r = (const float *)w;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    uint32_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(x + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(r + i + 16), _mm512_loadu_ps(x + i + 16), a1);
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    for (; i < k; i++) s += r[i] * x[i];
+    return s;
+}
+
+static float dot_f16_512(const uint8_t *w, const float *x, uint32_t k) {
+    __m512 a = _mm512_setzero_ps();
+    uint32_t i = 0;
+    for (; i + 16 <= k; i += 16)
+        a = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(w + 2 * i))),
+                            _mm512_loadu_ps(x + i), a);
+    float s = _mm512_reduce_add_ps(a);
+    for (; i < k; i++) s += h2f(w + 2 * i) * x[i];
+    return s;
+}
+
+static float dot_q8_0_512(const uint8_t *w, const float *x, uint32_t k) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    for (uint32_t b = 0; b < k / 32; b++, w += 34, x += 32) {
+        const __m128i q0 = _mm_loadu_si128((const __m128i *)(const void *)(w + 2));
+        const __m128i q1 = _mm_loadu_si128((const __m128i *)(const void *)(w + 18));
+        __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), _mm512_loadu_ps(x));
+        t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), _mm512_loadu_ps(x + 16), t);
+        if (b & 1) a1 = _mm512_fmadd_ps(_mm512_set1_ps(h2f(w)), t, a1);
+        else a0 = _mm512_fmadd_ps(_mm512_set1_ps(h2f(w)), t, a0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+/* q4_0 / q4_1 with the offset or minimum factored out: sum w x = d (sum q x) + c (sum x) with the
+ * codes q unsigned and c = -8 d (q4_0) or m (q4_1); xs[b] = the sum of x over block b. */
+static float dot_q4_512(const uint8_t *w, const float *x, const float *xs, uint32_t k, int with_min) {
+    const uint32_t bs = with_min ? 20 : 18, qo = with_min ? 4 : 2;
+    const __m512i m4 = _mm512_set1_epi32(15);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    float c = 0.0f;
+    for (uint32_t b = 0; b < k / 32; b++, w += bs, x += 32) {
+        const __m512i r = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(w + qo)));
+        __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(r, m4)), _mm512_loadu_ps(x));
+        t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(r, 4)), _mm512_loadu_ps(x + 16), t);
+        const float d = h2f(w);
+        if (b & 1) a1 = _mm512_fmadd_ps(_mm512_set1_ps(d), t, a1);
+        else a0 = _mm512_fmadd_ps(_mm512_set1_ps(d), t, a0);
+        c += (with_min ? h2f(w + 2) : -8.0f * d) * xs[b];
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + c;
+}
+
+/* The 512-lane rows; 0 when the dtype has none (or its sums of x do not fit the stack). */
+static int matvec_512(const sqze_w *wt, const float *x, float *y) {
+    enum { MAX_XS = 4096 }; /* rows of up to 131072 elements */
+    const uint32_t dtype = wt->dtype, n_rows = wt->rows, k = wt->cols;
+    const int q4 = dtype == SQZB_DT_Q4_0 || dtype == SQZB_DT_Q4_1;
+    if (dtype > SQZB_DT_Q4_1 && dtype != SQZB_DT_Q8_0) return 0;
+    if (q4 && k / 32 > MAX_XS) return 0;
+    float xs[MAX_XS];
+    for (uint32_t b = 0; q4 && b < k / 32; b++) { /* once for every row */
+        const __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + 32 * b), _mm512_loadu_ps(x + 32 * b + 16));
+        xs[b] = _mm512_reduce_add_ps(v);
+    }
+    const uint8_t *w = wt->data;
+    const size_t rb = (size_t)sqze_dtype_bytes(dtype, k);
+    for (uint32_t r = 0; r < n_rows; r++, w += rb) {
+        switch (dtype) {
+        case SQZB_DT_F32: y[r] = dot_f32_512(w, x, k); break;
+        case SQZB_DT_F16: y[r] = dot_f16_512(w, x, k); break;
+        case SQZB_DT_Q8_0: y[r] = dot_q8_0_512(w, x, k); break;
+        default: y[r] = dot_q4_512(w, x, xs, k, dtype == SQZB_DT_Q4_1); break;
+        }
+    }
+    return 1;
+}
+#endif
+
 static void matvec_scheme(const sqze_w *w, const float *x, float *y) {
     uint32_t k = w->cols, gs = w->group_size, ng = w->n_groups;
     if (w->dtype == SQZB_DT_I8_ROW) {
@@ -319,11 +418,21 @@ static void matvec_scheme(const sqze_w *w, const float *x, float *y) {
     }
 }
 
+float sqze__dot(const float *a, const float *b, uint32_t n) {
+#if USE_AVX512
+    if (n >= 32) return dot_f32_512((const uint8_t *)a, b, n);
+#endif
+    return dot_f32((const uint8_t *)a, b, n);
+}
+
 void sqze__matvec(const sqze_w *wt, const float *x, float *y) {
     if (wt->dtype >= SQZB_DT_I8_ROW) {
         matvec_scheme(wt, x, y);
         return;
     }
+#if USE_AVX512
+    if (matvec_512(wt, x, y)) return;
+#endif
     const uint8_t *w = wt->data;
     uint32_t dtype = wt->dtype, n_rows = wt->rows, k = wt->cols;
     size_t rb = (size_t)sqze_dtype_bytes(dtype, k);
@@ -345,18 +454,18 @@ void sqze__row_f32(const void *wv, uint32_t dtype, uint32_t r, uint32_t k, float
         return;
     }
     if (dtype == SQZB_DT_F16) {
-        for (uint32_t i = 0; i < k; i++) out[i] = sqze__fp16_to_f32(rd16(w + 2 * i));
+        for (uint32_t i = 0; i < k; i++) out[i] = h2f(w + 2 * i);
         return;
     }
     for (uint32_t b = 0; b < k / 32; b++, out += 32) {
         if (dtype == SQZB_DT_Q8_0) {
             const uint8_t *p = w + 34 * b;
-            float d = sqze__fp16_to_f32(rd16(p));
+            float d = h2f(p);
             for (int i = 0; i < 32; i++) out[i] = (float)(int8_t)p[2 + i] * d;
         } else {
             int m1 = dtype == SQZB_DT_Q4_1;
             const uint8_t *p = w + (m1 ? 20 : 18) * b, *q = p + (m1 ? 4 : 2);
-            float d = sqze__fp16_to_f32(rd16(p)), mn = m1 ? sqze__fp16_to_f32(rd16(p + 2)) : 0.0f;
+            float d = h2f(p), mn = m1 ? h2f(p + 2) : 0.0f;
             int o = m1 ? 0 : 8;
             for (int i = 0; i < 16; i++) {
                 out[i] = (float)((q[i] & 0x0F) - o) * d + mn;
