@@ -10,8 +10,9 @@ One difference is sqz's on purpose: where pad-ffn padded the FFN (stories260K: 1
 the blocks of 32 of q4_0 / q8_0), ffn_down is quantized to the mix's base type instead of the
 f16 llama.cpp falls back to, and its row is wider than the recorded one.
 `auto:bpw=X` on tinystories-656K lands within 1% of the size asked, and at the size of llama.cpp's
-q4_k_m mix it measures both its own plan and that mix's end to end on the calibration windows
-and keeps the one with the lower KLD (never worse than the fixed mix of its size).
+q4_k_m mix it measures its own plan, that mix's and its plans with lighter heads (the embedding
+and output a rung or two below) end to end on the calibration windows and keeps the one with the
+lowest KLD (never worse than the fixed mix of its size).
 Exit 77 when gguf or a model is missing (SmolLM2 alone may be missing: it is then skipped).
 """
 import os
@@ -122,7 +123,8 @@ if os.path.isfile(calib):
                 failures.append(f"auto:bpw={bpw}: types {sorted(types)}")
 
 # at exactly q4_k_m's size, the trial measures the greedy plan against q4_k_m itself (nothing left
-# to upgrade) and keeps the better; the file is no larger than the mix's
+# to upgrade) and the greedy plans with lighter heads, and keeps the best; the file is no larger
+# than the mix's
 if os.path.isfile(calib):
     import json
     import math
@@ -151,6 +153,8 @@ if os.path.isfile(calib):
                 checked += 1
                 if not chosen or not {"greedy", "q4_k_m+"} <= set(trial):
                     failures.append(f"auto at q4_k_m's size: no trial of greedy against q4_k_m+ in '{note}'")
+                elif not any(k.startswith("greedy-head-") for k in trial):
+                    failures.append(f"auto at q4_k_m's size: no lighter-heads plan in the trial: '{note}'")
                 elif float(trial[chosen.group(1)]) > min(float(v) for v in trial.values()):
                     failures.append(f"auto at q4_k_m's size kept {chosen.group(1)}, not the lower KLD: '{note}'")
                 if a["totals"]["bytes_after"] > mix_bytes:
