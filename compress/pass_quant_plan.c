@@ -312,9 +312,18 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp, double 
     /* the trial picks between plans; try-rotate (kld_out) compares its KLD across models, so one plan is
      * measured too */
     if (st == SQZ_OK && (n_cand > 1 || (kld_out && n_cand == 1))) st = sqz__qplan_trial(pc, sp, &ms, cand, n_cand, kld);
-    int pick = 0; /* the lowest KLD measured; the greedy plan when nothing was measured */
-    for (int i = 1; i < n_cand; i++)
-        if (!isnan(kld[i]) && (isnan(kld[pick]) || kld[i] < kld[pick])) pick = i;
+    /* the lowest KLD measured among the plans within the size (all, when none is: the smallest types
+     * that fit every width may be over it); the greedy plan when nothing was measured */
+    bool any_fits = false;
+    for (int i = 0; i < n_cand; i++) any_fits = any_fits || cand[i]->bytes_planned <= cand[i]->bytes_target + 0.5;
+    int pick = 0;
+    for (int i = 1; i < n_cand; i++) {
+        const bool fits = cand[i]->bytes_planned <= cand[i]->bytes_target + 0.5;
+        const bool pick_fits = cand[pick]->bytes_planned <= cand[pick]->bytes_target + 0.5;
+        if (any_fits && !fits) continue;
+        if (any_fits && !pick_fits) pick = i;
+        else if (!isnan(kld[i]) && (isnan(kld[pick]) || kld[i] < kld[pick])) pick = i;
+    }
     if (st == SQZ_OK) note_plan(pc, sp, cand[pick], cand, kld, isnan(kld[pick]) ? 0 : n_cand);
     sqz__pool_free(c.pool);
     for (int64_t i = 0; c.x2 && i < nt; i++) free(c.x2[i]);
