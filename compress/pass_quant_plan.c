@@ -241,8 +241,8 @@ static void note_plan(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz_q
     const bool over = p->bytes_planned > p->bytes_target + 0.5;
     size_t k = (size_t)snprintf(b, cap, "auto: %.3f bpw asked, %.3f planned (%.0f bytes of %.0f%s), %s:", sp->auto_bpw,
                                 8.0 * p->bytes_planned / auto_params(sp, m), p->bytes_planned, p->bytes_target,
-                                over ? ": OVER the size asked, the smallest types that fit every width (the "
-                                       "embedding and output at q4_k_m's types)"
+                                over ? ": OVER the size asked: the smallest plan, every block matrix at the "
+                                       "smallest type that fits its width"
                                      : "",
                                 p->label);
     for (int d = 0; d < SQZ_DTYPE_COUNT && k < cap; d++)
@@ -290,6 +290,25 @@ static sqz_status candidates(sqz_pass_ctx *pc, const sqz_compress_spec *sp, cons
     return SQZ_OK;
 }
 
+static bool fits(const sqz_qplan *p) { return p->bytes_planned <= p->bytes_target + 0.5; }
+
+/* The plan kept: the lowest KLD measured among the plans within the size (the greedy plan when
+ * nothing was measured); when none is (the smallest types that fit every width are over it), the
+ * smallest plan. */
+static int pick_plan(sqz_qplan *const *cand, const double *kld, int n) {
+    bool any_fits = false;
+    for (int i = 0; i < n; i++) any_fits = any_fits || fits(cand[i]);
+    int pick = 0;
+    for (int i = 1; i < n; i++) {
+        if (!any_fits) {
+            if (cand[i]->bytes_planned < cand[pick]->bytes_planned) pick = i;
+        } else if (fits(cand[i])) {
+            if (!fits(cand[pick]) || (!isnan(kld[i]) && (isnan(kld[pick]) || kld[i] < kld[pick]))) pick = i;
+        }
+    }
+    return pick;
+}
+
 sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp, double *kld_out) {
     sqz_model *m = pc->m;
     SQZ_RETURN_IF(!pc->w || !pc->session_opts, SQZ_ERR_INVALID_ARG,
@@ -312,18 +331,7 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp, double 
     /* the trial picks between plans; try-rotate (kld_out) compares its KLD across models, so one plan is
      * measured too */
     if (st == SQZ_OK && (n_cand > 1 || (kld_out && n_cand == 1))) st = sqz__qplan_trial(pc, sp, &ms, cand, n_cand, kld);
-    /* the lowest KLD measured among the plans within the size (all, when none is: the smallest types
-     * that fit every width may be over it); the greedy plan when nothing was measured */
-    bool any_fits = false;
-    for (int i = 0; i < n_cand; i++) any_fits = any_fits || cand[i]->bytes_planned <= cand[i]->bytes_target + 0.5;
-    int pick = 0;
-    for (int i = 1; i < n_cand; i++) {
-        const bool fits = cand[i]->bytes_planned <= cand[i]->bytes_target + 0.5;
-        const bool pick_fits = cand[pick]->bytes_planned <= cand[pick]->bytes_target + 0.5;
-        if (any_fits && !fits) continue;
-        if (any_fits && !pick_fits) pick = i;
-        else if (!isnan(kld[i]) && (isnan(kld[pick]) || kld[i] < kld[pick])) pick = i;
-    }
+    const int pick = st == SQZ_OK ? pick_plan(cand, kld, n_cand) : 0;
     if (st == SQZ_OK) note_plan(pc, sp, cand[pick], cand, kld, isnan(kld[pick]) ? 0 : n_cand);
     sqz__pool_free(c.pool);
     for (int64_t i = 0; c.x2 && i < nt; i++) free(c.x2[i]);

@@ -122,6 +122,23 @@ if os.path.isfile(calib):
                               "Q5_1", "Q6_K", "Q8_0"}:  # auto's candidates (quant/auto.c)
                 failures.append(f"auto:bpw={bpw}: types {sorted(types)}")
 
+# below what the smallest types that fit every width give (tinystories-656K holds only blocks of 32,
+# Q4_0 at 4.5 bits the smallest), the plan is the smallest and the note says it is over the size
+if os.path.isfile(calib):
+    import json
+    with tempfile.TemporaryDirectory() as tmp:
+        out, rep = os.path.join(tmp, "o.gguf"), os.path.join(tmp, "o.json")
+        p = subprocess.run([sqz, "compress", models["tinystories-656K"], "-o", out, "--quant", "auto:bpw=2:imatrix",
+                            "--calib", calib, "--calib-samples", "4", "--calib-ctx", "128", "--report", rep],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            failures.append(f"auto:bpw=2: sqz compress failed: {p.stderr.strip()}")
+        else:
+            note = json.load(open(rep))["stages"][0]["note"]
+            checked += 1
+            if "OVER the size asked" not in note:
+                failures.append(f"auto:bpw=2 on tinystories-656K: the note does not say it is over the size: '{note}'")
+
 # at exactly q4_k_m's size, the trial measures the greedy plan against q4_k_m itself (nothing left
 # to upgrade) and the greedy plans with lighter heads, and keeps the best; the file is no larger
 # than the mix's
