@@ -200,7 +200,9 @@ static sqz_status greedy_plan(const sqz_model *m, const sqz_compress_spec *sp, c
         if (c->have[i] && t[i].chosen >= 0)
             p->type[(i / N_LIN) * SQZ_ROLE_COUNT + linear_roles[i % N_LIN]] = sqz_qformat_dtype(t[i].fmt[t[i].chosen]);
     free(t);
-    if (head > 0)
+    if (head > 0 && p->embd != SQZ_DTYPE_COUNT && p->out != SQZ_DTYPE_COUNT) /* untied: both types */
+        snprintf(p->label, sizeof p->label, "greedy-head-%s-%s", sqz_dtype_name(p->embd), sqz_dtype_name(p->out));
+    else if (head > 0)
         snprintf(p->label, sizeof p->label, "greedy-head-%s",
                  sqz_dtype_name(p->embd != SQZ_DTYPE_COUNT ? p->embd : p->out));
     else
