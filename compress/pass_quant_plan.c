@@ -11,9 +11,9 @@
  * The proxy (each matrix's own output error, nothing propagated) can misjudge: on SmolLM2 at
  * Q3_K_M's size its plan measured worse than llama.cpp's mix. So the plan is guarded: the
  * greedy plan without Q2_K, the largest llama.cpp mix that fits, upgraded with what is left
- * (pass_quant_trial.c), and the greedy plan with lighter heads are candidates too, all are measured end to end (mean KLD on
- * calibration windows) and the best is kept: auto is never worse than the fixed mix of its
- * size on the calibration text.
+ * (pass_quant_trial.c), and the greedy plan with lighter heads are candidates too; all are
+ * measured end to end (mean KLD on calibration windows) and the best within the size is kept:
+ * auto is never worse than the fixed mix of its size on the calibration text.
  */
 #include <math.h>
 #include <stdio.h>
