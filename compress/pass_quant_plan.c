@@ -231,6 +231,9 @@ static double auto_params(const sqz_compress_spec *sp, const sqz_model *m) {
     return sp->auto_params > 0 ? sp->auto_params : (double)sqz_model_param_count(m);
 }
 
+/* Whether plan p is within the size asked (to the byte). */
+static bool fits(const sqz_qplan *p) { return p->bytes_planned <= p->bytes_target + 0.5; }
+
 static void note_plan(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz_qplan *p, sqz_qplan *const *cand,
                       const double *kld, int n_cand) {
     const sqz_model *m = pc->m;
@@ -239,8 +242,8 @@ static void note_plan(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz_q
         if (p->type[i] != SQZ_DTYPE_COUNT) counts[p->type[i]]++;
     char *b = pc->stage->note;
     const size_t cap = sizeof pc->stage->note;
-    /* over the size asked only when every matrix already has the smallest type that fits its width: say so */
-    const bool over = p->bytes_planned > p->bytes_target + 0.5;
+    /* over the size asked only when no plan fits (pick_plan): say so */
+    const bool over = !fits(p);
     size_t k = (size_t)snprintf(b, cap, "auto: %.3f bpw asked, %.3f planned (%.0f bytes of %.0f%s), %s:", sp->auto_bpw,
                                 8.0 * p->bytes_planned / auto_params(sp, m), p->bytes_planned, p->bytes_target,
                                 over ? ": OVER the size asked: the smallest plan, every block matrix at the "
@@ -291,8 +294,6 @@ static sqz_status candidates(sqz_pass_ctx *pc, const sqz_compress_spec *sp, cons
     }
     return SQZ_OK;
 }
-
-static bool fits(const sqz_qplan *p) { return p->bytes_planned <= p->bytes_target + 0.5; }
 
 /* The plan kept: the lowest KLD measured among the plans within the size (the greedy plan when
  * nothing was measured); when none is (the smallest types that fit every width are over it), the
