@@ -85,9 +85,10 @@ static sqz_opt quant_opts[] = {
         .def = "99.99", .help = "w8a8:percentile: the percentile of |x|"),
     ROW(.name = "mix", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, mix), .flags = SQZ_OPT_BARE,
         .choices = "mix|pure", .values = onoff_values, .def = "pure",
-        .help = "q4_0 / q8_0 / q2_k: llama.cpp's whole-model mix of that ftype (token embedding and output "
-                "quantized, q4_0's first ffn_down q4_1 with calibration, q2_k's attn_v/ffn_down/attn_output "
-                "q3_k), or every matrix the format (the *_k_s/_k_m/_k_l formats are mixes)"),
+        .help = "q4_0 / q8_0 / q2_k / iq4_nl / iq4_xs: llama.cpp's whole-model mix of that ftype (token "
+                "embedding and output quantized, q4_0's first ffn_down q4_1 with calibration, q2_k's "
+                "attn_v/ffn_down/attn_output q3_k, iq4's attn_v q5_k with grouped-query heads), or every matrix "
+                "the format (the *_k_s/_k_m/_k_l formats are mixes)"),
     ROW(.name = "bpw", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__quant_args, bpw), .min = 2, .max = 16,
         .help = "auto: the size asked, bits per parameter of the whole model (embedding, norms included)"),
     ROW(.name = "rotation", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, rot), .flags = SQZ_OPT_BARE,
@@ -192,7 +193,7 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
         /* auto: the embedding and output as Q4_K_M has them; the block matrices as planned */
         mix = sqz_qmix_find(a->format == F_AUTO ? "q4_k_m" : fmt_names[a->format]);
         SQZ_RETURN_IF(!mix, SQZ_ERR_INVALID_ARG, "SPEC '%s': llama.cpp has no whole-model mix for %s (mixes: q4_0, "
-                      "q8_0, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, iq3_m)", spec, fmt_names[a->format]);
+                      "q8_0, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, iq3_m, iq4_nl, iq4_xs)", spec, fmt_names[a->format]);
         SQZ_RETURN_IF(method->smooths, SQZ_ERR_INVALID_ARG,
                       "SPEC '%s': %s smooths the inputs of layers that a mix gives different types: use rtn, imatrix "
                       "or gptq", spec, method->name);

@@ -1,7 +1,7 @@
 /*
  * quant/mix.c - whole-model type mixes: which tensor gets which type, as llama-quantize
  * chooses it for its ftypes Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q4_0,
- * Q8_0 and IQ3_M (llama.cpp src/llama-quant.cpp, llama_tensor_get_type_impl and
+ * Q8_0, IQ3_M, IQ4_NL and IQ4_XS (llama.cpp src/llama-quant.cpp, llama_tensor_get_type_impl and
  * tensor_type_fallback), written as data: a row per mix, each holding per-role rules "when
  * COND the type is HI, else LO".
  *
@@ -16,10 +16,12 @@
  *   Q3_K_S: no rule (every matrix Q3_K but the output); Q3_K_L: attn_v, ffn_down, attn_output Q5_K
  *   Q4_K_S: attn_v Q5_K for i < 4; ffn_down Q5_K for i < n/8; Q5_K_S: no rule
  *   IQ3_M (base IQ3_S): attn_v and attn_output Q4_K; ffn_down Q4_K for i < n/8
+ *   IQ4_NL, IQ4_XS: attn_v Q5_K when n_head / n_head_kv >= 4; ffn_down Q5_K for i < n/8 without
+ *         an importance matrix
  *   output (and a tied token embedding): Q8_0 when its width is not a multiple of the base
  *   type's block, else Q6_K unless the base is Q8_0; the untied token embedding: the base type.
  * Then the fallback: a width that is not a multiple of the type's block gives Q2_K/Q3_K ->
- * Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ3_S -> IQ4_NL, and F16 where even that does
+ * Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ3_S and IQ4_XS -> IQ4_NL, and F16 where even that does
  * not fit.
  * The layer index of attn_v is llama.cpp's running count of attn_v tensors, which is the
  * block index for a model whose every block has one.
@@ -37,6 +39,7 @@ typedef enum cond {
     C_FIRST_8TH_IM, /* with an importance matrix and i < n/8 ? HI : LO */
     C_FIRST_4,      /* i < 4 ? HI : LO */
     C_FIRST_8TH,    /* i < n/8 ? HI : LO */
+    C_FIRST_8TH_NO_IM, /* without an importance matrix and i < n/8 ? HI : LO */
     C_GQA_4,        /* n_head / n_head_kv >= 4 ? HI : LO */
 } cond;
 
@@ -82,6 +85,10 @@ static const struct sqz_qmix mixes[] = {
      {[R_ATTN_V] = {C_ALWAYS, SQZ_DTYPE_Q4_K, BASE},
       [R_FFN_DOWN] = {C_FIRST_8TH, SQZ_DTYPE_Q4_K, BASE},
       [R_ATTN_OUT] = {C_ALWAYS, SQZ_DTYPE_Q4_K, BASE}}},
+    {"iq4_nl", 25, SQZ_DTYPE_IQ4_NL,
+     {[R_ATTN_V] = {C_GQA_4, SQZ_DTYPE_Q5_K, BASE}, [R_FFN_DOWN] = {C_FIRST_8TH_NO_IM, SQZ_DTYPE_Q5_K, BASE}}},
+    {"iq4_xs", 30, SQZ_DTYPE_IQ4_XS,
+     {[R_ATTN_V] = {C_GQA_4, SQZ_DTYPE_Q5_K, BASE}, [R_FFN_DOWN] = {C_FIRST_8TH_NO_IM, SQZ_DTYPE_Q5_K, BASE}}},
 };
 
 /* tensor_type_fallback: the type a width that the block does not divide falls back to. */
@@ -90,6 +97,7 @@ static const struct {
 } fallbacks[] = {
     {SQZ_DTYPE_Q2_K, SQZ_DTYPE_Q4_0}, {SQZ_DTYPE_Q3_K, SQZ_DTYPE_Q4_0}, {SQZ_DTYPE_Q4_K, SQZ_DTYPE_Q5_0},
     {SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q5_1}, {SQZ_DTYPE_Q6_K, SQZ_DTYPE_Q8_0}, {SQZ_DTYPE_IQ3_S, SQZ_DTYPE_IQ4_NL},
+    {SQZ_DTYPE_IQ4_XS, SQZ_DTYPE_IQ4_NL},
 };
 
 const sqz_qmix *sqz_qmix_find(const char *name) {
@@ -129,6 +137,7 @@ static sqz_dtype apply(const rule *r, sqz_dtype base, int64_t i, const sqz_model
     case C_FIRST_8TH_IM: hi = has_imatrix && i < n / 8; break;
     case C_FIRST_4: hi = i < 4; break;
     case C_FIRST_8TH: hi = i < n / 8; break;
+    case C_FIRST_8TH_NO_IM: hi = !has_imatrix && i < n / 8; break;
     case C_GQA_4: hi = n_gqa(m) >= 4; break;
     }
     const sqz_dtype t = hi ? r->hi : r->lo;

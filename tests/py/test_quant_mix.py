@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Whole-model type mixes (issue 13 part 4, issue 30): `sqz compress --quant q3_k_m|q4_k_m|q5_k_m|q4_0:mix|
-q8_0:mix|q2_k:mix|q3_k_s|q3_k_l|q4_k_s|q5_k_s|iq3_m` gives every matrix the type llama-quantize gives it for that ftype,
+q8_0:mix|q2_k:mix|q3_k_s|q3_k_l|q4_k_s|q5_k_s|iq3_m|iq4_nl:mix|iq4_xs:mix` gives every matrix the type llama-quantize gives it for that ftype,
 and so do llama-quantize's per-tensor overrides on a mix (--tensor-type, --output-tensor-type,
 --token-embedding-type; rows "FTYPE+ovN", the options in `overrides` below). The expectation,
 tests/data/quant_mix/llamacpp_types.tsv, was recorded from llama-quantize (no imatrix) on
@@ -38,7 +38,7 @@ models = {
 }
 spec = {"Q3_K_M": "q3_k_m", "Q4_K_M": "q4_k_m", "Q5_K_M": "q5_k_m", "Q4_0": "q4_0:mix", "Q8_0": "q8_0:mix",
         "Q2_K": "q2_k:mix", "Q3_K_S": "q3_k_s", "Q3_K_L": "q3_k_l", "Q4_K_S": "q4_k_s", "Q5_K_S": "q5_k_s",
-        "IQ3_M": "iq3_m"}
+        "IQ3_M": "iq3_m", "IQ4_NL": "iq4_nl:mix", "IQ4_XS": "iq4_xs:mix"}
 # llama-quantize's per-tensor overrides on a mix, the same options given to both (issue 30)
 overrides = {
     "Q4_K_M+ov1": ["q4_k_m", "--tensor-type", r"blk\.[0-2]\.attn_v=q8_0", "--tensor-type", "FFN_DOWN=q5_k",
@@ -50,7 +50,8 @@ overrides = {
 # general.file_type as llama-quantize writes it: the mix's llama_ftype (llama.h), not the type
 # that holds the most weights (issue 24 point 4)
 llama_ftype = {"Q4_0": 2, "Q8_0": 7, "Q2_K": 10, "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14,
-               "Q4_K_M": 15, "Q5_K_S": 16, "Q5_K_M": 17, "IQ3_M": 27}
+               "Q4_K_M": 15, "Q5_K_S": 16, "Q5_K_M": 17, "IQ3_M": 27, "IQ4_NL": 25,
+               "IQ4_XS": 30}
 
 want = {}
 for line in open(table):
