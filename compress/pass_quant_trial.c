@@ -23,7 +23,9 @@
 #include "quant/quant_internal.h"
 #include "sqz/eval.h"
 
-static const char *const mix_names[] = {"q3_k_m", "q4_k_m", "q5_k_m", "q4_0", "q8_0"};
+/* the anchor is the largest of these that fits; iq3_m, q3_k_s and q2_k give one below q3_k_m's size
+ * (the 1.5 B at IQ3_M's size had none) without changing the anchor above it */
+static const char *const mix_names[] = {"q3_k_m", "q4_k_m", "q5_k_m", "q4_0", "q8_0", "iq3_m", "q3_k_s", "q2_k"};
 #define N_MIX ((int)(sizeof mix_names / sizeof mix_names[0]))
 enum { TRIAL_WINDOWS = 8 };
 
