@@ -98,6 +98,12 @@ for i in 1 2; do
     --html "$tmp/r$i.html" > "$tmp/out$i" 2>&1 || cat "$tmp/out$i"
 done
 check "q4_0:gptq twice -> identical bytes" 'cmp -s "$tmp/gptq1.gguf" "$tmp/gptq2.gguf"'
+check "gptq with enough calibration tokens: no rank warning" '! grep -q "rank-deficient" "$tmp/out1"'
+"$sqz" compress "$s260" -o "$tmp/few.gguf" --quant q4_0:gptq --calib "$tmp/calib.txt" --calib-samples 1 --calib-ctx 64 \
+  -q > /dev/null 2> "$tmp/err"
+check "gptq on 64 tokens for 172 inputs: one warning line naming both numbers" \
+  '[ $(grep -c "rank-deficient" "$tmp/err") -eq 1 ] && grep -q "172 inputs from 64 calibration tokens" "$tmp/err"'
+rm -f "$tmp/few.gguf"
 check "report JSON: layers with method, bits, output error, time; totals" \
   '"$py" - "$tmp/r1.json" <<PY
 import json, sys
