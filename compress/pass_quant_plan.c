@@ -166,11 +166,17 @@ static sqz_dtype head_type(const sqz_model *m, const sqz_compress_spec *sp, sqz_
     return at < 0 ? SQZ_DTYPE_COUNT : ladder[at + steps < 5 ? at + steps : 4];
 }
 
+/* The token embedding and output of a plan: their types, SQZ_DTYPE_COUNT for the mix's. */
+typedef struct heads {
+    sqz_dtype embd, out;
+} heads;
+static const heads mix_heads = {SQZ_DTYPE_COUNT, SQZ_DTYPE_COUNT};
+
 /* The greedy plan over the measured matrices (their bytes are the budget left by the rest),
- * without the candidates of format `skip` (SQZ_QFMT_COUNT: none skipped), the token embedding and
- * output `head` rungs below the mix's types (0: the mix's; head_type). */
+ * without the candidates of format `skip` (SQZ_QFMT_COUNT: none skipped), with the token
+ * embedding and output in h's types. */
 static sqz_status greedy_plan(const sqz_model *m, const sqz_compress_spec *sp, const collector *c, int64_t nt,
-                              double target, sqz_qformat skip, int head, sqz_qplan **out) {
+                              double target, sqz_qformat skip, heads h, sqz_qplan **out) {
     sqz_qplan *p = sqz__qplan_new(m->hp.n_layers);
     sqz_qauto_tensor *t = sqz__malloc((size_t)(nt > 0 ? nt : 1) * sizeof *t);
     if (!p || !t) {
@@ -178,10 +184,9 @@ static sqz_status greedy_plan(const sqz_model *m, const sqz_compress_spec *sp, c
         free(t);
         return SQZ_ERR_NOMEM;
     }
-    if (head > 0) {
-        p->embd = head_type(m, sp, SQZ_ROLE_TOKEN_EMBD, head);
-        p->out = head_type(m, sp, SQZ_ROLE_OUTPUT, head);
-    }
+    p->embd = h.embd;
+    p->out = h.out;
+    const bool head = h.embd != SQZ_DTYPE_COUNT || h.out != SQZ_DTYPE_COUNT;
     double fixed = sqz__qplan_bytes(m, sp, p), used = 0; /* the planned matrices as they are, then out */
     for (int64_t i = 0; i < nt; i++) {
         const sqz_tensor *w = sqz_model_get(m, linear_roles[i % N_LIN], (int32_t)(i / N_LIN), SQZ_PARAM_WEIGHT);
@@ -200,9 +205,9 @@ static sqz_status greedy_plan(const sqz_model *m, const sqz_compress_spec *sp, c
         if (c->have[i] && t[i].chosen >= 0)
             p->type[(i / N_LIN) * SQZ_ROLE_COUNT + linear_roles[i % N_LIN]] = sqz_qformat_dtype(t[i].fmt[t[i].chosen]);
     free(t);
-    if (head > 0 && p->embd != SQZ_DTYPE_COUNT && p->out != SQZ_DTYPE_COUNT) /* untied: both types */
+    if (head && p->embd != SQZ_DTYPE_COUNT && p->out != SQZ_DTYPE_COUNT) /* untied: both types */
         snprintf(p->label, sizeof p->label, "greedy-head-%s-%s", sqz_dtype_name(p->embd), sqz_dtype_name(p->out));
-    else if (head > 0)
+    else if (head)
         snprintf(p->label, sizeof p->label, "greedy-head-%s",
                  sqz_dtype_name(p->embd != SQZ_DTYPE_COUNT ? p->embd : p->out));
     else
@@ -270,26 +275,33 @@ static void add_candidate(sqz_qplan *p, sqz_qplan **cand, int *n) {
  * largest mix that fits, upgraded; and the greedy plan with the token embedding and output one
  * and two rungs below q4_k_m's types (the proxy does not see them, and where they are a large
  * part of the model, SmolLM2's tied 28 M of 135 M in Q8_0, their bytes may do more in the
- * blocks). Duplicates are dropped; with two or more left, the trial decides. *n gets their
+ * blocks), and an untied embedding that ended on Q3_K at Q2_K. Duplicates are dropped; with two or more left, the trial decides. *n gets their
  * number; the greedy plan is first. */
-enum { N_CAND = 5 };
+enum { N_CAND = 6 };
 static sqz_status candidates(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const collector *c,
                              const sqz__qauto_measured *ms, double target, sqz_qplan **cand, int *n) {
     *n = 0;
     const int64_t nt = (int64_t)ms->n_layers * N_LIN;
-    SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_COUNT, 0, &cand[(*n)++]));
+    SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_COUNT, mix_heads, &cand[(*n)++]));
     sqz_qplan *p = NULL;
-    SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_Q2_K, 0, &p));
+    SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_Q2_K, mix_heads, &p));
     add_candidate(p, cand, n);
     p = NULL;
     SQZ_TRY(sqz__qplan_anchor(pc->m, sp, ms, target, &p));
     add_candidate(p, cand, n);
+    heads h = mix_heads;
     for (int head = 1; head <= 2; head++) {
-        if (head_type(pc->m, sp, SQZ_ROLE_TOKEN_EMBD, head) == SQZ_DTYPE_COUNT &&
-            head_type(pc->m, sp, SQZ_ROLE_OUTPUT, head) == SQZ_DTYPE_COUNT)
-            break;
+        h = (heads){head_type(pc->m, sp, SQZ_ROLE_TOKEN_EMBD, head), head_type(pc->m, sp, SQZ_ROLE_OUTPUT, head)};
+        if (h.embd == SQZ_DTYPE_COUNT && h.out == SQZ_DTYPE_COUNT) break;
         p = NULL;
-        SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_COUNT, head, &p));
+        SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_COUNT, h, &p));
+        add_candidate(p, cand, n);
+    }
+    /* an untied token embedding at the foot of the K ladder goes one rung further, to Q2_K: it is
+     * looked up, not multiplied, and llama.cpp's IQ2 mixes store it so; the output stays */
+    if (h.embd == SQZ_DTYPE_Q3_K && h.out != SQZ_DTYPE_COUNT) {
+        p = NULL;
+        SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_COUNT, (heads){SQZ_DTYPE_Q2_K, h.out}, &p));
         add_candidate(p, cand, n);
     }
     return SQZ_OK;
@@ -328,7 +340,7 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp, double 
     const double target = sp->auto_bpw * auto_params(sp, m) / 8.0;
     const sqz__qauto_measured ms = {c.t, c.x2, c.have, linear_roles, N_LIN, (int32_t)nl};
     sqz_qplan *cand[N_CAND] = {NULL};
-    double kld[N_CAND] = {NAN, NAN, NAN, NAN, NAN};
+    double kld[N_CAND] = {NAN, NAN, NAN, NAN, NAN, NAN};
     int n_cand = 0;
     if (st == SQZ_OK) st = candidates(pc, sp, &c, &ms, target, cand, &n_cand);
     /* the trial picks between plans; try-rotate (kld_out) compares its KLD across models, so one plan is
