@@ -275,8 +275,8 @@ static void add_candidate(sqz_qplan *p, sqz_qplan **cand, int *n) {
  * largest mix that fits, upgraded; and the greedy plan with the token embedding and output one
  * and two rungs below q4_k_m's types (the proxy does not see them, and where they are a large
  * part of the model, SmolLM2's tied 28 M of 135 M in Q8_0, their bytes may do more in the
- * blocks), and an untied embedding that ended on Q3_K at Q2_K. Duplicates are dropped; with two or more left, the trial decides. *n gets their
- * number; the greedy plan is first. */
+ * blocks), and an untied embedding that ended on Q3_K at Q2_K. Duplicates are dropped; with two
+ * or more left, the trial decides. *n gets their number; the greedy plan is first. */
 enum { N_CAND = 6 };
 static sqz_status candidates(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const collector *c,
                              const sqz__qauto_measured *ms, double target, sqz_qplan **cand, int *n) {
