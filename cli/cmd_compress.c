@@ -253,6 +253,13 @@ static int check_keep_float(const char *list) {
     return sqz_keep_float_parse(list, NULL, &k) == SQZ_OK ? 0 : sqz_cli_usage_error("compress", "%s", sqz_last_error());
 }
 
+/* The statistics a stage needs (SQZ_QSTAT_* bits). */
+static unsigned stage_needs(const sqz_stage *s) {
+    unsigned req = 0;
+    if (s->pass->needs) (void)s->pass->needs(s->args, &req);
+    return req;
+}
+
 /* Output format and the checks between stages, output and calibration; 0 or exit status 2. */
 static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *so) {
     const char *spec = "";
@@ -290,8 +297,7 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
     unsigned all_req = 0;
     for (int i = 0; i < a->recipe.n; i++) {
         const sqz_stage *s = &a->recipe.stages[i];
-        unsigned req = 0;
-        if (s->pass->needs) (void)s->pass->needs(s->args, &req);
+        const unsigned req = stage_needs(s);
         all_req |= req;
         if (a->imatrix && (req & ~(unsigned)SQZ_QSTAT_X2))
             return sqz_cli_usage_error("compress", "--%s '%s' needs more than the E[x^2] of an importance matrix: "
@@ -385,15 +391,10 @@ static sqz_status write_all(const compress_opts *a, sqz_model *m, sqz_save_opts 
  * and the solve then leans on its damping: said before the work, not found after it. */
 static void warn_hessian_rank(const compress_opts *a, const sqz_model *m, const sqz_calib_windows *w) {
     const char *by = NULL;
-    for (int i = 0; i < a->recipe.n && !by; i++) {
-        const sqz_stage *s = &a->recipe.stages[i];
-        unsigned req = 0;
-        if (s->pass->needs) (void)s->pass->needs(s->args, &req);
-        if (req & SQZ_QSTAT_XTX) by = s->spec;
-    }
-    int64_t widest = m->hp.d_model;
-    for (int64_t l = 0; m->layers && l < m->hp.n_layers; l++)
-        if (m->layers[l].d_ff > widest) widest = m->layers[l].d_ff;
+    for (int i = 0; i < a->recipe.n && !by; i++)
+        if (stage_needs(&a->recipe.stages[i]) & SQZ_QSTAT_XTX) by = a->recipe.stages[i].spec;
+    /* hp.d_ff is the largest layer's (sqz__sync_layer_defaults) */
+    const int64_t widest = m->hp.d_ff > m->hp.d_model ? m->hp.d_ff : m->hp.d_model;
     const int64_t tokens = w->n_windows * w->ctx;
     if (by && tokens < widest)
         fprintf(stderr, "sqz compress: warning: '%s' solves with Hessians of up to %lld inputs from %lld calibration "

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "compress/compress_internal.h"
+#include "quant/quant_internal.h"
 
 
 enum { F_INT8, F_W8A8, F_INT4, F_Q8_0, F_Q4_0, F_Q4_1, F_Q2_K, F_Q3_K, F_Q4_K, F_Q5_K, F_Q6_K, F_Q5_0, F_Q5_1,
@@ -192,8 +193,10 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
     if (a->format >= FIRST_MIX || (GIVEN(R_MIX) && a->mix == 1)) {
         /* auto: the embedding and output as Q4_K_M has them; the block matrices as planned */
         mix = sqz_qmix_find(a->format == F_AUTO ? "q4_k_m" : fmt_names[a->format]);
-        SQZ_RETURN_IF(!mix, SQZ_ERR_INVALID_ARG, "SPEC '%s': llama.cpp has no whole-model mix for %s (mixes: q4_0, "
-                      "q8_0, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, iq3_m, iq4_nl, iq4_xs)", spec, fmt_names[a->format]);
+        char names[256];
+        if (!mix) sqz__qmix_names(names, sizeof names);
+        SQZ_RETURN_IF(!mix, SQZ_ERR_INVALID_ARG, "SPEC '%s': llama.cpp has no whole-model mix for %s (mixes: %s)", spec,
+                      fmt_names[a->format], names);
         SQZ_RETURN_IF(method->smooths, SQZ_ERR_INVALID_ARG,
                       "SPEC '%s': %s smooths the inputs of layers that a mix gives different types: use rtn, imatrix "
                       "or gptq", spec, method->name);

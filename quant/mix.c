@@ -26,6 +26,7 @@
  * The layer index of attn_v is llama.cpp's running count of attn_v tensors, which is the
  * block index for a model whose every block has one.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "quant/quant_internal.h"
@@ -107,6 +108,16 @@ const sqz_qmix *sqz_qmix_find(const char *name) {
 }
 
 const char *sqz_qmix_name(const sqz_qmix *mix) { return mix ? mix->name : "none"; }
+
+void sqz__qmix_names(char *buf, size_t cap) {
+    size_t k = 0;
+    if (cap) buf[0] = '\0';
+    for (size_t i = 0; i < sizeof mixes / sizeof mixes[0] && k < cap; i++) {
+        const int w = snprintf(buf + k, cap - k, "%s%s", i ? ", " : "", mixes[i].name);
+        if (w < 0 || (size_t)w >= cap - k) break;
+        k += (size_t)w;
+    }
+}
 
 int sqz_qmix_gguf_ftype(const sqz_qmix *mix) { return mix ? mix->ftype : -1; }
 

@@ -189,6 +189,8 @@ sqz_dtype sqz__qmix_type_at(const sqz_qmix *mix, const sqz_model *m, const sqz_t
 /* tensor_type_fallback: ty, or what llama.cpp falls back to when n_cols is not a multiple of
  * its block (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16). */
 sqz_dtype sqz__qmix_fallback(sqz_dtype ty, int64_t n_cols);
+/* The mix table's names, ", "-separated, into buf (cap bytes, truncated to fit): for messages. */
+void sqz__qmix_names(char *buf, size_t cap);
 
 /* ---- offline rotations (quant/rotate.c) ---- */
 /* The orthogonal n x n matrix diag(s) (H_{2^k} (x) C_m) of width n = 2^k m (m odd; H the scaled
