@@ -28,6 +28,7 @@
 
 #include "calib/reduce_internal.h"
 #include "sqz/dist.h"
+#include "sqz/family.h"
 
 typedef struct run {
     sqz_session *s;
@@ -51,7 +52,8 @@ sqz_status sqz__calib_window(sqz_session *s, int32_t layer, float *x, float *tmp
         x = tmp;
     }
     sqz_session_set_hook(s, hook, user);
-    sqz_status st = sqz_session_block(s, layer, x, ctx, 0);
+    /* layer -1: the classifier's input (the head leaves x as it is) */
+    sqz_status st = layer < 0 ? sqz_session_head(s, x, ctx, 0, NULL) : sqz_session_block(s, layer, x, ctx, 0);
     sqz_session_set_hook(s, NULL, NULL);
     return st;
 }
@@ -162,6 +164,29 @@ static sqz_status block_stats(run *R, int64_t nw, int64_t w1, sqz_calib_block *s
     return st;
 }
 
+/* The classifier's input (sqz_calib_run_opts.head): its statistics as a block's, over the final
+ * stream x (and the float one for GPTAQ), given to on_block as layer -1; every rank gets them all
+ * (the classifier is one matrix: no partitioned solve). */
+static sqz_status head_stats(run *R, const sqz_model *m, int64_t nw, int64_t w1) {
+    const sqz_family_info *fi = sqz_family_get(m->hp.family);
+    if (!fi || !fi->lm_head)
+        return R->o->on_block ? R->o->on_block(R->o->user, R->s, -1, NULL) : SQZ_OK;
+    sqz_calib_run_opts ho = *R->o;
+    ho.partitioned_solve = false;
+    const sqz_calib_run_opts *keep = R->o;
+    R->o = &ho;
+    R->layer = -1;
+    sqz__calib_capture_free(R->cap); /* GPTAQ's slots are the blocks' inputs: the classifier's is another */
+    sqz_calib_block stats;
+    memset(&stats, 0, sizeof stats);
+    sqz_status st = block_stats(R, nw, w1, &stats);
+    if (st == SQZ_OK && ho.on_block) st = ho.on_block(ho.user, R->s, -1, &stats);
+    sqz_calib_block_free(&stats);
+    sqz__calib_mem_set(&R->mem, 0);
+    R->o = keep;
+    return st;
+}
+
 sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_calib_run_opts *o) {
     SQZ_RETURN_IF(!s || !w || !o || !w->tokens || w->n_windows < 1, SQZ_ERR_INVALID_ARG,
                   "calibration: no windows");
@@ -212,7 +237,8 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
     if (f && st == SQZ_OK) memcpy(f, x, all_bytes);
 
     run R = {.s = s, .o = o, .oo = o->observe, .ctx = ctx, .w0 = w0, .win_floats = win_floats, .x = x, .tmp = tmp,
-             .f = f, .cap = gptaq ? &cap : NULL, .total = nl * here * ((o->recompute ? 2 : 1) + (gptaq ? 1 : 0))};
+             .f = f, .cap = gptaq ? &cap : NULL,
+             .total = nl * here * ((o->recompute ? 2 : 1) + (gptaq ? 1 : 0)) + (o->head ? here * (gptaq ? 2 : 1) : 0)};
     R.oo.expected_tokens = nw * ctx;
     for (int32_t l = 0; l < nl && st == SQZ_OK; l++) {
         sqz_calib_block stats;
@@ -234,6 +260,7 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
         sqz__prof_end(SQZ__PROF_CALIB_RECOMPUTE, t0);
         sqz_session_invalidate(s, l); /* the block's float weight copies: one block at a time */
     }
+    if (st == SQZ_OK && o->head) st = head_stats(&R, m, nw, w1);
     sqz_session_set_hook(s, NULL, NULL);
     if (o->info) {
         o->info->stats_peak_bytes = (int64_t)R.mem.peak;
@@ -252,7 +279,8 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
 }
 
 sqz_status sqz_calib_scan(sqz_model *m, const sqz_session_opts *so, const sqz_calib_windows *w, unsigned needs,
-                          sqz_calib_block_fn on_block, void *user, sqz_progress_fn progress, void *progress_user) {
+                          bool head, sqz_calib_block_fn on_block, void *user, sqz_progress_fn progress,
+                          void *progress_user) {
     sqz_session_opts o = *so;
     o.max_tokens = w->ctx;
     sqz_session *s = NULL;
@@ -260,6 +288,7 @@ sqz_status sqz_calib_scan(sqz_model *m, const sqz_session_opts *so, const sqz_ca
     sqz_calib_run_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.observe.needs = needs;
+    ro.head = head;
     ro.on_block = on_block;
     ro.user = user;
     ro.progress = progress;

@@ -123,6 +123,7 @@ typedef struct sqz__qauto_measured {
     const sqz_role *roles;
     int n_roles;
     int32_t n_layers;
+    const float *x2_out; /* the classifier input's E[x^2], or NULL */
 } sqz__qauto_measured;
 /* The largest of llama.cpp's mixes (q3_k_m, q4_k_m, q5_k_m, q4_0, q8_0) whose whole model fits
  * `target` bytes, its block matrices then upgraded greedily (most error saved per byte) with
@@ -134,9 +135,10 @@ sqz_status sqz__qplan_anchor(const sqz_model *m, const sqz_compress_spec *sp, co
  * than 2 windows. The model is restored before returning. */
 sqz_status sqz__qplan_trial(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const sqz__qauto_measured *ms,
                             sqz_qplan *const *plans, int n, double *kld);
-/* A mix's token embedding and output, after the last block (compress/pass_quant_globals.c). */
+/* A mix's token embedding and output, after the last block (compress/pass_quant_globals.c); head:
+ * the statistics of the output's input, or NULL (then the reference quantizer rounds both). */
 sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, const sqz_type_overrides *ov, int threads,
-                                  sqz_compress_report *rep);
+                                  const sqz_calib_block *head, sqz_compress_report *rep);
 /* The type the SPEC's mix gives tensor t of m under the overrides ov (may be NULL), as
  * llama-quantize chooses it with --token-embedding-type / --output-tensor-type / --tensor-type
  * (compress/type_overrides.c). SQZ_ERR_INVALID_ARG when a type given for the embedding or the

@@ -300,11 +300,19 @@ static sqz_status quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
         sqz_dtype d;
         if (t && t->ndim == 2) SQZ_TRY(sqz__mix_type(&a->spec, o.overrides, c->m, t, &d));
     }
-    SQZ_TRY(sqz__compress_block(c->m, layer, stats, &o, c->keep, c->rep));
-    if (layer < c->m->hp.n_layers - 1) return SQZ_OK;
-    /* a mix also quantizes the token embedding and the output, once the blocks are done */
+    return sqz__compress_block(c->m, layer, stats, &o, c->keep, c->rep);
+}
+
+/* A mix also quantizes the token embedding and the output, once the blocks are done; the output
+ * with the statistics of its input where there are some (head: NULL otherwise). */
+static sqz_status quant_head(sqz_pass_ctx *c, const sqz_calib_block *head, const void *args) {
+    const sqz__quant_args *a = args;
+    quant_state *qs = c->state;
+    sqz_compress_spec sp = a->spec;
+    sp.plan = qs->plan;
+    const int threads = c->o->threads ? c->o->threads : c->session_opts ? c->session_opts->n_threads : 0;
     const double t0 = sqz__prof_begin();
-    sqz_status st = sqz__quant_mix_globals(c->m, &o.spec, o.overrides, o.threads, c->rep);
+    sqz_status st = sqz__quant_mix_globals(c->m, &sp, c->o->overrides, threads, head, c->rep);
     sqz__prof_end(SQZ__PROF_GLOBALS, t0);
     sqz__qplan_free(qs->plan);
     qs->plan = NULL;
@@ -349,5 +357,5 @@ const sqz_pass sqz__pass_quant = {
     .opts = quant_opts, .n_opts = N_ROWS, .args_size = sizeof(sqz__quant_args), .state_size = sizeof(quant_state),
     .init = quant_init, .check = quant_check, .needs = quant_needs, .quant_spec = quant_spec,
     .partitions = quant_partitions, .model_step = quant_model_step, .steps = quant_steps, .run_block = quant_block,
-    .fini = quant_fini,
+    .run_head = quant_head, .fini = quant_fini,
 };

@@ -35,6 +35,7 @@ typedef struct collector {
     bool *have;
     float **x2;          /* [n_layers * N_LIN]: a copy of the input's E[x^2], or NULL */
     sqz__pool *pool;     /* the block's (matrix, candidate) measurements run on it */
+    float *x2_out;       /* the classifier input's E[x^2] (layer -1), or NULL */
 } collector;
 
 /* One block's measurements: job j is matrix j % N_LIN to candidate j / N_LIN, so that each
@@ -43,6 +44,7 @@ typedef struct block_jobs {
     const collector *c;
     float *w[N_LIN];     /* the matrices in f32 (NULL: absent) */
     int64_t rows[N_LIN], cols[N_LIN];
+    sqz_dtype stored[N_LIN]; /* each matrix's type in the model */
     const float *x2[N_LIN];
     const sqz_qformat *cand;
     float **deq;         /* a scratch per thread, the largest matrix */
@@ -59,6 +61,8 @@ static void measure_jobs(void *ctx, int64_t begin, int64_t end, int thread) {
         if (!J->w[k]) continue;
         J->st[j] = sqz_qauto_measure_one(J->w[k], J->rows[k], J->cols[k], J->x2[k], J->c->imatrix,
                                          J->cand[j / N_LIN], J->deq[thread], &J->bytes[j], &J->err[j]);
+        /* the type it is stored in costs nothing: the quant stage copies its bytes */
+        if (sqz_qformat_dtype(J->cand[j / N_LIN]) == J->stored[k]) J->err[j] = 0.0;
     }
 }
 
@@ -68,10 +72,22 @@ static void jobs_free(block_jobs *J, int n_threads) {
     free(J->deq);
 }
 
+/* The classifier input's E[x^2], kept for the trial's rounding of the output (as the quant stage
+ * rounds it: pass_quant_globals.c). */
+static sqz_status keep_head(collector *c, const sqz_calib_block *b) {
+    const sqz_calib_input *in = b ? sqz_calib_block_input(b, SQZ_ROLE_OUTPUT) : NULL;
+    if (!in || !in->x2) return SQZ_OK;
+    free(c->x2_out);
+    if (!(c->x2_out = sqz__malloc((size_t)in->st.n_in * sizeof(float)))) return SQZ_ERR_NOMEM;
+    memcpy(c->x2_out, in->x2, (size_t)in->st.n_in * sizeof(float));
+    return SQZ_OK;
+}
+
 static sqz_status measure_block(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *b) {
     (void)s;
     collector *c = user;
-    if (layer < 0 || layer >= c->m->hp.n_layers) return SQZ_OK;
+    if (layer < 0) return keep_head(c, b);
+    if (layer >= c->m->hp.n_layers) return SQZ_OK;
     block_jobs J;
     memset(&J, 0, sizeof J);
     J.c = c;
@@ -93,6 +109,7 @@ static sqz_status measure_block(void *user, sqz_session *s, int32_t layer, const
         }
         const int64_t n = sqz_tensor_nelements(t);
         J.rows[k] = t->shape[0];
+        J.stored[k] = t->qp ? SQZ_DTYPE_COUNT : t->dtype;
         J.cols[k] = t->shape[1];
         most = n > most ? n : most;
         if (!(J.w[k] = sqz__malloc((size_t)n * sizeof(float)))) st = SQZ_ERR_NOMEM;
@@ -331,14 +348,14 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp, double 
                   "FILE", sp->text);
     const int64_t nl = m->hp.n_layers, nt = nl * N_LIN;
     collector c = {m, !strcmp(sp->method->name, "imatrix"), sqz__calloc((size_t)nt, sizeof(sqz_qauto_tensor)),
-                   sqz__calloc((size_t)nt, sizeof(bool)), sqz__calloc((size_t)nt, sizeof(float *)), NULL};
+                   sqz__calloc((size_t)nt, sizeof(bool)), sqz__calloc((size_t)nt, sizeof(float *)), NULL, NULL};
     sqz_status st = c.t && c.have && c.x2 ? SQZ_OK : SQZ_ERR_NOMEM;
     if (st == SQZ_OK) st = sqz__pool_new(pc->session_opts->n_threads, &c.pool);
     if (st == SQZ_OK)
-        st = sqz_calib_scan(m, pc->session_opts, pc->w, SQZ_QSTAT_X2, measure_block, &c, pc->o->progress,
+        st = sqz_calib_scan(m, pc->session_opts, pc->w, SQZ_QSTAT_X2, true, measure_block, &c, pc->o->progress,
                             pc->o->progress_user);
     const double target = sp->auto_bpw * auto_params(sp, m) / 8.0;
-    const sqz__qauto_measured ms = {c.t, c.x2, c.have, linear_roles, N_LIN, (int32_t)nl};
+    const sqz__qauto_measured ms = {c.t, c.x2, c.have, linear_roles, N_LIN, (int32_t)nl, c.x2_out};
     sqz_qplan *cand[N_CAND] = {NULL};
     double kld[N_CAND] = {NAN, NAN, NAN, NAN, NAN, NAN};
     int n_cand = 0;
@@ -351,6 +368,7 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp, double 
     sqz__pool_free(c.pool);
     for (int64_t i = 0; c.x2 && i < nt; i++) free(c.x2[i]);
     free(c.x2);
+    free(c.x2_out);
     free(c.t);
     free(c.have);
     for (int i = 0; i < N_CAND; i++)

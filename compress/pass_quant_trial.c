@@ -134,8 +134,9 @@ static void restore(swap *sv, int64_t n) {
     }
 }
 
-/* t's E[x^2] as measured, for a block matrix; NULL otherwise. */
+/* t's E[x^2] as measured, for a block matrix and the output; NULL otherwise. */
 static const float *x2_of(const sqz__qauto_measured *ms, const sqz_tensor *t) {
+    if (t->layer < 0 && t->role == SQZ_ROLE_OUTPUT) return ms->x2_out;
     if (t->layer < 0 || t->layer >= ms->n_layers) return NULL;
     for (int k = 0; k < ms->n_roles; k++)
         if (ms->roles[k] == t->role) return ms->x2[t->layer * ms->n_roles + k];
@@ -170,7 +171,7 @@ static sqz_status apply(sqz_model *m, const sqz_compress_spec *sp, const sqz__qa
             d = sqz_qmix_type(sp->mix, m, t, with_imatrix(sp));
         if (d == SQZ_DTYPE_COUNT || d == t->dtype) continue;
         sqz_qmatrix q;
-        sqz_status st = quantize(t, d, t->layer >= 0 ? x2_of(ms, t) : NULL, imatrix, &q);
+        sqz_status st = quantize(t, d, x2_of(ms, t), imatrix, &q);
         if (st != SQZ_OK) {
             sqz__error_prefix("auto trial: %s", t->name);
             return st;

@@ -86,16 +86,22 @@ typedef struct loop {
     const sqz_calib_windows *w;
     sqz_stage_report *stage_rep; /* rows of stages [first, last) */
     const sqz_session_opts *session_opts;
+    bool head_done; /* the stages' run_head ran */
 } loop;
 
+/* Block `layer` through every stage of the loop; layer -1: the stages' run_head, once, after the
+ * last block (stats: the classifier's input, or NULL). */
 static sqz_status loop_block(loop *L, int32_t layer, const sqz_calib_block *stats) {
+    if (layer < 0) L->head_done = true;
     for (int k = L->first; k < L->last; k++) {
         const sqz_stage *s = &L->r->stages[k];
         if (L->run->links[k].absorbed) continue; /* another stage does its work (sqz_pass.link) */
+        if (layer < 0 && !s->pass->run_head) continue;
         sqz_pass_ctx c = {L->m,           L->o,           L->rep, L->w, &L->stage_rep[k - L->first], L->session_opts,
                           L->run->state[k], L->run->links[k].joint, &L->run->keep, false};
         const double t0 = sqz__calib_now();
-        const sqz_status st = s->pass->run_block(&c, layer, stats, s->args);
+        const sqz_status st =
+            layer < 0 ? s->pass->run_head(&c, stats, s->args) : s->pass->run_block(&c, layer, stats, s->args);
         if (st == SQZ_ERR_NOMEM) sqz__error_prefix("--%s '%s'", s->pass->name, s->spec); /* which stage ran out */
         if (st != SQZ_OK) return st;
         c.stage->seconds += sqz__calib_now() - t0;
@@ -104,8 +110,15 @@ static sqz_status loop_block(loop *L, int32_t layer, const sqz_calib_block *stat
 }
 
 static sqz_status on_block(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *stats) {
-    sqz_session_invalidate(s, layer); /* its float copies of the old weights: not needed any more */
+    if (layer >= 0) sqz_session_invalidate(s, layer); /* its float copies of the old weights: not needed any more */
     return loop_block(user, layer, stats);
+}
+
+/* Whether a stage of the loop has a run_head (then the calibration also observes the classifier). */
+static bool loop_heads(const loop *L) {
+    for (int k = L->first; k < L->last; k++)
+        if (L->r->stages[k].pass->run_head && !L->run->links[k].absorbed) return true;
+    return false;
 }
 
 static unsigned loop_needs(const loop *L, unsigned *required) {
@@ -146,6 +159,7 @@ static sqz_status loop_calibrated(loop *L, const sqz_compress_env *env, bool fre
     ro.progress_user = L->o->progress_user;
     ro.partition = L->o->stats_partition;
     ro.partitioned_solve = loop_partitions(L);
+    ro.head = loop_heads(L);
     sqz_calib_run_info info = {0};
     ro.info = &info;
     sqz_session *s = fresh ? NULL : env->session, *own = NULL;
@@ -161,6 +175,7 @@ static sqz_status loop_calibrated(loop *L, const sqz_compress_env *env, bool fre
     L->rep->activation_bytes = L->w->n_windows * L->w->ctx * L->m->hp.d_model * (int64_t)sizeof(float);
     const double t0 = sqz__calib_now(), q0 = L->rep->seconds_quant + L->rep->seconds_validate;
     sqz_status st = sqz_calib_run(s, L->w, &ro);
+    if (st == SQZ_OK && !L->head_done) st = loop_block(L, -1, NULL);
     L->rep->ranks = info.ranks;
     if (info.stats_peak_bytes > L->rep->stats_peak_bytes) L->rep->stats_peak_bytes = info.stats_peak_bytes;
     if (info.stats_peak_max_bytes > L->rep->stats_peak_max_bytes)
@@ -192,7 +207,9 @@ static sqz_status loop_from_file(loop *L, const sqz_calib_stats *stats, bool res
         if (st == SQZ_OK) st = loop_block(L, l, b);
         if (L->o->progress) L->o->progress(L->o->progress_user, l + 1, L->m->hp.n_layers);
     }
-    return st;
+    /* the classifier's input where the file has it (an importance matrix of llama-imatrix
+     * --process-output; sqz calibrate's files hold the blocks only) */
+    return st == SQZ_OK ? loop_block(L, -1, sqz_calib_stats_block(stats, -1)) : st;
 }
 
 static sqz_status loop_plain(loop *L) {
@@ -207,7 +224,7 @@ static sqz_status loop_plain(loop *L) {
         st = loop_block(L, l, NULL);
         if (L->o->progress) L->o->progress(L->o->progress_user, l + 1, L->m->hp.n_layers);
     }
-    return st;
+    return st == SQZ_OK ? loop_block(L, -1, NULL) : st;
 }
 
 /* ---- the recipe -------------------------------------------------------------------------- */
@@ -282,7 +299,7 @@ static sqz_status run_stages(sqz_model *m, const sqz_recipe *r, const run_state 
             continue;
         }
         const int j = loop_end(r, i);
-        loop L = {m, r, rs, i, j, o, rep, env->windows, &rep->stages[i], &env->session_opts};
+        loop L = {m, r, rs, i, j, o, rep, env->windows, &rep->stages[i], &env->session_opts, false};
         /* a whole-model step that reshapes (adds tensors) leaves the live session stale */
         const bool fresh = reshaped || (sqz__stage_steps(s) && s->pass->reshapes);
         if (env->windows) st = loop_calibrated(&L, env, fresh);

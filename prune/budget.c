@@ -54,7 +54,7 @@ static sqz_status score_all(sqz_model *m, const sqz__prune_env *e, scorer *sc) {
     }
     SQZ_RETURN_IF(!e->w || !e->session_opts, SQZ_ERR_INVALID_ARG,
                   "--prune '%s': part 'params=' scores every layer first: give --calib FILE", e->spec);
-    return sqz_calib_scan(m, e->session_opts, e->w, need, on_block, sc, e->progress,
+    return sqz_calib_scan(m, e->session_opts, e->w, need, false, on_block, sc, e->progress,
                           e->progress_user);
 }
 

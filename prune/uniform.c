@@ -75,7 +75,7 @@ sqz_status sqz__prune_uniform_shape(sqz_model *m, const sqz__prune_opts *a, cons
         else {
             SQZ_RETURN_IF(!e->w || !e->session_opts, SQZ_ERR_INVALID_ARG,
                           "--prune '%s': part 'uniform' scores every layer first: give --calib FILE", e->spec);
-            SQZ_TRY(sqz_calib_scan(m, e->session_opts, e->w, need, on_block, &v, e->progress, e->progress_user));
+            SQZ_TRY(sqz_calib_scan(m, e->session_opts, e->w, need, false, on_block, &v, e->progress, e->progress_user));
         }
     }
     int best = 0; /* ties: the first, fewer KV groups kept */

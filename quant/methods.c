@@ -106,6 +106,12 @@ static bool has_stat(const sqz_qstats *st, unsigned bit) {
     }
 }
 
+bool sqz__qstats_has(const sqz_qstats *st, unsigned needs) {
+    for (unsigned bit = 1; bit <= SQZ_QSTAT_DXXT; bit <<= 1)
+        if ((needs & bit) && !has_stat(st, bit)) return false;
+    return true;
+}
+
 sqz_status sqz__check_method_args(const char *method, const sqz_qlinear *lin, int n_lin, const sqz_qstats *st,
                                   const sqz_quant_opts *o, unsigned needs, float *smooth, bool smooths) {
     SQZ_RETURN_IF(!lin || n_lin < 1 || !st || !o, SQZ_ERR_INVALID_ARG, "%s: no layers, statistics or options",

@@ -116,6 +116,9 @@ static inline int64_t sqz__group_cols(const sqz_qtarget *t, int64_t n_in) {
  * room for the encoded matrix (allocated otherwise). */
 sqz_status sqz__fake_quant(const float *w, int64_t n_out, int64_t n_in, const sqz_qtarget *t, float *out);
 
+/* Whether st holds every statistic of needs (SQZ_QSTAT_* bits). */
+bool sqz__qstats_has(const sqz_qstats *st, unsigned needs);
+
 /* Common argument checks of the methods: n_lin >= 1, weights present, st->n_in fits the target. */
 sqz_status sqz__check_method_args(const char *method, const sqz_qlinear *lin, int n_lin, const sqz_qstats *st,
                                   const sqz_quant_opts *o, unsigned needs, float *smooth, bool smooths);

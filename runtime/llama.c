@@ -75,11 +75,12 @@ sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, 
 
 sqz_status sqz__llama_head(sqz_session *s, const float *x, int64_t n, int64_t logits_from, float *logits) {
     int64_t d = s->d, rows = n - logits_from;
-    if (rows <= 0 || !logits) return SQZ_OK;
+    if (rows <= 0 || (!logits && !s->hook)) return SQZ_OK;
     const float *w, *b;
     SQZ_TRY(sqz__param(s, SQZ_ROLE_OUTPUT_NORM, -1, SQZ_PARAM_WEIGHT, &w));
     SQZ_TRY(sqz__param(s, SQZ_ROLE_OUTPUT, -1, SQZ_PARAM_BIAS, &b));
     sqz__rmsnorm(s->pool, x + logits_from * d, w, s->m->hp.norm_eps, rows, d, s->h);
     SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, -1, ROLE_BIT(SQZ_ROLE_OUTPUT), s->h, rows, d, logits_from));
+    if (!logits) return SQZ_OK; /* the classifier's input for the hook only (calibration) */
     return sqz__linear(s, s->h, rows, s->classifier, b, logits);
 }

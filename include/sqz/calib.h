@@ -228,6 +228,11 @@ typedef struct sqz_calib_run_opts {
                                    statistics on its owner rank only (sqz_calib_block.partitioned)
                                    and must solve the inputs this rank owns and share the results
                                    (compress/pass_quant_share.c); false: every rank gets them all */
+    bool head;                  /* also the classifier's input: after the last block, on_block(user,
+                                   s, -1, stats) with the statistics (observe.needs) of the final
+                                   norm's output over every window, role OUTPUT, on every rank; a
+                                   model without a classifier (an encoder) gets on_block(user, s,
+                                   -1, NULL) */
 } sqz_calib_run_opts;
 
 /* Runs every window of w through the decoder or encoder of session s block by block as the
@@ -240,12 +245,13 @@ SQZ_API sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, con
 
 /* One pass over model m as it is, for a step that scores the model before changing it (auto's
  * sensitivities, pruning budgets): a session of m with `so` (max_tokens set to the windows'
- * ctx), the statistics `needs` of every block handed to on_block(user, ...), no recompute,
- * progress as sqz_calib_run's. The session is freed before returning. Errors: sqz_calib_run's
- * and sqz_session_new's. */
+ * ctx), the statistics `needs` of every block handed to on_block(user, ...), with head also the
+ * classifier's input's (layer -1, sqz_calib_run_opts.head), no recompute, progress as
+ * sqz_calib_run's. The session is freed before returning. Errors: sqz_calib_run's and
+ * sqz_session_new's. */
 SQZ_API sqz_status sqz_calib_scan(sqz_model *m, const sqz_session_opts *so, const sqz_calib_windows *w,
-                                  unsigned needs, sqz_calib_block_fn on_block, void *user, sqz_progress_fn progress,
-                                  void *progress_user);
+                                  unsigned needs, bool head, sqz_calib_block_fn on_block, void *user,
+                                  sqz_progress_fn progress, void *progress_user);
 
 /* ======================================================================================
  * Statistics file (.sqzs)

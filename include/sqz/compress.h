@@ -270,6 +270,8 @@ SQZ_API char *sqz_compress_report_json(const sqz_compress_report *r, const char 
  *   run_block    optional, block by block inside the sequential calibration loop: block l is
  *                compressed from statistics collected on the output of the already compressed
  *                blocks 0..l-1.
+ *   run_head     optional, after the last block: the token embedding and the classifier, with
+ *                the statistics of the classifier's input on the compressed blocks' output.
  * Stages run in recipe order. Consecutive stages with run_block share one calibration loop
  * (each block: every stage's run_block in order, then the block is recomputed), except that a
  * stage that reshapes ends its loop: the next stage calibrates again on the changed model.
@@ -356,6 +358,10 @@ typedef struct sqz_pass {
      * loop of the stage before it). NULL: always, when model_step is set. */
     bool (*steps)(const void *args);
     sqz_status (*run_block)(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args);
+    /* Once after the last block of the loop, with the statistics of the classifier's input (the
+     * final norm's output on the compressed model; sqz_calib_run_opts.head), or NULL where there
+     * are none (no calibration, a statistics file without them, an encoder). May be NULL. */
+    sqz_status (*run_head)(sqz_pass_ctx *c, const sqz_calib_block *stats, const void *args);
     /* Frees what the run left in the state (also after a failure). May be NULL. */
     void (*fini)(void *state);
 } sqz_pass;

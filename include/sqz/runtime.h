@@ -142,7 +142,9 @@ SQZ_API sqz_status sqz_forward(sqz_session *s, const int32_t *tokens, int64_t n,
  *           types may be NULL (all 0); pos as in sqz_forward.
  *   block:  x = block `layer`(x), in place, positions [pos, pos+n); fills that layer's cache rows.
  *   head:   decoders: final norm then classifier of rows [logits_from, n) into logits
- *           ((n - logits_from) * vocab_size floats); x is left unchanged. */
+ *           ((n - logits_from) * vocab_size floats); x is left unchanged. logits NULL: only the
+ *           classifier's input is formed, for the session's hook (SQZ_HOOK_LINEAR_IN, layer -1,
+ *           role OUTPUT; nothing at all without a hook). */
 SQZ_API sqz_status sqz_session_embed(sqz_session *s, const int32_t *tokens, const int32_t *types, int64_t n,
                                      int64_t pos, float *x);
 SQZ_API sqz_status sqz_session_block(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos);
