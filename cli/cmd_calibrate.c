@@ -52,8 +52,9 @@ typedef struct cal_ctx {
 static sqz_status on_block(void *user, sqz_session *s, int32_t layer, const sqz_calib_block *b) {
     (void)s;
     cal_ctx *c = user;
-    c->cos[layer] = b->cos_mean;
-    return sqz_stats_writer_add(c->wr, b);
+    if (!b) return SQZ_OK; /* an encoder: no classifier */
+    if (layer >= 0) c->cos[layer] = b->cos_mean;
+    return sqz_stats_writer_add(c->wr, b); /* layer -1: the classifier's input, last */
 }
 
 int sqz_cmd_calibrate(int argc, char **argv) {
@@ -100,10 +101,11 @@ int sqz_cmd_calibrate(int argc, char **argv) {
         ro.observe.block_io = true;
         ro.observe.backend = be; /* --device: the Hessian sums there too */
         ro.on_block = on_block;
+        ro.head = true;
         ro.user = &c;
         ro.partition = (sqz_calib_partition)cc.partition;
         ro.info = &info;
-        sqz_progress *p = sqz_cli_progress(quiet, "calibrate", m->hp.n_layers * w.n_windows, "passes");
+        sqz_progress *p = sqz_cli_progress(quiet, "calibrate", (m->hp.n_layers + 1) * w.n_windows, "passes");
         ro.progress = sqz_progress_cb;
         ro.progress_user = p;
         st = sqz_calib_run(s, &w, &ro);

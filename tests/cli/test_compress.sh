@@ -4,10 +4,12 @@
 #   stories260K: q4_0 (RTN) and q4_0:gptq to GGUF, int8 to HF safetensors; compressing twice gives
 #     identical bytes; the report JSON and HTML are complete; `sqz eval` reads every output
 #     directly and int8 (W8A16) has mean KLD < 0.005; calibrate -> stats -> compress --stats
-#     (imatrix); GPTQ from a stats file without Hessians is refused with a clear message;
+#     (imatrix); GPTQ from a stats file without Hessians is refused with a clear message; a mix's
+#     output (untied by --rotate) rounded by imatrix / gptq from its input's statistics;
 #   tinystories-656K: int4 GPTQ / AWQ / RTN (g32) and w8a8 smoothquant to safetensors, evaluated
 #     against the original: GPTQ and AWQ below RTN in mean KLD.
-# With "smollm2" as the first argument: SmolLM2-135M q4_0:gptq on 16 x 256 calibration tokens,
+# With "smollm2" as the first argument: SmolLM2-135M to its own q4_1 copies every tensor unchanged;
+# q4_0:gptq on 16 x 256 calibration tokens,
 # peak RSS (/usr/bin/time %M) below half its F32 checkpoint plus the activations, then eval.
 set -u
 sqz=${SQZ_BIN:?}
@@ -59,6 +61,20 @@ for t in gguf.GGUFReader(sys.argv[1]).tensors:
     assert np.array_equal(again.reshape(-1), raw.astype(np.uint8).reshape(-1)), t.name
     n += 1
 assert n == 210, n
+PY'
+  "$sqz" compress "$smol" -o "$tmp/same.gguf" --quant q4_1 > "$tmp/out" 2>&1
+  check "SmolLM2 (Q4_1) to q4_1: every tensor copied, its bytes unchanged" \
+    'grep -q "210 kept as stored (q4_1)" "$tmp/out" && "$py" - "$smol" "$tmp/same.gguf" <<PY
+import sys
+try:
+    import numpy as np, gguf
+except ImportError:
+    sys.exit(0)
+a = {t.name: t for t in gguf.GGUFReader(sys.argv[1]).tensors}
+b = {t.name: t for t in gguf.GGUFReader(sys.argv[2]).tensors}
+assert a.keys() == b.keys()
+for n in a:
+    assert a[n].tensor_type == b[n].tensor_type and np.array_equal(np.asarray(a[n].data), np.asarray(b[n].data)), n
 PY'
   "$sqz" eval "$tmp/smol.gguf" --base "$smol" --text "$wiki" --ctx 256 --chunks 2 --json "$tmp/e.json" > /dev/null
   check "sqz eval reads the SmolLM2 GGUF" '[ $? -eq 0 ]'
@@ -132,6 +148,20 @@ check "stories260K q4_0: GPTQ below RTN in mean KLD" 'lt "$(kld "$tmp/e_gptq.jso
 "$sqz" compress "$s260" -o "$tmp/w8a8" --quant w8a8:smoothquant --hf-format sqz "${cal[@]}" > /dev/null
 "$sqz" eval "$tmp/w8a8" "${ev[@]}" --json "$tmp/e_w8a8.json" > /dev/null
 check "w8a8:smoothquant output evaluates (activations quantized at run time)" '[ -s "$tmp/e_w8a8.json" ]'
+
+# ---- the classifier rounded by the SPEC's method from the statistics of its input ----
+# (--rotate unties stories260K's classifier, so that it is a matrix of its own)
+heads() { "$py" -c 'import json,sys; print(" ".join(l["method"] for l in json.load(open(sys.argv[1]))["layers"] if l["tensor"] == "output.weight"))' "$1"; }
+for me in rtn imatrix gptq; do
+  "$sqz" compress "$s260" -o "$tmp/h_$me.gguf" --rotate all --quant "q4_0:mix:$me" --output-tensor-type q4_0 "${cal[@]}" \
+    --report "$tmp/h_$me.json" > /dev/null 2>&1
+done
+check "a mix's output: imatrix and gptq use the statistics of its input, rtn does not" \
+  '[ "$(heads "$tmp/h_rtn.json")" = rtn ] && [ "$(heads "$tmp/h_imatrix.json")" = imatrix ] && [ "$(heads "$tmp/h_gptq.json")" = gptq ]'
+"$sqz" eval "$tmp/h_rtn.gguf" "${ev[@]}" --json "$tmp/e_h_rtn.json" > /dev/null
+"$sqz" eval "$tmp/h_gptq.gguf" "${ev[@]}" --json "$tmp/e_h_gptq.json" > /dev/null
+echo "stories260K rotated, q4_0 mix with a Q4_0 output, mean KLD: rtn $(kld "$tmp/e_h_rtn.json"), gptq $(kld "$tmp/e_h_gptq.json")"
+check "stories260K rotated q4_0 mix: GPTQ (output included) below RTN" 'lt "$(kld "$tmp/e_h_gptq.json")" "$(kld "$tmp/e_h_rtn.json")"'
 
 # ---- calibrate -> statistics file -> compress --stats ----
 "$sqz" calibrate "$s260" --text "$tmp/calib.txt" --calib-samples 16 --calib-ctx 128 -o "$tmp/s.sqzs" > "$tmp/cal.out"
