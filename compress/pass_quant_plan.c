@@ -292,9 +292,10 @@ static void add_candidate(sqz_qplan *p, sqz_qplan **cand, int *n) {
  * largest mix that fits, upgraded; and the greedy plan with the token embedding and output one
  * and two rungs below q4_k_m's types (the proxy does not see them, and where they are a large
  * part of the model, SmolLM2's tied 28 M of 135 M in Q8_0, their bytes may do more in the
- * blocks), and an untied embedding that ended on Q3_K at Q2_K. Duplicates are dropped; with two
+ * blocks; a third rung for an output rounded with importance), and an untied embedding that ended
+ * on Q3_K at Q2_K. Duplicates are dropped; with two
  * or more left, the trial decides. *n gets their number; the greedy plan is first. */
-enum { N_CAND = 6 };
+enum { N_CAND = 7 };
 static sqz_status candidates(sqz_pass_ctx *pc, const sqz_compress_spec *sp, const collector *c,
                              const sqz__qauto_measured *ms, double target, sqz_qplan **cand, int *n) {
     *n = 0;
@@ -306,19 +307,23 @@ static sqz_status candidates(sqz_pass_ctx *pc, const sqz_compress_spec *sp, cons
     p = NULL;
     SQZ_TRY(sqz__qplan_anchor(pc->m, sp, ms, target, &p));
     add_candidate(p, cand, n);
-    heads h = mix_heads;
-    for (int head = 1; head <= 2; head++) {
+    heads h = mix_heads, h2 = mix_heads;
+    /* a third rung only for an output rounded with its input's importance (pass_quant_globals.c:
+     * on the 1.5 B its Q4_K output cost 0.0089 so, 0.0146 without) */
+    const int rungs = c->imatrix && ms->x2_out && sqz_model_get(pc->m, SQZ_ROLE_OUTPUT, -1, SQZ_PARAM_WEIGHT) ? 3 : 2;
+    for (int head = 1; head <= rungs; head++) {
         h = (heads){head_type(pc->m, sp, SQZ_ROLE_TOKEN_EMBD, head), head_type(pc->m, sp, SQZ_ROLE_OUTPUT, head)};
         if (h.embd == SQZ_DTYPE_COUNT && h.out == SQZ_DTYPE_COUNT) break;
+        if (head == 2) h2 = h;
         p = NULL;
         SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_COUNT, h, &p));
         add_candidate(p, cand, n);
     }
     /* an untied token embedding at the foot of the K ladder goes one rung further, to Q2_K: it is
      * looked up, not multiplied, and llama.cpp's IQ2 mixes store it so; the output stays */
-    if (h.embd == SQZ_DTYPE_Q3_K && h.out != SQZ_DTYPE_COUNT) {
+    if (h2.embd == SQZ_DTYPE_Q3_K && h2.out != SQZ_DTYPE_COUNT) {
         p = NULL;
-        SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_COUNT, (heads){SQZ_DTYPE_Q2_K, h.out}, &p));
+        SQZ_TRY(greedy_plan(pc->m, sp, c, nt, target, SQZ_QFMT_COUNT, (heads){SQZ_DTYPE_Q2_K, h2.out}, &p));
         add_candidate(p, cand, n);
     }
     return SQZ_OK;
@@ -357,7 +362,7 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp, double 
     const double target = sp->auto_bpw * auto_params(sp, m) / 8.0;
     const sqz__qauto_measured ms = {c.t, c.x2, c.have, linear_roles, N_LIN, (int32_t)nl, c.x2_out};
     sqz_qplan *cand[N_CAND] = {NULL};
-    double kld[N_CAND] = {NAN, NAN, NAN, NAN, NAN, NAN};
+    double kld[N_CAND] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN};
     int n_cand = 0;
     if (st == SQZ_OK) st = candidates(pc, sp, &c, &ms, target, cand, &n_cand);
     /* the trial picks between plans; try-rotate (kld_out) compares its KLD across models, so one plan is

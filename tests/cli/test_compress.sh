@@ -161,6 +161,9 @@ check "a mix's output: imatrix and gptq use the statistics of its input, rtn doe
 "$sqz" eval "$tmp/h_rtn.gguf" "${ev[@]}" --json "$tmp/e_h_rtn.json" > /dev/null
 "$sqz" eval "$tmp/h_gptq.gguf" "${ev[@]}" --json "$tmp/e_h_gptq.json" > /dev/null
 echo "stories260K rotated, q4_0 mix with a Q4_0 output, mean KLD: rtn $(kld "$tmp/e_h_rtn.json"), gptq $(kld "$tmp/e_h_gptq.json")"
+"$sqz" compress "$s260" -o "$tmp/h_auto.gguf" --rotate all --quant auto:bpw=9:imatrix "${cal[@]}" > "$tmp/out" 2>&1
+check "auto with an untied output rounded by importance: the trial also measures the output 3 rungs down (Q4_1)" \
+  'grep -q "greedy-head-[a-z0-9_]*-q4_1 KLD" "$tmp/out"'
 check "stories260K rotated q4_0 mix: GPTQ (output included) below RTN" 'lt "$(kld "$tmp/e_h_gptq.json")" "$(kld "$tmp/e_h_rtn.json")"'
 
 # ---- calibrate -> statistics file -> compress --stats ----
