@@ -352,7 +352,9 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp, double 
                   "--quant '%s': auto measures every layer's sensitivity on calibration text first: give --calib "
                   "FILE", sp->text);
     const int64_t nl = m->hp.n_layers, nt = nl * N_LIN;
-    collector c = {m, !strcmp(sp->method->name, "imatrix"), sqz__calloc((size_t)nt, sizeof(sqz_qauto_tensor)),
+    /* a method that reads the activations (imatrix, gptq, awq) is measured by importance-weighted
+     * rounding, the nearest of the reference quantizers to what it writes; rtn by rtn */
+    collector c = {m, sp->method->needs != 0, sqz__calloc((size_t)nt, sizeof(sqz_qauto_tensor)),
                    sqz__calloc((size_t)nt, sizeof(bool)), sqz__calloc((size_t)nt, sizeof(float *)), NULL, NULL};
     sqz_status st = c.t && c.have && c.x2 ? SQZ_OK : SQZ_ERR_NOMEM;
     if (st == SQZ_OK) st = sqz__pool_new(pc->session_opts->n_threads, &c.pool);

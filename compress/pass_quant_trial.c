@@ -162,7 +162,7 @@ static sqz_status quantize(const sqz_tensor *t, sqz_dtype d, const float *x2, bo
 static sqz_status apply(sqz_model *m, const sqz_compress_spec *sp, const sqz__qauto_measured *ms, const sqz_qplan *p,
                         swap *sv, int64_t *n_sv) {
     *n_sv = 0;
-    const bool imatrix = !strcmp(sp->method->name, "imatrix");
+    const bool imatrix = with_imatrix(sp); /* as the plan measured it (pass_quant_plan.c) */
     for (int64_t i = 0; i < m->n_tensors; i++) {
         sqz_tensor *t = &m->tensors[i];
         if (t->ndim != 2 || t->param != SQZ_PARAM_WEIGHT || t->qp) continue;
