@@ -200,18 +200,27 @@ static sqz_status sample_err(sqz_backend *be, const sqz_qmatrix *q, const float 
  * 0.07-0.12% relative output error by imatrix and 1.0-2.9% by GPTQ on Qwen2.5-Coder-1.5B, its
  * first errors spread over later columns that then leave the grid. So a gptq matrix is also
  * rounded by imatrix and the one with the lower output error on the calibration's sample rows
- * is kept (*used says which). Only where imatrix produces the type and E[x^2] and sample rows
- * are at hand. */
+ * is kept (*used says which). Only where imatrix produces the type and sample rows are at hand;
+ * E[x^2] is the diagonal of GPTQ's X^T X over its tokens. */
 static sqz_status gptq_or_imatrix(sqz_backend *be, const sqz_qlinear *lin, const sqz_calib_input *in,
                                   const sqz_quant_opts *qo, sqz_qmatrix *out, const sqz_qmethod **used) {
     const sqz_qmethod *im = sqz_qmethod_find("imatrix");
-    if (strcmp((*used)->name, "gptq") || !in || !in->x || in->st.n_x < 1 || !in->st.x2 || !im ||
+    if (strcmp((*used)->name, "gptq") || !in || !in->x || in->st.n_x < 1 || (!in->st.x2 && !in->st.xtx) || !im ||
         !(im->formats & (1u << qo->target.fmt)))
         return SQZ_OK;
+    /* GPTQ's statistics hold X^T X, whose diagonal over the tokens is E[x^2] */
+    const int64_t n = in->st.n_in;
+    sqz_qstats st2 = in->st;
+    float *x2 = st2.x2 ? NULL : sqz__malloc((size_t)n * sizeof(float));
+    if (!st2.x2 && !x2) return SQZ_ERR_NOMEM;
+    for (int64_t j = 0; x2 && j < n; j++)
+        x2[j] = (float)(in->st.xtx[j * n + j] / (double)(in->st.n_tokens > 0 ? in->st.n_tokens : 1));
+    if (x2) st2.x2 = x2;
     sqz_qmatrix alt;
     memset(&alt, 0, sizeof alt);
     double eg = 0, ei = 0;
-    sqz_status st = im->run(lin, 1, &in->st, qo, &alt, NULL);
+    sqz_status st = im->run(lin, 1, &st2, qo, &alt, NULL);
+    free(x2);
     if (st == SQZ_OK) st = sample_err(be, out, lin->w, in->x, in->st.n_x, &eg);
     if (st == SQZ_OK) st = sample_err(be, &alt, lin->w, in->x, in->st.n_x, &ei);
     if (st == SQZ_OK && ei < eg) {

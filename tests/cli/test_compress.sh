@@ -9,6 +9,7 @@
 #   tinystories-656K: int4 GPTQ / AWQ / RTN (g32) and w8a8 smoothquant to safetensors, evaluated
 #     against the original: GPTQ and AWQ below RTN in mean KLD.
 # With "smollm2" as the first argument: SmolLM2-135M to its own q4_1 copies every tensor unchanged;
+# its attn_v onto Q5_1 in a gptq mix keeps imatrix's exact rounding over GPTQ's;
 # q4_0:gptq on 16 x 256 calibration tokens,
 # peak RSS (/usr/bin/time %M) below half its F32 checkpoint plus the activations, then eval.
 set -u
@@ -61,6 +62,14 @@ for t in gguf.GGUFReader(sys.argv[1]).tensors:
     assert np.array_equal(again.reshape(-1), raw.astype(np.uint8).reshape(-1)), t.name
     n += 1
 assert n == 210, n
+PY'
+  "$sqz" compress "$smol" -o "$tmp/sel.gguf" --quant q4_0:mix:gptq --tensor-type attn_v=q5_1 \
+    --calib "$tmp/calib.txt" --calib-samples 8 --calib-ctx 256 --report "$tmp/sel.json" > /dev/null 2>&1
+  check "a mix's gptq matrix keeps imatrix's rounding where it is better: Q4_1 weights onto Q5_1, which holds them" \
+    '"$py" - "$tmp/sel.json" <<PY
+import json, sys
+v = [l for l in json.load(open(sys.argv[1]))["layers"] if l["format"] == "q5_1"]
+assert len(v) == 30 and all(l["method"] == "imatrix" and l["out_err"] < 1e-3 for l in v), [(l["method"], l["out_err"]) for l in v]
 PY'
   "$sqz" compress "$smol" -o "$tmp/same.gguf" --quant q4_1 > "$tmp/out" 2>&1
   check "SmolLM2 (Q4_1) to q4_1: every tensor copied, its bytes unchanged" \
