@@ -134,7 +134,8 @@ static sqz_status observe_linear(sqz_calib_observer *ob, const sqz_hook_event *e
         if (in->x && in->n_x < in->x_cap && (ob->token_base + in->n_tokens + t) % ob->stride == 0)
             memcpy(in->x + in->n_x++ * k, r, (size_t)k * sizeof(float));
     }
-    if (in->xtx) SQZ_TRY(sqz__calib_xtx_add(ob, in, e->x, n));
+    if (in->xtx) /* the device's own copy of the rows, when the forward left them there */
+        SQZ_TRY(sqz__calib_xtx_add(ob, in, e->x, e->backend == ob->o.backend ? e->x_dev : NULL, n));
     if (in->dxxt) SQZ_TRY(sqz__calib_dxxt_add(ob, in, e->x, n));
     if (in->hist_init) SQZ_TRY(sqz_act_hist_add(&in->hist, e->x, n * k));
     in->n_tokens += n;

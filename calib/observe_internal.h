@@ -111,8 +111,10 @@ sqz_status sqz__calib_observer_unpack(sqz__reader *r, const sqz_calib_observe_op
 /* SQZ_ERR_UNSUPPORTED when o->backend lacks what the Hessian needs (when it is collected). */
 sqz_status sqz__calib_xtx_check(const sqz_calib_observe_opts *o);
 /* The upper triangle of input in's X^T X += x^T x, x (n, in->n_in): host, host-memory backend
- * (same bits) or device (the sum stays there until sqz__calib_xtx_to_host). */
-sqz_status sqz__calib_xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n);
+ * (same bits) or device (the sum stays there until sqz__calib_xtx_to_host; x_dev, when not NULL,
+ * holds the same rows in the backend's memory and is used instead of uploading x). */
+sqz_status sqz__calib_xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, const float *x_dev,
+                              int64_t n);
 /* Every input's device sum into the host's xtx (added when the host holds sums already) and its
  * device memory freed; nothing without a device backend. */
 sqz_status sqz__calib_xtx_to_host(sqz_calib_observer *ob);

@@ -34,8 +34,9 @@ sqz_status sqz__calib_xtx_check(const sqz_calib_observe_opts *o) {
     return SQZ_OK;
 }
 
-/* The device: rows uploaded into ob->dev_x (grown as needed), then H_dev = beta H_dev + X^T X. */
-static sqz_status xtx_device(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n) {
+/* The device: rows uploaded into ob->dev_x (grown as needed) unless they are there already (x_dev,
+ * in the backend's memory), then H_dev = beta H_dev + X^T X. */
+static sqz_status xtx_device(sqz_calib_observer *ob, obs_input *in, const float *x, const float *x_dev, int64_t n) {
     const sqz_backend *b = ob->o.backend;
     const int64_t k = in->n_in;
     const size_t xb = (size_t)n * (size_t)k * sizeof(float);
@@ -43,6 +44,12 @@ static sqz_status xtx_device(sqz_calib_observer *ob, obs_input *in, const float 
         in->dev_h = b->ops->alloc(b->ctx, (size_t)k * (size_t)k * sizeof(double));
         if (!in->dev_h) return alloc_failed("device Hessian", k, k);
         in->dev_used = false;
+    }
+    if (x_dev) {
+        const sqz_xtx_args a = {.m = n, .k = k, .x = x_dev, .h = in->dev_h, .beta = in->dev_used ? 1.0 : 0.0};
+        SQZ_TRY(b->ops->xtx(b->ctx, &a));
+        in->dev_used = true;
+        return SQZ_OK;
     }
     if (xb > ob->dev_x_bytes) {
         if (b->ops->free) b->ops->free(b->ctx, ob->dev_x);
@@ -58,23 +65,23 @@ static sqz_status xtx_device(sqz_calib_observer *ob, obs_input *in, const float 
     return SQZ_OK;
 }
 
-static sqz_status xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n);
+static sqz_status xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, const float *x_dev, int64_t n);
 
-sqz_status sqz__calib_xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n) {
+sqz_status sqz__calib_xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, const float *x_dev, int64_t n) {
     const double t0 = sqz__prof_begin();
-    const sqz_status st = xtx_add(ob, in, x, n);
+    const sqz_status st = xtx_add(ob, in, x, x_dev, n);
     sqz__prof_end(SQZ__PROF_OBS_XTX, t0);
     return st;
 }
 
-static sqz_status xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n) {
+static sqz_status xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, const float *x_dev, int64_t n) {
     if (n == 0) return SQZ_OK;
     const sqz_backend *b = ob->o.backend;
     if (!b) { /* the CPU slot's arithmetic on the observer's own conversion buffer */
         sqz__xtx_host(&(sqz_xtx_args){.m = n, .k = in->n_in, .x = x, .h = in->xtx, .beta = 1.0}, ob->dbuf);
         return SQZ_OK;
     }
-    if (on_device(ob)) return xtx_device(ob, in, x, n);
+    if (on_device(ob)) return xtx_device(ob, in, x, x_dev, n);
     const sqz_xtx_args a = {.m = n, .k = in->n_in, .x = x, .h = in->xtx, .beta = 1.0};
     return b->ops->xtx(b->ctx, &a);
 }

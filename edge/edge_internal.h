@@ -33,7 +33,7 @@ float sqze__dot(const float *a, const float *b, uint32_t n);
 /* Row r of W as floats (embedding lookup). */
 void sqze__row_f32(const void *w, uint32_t dtype, uint32_t r, uint32_t k, float *out);
 float sqze__fp16_to_f32(uint16_t h);
-/* exp as sqz's runtime computes it (Cephes scheme; runtime/ops_vec.c) */
+/* exp as sqz's runtime computes it (Cephes scheme; kernels/cpu/fwd_vec.c) */
 float sqze__expf(float x);
 
 /* ---- tokenizer tables, laid out by model.c, built by tokenizer.c ---- */

@@ -29,7 +29,7 @@ static void linear(const sqze_w *w, const sqze_w *b, const float *x, float *y) {
     }
 }
 
-/* HF: inv_freq = 1 / theta ** (arange(0, hd, 2) / hd), in float32, as runtime/ops.c */
+/* HF: inv_freq = 1 / theta ** (arange(0, hd, 2) / hd), in float32, as kernels/cpu/fwd_ops.c */
 static void rope_table(sqze_model *m, uint32_t pos) {
     uint32_t hd = m->hp.head_dim, half = hd / 2;
     for (uint32_t i = 0; i < half; i++) {
@@ -60,7 +60,7 @@ static void rope(const sqze_model *m, float *v, uint32_t heads) {
     }
 }
 
-/* softmax of row[0..len) scaled, as runtime/ops_vec.c (max and sum in 8 lanes) */
+/* softmax of row[0..len) scaled, as kernels/cpu/fwd_vec.c (max and sum in 8 lanes) */
 static void softmax(float *row, uint32_t len, float scale) {
     float lm[8], ls[8];
     for (int k = 0; k < 8; k++) {

@@ -55,7 +55,7 @@ float sqze__fp16_to_f32(uint16_t h) {
     return f;
 }
 
-/* Cephes-style expf, bit for bit as sqz's runtime/ops_vec.c vexp (inputs clamped to [-87.3, 88]) */
+/* Cephes-style expf, bit for bit as sqz's kernels/cpu/fwd_vec.c vexp (inputs clamped to [-87.3, 88]) */
 float sqze__expf(float x) {
     const float magic = 12582912.0f;
     x = x < -87.33654f ? -87.33654f : x;

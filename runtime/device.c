@@ -39,8 +39,7 @@ static sqz_status widen_host(sqz_session *s, const sqz_tensor *w, float *dst) {
     return sqz_tensor_to_f32(w, dst); /* the serial path names the problem */
 }
 
-/* The weight as f32 (n, k) in device memory, uploaded on first use. */
-static sqz_status dev_weight(sqz_session *s, const sqz_tensor *w, const float **out) {
+sqz_status sqz__dev_weight(sqz_session *s, const sqz_tensor *w, const float **out) {
     const int64_t i = sqz__tensor_index(s, w);
     if (s->dcache[i]) {
         *out = s->dcache[i];
@@ -89,7 +88,7 @@ sqz_status sqz__dev_linear(sqz_session *s, const float *x, int64_t m, const sqz_
                   "runtime: backend %s has no f32 matmul", s->be->ops->name);
     const float *dw;
     double t0 = sqz__prof_begin();
-    SQZ_TRY(dev_weight(s, w, &dw));
+    SQZ_TRY(sqz__dev_weight(s, w, &dw));
     sqz__prof_end(SQZ__PROF_DEV_WEIGHT, t0);
     if (dev_scratch(s, &s->dx, &s->dx_cap, (size_t)m * (size_t)k) != SQZ_OK ||
         dev_scratch(s, &s->dy, &s->dy_cap, (size_t)m * (size_t)n) != SQZ_OK) {
@@ -143,4 +142,5 @@ void sqz__dev_free(sqz_session *s) {
     s->be->ops->free(s->be->ctx, s->dx);
     s->be->ops->free(s->be->ctx, s->dy);
     s->dx = s->dy = NULL;
+    sqz__dev_block_free(s);
 }

@@ -37,6 +37,7 @@ sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, 
     const sqz_layer_dims *ld = &s->m->layers[layer];
     int64_t d = s->d, hd = s->hd, qd = ld->n_heads * hd, kvd = ld->n_kv_heads * hd, ff = ld->d_ff;
     float *kc = s->kcache + s->kv_off[layer] + pos * kvd, *vc = s->vcache + s->kv_off[layer] + pos * kvd;
+    if (sqz__dev_block_ok(s, layer, pos)) return sqz__dev_block_run(s, layer, x, n, pos);
 
     SQZ_TRY(sqz__hook(s, SQZ_HOOK_BLOCK_IN, layer, 0, x, n, d, pos));
 

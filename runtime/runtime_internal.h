@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 #include "core/internal.h"
-#include "runtime/ops.h"
+#include "kernels/cpu/attn.h"
+#include "kernels/cpu/fwd_ops.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/qmatmul.h"
 #include "sqz/family.h"
@@ -70,13 +71,14 @@ struct sqz_session {
     int64_t dcache_bytes;
     float *dx, *dy;
     size_t dx_cap, dy_cap;
+    struct sqz__dev_fwd *dfwd;   /* the device block's activations (device_block.c), made on first use */
     void *pinned[32];            /* scratch buffers page-locked by the device backend (host_pin) */
     int n_pinned;
     int64_t scratch_bytes;
 };
 
 enum {
-    SQZ__QBLOCK = 128,     /* queries per attention block (causal blocking) */
+    SQZ__QBLOCK = SQZ__ATTN_QBLOCK, /* queries per attention block (causal blocking; kernels/cpu/attn.h) */
     SQZ__PANEL_ROWS = 256, /* rows per dequantized panel in stream mode */
 };
 
@@ -103,6 +105,21 @@ sqz_status sqz__dev_init(sqz_session *s);
 sqz_status sqz__dev_linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, float *y);
 void sqz__dev_invalidate(sqz_session *s, int32_t layer);
 void sqz__dev_free(sqz_session *s);
+/* The tensor t as f32 in device memory (*out), uploaded (F16/BF16 widened on the device, other
+ * types dequantized on the host) on first use and kept until its layer is invalidated. */
+sqz_status sqz__dev_weight(sqz_session *s, const sqz_tensor *t, const float **out);
+/* The llama block with its activations in device memory (device_block.c): true when the session
+ * can run `layer` at `pos` so (a device backend with the five forward slots, a window from position
+ * 0, no scheme-quantized matrix in the layer, SQZ_HOST_FORWARD unset); run computes what
+ * sqz__llama_block computes, hooks included (each hook's rows downloaded once, the device copy
+ * offered beside them). free releases the activations. */
+bool sqz__dev_block_ok(const sqz_session *s, int32_t layer, int64_t pos);
+sqz_status sqz__dev_block_run(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos);
+void sqz__dev_block_free(sqz_session *s);
+/* A hook event whose rows also sit in the session's backend memory at x_dev. */
+sqz_status sqz__hook_dev(sqz_session *s, sqz_hook_point pt, int32_t layer, uint32_t roles, const float *x,
+                         const float *x_dev, int64_t n, int64_t dim, int64_t pos);
+
 /* A scratch buffer of a device session page-locked for fast products (large ones, while slots
  * last; nothing otherwise), and every such buffer unlocked before the scratch is freed. */
 void sqz__dev_pin(sqz_session *s, void *p, size_t bytes);

@@ -44,6 +44,13 @@ typedef enum sqz_op {
     SQZ_OP_CHOL = 6,       /* GPTQ's damped factor: U upper with U^T U = H^-1, f64 */
     SQZ_OP_TO_F32 = 7,     /* weights of a float dtype (f32/f16/bf16) widened to f32 in backend memory;
                               f64 (GPTQ's factor) narrowed, rounded to nearest */
+    /* The block forward's slots (a llama block with its activations in backend memory:
+     * runtime/device_block.c, docs/device.md). w_dtype is ignored (pass SQZ_DTYPE_F32). */
+    SQZ_OP_RMSNORM = 8,    /* y = x / sqrt(mean(x^2) + eps) * w, per row (sqz_rmsnorm_args) */
+    SQZ_OP_ROPE = 9,       /* rotary embedding of query / key heads, in place (sqz_rope_args) */
+    SQZ_OP_ATTENTION = 10, /* softmax(Q K^T / sqrt(hd)) V, grouped-query, causal or not (sqz_attention_args) */
+    SQZ_OP_SILU_MUL = 11,  /* g = silu(g) * u, SwiGLU's gate (sqz_eltwise_args) */
+    SQZ_OP_ADD = 12,       /* x += y, the residual (sqz_eltwise_args) */
     SQZ_OP_COUNT
 } sqz_op;
 
@@ -150,6 +157,54 @@ typedef struct sqz_xtx_args {
     double beta;
 } sqz_xtx_args;
 
+/* ---- the block forward (SQZ_OP_RMSNORM .. SQZ_OP_ADD). Row-major f32 in backend memory. The CPU
+ * backend runs the runtime's own row kernels (kernels/cpu/fwd_ops.h: double accumulations, the
+ * vectorized exp), so a session on it gives the host forward's bits; a device sums in its own
+ * order (float rounding apart, the same definitions). ---- */
+
+/* y (n, d) = x / sqrt(sum(x^2) / d + eps) * w, the sum in double; y may equal x. */
+typedef struct sqz_rmsnorm_args {
+    const float *x;
+    const float *w;   /* (d) */
+    float *y;
+    float eps;
+    int64_t n, d;
+} sqz_rmsnorm_args;
+
+/* Rotates n rows of x (row stride ld floats) holding n_heads heads of head_dim each; row r is at
+ * position pos + r and uses the tables' row pos + r: cos_t / sin_t (positions, head_dim / 2),
+ * angle p * theta^(-2i / head_dim). Pairs (2i, 2i+1) (half false: llama2.c, GGUF's interleaved
+ * layout) or (i, i + head_dim/2) (half true: HF's rotate_half). */
+typedef struct sqz_rope_args {
+    float *x;
+    int64_t ld, n, n_heads, head_dim, pos;
+    bool half;
+    const float *cos_t, *sin_t;
+} sqz_rope_args;
+
+/* Scaled dot-product attention of n queries at positions [pos, pos + n) over keys / values at
+ * positions [0, pos + n): q (n, n_heads * head_dim, row stride ldq), k and v (pos + n,
+ * n_kv_heads * head_dim, row stride ldkv), out (n, n_heads * head_dim, row stride ldo). Query head
+ * h reads key / value head h / (n_heads / n_kv_heads). causal: query i sees keys [0, pos + i].
+ * Scores scaled by 1 / sqrt(head_dim) in f32, softmax with max subtraction. */
+typedef struct sqz_attention_args {
+    const float *q;
+    int64_t ldq;
+    const float *k, *v;
+    int64_t ldkv;
+    float *out;
+    int64_t ldo;
+    int64_t n, pos, n_heads, n_kv_heads, head_dim;
+    bool causal;
+} sqz_attention_args;
+
+/* n elements: silu_mul: x = silu(x) * y (silu(g) = g / (1 + e^-g)); add: x += y. */
+typedef struct sqz_eltwise_args {
+    float *x;
+    const float *y;
+    int64_t n;
+} sqz_eltwise_args;
+
 /* Device memory accounting (sqz compress --gpu-mem). Bytes the backend allocated (alloc() and
  * its own scratch and library workspaces), the most it held at once since creation, and the
  * cap (0: none). */
@@ -198,6 +253,14 @@ typedef struct sqz_backend_ops {
      * caller whose pin fails carries on unpinned. */
     sqz_status (*host_pin)(void *ctx, void *p, size_t nbytes);
     void (*host_unpin)(void *ctx, void *p);
+
+    /* ---- the block forward (optional, supports() asked first; a session takes its device block
+     * path only when all five are there). ---- */
+    sqz_status (*rmsnorm)(void *ctx, const sqz_rmsnorm_args *a);
+    sqz_status (*rope)(void *ctx, const sqz_rope_args *a);
+    sqz_status (*attention)(void *ctx, const sqz_attention_args *a);
+    sqz_status (*silu_mul)(void *ctx, const sqz_eltwise_args *a);
+    sqz_status (*add)(void *ctx, const sqz_eltwise_args *a);
 } sqz_backend_ops;
 
 typedef struct sqz_backend {

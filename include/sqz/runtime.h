@@ -115,6 +115,9 @@ typedef struct sqz_hook_event {
     int64_t n_tokens;
     int64_t dim;
     int64_t pos;        /* position of the first row (classifier: index of its first row in the window) */
+    const float *x_dev; /* the same rows in `backend`'s memory when the session computed them there (a
+                           device block: docs/device.md), else NULL; valid only during the call */
+    const sqz_backend *backend; /* the session's backend when x_dev is set, else NULL */
 } sqz_hook_event;
 
 /* A hook returns SQZ_OK to continue; any other status aborts the forward pass, which returns

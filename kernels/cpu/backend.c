@@ -22,6 +22,11 @@ bool sqz_backend_supports(const sqz_backend *b, sqz_op op, sqz_dtype w_dtype) {
     case SQZ_OP_XTX: if (!b->ops->xtx) return false; break;
     case SQZ_OP_CHOL: if (!b->ops->chol_inv_upper) return false; break;
     case SQZ_OP_TO_F32: if (!b->ops->to_f32) return false; break;
+    case SQZ_OP_RMSNORM: if (!b->ops->rmsnorm) return false; break;
+    case SQZ_OP_ROPE: if (!b->ops->rope) return false; break;
+    case SQZ_OP_ATTENTION: if (!b->ops->attention) return false; break;
+    case SQZ_OP_SILU_MUL: if (!b->ops->silu_mul) return false; break;
+    case SQZ_OP_ADD: if (!b->ops->add) return false; break;
     default: return false;
     }
     return b->ops->supports(b->ctx, op, w_dtype);

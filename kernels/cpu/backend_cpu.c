@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "core/internal.h"
+#include "kernels/cpu/backend_fwd.h"
 #include "kernels/cpu/gemm_i8.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cpu/linalg.h"
@@ -36,6 +37,7 @@ static bool cpu_supports(void *ctx, sqz_op op, sqz_dtype w) {
     if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
     if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
     if (op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL) return true;
+    if (op >= SQZ_OP_RMSNORM && op <= SQZ_OP_ADD) return true;
     if (op == SQZ_OP_TO_F32)
         return w == SQZ_DTYPE_F32 || w == SQZ_DTYPE_F16 || w == SQZ_DTYPE_BF16 || w == SQZ_DTYPE_F64;
     return false;
@@ -220,6 +222,27 @@ static sqz_status cpu_to_f32(void *ctx, const void *src, sqz_dtype t, int64_t n,
     return SQZ_OK;
 }
 
+/* The block forward's slots on the backend's pool (one caller at a time; a concurrent call runs
+ * on its own thread): kernels/cpu/backend_fwd.c. */
+static sqz__pool *pool_take(cpu_ctx *c) { return atomic_flag_test_and_set(&c->busy) ? NULL : c->pool; }
+static void pool_give(cpu_ctx *c, sqz__pool *p) {
+    if (p) atomic_flag_clear(&c->busy);
+}
+#define FWD_SLOT(name, T, call)                                                                                       \
+    static sqz_status cpu_##name(void *ctx, const T *a) {                                                             \
+        cpu_ctx *c = ctx;                                                                                             \
+        sqz__pool *p = pool_take(c);                                                                                  \
+        const sqz_status st = call;                                                                                   \
+        pool_give(c, p);                                                                                              \
+        return st;                                                                                                    \
+    }
+FWD_SLOT(rmsnorm, sqz_rmsnorm_args, sqz__cpu_rmsnorm(p, a))
+FWD_SLOT(rope, sqz_rope_args, sqz__cpu_rope(p, a))
+FWD_SLOT(attention, sqz_attention_args, sqz__cpu_attention(p, sqz__qmm_dot(c->isa), a))
+FWD_SLOT(silu_mul, sqz_eltwise_args, sqz__cpu_silu_mul(p, a))
+FWD_SLOT(add, sqz_eltwise_args, sqz__cpu_add(p, a))
+#undef FWD_SLOT
+
 static const sqz_backend_ops cpu_ops = {
     /* .name = */ "cpu",
     /* .supports = */ cpu_supports,
@@ -243,6 +266,11 @@ static const sqz_backend_ops cpu_ops = {
     /* .set_mem_cap = */ NULL,
     /* .host_pin = */ NULL,
     /* .host_unpin = */ NULL,
+    /* .rmsnorm = */ cpu_rmsnorm,
+    /* .rope = */ cpu_rope,
+    /* .attention = */ cpu_attention,
+    /* .silu_mul = */ cpu_silu_mul,
+    /* .add = */ cpu_add,
 };
 
 const sqz_backend_ops *sqz__cpu_ops(void) { return &cpu_ops; }

@@ -102,6 +102,11 @@ FWD(gemm_w4, sqz_gemm_w4_args)
 FWD(gemm_i8_sp24, sqz_gemm_i8_sp24_args)
 FWD(sgemm, sqz_sgemm_args)
 FWD(xtx, sqz_xtx_args)
+FWD(rmsnorm, sqz_rmsnorm_args)
+FWD(rope, sqz_rope_args)
+FWD(attention, sqz_attention_args)
+FWD(silu_mul, sqz_eltwise_args)
+FWD(add, sqz_eltwise_args)
 #undef FWD
 static bool off_supports(void *ctx, sqz_op op, sqz_dtype w) {
     return sqz__cpu_ops()->supports(((offload_ctx *)ctx)->cpu, op, w);
@@ -124,7 +129,8 @@ static void offload_init(void) {
     offload_ops = (sqz_backend_ops){
         "cpu-offload", off_supports, off_alloc, off_free, off_copy, off_copy, off_sync, off_matmul, off_gemm_i8,
         off_prepare_w4, off_gemm_w4, off_destroy, off_gemm_i8_sp24, false, off_sgemm, off_xtx, off_chol,
-        off_to_f32, off_stats, off_set_cap, NULL, NULL};
+        off_to_f32, off_stats, off_set_cap, NULL, NULL, off_rmsnorm, off_rope, off_attention, off_silu_mul,
+        off_add};
 }
 
 sqz_status sqz_backend_cpu_offload(int n_threads, sqz_backend **out) {

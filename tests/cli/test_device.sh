@@ -13,6 +13,9 @@
 #     stops with one line naming the cap and leaves nothing;
 #   SparseGPT 50% (its sweep on the backend) through cpu-offload: cpu's masks, its values within
 #     float rounding;
+#   the block forward on the device slots (cpu-offload's rmsnorm, rope, attention, silu_mul, add:
+#     runtime/device_block.c) writes the same bytes as the host block with device products
+#     (SQZ_HOST_FORWARD=1), for both models and both recipes;
 #   SQZ_PROFILE=1 prints the phase lines, and nothing without it;
 #   --device cpu writes the same bytes as no --device (the golden outputs are checked by
 #     cli_compress_golden).
@@ -77,6 +80,10 @@ for m in "$s260" "$t656"; do
     check "$n $spec: every layer validated by $want" \
       '[ "$(jget "$b-off.json" "[\"layers\"]" | grep -o "validated_by[^,]*" | sort -u)" = "validated_by'"'"': '"'"'$want'"'"'" ]'
     check "$n $spec: the summary's device line" 'grep -q "^device       cpu-offload: memory peak" "$b-off.log"'
+    SQZ_HOST_FORWARD=1 "$sqz" compress "$m" -o "$b-host.gguf" --quant "$spec" "${cal[@]}" --device cpu-offload -q \
+      > /dev/null 2>&1
+    check "$n $spec: the device block forward writes the host block's bytes (SQZ_HOST_FORWARD=1)" \
+      'cmp -s "$b-off.gguf" "$b-host.gguf"'
   done
 done
 "$sqz" compress "$t656" -o "$tmp/w8" --quant w8a8 "${cal[@]}" --device cpu-offload --report "$tmp/w8.json" \
@@ -113,6 +120,7 @@ SQZ_PROFILE=1 "$sqz" compress "$s260" -o "$tmp/pr.gguf" --quant q4_0:gptq "${cal
   > /dev/null 2> "$tmp/prof"
 check "SQZ_PROFILE=1: phase lines on stderr (products, their transfers, Hessians, GPTQ)" \
   'grep -q "^profile .*forward: linear products" "$tmp/prof" && grep -q "^profile .*device matmul" "$tmp/prof" &&
+   grep -q "^profile .*device block rows" "$tmp/prof" &&
    grep -q "^profile .*Hessian sums" "$tmp/prof" && grep -q "^profile .*gptq: host row sweeps" "$tmp/prof"'
 "$sqz" compress "$s260" -o "$tmp/d1.gguf" --quant q4_0:gptq "${cal[@]}" -q > /dev/null 2>&1
 "$sqz" compress "$s260" -o "$tmp/d2.gguf" --quant q4_0:gptq "${cal[@]}" --device cpu -q > /dev/null 2>&1

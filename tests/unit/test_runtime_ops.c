@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/ops.h"
+#include "kernels/cpu/fwd_ops.h"
 #include "kernels/cpu/pool.h"
 #include "test_util.h"
 

@@ -1,5 +1,5 @@
 /*
- * runtime/ops_vec.c - the exp-heavy row kernels (softmax, SiLU gate, GELU) written so that the
+ * kernels/cpu/fwd_vec.c - the exp-heavy row kernels (softmax, SiLU gate, GELU) written so that the
  * compiler vectorizes them, with an AVX2+FMA variant chosen at run time on x86 (the build
  * targets the baseline ISA; CPU features are detected when first used, never at build time).
  *
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "runtime/ops.h"
+#include "kernels/cpu/fwd_ops.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SQZ__ALWAYS_INLINE inline __attribute__((always_inline))

@@ -1,10 +1,10 @@
 /*
- * runtime/ops.h - the element-wise and normalisation operators of the forward pass,
+ * kernels/cpu/fwd_ops.h - the element-wise and normalisation operators of the forward pass,
  * row kernels plus drivers that spread rows over the session's pool.
  * Shapes: x is (n, d) row-major; per-channel parameters have d entries.
  */
-#ifndef SQZ_RUNTIME_OPS_H
-#define SQZ_RUNTIME_OPS_H
+#ifndef SQZ_KERNELS_CPU_FWD_OPS_H
+#define SQZ_KERNELS_CPU_FWD_OPS_H
 
 #include <stdint.h>
 
@@ -36,7 +36,7 @@ void sqz__rope_tables(float theta, int64_t head_dim, int64_t n_pos, float *cos_t
 void sqz__rope(sqz__pool *p, float *x, int64_t ld, int64_t n, int64_t n_heads, int64_t head_dim, int64_t pos,
                sqz_rope_layout layout, const float *cos_t, const float *sin_t);
 
-/* ---- vectorized row kernels (ops_vec.c; AVX2+FMA variants picked at run time on x86) ---- */
+/* ---- vectorized row kernels (fwd_vec.c; AVX2+FMA variants picked at run time on x86) ---- */
 /* In-place softmax of row[0..len) after multiplying by scale; entries [len, width) are zeroed. */
 void sqz__softmax_row(float *row, int64_t len, int64_t width, float scale);
 /* g[i] = silu(g[i]) * u[i] for i < n. */

@@ -1,10 +1,10 @@
 /*
- * runtime/ops.c - norms, activations and rotary embeddings.
+ * kernels/cpu/fwd_ops.c - norms, activations and rotary embeddings.
  *
  * Accumulations (norm statistics, softmax sums) are done in double: they cost nothing
  * next to the matrix products and keep results independent of the row length.
  */
-#include "runtime/ops.h"
+#include "kernels/cpu/fwd_ops.h"
 
 #include "core/prof.h"
 
