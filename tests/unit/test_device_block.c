@@ -1,0 +1,142 @@
+/* tests/unit/test_device_block.c - the llama block with its activations on a device backend
+ * (runtime/device_block.c) on the CPU's slots behind the device interface (cpu-offload), on the
+ * real models: stories260K (llama2.c, interleaved rotary), tinystories-656K (HF, rotate_half) and
+ * SmolLM2-135M (Q4_1 GGUF, grouped-query 9/3 heads).
+ *   - a window from position 0 gives bit for bit the logits of the host block on the same backend
+ *     (SQZ_HOST_FORWARD=1: norms, rotary, attention on the host, products on the device), and a
+ *     window continuing it (pos > 0, run by the host block from the keys / values the device block
+ *     left in the host cache) does too;
+ *   - with a hook: the same events in the same order with the same rows, and every LINEAR_IN and
+ *     BLOCK_OUT event of the device block offers the same rows in the backend's memory (x_dev);
+ *   - the logits agree with a plain CPU session within 1e-4 of the largest |logit| (the products
+ *     of stored types differ in float order between the CPU's kernels and f32 products). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sqz/backend.h"
+#include "sqz/model.h"
+#include "sqz/runtime.h"
+#include "test_util.h"
+
+typedef struct rec {
+    uint64_t hash;     /* FNV-1a over every event's header and rows */
+    int events, with_dev, dev_mismatch;
+    const sqz_backend *be;
+} rec;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static sqz_status hook(void *user, const sqz_hook_event *e) {
+    rec *r = user;
+    const int64_t hdr[] = {e->point, e->layer, e->roles, e->n_tokens, e->dim, e->pos};
+    const size_t bytes = (size_t)e->n_tokens * (size_t)e->dim * sizeof(float);
+    r->hash = fnv(fnv(r->hash, hdr, sizeof hdr), e->x, bytes);
+    r->events++;
+    if (e->x_dev) {
+        r->with_dev++;
+        /* cpu-offload's memory is host memory: the device rows can be read here */
+        if (e->backend != r->be || memcmp(e->x, e->x_dev, bytes) != 0) r->dev_mismatch++;
+    }
+    return SQZ_OK;
+}
+
+typedef struct run {
+    float *logits; /* (6 + 2) rows: the window's last 4, then the continuation's 2 */
+    rec r;
+} run;
+
+/* Window tokens [0, 6) then [6, 8) on a session of backend be (NULL: the CPU), host_fwd choosing the
+ * host block; the logits of rows 2..5 and 6..7. */
+static void forward(const sqz_model *m, sqz_backend *be, bool host_fwd, bool hooked, const int32_t *ids, run *out) {
+    const int64_t V = m->hp.vocab_size;
+    if (host_fwd) setenv("SQZ_HOST_FORWARD", "1", 1);
+    else unsetenv("SQZ_HOST_FORWARD");
+    sqz_session_opts o = sqz_session_default_opts();
+    o.max_tokens = 16;
+    o.backend = be;
+    sqz_session *s = NULL;
+    SQZ_ASSERT_OK(sqz_session_new(m, &o, &s));
+    memset(&out->r, 0, sizeof out->r);
+    out->r.hash = 0xcbf29ce484222325ull;
+    out->r.be = be;
+    if (hooked) sqz_session_set_hook(s, hook, &out->r);
+    out->logits = malloc(sizeof(float) * 6 * (size_t)V);
+    SQZ_ASSERT_OK(sqz_forward(s, ids, 6, 0, 2, out->logits));
+    SQZ_ASSERT_OK(sqz_forward(s, ids + 6, 2, 6, 0, out->logits + 4 * V));
+    sqz_session_free(s);
+    unsetenv("SQZ_HOST_FORWARD");
+}
+
+static void check_model(const char *path) {
+    sqz_model *m = NULL;
+    SQZ_ASSERT_OK(sqz_model_open(path, NULL, &m));
+    const int64_t V = m->hp.vocab_size;
+    int32_t ids[8];
+    for (int i = 0; i < 8; i++) ids[i] = (int32_t)((i * 7919 + 13) % V);
+    sqz_backend *off = NULL;
+    SQZ_ASSERT_OK(sqz_backend_cpu_offload(0, &off));
+    run dev, host, cpu, dev_h, host_h;
+    forward(m, off, false, false, ids, &dev);
+    forward(m, off, true, false, ids, &host);
+    forward(m, NULL, false, false, ids, &cpu);
+    forward(m, off, false, true, ids, &dev_h);
+    forward(m, off, true, true, ids, &host_h);
+    const size_t lb = sizeof(float) * 6 * (size_t)V;
+    assert_memory_equal(dev.logits, host.logits, lb);
+    assert_memory_equal(dev_h.logits, dev.logits, lb);
+    double mx = 0, d = 0;
+    for (int64_t i = 0; i < 6 * V; i++) {
+        mx = fmax(mx, fabs(cpu.logits[i]));
+        d = fmax(d, fabs((double)dev.logits[i] - cpu.logits[i]));
+    }
+    print_message("%s: device block == host block (window and continuation); hook events %d (%d with device "
+                  "rows); against the CPU session: max |diff| %.3g of max |logit| %.3g\n",
+                  m->source_path, dev_h.r.events, dev_h.r.with_dev, d, mx);
+    assert_int_equal(dev_h.r.events, host_h.r.events);
+    assert_true(dev_h.r.hash == host_h.r.hash);
+    /* LINEAR_IN of q|k|v, o, gate|up, down and BLOCK_OUT of every block of the window */
+    assert_int_equal(dev_h.r.with_dev, 5 * (int)m->hp.n_layers);
+    assert_int_equal(dev_h.r.dev_mismatch, 0);
+    assert_int_equal(host_h.r.with_dev, 0);
+    assert_true(d <= 1e-4 * mx);
+    run *all[] = {&dev, &host, &cpu, &dev_h, &host_h};
+    for (int i = 0; i < 5; i++) free(all[i]->logits);
+    sqz_backend_free(off);
+    sqz_model_free(m);
+}
+
+static void test_stories260k(void **state) {
+    (void)state;
+    const char *p = sqz_test_data("models/stories260K/stories260K.bin");
+    SQZ_SKIP_UNLESS(p);
+    check_model(p);
+}
+
+static void test_tinystories(void **state) {
+    (void)state;
+    const char *p = sqz_test_data("models/tinystories-656K");
+    SQZ_SKIP_UNLESS(p);
+    check_model(p);
+}
+
+static void test_smollm2(void **state) {
+    (void)state;
+    const char *p = sqz_test_smollm2();
+    SQZ_SKIP_UNLESS(p);
+    check_model(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stories260k),
+        cmocka_unit_test(test_tinystories),
+        cmocka_unit_test(test_smollm2),
+    };
+    return sqz_test_run(tests, NULL, NULL);
+}
