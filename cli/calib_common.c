@@ -39,10 +39,11 @@ const sqz_opt sqz_cli_calib_opts[] = {
              "every rank's partial sums, solving everything (docs/distributed.md)"},
     {.name = "device", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz_cli_calib, device),
      .choices = "cpu|cuda|cpu-offload", .def = "cpu",
-     .help = "where calibration runs: cuda: the linear layers' products, the Hessians, GPTQ's Cholesky factor and "
-             "updates and the layer validation on the first GPU, one block's weights at a time (docs/device.md); "
-             "cpu-offload: the same device code path on the CPU (a check of it, slower than cpu); SQZ_PROFILE=1 "
-             "prints where the time went, phase by phase, at the end"},
+     .help = "where calibration runs: cuda: each block's forward (norms, products, rotary, attention, SwiGLU), "
+             "the Hessians, GPTQ's Cholesky factor and updates and the layer validation on the first GPU, one "
+             "block's weights at a time (docs/device.md); cpu-offload: the same device code path on the CPU (a "
+             "check of it, slower than cpu); SQZ_PROFILE=1 prints where the time went, phase by phase, at the end; "
+             "SQZ_HOST_FORWARD=1 keeps the block's activations on the host (products on the device)"},
     {.name = "gpu-mem", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, gpu_mem), .min = 0,
      .max = 1 << 30, .def = "0", .metavar = "MIB",
      .help = "with --device cuda (or cpu-offload): the most sqz allocates on the device, in MiB; beyond it the "
