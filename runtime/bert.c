@@ -62,6 +62,7 @@ sqz_status sqz__bert_block(sqz_session *s, int32_t layer, float *x, int64_t n, i
     const sqz_layer_dims *ld = &s->m->layers[layer];
     int64_t d = s->d, hd = s->hd, qd = ld->n_heads * hd, kvd = ld->n_kv_heads * hd, ff = ld->d_ff;
     float *kc = s->kcache + s->kv_off[layer] + pos * kvd, *vc = s->vcache + s->kv_off[layer] + pos * kvd;
+    if (sqz__dev_block_ok(s, layer, pos)) return sqz__dev_block_run(s, layer, x, n, pos);
     const float *n1w, *n1b, *n2w, *n2b;
     SQZ_TRY(sqz__param(s, SQZ_ROLE_ATTN_OUT_NORM, layer, SQZ_PARAM_WEIGHT, &n1w));
     SQZ_TRY(sqz__param(s, SQZ_ROLE_ATTN_OUT_NORM, layer, SQZ_PARAM_BIAS, &n1b));

@@ -1,11 +1,12 @@
 /*
- * runtime/device_block.c - the llama block with its activations in device memory (a session on a
- * device backend that has the block-forward slots: sqz/backend.h's rmsnorm, rope, attention,
- * silu_mul, add; docs/device.md).
+ * runtime/device_block.c - a block with its activations in device memory (a session on a device
+ * backend that has its family's block-forward slots, sqz/backend.h: llama rmsnorm, rope, attention,
+ * silu_mul, add; BERT layernorm, attention, gelu, add; docs/device.md).
  *
  * The residual stream is uploaded when the block starts and downloaded when it ends; in between,
- * the norms, products (bias in the product), rotary, attention, SwiGLU and residual adds run on the
- * device, in the order and with the definitions of sqz__llama_block (runtime/llama.c), so that the
+ * the norms, products (bias in the product), rotary, attention, SwiGLU / GELU and residual adds run
+ * on the device, in the order and with the definitions of sqz__llama_block (runtime/llama.c) or
+ * sqz__bert_block (runtime/bert.c, post-LN, the FFN's GELU), so that the
  * CPU's slots behind the device interface (cpu-offload) give its bits. Each hook's rows are
  * downloaded once, only when a hook is installed, and the event also carries the device copy (the
  * observers' Hessians then need no upload). The layer's keys and values go back into the host
@@ -25,14 +26,23 @@ typedef struct sqz__dev_fwd {
     float *cos_t, *sin_t;                        /* the rotary tables */
 } sqz__dev_fwd;
 
-static bool has_slots(const sqz_backend *b) {
-    for (int op = SQZ_OP_RMSNORM; op <= SQZ_OP_ADD; op++)
-        if (!sqz_backend_supports(b, (sqz_op)op, SQZ_DTYPE_F32)) return false;
+/* The slots each family's device block takes (with the f32 matmul). */
+static const sqz_op llama_ops[] = {SQZ_OP_RMSNORM, SQZ_OP_ROPE, SQZ_OP_ATTENTION, SQZ_OP_SILU_MUL, SQZ_OP_ADD};
+static const sqz_op bert_ops[] = {SQZ_OP_LAYERNORM, SQZ_OP_ATTENTION, SQZ_OP_GELU, SQZ_OP_ADD};
+
+static bool has_slots(const sqz_backend *b, const sqz_op *ops, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!sqz_backend_supports(b, ops[i], SQZ_DTYPE_F32)) return false;
     return sqz_backend_supports(b, SQZ_OP_MATMUL, SQZ_DTYPE_F32);
 }
 
+static bool is_bert(const sqz_session *s) { return s->m->hp.family == SQZ_FAMILY_BERT; }
+
 bool sqz__dev_block_ok(const sqz_session *s, int32_t layer, int64_t pos) {
-    if (!s->dcache || pos != 0 || !has_slots(s->be) || !s->rope_cos) return false;
+    if (!s->dcache || pos != 0) return false;
+    if (is_bert(s) ? !has_slots(s->be, bert_ops, sizeof bert_ops / sizeof *bert_ops)
+                   : !has_slots(s->be, llama_ops, sizeof llama_ops / sizeof *llama_ops) || !s->rope_cos)
+        return false;
     const char *env = getenv("SQZ_HOST_FORWARD");
     if (env && *env && strcmp(env, "0") != 0) return false;
     for (int r = 0; r < SQZ_ROLE_COUNT; r++) {
@@ -72,6 +82,7 @@ static sqz_status make_fwd(sqz_session *s) {
     SQZ_TRY(dev_buf(s, T, s->max_q, "attention output", &f->att));
     SQZ_TRY(dev_buf(s, T, s->max_ff, "gate rows", &f->fa));
     SQZ_TRY(dev_buf(s, T, s->max_ff, "up rows", &f->fb));
+    if (!s->rope_cos) return SQZ_OK; /* absolute positions (BERT) */
     SQZ_TRY(dev_buf(s, T, half, "rotary cosines", &f->cos_t));
     SQZ_TRY(dev_buf(s, T, half, "rotary sines", &f->sin_t));
     const size_t tb = (size_t)T * (size_t)half * sizeof(float);
@@ -133,18 +144,23 @@ static sqz_status rope(sqz_session *s, float *x, int64_t ld, int64_t n, int64_t 
     return s->be->ops->rope(s->be->ctx, &a);
 }
 
-/* q, k, v; rotary; the keys and values back into the host cache; attention; the output product. */
-static sqz_status attention(sqz_session *s, int32_t layer, int64_t n) {
+/* q, k, v of the input rows in (hooked as q|k|v's input from host rows in_host), rotated when the
+ * model is rotary; the keys and values back into the host cache; attention into f->att. */
+static sqz_status qkv_attention(sqz_session *s, int32_t layer, const float *in, float *in_host, bool download_in,
+                                int64_t n) {
     const sqz_layer_dims *ld = &s->m->layers[layer];
     const int64_t hd = s->hd, qd = ld->n_heads * hd, kvd = ld->n_kv_heads * hd;
     sqz__dev_fwd *f = s->dfwd;
-    SQZ_TRY(hook_in(s, layer, ROLE_BIT(SQZ_ROLE_ATTN_Q) | ROLE_BIT(SQZ_ROLE_ATTN_K) | ROLE_BIT(SQZ_ROLE_ATTN_V),
-                    f->h, s->h, n, s->d));
-    SQZ_TRY(dev_linear(s, SQZ_ROLE_ATTN_Q, layer, f->h, n, f->q));
-    SQZ_TRY(dev_linear(s, SQZ_ROLE_ATTN_K, layer, f->h, n, f->k));
-    SQZ_TRY(dev_linear(s, SQZ_ROLE_ATTN_V, layer, f->h, n, f->v));
-    SQZ_TRY(rope(s, f->q, qd, n, ld->n_heads));
-    SQZ_TRY(rope(s, f->k, kvd, n, ld->n_kv_heads));
+    const uint32_t qkv = ROLE_BIT(SQZ_ROLE_ATTN_Q) | ROLE_BIT(SQZ_ROLE_ATTN_K) | ROLE_BIT(SQZ_ROLE_ATTN_V);
+    if (download_in) SQZ_TRY(hook_in(s, layer, qkv, in, in_host, n, s->d));
+    else SQZ_TRY(sqz__hook_dev(s, SQZ_HOOK_LINEAR_IN, layer, qkv, in_host, in, n, s->d, 0));
+    SQZ_TRY(dev_linear(s, SQZ_ROLE_ATTN_Q, layer, in, n, f->q));
+    SQZ_TRY(dev_linear(s, SQZ_ROLE_ATTN_K, layer, in, n, f->k));
+    SQZ_TRY(dev_linear(s, SQZ_ROLE_ATTN_V, layer, in, n, f->v));
+    if (f->cos_t) {
+        SQZ_TRY(rope(s, f->q, qd, n, ld->n_heads));
+        SQZ_TRY(rope(s, f->k, kvd, n, ld->n_kv_heads));
+    }
     SQZ_TRY(download(s, s->kcache + s->kv_off[layer], f->k, n, kvd));
     SQZ_TRY(download(s, s->vcache + s->kv_off[layer], f->v, n, kvd));
     s->kv_valid[layer] = n;
@@ -154,7 +170,13 @@ static sqz_status attention(sqz_session *s, int32_t layer, int64_t n) {
     const double t0 = sqz__prof_begin();
     SQZ_TRY(s->be->ops->attention(s->be->ctx, &a));
     sqz__prof_end(SQZ__PROF_FWD_ATTN, t0);
-    SQZ_TRY(hook_in(s, layer, ROLE_BIT(SQZ_ROLE_ATTN_OUT), f->att, s->att, n, qd));
+    return hook_in(s, layer, ROLE_BIT(SQZ_ROLE_ATTN_OUT), f->att, s->att, n, qd);
+}
+
+/* llama: the attention half on the normed rows in f->h; the output product added to the residual. */
+static sqz_status attention(sqz_session *s, int32_t layer, int64_t n) {
+    sqz__dev_fwd *f = s->dfwd;
+    SQZ_TRY(qkv_attention(s, layer, f->h, s->h, true, n));
     SQZ_TRY(dev_linear(s, SQZ_ROLE_ATTN_OUT, layer, f->att, n, f->h));
     return eltwise(s, false, f->res, f->h, n * s->d);
 }
@@ -172,14 +194,45 @@ static sqz_status feed_forward(sqz_session *s, int32_t layer, int64_t n) {
     return eltwise(s, false, f->res, f->h, n * s->d);
 }
 
+static sqz_status layernorm(sqz_session *s, sqz_role r, int32_t layer, float *x, int64_t n) {
+    const float *w, *b = NULL;
+    const sqz_tensor *bt = sqz__st(s, r, layer, SQZ_PARAM_BIAS);
+    SQZ_TRY(sqz__dev_weight(s, sqz__st(s, r, layer, SQZ_PARAM_WEIGHT), &w));
+    if (bt) SQZ_TRY(sqz__dev_weight(s, bt, &b));
+    const sqz_layernorm_args a = {x, w, b, x, s->m->hp.norm_eps, n, s->d};
+    return s->be->ops->layernorm(s->be->ctx, &a);
+}
+
+/* BERT (post-LN, runtime/bert.c): the residual stream itself is the attention's and the FFN's input. */
+static sqz_status bert(sqz_session *s, int32_t layer, float *x, int64_t n) {
+    const int64_t ff = s->m->layers[layer].d_ff;
+    sqz__dev_fwd *f = s->dfwd;
+    SQZ_TRY(qkv_attention(s, layer, f->res, x, false, n));
+    SQZ_TRY(dev_linear(s, SQZ_ROLE_ATTN_OUT, layer, f->att, n, f->h));
+    SQZ_TRY(eltwise(s, false, f->res, f->h, n * s->d));
+    SQZ_TRY(layernorm(s, SQZ_ROLE_ATTN_OUT_NORM, layer, f->res, n));
+    SQZ_TRY(hook_in(s, layer, ROLE_BIT(SQZ_ROLE_FFN_UP), f->res, s->h, n, s->d));
+    SQZ_TRY(dev_linear(s, SQZ_ROLE_FFN_UP, layer, f->res, n, f->fa));
+    const sqz_eltwise_args g = {f->fa, NULL, n * ff};
+    SQZ_TRY(s->be->ops->gelu(s->be->ctx, &g));
+    SQZ_TRY(hook_in(s, layer, ROLE_BIT(SQZ_ROLE_FFN_DOWN), f->fa, s->ff_a, n, ff));
+    SQZ_TRY(dev_linear(s, SQZ_ROLE_FFN_DOWN, layer, f->fa, n, f->h));
+    SQZ_TRY(eltwise(s, false, f->res, f->h, n * s->d));
+    return layernorm(s, SQZ_ROLE_LAYER_OUT_NORM, layer, f->res, n);
+}
+
 static sqz_status run(sqz_session *s, int32_t layer, float *x, int64_t n) {
     if (!s->dfwd) SQZ_TRY(make_fwd(s));
     sqz__dev_fwd *f = s->dfwd;
     SQZ_TRY(sqz__hook(s, SQZ_HOOK_BLOCK_IN, layer, 0, x, n, s->d, 0));
     SQZ_TRY(s->be->ops->upload(s->be->ctx, f->res, x, (size_t)n * (size_t)s->d * sizeof(float)));
-    SQZ_TRY(norm(s, SQZ_ROLE_ATTN_NORM, layer, f->res, n, f->h));
-    SQZ_TRY(attention(s, layer, n));
-    SQZ_TRY(feed_forward(s, layer, n));
+    if (is_bert(s)) {
+        SQZ_TRY(bert(s, layer, x, n));
+    } else {
+        SQZ_TRY(norm(s, SQZ_ROLE_ATTN_NORM, layer, f->res, n, f->h));
+        SQZ_TRY(attention(s, layer, n));
+        SQZ_TRY(feed_forward(s, layer, n));
+    }
     SQZ_TRY(download(s, x, f->res, n, s->d));
     return sqz__hook_dev(s, SQZ_HOOK_BLOCK_OUT, layer, 0, x, f->res, n, s->d, 0);
 }

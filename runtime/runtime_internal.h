@@ -108,10 +108,10 @@ void sqz__dev_free(sqz_session *s);
 /* The tensor t as f32 in device memory (*out), uploaded (F16/BF16 widened on the device, other
  * types dequantized on the host) on first use and kept until its layer is invalidated. */
 sqz_status sqz__dev_weight(sqz_session *s, const sqz_tensor *t, const float **out);
-/* The llama block with its activations in device memory (device_block.c): true when the session
- * can run `layer` at `pos` so (a device backend with the five forward slots, a window from position
- * 0, no scheme-quantized matrix in the layer, SQZ_HOST_FORWARD unset); run computes what
- * sqz__llama_block computes, hooks included (each hook's rows downloaded once, the device copy
+/* A block with its activations in device memory (device_block.c): true when the session can run
+ * `layer` at `pos` so (a device backend with its family's forward slots, a window from position 0,
+ * no scheme-quantized matrix in the layer, SQZ_HOST_FORWARD unset); run computes what
+ * sqz__llama_block / sqz__bert_block computes, hooks included (each hook's rows downloaded once, the device copy
  * offered beside them). free releases the activations. */
 bool sqz__dev_block_ok(const sqz_session *s, int32_t layer, int64_t pos);
 sqz_status sqz__dev_block_run(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos);

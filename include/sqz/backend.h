@@ -51,6 +51,8 @@ typedef enum sqz_op {
     SQZ_OP_ATTENTION = 10, /* softmax(Q K^T / sqrt(hd)) V, grouped-query, causal or not (sqz_attention_args) */
     SQZ_OP_SILU_MUL = 11,  /* g = silu(g) * u, SwiGLU's gate (sqz_eltwise_args) */
     SQZ_OP_ADD = 12,       /* x += y, the residual (sqz_eltwise_args) */
+    SQZ_OP_LAYERNORM = 13, /* y = (x - mean) / sqrt(var + eps) * w + b, per row (sqz_layernorm_args; BERT) */
+    SQZ_OP_GELU = 14,      /* x = gelu(x), the erf form (sqz_eltwise_args, y unused; BERT) */
     SQZ_OP_COUNT
 } sqz_op;
 
@@ -157,7 +159,7 @@ typedef struct sqz_xtx_args {
     double beta;
 } sqz_xtx_args;
 
-/* ---- the block forward (SQZ_OP_RMSNORM .. SQZ_OP_ADD). Row-major f32 in backend memory. The CPU
+/* ---- the block forward (SQZ_OP_RMSNORM .. SQZ_OP_GELU). Row-major f32 in backend memory. The CPU
  * backend runs the runtime's own row kernels (kernels/cpu/fwd_ops.h: double accumulations, the
  * vectorized exp), so a session on it gives the host forward's bits; a device sums in its own
  * order (float rounding apart, the same definitions). ---- */
@@ -170,6 +172,16 @@ typedef struct sqz_rmsnorm_args {
     float eps;
     int64_t n, d;
 } sqz_rmsnorm_args;
+
+/* y (n, d) = (x - mean) / sqrt(var + eps) * w + b (b may be NULL), mean and biased variance in
+ * double, then in float: (x - (float)mean) * (float)(1 / sqrt(var + eps)) * w + b; y may equal x. */
+typedef struct sqz_layernorm_args {
+    const float *x;
+    const float *w, *b; /* (d); b may be NULL */
+    float *y;
+    float eps;
+    int64_t n, d;
+} sqz_layernorm_args;
 
 /* Rotates n rows of x (row stride ld floats) holding n_heads heads of head_dim each; row r is at
  * position pos + r and uses the tables' row pos + r: cos_t / sin_t (positions, head_dim / 2),
@@ -198,7 +210,8 @@ typedef struct sqz_attention_args {
     bool causal;
 } sqz_attention_args;
 
-/* n elements: silu_mul: x = silu(x) * y (silu(g) = g / (1 + e^-g)); add: x += y. */
+/* n elements: silu_mul: x = silu(x) * y (silu(g) = g / (1 + e^-g)); add: x += y; gelu: x = x / 2
+ * (1 + erf(x / sqrt 2)), y unused (the CPU's erf is Abramowitz & Stegun 7.1.26, |error| <= 1.5e-7). */
 typedef struct sqz_eltwise_args {
     float *x;
     const float *y;
@@ -255,12 +268,15 @@ typedef struct sqz_backend_ops {
     void (*host_unpin)(void *ctx, void *p);
 
     /* ---- the block forward (optional, supports() asked first; a session takes its device block
-     * path only when all five are there). ---- */
+     * path only when its family's are there: llama rmsnorm, rope, attention, silu_mul, add; BERT
+     * layernorm, attention, gelu, add). ---- */
     sqz_status (*rmsnorm)(void *ctx, const sqz_rmsnorm_args *a);
     sqz_status (*rope)(void *ctx, const sqz_rope_args *a);
     sqz_status (*attention)(void *ctx, const sqz_attention_args *a);
     sqz_status (*silu_mul)(void *ctx, const sqz_eltwise_args *a);
     sqz_status (*add)(void *ctx, const sqz_eltwise_args *a);
+    sqz_status (*layernorm)(void *ctx, const sqz_layernorm_args *a);
+    sqz_status (*gelu)(void *ctx, const sqz_eltwise_args *a);
 } sqz_backend_ops;
 
 typedef struct sqz_backend {

@@ -27,6 +27,8 @@ bool sqz_backend_supports(const sqz_backend *b, sqz_op op, sqz_dtype w_dtype) {
     case SQZ_OP_ATTENTION: if (!b->ops->attention) return false; break;
     case SQZ_OP_SILU_MUL: if (!b->ops->silu_mul) return false; break;
     case SQZ_OP_ADD: if (!b->ops->add) return false; break;
+    case SQZ_OP_LAYERNORM: if (!b->ops->layernorm) return false; break;
+    case SQZ_OP_GELU: if (!b->ops->gelu) return false; break;
     default: return false;
     }
     return b->ops->supports(b->ctx, op, w_dtype);

@@ -37,7 +37,7 @@ static bool cpu_supports(void *ctx, sqz_op op, sqz_dtype w) {
     if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
     if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
     if (op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL) return true;
-    if (op >= SQZ_OP_RMSNORM && op <= SQZ_OP_ADD) return true;
+    if (op >= SQZ_OP_RMSNORM && op <= SQZ_OP_GELU) return true;
     if (op == SQZ_OP_TO_F32)
         return w == SQZ_DTYPE_F32 || w == SQZ_DTYPE_F16 || w == SQZ_DTYPE_BF16 || w == SQZ_DTYPE_F64;
     return false;
@@ -241,6 +241,8 @@ FWD_SLOT(rope, sqz_rope_args, sqz__cpu_rope(p, a))
 FWD_SLOT(attention, sqz_attention_args, sqz__cpu_attention(p, sqz__qmm_dot(c->isa), a))
 FWD_SLOT(silu_mul, sqz_eltwise_args, sqz__cpu_silu_mul(p, a))
 FWD_SLOT(add, sqz_eltwise_args, sqz__cpu_add(p, a))
+FWD_SLOT(layernorm, sqz_layernorm_args, sqz__cpu_layernorm(p, a))
+FWD_SLOT(gelu, sqz_eltwise_args, sqz__cpu_gelu(p, a))
 #undef FWD_SLOT
 
 static const sqz_backend_ops cpu_ops = {
@@ -271,6 +273,8 @@ static const sqz_backend_ops cpu_ops = {
     /* .attention = */ cpu_attention,
     /* .silu_mul = */ cpu_silu_mul,
     /* .add = */ cpu_add,
+    /* .layernorm = */ cpu_layernorm,
+    /* .gelu = */ cpu_gelu,
 };
 
 const sqz_backend_ops *sqz__cpu_ops(void) { return &cpu_ops; }

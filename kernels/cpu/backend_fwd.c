@@ -1,6 +1,6 @@
 /*
  * kernels/cpu/backend_fwd.c - the CPU backend's block-forward slots (sqz/backend.h: rmsnorm,
- * rope, attention, silu_mul, add): the runtime's own row kernels (fwd_ops.c, attn.c) behind the
+ * rope, attention, silu_mul, add, layernorm, gelu): the runtime's own row kernels (fwd_ops.c, attn.c) behind the
  * backend table, so that a session whose activations live in "device" memory on the CPU
  * (sqz_backend_cpu_offload) computes the host forward's bits, and a device backend takes the same
  * calls. Each slot runs on the pool it is given (the CPU backend's), or on the calling thread.
@@ -16,6 +16,13 @@ sqz_status sqz__cpu_rmsnorm(sqz__pool *p, const sqz_rmsnorm_args *a) {
     SQZ_RETURN_IF(a->n < 0 || a->d < 1 || (a->n && (!a->x || !a->w || !a->y)), SQZ_ERR_INVALID_ARG,
                   "CPU rmsnorm: n %lld, d %lld or a NULL buffer", (long long)a->n, (long long)a->d);
     sqz__rmsnorm(p, a->x, a->w, a->eps, a->n, a->d, a->y);
+    return SQZ_OK;
+}
+
+sqz_status sqz__cpu_layernorm(sqz__pool *p, const sqz_layernorm_args *a) {
+    SQZ_RETURN_IF(a->n < 0 || a->d < 1 || (a->n && (!a->x || !a->w || !a->y)), SQZ_ERR_INVALID_ARG,
+                  "CPU layernorm: n %lld, d %lld or a NULL buffer", (long long)a->n, (long long)a->d);
+    sqz__layernorm(p, a->x, a->w, a->b, a->eps, a->n, a->d, a->y);
     return SQZ_OK;
 }
 
@@ -76,5 +83,13 @@ sqz_status sqz__cpu_add(sqz__pool *p, const sqz_eltwise_args *a) {
     const int64_t rows = a->n / ROW, tail = a->n - rows * ROW;
     if (rows) sqz__add(p, a->x, a->y, rows, ROW);
     if (tail) sqz__add(NULL, a->x + rows * ROW, a->y + rows * ROW, 1, tail);
+    return SQZ_OK;
+}
+
+sqz_status sqz__cpu_gelu(sqz__pool *p, const sqz_eltwise_args *a) {
+    SQZ_RETURN_IF(a->n < 0 || (a->n && !a->x), SQZ_ERR_INVALID_ARG, "CPU gelu: n %lld", (long long)a->n);
+    const int64_t rows = a->n / ROW, tail = a->n - rows * ROW;
+    if (rows) sqz__gelu(p, a->x, rows, ROW);
+    if (tail) sqz__gelu(NULL, a->x + rows * ROW, 1, tail);
     return SQZ_OK;
 }

@@ -15,6 +15,8 @@ sqz_status sqz__cpu_rope(sqz__pool *p, const sqz_rope_args *a);
 sqz_status sqz__cpu_attention(sqz__pool *p, sqz__dot_fn dot, const sqz_attention_args *a);
 sqz_status sqz__cpu_silu_mul(sqz__pool *p, const sqz_eltwise_args *a);
 sqz_status sqz__cpu_add(sqz__pool *p, const sqz_eltwise_args *a);
+sqz_status sqz__cpu_layernorm(sqz__pool *p, const sqz_layernorm_args *a);
+sqz_status sqz__cpu_gelu(sqz__pool *p, const sqz_eltwise_args *a);
 /* SQZ_OK when a's shapes, strides and buffers are valid; else SQZ_ERR_INVALID_ARG, `who` in the message. */
 sqz_status sqz__attention_check(const char *who, const sqz_attention_args *a);
 

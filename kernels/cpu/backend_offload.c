@@ -107,6 +107,8 @@ FWD(rope, sqz_rope_args)
 FWD(attention, sqz_attention_args)
 FWD(silu_mul, sqz_eltwise_args)
 FWD(add, sqz_eltwise_args)
+FWD(layernorm, sqz_layernorm_args)
+FWD(gelu, sqz_eltwise_args)
 #undef FWD
 static bool off_supports(void *ctx, sqz_op op, sqz_dtype w) {
     return sqz__cpu_ops()->supports(((offload_ctx *)ctx)->cpu, op, w);
@@ -130,7 +132,7 @@ static void offload_init(void) {
         "cpu-offload", off_supports, off_alloc, off_free, off_copy, off_copy, off_sync, off_matmul, off_gemm_i8,
         off_prepare_w4, off_gemm_w4, off_destroy, off_gemm_i8_sp24, false, off_sgemm, off_xtx, off_chol,
         off_to_f32, off_stats, off_set_cap, NULL, NULL, off_rmsnorm, off_rope, off_attention, off_silu_mul,
-        off_add};
+        off_add, off_layernorm, off_gelu};
 }
 
 sqz_status sqz_backend_cpu_offload(int n_threads, sqz_backend **out) {

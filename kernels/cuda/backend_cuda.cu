@@ -3,12 +3,13 @@
  * one non-blocking stream, cuBLAS / cuBLASLt handles, allocation and copies, error
  * reporting (statement, file, line and the CUDA / cuBLAS text through sqz_status and
  * sqz_last_error), the memory accounting (--gpu-mem), and the dispatch of the GEMM ops to their
- * kernel variants (the calibration slots are calib_cuda.cu).
+ * kernel variants (the calibration slots are calib_cuda.cu, the block forward's fwd_cuda.cu).
  */
 #include <limits.h>
 
 #include "kernels/cuda/backend_cuda.cuh"
 #include "kernels/cuda/calib_cuda.cuh"
+#include "kernels/cuda/fwd_cuda.cuh"
 #include "kernels/cuda/gemm_i8_lt.cuh"
 #include "kernels/cuda/gemm_i8_mma.cuh"
 #include "kernels/cuda/gemm_i8_sp24.cuh"
@@ -164,6 +165,8 @@ static bool cuda_supports(void *ctx, sqz_op op, sqz_dtype w) {
     if (op == SQZ_OP_GEMM_I8) return w == SQZ_DTYPE_I8;
     if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
     if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
+    if (op >= SQZ_OP_RMSNORM && op <= SQZ_OP_GELU)
+        return true; /* the block forward (fwd_cuda.cu): f32, w_dtype ignored */
     return op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL;
 }
 
@@ -432,6 +435,13 @@ static const sqz_backend_ops cuda_ops = {
     /* .set_mem_cap = */ cuda_set_mem_cap,
     /* .host_pin = */ cuda_host_pin,
     /* .host_unpin = */ cuda_host_unpin,
+    /* .rmsnorm = */ sqz__cuda_rmsnorm,
+    /* .rope = */ sqz__cuda_rope,
+    /* .attention = */ sqz__cuda_attention,
+    /* .silu_mul = */ sqz__cuda_silu_mul,
+    /* .add = */ sqz__cuda_add,
+    /* .layernorm = */ sqz__cuda_layernorm,
+    /* .gelu = */ sqz__cuda_gelu,
 };
 
 sqz_cuda_ctx *sqz__cuda_ctx_of(sqz_backend *b) {

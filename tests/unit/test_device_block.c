@@ -1,7 +1,8 @@
 /* tests/unit/test_device_block.c - the llama block with its activations on a device backend
  * (runtime/device_block.c) on the CPU's slots behind the device interface (cpu-offload), on the
  * real models: stories260K (llama2.c, interleaved rotary), tinystories-656K (HF, rotate_half) and
- * SmolLM2-135M (Q4_1 GGUF, grouped-query 9/3 heads).
+ * SmolLM2-135M (Q4_1 GGUF, grouped-query 9/3 heads), and the BERT block on all-MiniLM-L6-v2
+ * (post-LN, GELU, bidirectional attention): its token states.
  *   - a window from position 0 gives bit for bit the logits of the host block on the same backend
  *     (SQZ_HOST_FORWARD=1: norms, rotary, attention on the host, products on the device), and a
  *     window continuing it (pos > 0, run by the host block from the keys / values the device block
@@ -111,6 +112,58 @@ static void check_model(const char *path) {
     sqz_model_free(m);
 }
 
+/* The encoder: token states of one sequence, device block against host block, hooked and not. */
+static void encode(const sqz_model *m, sqz_backend *be, bool host_fwd, bool hooked, const int32_t *ids, int64_t n,
+                   float *hidden, rec *r) {
+    if (host_fwd) setenv("SQZ_HOST_FORWARD", "1", 1);
+    else unsetenv("SQZ_HOST_FORWARD");
+    sqz_session_opts o = sqz_session_default_opts();
+    o.max_tokens = 32;
+    o.backend = be;
+    sqz_session *s = NULL;
+    SQZ_ASSERT_OK(sqz_session_new(m, &o, &s));
+    memset(r, 0, sizeof *r);
+    r->hash = 0xcbf29ce484222325ull;
+    r->be = be;
+    if (hooked) sqz_session_set_hook(s, hook, r);
+    SQZ_ASSERT_OK(sqz_encode(s, ids, NULL, n, hidden));
+    sqz_session_free(s);
+    unsetenv("SQZ_HOST_FORWARD");
+}
+
+static void test_minilm(void **state) {
+    (void)state;
+    const char *p = sqz_test_minilm();
+    SQZ_SKIP_UNLESS(p);
+    sqz_model *m = NULL;
+    SQZ_ASSERT_OK(sqz_model_open(p, NULL, &m));
+    enum { N = 11 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)(101 + (i * 4051) % (m->hp.vocab_size - 200));
+    const size_t hb = sizeof(float) * N * (size_t)m->hp.d_model;
+    float *a = malloc(hb), *b = malloc(hb), *c = malloc(hb);
+    sqz_backend *off = NULL;
+    SQZ_ASSERT_OK(sqz_backend_cpu_offload(0, &off));
+    rec ra, rb, rc;
+    encode(m, off, false, true, ids, N, a, &ra);
+    encode(m, off, true, true, ids, N, b, &rb);
+    encode(m, off, false, false, ids, N, c, &rc);
+    print_message("%s: device block == host block; hook events %d (%d with device rows)\n", p, ra.events,
+                  ra.with_dev);
+    assert_memory_equal(a, b, hb);
+    assert_memory_equal(a, c, hb);
+    assert_int_equal(ra.events, rb.events);
+    assert_true(ra.hash == rb.hash);
+    /* q|k|v, o, up, down and BLOCK_OUT of every block */
+    assert_int_equal(ra.with_dev, 5 * (int)m->hp.n_layers);
+    assert_int_equal(ra.dev_mismatch, 0);
+    free(a);
+    free(b);
+    free(c);
+    sqz_backend_free(off);
+    sqz_model_free(m);
+}
+
 static void test_stories260k(void **state) {
     (void)state;
     const char *p = sqz_test_data("models/stories260K/stories260K.bin");
@@ -137,6 +190,7 @@ int main(void) {
         cmocka_unit_test(test_stories260k),
         cmocka_unit_test(test_tinystories),
         cmocka_unit_test(test_smollm2),
+        cmocka_unit_test(test_minilm),
     };
     return sqz_test_run(tests, NULL, NULL);
 }
