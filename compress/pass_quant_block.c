@@ -317,6 +317,8 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
             shared = shared && own[k] == in;
         }
         if (!sp->mix && (shared || sp->method->smooths)) st = sp->method->run(lin, n_q, &qs, &qo, out, smooth);
+        /* members of one input quantized one at a time: GPTQ factors its Hessian once for them */
+        qo.factors = n_q > 1 && shared ? sqz_gptq_factors_new() : NULL;
         for (int k = 0; (sp->mix || !(shared || sp->method->smooths)) && k < n_q && st == SQZ_OK; k++) {
             qo.target = sp->mix ? tgt[k] : sp->q.target; /* one type per layer; no smoothing */
             /* a type the method does not produce is rounded as llama.cpp does it (Q8_0: no imatrix) */
@@ -327,6 +329,8 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
                                              (int)c->layer, (long long)qk.n_in, lin[k].name, (long long)n_in);
             if (st == SQZ_OK && sp->mix) st = gptq_or_imatrix(c->o->backend, &lin[k], own[k], &qo, &out[k], &used[k]);
         }
+        sqz_gptq_factors_free(qo.factors);
+        qo.factors = NULL;
         *t_quant += sqz__calib_now() - t0;
         if (st != SQZ_OK) sqz__error_prefix("block %d", (int)c->layer);
         const bool smoothed = st == SQZ_OK && sp->method->smooths && !all_ones(smooth, n_in);

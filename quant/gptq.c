@@ -355,21 +355,29 @@ static sqz_status check_backend(const sqz_backend *be) {
 }
 
 static void ctx_free(gptq_ctx *c) {
-    if (c->du && c->be->ops->free) c->be->ops->free(c->be->ctx, c->du);
-    if (c->dp && c->be->ops->free) c->be->ops->free(c->be->ctx, c->dp);
+    if (!c->borrowed) {
+        if (c->du && c->be->ops->free) c->be->ops->free(c->be->ctx, c->du);
+        if (c->dp && c->be->ops->free) c->be->ops->free(c->be->ctx, c->dp);
+        free((void *)c->u);
+        free((void *)c->perm);
+        free((void *)c->dead);
+        free((void *)c->pm);
+    }
     sqz__pool_free(c->pool);
-    free((void *)c->u);
     free((void *)c->ud);
     free((void *)c->hdiag);
-    free((void *)c->perm);
-    free((void *)c->dead);
-    free((void *)c->pm);
     memset(c, 0, sizeof *c);
 }
 
-/* U, perm, dead (prepare), U's diagonal for a mask, diag H for K-quant grids, the thread pool,
- * U in device memory on a device backend. c->n, mask and be are set; on failure the caller
- * still calls ctx_free. */
+/* A fresh factor handed to the caller's store (o->factors), when there is one. */
+static sqz_status keep_factor(const sqz_quant_opts *o, const sqz__gptq_key *key, gptq_ctx *c) {
+    sqz__gptq_factors_keep(o->factors, key, c);
+    return SQZ_OK;
+}
+
+/* U, perm, dead (prepare, or the caller's store when it holds this input's factor), U's diagonal
+ * for a mask, diag H for K-quant grids, the thread pool, U in device memory on a device backend.
+ * c->n, mask and be are set; on failure the caller still calls ctx_free. */
 static sqz_status ctx_setup(gptq_ctx *c, const sqz_qstats *st, const sqz_quant_opts *o, bool want_hdiag) {
     const int64_t n = c->n;
     SQZ_TRY(check_backend(c->be));
@@ -378,14 +386,18 @@ static sqz_status ctx_setup(gptq_ctx *c, const sqz_qstats *st, const sqz_quant_o
     uint8_t *dead = NULL;
     float *pm = NULL;
     SQZ_TRY(sqz__pool_new(o->threads, &c->pool));
-    const double t0 = sqz__prof_begin();
-    sqz_status s = prepare(c->pool, st, o, &u, &c->du, &perm, &dead, &pm);
-    sqz__prof_end(SQZ__PROF_GPTQ_PREP, t0);
-    c->pm = pm; /* owned by c even when prepare failed after forming it */
-    SQZ_TRY(s);
-    c->u = u;
-    c->perm = perm;
-    c->dead = dead;
+    const sqz__gptq_key key = sqz__gptq_key_of(st, o);
+    const bool kept = sqz__gptq_factors_take(o->factors, &key, c); /* a member of the same input before */
+    if (!kept) {
+        const double t0 = sqz__prof_begin();
+        sqz_status s = prepare(c->pool, st, o, &u, &c->du, &perm, &dead, &pm);
+        sqz__prof_end(SQZ__PROF_GPTQ_PREP, t0);
+        c->pm = pm; /* owned by c even when prepare failed after forming it */
+        SQZ_TRY(s);
+        c->u = u;
+        c->perm = perm;
+        c->dead = dead;
+    }
     if (c->mask) {
         float *ud = sqz__malloc((size_t)n * sizeof(float));
         if (!(c->ud = ud)) return SQZ_ERR_NOMEM;
@@ -396,19 +408,21 @@ static sqz_status ctx_setup(gptq_ctx *c, const sqz_qstats *st, const sqz_quant_o
         if (!(c->hdiag = hd)) return SQZ_ERR_NOMEM;
         for (int64_t j = 0; j < n; j++) hd[j] = (float)st->xtx[j * n + j];
     }
-    if (!c->be || sqz_backend_host_memory(c->be)) return SQZ_OK;
+    if (kept) return SQZ_OK; /* its device copies came with it */
+    if (!c->be || sqz_backend_host_memory(c->be)) return keep_factor(o, &key, c);
     const size_t nb = (size_t)n * (size_t)n * sizeof(float);
     if (!c->du && !(c->du = c->be->ops->alloc(c->be->ctx, nb))) {
         sqz__error_prefix("gptq: device memory for the factor of %lld", (long long)n);
         return SQZ_ERR_NOMEM;
     }
     if (!keep_on_device(o)) SQZ_TRY(c->be->ops->upload(c->be->ctx, c->du, u, nb)); /* else formed there */
-    if (!c->pm) return SQZ_OK;
+    if (!c->pm) return keep_factor(o, &key, c);
     if (!(c->dp = c->be->ops->alloc(c->be->ctx, nb))) {
         sqz__error_prefix("gptq: device memory for GPTAQ's P of %lld", (long long)n);
         return SQZ_ERR_NOMEM;
     }
-    return c->be->ops->upload(c->be->ctx, c->dp, c->pm, nb);
+    SQZ_TRY(c->be->ops->upload(c->be->ctx, c->dp, c->pm, nb));
+    return keep_factor(o, &key, c);
 }
 
 typedef struct layers_job {

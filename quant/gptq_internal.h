@@ -8,6 +8,8 @@
 #include "kernels/cpu/pool.h"
 #include "quant/quant_internal.h"
 
+typedef struct sqz_gptq_factors sqz_gptq_factors;
+
 typedef struct gptq_ctx {
     int64_t n;          /* columns */
     const int64_t *perm; /* processing position -> original column */
@@ -26,7 +28,25 @@ typedef struct gptq_ctx {
     void *du;           /* device backend: U (n, n) f32 in its memory */
     const float *pm;    /* GPTAQ: P (n, n) in processing order, strictly upper (gptaq.c); NULL: GPTQ */
     void *dp;           /* device backend with GPTAQ: P (n, n) f32 in its memory */
+    bool borrowed;      /* u, du, perm, dead, pm, dp belong to a sqz_gptq_factors (not freed here) */
 } gptq_ctx;
+
+/* What a prepared factor depends on (gptq_factors.c): two calls with equal keys factor the same
+ * matrix the same way. Compared with memcmp (zero-filled by sqz__gptq_key_of). */
+typedef struct sqz__gptq_key {
+    const sqz_qstats *st;
+    const double *xtx, *dxxt;
+    int64_t n;
+    double percdamp, gptaq_alpha;
+    bool act_order, iq3_groups, gptaq;
+    const sqz_backend *be;
+} sqz__gptq_key;
+
+sqz__gptq_key sqz__gptq_key_of(const sqz_qstats *st, const sqz_quant_opts *o);
+/* When f holds the factor of key k: c's factor fields point at it (c->borrowed) and true. */
+bool sqz__gptq_factors_take(const sqz_gptq_factors *f, const sqz__gptq_key *k, gptq_ctx *c);
+/* f (may be NULL: nothing) takes c's freshly prepared factor for key k, dropping what it held. */
+void sqz__gptq_factors_keep(sqz_gptq_factors *f, const sqz__gptq_key *k, gptq_ctx *c);
 
 /* Where the sweep writes: codes (n_out, n) by original column and the grids (n_out, ng) when
  * quantizing, pr (n_out, blocksize) the mask's choice for the current block, values (n_out, n)

@@ -280,7 +280,20 @@ typedef struct sqz_quant_opts {
     sqz_backend *backend;
     int32_t threads;        /* GPTQ's row sweep and grids on this many threads; 0 = all cores. The
                                result is the same bytes for any count */
+    /* GPTQ / SparseGPT: prepared factors kept between calls (sqz_gptq_factors_new), so that layers
+     * that share an input but are called one at a time (a mix gives each its own type) factor its
+     * Hessian once. Borrowed; NULL = none (each call factors). A call reuses the kept factor when
+     * its statistics are the same object (st, its xtx and dxxt) and its damping, act order, IQ3_S
+     * grouping, GPTAQ and backend match, and keeps its own otherwise: the same bytes either way. */
+    struct sqz_gptq_factors *factors;
 } sqz_quant_opts;
+
+/* A store of one prepared GPTQ factor (U, the column order, GPTAQ's P; on a device backend their
+ * device copies) for sqz_quant_opts.factors. The caller owns it and frees it with
+ * sqz_gptq_factors_free once the statistics it was used with are freed or changed (a later call on
+ * other statistics at the same address would otherwise take a stale factor). NULL on no memory. */
+SQZ_API struct sqz_gptq_factors *sqz_gptq_factors_new(void);
+SQZ_API void sqz_gptq_factors_free(struct sqz_gptq_factors *f);
 
 /* Defaults as documented above, target I8. */
 SQZ_API sqz_quant_opts sqz_quant_default_opts(void);

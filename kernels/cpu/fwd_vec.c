@@ -110,16 +110,11 @@ __attribute__((target("avx2,fma"))) static void silu_mul_avx2(float *g, const fl
 __attribute__((target("avx2,fma"))) static void gelu_avx2(float *x, int64_t n) { gelu_body(x, n); }
 #endif
 
-static bool have_avx2_fma(void) {
 #ifdef SQZ__HAVE_AVX2_PATH
+static bool have_avx2_fma(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return false;
-#endif
 }
-
-#ifdef SQZ__HAVE_AVX2_PATH
 #define SQZ__PICK(avx2, base) (have_avx2_fma() ? (avx2) : (base))
 #else
 #define SQZ__PICK(avx2, base) (base)

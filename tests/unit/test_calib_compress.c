@@ -247,6 +247,7 @@ static void test_awq_folds_bert(void **state) {
     (void)state;
     const char *path = sqz_test_minilm();
     SQZ_SKIP_UNLESS(path);
+    SQZ_SKIP_UNLESS(sqz_test_data("data/wiki.test.raw"));
     sqz_model *base, *m;
     SQZ_ASSERT_OK(sqz_model_open(path, NULL, &base));
     SQZ_ASSERT_OK(sqz_model_open(path, NULL, &m));
