@@ -2,7 +2,8 @@
  * SmolLM2-135M with real activations (wiki.test.raw through the runtime): for every format the
  * output error on held-out tokens is below RTN's; GGUF targets keep the invariant of
  * sqz/quant.h (re-quantizing the dequantized result with the reference gives the same bytes);
- * act-order with and without static groups; determinism (same bytes twice, Q4_0 and I4).
+ * act-order with and without static groups; determinism (same bytes twice, Q4_0 and I4); a factor
+ * kept between calls (sqz_gptq_factors) gives the bytes of a fresh one.
  * K-quants (Q2_K..Q6_K, where the width is a multiple of 256: SmolLM2's ffn_down) keep the
  * super-block and sub-block scales llama.cpp's quantizer picks for the original row; so do IQ4_NL,
  * IQ4_XS and IQ3_S (GPTQ onto its codebook: codewords of 4 columns chosen as a group starts).
@@ -254,6 +255,50 @@ static void test_smollm2(void **state) {
     run_model(&mc);
 }
 
+/* A factor kept in a sqz_gptq_factors store between calls on the same statistics (a mix's members
+ * of one input, each to its own type) gives the bytes of a fresh factor: SmolLM2's ffn_down input
+ * (1536 wide: every K-quant fits), members of 576, 192 and 100 of its rows, one at a time to Q4_K,
+ * Q6_K, IQ3_S (codewords of 4 under act order: another key), Q4_0, with and without act order, in
+ * turn through one store. */
+static void test_shared_factor(void **state) {
+    (void)state;
+    const char *path = sqz_test_smollm2();
+    SQZ_SKIP_UNLESS(path);
+    qfix f;
+    qfix_load(&f, path, 2, 512, 4);
+    int64_t n_in = 0, n_out = 0;
+    float *w = qfix_weight(&f, SQZ_ROLE_FFN_DOWN, &n_out, &n_in);
+    sqz_qstats_buf sb;
+    SQZ_ASSERT_OK(sqz_qstats_compute(f.x[QF_DOWN], f.n_calib, n_in, SQZ_QSTAT_XTX, 0, &sb));
+    const sqz_qformat fmts[] = {SQZ_QFMT_Q4_K, SQZ_QFMT_Q6_K, SQZ_QFMT_IQ3_S, SQZ_QFMT_Q4_0};
+    const int64_t rows[] = {n_out, 192, 100};
+    struct sqz_gptq_factors *store = sqz_gptq_factors_new();
+    assert_non_null(store);
+    int calls = 0;
+    for (int ao = 0; ao < 2; ao++)
+        for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++)
+            for (int k = 0; k < 3; k++) {
+                sqz_quant_opts o = sqz_quant_default_opts();
+                o.target = (sqz_qtarget){fmts[fi], 32};
+                o.act_order = ao;
+                sqz_qlinear lin = {w, rows[k], "member", false};
+                sqz_qmatrix fresh = {0}, kept = {0};
+                SQZ_ASSERT_OK(sqz_quant_gptq(&lin, 1, &sb.s, &o, &fresh, NULL));
+                o.factors = store;
+                SQZ_ASSERT_OK(sqz_quant_gptq(&lin, 1, &sb.s, &o, &kept, NULL));
+                assert_int_equal(kept.nbytes, fresh.nbytes);
+                assert_memory_equal(kept.data, fresh.data, fresh.nbytes);
+                sqz_qmatrix_free(&fresh);
+                sqz_qmatrix_free(&kept);
+                calls++;
+            }
+    print_message("SmolLM2 ffn_down: %d calls through one store, each the bytes of a fresh factor\n", calls);
+    sqz_gptq_factors_free(store);
+    sqz_qstats_buf_free(&sb);
+    free(w);
+    qfix_free(&f);
+}
+
 /* Degenerate Hessians: dead columns (a channel that is always 0) and a rank-deficient X. */
 static void test_dead_columns(void **state) {
     (void)state;
@@ -296,6 +341,7 @@ static void test_dead_columns(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dead_columns),
+        cmocka_unit_test(test_shared_factor),
         cmocka_unit_test(test_stories260K),
         cmocka_unit_test(test_tinystories),
         cmocka_unit_test(test_smollm2),
