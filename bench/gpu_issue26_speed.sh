@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # bench/gpu_issue26_speed.sh PACK OUT - issue 26's speed and memory run on the GPU machine (docs/device.md):
-#   1. the GPU tests;
+#   1. the GPU tests (test_gpu_forward: the block-forward slots, since 2026-12-01);
 #   2. a model of Qwen2.5-Coder-1.5B's exact shapes with random weights (scripts/synth_gguf.py from
 #      PACK/q15.meta: timing and memory only, never an accuracy figure) and the same cut to 2 blocks
 #      (q2): q4_k_m:gptq on q2 with SQZ_PROFILE=1, again with the pool's polling off
-#      (SQZ_POOL_SPIN_US=0), and under --gpu-mem at its measured peak (output compared byte for byte);
+#      (SQZ_POOL_SPIN_US=0), with the block's activations on the host (SQZ_HOST_FORWARD=1: the
+#      forward before 2026-12-01, products on the device; its weights compared with the device
+#      block's), and under --gpu-mem at its measured peak (output compared byte for byte);
 #   3. parity after this run's changes: stories260K q4_k_m:gptq and SmolLM2-135M cut to 4 blocks
 #      (PACK/smol4.gguf, Q4_1/Q8_0 grids) q4_0:gptq, --device cuda against --device cpu;
 #   4. the whole 28-block model: q4_k_m:gptq and q4_0:gptq, 16 x 512 calibration tokens, wall time
@@ -20,7 +22,7 @@ START=$(date +%s)
 left() { [ $(( $(date +%s) - START )) -lt "${BUDGET:-400}" ] || { say "(time budget spent: the rest skipped)"; false; }; }
 say "== $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader) / $(nproc) cores:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
 say "== 1. GPU tests"
-for t in test_gpu_calib test_gpu_calib_loop test_gpu_kernels; do
+for t in test_gpu_forward test_gpu_calib test_gpu_calib_loop test_gpu_kernels; do
   [ -n "${ONLY_CAP:-}" ] && break
   timeout 120 $E "$G/bin/$t" > "$O/$t.log" 2>&1
   say "$t rc=$? $(grep -c '\[       OK \]' "$O/$t.log") ok, $(grep -c '\[  FAILED  \] test' "$O/$t.log") failed"
@@ -41,6 +43,13 @@ say "== 2. q2 (2 blocks of the 1.5B's shapes, random weights)"
 big /tmp/q2.gguf q2 q4_k_m:gptq
 [ -n "${ONLY_CAP:-}" ] || SQZ_POOL_SPIN_US=0 big /tmp/q2.gguf q2-nospin q4_k_m:gptq
 [ -n "${ONLY_CAP:-}" ] || { cmp /tmp/out-q2.gguf /tmp/out-q2-nospin.gguf > /dev/null && say "q2 without polling: the same bytes" || say "q2 without polling: DIFFERENT bytes"; }
+if [ -z "${ONLY_CAP:-}" ]; then
+  SQZ_HOST_FORWARD=1 big /tmp/q2.gguf q2-hostfwd q4_k_m:gptq
+  $S convert /tmp/out-q2.gguf -o /tmp/q2-dev.f32.gguf --dtype f32 > /dev/null 2>&1
+  $S convert /tmp/out-q2-hostfwd.gguf -o /tmp/q2-host.f32.gguf --dtype f32 > /dev/null 2>&1
+  say "q2 device block vs host block: $(python3 "$here/compare_weights.py" /tmp/q2-host.f32.gguf /tmp/q2-dev.f32.gguf | tail -1)"
+  rm -f /tmp/q2-dev.f32.gguf /tmp/q2-host.f32.gguf
+fi
 peak=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["totals"]["device_peak_bytes"])' "$O/q2.json" 2>/dev/null || echo 0)
 cap=$(( (peak + (1 << 20) - 1) >> 20 ))
 big /tmp/q2.gguf q2-cap q4_k_m:gptq --gpu-mem "$cap"
