@@ -71,13 +71,13 @@ void sqz__report_row_init(sqz_layer_report *r, const sqz_tensor *t) {
 /* Validation of one compressed layer: relative output error on the sample rows x (n_x, n_in)
  * against the float layer w; xs = x / smooth when the smoothing was folded (else x). */
 static sqz_status validate(sqz_backend *be, const sqz_qmatrix *q, const float *w, const float *x, const float *xs,
-                           int64_t n_x, const float *smooth, sqz_layer_report *row) {
+                           int64_t n_x, const float *smooth, const float *yr_known, sqz_layer_report *row) {
     const int64_t no = q->n_out, ni = q->n_in;
     float *deq = sqz__malloc((size_t)no * (size_t)ni * sizeof(float));
     float *ws = sqz__malloc((size_t)no * (size_t)ni * sizeof(float));
-    float *yr = n_x ? sqz__malloc((size_t)n_x * (size_t)no * sizeof(float)) : NULL;
+    float *yr = n_x && !yr_known ? sqz__malloc((size_t)n_x * (size_t)no * sizeof(float)) : NULL;
     float *yq = n_x ? sqz__malloc((size_t)n_x * (size_t)no * sizeof(float)) : NULL;
-    sqz_status st = (!deq || !ws || (n_x && (!yr || !yq))) ? SQZ_ERR_NOMEM : SQZ_OK;
+    sqz_status st = (!deq || !ws || (n_x && ((!yr && !yr_known) || !yq))) ? SQZ_ERR_NOMEM : SQZ_OK;
     if (st == SQZ_OK) st = sqz_qmatrix_to_f32(q, deq);
     if (st == SQZ_OK) {
         memcpy(ws, w, (size_t)no * (size_t)ni * sizeof(float));
@@ -85,9 +85,11 @@ static sqz_status validate(sqz_backend *be, const sqz_qmatrix *q, const float *w
         row->weight_err = sqz__rel_err(deq, ws, no * ni);
     }
     if (st == SQZ_OK && n_x) {
-        /* the float layer on the original input, the compressed one as it would run */
-        st = sqz__validate_products(be, q, w, x, xs, n_x, yr, yq, row->validated_by);
-        if (st == SQZ_OK) row->out_err = sqz__rel_err(yq, yr, n_x * no);
+        /* the float layer on the original input (formed already when GPTQ and imatrix were compared),
+         * the compressed one as it would run */
+        if (!yr_known) st = sqz__validate_float(be, w, no, ni, x, n_x, yr);
+        if (st == SQZ_OK) st = sqz__validate_quant(be, q, xs, n_x, yq, row->validated_by);
+        if (st == SQZ_OK) row->out_err = sqz__rel_err(yq, yr_known ? yr_known : yr, n_x * no);
     }
     free(deq);
     free(ws);
@@ -182,15 +184,14 @@ static bool same_type(const sqz_compress_spec *sp, const sqz_qtarget *target, co
            sqz_qformat_dtype(target->fmt) == t->dtype;
 }
 
-/* The relative output error of q against the float layer w on the sample rows x (n_x, n_in). */
-static sqz_status sample_err(sqz_backend *be, const sqz_qmatrix *q, const float *w, const float *x, int64_t n_x,
+/* The relative output error of q against the float layer's yr (n_x, n_out) on the sample rows x. */
+static sqz_status sample_err(sqz_backend *be, const sqz_qmatrix *q, const float *yr, const float *x, int64_t n_x,
                              double *err) {
     const size_t n = (size_t)n_x * (size_t)q->n_out;
-    float *yr = sqz__malloc(n * sizeof(float)), *yq = sqz__malloc(n * sizeof(float));
+    float *yq = sqz__malloc(n * sizeof(float));
     char by[24];
-    sqz_status st = yr && yq ? sqz__validate_products(be, q, w, x, x, n_x, yr, yq, by) : SQZ_ERR_NOMEM;
+    sqz_status st = yq ? sqz__validate_quant(be, q, x, n_x, yq, by) : SQZ_ERR_NOMEM;
     if (st == SQZ_OK) *err = sqz__rel_err(yq, yr, (int64_t)n);
-    free(yr);
     free(yq);
     return st;
 }
@@ -203,7 +204,8 @@ static sqz_status sample_err(sqz_backend *be, const sqz_qmatrix *q, const float 
  * is kept (*used says which). Only where imatrix produces the type and sample rows are at hand;
  * E[x^2] is the diagonal of GPTQ's X^T X over its tokens. */
 static sqz_status gptq_or_imatrix(sqz_backend *be, const sqz_qlinear *lin, const sqz_calib_input *in,
-                                  const sqz_quant_opts *qo, sqz_qmatrix *out, const sqz_qmethod **used) {
+                                  const sqz_quant_opts *qo, sqz_qmatrix *out, const sqz_qmethod **used,
+                                  float **yr_out) {
     const sqz_qmethod *im = sqz_qmethod_find("imatrix");
     if (strcmp((*used)->name, "gptq") || !in || !in->x || in->st.n_x < 1 || (!in->st.x2 && !in->st.xtx) || !im ||
         !(im->formats & (1u << qo->target.fmt)))
@@ -221,8 +223,14 @@ static sqz_status gptq_or_imatrix(sqz_backend *be, const sqz_qlinear *lin, const
     double eg = 0, ei = 0;
     sqz_status st = im->run(lin, 1, &st2, qo, &alt, NULL);
     free(x2);
-    if (st == SQZ_OK) st = sample_err(be, out, lin->w, in->x, in->st.n_x, &eg);
-    if (st == SQZ_OK) st = sample_err(be, &alt, lin->w, in->x, in->st.n_x, &ei);
+    /* the float layer's products, once for both candidates and the layer's validation (*yr_out) */
+    float *yr = st == SQZ_OK ? sqz__malloc((size_t)in->st.n_x * (size_t)lin->n_out * sizeof(float)) : NULL;
+    if (st == SQZ_OK && !yr) st = SQZ_ERR_NOMEM;
+    if (st == SQZ_OK) st = sqz__validate_float(be, lin->w, lin->n_out, n, in->x, in->st.n_x, yr);
+    if (st == SQZ_OK) st = sample_err(be, out, yr, in->x, in->st.n_x, &eg);
+    if (st == SQZ_OK) st = sample_err(be, &alt, yr, in->x, in->st.n_x, &ei);
+    if (st == SQZ_OK) *yr_out = yr;
+    else free(yr);
     if (st == SQZ_OK && ei < eg) {
         alt.seconds += out->seconds;
         sqz_qmatrix_free(out);
@@ -319,6 +327,7 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         if (!sp->mix && (shared || sp->method->smooths)) st = sp->method->run(lin, n_q, &qs, &qo, out, smooth);
         /* members of one input quantized one at a time: GPTQ factors its Hessian once for them */
         qo.factors = n_q > 1 && shared ? sqz_gptq_factors_new() : NULL;
+        float *yr_k[3] = {NULL, NULL, NULL}; /* a member's float products on in's rows, when formed */
         for (int k = 0; (sp->mix || !(shared || sp->method->smooths)) && k < n_q && st == SQZ_OK; k++) {
             qo.target = sp->mix ? tgt[k] : sp->q.target; /* one type per layer; no smoothing */
             /* a type the method does not produce is rounded as llama.cpp does it (Q8_0: no imatrix) */
@@ -327,7 +336,12 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
             st = qk.n_in == n_in ? used[k]->run(&lin[k], 1, &qk, &qo, &out[k], smooth)
                                  : SQZ_ERROR(SQZ_ERR_SHAPE, "block %d: statistics of %lld channels for %s (%lld)",
                                              (int)c->layer, (long long)qk.n_in, lin[k].name, (long long)n_in);
-            if (st == SQZ_OK && sp->mix) st = gptq_or_imatrix(c->o->backend, &lin[k], own[k], &qo, &out[k], &used[k]);
+            if (st == SQZ_OK && sp->mix)
+                st = gptq_or_imatrix(c->o->backend, &lin[k], own[k], &qo, &out[k], &used[k], &yr_k[k]);
+            if (own[k] != in) { /* formed on other rows than the validation's */
+                free(yr_k[k]);
+                yr_k[k] = NULL;
+            }
         }
         sqz_gptq_factors_free(qo.factors);
         qo.factors = NULL;
@@ -390,9 +404,10 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
             r->alpha = out[k].alpha;
             r->act_scale = out[k].qp.act_scale;
             st = validate(c->o->backend, &out[k], lin[k].w, n_x ? in->x : NULL, xs ? xs : (n_x ? in->x : NULL), n_x,
-                          smoothed ? smooth : NULL, r);
+                          smoothed ? smooth : NULL, xs ? NULL : yr_k[k], r);
         }
         free(xs);
+        for (int k = 0; k < 3; k++) free(yr_k[k]);
         *t_valid += sqz__calib_now() - t1;
         for (int k = 0; k < n_q && st == SQZ_OK; k++) {
             const void *old = t[qidx[k]]->data;

@@ -125,21 +125,36 @@ static sqz_status dev_quant(dev *d, const sqz_qmatrix *q, const float *xs, int64
     return st;
 }
 
-sqz_status sqz__validate_products(sqz_backend *be, const sqz_qmatrix *q, const float *w, const float *x,
-                                  const float *xs, int64_t n_x, float *yr, float *yq, char by[24]) {
-    const int64_t no = q->n_out, ni = q->n_in;
+sqz_status sqz__validate_float(sqz_backend *be, const float *w, int64_t no, int64_t ni, const float *x, int64_t n_x,
+                               float *yr) {
     if (!be || sqz_backend_host_memory(be)) {
-        const bool i8 = q->qp.act_mode != SQZ_ACT_FLOAT && q->qp.scheme == SQZ_QSCHEME_I8_ROW;
-        snprintf(by, 24, "cpu:%s", i8 ? "gemm_i8" : "sgemm");
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n_x, (int)no, (int)ni, 1.0f, x, (int)ni, w, (int)ni,
                     0.0f, yr, (int)no);
-        return sqz_qmatrix_forward(q, xs, n_x, yq);
+        return SQZ_OK;
     }
     dev d = {.be = be};
-    sqz_status st = dev_matmul(&d, x, n_x, w, no, ni, yr);
-    dev_release(&d);
-    if (st == SQZ_OK) st = dev_quant(&d, q, xs, n_x, yq, by);
+    const sqz_status st = dev_matmul(&d, x, n_x, w, no, ni, yr);
     dev_release(&d);
     if (st != SQZ_OK) sqz__error_prefix("validating on %s", be->ops->name);
     return st;
+}
+
+sqz_status sqz__validate_quant(sqz_backend *be, const sqz_qmatrix *q, const float *xs, int64_t n_x, float *yq,
+                               char by[24]) {
+    if (!be || sqz_backend_host_memory(be)) {
+        const bool i8 = q->qp.act_mode != SQZ_ACT_FLOAT && q->qp.scheme == SQZ_QSCHEME_I8_ROW;
+        snprintf(by, 24, "cpu:%s", i8 ? "gemm_i8" : "sgemm");
+        return sqz_qmatrix_forward(q, xs, n_x, yq);
+    }
+    dev d = {.be = be};
+    const sqz_status st = dev_quant(&d, q, xs, n_x, yq, by);
+    dev_release(&d);
+    if (st != SQZ_OK) sqz__error_prefix("validating on %s", be->ops->name);
+    return st;
+}
+
+sqz_status sqz__validate_products(sqz_backend *be, const sqz_qmatrix *q, const float *w, const float *x,
+                                  const float *xs, int64_t n_x, float *yr, float *yq, char by[24]) {
+    SQZ_TRY(sqz__validate_float(be, w, q->n_out, q->n_in, x, n_x, yr));
+    return sqz__validate_quant(be, q, xs, n_x, yq, by);
 }
