@@ -252,6 +252,8 @@ sqz_status sqz_calib_run(sqz_session *s, const sqz_calib_windows *w, const sqz_c
         sqz_calib_block_free(&stats);
         sqz__prof_end(SQZ__PROF_CALIB_BLOCK, t0);
         sqz__calib_mem_set(&R.mem, 0);
+        /* block l + 1's weights cross to a device while block l's outputs are recomputed */
+        if (st == SQZ_OK && l + 1 < nl) st = sqz_session_prefetch(s, l + 1);
         t0 = sqz__prof_begin();
         for (int64_t i = 0; tmp && i < here && st == SQZ_OK; i++) {
             st = sqz_session_block(s, l, x + (size_t)i * win_floats, ctx, 0);

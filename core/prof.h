@@ -20,6 +20,7 @@
     X(DEV_WEIGHT, "forward: weights to the device (dequantize/widen + upload)")                        \
     X(DEV_X_UP, "forward: product inputs uploaded")                                                     \
     X(DEV_MATMUL, "forward: device matmul (+ result download in the host block)")                      \
+    X(DEV_PREFETCH, "forward: the next block's weights staged and queued (prefetch)")                  \
     X(DEV_BLOCK_XFER, "forward: device block rows down/up (residual, hooks' rows, keys/values; waits)")  \
     X(FWD_ATTN, "forward: attention")                                                                   \
     X(FWD_ELEMWISE, "forward: element-wise ops (norms, rotary, SwiGLU/GELU, residual adds)")            \

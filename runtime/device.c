@@ -31,7 +31,7 @@ static sqz_status dev_scratch(sqz_session *s, float **buf, size_t *cap, size_t f
 
 /* A stored block or float matrix widened on the session's pool (the recompute pass dequantizes
  * each block's new weights before uploading them). */
-static sqz_status widen_host(sqz_session *s, const sqz_tensor *w, float *dst) {
+sqz_status sqz__dev_widen_host(sqz_session *s, const sqz_tensor *w, float *dst) {
     const int64_t n = w->shape[0];
     if (w->qp || w->ndim != 2 || n < 256 || w->nbytes % (size_t)n) return sqz_tensor_to_f32(w, dst);
     if (sqz__widen_rows(s->pool, w->dtype, w->data, w->nbytes / (size_t)n, n, sqz_tensor_row_len(w), dst))
@@ -41,6 +41,7 @@ static sqz_status widen_host(sqz_session *s, const sqz_tensor *w, float *dst) {
 
 sqz_status sqz__dev_weight(sqz_session *s, const sqz_tensor *w, const float **out) {
     const int64_t i = sqz__tensor_index(s, w);
+    if (sqz__dev_prefetch_pending(s, w->layer)) SQZ_TRY(sqz__dev_prefetch_finish(s));
     if (s->dcache[i]) {
         *out = s->dcache[i];
         return SQZ_OK;
@@ -66,7 +67,7 @@ sqz_status sqz__dev_weight(sqz_session *s, const sqz_tensor *w, const float **ou
         ops->free(s->be->ctx, raw);
     } else { /* block and scheme types: dequantized here, one tensor at a time */
         float *h = sqz__malloc(bytes);
-        st = h ? widen_host(s, w, h) : SQZ_ERR_NOMEM;
+        st = h ? sqz__dev_widen_host(s, w, h) : SQZ_ERR_NOMEM;
         if (st == SQZ_OK) st = ops->upload(s->be->ctx, d, h, bytes);
         free(h);
     }
@@ -110,6 +111,8 @@ sqz_status sqz__dev_linear(sqz_session *s, const float *x, int64_t m, const sqz_
 }
 
 void sqz__dev_invalidate(sqz_session *s, int32_t layer) {
+    if (sqz__dev_prefetch_pending(s, layer) && sqz__dev_prefetch_finish(s) != SQZ_OK)
+        sqz_clear_error(); /* the copies are dropped below anyway */
     for (int64_t i = 0; s->dcache && i < s->n_wcache && i < s->m->n_tensors; i++) {
         if (!s->dcache[i] || (layer != -2 && s->m->tensors[i].layer != layer)) continue;
         s->be->ops->free(s->be->ctx, s->dcache[i]);

@@ -72,6 +72,7 @@ struct sqz_session {
     float *dx, *dy;
     size_t dx_cap, dy_cap;
     struct sqz__dev_fwd *dfwd;   /* the device block's activations (device_block.c), made on first use */
+    struct sqz__dev_pf *dpf;     /* a layer's weights on their way to the device (device_prefetch.c) */
     void *pinned[32];            /* scratch buffers page-locked by the device backend (host_pin) */
     int n_pinned;
     int64_t scratch_bytes;
@@ -108,6 +109,14 @@ void sqz__dev_free(sqz_session *s);
 /* The tensor t as f32 in device memory (*out), uploaded (F16/BF16 widened on the device, other
  * types dequantized on the host) on first use and kept until its layer is invalidated. */
 sqz_status sqz__dev_weight(sqz_session *s, const sqz_tensor *t, const float **out);
+/* A stored block or float matrix t widened to f32 into dst (host) on the session's pool. */
+sqz_status sqz__dev_widen_host(sqz_session *s, const sqz_tensor *t, float *dst);
+/* The pending prefetch (sqz_session_prefetch) landed: its copies waited for, F16/BF16 widened, the
+ * staging freed, its tensors' device copies in dcache. SQZ_OK when none is pending. */
+typedef struct sqz__dev_pf sqz__dev_pf;
+sqz_status sqz__dev_prefetch_finish(sqz_session *s);
+/* Whether a prefetch of `layer` (-2: of any layer) is pending. */
+bool sqz__dev_prefetch_pending(const sqz_session *s, int32_t layer);
 /* A block with its activations in device memory (device_block.c): true when the session can run
  * `layer` at `pos` so (a device backend with its family's forward slots, a window from position 0,
  * no scheme-quantized matrix in the layer, SQZ_HOST_FORWARD unset); run computes what

@@ -277,6 +277,15 @@ typedef struct sqz_backend_ops {
     sqz_status (*add)(void *ctx, const sqz_eltwise_args *a);
     sqz_status (*layernorm)(void *ctx, const sqz_layernorm_args *a);
     sqz_status (*gelu)(void *ctx, const sqz_eltwise_args *a);
+
+    /* ---- copies beside the computation (a block's weights while the block before it runs;
+     * optional, both or neither). upload_async queues a copy of host memory into backend memory on
+     * the backend's copy stream (CUDA: a second stream), so that it overlaps the ops queued before
+     * and after it; src must stay valid and unchanged until copies_wait returns, and page-locked
+     * (host_pin) for the copy to run asynchronously at all. copies_wait returns when every copy
+     * queued so far has landed (the host waits; what is queued afterwards may read them). ---- */
+    sqz_status (*upload_async)(void *ctx, void *dst, const void *src, size_t nbytes);
+    sqz_status (*copies_wait)(void *ctx);
 } sqz_backend_ops;
 
 typedef struct sqz_backend {

@@ -97,6 +97,17 @@ SQZ_API int64_t sqz_session_bytes(const sqz_session *s);
  * dequantized operands (equal to the INT8 GEMM up to float rounding of the sums). */
 SQZ_API void sqz_session_invalidate(sqz_session *s, int32_t layer);
 
+/* On a session with a device backend that copies beside its computation (sqz_backend_ops'
+ * upload_async), starts copying layer `layer`'s weights, norms and biases to the device as the
+ * block would upload them on first use (block types dequantized now, on the session's pool), so
+ * that the layer's next block finds them there; the copies overlap whatever runs meanwhile. The
+ * first use of the layer waits for them. Nothing is computed differently. Does nothing (SQZ_OK) on
+ * any other session, under a device memory cap (sqz_backend_set_mem_cap), or when the device has
+ * no room (the layer then uploads on first use); one layer is in flight at a time (a pending one
+ * is finished first). The calibration driver calls it for block l + 1 while block l's outputs are
+ * recomputed (calib/driver.c). */
+SQZ_API sqz_status sqz_session_prefetch(sqz_session *s, int32_t layer);
+
 /* ---- hooks: observe activations (calibration) ------------------------------------------ */
 
 typedef enum sqz_hook_point {

@@ -275,6 +275,8 @@ static const sqz_backend_ops cpu_ops = {
     /* .add = */ cpu_add,
     /* .layernorm = */ cpu_layernorm,
     /* .gelu = */ cpu_gelu,
+    /* .upload_async = */ NULL, /* host memory: nothing to copy */
+    /* .copies_wait = */ NULL,
 };
 
 const sqz_backend_ops *sqz__cpu_ops(void) { return &cpu_ops; }

@@ -127,12 +127,18 @@ static sqz_status off_to_f32(void *ctx, const void *src, sqz_dtype t, int64_t n,
     return sqz__cpu_ops()->to_f32(((offload_ctx *)ctx)->cpu, src, t, n, dst);
 }
 
+/* The copy stream of a device is a memcpy here: the copy has landed when the call returns. */
+static sqz_status off_copies_wait(void *ctx) {
+    (void)ctx;
+    return SQZ_OK;
+}
+
 static void offload_init(void) {
     offload_ops = (sqz_backend_ops){
         "cpu-offload", off_supports, off_alloc, off_free, off_copy, off_copy, off_sync, off_matmul, off_gemm_i8,
         off_prepare_w4, off_gemm_w4, off_destroy, off_gemm_i8_sp24, false, off_sgemm, off_xtx, off_chol,
         off_to_f32, off_stats, off_set_cap, NULL, NULL, off_rmsnorm, off_rope, off_attention, off_silu_mul,
-        off_add, off_layernorm, off_gelu};
+        off_add, off_layernorm, off_gelu, off_copy, off_copies_wait};
 }
 
 sqz_status sqz_backend_cpu_offload(int n_threads, sqz_backend **out) {

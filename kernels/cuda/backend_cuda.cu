@@ -207,6 +207,22 @@ static sqz_status cuda_upload(void *ctx, void *dst, const void *src, size_t n) {
     return SQZ_OK;
 }
 
+/* A block's weights while the block before it computes: the copy stream, made on first use. */
+static sqz_status cuda_upload_async(void *ctx, void *dst, const void *src, size_t n) {
+    sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
+    SQZ_TRY(sqz__cuda_enter(c));
+    if (!c->copy_stream) SQZ_CUDA_TRY(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
+    SQZ_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->copy_stream));
+    return SQZ_OK;
+}
+
+static sqz_status cuda_copies_wait(void *ctx) {
+    sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
+    SQZ_TRY(sqz__cuda_enter(c));
+    if (c->copy_stream) SQZ_CUDA_TRY(cudaStreamSynchronize(c->copy_stream));
+    return SQZ_OK;
+}
+
 static sqz_status cuda_download(void *ctx, void *dst, const void *src, size_t n) {
     sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
     SQZ_TRY(sqz__cuda_enter(c));
@@ -396,6 +412,10 @@ static void cuda_destroy(void *ctx) {
         cudaStreamSynchronize(c->stream);
         cudaStreamDestroy(c->stream);
     }
+    if (c->copy_stream) {
+        cudaStreamSynchronize(c->copy_stream);
+        cudaStreamDestroy(c->copy_stream);
+    }
     free(c);
 }
 
@@ -442,6 +462,8 @@ static const sqz_backend_ops cuda_ops = {
     /* .add = */ sqz__cuda_add,
     /* .layernorm = */ sqz__cuda_layernorm,
     /* .gelu = */ sqz__cuda_gelu,
+    /* .upload_async = */ cuda_upload_async,
+    /* .copies_wait = */ cuda_copies_wait,
 };
 
 sqz_cuda_ctx *sqz__cuda_ctx_of(sqz_backend *b) {

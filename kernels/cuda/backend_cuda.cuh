@@ -41,6 +41,7 @@ typedef struct sqz_cuda_ctx {
     int sm_count;
     size_t smem_optin;          /* max dynamic shared memory per block */
     cudaStream_t stream;
+    cudaStream_t copy_stream;   /* upload_async's copies beside the computation (made on first use) */
     cublasHandle_t blas;
     cublasLtHandle_t lt;
     void *lt_ws;                /* cuBLASLt workspace, also cuBLAS's (cublasSetWorkspace) */

@@ -10,7 +10,10 @@
  *   - with a hook: the same events in the same order with the same rows, and every LINEAR_IN and
  *     BLOCK_OUT event of the device block offers the same rows in the backend's memory (x_dev);
  *   - the logits agree with a plain CPU session within 1e-4 of the largest |logit| (the products
- *     of stored types differ in float order between the CPU's kernels and f32 products). */
+ *     of stored types differ in float order between the CPU's kernels and f32 products);
+ *   - sqz_session_prefetch of every layer before its block (the copies beside the computation,
+ *     cpu-offload's memcpy) puts the layer's weights on the device (its memory in use grows) and
+ *     leaves the logits bit for bit as they were. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +53,8 @@ static sqz_status hook(void *user, const sqz_hook_event *e) {
 typedef struct run {
     float *logits; /* (6 + 2) rows: the window's last 4, then the continuation's 2 */
     rec r;
+    bool prefetch;      /* in: block by block, sqz_session_prefetch before each */
+    int64_t prefetched; /* out: device bytes layer 0's prefetch added */
 } run;
 
 /* Window tokens [0, 6) then [6, 8) on a session of backend be (NULL: the CPU), host_fwd choosing the
@@ -68,7 +73,22 @@ static void forward(const sqz_model *m, sqz_backend *be, bool host_fwd, bool hoo
     out->r.be = be;
     if (hooked) sqz_session_set_hook(s, hook, &out->r);
     out->logits = malloc(sizeof(float) * 6 * (size_t)V);
-    SQZ_ASSERT_OK(sqz_forward(s, ids, 6, 0, 2, out->logits));
+    if (out->prefetch) { /* block by block, each layer's weights sent ahead */
+        float *x = malloc(sizeof(float) * 6 * (size_t)m->hp.d_model);
+        SQZ_ASSERT_OK(sqz_session_embed(s, ids, NULL, 6, 0, x));
+        for (int32_t l = 0; l < (int32_t)m->hp.n_layers; l++) {
+            sqz_backend_mem before, after;
+            sqz_backend_mem_stats(be, &before);
+            SQZ_ASSERT_OK(sqz_session_prefetch(s, l));
+            sqz_backend_mem_stats(be, &after);
+            if (l == 0) out->prefetched = (int64_t)after.in_use - (int64_t)before.in_use;
+            SQZ_ASSERT_OK(sqz_session_block(s, l, x, 6, 0));
+        }
+        SQZ_ASSERT_OK(sqz_session_head(s, x, 6, 2, out->logits));
+        free(x);
+    } else {
+        SQZ_ASSERT_OK(sqz_forward(s, ids, 6, 0, 2, out->logits));
+    }
     SQZ_ASSERT_OK(sqz_forward(s, ids + 6, 2, 6, 0, out->logits + 4 * V));
     sqz_session_free(s);
     unsetenv("SQZ_HOST_FORWARD");
@@ -82,7 +102,8 @@ static void check_model(const char *path) {
     for (int i = 0; i < 8; i++) ids[i] = (int32_t)((i * 7919 + 13) % V);
     sqz_backend *off = NULL;
     SQZ_ASSERT_OK(sqz_backend_cpu_offload(0, &off));
-    run dev, host, cpu, dev_h, host_h;
+    run dev = {0}, host = {0}, cpu = {0}, dev_h = {0}, host_h = {0}, pre = {.prefetch = true};
+    forward(m, off, false, false, ids, &pre);
     forward(m, off, false, false, ids, &dev);
     forward(m, off, true, false, ids, &host);
     forward(m, NULL, false, false, ids, &cpu);
@@ -91,14 +112,17 @@ static void check_model(const char *path) {
     const size_t lb = sizeof(float) * 6 * (size_t)V;
     assert_memory_equal(dev.logits, host.logits, lb);
     assert_memory_equal(dev_h.logits, dev.logits, lb);
+    assert_memory_equal(pre.logits, dev.logits, lb);
+    assert_true(pre.prefetched > 0);
     double mx = 0, d = 0;
     for (int64_t i = 0; i < 6 * V; i++) {
         mx = fmax(mx, fabs(cpu.logits[i]));
         d = fmax(d, fabs((double)dev.logits[i] - cpu.logits[i]));
     }
     print_message("%s: device block == host block (window and continuation); hook events %d (%d with device "
-                  "rows); against the CPU session: max |diff| %.3g of max |logit| %.3g\n",
-                  m->source_path, dev_h.r.events, dev_h.r.with_dev, d, mx);
+                  "rows); against the CPU session: max |diff| %.3g of max |logit| %.3g; prefetch of layer 0: "
+                  "%lld device bytes, the same logits\n",
+                  m->source_path, dev_h.r.events, dev_h.r.with_dev, d, mx, (long long)pre.prefetched);
     assert_int_equal(dev_h.r.events, host_h.r.events);
     assert_true(dev_h.r.hash == host_h.r.hash);
     /* LINEAR_IN of q|k|v, o, gate|up, down and BLOCK_OUT of every block of the window */
@@ -106,8 +130,8 @@ static void check_model(const char *path) {
     assert_int_equal(dev_h.r.dev_mismatch, 0);
     assert_int_equal(host_h.r.with_dev, 0);
     assert_true(d <= 1e-4 * mx);
-    run *all[] = {&dev, &host, &cpu, &dev_h, &host_h};
-    for (int i = 0; i < 5; i++) free(all[i]->logits);
+    run *all[] = {&dev, &host, &cpu, &dev_h, &host_h, &pre};
+    for (int i = 0; i < 6; i++) free(all[i]->logits);
     sqz_backend_free(off);
     sqz_model_free(m);
 }
