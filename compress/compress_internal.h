@@ -152,10 +152,11 @@ sqz_status sqz__mix_type(const sqz_compress_spec *sp, const sqz_type_overrides *
 sqz_status sqz__validate_products(sqz_backend *be, const sqz_qmatrix *q, const float *w, const float *x,
                                   const float *xs, int64_t n_x, float *yr, float *yq, char by[24]);
 /* Its two halves: yr (n_x, no) = x . w^T (w (no, ni) f32), and yq = q as it would run on xs (by
- * names the kernel). A caller that compares several candidates of one layer forms yr once. */
+ * names the kernel; deq, when not NULL, is q dequantized, which a device without q's kernel then
+ * multiplies instead of dequantizing again). A caller that compares candidates forms yr once. */
 sqz_status sqz__validate_float(sqz_backend *be, const float *w, int64_t no, int64_t ni, const float *x, int64_t n_x,
                                float *yr);
-sqz_status sqz__validate_quant(sqz_backend *be, const sqz_qmatrix *q, const float *xs, int64_t n_x, float *yq,
-                               char by[24]);
+sqz_status sqz__validate_quant(sqz_backend *be, const sqz_qmatrix *q, const float *xs, int64_t n_x, const float *deq,
+                               float *yq, char by[24]);
 
 #endif

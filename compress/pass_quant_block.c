@@ -68,28 +68,46 @@ void sqz__report_row_init(sqz_layer_report *r, const sqz_tensor *t) {
     r->weight_err = NAN;
 }
 
+/* A layer's products on the calibration's sample rows formed before its validation (when GPTQ and
+ * imatrix were compared): the float layer's yr, the kept candidate's yq and the kernel that made it. */
+typedef struct sample_products {
+    float *yr, *yq;
+    char by[24];
+} sample_products;
+
+static void sample_products_free(sample_products *p) {
+    free(p->yr);
+    free(p->yq);
+    memset(p, 0, sizeof *p);
+}
+
 /* Validation of one compressed layer: relative output error on the sample rows x (n_x, n_in)
- * against the float layer w; xs = x / smooth when the smoothing was folded (else x). */
+ * against the float layer w; xs = x / smooth when the smoothing was folded (else x). known: the
+ * products formed already on these rows (NULL, or empty: formed here). */
 static sqz_status validate(sqz_backend *be, const sqz_qmatrix *q, const float *w, const float *x, const float *xs,
-                           int64_t n_x, const float *smooth, const float *yr_known, sqz_layer_report *row) {
+                           int64_t n_x, const float *smooth, const sample_products *known, int threads,
+                           sqz_layer_report *row) {
     const int64_t no = q->n_out, ni = q->n_in;
+    const bool have = known && known->yr && known->yq;
     float *deq = sqz__malloc((size_t)no * (size_t)ni * sizeof(float));
     float *ws = sqz__malloc((size_t)no * (size_t)ni * sizeof(float));
-    float *yr = n_x && !yr_known ? sqz__malloc((size_t)n_x * (size_t)no * sizeof(float)) : NULL;
-    float *yq = n_x ? sqz__malloc((size_t)n_x * (size_t)no * sizeof(float)) : NULL;
-    sqz_status st = (!deq || !ws || (n_x && ((!yr && !yr_known) || !yq))) ? SQZ_ERR_NOMEM : SQZ_OK;
-    if (st == SQZ_OK) st = sqz_qmatrix_to_f32(q, deq);
+    float *yr = n_x && !have ? sqz__malloc((size_t)n_x * (size_t)no * sizeof(float)) : NULL;
+    float *yq = n_x && !have ? sqz__malloc((size_t)n_x * (size_t)no * sizeof(float)) : NULL;
+    sqz_status st = (!deq || !ws || (n_x && !have && (!yr || !yq))) ? SQZ_ERR_NOMEM : SQZ_OK;
+    if (st == SQZ_OK) st = sqz__qmatrix_to_f32_par(q, deq, threads); /* the serial bits, on every core */
     if (st == SQZ_OK) {
         memcpy(ws, w, (size_t)no * (size_t)ni * sizeof(float));
         if (smooth) sqz_scale_columns(ws, no, ni, smooth);
         row->weight_err = sqz__rel_err(deq, ws, no * ni);
     }
-    if (st == SQZ_OK && n_x) {
-        /* the float layer on the original input (formed already when GPTQ and imatrix were compared),
-         * the compressed one as it would run */
-        if (!yr_known) st = sqz__validate_float(be, w, no, ni, x, n_x, yr);
-        if (st == SQZ_OK) st = sqz__validate_quant(be, q, xs, n_x, yq, row->validated_by);
-        if (st == SQZ_OK) row->out_err = sqz__rel_err(yq, yr_known ? yr_known : yr, n_x * no);
+    if (st == SQZ_OK && n_x && have) { /* GPTQ-or-imatrix formed both products on these rows */
+        snprintf(row->validated_by, sizeof row->validated_by, "%s", known->by);
+        row->out_err = sqz__rel_err(known->yq, known->yr, n_x * no);
+    } else if (st == SQZ_OK && n_x) {
+        /* the float layer on the original input, the compressed one as it would run */
+        st = sqz__validate_float(be, w, no, ni, x, n_x, yr);
+        if (st == SQZ_OK) st = sqz__validate_quant(be, q, xs, n_x, deq, yq, row->validated_by);
+        if (st == SQZ_OK) row->out_err = sqz__rel_err(yq, yr, n_x * no);
     }
     free(deq);
     free(ws);
@@ -184,15 +202,16 @@ static bool same_type(const sqz_compress_spec *sp, const sqz_qtarget *target, co
            sqz_qformat_dtype(target->fmt) == t->dtype;
 }
 
-/* The relative output error of q against the float layer's yr (n_x, n_out) on the sample rows x. */
+/* The relative output error of q against the float layer's yr (n_x, n_out) on the sample rows x;
+ * *yq_out (the caller's to free) its products, by the kernel. */
 static sqz_status sample_err(sqz_backend *be, const sqz_qmatrix *q, const float *yr, const float *x, int64_t n_x,
-                             double *err) {
+                             double *err, float **yq_out, char by[24]) {
     const size_t n = (size_t)n_x * (size_t)q->n_out;
     float *yq = sqz__malloc(n * sizeof(float));
-    char by[24];
-    sqz_status st = yq ? sqz__validate_quant(be, q, x, n_x, yq, by) : SQZ_ERR_NOMEM;
+    sqz_status st = yq ? sqz__validate_quant(be, q, x, n_x, NULL, yq, by) : SQZ_ERR_NOMEM;
     if (st == SQZ_OK) *err = sqz__rel_err(yq, yr, (int64_t)n);
-    free(yq);
+    if (st == SQZ_OK) *yq_out = yq;
+    else free(yq);
     return st;
 }
 
@@ -205,7 +224,7 @@ static sqz_status sample_err(sqz_backend *be, const sqz_qmatrix *q, const float 
  * E[x^2] is the diagonal of GPTQ's X^T X over its tokens. */
 static sqz_status gptq_or_imatrix(sqz_backend *be, const sqz_qlinear *lin, const sqz_calib_input *in,
                                   const sqz_quant_opts *qo, sqz_qmatrix *out, const sqz_qmethod **used,
-                                  float **yr_out) {
+                                  sample_products *kept) {
     const sqz_qmethod *im = sqz_qmethod_find("imatrix");
     if (strcmp((*used)->name, "gptq") || !in || !in->x || in->st.n_x < 1 || (!in->st.x2 && !in->st.xtx) || !im ||
         !(im->formats & (1u << qo->target.fmt)))
@@ -223,22 +242,28 @@ static sqz_status gptq_or_imatrix(sqz_backend *be, const sqz_qlinear *lin, const
     double eg = 0, ei = 0;
     sqz_status st = im->run(lin, 1, &st2, qo, &alt, NULL);
     free(x2);
-    /* the float layer's products, once for both candidates and the layer's validation (*yr_out) */
-    float *yr = st == SQZ_OK ? sqz__malloc((size_t)in->st.n_x * (size_t)lin->n_out * sizeof(float)) : NULL;
-    if (st == SQZ_OK && !yr) st = SQZ_ERR_NOMEM;
-    if (st == SQZ_OK) st = sqz__validate_float(be, lin->w, lin->n_out, n, in->x, in->st.n_x, yr);
-    if (st == SQZ_OK) st = sample_err(be, out, yr, in->x, in->st.n_x, &eg);
-    if (st == SQZ_OK) st = sample_err(be, &alt, yr, in->x, in->st.n_x, &ei);
-    if (st == SQZ_OK) *yr_out = yr;
-    else free(yr);
+    /* the float layer's products, once for both candidates; the kept one's for the validation */
+    sample_products g = {0}, i = {0};
+    g.yr = st == SQZ_OK ? sqz__malloc((size_t)in->st.n_x * (size_t)lin->n_out * sizeof(float)) : NULL;
+    if (st == SQZ_OK && !g.yr) st = SQZ_ERR_NOMEM;
+    if (st == SQZ_OK) st = sqz__validate_float(be, lin->w, lin->n_out, n, in->x, in->st.n_x, g.yr);
+    if (st == SQZ_OK) st = sample_err(be, out, g.yr, in->x, in->st.n_x, &eg, &g.yq, g.by);
+    if (st == SQZ_OK) st = sample_err(be, &alt, g.yr, in->x, in->st.n_x, &ei, &i.yq, i.by);
     if (st == SQZ_OK && ei < eg) {
         alt.seconds += out->seconds;
         sqz_qmatrix_free(out);
         *out = alt;
         *used = im;
+        free(g.yq);
+        g.yq = i.yq; /* the float products stay */
+        memcpy(g.by, i.by, sizeof g.by);
+        *kept = g;
         return SQZ_OK;
     }
     sqz_qmatrix_free(&alt);
+    free(i.yq);
+    if (st == SQZ_OK) *kept = g;
+    else sample_products_free(&g);
     return st;
 }
 
@@ -327,7 +352,8 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         if (!sp->mix && (shared || sp->method->smooths)) st = sp->method->run(lin, n_q, &qs, &qo, out, smooth);
         /* members of one input quantized one at a time: GPTQ factors its Hessian once for them */
         qo.factors = n_q > 1 && shared ? sqz_gptq_factors_new() : NULL;
-        float *yr_k[3] = {NULL, NULL, NULL}; /* a member's float products on in's rows, when formed */
+        sample_products known[3]; /* a member's products on in's rows, when formed before validation */
+        memset(known, 0, sizeof known);
         for (int k = 0; (sp->mix || !(shared || sp->method->smooths)) && k < n_q && st == SQZ_OK; k++) {
             qo.target = sp->mix ? tgt[k] : sp->q.target; /* one type per layer; no smoothing */
             /* a type the method does not produce is rounded as llama.cpp does it (Q8_0: no imatrix) */
@@ -337,11 +363,8 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
                                  : SQZ_ERROR(SQZ_ERR_SHAPE, "block %d: statistics of %lld channels for %s (%lld)",
                                              (int)c->layer, (long long)qk.n_in, lin[k].name, (long long)n_in);
             if (st == SQZ_OK && sp->mix)
-                st = gptq_or_imatrix(c->o->backend, &lin[k], own[k], &qo, &out[k], &used[k], &yr_k[k]);
-            if (own[k] != in) { /* formed on other rows than the validation's */
-                free(yr_k[k]);
-                yr_k[k] = NULL;
-            }
+                st = gptq_or_imatrix(c->o->backend, &lin[k], own[k], &qo, &out[k], &used[k], &known[k]);
+            if (own[k] != in) sample_products_free(&known[k]); /* other rows than the validation's */
         }
         sqz_gptq_factors_free(qo.factors);
         qo.factors = NULL;
@@ -404,10 +427,10 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
             r->alpha = out[k].alpha;
             r->act_scale = out[k].qp.act_scale;
             st = validate(c->o->backend, &out[k], lin[k].w, n_x ? in->x : NULL, xs ? xs : (n_x ? in->x : NULL), n_x,
-                          smoothed ? smooth : NULL, xs ? NULL : yr_k[k], r);
+                          smoothed ? smooth : NULL, xs ? NULL : &known[k], c->o->threads, r);
         }
         free(xs);
-        for (int k = 0; k < 3; k++) free(yr_k[k]);
+        for (int k = 0; k < 3; k++) sample_products_free(&known[k]);
         *t_valid += sqz__calib_now() - t1;
         for (int k = 0; k < n_q && st == SQZ_OK; k++) {
             const void *old = t[qidx[k]]->data;

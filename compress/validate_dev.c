@@ -95,7 +95,8 @@ static sqz_status dev_w4(dev *d, const sqz_qmatrix *q, const float *x, int64_t n
 }
 
 /* The compressed layer on the device: the kernel its format has, else dequantized + matmul. */
-static sqz_status dev_quant(dev *d, const sqz_qmatrix *q, const float *xs, int64_t n_x, float *yq, char *by) {
+static sqz_status dev_quant(dev *d, const sqz_qmatrix *q, const float *xs, int64_t n_x, const float *deq, float *yq,
+                           char *by) {
     const int64_t no = q->n_out, ni = q->n_in;
     float *xin = NULL;
     if (q->qp.in_scale) { /* x / in_scale, as sqz_qmatrix_forward */
@@ -116,9 +117,10 @@ static sqz_status dev_quant(dev *d, const sqz_qmatrix *q, const float *xs, int64
         st = dev_w4(d, q, x, n_x, yq);
     } else {
         snprintf(by, 24, "%s:matmul", name);
-        float *w = sqz__malloc((size_t)no * (size_t)ni * sizeof(float));
-        st = w ? sqz__qmatrix_to_f32_par(q, w, 0) : SQZ_ERR_NOMEM;
-        if (st == SQZ_OK) st = dev_matmul(d, x, n_x, w, no, ni, yq);
+        float *w = deq ? NULL : sqz__malloc((size_t)no * (size_t)ni * sizeof(float));
+        st = deq || w ? SQZ_OK : SQZ_ERR_NOMEM;
+        if (st == SQZ_OK && w) st = sqz__qmatrix_to_f32_par(q, w, 0);
+        if (st == SQZ_OK) st = dev_matmul(d, x, n_x, deq ? deq : w, no, ni, yq);
         free(w);
     }
     free(xin);
@@ -139,15 +141,15 @@ sqz_status sqz__validate_float(sqz_backend *be, const float *w, int64_t no, int6
     return st;
 }
 
-sqz_status sqz__validate_quant(sqz_backend *be, const sqz_qmatrix *q, const float *xs, int64_t n_x, float *yq,
-                               char by[24]) {
+sqz_status sqz__validate_quant(sqz_backend *be, const sqz_qmatrix *q, const float *xs, int64_t n_x, const float *deq,
+                               float *yq, char by[24]) {
     if (!be || sqz_backend_host_memory(be)) {
         const bool i8 = q->qp.act_mode != SQZ_ACT_FLOAT && q->qp.scheme == SQZ_QSCHEME_I8_ROW;
         snprintf(by, 24, "cpu:%s", i8 ? "gemm_i8" : "sgemm");
         return sqz_qmatrix_forward(q, xs, n_x, yq);
     }
     dev d = {.be = be};
-    const sqz_status st = dev_quant(&d, q, xs, n_x, yq, by);
+    const sqz_status st = dev_quant(&d, q, xs, n_x, deq, yq, by);
     dev_release(&d);
     if (st != SQZ_OK) sqz__error_prefix("validating on %s", be->ops->name);
     return st;
@@ -156,5 +158,5 @@ sqz_status sqz__validate_quant(sqz_backend *be, const sqz_qmatrix *q, const floa
 sqz_status sqz__validate_products(sqz_backend *be, const sqz_qmatrix *q, const float *w, const float *x,
                                   const float *xs, int64_t n_x, float *yr, float *yq, char by[24]) {
     SQZ_TRY(sqz__validate_float(be, w, q->n_out, q->n_in, x, n_x, yr));
-    return sqz__validate_quant(be, q, xs, n_x, yq, by);
+    return sqz__validate_quant(be, q, xs, n_x, NULL, yq, by);
 }
