@@ -292,18 +292,23 @@ static void k45_ref_block(const float *x, int nmax, float rmin, int nstep, uint8
 static void k45_impl_block(const float *x, const float *qw_block, int nmax, bool clamp63, uint8_t *scales_out,
                            uint16_t *d, uint16_t *dmin, uint8_t *L) {
     uint8_t Laux[32], Ls[QK_K / 32], Lm[QK_K / 32];
-    float weights[32], sw[QK_K / 32], mins[QK_K / 32], scales[QK_K / 32];
+    float weights[QK_K], sw[QK_K / 32], mins[QK_K / 32], scales[QK_K / 32];
     float sum_x2 = 0;
     for (int l = 0; l < QK_K; ++l) sum_x2 += x[l] * x[l];
     const float sigma2 = 2 * sum_x2 / QK_K;
     for (int j = 0; j < QK_K / 32; ++j) {
         const float *qw = qw_block + 32 * j;
-        for (int l = 0; l < 32; ++l) weights[l] = qw[l] * sqrtf(sigma2 + x[32 * j + l] * x[32 * j + l]);
+        float *w = weights + 32 * j;
+        for (int l = 0; l < 32; ++l) w[l] = qw[l] * sqrtf(sigma2 + x[32 * j + l] * x[32 * j + l]);
         float sumw = 0;
-        for (int l = 0; l < 32; ++l) sumw += weights[l];
+        for (int l = 0; l < 32; ++l) sumw += w[l];
         sw[j] = sumw;
-        scales[j] = sqz__make_qkx3_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36);
     }
+    /* the 8 searches side by side where the CPU can (the same bits), else one by one */
+    if (!sqz__make_qkx3_quants_x8(nmax, x, weights, L, scales, mins, -0.9f, 0.05f, 36))
+        for (int j = 0; j < QK_K / 32; ++j)
+            scales[j] = sqz__make_qkx3_quants(32, nmax, x + 32 * j, weights + 32 * j, L + 32 * j, &mins[j], Laux,
+                                              -0.9f, 0.05f, 36);
     const float d_block = sqz__make_qp_quants(QK_K / 32, 63, scales, Ls, sw);
     const float m_block = sqz__make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
     for (int j = 0; j < QK_K / 32; ++j)

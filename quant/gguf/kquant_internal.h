@@ -34,6 +34,12 @@ float sqz__make_qkx3_quants(int n, int nmax, const float *x, const float *weight
                             uint8_t *Laux, float rmin, float rdelta, int nstep);
 /* Non-negative values x onto 0..nmax with an importance-weighted scale (make_qp_quants). */
 float sqz__make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights);
+/* make_qkx3_quants (n = 32) of 8 consecutive sub-blocks x[32 j + i] with their weights, side by
+ * side (kquant_x8.c, AVX2): codes into L[32 j + i], scales[j] and the_mins[j] as the 8 scalar calls
+ * give them, bit for bit. False (nothing written) where it cannot run (no AVX2, nstep < 1): the
+ * caller then runs the scalar search. */
+bool sqz__make_qkx3_quants_x8(int nmax, const float *x, const float *weights, uint8_t *L, float *scales,
+                              float *the_mins, float rmin, float rdelta, int nstep);
 
 /* The sub-block grids of one K-quant block (Q2_K..Q6_K) as its dequantizer reads them: sub-block
  * j's code c in [0, *nmax] is the value (float)(c - *zero) * d[j] + m[j], computed in that order
