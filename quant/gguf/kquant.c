@@ -262,15 +262,21 @@ static void q3_K_row_impl(const float *x, sqz_block_q3_K *y, int64_t n_per_row, 
 static void k45_ref_block(const float *x, int nmax, float rmin, int nstep, uint8_t *scales_out, uint16_t *d,
                           uint16_t *dmin, uint8_t *L) {
     uint8_t Laux[32];
-    float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+    float weights[QK_K], mins[QK_K / 32], scales[QK_K / 32];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < QK_K / 32; ++j) {
         float sum_x2 = 0;
         for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
         const float av_x = sqrtf(sum_x2 / 32);
-        for (int l = 0; l < 32; ++l) weights[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = sqz__make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep,
-                                          false);
+        for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + fabsf(x[32 * j + l]);
+    }
+    /* make_qkx2_quants without MAD is make_qkx3_quants' search (its early return on max == min is
+     * max <= min's, min never exceeding max): the 8 side by side where the CPU can, same bits */
+    const bool x8 = sqz__make_qkx3_quants_x8(nmax, x, weights, L, scales, mins, rmin, 0.1f, nstep);
+    for (int j = 0; j < QK_K / 32; ++j) {
+        if (!x8)
+            scales[j] = sqz__make_qkx2_quants(32, nmax, x + 32 * j, weights + 32 * j, L + 32 * j, &mins[j], Laux, rmin,
+                                              0.1f, nstep, false);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }

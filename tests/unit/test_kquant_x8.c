@@ -1,5 +1,6 @@
 /* tests/unit/test_kquant_x8.c - the 8-lane make_qkx3_quants (quant/gguf/kquant_x8.c, AVX2) against
- * the scalar search it runs side by side (quant/gguf/kquant_search.c), bit for bit: codes, scales
+ * the scalar searches it runs side by side (quant/gguf/kquant_search.c: make_qkx3_quants, and
+ * make_qkx2_quants without MAD with the reference quantizers' ranges), bit for bit: codes, scales
  * and mins of every sub-block, for Q4_K's and Q5_K's nmax (15, 31), on
  *   - stories260K's real weights (every super-block of its 264,128 floats) with importance weights
  *     formed as the Q4_K quantizer forms them, and with all-ones importance;
@@ -25,15 +26,21 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* 8 scalar searches against the 8-lane one on x (256), w (256). */
-static void compare(int nmax, const float *x, const float *w, const char *what) {
+/* 8 scalar searches against the 8-lane one on x (256), w (256): make_qkx3_quants as the imatrix
+ * quantizers call it, make_qkx2_quants (no MAD) as the reference Q4_K / Q5_K quantizers do. */
+static void compare_one(int nmax, const float *x, const float *w, const char *what, bool qkx2) {
     uint8_t L1[256], L2[256], Laux[32];
     float s1[8], m1[8], s2[8], m2[8];
+    const float rmin = qkx2 ? (nmax == 15 ? -1.f : -0.5f) : -0.9f, rdelta = qkx2 ? 0.1f : 0.05f;
+    const int nstep = qkx2 ? (nmax == 15 ? 20 : 15) : 36;
     double t0 = now();
     for (int j = 0; j < 8; j++)
-        s1[j] = sqz__make_qkx3_quants(32, nmax, x + 32 * j, w + 32 * j, L1 + 32 * j, &m1[j], Laux, -0.9f, 0.05f, 36);
+        s1[j] = qkx2 ? sqz__make_qkx2_quants(32, nmax, x + 32 * j, w + 32 * j, L1 + 32 * j, &m1[j], Laux, rmin, rdelta,
+                                             nstep, false)
+                     : sqz__make_qkx3_quants(32, nmax, x + 32 * j, w + 32 * j, L1 + 32 * j, &m1[j], Laux, rmin, rdelta,
+                                             nstep);
     const double t1 = now();
-    assert_true(sqz__make_qkx3_quants_x8(nmax, x, w, L2, s2, m2, -0.9f, 0.05f, 36));
+    assert_true(sqz__make_qkx3_quants_x8(nmax, x, w, L2, s2, m2, rmin, rdelta, nstep));
     t_scalar += t1 - t0;
     t_x8 += now() - t1;
     checked++;
@@ -45,6 +52,11 @@ static void compare(int nmax, const float *x, const float *w, const char *what) 
                                   (double)s1[j], (double)s2[j], (double)m1[j], (double)m2[j]);
         }
     }
+}
+
+static void compare(int nmax, const float *x, const float *w, const char *what) {
+    compare_one(nmax, x, w, what, false);
+    compare_one(nmax, x, w, what, true);
 }
 
 static bool avx2(void) {
