@@ -40,6 +40,12 @@ float sqz__make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const flo
  * caller then runs the scalar search. */
 bool sqz__make_qkx3_quants_x8(int nmax, const float *x, const float *weights, uint8_t *L, float *scales,
                               float *the_mins, float rmin, float rdelta, int nstep);
+/* make_qx_quants (n = 16) of 8 consecutive sub-blocks x[16 j + i] (weights qw likewise, or NULL:
+ * x^2) side by side: codes L[16 j + i] and scales[j], bit for bit the 8 scalar calls'. False
+ * (nothing written) without AVX2. */
+bool sqz__make_qx_quants_x8(int nmax, const float *x, int8_t *L, const float *qw, float *scales);
+/* Tests: off makes both _x8 searches return false (the scalar path runs); on (the default) again. */
+void sqz__kquant_x8_set(bool on);
 
 /* The sub-block grids of one K-quant block (Q2_K..Q6_K) as its dequantizer reads them: sub-block
  * j's code c in [0, *nmax] is the value (float)(c - *zero) * d[j] + m[j], computed in that order

@@ -1,7 +1,9 @@
 /*
- * quant/gguf/kquant_x8.c - make_qkx3_quants (use_mad false) of the 8 sub-blocks of 32 of a Q4_K /
- * Q5_K super-block at once, one sub-block per AVX2 lane, for the importance-weighted quantizers
- * (imatrix rounding, GPTQ's static grids, the mixes' K-quant layers).
+ * quant/gguf/kquant_x8.c - the K-quants' scale searches on 8 sub-blocks at once, one sub-block per
+ * AVX2 lane: make_qkx3_quants (use_mad false; make_qkx2_quants without MAD is the same search) of
+ * the 8 sub-blocks of 32 of a Q4_K / Q5_K super-block, and make_qx_quants of 8 of the 16 sub-blocks
+ * of 16 of a Q6_K one, for the reference and importance-weighted quantizers (RTN, imatrix rounding,
+ * GPTQ's static grids, the mixes' K-quant layers).
  *
  * Each lane runs the scalar search of kquant_search.c step for step: the same IEEE operations in
  * the same order on the same values (C's left-to-right products and sums, no fused multiply-add:
@@ -134,14 +136,76 @@ T static bool qkx3_x8(int nmax, const float *x, const float *weights, uint8_t *L
     return true;
 }
 
+/* ---- make_qx_quants (Q6_K: n = 16, signed codes about 0) on 8 sub-blocks ---------------------- */
+
+/* Codes l = MAXI(-nmax, MINI(nmax - 1, nearest(iscale x))) and the sums of their fit. */
+T static void qx_fit(const __m256 *x, const __m256 *w, __m256 iscale, int nmax, __m256i *l_out, __m256 *sumlx,
+                     __m256 *suml2) {
+    const __m256i lo = _mm256_set1_epi32(-nmax), hi = _mm256_set1_epi32(nmax - 1);
+    __m256 slx = _mm256_setzero_ps(), sl2 = _mm256_setzero_ps();
+    for (int i = 0; i < 16; ++i) {
+        const __m256i l = _mm256_max_epi32(lo, _mm256_min_epi32(hi, nearest8(_mm256_mul_ps(iscale, x[i]))));
+        l_out[i] = l;
+        const __m256 lf = _mm256_cvtepi32_ps(l);
+        slx = _mm256_add_ps(slx, _mm256_mul_ps(_mm256_mul_ps(w[i], x[i]), lf));
+        sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(w[i], lf), lf));
+    }
+    *sumlx = slx, *suml2 = sl2;
+}
+
+T static void qx_x8(int nmax, const float *x, int8_t *L, const float *qw, float *scales) {
+    const __m256i idx = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);
+    __m256 xv[16], wv[16], amax = _mm256_setzero_ps(), max = _mm256_setzero_ps();
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int i = 0; i < 16; ++i) {
+        xv[i] = _mm256_i32gather_ps(x + i, idx, 4);
+        wv[i] = qw ? _mm256_i32gather_ps(qw + i, idx, 4) : _mm256_mul_ps(xv[i], xv[i]);
+        const __m256 ax = _mm256_andnot_ps(sign, xv[i]);
+        const __m256 gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
+        amax = pick(amax, ax, gt);
+        max = pick(max, xv[i], gt);
+    }
+    const __m256 flat = _mm256_cmp_ps(amax, _mm256_set1_ps(SQZ__GROUP_MAX_EPS), _CMP_LT_OQ);
+    __m256i Lv[16], La[16];
+    __m256 sumlx, suml2;
+    qx_fit(xv, wv, _mm256_div_ps(_mm256_set1_ps((float)-nmax), max), nmax, Lv, &sumlx, &suml2);
+    __m256 scale = pick(_mm256_setzero_ps(), _mm256_div_ps(sumlx, suml2),
+                        _mm256_cmp_ps(suml2, _mm256_setzero_ps(), _CMP_NEQ_UQ)); /* C's `suml2 ?` */
+    __m256 best = _mm256_mul_ps(scale, sumlx);
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        qx_fit(xv, wv, _mm256_div_ps(_mm256_set1_ps(-(nmax + 0.1f * is)), max), nmax, La, &sumlx, &suml2);
+        const __m256 upd = _mm256_and_ps(_mm256_cmp_ps(suml2, _mm256_setzero_ps(), _CMP_GT_OQ),
+                                         _mm256_cmp_ps(_mm256_mul_ps(sumlx, sumlx), _mm256_mul_ps(best, suml2),
+                                                       _CMP_GT_OQ));
+        if (_mm256_movemask_ps(upd) == 0) continue;
+        const __m256i ui = _mm256_castps_si256(upd);
+        for (int i = 0; i < 16; ++i) Lv[i] = _mm256_blendv_epi8(Lv[i], La[i], ui);
+        scale = pick(scale, _mm256_div_ps(sumlx, suml2), upd);
+        best = pick(best, _mm256_mul_ps(scale, sumlx), upd);
+    }
+    _mm256_storeu_ps(scales, pick(scale, _mm256_setzero_ps(), flat));
+    const __m256i keep = _mm256_xor_si256(_mm256_castps_si256(flat), _mm256_set1_epi32(-1));
+    int32_t lane[8];
+    for (int i = 0; i < 16; ++i) { /* flat sub-blocks: codes 0 (not nmax: the scalar early return) */
+        const __m256i code = _mm256_and_si256(_mm256_add_epi32(Lv[i], _mm256_set1_epi32(nmax)), keep);
+        _mm256_storeu_si256((__m256i *)lane, code);
+        for (int j = 0; j < 8; ++j) L[16 * j + i] = (int8_t)lane[j];
+    }
+}
+
+static bool x8_off; /* sqz__kquant_x8_set(false): tests compare whole quantizations both ways */
+
 static bool have_avx2(void) {
     static int have = -1;
     if (have < 0) {
         __builtin_cpu_init();
         have = __builtin_cpu_supports("avx2") ? 1 : 0;
     }
-    return have == 1;
+    return have == 1 && !x8_off;
 }
+
+void sqz__kquant_x8_set(bool on) { x8_off = !on; }
 
 bool sqz__make_qkx3_quants_x8(int nmax, const float *x, const float *weights, uint8_t *L, float *scales,
                               float *the_mins, float rmin, float rdelta, int nstep) {
@@ -149,7 +213,20 @@ bool sqz__make_qkx3_quants_x8(int nmax, const float *x, const float *weights, ui
     return qkx3_x8(nmax, x, weights, L, scales, the_mins, rmin, rdelta, nstep);
 }
 
+bool sqz__make_qx_quants_x8(int nmax, const float *x, int8_t *L, const float *qw, float *scales) {
+    if (!have_avx2()) return false;
+    qx_x8(nmax, x, L, qw, scales);
+    return true;
+}
+
 #else
+void sqz__kquant_x8_set(bool on) { (void)on; }
+
+bool sqz__make_qx_quants_x8(int nmax, const float *x, int8_t *L, const float *qw, float *scales) {
+    (void)nmax, (void)x, (void)L, (void)qw, (void)scales;
+    return false;
+}
+
 bool sqz__make_qkx3_quants_x8(int nmax, const float *x, const float *weights, uint8_t *L, float *scales,
                               float *the_mins, float rmin, float rdelta, int nstep) {
     (void)nmax, (void)x, (void)weights, (void)L, (void)scales, (void)the_mins, (void)rmin, (void)rdelta,

@@ -1,11 +1,14 @@
 /* tests/unit/test_kquant_x8.c - the 8-lane make_qkx3_quants (quant/gguf/kquant_x8.c, AVX2) against
  * the scalar searches it runs side by side (quant/gguf/kquant_search.c: make_qkx3_quants, and
- * make_qkx2_quants without MAD with the reference quantizers' ranges), bit for bit: codes, scales
- * and mins of every sub-block, for Q4_K's and Q5_K's nmax (15, 31), on
+ * make_qkx2_quants without MAD with the reference quantizers' ranges; Q6_K's make_qx_quants with
+ * and without weights), bit for bit: codes, scales and mins of every sub-block, for Q4_K's, Q5_K's
+ * and Q6_K's nmax (15, 31, 32), on
  *   - stories260K's real weights (every super-block of its 264,128 floats) with importance weights
  *     formed as the Q4_K quantizer forms them, and with all-ones importance;
  *   - adversarial blocks: constant sub-blocks (the early return), all zero, all positive (min
  *     clamped to 0), one huge value, denormals, alternating signs, a zero weight, a NaN;
+ * the whole reference and importance-weighted Q4_K, Q5_K and Q6_K quantization of stories260K's
+ * weights (sqz_quantize_k, rows of 256) gives the same bytes with the 8-lane searches and without;
  * and prints the time of both over the real weights (informational: no threshold). Skips (77) where
  * the CPU has no AVX2 (the 8-lane search then never runs). */
 #include <math.h>
@@ -15,6 +18,7 @@
 #include <time.h>
 
 #include "quant/gguf/kquant_internal.h"
+#include "quant/gguf/quant_gguf.h"
 #include "unit/real_weights.h"
 
 static int checked, differ;
@@ -54,9 +58,30 @@ static void compare_one(int nmax, const float *x, const float *w, const char *wh
     }
 }
 
+/* Q6_K's make_qx_quants (n 16, nmax 32) on the two halves of 256 values, with and without weights. */
+static void compare_qx(const float *x, const float *w, const char *what) {
+    for (int h = 0; h < 2; h++)
+        for (int weighted = 0; weighted < 2; weighted++) {
+            int8_t L1[128], L2[128];
+            float s1[8], s2[8];
+            const float *xs = x + 128 * h, *qw = weighted ? w + 128 * h : NULL;
+            double t0 = now();
+            for (int j = 0; j < 8; j++) s1[j] = sqz__make_qx_quants(16, 32, xs + 16 * j, L1 + 16 * j, qw ? qw + 16 * j : NULL);
+            const double t1 = now();
+            assert_true(sqz__make_qx_quants_x8(32, xs, L2, qw, s2));
+            t_scalar += t1 - t0;
+            t_x8 += now() - t1;
+            checked++;
+            if ((memcmp(L1, L2, sizeof L1) || memcmp(s1, s2, sizeof s1)) && differ++ < 5)
+                print_message("%s make_qx_quants half %d weighted %d: scale[0] %a vs %a\n", what, h, weighted,
+                              (double)s1[0], (double)s2[0]);
+        }
+}
+
 static void compare(int nmax, const float *x, const float *w, const char *what) {
     compare_one(nmax, x, w, what, false);
     compare_one(nmax, x, w, what, true);
+    if (nmax == 15) compare_qx(x, w, what);
 }
 
 static bool avx2(void) {
@@ -86,7 +111,7 @@ static void test_real(void **state) {
             compare(nmax, all + b, w, "stories260K");
             compare(nmax, all + b, ones, "stories260K, unit weights");
         }
-    print_message("stories260K: %d super-blocks of 8 searches, %d differ; scalar %.3f s, 8 lanes %.3f s (%.1fx)\n",
+    print_message("stories260K: %d batches of 8 searches, %d differ; scalar %.3f s, 8 lanes %.3f s (%.1fx)\n",
                   checked, differ, t_scalar, t_x8, t_x8 > 0 ? t_scalar / t_x8 : 0.0);
     assert_int_equal(differ, 0);
     free(all);
@@ -121,8 +146,39 @@ static void test_adversarial(void **state) {
             compare(15, x, w, "adversarial");
             compare(31, x, w, "adversarial");
         }
-    print_message("adversarial: %d super-blocks of 8 searches, %d differ\n", checked, differ);
+    print_message("adversarial: %d batches of 8 searches, %d differ\n", checked, differ);
     assert_int_equal(differ, 0);
+}
+
+/* Whole rows through the quantizers, the 8-lane searches on and off. */
+static void test_rows(void **state) {
+    (void)state;
+    float *all = sqz_rw_load();
+    if (!all) SQZ_SKIP("stories260K.bin not found");
+    const int64_t rows = SQZ_RW_FLOATS / 256;
+    float *qw = malloc(256 * sizeof(float));
+    for (int i = 0; i < 256; i++) qw[i] = 0.5f + (float)(i % 7) * 0.25f; /* an importance per column */
+    const sqz_dtype types[] = {SQZ_DTYPE_Q4_K, SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q6_K};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (int weighted = 0; weighted < 2; weighted++) {
+            const size_t bytes = (size_t)rows * sqz_dtype_info(types[t])->type_size;
+            uint8_t *a = malloc(bytes), *b = malloc(bytes);
+            double t0 = now();
+            sqz_quantize_k(types[t], all, a, rows, 256, weighted ? qw : NULL);
+            const double t1 = now();
+            sqz__kquant_x8_set(false);
+            sqz_quantize_k(types[t], all, b, rows, 256, weighted ? qw : NULL);
+            sqz__kquant_x8_set(true);
+            const double t2 = now();
+            print_message("%s %s: %lld rows of 256, the same bytes: %s; 8 lanes %.3f s, scalar %.3f s\n",
+                          sqz_dtype_name(types[t]), weighted ? "with importance" : "reference", (long long)rows,
+                          memcmp(a, b, bytes) ? "NO" : "yes", t1 - t0, t2 - t1);
+            assert_memory_equal(a, b, bytes);
+            free(a);
+            free(b);
+        }
+    free(qw);
+    free(all);
 }
 
 int main(void) {
@@ -133,6 +189,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_real),
         cmocka_unit_test(test_adversarial),
+        cmocka_unit_test(test_rows),
     };
     return sqz_test_run(tests, NULL, NULL);
 }
