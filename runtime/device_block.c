@@ -222,7 +222,13 @@ static sqz_status bert(sqz_session *s, int32_t layer, float *x, int64_t n) {
 }
 
 static sqz_status run(sqz_session *s, int32_t layer, float *x, int64_t n) {
-    if (!s->dfwd) SQZ_TRY(make_fwd(s));
+    if (!s->dfwd) {
+        const sqz_status st = make_fwd(s);
+        if (st != SQZ_OK) { /* no half-made activations left for a later call */
+            sqz__dev_block_free(s);
+            return st;
+        }
+    }
     sqz__dev_fwd *f = s->dfwd;
     SQZ_TRY(sqz__hook(s, SQZ_HOOK_BLOCK_IN, layer, 0, x, n, s->d, 0));
     SQZ_TRY(s->be->ops->upload(s->be->ctx, f->res, x, (size_t)n * (size_t)s->d * sizeof(float)));
