@@ -37,7 +37,7 @@ blas=$(pkg-config --cflags openblas 2> /dev/null) || { echo "FAIL: pkg-config fi
     "${cc[@]}" -D_DEFAULT_SOURCE $blas "$src/kernels/cpu/qdot.c" "$src/kernels/cpu/qmatmul.c" \
         "$src/kernels/cpu/pool.c" "$src/core/dtype.c" "$src/core/status.c" "$src/core/dequant.c" \
         "$src/core/dequant_more.c" "$src/core/dequant_iq3.c" "$src/core/fp16.c" \
-        "$src"/quant/gguf/{quant_ref,kquant,kquant_search,iq4,iq3}.c \
+        "$src"/quant/gguf/{quant_ref,kquant,kquant_search,kquant_x8,iq4,iq3}.c \
         "$src/tests/unit/qdot_main.c" "$src/tests/unit/qdot_stubs.c" "$tmp/qfused_neon.o" -lm -lpthread \
         -o "$tmp/qdot" || { echo "FAIL: cross-build"; exit 1; }
 for f in "$src"/kernels/cpu/*.c; do # as CMakeLists.txt compiles them: -D_DEFAULT_SOURCE
