@@ -45,21 +45,16 @@ static sqz_status xtx_device(sqz_calib_observer *ob, obs_input *in, const float 
         if (!in->dev_h) return alloc_failed("device Hessian", k, k);
         in->dev_used = false;
     }
-    if (x_dev) {
-        const sqz_xtx_args a = {.m = n, .k = k, .x = x_dev, .h = in->dev_h, .beta = in->dev_used ? 1.0 : 0.0};
-        SQZ_TRY(b->ops->xtx(b->ctx, &a));
-        in->dev_used = true;
-        return SQZ_OK;
-    }
-    if (xb > ob->dev_x_bytes) {
+    if (!x_dev && xb > ob->dev_x_bytes) {
         if (b->ops->free) b->ops->free(b->ctx, ob->dev_x);
         ob->dev_x_bytes = 0;
         if (!(ob->dev_x = b->ops->alloc(b->ctx, xb)))
             return alloc_failed("device buffer of rows", n, k);
         ob->dev_x_bytes = xb;
     }
-    SQZ_TRY(b->ops->upload(b->ctx, ob->dev_x, x, xb));
-    const sqz_xtx_args a = {.m = n, .k = k, .x = ob->dev_x, .h = in->dev_h, .beta = in->dev_used ? 1.0 : 0.0};
+    if (!x_dev) SQZ_TRY(b->ops->upload(b->ctx, ob->dev_x, x, xb));
+    const sqz_xtx_args a = {.m = n, .k = k, .x = x_dev ? x_dev : ob->dev_x, .h = in->dev_h,
+                            .beta = in->dev_used ? 1.0 : 0.0};
     SQZ_TRY(b->ops->xtx(b->ctx, &a));
     in->dev_used = true;
     return SQZ_OK;

@@ -39,6 +39,11 @@ sqz_status sqz__dev_widen_host(sqz_session *s, const sqz_tensor *w, float *dst) 
     return sqz_tensor_to_f32(w, dst); /* the serial path names the problem */
 }
 
+bool sqz__dev_widens(const sqz_session *s, const sqz_tensor *t) {
+    return !t->qp && (t->dtype == SQZ_DTYPE_F16 || t->dtype == SQZ_DTYPE_BF16) &&
+           sqz_backend_supports(s->be, SQZ_OP_TO_F32, t->dtype);
+}
+
 sqz_status sqz__dev_weight(sqz_session *s, const sqz_tensor *w, const float **out) {
     const int64_t i = sqz__tensor_index(s, w);
     if (sqz__dev_prefetch_pending(s, w->layer)) SQZ_TRY(sqz__dev_prefetch_finish(s));
@@ -55,8 +60,7 @@ sqz_status sqz__dev_weight(sqz_session *s, const sqz_tensor *w, const float **ou
         return SQZ_ERR_NOMEM;
     }
     sqz_status st = SQZ_OK;
-    const bool widen = !w->qp && (w->dtype == SQZ_DTYPE_F16 || w->dtype == SQZ_DTYPE_BF16) &&
-                       sqz_backend_supports(s->be, SQZ_OP_TO_F32, w->dtype);
+    const bool widen = sqz__dev_widens(s, w);
     if (!w->qp && w->dtype == SQZ_DTYPE_F32) {
         st = ops->upload(s->be->ctx, d, w->data, bytes);
     } else if (widen) { /* the stored halves travel; the device widens them */

@@ -45,15 +45,10 @@ static void release(sqz_session *s, sqz__dev_pf *pf) {
     free(pf);
 }
 
-static bool halves(const sqz_tensor *t, const sqz_session *s) {
-    return !t->qp && (t->dtype == SQZ_DTYPE_F16 || t->dtype == SQZ_DTYPE_BF16) &&
-           sqz_backend_supports(s->be, SQZ_OP_TO_F32, t->dtype);
-}
-
 /* One tensor of the layer staged and queued: dcache[idx] is its device f32 buffer. */
 static sqz_status stage(sqz_session *s, const sqz_tensor *t, staged *g) {
     const int64_t ne = sqz_tensor_nelements(t);
-    const bool half = halves(t, s);
+    const bool half = sqz__dev_widens(s, t);
     const size_t bytes = half ? t->nbytes : (size_t)ne * sizeof(float);
     float *d = s->be->ops->alloc(s->be->ctx, (size_t)ne * sizeof(float));
     if (!d) return SQZ_ERR_NOMEM;

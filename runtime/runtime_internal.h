@@ -109,6 +109,8 @@ void sqz__dev_free(sqz_session *s);
 /* The tensor t as f32 in device memory (*out), uploaded (F16/BF16 widened on the device, other
  * types dequantized on the host) on first use and kept until its layer is invalidated. */
 sqz_status sqz__dev_weight(sqz_session *s, const sqz_tensor *t, const float **out);
+/* Whether t travels as stored F16/BF16 and is widened on the device (its to_f32 slot). */
+bool sqz__dev_widens(const sqz_session *s, const sqz_tensor *t);
 /* A stored block or float matrix t widened to f32 into dst (host) on the session's pool. */
 sqz_status sqz__dev_widen_host(sqz_session *s, const sqz_tensor *t, float *dst);
 /* The pending prefetch (sqz_session_prefetch) landed: its copies waited for, F16/BF16 widened, the
