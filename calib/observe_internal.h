@@ -25,8 +25,11 @@ typedef struct obs_input {
     int64_t n_x, x_cap;
     sqz_act_hist hist;
     bool hist_init;
-    void *dev_h;           /* device backend: (n_in, n_in) f64 upper triangle accumulated there */
-    bool dev_used;         /* dev_h holds a sum (else the next update has beta 0) */
+    void **dev_hp;         /* device backend, no --gpu-mem: the upper triangle's row panels
+                              (observe_xtx.c) accumulated there, one allocation each */
+    double *hacc;          /* device backend under --gpu-mem: the panels' sums kept on the host
+                              between updates (xtx itself, or its own when xtx holds sums) */
+    bool dev_used;         /* the panels hold a sum (else the next update has beta 0) */
     bool host_used;        /* xtx holds sums already (a device sum is added, not copied, into it) */
     double *dxxt;          /* (n_in, n_in) GPTAQ's sum (x - x~) x~^T, full (observe_dx.c) */
 } obs_input;
@@ -60,6 +63,11 @@ struct sqz_calib_observer {
     int64_t dbuf_n_in;
     void *dev_x;           /* device backend: an event's rows uploaded (dev_x_bytes) */
     size_t dev_x_bytes;
+    void *dev_pan;         /* under --gpu-mem: the one device panel every update passes through */
+    size_t dev_pan_bytes;
+    double *stage;         /* a panel's host copy on its way (stage_bytes; page-locked when it can be) */
+    size_t stage_bytes;
+    bool stage_pinned;
     float *blk_in;         /* copy of the block input of the current window */
     size_t blk_cap;        /* floats */
     int64_t blk_n, blk_d;

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "kernels/cpu/linalg.h"
+#include "quant/chol_tiles.h"
 #include "quant/gguf/kquant_internal.h"
 #include "quant/gguf/quant_gguf.h"
 #include "quant/gptq_internal.h"
@@ -55,55 +56,24 @@ static int cmp_key(const void *a, const void *b) {
     return x->i < y->i ? -1 : (x->i > y->i);
 }
 
-/* The factor of the damped Hessian h (n, n) in place: host, a host-memory backend's slot on h
- * itself, or a device backend's (uploaded, factored, downloaded). */
+static bool on_device(const sqz_backend *be) { return be && !sqz_backend_host_memory(be); }
+
+/* Device bytes the factor's tiles may take: what --gpu-mem leaves (1 when nothing: too little), or
+ * 0 without a cap (every tile at once). */
+static size_t tile_budget(const sqz_backend *be) {
+    sqz_backend_mem m;
+    sqz_backend_mem_stats(be, &m);
+    if (!m.cap) return 0;
+    return m.cap > m.in_use ? m.cap - m.in_use : 1;
+}
+
+/* The factor of the damped Hessian h (n, n) in place: on the host, a host-memory backend's slot on
+ * h itself, or on a device in tiles within what --gpu-mem leaves (chol_tiles.c: the same bits
+ * whatever that is). */
 static sqz_status chol(sqz_backend *be, double *h, int64_t n) {
     if (!be) return sqz__chol_inverse_upper(h, n);
-    if (sqz_backend_host_memory(be)) return be->ops->chol_inv_upper(be->ctx, h, n);
-    const size_t nb = (size_t)n * (size_t)n * sizeof(double);
-    double *d = be->ops->alloc(be->ctx, nb);
-    if (!d) {
-        sqz__error_prefix("gptq: device memory for a Hessian of %lld", (long long)n);
-        return SQZ_ERR_NOMEM;
-    }
-    sqz_status s = be->ops->upload(be->ctx, d, h, nb);
-    if (s == SQZ_OK) s = be->ops->chol_inv_upper(be->ctx, d, n);
-    if (s == SQZ_OK) s = be->ops->download(be->ctx, h, d, nb);
-    if (s == SQZ_OK && be->ops->synchronize) s = be->ops->synchronize(be->ctx);
-    if (be->ops->free) be->ops->free(be->ctx, d);
-    return s;
-}
-
-/* Whether the factor can stay on the device: a device backend that narrows f64 there, and no
- * GPTAQ (its P is formed on the host from the double factor). */
-static bool keep_on_device(const sqz_quant_opts *o) {
-    return o->backend && !sqz_backend_host_memory(o->backend) && !o->gptaq &&
-           sqz_backend_supports(o->backend, SQZ_OP_TO_F32, SQZ_DTYPE_F64);
-}
-
-/* chol on a device, the factor kept there: U narrowed to f32 in device memory (*du, the caller's)
- * and downloaded into u, the host's copy (the rows' sweep reads its diagonal blocks). The f64
- * factor never crosses the bus back: 642 MB less per 8960-wide input, and no upload of U later. */
-static sqz_status chol_keep(sqz_backend *be, const double *h, int64_t n, float *u, void **du) {
-    const size_t nn = (size_t)n * (size_t)n;
-    double *d = be->ops->alloc(be->ctx, nn * sizeof(double));
-    float *f = d ? be->ops->alloc(be->ctx, nn * sizeof(float)) : NULL;
-    sqz_status s = f ? SQZ_OK : SQZ_ERR_NOMEM;
-    if (s != SQZ_OK) sqz__error_prefix("gptq: device memory for the factor of %lld", (long long)n);
-    /* both host buffers page-locked for their copies (hundreds of MB for a wide input) */
-    const bool ph = s == SQZ_OK && sqz_backend_pin(be, (void *)h, nn * sizeof(double), 0);
-    const bool pu = s == SQZ_OK && sqz_backend_pin(be, u, nn * sizeof(float), 0);
-    if (s == SQZ_OK) s = be->ops->upload(be->ctx, d, h, nn * sizeof(double));
-    if (s == SQZ_OK) s = be->ops->chol_inv_upper(be->ctx, d, n);
-    if (s == SQZ_OK) s = be->ops->to_f32(be->ctx, d, SQZ_DTYPE_F64, (int64_t)nn, f);
-    if (s == SQZ_OK) s = be->ops->download(be->ctx, u, f, nn * sizeof(float));
-    if (s == SQZ_OK && be->ops->synchronize) s = be->ops->synchronize(be->ctx);
-    if (ph) sqz_backend_unpin(be, (void *)h);
-    if (pu) sqz_backend_unpin(be, u);
-    if (be->ops->free) be->ops->free(be->ctx, d);
-    if (s != SQZ_OK && be->ops->free) be->ops->free(be->ctx, f);
-    if (s == SQZ_OK) *du = f;
-    return s;
+    if (!on_device(be)) return be->ops->chol_inv_upper(be->ctx, h, n);
+    return sqz__chol_tiles(be, h, n, tile_budget(be), NULL);
 }
 
 /* Rows [b, e) of the damped, permuted Hessian (dead rows and columns: the identity). */
@@ -136,11 +106,10 @@ static void hperm_fn(void *ctx, int64_t b, int64_t e, int thread) {
 }
 
 /* Builds U (float), perm / dead for the shared input and, for GPTAQ, P (gptaq.c; else NULL).
- * On a device that keeps the factor (keep_on_device), *du_out is U in its memory (else NULL).
  * Peak: n^2 doubles (the damped, permuted Hessian, factored in place) + n^2 floats (U); GPTAQ
  * 2 n^2 doubles + n^2 floats more while P is formed. */
 static sqz_status prepare(sqz__pool *pool, const sqz_qstats *st, const sqz_quant_opts *o, float **u_out,
-                          void **du_out, int64_t **perm_out, uint8_t **dead_out, float **p_out) {
+                          int64_t **perm_out, uint8_t **dead_out, float **p_out) {
     const int64_t n = st->n_in;
     size_t nn;
     SQZ_RETURN_IF(!sqz__mul_size((size_t)n, (size_t)n, &nn) || nn > ((size_t)1 << 34), SQZ_ERR_INVALID_ARG,
@@ -149,10 +118,9 @@ static sqz_status prepare(sqz__pool *pool, const sqz_qstats *st, const sqz_quant
     int64_t *perm = sqz__malloc((size_t)n * sizeof(int64_t));
     uint8_t *dead = sqz__calloc((size_t)n, 1);
     diag_key *keys = sqz__malloc((size_t)n * sizeof(diag_key));
-    const bool keep = keep_on_device(o);
-    float *u = keep ? sqz__malloc(nn * sizeof(float)) : NULL;
+    float *u = NULL;
     sqz_status s = SQZ_ERR_NOMEM;
-    if (!work || !perm || !dead || !keys || (keep && !u)) goto done;
+    if (!work || !perm || !dead || !keys) goto done;
     double mean = 0;
     for (int64_t j = 0; j < n; j++) {
         const double d = st->xtx[j * n + j];
@@ -181,17 +149,15 @@ static sqz_status prepare(sqz__pool *pool, const sqz_qstats *st, const sqz_quant
         hperm_job hj = {st->xtx, perm, dead, n, damp, work, NULL}; /* H[perm][perm] + damping */
         sqz__pool_for(pool, n, 16, hperm_fn, &hj);
         sqz_clear_error();
-        s = keep ? chol_keep(o->backend, work, n, u, du_out) : chol(o->backend, work, n);
+        s = chol(o->backend, work, n);
         if (s != SQZ_ERR_NUMERIC || attempt == 4) break;
         damp *= 10;
     }
     if (s != SQZ_OK) { sqz__error_prefix("gptq"); goto done; }
     if (o->gptaq && (s = sqz__gptaq_p(st->dxxt, perm, dead, work, n, o->gptaq_alpha, p_out)) != SQZ_OK) goto done;
-    if (!keep) {
-        if (!(u = sqz__malloc(nn * sizeof(float)))) { s = SQZ_ERR_NOMEM; goto done; }
-        hperm_job uj = {.n = n, .work = work, .u = u};
-        sqz__pool_for(pool, n, 16, hperm_fn, &uj);
-    }
+    if (!(u = sqz__malloc(nn * sizeof(float)))) { s = SQZ_ERR_NOMEM; goto done; }
+    hperm_job uj = {.n = n, .work = work, .u = u}; /* narrowed, rounded to nearest */
+    sqz__pool_for(pool, n, 16, hperm_fn, &uj);
     *u_out = u;
     u = NULL;
     *perm_out = perm;
@@ -343,10 +309,11 @@ static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz
     return s;
 }
 
-/* What a backend must have for GPTQ (a device one: memory too). */
+/* What a backend must have for GPTQ (a device one: memory and the tile slots too). */
 static sqz_status check_backend(const sqz_backend *be) {
     if (!be) return SQZ_OK;
-    SQZ_RETURN_IF(!sqz_backend_supports(be, SQZ_OP_CHOL, SQZ_DTYPE_F32) ||
+    const sqz_op factor = on_device(be) ? SQZ_OP_TILES : SQZ_OP_CHOL;
+    SQZ_RETURN_IF(!sqz_backend_supports(be, factor, SQZ_DTYPE_F32) ||
                       !sqz_backend_supports(be, SQZ_OP_SGEMM, SQZ_DTYPE_F32),
                   SQZ_ERR_UNSUPPORTED, "gptq: backend %s has no Cholesky factor or sgemm", be->ops->name);
     SQZ_RETURN_IF(!sqz_backend_host_memory(be) && (!be->ops->alloc || !be->ops->upload || !be->ops->download),
@@ -390,7 +357,7 @@ static sqz_status ctx_setup(gptq_ctx *c, const sqz_qstats *st, const sqz_quant_o
     const bool kept = sqz__gptq_factors_take(o->factors, &key, c); /* a member of the same input before */
     if (!kept) {
         const double t0 = sqz__prof_begin();
-        sqz_status s = prepare(c->pool, st, o, &u, &c->du, &perm, &dead, &pm);
+        sqz_status s = prepare(c->pool, st, o, &u, &perm, &dead, &pm);
         sqz__prof_end(SQZ__PROF_GPTQ_PREP, t0);
         c->pm = pm; /* owned by c even when prepare failed after forming it */
         SQZ_TRY(s);
@@ -409,13 +376,14 @@ static sqz_status ctx_setup(gptq_ctx *c, const sqz_qstats *st, const sqz_quant_o
         for (int64_t j = 0; j < n; j++) hd[j] = (float)st->xtx[j * n + j];
     }
     if (kept) return SQZ_OK; /* its device copies came with it */
-    if (!c->be || sqz_backend_host_memory(c->be)) return keep_factor(o, &key, c);
+    /* under --gpu-mem U (and P) cross in rows as the sweep needs them (gptq_sweep.c), same bits */
+    if (!on_device(c->be) || tile_budget(c->be)) return keep_factor(o, &key, c);
     const size_t nb = (size_t)n * (size_t)n * sizeof(float);
-    if (!c->du && !(c->du = c->be->ops->alloc(c->be->ctx, nb))) {
+    if (!(c->du = c->be->ops->alloc(c->be->ctx, nb))) {
         sqz__error_prefix("gptq: device memory for the factor of %lld", (long long)n);
         return SQZ_ERR_NOMEM;
     }
-    if (!keep_on_device(o)) SQZ_TRY(c->be->ops->upload(c->be->ctx, c->du, u, nb)); /* else formed there */
+    SQZ_TRY(c->be->ops->upload(c->be->ctx, c->du, u, nb));
     if (!c->pm) return keep_factor(o, &key, c);
     if (!(c->dp = c->be->ops->alloc(c->be->ctx, nb))) {
         sqz__error_prefix("gptq: device memory for GPTAQ's P of %lld", (long long)n);

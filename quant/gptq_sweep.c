@@ -185,6 +185,8 @@ typedef struct dev_sweep {
     bool tb_pinned, et_pinned; /* page-locked (sqz_backend_pin): each block's columns cross twice */
     float *dwpre, *wpre; /* GPTAQ: the block's values before quantization, device (B, n_out) and host
                             (n_out, B); else NULL */
+    float *dur, *dpr;    /* under --gpu-mem (c->du NULL): the block's rows of U and of GPTAQ's P, (B, n)
+                            each, uploaded from the host's copies per block */
 } dev_sweep;
 
 static void dev_sweep_free(dev_sweep *d) {
@@ -194,6 +196,8 @@ static void dev_sweep_free(dev_sweep *d) {
         d->be->ops->free(d->be->ctx, d->dw);
         d->be->ops->free(d->be->ctx, d->de);
         d->be->ops->free(d->be->ctx, d->dwpre);
+        d->be->ops->free(d->be->ctx, d->dur);
+        d->be->ops->free(d->be->ctx, d->dpr);
     }
     free(d->wpre);
     free(d->tb);
@@ -225,6 +229,14 @@ static sqz_status dev_sweep_init(const gptq_ctx *c, const float *wp, int64_t n_o
         sqz__error_prefix("gptq: device memory for %zu x %zu weights", no, n);
         s = SQZ_ERR_NOMEM;
     }
+    if (s == SQZ_OK && !c->du) { /* U (and P) in rows, a block's at a time */
+        d->dur = be->ops->alloc(be->ctx, B * n * sizeof(float));
+        d->dpr = d->dur && c->pm ? be->ops->alloc(be->ctx, B * n * sizeof(float)) : NULL;
+        if (!d->dur || (c->pm && !d->dpr)) {
+            sqz__error_prefix("gptq: device memory for %zu rows of the factor of %zu", B, n);
+            s = SQZ_ERR_NOMEM;
+        }
+    }
     if (s == SQZ_OK) {
         d->tb_pinned = sqz_backend_pin(be, d->tb, B * no * sizeof(float), 0);
         d->et_pinned = sqz_backend_pin(be, d->et, B * no * sizeof(float), 0);
@@ -255,9 +267,15 @@ static sqz_status dev_block(const gptq_ctx *c, dev_sweep *d, int64_t n_out, int6
     t0 = sqz__prof_begin();
     transpose(c->pool, d->err, n_out, cnt, d->et);
     SQZ_TRY(be->ops->upload(be->ctx, d->de, d->et, bytes));
+    const size_t rows = (size_t)cnt * (size_t)n * sizeof(float);
+    if (!c->du) SQZ_TRY(be->ops->upload(be->ctx, d->dur, c->u + i1 * n, rows));
+    if (!c->du && c->pm) SQZ_TRY(be->ops->upload(be->ctx, d->dpr, c->pm + i1 * n, rows));
     sqz__prof_end(SQZ__PROF_GPTQ_XFER, t0);
+    /* rows [i1, i2) of U: resident, or the ones just uploaded; the same values, the same call */
+    const float *ur = c->du ? (const float *)c->du + i1 * n : d->dur;
+    const float *pr = c->dp ? (const float *)c->dp + i1 * n : d->dpr;
     const sqz_sgemm_args a = {.trans_a = true, .m = n - i2, .n = n_out, .k = cnt, .alpha = -1.0f,
-                              .a = (const float *)c->du + i1 * n + i2, .lda = n, .b = d->de, .ldb = n_out,
+                              .a = ur + i2, .lda = n, .b = d->de, .ldb = n_out,
                               .beta = 1.0f, .c = d->dw + i2 * n_out, .ldc = n_out};
     SQZ_TRY(be->ops->sgemm(be->ctx, &a));
     if (!c->pm) return SQZ_OK;
@@ -265,7 +283,7 @@ static sqz_status dev_block(const gptq_ctx *c, dev_sweep *d, int64_t n_out, int6
     transpose(c->pool, d->wpre, n_out, cnt, d->et);
     SQZ_TRY(be->ops->upload(be->ctx, d->dwpre, d->et, bytes));
     const sqz_sgemm_args ap = {.trans_a = true, .m = n - i2, .n = n_out, .k = cnt, .alpha = 1.0f,
-                               .a = (const float *)c->dp + i1 * n + i2, .lda = n, .b = d->dwpre, .ldb = n_out,
+                               .a = pr + i2, .lda = n, .b = d->dwpre, .ldb = n_out,
                                .beta = 1.0f, .c = d->dw + i2 * n_out, .ldc = n_out};
     return be->ops->sgemm(be->ctx, &ap);
 }

@@ -53,6 +53,8 @@ typedef enum sqz_op {
     SQZ_OP_ADD = 12,       /* x += y, the residual (sqz_eltwise_args) */
     SQZ_OP_LAYERNORM = 13, /* y = (x - mean) / sqrt(var + eps) * w + b, per row (sqz_layernorm_args; BERT) */
     SQZ_OP_GELU = 14,      /* x = gelu(x), the erf form (sqz_eltwise_args, y unused; BERT) */
+    /* GPTQ's factor in tiles (quant/chol_tiles.c: --gpu-mem below a dense Hessian). w_dtype ignored. */
+    SQZ_OP_TILES = 15,     /* the f64 tile slots dgemm, dtrsm, dpotrf (all three or none) */
     SQZ_OP_COUNT
 } sqz_op;
 
@@ -149,14 +151,23 @@ typedef struct sqz_sgemm_args {
 /* The upper triangle (diagonal included) of H (k, k) f64 row-major becomes
  * beta . H + X^T X, X (m, k) f32 row-major: the rows are widened to f64 and multiplied in f64
  * (a symmetric rank-m update). The strictly lower triangle is not written. beta is 0 or 1.
+ * A row panel (r1 > 0): only rows [r0, r1) of that upper triangle, h pointing at element (r0, r0)
+ * and row r0 + i at h + i * ldh (its column j >= r0 + i at offset j - r0); r0 a multiple of
+ * SQZ_XTX_PANEL_ALIGN and r1 one too or k. A panel's entries are the bits the same backend's
+ * call on rows [0, k) of a panel store forms, so a Hessian kept as panels (on the device or
+ * passing through it, --gpu-mem) has the same bits wherever its panels live.
  * The CPU backend converts and multiplies SQZ_XTX_CHUNK rows at a time with dsyrk/dgemm panels
- * of 128 columns (the bits the calibration observers always had); CUDA uses cublasDsyrk. */
+ * of 128 columns (the bits the calibration observers always had, for the whole matrix and for
+ * panels alike); CUDA widens a fixed number of rows at a time (not a function of free memory)
+ * and uses cublasDsyrk on the diagonal block and cublasDgemm on the rest of a panel. */
 #define SQZ_XTX_CHUNK 256
+#define SQZ_XTX_PANEL_ALIGN 128
 typedef struct sqz_xtx_args {
     int64_t m, k;
     const float *x;
     double *h;
     double beta;
+    int64_t r0, r1, ldh; /* a row panel when r1 > 0; all 0: the whole matrix */
 } sqz_xtx_args;
 
 /* ---- the block forward (SQZ_OP_RMSNORM .. SQZ_OP_GELU). Row-major f32 in backend memory. The CPU
@@ -217,6 +228,38 @@ typedef struct sqz_eltwise_args {
     const float *y;
     int64_t n;
 } sqz_eltwise_args;
+
+/* ---- GPTQ's factor in tiles (SQZ_OP_TILES; quant/chol_tiles.c). f64, row-major with leading
+ * dimensions, in backend memory. The CPU backend is OpenBLAS (cblas_dgemm, cblas_dtrsm) and its own
+ * blocked Cholesky (kernels/cpu/chol.c); CUDA is cublasDgemm, cublasDtrsm and cusolverDnXpotrf. A
+ * backend gives the same bits for the same operands wherever they sit in its memory. ---- */
+
+/* C(m, n) = alpha . op(A) . op(B) + beta . C: sqz_sgemm_args's definition in double. */
+typedef struct sqz_dgemm_args {
+    bool trans_a, trans_b;
+    int64_t m, n, k;
+    double alpha;
+    const double *a;
+    int64_t lda;
+    const double *b;
+    int64_t ldb;
+    double beta;
+    double *c;
+    int64_t ldc;
+} sqz_dgemm_args;
+
+/* B (m, n) becomes alpha . op(A)^-1 . B (right false; A is m x m) or alpha . B . op(A)^-1 (right
+ * true; A is n x n), A lower triangular with a non-unit diagonal (its strictly upper part is not
+ * read); op(A) is A or, when trans, A^T. */
+typedef struct sqz_dtrsm_args {
+    bool right, trans;
+    int64_t m, n;
+    double alpha;
+    const double *a;
+    int64_t lda;
+    double *b;
+    int64_t ldb;
+} sqz_dtrsm_args;
 
 /* Device memory accounting (sqz compress --gpu-mem). Bytes the backend allocated (alloc() and
  * its own scratch and library workspaces), the most it held at once since creation, and the
@@ -286,6 +329,14 @@ typedef struct sqz_backend_ops {
      * queued so far has landed (the host waits; what is queued afterwards may read them). ---- */
     sqz_status (*upload_async)(void *ctx, void *dst, const void *src, size_t nbytes);
     sqz_status (*copies_wait)(void *ctx);
+
+    /* ---- GPTQ's factor in tiles (SQZ_OP_TILES: all three or none). dpotrf: A (n, n) row-major,
+     * leading dimension lda, becomes its lower Cholesky factor L (A = L L^T) in place, reading and
+     * writing the lower triangle only; SQZ_ERR_NUMERIC when A is not positive definite (A
+     * unspecified then). The host waits for the device's answer. ---- */
+    sqz_status (*dgemm)(void *ctx, const sqz_dgemm_args *a);
+    sqz_status (*dtrsm)(void *ctx, const sqz_dtrsm_args *a);
+    sqz_status (*dpotrf)(void *ctx, double *a, int64_t n, int64_t lda);
 } sqz_backend_ops;
 
 typedef struct sqz_backend {

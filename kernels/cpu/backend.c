@@ -29,6 +29,7 @@ bool sqz_backend_supports(const sqz_backend *b, sqz_op op, sqz_dtype w_dtype) {
     case SQZ_OP_ADD: if (!b->ops->add) return false; break;
     case SQZ_OP_LAYERNORM: if (!b->ops->layernorm) return false; break;
     case SQZ_OP_GELU: if (!b->ops->gelu) return false; break;
+    case SQZ_OP_TILES: if (!b->ops->dgemm || !b->ops->dtrsm || !b->ops->dpotrf) return false; break;
     default: return false;
     }
     return b->ops->supports(b->ctx, op, w_dtype);

@@ -36,7 +36,7 @@ static bool cpu_supports(void *ctx, sqz_op op, sqz_dtype w) {
     if (op == SQZ_OP_GEMM_I8) return w == SQZ_DTYPE_I8;
     if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
     if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
-    if (op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL) return true;
+    if (op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL || op == SQZ_OP_TILES) return true;
     if (op >= SQZ_OP_RMSNORM && op <= SQZ_OP_GELU) return true;
     if (op == SQZ_OP_TO_F32)
         return w == SQZ_DTYPE_F32 || w == SQZ_DTYPE_F16 || w == SQZ_DTYPE_BF16 || w == SQZ_DTYPE_F64;
@@ -201,11 +201,39 @@ static sqz_status cpu_xtx(void *ctx, const sqz_xtx_args *a) {
     SQZ_RETURN_IF(a->m < 0 || a->k < 1 || a->k > INT_MAX || a->m > INT_MAX || (a->beta != 0.0 && a->beta != 1.0),
                   SQZ_ERR_INVALID_ARG, "CPU xtx: m %lld, k %lld, beta %g out of range", (long long)a->m,
                   (long long)a->k, a->beta);
+    SQZ_TRY(sqz__xtx_check_panel(a, "CPU"));
     double *dbuf = sqz__malloc((size_t)SQZ_XTX_CHUNK * (size_t)a->k * sizeof(double));
     if (!dbuf) return SQZ_ERR_NOMEM;
     sqz__xtx_host(a, dbuf);
     free(dbuf);
     return SQZ_OK;
+}
+
+static bool dims_ok(int64_t a, int64_t b, int64_t c) {
+    return a >= 0 && b >= 0 && c >= 0 && a <= INT_MAX && b <= INT_MAX && c <= INT_MAX;
+}
+
+static sqz_status cpu_dgemm(void *ctx, const sqz_dgemm_args *a) {
+    (void)ctx;
+    SQZ_RETURN_IF(!dims_ok(a->m, a->n, a->k), SQZ_ERR_INVALID_ARG, "CPU dgemm: dimensions (%lld, %lld, %lld) out of range",
+                  (long long)a->m, (long long)a->n, (long long)a->k);
+    if (a->m && a->n) sqz__dgemm_host(a);
+    return SQZ_OK;
+}
+
+static sqz_status cpu_dtrsm(void *ctx, const sqz_dtrsm_args *a) {
+    (void)ctx;
+    SQZ_RETURN_IF(!dims_ok(a->m, a->n, 0), SQZ_ERR_INVALID_ARG, "CPU dtrsm: dimensions (%lld, %lld) out of range",
+                  (long long)a->m, (long long)a->n);
+    if (a->m && a->n) sqz__dtrsm_host(a);
+    return SQZ_OK;
+}
+
+static sqz_status cpu_dpotrf(void *ctx, double *a, int64_t n, int64_t lda) {
+    (void)ctx;
+    SQZ_RETURN_IF(n < 1 || n > INT_MAX || lda < n || lda > INT_MAX, SQZ_ERR_INVALID_ARG,
+                  "CPU dpotrf: n %lld, lda %lld out of range", (long long)n, (long long)lda);
+    return sqz__chol_lower(a, n, lda) ? SQZ_OK : SQZ_ERROR(SQZ_ERR_NUMERIC, "Hessian is not positive definite");
 }
 
 static sqz_status cpu_chol(void *ctx, double *h, int64_t n) {
@@ -277,6 +305,9 @@ static const sqz_backend_ops cpu_ops = {
     /* .gelu = */ cpu_gelu,
     /* .upload_async = */ NULL, /* host memory: nothing to copy */
     /* .copies_wait = */ NULL,
+    /* .dgemm = */ cpu_dgemm,
+    /* .dtrsm = */ cpu_dtrsm,
+    /* .dpotrf = */ cpu_dpotrf,
 };
 
 const sqz_backend_ops *sqz__cpu_ops(void) { return &cpu_ops; }

@@ -109,6 +109,8 @@ FWD(silu_mul, sqz_eltwise_args)
 FWD(add, sqz_eltwise_args)
 FWD(layernorm, sqz_layernorm_args)
 FWD(gelu, sqz_eltwise_args)
+FWD(dgemm, sqz_dgemm_args)
+FWD(dtrsm, sqz_dtrsm_args)
 #undef FWD
 static bool off_supports(void *ctx, sqz_op op, sqz_dtype w) {
     return sqz__cpu_ops()->supports(((offload_ctx *)ctx)->cpu, op, w);
@@ -122,6 +124,9 @@ static sqz_status off_prepare_w4(void *ctx, const void *src, sqz_dtype t, int64_
 }
 static sqz_status off_chol(void *ctx, double *h, int64_t n) {
     return sqz__cpu_ops()->chol_inv_upper(((offload_ctx *)ctx)->cpu, h, n);
+}
+static sqz_status off_dpotrf(void *ctx, double *a, int64_t n, int64_t lda) {
+    return sqz__cpu_ops()->dpotrf(((offload_ctx *)ctx)->cpu, a, n, lda);
 }
 static sqz_status off_to_f32(void *ctx, const void *src, sqz_dtype t, int64_t n, float *dst) {
     return sqz__cpu_ops()->to_f32(((offload_ctx *)ctx)->cpu, src, t, n, dst);
@@ -138,7 +143,7 @@ static void offload_init(void) {
         "cpu-offload", off_supports, off_alloc, off_free, off_copy, off_copy, off_sync, off_matmul, off_gemm_i8,
         off_prepare_w4, off_gemm_w4, off_destroy, off_gemm_i8_sp24, false, off_sgemm, off_xtx, off_chol,
         off_to_f32, off_stats, off_set_cap, NULL, NULL, off_rmsnorm, off_rope, off_attention, off_silu_mul,
-        off_add, off_layernorm, off_gelu, off_copy, off_copies_wait};
+        off_add, off_layernorm, off_gelu, off_copy, off_copies_wait, off_dgemm, off_dtrsm, off_dpotrf};
 }
 
 sqz_status sqz_backend_cpu_offload(int n_threads, sqz_backend **out) {

@@ -25,32 +25,32 @@ static void reverse(double *a, int64_t nn) {
     }
 }
 
-/* In-place lower Cholesky of a (n, n) row-major, right-looking with 64-column panels (trsm +
- * syrk on the trailing matrix). False on a pivot that is not positive (or NaN). The strictly
- * upper part is left as it was. */
-static bool chol_lower(double *a, int64_t n) {
+/* In-place lower Cholesky of a (n, n) row-major (leading dimension lda), right-looking with 64-column
+ * panels (trsm + syrk on the trailing matrix). False on a pivot that is not positive (or NaN). The
+ * strictly upper part is left as it was. */
+bool sqz__chol_lower(double *a, int64_t n, int64_t lda) {
     enum { NB = 64 };
     for (int64_t k0 = 0; k0 < n; k0 += NB) {
         const int64_t kb = n - k0 < NB ? n - k0 : NB;
         for (int64_t j = k0; j < k0 + kb; j++) {
-            double d = a[j * n + j];
-            for (int64_t p = k0; p < j; p++) d -= a[j * n + p] * a[j * n + p];
+            double d = a[j * lda + j];
+            for (int64_t p = k0; p < j; p++) d -= a[j * lda + p] * a[j * lda + p];
             if (!(d > 0)) return false;
             d = sqrt(d);
-            a[j * n + j] = d;
+            a[j * lda + j] = d;
             for (int64_t i = j + 1; i < k0 + kb; i++) {
-                double s = a[i * n + j];
-                for (int64_t p = k0; p < j; p++) s -= a[i * n + p] * a[j * n + p];
-                a[i * n + j] = s / d;
+                double s = a[i * lda + j];
+                for (int64_t p = k0; p < j; p++) s -= a[i * lda + p] * a[j * lda + p];
+                a[i * lda + j] = s / d;
             }
         }
         const int64_t rem = n - k0 - kb;
         if (rem > 0) {
-            double *a21 = a + (k0 + kb) * n + k0;
+            double *a21 = a + (k0 + kb) * lda + k0;
             cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, (int)rem, (int)kb, 1.0,
-                        a + k0 * n + k0, (int)n, a21, (int)n);
-            cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, (int)rem, (int)kb, -1.0, a21, (int)n, 1.0,
-                        a + (k0 + kb) * n + (k0 + kb), (int)n);
+                        a + k0 * lda + k0, (int)lda, a21, (int)lda);
+            cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, (int)rem, (int)kb, -1.0, a21, (int)lda, 1.0,
+                        a + (k0 + kb) * lda + (k0 + kb), (int)lda);
         }
     }
     return true;
@@ -59,7 +59,7 @@ static bool chol_lower(double *a, int64_t n) {
 sqz_status sqz__chol_inverse_upper(double *h, int64_t n) {
     const int64_t nn = n * n;
     reverse(h, nn);
-    if (!chol_lower(h, n)) return SQZ_ERROR(SQZ_ERR_NUMERIC, "Hessian is not positive definite");
+    if (!sqz__chol_lower(h, n, n)) return SQZ_ERROR(SQZ_ERR_NUMERIC, "Hessian is not positive definite");
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = i + 1; j < n; j++) h[i * n + j] = 0;
     reverse(h, nn); /* R = J L J: upper */

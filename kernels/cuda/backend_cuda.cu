@@ -167,7 +167,7 @@ static bool cuda_supports(void *ctx, sqz_op op, sqz_dtype w) {
     if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
     if (op >= SQZ_OP_RMSNORM && op <= SQZ_OP_GELU)
         return true; /* the block forward (fwd_cuda.cu): f32, w_dtype ignored */
-    return op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL;
+    return op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL || op == SQZ_OP_TILES;
 }
 
 static void *cuda_alloc(void *ctx, size_t n) {
@@ -464,6 +464,9 @@ static const sqz_backend_ops cuda_ops = {
     /* .gelu = */ sqz__cuda_gelu,
     /* .upload_async = */ cuda_upload_async,
     /* .copies_wait = */ cuda_copies_wait,
+    /* .dgemm = */ sqz__cuda_dgemm,
+    /* .dtrsm = */ sqz__cuda_dtrsm,
+    /* .dpotrf = */ sqz__cuda_dpotrf,
 };
 
 sqz_cuda_ctx *sqz__cuda_ctx_of(sqz_backend *b) {

@@ -199,22 +199,57 @@ sqz_status sqz__cuda_to_f32(void *ctx, const void *src, sqz_dtype t, int64_t n, 
 }
 
 /* ---- xtx ---------------------------------------------------------------------------- */
+/* Rows widened to f64 per product: a fixed size (not what the cap leaves free), so that the
+ * products, and their bits, are the same under any --gpu-mem. */
+static const size_t XTX_CHUNK_BYTES = (size_t)16 << 20;
+
+/* Zeroes the entries (i, j), j >= i, of rows [r0, r1) of a row-major upper triangle of width k
+ * stored as a panel (element (r0, r0) at h, row stride ld). */
+__global__ void zero_panel_kernel(double *h, int64_t r0, int64_t r1, int64_t k, int64_t ld) {
+    const int64_t w = k - r0;
+    SQZ__FOR_EACH(idx, (r1 - r0) * w) {
+        const int64_t i = idx / w, j = idx % w;
+        if (j >= i) h[i * ld + j] = 0.0;
+    }
+}
+
+/* The panel rows [r0, r1) += D^T D for the widened chunk d (nr rows of k). The chunk is
+ * column-major D^T (k, nr); the row-major panel is column-major too: its diagonal block's
+ * row-major upper is the column-major lower syrk writes, the rest (columns >= r1) the
+ * column-major (k - r1, r1 - r0) matrix D^T[r1:] . D^T[r0:r1]^T at h + (r1 - r0). */
+static sqz_status xtx_chunk(sqz_cuda_ctx *c, const double *d, int64_t nr, int64_t k, int64_t r0, int64_t r1,
+                            double *h, int64_t ld) {
+    const double one = 1.0;
+    SQZ_CUBLAS_TRY(cublasDsyrk(c->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, (int)(r1 - r0), (int)nr, &one, d + r0,
+                               (int)k, &one, h, (int)ld));
+    if (r1 < k)
+        SQZ_CUBLAS_TRY(cublasDgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, (int)(k - r1), (int)(r1 - r0), (int)nr, &one,
+                                   d + r1, (int)k, d + r0, (int)k, &one, h + (r1 - r0), (int)ld));
+    return SQZ_OK;
+}
+
 sqz_status sqz__cuda_xtx(void *ctx, const sqz_xtx_args *a) {
     sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
     SQZ_RETURN_IF(a->m < 0 || a->k < 1 || a->k > INT_MAX || a->m > INT_MAX || (a->beta != 0.0 && a->beta != 1.0),
                   SQZ_ERR_INVALID_ARG, "CUDA xtx: m %lld, k %lld, beta %g out of range", (long long)a->m,
                   (long long)a->k, a->beta);
     SQZ_RETURN_IF(!a->h || (a->m > 0 && !a->x), SQZ_ERR_INVALID_ARG, "CUDA xtx: a NULL buffer");
+    const bool whole = a->r1 <= 0 && a->r0 == 0;
+    SQZ_RETURN_IF(!whole && (a->r0 < 0 || a->r0 >= a->r1 || a->r1 > a->k || a->r0 % SQZ_XTX_PANEL_ALIGN ||
+                             (a->r1 != a->k && a->r1 % SQZ_XTX_PANEL_ALIGN) || a->ldh < a->k - a->r0 ||
+                             a->ldh > INT_MAX),
+                  SQZ_ERR_INVALID_ARG, "CUDA xtx: row panel [%lld, %lld) of %lld (row stride %lld) out of range",
+                  (long long)a->r0, (long long)a->r1, (long long)a->k, (long long)a->ldh);
     SQZ_TRY(sqz__cuda_enter(c));
-    const int64_t k = a->k;
+    const int64_t k = a->k, r0 = whole ? 0 : a->r0, r1 = whole ? k : a->r1, ld = whole ? k : a->ldh;
     if (a->beta == 0.0) { /* beta 0 must ignore H, NaN included: zero the triangle, then add */
-        zero_upper_kernel<<<grid_for(k * k), 256, 0, c->stream>>>(a->h, k, 1);
+        zero_panel_kernel<<<grid_for((r1 - r0) * (k - r0)), 256, 0, c->stream>>>(a->h, r0, r1, k, ld);
         SQZ_CUDA_LAUNCHED();
     }
     if (a->m == 0) return SQZ_OK;
     const size_t row = (size_t)k * sizeof(double);
-    const size_t bytes = sqz__cuda_scratch_fit(c, PANEL_BYTES > row ? PANEL_BYTES : row, row);
-    const int64_t rows = (int64_t)(bytes / row) < a->m ? (int64_t)(bytes / row) : a->m;
+    const int64_t fit = (int64_t)(XTX_CHUNK_BYTES / row) > 0 ? (int64_t)(XTX_CHUNK_BYTES / row) : 1;
+    const int64_t rows = fit < a->m ? fit : a->m;
     void *scratch = NULL;
     SQZ_TRY(sqz__cuda_scratch(c, (size_t)rows * row, &scratch));
     double *d = (double *)scratch;
@@ -222,11 +257,7 @@ sqz_status sqz__cuda_xtx(void *ctx, const sqz_xtx_args *a) {
         const int64_t nr = a->m - t0 < rows ? a->m - t0 : rows;
         f32_to_f64_kernel<<<grid_for(nr * k), 256, 0, c->stream>>>(a->x + t0 * k, nr * k, d);
         SQZ_CUDA_LAUNCHED();
-        /* the chunk is column-major D^T (k, nr); H's row-major upper is its column-major lower:
-         * lower(H) += D^T D writes that triangle only (cuBLAS syrk does not reference the other) */
-        const double one = 1.0;
-        SQZ_CUBLAS_TRY(cublasDsyrk(c->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, (int)k, (int)nr, &one, d, (int)k,
-                                   &one, a->h, (int)k));
+        SQZ_TRY(xtx_chunk(c, d, nr, k, r0, r1, a->h, ld));
     }
     return SQZ_OK;
 }
@@ -239,7 +270,7 @@ void sqz__calib_free(sqz_cuda_ctx *c) {
     c->solver = NULL;
 }
 
-static sqz_status solver_get(sqz_cuda_ctx *c) {
+sqz_status sqz__cuda_solver(sqz_cuda_ctx *c) {
     if (c->solver) return SQZ_OK;
     SQZ_CUSOLVER_TRY(cusolverDnCreate(&c->solver));
     SQZ_CUSOLVER_TRY(cusolverDnSetStream(c->solver, c->stream));
@@ -310,7 +341,7 @@ sqz_status sqz__cuda_chol_inv_upper(void *ctx, double *h, int64_t n) {
     SQZ_RETURN_IF(n < 1 || n > INT_MAX / 2, SQZ_ERR_INVALID_ARG, "CUDA Cholesky: n %lld", (long long)n);
     SQZ_RETURN_IF(!h, SQZ_ERR_INVALID_ARG, "CUDA Cholesky: a NULL buffer");
     SQZ_TRY(sqz__cuda_enter(c));
-    SQZ_TRY(solver_get(c));
+    SQZ_TRY(sqz__cuda_solver(c));
     chol_work w = {};
     sqz_status s = chol_work_get(c, h, n, &w);
     if (s == SQZ_OK) s = chol_reversed(c, h, n, &w);

@@ -21,6 +21,13 @@ sqz_status sqz__cuda_xtx(void *ctx, const sqz_xtx_args *a);
 sqz_status sqz__cuda_chol_inv_upper(void *ctx, double *h, int64_t n);
 /* dst = src widened to f32 (F32 copied, F16 / BF16 exactly). */
 sqz_status sqz__cuda_to_f32(void *ctx, const void *src, sqz_dtype dtype, int64_t n, float *dst);
+/* The context's cuSOLVER handle and parameters, created on first use on its stream. */
+sqz_status sqz__cuda_solver(sqz_cuda_ctx *c);
+/* GPTQ's factor in tiles (tiles_cuda.cu; sqz/backend.h SQZ_OP_TILES): row-major f64 through
+ * cublasDgemm, cublasDtrsm and cusolverDnXpotrf on the transposed (column-major) problem. */
+sqz_status sqz__cuda_dgemm(void *ctx, const sqz_dgemm_args *a);
+sqz_status sqz__cuda_dtrsm(void *ctx, const sqz_dtrsm_args *a);
+sqz_status sqz__cuda_dpotrf(void *ctx, double *a, int64_t n, int64_t lda);
 /* Releases the cuSOLVER handle (NULL-safe fields). */
 void sqz__calib_free(sqz_cuda_ctx *c);
 

@@ -1,9 +1,10 @@
 /* tests/unit/fake_device.h - a "device" backend made of the CPU backend's calibration slots
- * (sgemm, xtx, chol_inv_upper) with host_memory false: callers then take their device paths
+ * (sgemm, xtx, chol_inv_upper, the tile slots) with host_memory false: callers then take their device paths
  * (upload, the slots on backend memory, download), which is how CI checks those paths without a
  * GPU (issue 26). Its memory is malloc'd and filled with 0xff bytes (NaN as f32 and f64), so
  * that a path reading memory it never wrote shows; copies are memcpy. It counts live
- * allocations and the slot calls. */
+ * allocations and the slot calls (fake_calls_chol: the factors, chol_inv_upper or the tiles'
+ * dpotrf). */
 #ifndef SQZ_TESTS_FAKE_DEVICE_H
 #define SQZ_TESTS_FAKE_DEVICE_H
 
@@ -59,6 +60,11 @@ static sqz_status fake_chol(void *ctx, double *h, int64_t n) {
     return fake_cpu_ops->chol_inv_upper(ctx, h, n);
 }
 
+static sqz_status fake_dpotrf(void *ctx, double *a, int64_t n, int64_t lda) {
+    fake_calls_chol++;
+    return fake_cpu_ops->dpotrf(ctx, a, n, lda);
+}
+
 /* Builds f on a CPU backend of n_threads (0: all cores, OpenBLAS left as it is). */
 static inline void fake_device_init(fake_device *f, int n_threads) {
     memset(f, 0, sizeof *f);
@@ -74,6 +80,7 @@ static inline void fake_device_init(fake_device *f, int n_threads) {
     f->ops.xtx = fake_xtx;
     f->ops.sgemm = fake_sgemm;
     f->ops.chol_inv_upper = fake_chol;
+    f->ops.dpotrf = fake_dpotrf;
     f->ops.destroy = NULL;
     f->b.ops = &f->ops;
     f->b.ctx = f->cpu->ctx;
