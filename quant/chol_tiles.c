@@ -212,7 +212,7 @@ static void tiles_free(tiles *T) {
 }
 
 /* The slots: every tile of the lower triangle without a budget, else what the budget holds
- * beside the two temporaries (at least three). */
+ * beside the two temporaries and one tile's worth of workspace (at least three). */
 static sqz_status tiles_init(tiles *T, sqz_backend *be, double *h, int64_t n, size_t budget) {
     memset(T, 0, sizeof *T);
     T->be = be;
@@ -223,11 +223,11 @@ static sqz_status tiles_init(tiles *T, sqz_backend *be, double *h, int64_t n, si
     const size_t tb = (size_t)T->t * (size_t)T->t * sizeof(double);
     const int64_t all = T->nt * (T->nt + 1) / 2;
     int64_t want = all;
-    if (budget) {
-        const int64_t fit = (int64_t)(budget / tb) - 2;
+    if (budget) { /* one tile's worth left for the library's workspace (cuSOLVER's potrf) */
+        const int64_t fit = (int64_t)(budget / tb) - 3;
         SQZ_RETURN_IF(fit < 3 && fit < all, SQZ_ERR_NOMEM,
                       "gptq: the factor of %lld needs %.1f MB of device memory for its tiles; --gpu-mem leaves %.1f MB",
-                      (long long)n, (double)(5 * tb) / 1e6, (double)budget / 1e6);
+                      (long long)n, (double)(6 * tb) / 1e6, (double)budget / 1e6);
         want = fit < all ? fit : all;
     }
     T->n_slots = (int)want;

@@ -6,7 +6,8 @@
  *
  *   dead columns (H_jj = 0): H_jj = 1, W[:, j] = 0
  *   act-order: columns by decreasing H_jj (stable)
- *   H += percdamp * mean(diag H) * I;  U = chol(H^-1) upper       (cholesky.c, double)
+ *   H += percdamp * mean(diag H) * I;  U = chol(H^-1) upper       (kernels/cpu/chol.c, double;
+ *                                                                  a device: chol_tiles.c)
  *   for blocks of `blocksize` columns:                           (lazy batch updates)
  *       for each column p of the block, each row r:
  *           q = Q(w_rp) on the row's grid for that column's group
