@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # bench/gpu_issue26_speed.sh PACK OUT - issue 26's speed and memory run on the GPU machine (docs/device.md):
-#   1. the GPU tests (test_gpu_forward: the block-forward slots, since 2026-12-01);
+#   1. the GPU tests (test_gpu_forward: the block-forward slots, since 2026-12-01; test_gpu_tiles:
+#      the tile slots, xtx row panels and the tiled factor, since 2026-12-02);
 #   2. a model of Qwen2.5-Coder-1.5B's exact shapes with random weights (scripts/synth_gguf.py from
 #      PACK/q15.meta: timing and memory only, never an accuracy figure) and the same cut to 2 blocks
 #      (q2): q4_k_m:gptq on q2 with SQZ_PROFILE=1, again with the pool's polling off
 #      (SQZ_POOL_SPIN_US=0), with the block's activations on the host (SQZ_HOST_FORWARD=1: the
 #      forward before 2026-12-01, products on the device; its weights compared with the device
-#      block's), and under --gpu-mem at its measured peak (output compared byte for byte);
+#      block's), under --gpu-mem at its measured peak and at two blocks' f32 weights (357 MiB; the
+#      Hessians through one panel, the factor in cached tiles, U in rows) (outputs compared byte for
+#      byte);
 #   3. parity after this run's changes: stories260K q4_k_m:gptq and SmolLM2-135M cut to 4 blocks
 #      (PACK/smol4.gguf, Q4_1/Q8_0 grids) q4_0:gptq, --device cuda against --device cpu;
 #   4. the whole 28-block model: q4_k_m:gptq and q4_0:gptq, 16 x 512 calibration tokens, wall time
-#      with the load, host RSS, the device's peak, phase times.
+#      with the load, host RSS, the device's peak, phase times; q4_k_m:gptq again at --gpu-mem 357
+#      (compared byte for byte).
 # ONLY_CAP=1: q2 uncapped and capped at its peak, and the 28-block q4_k_m:gptq alone.
 # PACK is ../shared/tools/gpu-pack.sh's folder plus smol4.gguf and q15.meta. Prints a summary; logs in OUT.
 set -u
@@ -22,7 +26,7 @@ START=$(date +%s)
 left() { [ $(( $(date +%s) - START )) -lt "${BUDGET:-400}" ] || { say "(time budget spent: the rest skipped)"; false; }; }
 say "== $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader) / $(nproc) cores:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
 say "== 1. GPU tests"
-for t in test_gpu_forward test_gpu_calib test_gpu_calib_loop test_gpu_kernels; do
+for t in test_gpu_tiles test_gpu_forward test_gpu_calib test_gpu_calib_loop test_gpu_kernels; do
   [ -n "${ONLY_CAP:-}" ] && break
   timeout 120 $E "$G/bin/$t" > "$O/$t.log" 2>&1
   say "$t rc=$? $(grep -c '\[       OK \]' "$O/$t.log") ok, $(grep -c '\[  FAILED  \] test' "$O/$t.log") failed"
@@ -54,6 +58,8 @@ peak=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["totals"]
 cap=$(( (peak + (1 << 20) - 1) >> 20 ))
 big /tmp/q2.gguf q2-cap q4_k_m:gptq --gpu-mem "$cap"
 cmp /tmp/out-q2.gguf /tmp/out-q2-cap.gguf > /dev/null && say "--gpu-mem $cap MiB (the peak, $peak bytes): output identical" || say "--gpu-mem $cap: output DIFFERS"
+big /tmp/q2.gguf q2-cap2 q4_k_m:gptq --gpu-mem 357
+cmp /tmp/out-q2.gguf /tmp/out-q2-cap2.gguf > /dev/null && say "--gpu-mem 357 MiB (two blocks): output identical" || say "--gpu-mem 357: output DIFFERS"
 [ -n "${ONLY_CAP:-}" ] || say "== 3. parity, --device cuda vs cpu (16 x 256 calibration tokens; KLD on 40 chunks of 256)"
 [ -n "${ONLY_CAP:-}" ] || for job in "shared/models/stories260K/stories260K.bin|q4_k_m:gptq" "smol4.gguf|q4_0:gptq"; do
   left || break
@@ -70,4 +76,6 @@ done
 say "== 4. the whole 28-block model"
 left && big /tmp/q15.gguf q15-kmg q4_k_m:gptq
 [ -n "${ONLY_CAP:-}" ] || { left && big /tmp/q15.gguf q15-q40g q4_0:gptq; }
+left && big /tmp/q15.gguf q15-cap2 q4_k_m:gptq --gpu-mem 357 &&
+  { cmp /tmp/out-q15-kmg.gguf /tmp/out-q15-cap2.gguf > /dev/null && say "q15 --gpu-mem 357 MiB: output identical" || say "q15 --gpu-mem 357: output DIFFERS"; }
 say "== done in $(( $(date +%s) - START )) s"
