@@ -3,7 +3,8 @@
  *     chunks, columns over several panels, the strictly lower triangle never written);
  *     chol_inv_upper gives U upper with U^T U H = I (and SQZ_ERR_NUMERIC on an indefinite H);
  *     sgemm equals a naive product for every transpose combination with padded leading
- *     dimensions (the padding untouched);
+ *     dimensions (the padding untouched); the tile slots dgemm, dtrsm and dpotrf against naive
+ *     arithmetic (test_chol_tiles has the tiled factor they form);
  *   the observers with sqz_calib_observe_opts.backend on tinystories-656K's activations
  *     (sqz_calib_run): the CPU backend gives the bits of backend NULL for every statistic; the
  *     device path (fake_device.h: the CPU slots with host_memory false) gives X^T X within
@@ -153,6 +154,81 @@ static void test_sgemm_slot(void **state) {
     free(b);
     free(c);
     free(c0);
+    sqz_backend_free(cpu);
+}
+
+/* The tile slots (SQZ_OP_TILES, GPTQ's factor in tiles): dgemm against a naive product for every
+ * transpose combination, dtrsm (left / right, plain / transposed) against op(A) X = B checked back,
+ * dpotrf against L L^T = A with the strict upper part untouched. */
+static void test_tile_slots(void **state) {
+    (void)state;
+    enum { M = 37, N = 29, K = 53, LD = 60 };
+    sqz_backend *cpu;
+    SQZ_ASSERT_OK(sqz_backend_cpu(0, &cpu));
+    assert_true(sqz_backend_supports(cpu, SQZ_OP_TILES, SQZ_DTYPE_F32));
+    double *a = malloc(sizeof(double) * LD * LD), *b = malloc(sizeof(double) * LD * LD);
+    double *c = malloc(sizeof(double) * LD * LD), *c0 = malloc(sizeof(double) * LD * LD);
+    for (int i = 0; i < LD * LD; i++) a[i] = urand(), b[i] = urand(), c0[i] = urand();
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            memcpy(c, c0, sizeof(double) * LD * LD);
+            const sqz_dgemm_args g = {ta, tb, M, N, K, 0.75, a, LD, b, LD, -0.5, c, LD};
+            SQZ_ASSERT_OK(cpu->ops->dgemm(cpu->ctx, &g));
+            double worst = 0;
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double s = 0;
+                    for (int t = 0; t < K; t++) s += (ta ? a[t * LD + i] : a[i * LD + t]) * (tb ? b[j * LD + t] : b[t * LD + j]);
+                    worst = fmax(worst, fabs(c[i * LD + j] - (0.75 * s - 0.5 * c0[i * LD + j])));
+                }
+            assert_true(worst < 1e-12);
+            assert_true(c[0 * LD + N] == c0[0 * LD + N]); /* outside C */
+        }
+    /* A lower, well conditioned; its upper part NaN (must not be read) */
+    for (int i = 0; i < LD; i++)
+        for (int j = 0; j < LD; j++) a[i * LD + j] = j > i ? NAN : j == i ? 2.0 + fabs(a[i * LD + j]) : a[i * LD + j] / LD;
+    for (int right = 0; right < 2; right++)
+        for (int tr = 0; tr < 2; tr++) {
+            memcpy(c, c0, sizeof(double) * LD * LD);
+            const sqz_dtrsm_args t = {right, tr, M, N, -2.0, a, LD, c, LD};
+            SQZ_ASSERT_OK(cpu->ops->dtrsm(cpu->ctx, &t));
+            double worst = 0; /* op(A) X (left) or X op(A) (right) must give -2 B */
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double s = 0;
+                    const int kk = right ? N : M;
+                    for (int q = 0; q < kk; q++) {
+                        const int r = right ? q : i, cc = right ? j : q; /* A's entry op(A)[r][cc] */
+                        const int ar = tr ? cc : r, ac = tr ? r : cc;
+                        const double av = ac > ar ? 0.0 : a[ar * LD + ac];
+                        s += right ? c[i * LD + q] * av : av * c[q * LD + j];
+                    }
+                    worst = fmax(worst, fabs(s + 2.0 * c0[i * LD + j]));
+                }
+            assert_true(worst < 1e-12);
+        }
+    for (int i = 0; i < LD; i++) /* H = B B^T / LD + I in the lower triangle, NaN above */
+        for (int j = 0; j < LD; j++) {
+            double s = 0;
+            for (int t = 0; t < LD; t++) s += b[i * LD + t] * b[j * LD + t];
+            c[i * LD + j] = j > i ? NAN : s / LD + (i == j);
+        }
+    memcpy(c0, c, sizeof(double) * LD * LD);
+    SQZ_ASSERT_OK(cpu->ops->dpotrf(cpu->ctx, c, K, LD));
+    double worst = 0;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j <= i; j++) {
+            double s = 0;
+            for (int t = 0; t <= j; t++) s += c[i * LD + t] * c[j * LD + t];
+            worst = fmax(worst, fabs(s - c0[i * LD + j]));
+        }
+    for (int i = 0; i < K; i++)
+        for (int j = i + 1; j < LD; j++) assert_true(isnan(c[i * LD + j]));
+    print_message("tile slots: dgemm, dtrsm (4 ways) within 1e-12; dpotrf n %d: largest |L L^T - A| %.3g\n", K, worst);
+    assert_true(worst < 1e-12);
+    c0[5 * LD + 5] = -1.0;
+    assert_int_equal(cpu->ops->dpotrf(cpu->ctx, c0, K, LD), SQZ_ERR_NUMERIC);
+    free(a), free(b), free(c), free(c0);
     sqz_backend_free(cpu);
 }
 
@@ -318,6 +394,7 @@ int main(void) {
         cmocka_unit_test(test_xtx_slot),
         cmocka_unit_test(test_chol_slot),
         cmocka_unit_test(test_sgemm_slot),
+        cmocka_unit_test(test_tile_slots),
         cmocka_unit_test(test_observer_backends),
         cmocka_unit_test(test_observer_device_merge),
     };
