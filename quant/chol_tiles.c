@@ -211,8 +211,9 @@ static void tiles_free(tiles *T) {
     free(T->s);
 }
 
-/* The slots: every tile of the lower triangle without a budget, else what the budget holds
- * beside the two temporaries and one tile's worth of workspace (at least three). */
+/* The slots: every tile of the lower triangle without a budget, else what the budget holds beside
+ * the temporaries (two; one for a single tile) and a quarter tile left for the library's workspace
+ * (cuSOLVER's potrf; usually inside the scratch the Hessians grew already): at least three, or all. */
 static sqz_status tiles_init(tiles *T, sqz_backend *be, double *h, int64_t n, size_t budget) {
     memset(T, 0, sizeof *T);
     T->be = be;
@@ -221,19 +222,21 @@ static sqz_status tiles_init(tiles *T, sqz_backend *be, double *h, int64_t n, si
     T->t = tile_size < n ? tile_size : n;
     T->nt = (n + T->t - 1) / T->t;
     const size_t tb = (size_t)T->t * (size_t)T->t * sizeof(double);
-    const int64_t all = T->nt * (T->nt + 1) / 2;
+    const int64_t all = T->nt * (T->nt + 1) / 2, n_tmp = T->nt > 1 ? 2 : 1;
     int64_t want = all;
-    if (budget) { /* one tile's worth left for the library's workspace (cuSOLVER's potrf) */
-        const int64_t fit = (int64_t)(budget / tb) - 3;
-        SQZ_RETURN_IF(fit < 3 && fit < all, SQZ_ERR_NOMEM,
-                      "gptq: the factor of %lld needs %.1f MB of device memory for its tiles; --gpu-mem leaves %.1f MB",
-                      (long long)n, (double)(6 * tb) / 1e6, (double)budget / 1e6);
+    if (budget) {
+        const size_t reserve = tb / 4;
+        const int64_t fit = (budget > reserve ? (int64_t)((budget - reserve) / tb) : 0) - n_tmp;
+        const int64_t need = all < 3 ? all : 3;
+        SQZ_RETURN_IF(fit < need, SQZ_ERR_NOMEM,
+                      "the factor of %lld needs %.1f MB of device memory for its tiles; --gpu-mem leaves %.1f MB",
+                      (long long)n, (double)((size_t)(need + n_tmp) * tb + reserve) / 1e6, (double)budget / 1e6);
         want = fit < all ? fit : all;
     }
     T->n_slots = (int)want;
     if (!(T->s = sqz__calloc((size_t)want, sizeof *T->s)) || !(T->stage = sqz__malloc(tb))) return SQZ_ERR_NOMEM;
     T->stage_pinned = sqz_backend_pin(be, T->stage, tb, 0);
-    for (int k = 0; k < 2; k++)
+    for (int k = 2 - (int)n_tmp; k < 2; k++)
         if (!(T->tmp[k] = be->ops->alloc(be->ctx, tb))) goto nomem;
     for (int k = 0; k < T->n_slots; k++) {
         T->s[k].i = -1;
@@ -241,14 +244,14 @@ static sqz_status tiles_init(tiles *T, sqz_backend *be, double *h, int64_t n, si
     }
     return SQZ_OK;
 nomem:
-    sqz__error_prefix("gptq: device memory for the tiles of a %lld-wide factor", (long long)n);
+    sqz__error_prefix("device memory for the tiles of a %lld-wide factor", (long long)n);
     return SQZ_ERR_NOMEM;
 }
 
 sqz_status sqz__chol_tiles(sqz_backend *be, double *h, int64_t n, size_t budget, sqz__chol_tiles_stats *stats) {
     SQZ_RETURN_IF(!be || !sqz_backend_supports(be, SQZ_OP_TILES, SQZ_DTYPE_F32), SQZ_ERR_UNSUPPORTED,
-                  "gptq: backend %s has no tile slots (dgemm, dtrsm, dpotrf)", be ? be->ops->name : "(none)");
-    SQZ_RETURN_IF(n < 1, SQZ_ERR_INVALID_ARG, "gptq: a factor of width %lld", (long long)n);
+                  "backend %s has no tile slots (dgemm, dtrsm, dpotrf)", be ? be->ops->name : "(none)");
+    SQZ_RETURN_IF(n < 1, SQZ_ERR_INVALID_ARG, "a factor of width %lld", (long long)n);
     tiles T;
     sqz_status s = tiles_init(&T, be, h, n, budget);
     const int64_t nn = n * n;

@@ -25,8 +25,8 @@ typedef struct sqz__chol_tiles_stats {
  * by be's tile slots (SQZ_OP_TILES) on tiles in be's memory. budget: device bytes the tiles may
  * take (0: every tile of the triangle at once, about n^2 / 2 doubles); the result does not depend
  * on it. SQZ_ERR_NUMERIC when H is not positive definite or U is not finite (h unspecified),
- * SQZ_ERR_NOMEM when the budget cannot hold six tiles (three, two temporaries
- * and the library's workspace), SQZ_ERR_UNSUPPORTED without the slots.
+ * SQZ_ERR_NOMEM when the budget cannot hold three tiles (or all, when fewer), the
+ * temporaries and a quarter tile of library workspace, SQZ_ERR_UNSUPPORTED without the slots.
  * stats (may be NULL) says what moved. */
 sqz_status sqz__chol_tiles(sqz_backend *be, double *h, int64_t n, size_t budget, sqz__chol_tiles_stats *stats);
 

@@ -78,7 +78,7 @@ static void one_width(const float *x, int64_t n, int64_t k, const char *label) {
         assert_int_equal(s0.loads, all);
         const int slots[] = {3, 6, 11};
         for (int b = 0; b < 3; b++) {
-            const size_t budget = (size_t)(slots[b] + 3) * tb; /* + two temporaries, one for workspace */
+            const size_t budget = (size_t)(slots[b] + 3) * tb; /* + two temporaries and workspace */
             size_t peak;
             sqz__chol_tiles_stats s;
             double *u = tiled(h, k, budget, &peak, &s);
