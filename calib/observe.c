@@ -118,24 +118,13 @@ static sqz_status observe_linear(sqz_calib_observer *ob, const sqz_hook_event *e
     obs_input *in = NULL;
     SQZ_TRY(find_input(ob, e->roles, e->dim, &in));
     const int64_t k = e->dim, n = e->n_tokens;
-    for (int64_t t = 0; t < n; t++) {
-        const float *r = e->x + t * k;
-        if (in->sum_x2)
-            for (int64_t j = 0; j < k; j++) in->sum_x2[j] += (double)r[j] * (double)r[j];
-        if (in->sum_abs)
-            for (int64_t j = 0; j < k; j++) in->sum_abs[j] += fabs((double)r[j]);
-        if (in->sum_x)
-            for (int64_t j = 0; j < k; j++) in->sum_x[j] += (double)r[j];
-        if (in->absmax)
-            for (int64_t j = 0; j < k; j++) {
-                float a = fabsf(r[j]);
-                if (a > in->absmax[j]) in->absmax[j] = a;
-            }
-        if (in->x && in->n_x < in->x_cap && (ob->token_base + in->n_tokens + t) % ob->stride == 0)
-            memcpy(in->x + in->n_x++ * k, r, (size_t)k * sizeof(float));
-    }
-    if (in->xtx) /* the device's own copy of the rows, when the forward left them there */
-        SQZ_TRY(sqz__calib_xtx_add(ob, in, e->x, e->backend == ob->o.backend ? e->x_dev : NULL, n));
+    /* the device's own copy of the rows, when the forward left them there */
+    const float *x_dev = e->backend == ob->o.backend ? e->x_dev : NULL;
+    SQZ_TRY(sqz__calib_colstats_add(ob, in, e->x, x_dev, n));
+    for (int64_t t = 0; in->x && t < n; t++)
+        if (in->n_x < in->x_cap && (ob->token_base + in->n_tokens + t) % ob->stride == 0)
+            memcpy(in->x + in->n_x++ * k, e->x + t * k, (size_t)k * sizeof(float));
+    if (in->xtx) SQZ_TRY(sqz__calib_xtx_add(ob, in, e->x, x_dev, n));
     if (in->dxxt) SQZ_TRY(sqz__calib_dxxt_add(ob, in, e->x, n));
     if (in->hist_init) SQZ_TRY(sqz_act_hist_add(&in->hist, e->x, n * k));
     in->n_tokens += n;
@@ -161,15 +150,7 @@ static sqz_status observe_block_in(sqz_calib_observer *ob, const sqz_hook_event 
     return SQZ_OK;
 }
 
-double sqz__calib_cosine(const float *a, const float *b, int64_t d) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int64_t j = 0; j < d; j++) {
-        ab += (double)a[j] * b[j];
-        aa += (double)a[j] * a[j];
-        bb += (double)b[j] * b[j];
-    }
-    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 1.0;
-}
+double sqz__calib_cosine(const float *a, const float *b, int64_t d) { return sqz__cosine_row(a, b, d); }
 
 void sqz__calib_cos_add(sqz_calib_observer *ob, double c) {
     ob->cos_sum += c;
@@ -177,11 +158,11 @@ void sqz__calib_cos_add(sqz_calib_observer *ob, double c) {
     ob->cos_n++;
 }
 
-static void observe_block_out(sqz_calib_observer *ob, const sqz_hook_event *e) {
-    if (ob->blk_n != e->n_tokens || ob->blk_d != e->dim) return; /* no matching input seen */
-    for (int64_t t = 0; t < e->n_tokens; t++)
-        sqz__calib_cos_add(ob, sqz__calib_cosine(ob->blk_in + t * e->dim, e->x + t * e->dim, e->dim));
+static sqz_status observe_block_out(sqz_calib_observer *ob, const sqz_hook_event *e) {
+    if (ob->blk_n != e->n_tokens || ob->blk_d != e->dim) return SQZ_OK; /* no matching input seen */
+    SQZ_TRY(sqz__calib_cosines_add(ob, e->x, e->backend == ob->o.backend ? e->x_dev : NULL, e->n_tokens, e->dim));
     ob->blk_n = 0;
+    return SQZ_OK;
 }
 
 static sqz_status hook(sqz_calib_observer *ob, const sqz_hook_event *e);
@@ -199,9 +180,7 @@ static sqz_status hook(sqz_calib_observer *ob, const sqz_hook_event *e) {
     switch (e->point) {
     case SQZ_HOOK_LINEAR_IN: return e->roles ? observe_linear(ob, e) : SQZ_OK;
     case SQZ_HOOK_BLOCK_IN: return ob->o.block_io ? observe_block_in(ob, e) : SQZ_OK;
-    case SQZ_HOOK_BLOCK_OUT:
-        if (ob->o.block_io) observe_block_out(ob, e);
-        return SQZ_OK;
+    case SQZ_HOOK_BLOCK_OUT: return ob->o.block_io ? observe_block_out(ob, e) : SQZ_OK;
     }
     return SQZ_OK;
 }

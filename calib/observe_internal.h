@@ -30,6 +30,8 @@ typedef struct obs_input {
     double *hacc;          /* device backend under --gpu-mem: the panels' sums kept on the host
                               between updates (xtx itself, or its own when xtx holds sums) */
     bool dev_used;         /* the panels hold a sum (else the next update has beta 0) */
+    void *dev_cs;          /* device backend: sum_x2, sum_abs, sum_x (k doubles each) and absmax (k
+                              floats) continued there from the host's (colstats), until the flush */
     bool host_used;        /* xtx holds sums already (a device sum is added, not copied, into it) */
     double *dxxt;          /* (n_in, n_in) GPTAQ's sum (x - x~) x~^T, full (observe_dx.c) */
 } obs_input;
@@ -68,6 +70,9 @@ struct sqz_calib_observer {
     double *stage;         /* a panel's host copy on its way (stage_bytes; page-locked when it can be) */
     size_t stage_bytes;
     bool stage_pinned;
+    float *dev_blk;        /* a device copy of the block input for layer scoring's cosines ... */
+    double *dev_cos;       /* ... and the window's cosines there (dev_blk_n rows of dim floats) */
+    int64_t dev_blk_n;
     float *blk_in;         /* copy of the block input of the current window */
     size_t blk_cap;        /* floats */
     int64_t blk_n, blk_d;
@@ -123,9 +128,18 @@ sqz_status sqz__calib_xtx_check(const sqz_calib_observe_opts *o);
  * holds the same rows in the backend's memory and is used instead of uploading x). */
 sqz_status sqz__calib_xtx_add(sqz_calib_observer *ob, obs_input *in, const float *x, const float *x_dev,
                               int64_t n);
-/* Every input's device sum into the host's xtx (added when the host holds sums already) and its
- * device memory freed; nothing without a device backend. */
+/* Every input's device sums into the host's: xtx (added when the host holds sums already), the
+ * column statistics (copied: they continued the host's), and their device memory freed; nothing
+ * without a device backend. */
 sqz_status sqz__calib_xtx_to_host(sqz_calib_observer *ob);
+/* The column statistics of input in (sum_x2, sum_abs, sum_x, absmax) over rows x (n, in->n_in):
+ * on a device backend from x_dev (the same rows there, or NULL: on the host) through its colstats
+ * slot, else on the host; the same bits either way (sqz/backend.h). */
+sqz_status sqz__calib_colstats_add(sqz_calib_observer *ob, obs_input *in, const float *x, const float *x_dev,
+                                   int64_t n);
+/* Layer scoring's cosines of the window's block input (ob->blk_in, n rows) and its output x (x_dev:
+ * the same rows on the device, or NULL), added in row order (sqz__calib_cos_add). */
+sqz_status sqz__calib_cosines_add(sqz_calib_observer *ob, const float *x, const float *x_dev, int64_t n, int64_t d);
 /* Frees an input's device sum (what it held is lost) / the observer's upload buffer. */
 void sqz__calib_xtx_free_input(sqz_calib_observer *ob, obs_input *in);
 void sqz__calib_xtx_free_scratch(sqz_calib_observer *ob);

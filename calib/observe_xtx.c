@@ -15,6 +15,11 @@
  *     memory instead of 321 MB, at the price of two crossings of the bus per window.
  * Either way the xtx slot receives the same operands in device buffers of the same shapes, so a
  * capped run's Hessians are the uncapped run's bits. What follows the flush is host arithmetic.
+ *
+ * The column statistics (E[x^2], E|x|, E[x], absmax) and layer scoring's cosines go through the
+ * colstats and cosine slots the same way when the event's rows are on the device: the column sums
+ * continue the host's (uploaded at the first update, copied back at the flush), so they are the
+ * host's bits (sqz/backend.h: every backend adds the rows in order).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -228,10 +233,99 @@ static sqz_status input_to_host(sqz_calib_observer *ob, obs_input *in) {
     return SQZ_OK;
 }
 
+/* ---- the column statistics and cosines ---- */
+
+/* Where in's host column sums are (NULL: not collected), in the device block's order. */
+static void cs_parts(obs_input *in, void **part, size_t *bytes) {
+    const size_t k = (size_t)in->n_in;
+    part[0] = in->sum_x2, part[1] = in->sum_abs, part[2] = in->sum_x, part[3] = in->absmax;
+    bytes[0] = bytes[1] = bytes[2] = k * sizeof(double);
+    bytes[3] = k * sizeof(float);
+}
+
+/* The device block of in's column sums, made at the first update with the host's sums in it. */
+static sqz_status cs_device(sqz_calib_observer *ob, obs_input *in) {
+    if (in->dev_cs) return SQZ_OK;
+    const sqz_backend *b = ob->o.backend;
+    const size_t k = (size_t)in->n_in;
+    if (!(in->dev_cs = b->ops->alloc(b->ctx, 3 * k * sizeof(double) + k * sizeof(float))))
+        return alloc_failed("device column statistics", 4, in->n_in);
+    void *part[4];
+    size_t bytes[4], off = 0;
+    cs_parts(in, part, bytes);
+    for (int i = 0; i < 4; off += bytes[i], i++)
+        if (part[i]) SQZ_TRY(b->ops->upload(b->ctx, (char *)in->dev_cs + off, part[i], bytes[i]));
+    return SQZ_OK;
+}
+
+static sqz_status cs_to_host(sqz_calib_observer *ob, obs_input *in) {
+    if (!in->dev_cs) return SQZ_OK;
+    const sqz_backend *b = ob->o.backend;
+    void *part[4];
+    size_t bytes[4], off = 0;
+    cs_parts(in, part, bytes);
+    for (int i = 0; i < 4; off += bytes[i], i++)
+        if (part[i]) SQZ_TRY(b->ops->download(b->ctx, part[i], (char *)in->dev_cs + off, bytes[i]));
+    SQZ_TRY(wait_for(b));
+    if (b->ops->free) b->ops->free(b->ctx, in->dev_cs);
+    in->dev_cs = NULL;
+    return SQZ_OK;
+}
+
+sqz_status sqz__calib_colstats_add(sqz_calib_observer *ob, obs_input *in, const float *x, const float *x_dev,
+                                   int64_t n) {
+    if (!in->sum_x2 && !in->sum_abs && !in->sum_x && !in->absmax) return SQZ_OK;
+    const sqz_backend *b = ob->o.backend;
+    sqz_colstats_args a = {.x = x, .n = n, .k = in->n_in, .sum_x2 = in->sum_x2, .sum_abs = in->sum_abs,
+                           .sum_x = in->sum_x, .absmax = in->absmax};
+    if (!x_dev || !on_device(ob) || !sqz_backend_supports(b, SQZ_OP_COLSTATS, SQZ_DTYPE_F32)) {
+        SQZ_TRY(cs_to_host(ob, in)); /* rows on the host after rows on the device: one sum */
+        sqz__colstats_host(&a);
+        return SQZ_OK;
+    }
+    SQZ_TRY(cs_device(ob, in));
+    const size_t k = (size_t)in->n_in;
+    double *d = in->dev_cs;
+    a.x = x_dev;
+    a.sum_x2 = in->sum_x2 ? d : NULL;
+    a.sum_abs = in->sum_abs ? d + k : NULL;
+    a.sum_x = in->sum_x ? d + 2 * k : NULL;
+    a.absmax = in->absmax ? (float *)(d + 3 * k) : NULL;
+    return b->ops->colstats(b->ctx, &a);
+}
+
+sqz_status sqz__calib_cosines_add(sqz_calib_observer *ob, const float *x, const float *x_dev, int64_t n, int64_t d) {
+    const sqz_backend *b = ob->o.backend;
+    if (!x_dev || !on_device(ob) || !sqz_backend_supports(b, SQZ_OP_COSINE, SQZ_DTYPE_F32)) {
+        for (int64_t t = 0; t < n; t++) sqz__calib_cos_add(ob, sqz__cosine_row(ob->blk_in + t * d, x + t * d, d));
+        return SQZ_OK;
+    }
+    if (n > ob->dev_blk_n) { /* the block input up beside the output the device holds */
+        if (b->ops->free) b->ops->free(b->ctx, ob->dev_blk), b->ops->free(b->ctx, ob->dev_cos);
+        ob->dev_blk_n = 0;
+        ob->dev_cos = NULL;
+        if (!(ob->dev_blk = b->ops->alloc(b->ctx, (size_t)(n * d) * sizeof(float))) ||
+            !(ob->dev_cos = b->ops->alloc(b->ctx, (size_t)n * sizeof(double))))
+            return alloc_failed("device block rows for the cosines", n, d);
+        ob->dev_blk_n = n;
+    }
+    SQZ_TRY(b->ops->upload(b->ctx, ob->dev_blk, ob->blk_in, (size_t)(n * d) * sizeof(float)));
+    const sqz_cosine_args a = {.a = ob->dev_blk, .b = x_dev, .n = n, .d = d, .out = ob->dev_cos};
+    SQZ_TRY(b->ops->cosine(b->ctx, &a));
+    double *c = sqz__malloc((size_t)n * sizeof(double));
+    if (!c) return SQZ_ERR_NOMEM;
+    sqz_status s = b->ops->download(b->ctx, c, ob->dev_cos, (size_t)n * sizeof(double));
+    if (s == SQZ_OK) s = wait_for(b);
+    for (int64_t t = 0; s == SQZ_OK && t < n; t++) sqz__calib_cos_add(ob, c[t]);
+    free(c);
+    return s;
+}
+
 sqz_status sqz__calib_xtx_to_host(sqz_calib_observer *ob) {
     if (!ob || !on_device(ob)) return SQZ_OK;
     for (int i = 0; i < ob->n_inputs; i++) {
         obs_input *in = &ob->in[i];
+        SQZ_TRY(cs_to_host(ob, in)); /* before input_to_host frees the input's device memory */
         if (in->dev_used && in->xtx) SQZ_TRY(input_to_host(ob, in));
         sqz__calib_xtx_free_input(ob, in);
     }
@@ -247,6 +341,8 @@ void sqz__calib_xtx_free_input(sqz_calib_observer *ob, obs_input *in) {
     if (in->hacc != in->xtx) free(in->hacc);
     in->hacc = NULL;
     in->dev_used = false;
+    if (in->dev_cs && b && b->ops->free) b->ops->free(b->ctx, in->dev_cs);
+    in->dev_cs = NULL;
 }
 
 void sqz__calib_xtx_free_scratch(sqz_calib_observer *ob) {
@@ -254,8 +350,13 @@ void sqz__calib_xtx_free_scratch(sqz_calib_observer *ob) {
     if (b && b->ops->free) {
         b->ops->free(b->ctx, ob->dev_x);
         b->ops->free(b->ctx, ob->dev_pan);
+        b->ops->free(b->ctx, ob->dev_blk);
+        b->ops->free(b->ctx, ob->dev_cos);
     }
     ob->dev_x = ob->dev_pan = NULL;
+    ob->dev_blk = NULL;
+    ob->dev_cos = NULL;
+    ob->dev_blk_n = 0;
     ob->dev_x_bytes = ob->dev_pan_bytes = 0;
     if (ob->stage_pinned) sqz_backend_unpin(b, ob->stage);
     free(ob->stage);

@@ -55,6 +55,9 @@ typedef enum sqz_op {
     SQZ_OP_GELU = 14,      /* x = gelu(x), the erf form (sqz_eltwise_args, y unused; BERT) */
     /* GPTQ's factor in tiles (quant/chol_tiles.c: --gpu-mem below a dense Hessian). w_dtype ignored. */
     SQZ_OP_TILES = 15,     /* the f64 tile slots dgemm, dtrsm, dpotrf (all three or none) */
+    /* The observers' other statistics and layer scoring's reduction (calib/observe.c). w_dtype ignored. */
+    SQZ_OP_COLSTATS = 16,  /* per-column sums of squares, of |x|, of x and the absmax (sqz_colstats_args) */
+    SQZ_OP_COSINE = 17,    /* per-row cosine similarity of two row sets (sqz_cosine_args; ShortGPT's score) */
     SQZ_OP_COUNT
 } sqz_op;
 
@@ -261,6 +264,29 @@ typedef struct sqz_dtrsm_args {
     int64_t ldb;
 } sqz_dtrsm_args;
 
+/* ---- the observers' other statistics (SQZ_OP_COLSTATS, SQZ_OP_COSINE). f32 rows in, f64 sums, in
+ * backend memory. Each sum adds its rows in order with products of the widened values (exact in
+ * f64), so every backend gives the host's bits: a device sums a column (or a row) in one thread. ---- */
+
+/* Accumulated in place over the rows t = 0 .. n-1 of x (n, k), each output optional (NULL):
+ * sum_x2[j] += (double)x[t][j]^2, sum_abs[j] += |x[t][j]|, sum_x[j] += x[t][j] (f64, k each);
+ * absmax[j] = max(absmax[j], |x[t][j]|) (f32, k). */
+typedef struct sqz_colstats_args {
+    const float *x;
+    int64_t n, k;
+    double *sum_x2, *sum_abs, *sum_x;
+    float *absmax;
+} sqz_colstats_args;
+
+/* out[t] = ab / sqrt(aa * bb) with ab, aa, bb the f64 sums over j = 0 .. d-1 of a[t][j] b[t][j],
+ * a[t][j]^2, b[t][j]^2 (1 when aa or bb is 0), for the rows t of a and b (n, d): the cosine of a
+ * block's input and output rows, layer scoring's block influence. out (n) f64. */
+typedef struct sqz_cosine_args {
+    const float *a, *b;
+    int64_t n, d;
+    double *out;
+} sqz_cosine_args;
+
 /* Device memory accounting (sqz compress --gpu-mem). Bytes the backend allocated (alloc() and
  * its own scratch and library workspaces), the most it held at once since creation, and the
  * cap (0: none). */
@@ -337,6 +363,10 @@ typedef struct sqz_backend_ops {
     sqz_status (*dgemm)(void *ctx, const sqz_dgemm_args *a);
     sqz_status (*dtrsm)(void *ctx, const sqz_dtrsm_args *a);
     sqz_status (*dpotrf)(void *ctx, double *a, int64_t n, int64_t lda);
+
+    /* ---- the observers' other statistics (optional; supports() asked first) ---- */
+    sqz_status (*colstats)(void *ctx, const sqz_colstats_args *a);
+    sqz_status (*cosine)(void *ctx, const sqz_cosine_args *a);
 } sqz_backend_ops;
 
 typedef struct sqz_backend {

@@ -30,6 +30,8 @@ bool sqz_backend_supports(const sqz_backend *b, sqz_op op, sqz_dtype w_dtype) {
     case SQZ_OP_LAYERNORM: if (!b->ops->layernorm) return false; break;
     case SQZ_OP_GELU: if (!b->ops->gelu) return false; break;
     case SQZ_OP_TILES: if (!b->ops->dgemm || !b->ops->dtrsm || !b->ops->dpotrf) return false; break;
+    case SQZ_OP_COLSTATS: if (!b->ops->colstats) return false; break;
+    case SQZ_OP_COSINE: if (!b->ops->cosine) return false; break;
     default: return false;
     }
     return b->ops->supports(b->ctx, op, w_dtype);

@@ -5,6 +5,7 @@
  * and a device backend can take the same calls.
  */
 #include <cblas.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/internal.h"
@@ -67,4 +68,36 @@ void sqz__dgemm_host(const sqz_dgemm_args *a) {
 void sqz__dtrsm_host(const sqz_dtrsm_args *a) {
     cblas_dtrsm(CblasRowMajor, a->right ? CblasRight : CblasLeft, CblasLower, a->trans ? CblasTrans : CblasNoTrans,
                 CblasNonUnit, (int)a->m, (int)a->n, a->alpha, a->a, (int)a->lda, a->b, (int)a->ldb);
+}
+
+void sqz__colstats_host(const sqz_colstats_args *a) {
+    const int64_t k = a->k;
+    for (int64_t t = 0; t < a->n; t++) {
+        const float *r = a->x + t * k;
+        if (a->sum_x2)
+            for (int64_t j = 0; j < k; j++) a->sum_x2[j] += (double)r[j] * (double)r[j];
+        if (a->sum_abs)
+            for (int64_t j = 0; j < k; j++) a->sum_abs[j] += fabs((double)r[j]);
+        if (a->sum_x)
+            for (int64_t j = 0; j < k; j++) a->sum_x[j] += (double)r[j];
+        if (a->absmax)
+            for (int64_t j = 0; j < k; j++) {
+                const float v = fabsf(r[j]);
+                if (v > a->absmax[j]) a->absmax[j] = v;
+            }
+    }
+}
+
+double sqz__cosine_row(const float *a, const float *b, int64_t d) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t j = 0; j < d; j++) {
+        ab += (double)a[j] * b[j];
+        aa += (double)a[j] * a[j];
+        bb += (double)b[j] * b[j];
+    }
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 1.0;
+}
+
+void sqz__cosine_host(const sqz_cosine_args *a) {
+    for (int64_t t = 0; t < a->n; t++) a->out[t] = sqz__cosine_row(a->a + t * a->d, a->b + t * a->d, a->d);
 }

@@ -37,6 +37,7 @@ static bool cpu_supports(void *ctx, sqz_op op, sqz_dtype w) {
     if (op == SQZ_OP_GEMM_W4A16) return w == SQZ_DTYPE_Q4_0 || w == SQZ_DTYPE_Q4_1;
     if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
     if (op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL || op == SQZ_OP_TILES) return true;
+    if (op == SQZ_OP_COLSTATS || op == SQZ_OP_COSINE) return true;
     if (op >= SQZ_OP_RMSNORM && op <= SQZ_OP_GELU) return true;
     if (op == SQZ_OP_TO_F32)
         return w == SQZ_DTYPE_F32 || w == SQZ_DTYPE_F16 || w == SQZ_DTYPE_BF16 || w == SQZ_DTYPE_F64;
@@ -236,6 +237,22 @@ static sqz_status cpu_dpotrf(void *ctx, double *a, int64_t n, int64_t lda) {
     return sqz__chol_lower(a, n, lda) ? SQZ_OK : SQZ_ERROR(SQZ_ERR_NUMERIC, "Hessian is not positive definite");
 }
 
+static sqz_status cpu_colstats(void *ctx, const sqz_colstats_args *a) {
+    (void)ctx;
+    SQZ_RETURN_IF(a->n < 0 || a->k < 1 || (a->n > 0 && !a->x), SQZ_ERR_INVALID_ARG, "CPU colstats: n %lld, k %lld",
+                  (long long)a->n, (long long)a->k);
+    sqz__colstats_host(a);
+    return SQZ_OK;
+}
+
+static sqz_status cpu_cosine(void *ctx, const sqz_cosine_args *a) {
+    (void)ctx;
+    SQZ_RETURN_IF(a->n < 0 || a->d < 1 || (a->n > 0 && (!a->a || !a->b || !a->out)), SQZ_ERR_INVALID_ARG,
+                  "CPU cosine: n %lld, d %lld", (long long)a->n, (long long)a->d);
+    sqz__cosine_host(a);
+    return SQZ_OK;
+}
+
 static sqz_status cpu_chol(void *ctx, double *h, int64_t n) {
     (void)ctx;
     SQZ_RETURN_IF(n < 1 || n > INT_MAX, SQZ_ERR_INVALID_ARG, "CPU Cholesky: n %lld", (long long)n);
@@ -308,6 +325,8 @@ static const sqz_backend_ops cpu_ops = {
     /* .dgemm = */ cpu_dgemm,
     /* .dtrsm = */ cpu_dtrsm,
     /* .dpotrf = */ cpu_dpotrf,
+    /* .colstats = */ cpu_colstats,
+    /* .cosine = */ cpu_cosine,
 };
 
 const sqz_backend_ops *sqz__cpu_ops(void) { return &cpu_ops; }

@@ -111,6 +111,8 @@ FWD(layernorm, sqz_layernorm_args)
 FWD(gelu, sqz_eltwise_args)
 FWD(dgemm, sqz_dgemm_args)
 FWD(dtrsm, sqz_dtrsm_args)
+FWD(colstats, sqz_colstats_args)
+FWD(cosine, sqz_cosine_args)
 #undef FWD
 static bool off_supports(void *ctx, sqz_op op, sqz_dtype w) {
     return sqz__cpu_ops()->supports(((offload_ctx *)ctx)->cpu, op, w);
@@ -143,7 +145,8 @@ static void offload_init(void) {
         "cpu-offload", off_supports, off_alloc, off_free, off_copy, off_copy, off_sync, off_matmul, off_gemm_i8,
         off_prepare_w4, off_gemm_w4, off_destroy, off_gemm_i8_sp24, false, off_sgemm, off_xtx, off_chol,
         off_to_f32, off_stats, off_set_cap, NULL, NULL, off_rmsnorm, off_rope, off_attention, off_silu_mul,
-        off_add, off_layernorm, off_gelu, off_copy, off_copies_wait, off_dgemm, off_dtrsm, off_dpotrf};
+        off_add, off_layernorm, off_gelu, off_copy, off_copies_wait, off_dgemm, off_dtrsm, off_dpotrf,
+        off_colstats, off_cosine};
 }
 
 sqz_status sqz_backend_cpu_offload(int n_threads, sqz_backend **out) {

@@ -25,6 +25,12 @@ bool sqz__chol_lower(double *a, int64_t n, int64_t lda);
 void sqz__dgemm_host(const sqz_dgemm_args *a);
 void sqz__dtrsm_host(const sqz_dtrsm_args *a);
 
+/* The observers' statistics on host memory (sqz/backend.h sqz_colstats_args, sqz_cosine_args): the
+ * CPU's colstats and cosine slots, and the observers' own arithmetic without a backend. */
+void sqz__colstats_host(const sqz_colstats_args *a);
+double sqz__cosine_row(const float *a, const float *b, int64_t d);
+void sqz__cosine_host(const sqz_cosine_args *a);
+
 /* Rows [a, b) of the upper triangle of X^T X += D^T D, D (nr, n) row-major doubles; h points at
  * row a of the accumulator (row stride n, columns >= a + r of row r are added): the diagonal block
  * by dsyrk, the rest by dgemm. The one arithmetic of the Hessian, plain run and jobs alike. */

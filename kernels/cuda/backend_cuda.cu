@@ -167,7 +167,8 @@ static bool cuda_supports(void *ctx, sqz_op op, sqz_dtype w) {
     if (op == SQZ_OP_GEMM_I8_SP24) return w == SQZ_DTYPE_I8;
     if (op >= SQZ_OP_RMSNORM && op <= SQZ_OP_GELU)
         return true; /* the block forward (fwd_cuda.cu): f32, w_dtype ignored */
-    return op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL || op == SQZ_OP_TILES;
+    return op == SQZ_OP_SGEMM || op == SQZ_OP_XTX || op == SQZ_OP_CHOL || op == SQZ_OP_TILES || op == SQZ_OP_COLSTATS ||
+           op == SQZ_OP_COSINE;
 }
 
 static void *cuda_alloc(void *ctx, size_t n) {
@@ -467,6 +468,8 @@ static const sqz_backend_ops cuda_ops = {
     /* .dgemm = */ sqz__cuda_dgemm,
     /* .dtrsm = */ sqz__cuda_dtrsm,
     /* .dpotrf = */ sqz__cuda_dpotrf,
+    /* .colstats = */ sqz__cuda_colstats,
+    /* .cosine = */ sqz__cuda_cosine,
 };
 
 sqz_cuda_ctx *sqz__cuda_ctx_of(sqz_backend *b) {

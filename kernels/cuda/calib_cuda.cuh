@@ -28,6 +28,9 @@ sqz_status sqz__cuda_solver(sqz_cuda_ctx *c);
 sqz_status sqz__cuda_dgemm(void *ctx, const sqz_dgemm_args *a);
 sqz_status sqz__cuda_dtrsm(void *ctx, const sqz_dtrsm_args *a);
 sqz_status sqz__cuda_dpotrf(void *ctx, double *a, int64_t n, int64_t lda);
+/* The observers' column sums and layer scoring's row cosines (stats_cuda.cu), the CPU's bits. */
+sqz_status sqz__cuda_colstats(void *ctx, const sqz_colstats_args *a);
+sqz_status sqz__cuda_cosine(void *ctx, const sqz_cosine_args *a);
 /* Releases the cuSOLVER handle (NULL-safe fields). */
 void sqz__calib_free(sqz_cuda_ctx *c);
 

@@ -51,23 +51,34 @@ static inline sqz_status cb_keep(void *user, sqz_session *s, int32_t layer, cons
     return SQZ_OK;
 }
 
-static inline void cb_run_stats(sqz_model *m, const sqz_calib_windows *w, sqz_backend *be, sqz_calib_block *out) {
+/* The statistics of block LAYER with the observers on backend be, the session's forward on
+ * session_be (NULL: its own CPU backend; be: the block forward on the device, the hooks' rows
+ * there too). */
+static inline void cb_run_stats_fwd(sqz_model *m, const sqz_calib_windows *w, sqz_backend *be, sqz_backend *session_be,
+                                    sqz_calib_block *out) {
     sqz_session_opts so = sqz_session_default_opts();
+    so.backend = session_be;
     so.max_tokens = CTX;
     so.n_threads = 1;
     sqz_session *s;
     SQZ_ASSERT_OK(sqz_session_new(m, &so, &s));
     memset(out, 0, sizeof *out);
-    sqz_calib_run_opts ro = {.observe = {.needs = NEEDS, .sample_rows = 64, .backend = be}, .on_block = cb_keep,
+    sqz_calib_run_opts ro = {.observe = {.needs = NEEDS, .sample_rows = 64, .backend = be, .block_io = true},
+                             .on_block = cb_keep,
                              .user = out};
     SQZ_ASSERT_OK(sqz_calib_run(s, w, &ro));
     sqz_session_free(s);
     assert_int_equal(out->n_inputs, 4);
 }
 
+static inline void cb_run_stats(sqz_model *m, const sqz_calib_windows *w, sqz_backend *be, sqz_calib_block *out) {
+    cb_run_stats_fwd(m, w, be, NULL, out);
+}
+
 /* Everything but X^T X bit for bit; X^T X the same bits (exact) or within 1e-12 of its scale. */
 static inline void cb_compare(const sqz_calib_block *a, const sqz_calib_block *b, bool exact, const char *what) {
     assert_int_equal(a->n_inputs, b->n_inputs);
+    assert_true(a->cos_mean == b->cos_mean && a->cos_min == b->cos_min); /* layer scoring's cosines */
     for (int i = 0; i < a->n_inputs; i++) {
         const sqz_calib_input *x = &a->in[i], *y = &b->in[i];
         const int64_t n = x->st.n_in;

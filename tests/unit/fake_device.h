@@ -20,7 +20,7 @@ typedef struct fake_device {
     sqz_backend *cpu;
 } fake_device;
 
-static int64_t fake_live, fake_calls_xtx, fake_calls_sgemm, fake_calls_chol;
+static int64_t fake_live, fake_calls_xtx, fake_calls_sgemm, fake_calls_chol, fake_calls_colstats, fake_calls_cosine;
 static const sqz_backend_ops *fake_cpu_ops;
 
 static void *fake_alloc(void *ctx, size_t n) {
@@ -65,6 +65,16 @@ static sqz_status fake_dpotrf(void *ctx, double *a, int64_t n, int64_t lda) {
     return fake_cpu_ops->dpotrf(ctx, a, n, lda);
 }
 
+static sqz_status fake_colstats(void *ctx, const sqz_colstats_args *a) {
+    fake_calls_colstats++;
+    return fake_cpu_ops->colstats(ctx, a);
+}
+
+static sqz_status fake_cosine(void *ctx, const sqz_cosine_args *a) {
+    fake_calls_cosine++;
+    return fake_cpu_ops->cosine(ctx, a);
+}
+
 /* Builds f on a CPU backend of n_threads (0: all cores, OpenBLAS left as it is). */
 static inline void fake_device_init(fake_device *f, int n_threads) {
     memset(f, 0, sizeof *f);
@@ -81,6 +91,8 @@ static inline void fake_device_init(fake_device *f, int n_threads) {
     f->ops.sgemm = fake_sgemm;
     f->ops.chol_inv_upper = fake_chol;
     f->ops.dpotrf = fake_dpotrf;
+    f->ops.colstats = fake_colstats;
+    f->ops.cosine = fake_cosine;
     f->ops.destroy = NULL;
     f->b.ops = &f->ops;
     f->b.ctx = f->cpu->ctx;

@@ -8,7 +8,8 @@
  *   the observers with sqz_calib_observe_opts.backend on tinystories-656K's activations
  *     (sqz_calib_run): the CPU backend gives the bits of backend NULL for every statistic; the
  *     device path (fake_device.h: the CPU slots with host_memory false) gives X^T X within
- *     1e-12 relative and every other statistic bit for bit, frees its device memory, and so does
+ *     1e-12 relative and every other statistic bit for bit (E[x^2], E|x|, absmax from the device rows
+ *     through the colstats slot, the block's cosines through cosine), frees its device memory, and so does
  *     an observer merged and then fed again (the sums added on the host). */
 #include <math.h>
 #include <stdio.h>
@@ -249,11 +250,20 @@ static void test_observer_backends(void **state) {
     cb_compare(&host, &cpu_b, true, "CPU backend vs none");
     fake_device fd;
     fake_device_init(&fd, 0);
-    fake_calls_xtx = 0;
+    fake_calls_xtx = fake_calls_colstats = fake_calls_cosine = 0;
     cb_run_stats(m, &w, &fd.b, &dev_b);
     assert_true(fake_calls_xtx >= 4 * NW * 2); /* every input, every window, both blocks */
     assert_int_equal(fake_live, 0);
     cb_compare(&host, &dev_b, false, "device path vs none");
+    sqz_calib_block_free(&dev_b);
+    /* the forward on the device too: E[x^2], E|x| and absmax from the device rows (colstats), the
+     * block's cosines (cosine), the same bits */
+    fake_calls_colstats = fake_calls_cosine = 0;
+    cb_run_stats_fwd(m, &w, &fd.b, &fd.b, &dev_b);
+    assert_true(fake_calls_colstats >= 4 * NW);
+    assert_true(fake_calls_cosine >= NW);
+    assert_int_equal(fake_live, 0);
+    cb_compare(&host, &dev_b, false, "device forward and statistics vs none");
     sqz_calib_block_free(&host);
     sqz_calib_block_free(&cpu_b);
     sqz_calib_block_free(&dev_b);
