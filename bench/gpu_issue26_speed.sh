@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu_issue26_speed.sh PACK OUT - issue 26's speed and memory run on the GPU machine (docs/device.md):
 #   1. the GPU tests (test_gpu_forward: the block-forward slots, since 2026-12-01; test_gpu_tiles:
-#      the tile slots, xtx row panels and the tiled factor, since 2026-12-02);
+#      the tile slots, xtx row panels and the tiled factor, and test_gpu_stats: colstats / cosine,
+#      since 2026-12-02);
 #   2. a model of Qwen2.5-Coder-1.5B's exact shapes with random weights (scripts/synth_gguf.py from
 #      PACK/q15.meta: timing and memory only, never an accuracy figure) and the same cut to 2 blocks
 #      (q2): q4_k_m:gptq on q2 with SQZ_PROFILE=1, again with the pool's polling off
@@ -26,7 +27,7 @@ START=$(date +%s)
 left() { [ $(( $(date +%s) - START )) -lt "${BUDGET:-400}" ] || { say "(time budget spent: the rest skipped)"; false; }; }
 say "== $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader) / $(nproc) cores:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
 say "== 1. GPU tests"
-for t in test_gpu_tiles test_gpu_forward test_gpu_calib test_gpu_calib_loop test_gpu_kernels; do
+for t in test_gpu_tiles test_gpu_stats test_gpu_forward test_gpu_calib test_gpu_calib_loop test_gpu_kernels; do
   [ -n "${ONLY_CAP:-}" ] && break
   timeout 120 $E "$G/bin/$t" > "$O/$t.log" 2>&1
   say "$t rc=$? $(grep -c '\[       OK \]' "$O/$t.log") ok, $(grep -c '\[  FAILED  \] test' "$O/$t.log") failed"
