@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "unit/real_weights.h"
+#include "gpu_open.h"
 #include "sqz/backend.h"
 #include "test_util.h"
 
@@ -82,21 +83,8 @@ static void test_stats(void **state) {
 }
 
 int main(void) {
-    if (sqz_cuda_device_count() == 0) {
-        sqz_backend *none = NULL;
-        const sqz_status why = sqz_backend_cuda(-1, &none);
-        sqz_backend_free(none);
-        if (why == SQZ_ERR_UNSUPPORTED) {
-            fprintf(stderr, "sqz_backend_cuda: %s\n", sqz_last_error());
-            return 1;
-        }
-        printf("no CUDA device: GPU statistics tests skipped\n");
-        return SQZ_TEST_SKIP;
-    }
-    if (sqz_backend_cuda(-1, &gpu) != SQZ_OK || sqz_backend_cpu(0, &cpu) != SQZ_OK) {
-        fprintf(stderr, "backend: %s\n", sqz_last_error());
-        return 1;
-    }
+    const int rc0 = sqz_gpu_open(&gpu, &cpu, "GPU statistics tests");
+    if (rc0) return rc0;
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_stats)};
     const int rc = sqz_test_run(tests, NULL, NULL);
     sqz_backend_free(gpu);

@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/linalg.h"
 #include "quant/chol_tiles.h"
+#include "gpu_open.h"
 #include "sqz/backend.h"
 #include "test_util.h"
 
@@ -256,21 +257,8 @@ static void test_tiled_factor(void **state) {
 }
 
 int main(void) {
-    if (sqz_cuda_device_count() == 0) {
-        sqz_backend *none = NULL;
-        const sqz_status why = sqz_backend_cuda(-1, &none);
-        sqz_backend_free(none);
-        if (why == SQZ_ERR_UNSUPPORTED) {
-            fprintf(stderr, "sqz_backend_cuda: %s\n", sqz_last_error());
-            return 1;
-        }
-        printf("no CUDA device: GPU tile tests skipped\n");
-        return SQZ_TEST_SKIP;
-    }
-    if (sqz_backend_cuda(-1, &gpu) != SQZ_OK || sqz_backend_cpu(0, &cpu) != SQZ_OK) {
-        fprintf(stderr, "backend: %s\n", sqz_last_error());
-        return 1;
-    }
+    const int rc0 = sqz_gpu_open(&gpu, &cpu, "GPU tile tests");
+    if (rc0) return rc0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tile_slots),
         cmocka_unit_test(test_xtx_panels),
