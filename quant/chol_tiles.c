@@ -3,7 +3,7 @@
  * U upper with U^T U = H^-1, kernels/cpu/chol.c's definition (J H J = L L^T, U = J L^-1 J),
  * from f64 tiles of T x T by the backend's tile slots (sqz/backend.h SQZ_OP_TILES).
  *
- * The matrix lives on the host (the caller's h, reversed in place into J H J); a tile is a
+ * The matrix lives on the host (the caller's h, read and written in reversed order: J H J); a tile is a
  * contiguous (rows x cols) buffer in device memory, brought in through a cache of device
  * buffers (least recently used out; a tile written on the device goes back to the host when it
  * leaves). Without a budget every tile of the lower triangle stays in device memory (each comes
@@ -17,7 +17,7 @@
  *   inverse, by columns j:   X_jj = L_jj^-1 (a solve against I);
  *                            X_ij = -L_ii^-1 sum_{k=j}^{i-1} L_ik X_kj (i > j, ascending),
  *                            in place: X_ij replaces L_ij, which no later step reads
- * then the host zeroes the strict upper triangle and reverses back: U = J X J.
+ * X's tiles land in h reversed, which is U = J X J; the host zeroes U's strict lower triangle.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -55,12 +55,18 @@ static int64_t dim(const tiles *T, int64_t i) { return i < T->nt - 1 ? T->t : T-
 
 static sqz_status wait_for(sqz_backend *be) { return be->ops->synchronize ? be->ops->synchronize(be->ctx) : SQZ_OK; }
 
-/* Tile (i, j) between the host matrix and the stage (contiguous rows x cols). */
+/* Tile (i, j) of J H J (of its factors) between the host matrix and the stage (contiguous rows x
+ * cols): its element (a, b) is the host's (n-1 - (iT + a), n-1 - (jT + b)), so the host never
+ * reverses the matrix itself (two passes over n^2 doubles saved; the tiles' contents are the
+ * same), and the inverse lands in h already reversed: U = J X J. */
 static void pack(const tiles *T, int64_t i, int64_t j, bool to_stage) {
-    const int64_t r = dim(T, i), c = dim(T, j);
+    const int64_t r = dim(T, i), c = dim(T, j), n = T->n;
     for (int64_t a = 0; a < r; a++) {
-        double *h = T->h + (i * T->t + a) * T->n + j * T->t, *s = T->stage + a * c;
-        memcpy(to_stage ? s : h, to_stage ? h : s, (size_t)c * sizeof(double));
+        double *h = T->h + (n - 1 - (i * T->t + a)) * n + (n - 1 - j * T->t), *s = T->stage + a * c;
+        if (to_stage)
+            for (int64_t b = 0; b < c; b++) s[b] = h[-b];
+        else
+            for (int64_t b = 0; b < c; b++) h[-b] = s[b];
     }
 }
 
@@ -192,14 +198,6 @@ static sqz_status inv_off(tiles *T, int64_t i, int64_t j) {
     return take_tmp(T, i, j, 0);
 }
 
-static void reverse(double *a, int64_t nn) {
-    for (int64_t i = 0, j = nn - 1; i < j; i++, j--) {
-        const double t = a[i];
-        a[i] = a[j];
-        a[j] = t;
-    }
-}
-
 static void tiles_free(tiles *T) {
     sqz_backend *be = T->be;
     for (int k = 0; T->s && k < T->n_slots; k++)
@@ -254,8 +252,6 @@ sqz_status sqz__chol_tiles(sqz_backend *be, double *h, int64_t n, size_t budget,
     SQZ_RETURN_IF(n < 1, SQZ_ERR_INVALID_ARG, "a factor of width %lld", (long long)n);
     tiles T;
     sqz_status s = tiles_init(&T, be, h, n, budget);
-    const int64_t nn = n * n;
-    if (s == SQZ_OK) reverse(h, nn);
     for (int64_t k = 0; s == SQZ_OK && k < T.nt; k++) s = potrf_step(&T, k);
     for (int64_t j = 0; s == SQZ_OK && j < T.nt; j++) {
         s = inv_diag(&T, j);
@@ -266,9 +262,11 @@ sqz_status sqz__chol_tiles(sqz_backend *be, double *h, int64_t n, size_t budget,
     if (stats) *stats = (sqz__chol_tiles_stats){.tiles = T.nt, .slots = T.n_slots, .loads = T.loads, .stores = T.stores};
     tiles_free(&T);
     SQZ_TRY(s);
-    for (int64_t i = 0; i < n; i++) memset(h + i * n + i + 1, 0, (size_t)(n - 1 - i) * sizeof(double));
-    reverse(h, nn); /* U = J X J: upper */
-    for (int64_t i = 0; i < nn; i++)
-        SQZ_RETURN_IF(!isfinite(h[i]), SQZ_ERR_NUMERIC, "inverse Hessian factor is not finite");
+    /* h holds U = J X J in its upper triangle (X's tiles landed reversed); below it, the Hessian */
+    for (int64_t i = 0; i < n; i++) {
+        memset(h + i * n, 0, (size_t)i * sizeof(double));
+        for (int64_t j = i; j < n; j++)
+            SQZ_RETURN_IF(!isfinite(h[i * n + j]), SQZ_ERR_NUMERIC, "inverse Hessian factor is not finite");
+    }
     return SQZ_OK;
 }
