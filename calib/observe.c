@@ -150,8 +150,6 @@ static sqz_status observe_block_in(sqz_calib_observer *ob, const sqz_hook_event 
     return SQZ_OK;
 }
 
-double sqz__calib_cosine(const float *a, const float *b, int64_t d) { return sqz__cosine_row(a, b, d); }
-
 void sqz__calib_cos_add(sqz_calib_observer *ob, double c) {
     ob->cos_sum += c;
     if (c < ob->cos_min) ob->cos_min = c;

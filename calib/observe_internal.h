@@ -85,9 +85,8 @@ struct sqz_calib_observer {
     sqz__calib_capture *pair; /* GPTAQ: the float model's rows of the current window (borrowed) */
 };
 
-/* The cosine similarity of a block's input and output rows a, b (d floats each; 1 when either is
- * zero), and adding one token's to the block's sums: the arithmetic of the block_io statistics. */
-double sqz__calib_cosine(const float *a, const float *b, int64_t d);
+/* Adding one token's cosine (sqz__cosine_row, kernels/cpu/linalg.h: the block_io statistics'
+ * arithmetic, also the cosine slot's) to the block's sums. */
 void sqz__calib_cos_add(sqz_calib_observer *ob, double c);
 
 /* ---- distributed calibration (calib/observe_merge.c, calib/reduce.c) --------------------

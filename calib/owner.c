@@ -89,7 +89,7 @@ static sqz_status capture_hook(void *user, const sqz_hook_event *e) {
         SQZ_TRY(grow((void **)&c->cos, &cap, (size_t)(c->n_cos + e->n_tokens), sizeof(double)));
         c->cos_cap = (int64_t)cap;
         for (int64_t t = 0; t < e->n_tokens; t++)
-            c->cos[c->n_cos++] = sqz__calib_cosine(c->blk + t * e->dim, e->x + t * e->dim, e->dim);
+            c->cos[c->n_cos++] = sqz__cosine_row(c->blk + t * e->dim, e->x + t * e->dim, e->dim);
         c->blk_n = 0;
     }
     return SQZ_OK;

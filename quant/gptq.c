@@ -297,7 +297,7 @@ static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz
     if (s == SQZ_OK && quant && c->static_grids) s = static_grids(c, wp, n_out, kblk, kq ? out->nbytes : 0, go.grids);
     sqz__prof_end(SQZ__PROF_GPTQ_GRIDS, t0);
     if (s == SQZ_OK)
-        s = c->be && !sqz_backend_host_memory(c->be) ? sqz__gptq_sweep_device(c, wp, n_out, &go)
+        s = on_device(c->be) ? sqz__gptq_sweep_device(c, wp, n_out, &go)
                                                      : sqz__gptq_sweep_host(c, wp, n_out, &go);
     t0 = sqz__prof_begin();
     if (s == SQZ_OK && quant) {
@@ -317,7 +317,7 @@ static sqz_status check_backend(const sqz_backend *be) {
     SQZ_RETURN_IF(!sqz_backend_supports(be, factor, SQZ_DTYPE_F32) ||
                       !sqz_backend_supports(be, SQZ_OP_SGEMM, SQZ_DTYPE_F32),
                   SQZ_ERR_UNSUPPORTED, "gptq: backend %s has no Cholesky factor or sgemm", be->ops->name);
-    SQZ_RETURN_IF(!sqz_backend_host_memory(be) && (!be->ops->alloc || !be->ops->upload || !be->ops->download),
+    SQZ_RETURN_IF(on_device(be) && (!be->ops->alloc || !be->ops->upload || !be->ops->download),
                   SQZ_ERR_UNSUPPORTED, "gptq: backend %s cannot move memory", be->ops->name);
     return SQZ_OK;
 }

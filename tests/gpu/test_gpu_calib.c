@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpu_open.h"
 #include "test_util.h"
 #include "unit/real_weights.h"
 
@@ -516,26 +517,8 @@ static void test_mem(void **state) {
 }
 
 int main(void) {
-    if (sqz_cuda_device_count() == 0) {
-        sqz_backend *none = NULL;
-        const sqz_status why = sqz_backend_cuda(-1, &none);
-        sqz_backend_free(none);
-        if (why == SQZ_ERR_UNSUPPORTED) { /* built with CUDA: the module must be there */
-            fprintf(stderr, "sqz_backend_cuda: %s\n", sqz_last_error());
-            return 1;
-        }
-        printf("no CUDA device (%s): GPU calibration tests skipped\n", why != SQZ_OK ? sqz_last_error() : "none found");
-        return SQZ_TEST_SKIP;
-    }
-    const sqz_status s = sqz_backend_cuda(-1, &gpu);
-    if (s == SQZ_ERR_UNSUPPORTED) {
-        printf("CUDA device unusable for these kernels (%s): skipped\n", sqz_last_error());
-        return SQZ_TEST_SKIP;
-    }
-    if (s != SQZ_OK || sqz_backend_cpu(0, &cpu) != SQZ_OK) {
-        fprintf(stderr, "backend: %s\n", sqz_last_error());
-        return 1;
-    }
+    const int rc0 = sqz_gpu_open(&gpu, &cpu, "GPU calibration tests");
+    if (rc0) return rc0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mem),
         cmocka_unit_test(test_to_f32),

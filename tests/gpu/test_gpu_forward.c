@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_open.h"
 #include "test_util.h"
 
 static sqz_backend *gpu, *cpu;
@@ -387,26 +388,8 @@ static void test_supports(void **state) {
 }
 
 int main(void) {
-    if (sqz_cuda_device_count() == 0) {
-        sqz_backend *none = NULL;
-        const sqz_status why = sqz_backend_cuda(-1, &none);
-        sqz_backend_free(none);
-        if (why == SQZ_ERR_UNSUPPORTED) { /* built with CUDA: the module must be there */
-            fprintf(stderr, "sqz_backend_cuda: %s\n", sqz_last_error());
-            return 1;
-        }
-        printf("no CUDA device (%s): GPU forward tests skipped\n", why != SQZ_OK ? sqz_last_error() : "none found");
-        return SQZ_TEST_SKIP;
-    }
-    const sqz_status s = sqz_backend_cuda(-1, &gpu);
-    if (s == SQZ_ERR_UNSUPPORTED) {
-        printf("CUDA device unusable for these kernels (%s): skipped\n", sqz_last_error());
-        return SQZ_TEST_SKIP;
-    }
-    if (s != SQZ_OK || sqz_backend_cpu(0, &cpu) != SQZ_OK) {
-        fprintf(stderr, "backend: %s\n", sqz_last_error());
-        return 1;
-    }
+    const int rc0 = sqz_gpu_open(&gpu, &cpu, "GPU forward tests");
+    if (rc0) return rc0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_supports), cmocka_unit_test(test_eltwise),   cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),     cmocka_unit_test(test_attention), cmocka_unit_test(test_bert_ops),

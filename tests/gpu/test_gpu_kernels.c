@@ -18,6 +18,7 @@
 #include "core/internal.h"
 #include "quant/gguf/quant_gguf.h"
 #include "kernels/cpu/gemm_ref.h"
+#include "gpu_open.h"
 #include "test_util.h"
 #include "unit/real_weights.h"
 
@@ -285,28 +286,8 @@ static void test_errors(void **state) {
 }
 
 int main(void) {
-    if (sqz_cuda_device_count() == 0) {
-        /* Built with CUDA (this test is), so the CUDA module must be there: without it the
-         * build is broken, which is not the same as a machine without a GPU. */
-        sqz_backend *none = NULL;
-        const sqz_status why = sqz_backend_cuda(-1, &none);
-        sqz_backend_free(none);
-        if (why == SQZ_ERR_UNSUPPORTED) {
-            fprintf(stderr, "sqz_backend_cuda: %s\n", sqz_last_error());
-            return 1;
-        }
-        printf("no CUDA device (%s): GPU kernel tests skipped\n", why != SQZ_OK ? sqz_last_error() : "none found");
-        return SQZ_TEST_SKIP;
-    }
-    const sqz_status s = sqz_backend_cuda(-1, &gpu);
-    if (s == SQZ_ERR_UNSUPPORTED) {
-        printf("CUDA device unusable for these kernels (%s): skipped\n", sqz_last_error());
-        return SQZ_TEST_SKIP;
-    }
-    if (s != SQZ_OK) {
-        fprintf(stderr, "sqz_backend_cuda: %s\n", sqz_last_error());
-        return 1;
-    }
+    const int rc0 = sqz_gpu_open(&gpu, NULL, "GPU kernel tests");
+    if (rc0) return rc0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_i8_grid),
