@@ -74,12 +74,13 @@ typedef struct sqz__quant_args {
     int asym;    /* 0 sym, 1 asym */
     int order;   /* 1 act-order, 0 no-act-order */
     int groups;  /* 1 static-groups, 0 dynamic-groups */
-    double damp, alpha, pct;
+    double damp, alpha, pct, shrink;
     int aq;      /* 1 gptaq, 0 no-gptaq */
     double aq_alpha; /* GPTAQ's alpha */
     int mix;     /* 1 mix (llama.cpp's whole-model rules), 0 pure */
     double bpw;  /* auto: bits per parameter asked */
     int rot;     /* auto: 1 try-rotate (plan rotated too, keep the better), 0 no-rotate */
+    int search;  /* 1 refine (sqz's IQ3_S search after llama.cpp's), 0 exact (llama.cpp's bytes) */
     sqz_compress_spec spec; /* the result */
 } sqz__quant_args;
 

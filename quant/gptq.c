@@ -6,6 +6,8 @@
  *
  *   dead columns (H_jj = 0): H_jj = 1, W[:, j] = 0
  *   act-order: columns by decreasing H_jj (stable)
+ *   H = (1 - shrink) H + shrink diag(H)   (shrinkage of the off-diagonal: a Hessian from fewer
+ *                                          tokens than inputs otherwise fits the calibration rows)
  *   H += percdamp * mean(diag H) * I;  U = chol(H^-1) upper       (kernels/cpu/chol.c, double;
  *                                                                  a device: chol_tiles.c)
  *   for blocks of `blocksize` columns:                           (lazy batch updates)
@@ -22,13 +24,18 @@
  * act-order, which cannot store a permutation). I4 with act-order and dynamic groups forms
  * groups of consecutive columns in processing order and records g_idx (AutoGPTQ desc_act).
  * GGUF targets pin each grid's anchors to their extreme codes (sqz/quant.h, the invariant).
- * K-quant targets (Q2_K..Q6_K) take static grids: each super-block of 256 original weights is
- * quantized once by llama.cpp's quantizer (importance = diag H), which fixes d, dmin and the
- * sub-block scales; the sweep then rounds onto the sub-block grids those bytes define
- * (quant/gguf/kquant.c sqz__kquant_subgrids) and the codes are packed back into the same blocks, so
- * the blocks dequantize to exactly the values GPTQ used. IQ4_NL / IQ4_XS the same way: the
- * grids are the stored 32-block scales and the non-linear table (a value is d * kvalues[code],
- * the nearest table value is the code; quant/gguf/iq4.c).
+ * K-quant targets (Q2_K..Q6_K): when the sweep reaches a super-block of 256, llama.cpp's
+ * quantizer (importance = diag H) quantizes the values its row holds then (error-updated, as
+ * GPTQ's dynamic groups), which fixes d, dmin and the sub-block scales; the sweep then rounds
+ * onto the sub-block grids those bytes define (quant/gguf/kquant.c sqz__kquant_subgrids) and the
+ * codes are packed back into the same blocks, so the blocks dequantize to exactly the values GPTQ
+ * used. The sweep's block is rounded up to a multiple of the super-block so that each lies in
+ * one. Under act-order, static-groups or a mask the super-blocks are the original row's, made
+ * before the sweep (static). Scales made from the original row cannot follow the error feedback:
+ * at 2-3 bits the updated weights leave their range and are clipped (Qwen2.5-Coder-0.5B's ffn_down
+ * at Q2_K, 2026-11-29: static GPTQ lost to imatrix rounding). IQ4_NL / IQ4_XS / IQ3_S the same
+ * way: the grids are the stored 32-block scales and the non-linear table or codebook (a value is
+ * d * kvalues[code], the nearest table value is the code; quant/gguf/iq4.c, iq3.c).
  *
  * SparseGPT runs this same sweep with a mask hook (sqz__gptq_masked, quant_internal.h): the
  * hook picks the weights that become zero, which is the target value instead of the grid's.
@@ -59,6 +66,14 @@ static int cmp_key(const void *a, const void *b) {
 
 static bool on_device(const sqz_backend *be) { return be && !sqz_backend_host_memory(be); }
 
+double sqz__gptq_shrink(const sqz_quant_opts *o, const sqz_qstats *st) {
+    if (o->gptq_shrink >= 0) return o->gptq_shrink;
+    /* auto: inputs / (inputs + tokens), the share of a sample covariance that is noise when the
+     * tokens are few (Ledoit and Wolf's p / n); 0 as the tokens outnumber the inputs many times */
+    const double k = (double)st->n_in, t = st->n_tokens > 0 ? (double)st->n_tokens : 0;
+    return t > 0 ? k / (k + t) : 0;
+}
+
 /* Device bytes the factor's tiles may take: what --gpu-mem leaves (1 when nothing: too little), or
  * 0 without a cap (every tile at once). */
 static size_t tile_budget(const sqz_backend *be) {
@@ -84,6 +99,7 @@ typedef struct hperm_job {
     const uint8_t *dead;
     int64_t n;
     double damp;
+    double keep;  /* 1 - shrink: the off-diagonal entries' factor */
     double *work;
     float *u; /* the second job: work -> float */
 } hperm_job;
@@ -100,7 +116,9 @@ static void hperm_fn(void *ctx, int64_t b, int64_t e, int thread) {
         const int64_t ia = j->perm[a];
         for (int64_t c = 0; c < n; c++) {
             const int64_t ib = j->perm[c];
-            j->work[a * n + c] = j->dead[ia] || j->dead[ib] ? (a == c ? 1.0 : 0.0) : j->h[ia * n + ib];
+            j->work[a * n + c] = j->dead[ia] || j->dead[ib] ? (a == c ? 1.0 : 0.0)
+                                 : a == c                  ? j->h[ia * n + ib]
+                                                           : j->keep * j->h[ia * n + ib];
         }
         j->work[a * n + a] += j->damp;
     }
@@ -147,7 +165,8 @@ static sqz_status prepare(sqz__pool *pool, const sqz_qstats *st, const sqz_quant
     double damp = o->percdamp * mean;
     if (!(damp > 0)) damp = 1e-8 * (mean > 0 ? mean : 1.0);
     for (int attempt = 0;; attempt++) { /* AutoGPTQ fails here; we raise the damping tenfold a few times */
-        hperm_job hj = {st->xtx, perm, dead, n, damp, work, NULL}; /* H[perm][perm] + damping */
+        /* H[perm][perm], shrunk toward its diagonal, + damping */
+        hperm_job hj = {st->xtx, perm, dead, n, damp, 1.0 - sqz__gptq_shrink(o, st), work, NULL};
         sqz__pool_for(pool, n, 16, hperm_fn, &hj);
         sqz_clear_error();
         s = chol(o->backend, work, n);
@@ -174,32 +193,36 @@ done:
     return s;
 }
 
-/* K-quants and IQ4: the grids of every sub-block from the blocks llama.cpp's quantizer makes of
- * the original row (its scales are kept in kblk, its codes are replaced after the sweep). */
+/* K-quants, IQ4 and IQ3_S: the grids of super-block sb's sub-blocks from the block llama.cpp's
+ * importance-weighted quantizer makes of x (its sbn values, original column order): the block's
+ * scales stay in blk (its codes are replaced after the sweep), grids gets one per sub-block. */
+void sqz__gptq_kgrids(const gptq_ctx *c, const float *x, int64_t sb, uint8_t *blk, sqz__grid *grids) {
+    const sqz_dtype dt = sqz_qformat_dtype(c->fmt);
+    const int64_t sbn = sqz_dtype_info(dt)->block_size; /* 256, or 32 for IQ4_NL */
+    float d[16], m[16] = {0};
+    int zero = 0, nmax = 15, sub = 32;
+    const float *qw = c->hdiag ? c->hdiag + sb * sbn : NULL;
+    if (c->fmt == SQZ_QFMT_IQ3_S) { /* a grid is the sub-block's scale; the codebook is the sweep's */
+        sqz_quantize_iq3_s(x, blk, 1, sbn, qw);
+        sqz__iq3s_subscales(blk, d);
+    } else if (sqz__qfmt_iq4(c->fmt)) {
+        sqz_quantize_iq4(dt, x, blk, 1, sbn, qw);
+        sqz__iq4_subscales(dt, blk, d);
+    } else {
+        sqz_quantize_k(dt, x, blk, 1, sbn, qw);
+        sub = sqz__kquant_subgrids(dt, blk, d, m, &zero, &nmax);
+    }
+    for (int j = 0; j < sbn / sub; j++)
+        grids[j] = (sqz__grid){.d = d[j], .m = m[j], .zero = zero, .lo = 0, .hi = nmax, .anchor = {-1, -1}};
+}
+
+/* The static form: every super-block of the original row at once. */
 static void kgrids_row(const gptq_ctx *c, const float *row, uint8_t *kblk, sqz__grid *grids) {
     const sqz_dtype dt = sqz_qformat_dtype(c->fmt);
     const size_t bb = sqz_dtype_info(dt)->type_size;
-    const int64_t sbn = sqz_dtype_info(dt)->block_size; /* 256, or 32 for IQ4_NL */
-    const bool iq4 = sqz__qfmt_iq4(c->fmt), iq3 = c->fmt == SQZ_QFMT_IQ3_S;
-    float d[16], m[16] = {0};
-    int zero = 0, nmax = 15, sub = 32;
-    for (int64_t sb = 0; sb < c->n / sbn; sb++) {
-        const float *qw = c->hdiag ? c->hdiag + sb * sbn : NULL;
-        if (iq3) { /* a grid is the sub-block's scale; the codebook is the sweep's (iq3_group) */
-            sqz_quantize_iq3_s(row + sb * sbn, kblk + sb * bb, 1, sbn, qw);
-            sqz__iq3s_subscales(kblk + sb * bb, d);
-        } else if (iq4) {
-            sqz_quantize_iq4(dt, row + sb * sbn, kblk + sb * bb, 1, sbn, qw);
-            sqz__iq4_subscales(dt, kblk + sb * bb, d);
-        } else {
-            sqz_quantize_k(dt, row + sb * sbn, kblk + sb * bb, 1, sbn, qw);
-            sub = sqz__kquant_subgrids(dt, kblk + sb * bb, d, m, &zero, &nmax);
-        }
-        for (int j = 0; j < sbn / sub; j++) {
-            sqz__grid *g = &grids[sb * (sbn / sub) + j];
-            *g = (sqz__grid){.d = d[j], .m = m[j], .zero = zero, .lo = 0, .hi = nmax, .anchor = {-1, -1}};
-        }
-    }
+    const int64_t sbn = sqz_dtype_info(dt)->block_size;
+    for (int64_t sb = 0; sb < c->n / sbn; sb++)
+        sqz__gptq_kgrids(c, row + sb * sbn, sb, kblk + sb * bb, grids + sb * (sbn / c->gs));
 }
 
 /* K-quants and IQ4: the sweep's codes (original column order) into the blocks kgrids_row made. */
@@ -283,9 +306,10 @@ static sqz_status gptq_one(const gptq_ctx *c, const float *w, int64_t n_out, sqz
     gptq_out go = {.codes = quant ? sqz__malloc((size_t)n_out * (size_t)n) : NULL,
                    .grids = quant ? sqz__malloc((size_t)n_out * (size_t)c->ng * sizeof(sqz__grid)) : NULL,
                    .pr = c->mask ? sqz__calloc((size_t)n_out * (size_t)B, 1) : NULL,
-                   .values = values};
+                   .values = values, .row_bytes = out && n_out ? out->nbytes / (size_t)n_out : 0};
     uint8_t *kblk = kq ? sqz__malloc(out->nbytes) : NULL;
     sqz_status s = SQZ_OK;
+    go.kblk = kblk;
     if (!wp || (quant && (!go.codes || !go.grids)) || (c->mask && !go.pr) || (kq && !kblk)) s = SQZ_ERR_NOMEM;
     double t0 = sqz__prof_begin();
     if (s == SQZ_OK) { /* permuted, dead columns zeroed */
@@ -476,13 +500,20 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
                   "gptq: %s has no exact zero (%s), so it cannot keep a sparsity mask", sqz_qformat_name(t.fmt),
                   sqz__qfmt_iq4(t.fmt) ? "kvalues_iq4nl holds no 0" : "d * code + m");
     SQZ_RETURN_IF(!(o->percdamp >= 0), SQZ_ERR_INVALID_ARG, "gptq: damping %g", o->percdamp);
+    SQZ_RETURN_IF(!(o->gptq_shrink <= 1) || (o->gptq_shrink < 0 && o->gptq_shrink != SQZ_GPTQ_SHRINK_AUTO),
+                  SQZ_ERR_INVALID_ARG, "gptq: shrinkage %g (0 to 1, or SQZ_GPTQ_SHRINK_AUTO)", o->gptq_shrink);
     float act_scale = 0.0f;
     if (quant && o->act_mode == SQZ_ACT_STATIC_TENSOR) SQZ_TRY(sqz__act_scale_for(st, o, NULL, &act_scale));
     const bool gguf = t.fmt == SQZ_QFMT_Q8_0 || t.fmt == SQZ_QFMT_Q4_0 || t.fmt == SQZ_QFMT_Q4_1 ||
                       t.fmt == SQZ_QFMT_Q5_0 || t.fmt == SQZ_QFMT_Q5_1;
+    /* K-quant / IQ grids made as the sweep reaches each super-block, from the error-updated values
+     * (GPTQ's dynamic groups); static from the original row under act-order, static-groups or a mask */
+    const bool kdyn = kq && quant && !mask && !o->act_order && !o->static_groups;
     gptq_ctx c = {.n = n, .fmt = t.fmt, .gs = gs, .ng = n / gs,
-                  .static_grids = t.fmt == SQZ_QFMT_I8 || o->static_groups || (gguf && o->act_order) || kq,
-                  .act_order = o->act_order, .blocksize = o->blocksize, .mask = mask, .be = o->backend};
+                  .static_grids = t.fmt == SQZ_QFMT_I8 || o->static_groups || (gguf && o->act_order) || (kq && !kdyn),
+                  .kdyn = kdyn, .sbn = sbn, .act_order = o->act_order, .mask = mask, .be = o->backend,
+                  /* dynamic super-blocks start where a block does, so that each lies in one block */
+                  .blocksize = kdyn ? (int32_t)((o->blocksize + sbn - 1) / sbn * sbn) : o->blocksize};
     const double t0 = sqz__now();
     sqz_status s = ctx_setup(&c, st, o, kq && quant);
     const double t_prep = sqz__now() - t0;

@@ -51,6 +51,7 @@ sqz__gptq_key sqz__gptq_key_of(const sqz_qstats *st, const sqz_quant_opts *o) {
     k.dxxt = o->gptaq ? st->dxxt : NULL;
     k.n = st->n_in;
     k.percdamp = o->percdamp;
+    k.shrink = o->gptq_shrink;
     k.gptaq_alpha = o->gptaq ? o->gptaq_alpha : 0;
     k.act_order = o->act_order;
     k.iq3_groups = o->act_order && o->target.fmt == SQZ_QFMT_IQ3_S;

@@ -18,6 +18,9 @@ typedef struct gptq_ctx {
     sqz_qformat fmt;
     int64_t gs, ng;     /* group columns, groups per row */
     bool static_grids;
+    bool kdyn;          /* K-quants / IQ: each super-block's grids made when the sweep reaches it,
+                           from the values its row holds then (sqz__gptq_kgrids) */
+    int64_t sbn;        /* K-quants / IQ: the super-block (256, or 32 for IQ4_NL) */
     bool act_order;
     int32_t blocksize;
     const sqz__gptq_mask *mask; /* NULL: plain GPTQ */
@@ -31,13 +34,17 @@ typedef struct gptq_ctx {
     bool borrowed;      /* u, du, perm, dead, pm, dp belong to a sqz_gptq_factors (not freed here) */
 } gptq_ctx;
 
+/* The shrinkage of H's off-diagonal GPTQ uses for these options and statistics (gptq_shrink, or
+ * its automatic value). */
+double sqz__gptq_shrink(const sqz_quant_opts *o, const sqz_qstats *st);
+
 /* What a prepared factor depends on (gptq_factors.c): two calls with equal keys factor the same
  * matrix the same way. Compared with memcmp (zero-filled by sqz__gptq_key_of). */
 typedef struct sqz__gptq_key {
     const sqz_qstats *st;
     const double *xtx, *dxxt;
     int64_t n;
-    double percdamp, gptaq_alpha;
+    double percdamp, shrink, gptaq_alpha;
     bool act_order, iq3_groups, gptaq;
     const sqz_backend *be;
 } sqz__gptq_key;
@@ -56,8 +63,15 @@ typedef struct gptq_out {
     sqz__grid *grids;
     uint8_t *pr;
     float *values;
+    uint8_t *kblk;      /* K-quants / IQ: the blocks (n_out rows of row_bytes) whose scales are the grids */
+    size_t row_bytes;
     double loss;
 } gptq_out;
+
+/* K-quants, IQ4 and IQ3_S: the grids of super-block sb (its c->sbn values x in original column order)
+ * from llama.cpp's importance-weighted quantizer (importance diag H): scales into blk, one grid per
+ * sub-block into grids. */
+void sqz__gptq_kgrids(const gptq_ctx *c, const float *x, int64_t sb, uint8_t *blk, sqz__grid *grids);
 
 /* The sweep over row-major wp (n_out, n) in processing order (overwritten) on the host; the
  * trailing updates through c->be's sgemm slot when it is a host-memory backend (same bits). */

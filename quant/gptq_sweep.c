@@ -67,8 +67,13 @@ static void sweep_row(const gptq_block *b, int64_t r) {
     float gq[4] = {0}; /* IQ3_S: the current group's values */
     for (int64_t i = 0; i < cnt; i++) {
         const int64_t p = i1 + i;
-        if (grids && !c->static_grids && p % c->gs == 0)
+        if (c->kdyn && p % c->sbn == 0) { /* the super-block lies in this block (gptq.c) */
+            const int64_t sb = p / c->sbn;
+            uint8_t *blk = b->o->kblk + (size_t)r * b->o->row_bytes + (size_t)sb * (b->o->row_bytes / (size_t)(n / c->sbn));
+            sqz__gptq_kgrids(c, wr + i, sb, blk, &grids[r * c->ng + p / c->gs]);
+        } else if (grids && !c->static_grids && !c->kdyn && p % c->gs == 0) {
             sqz__grid_make(c->fmt, wr + i, (int)c->gs, &grids[r * c->ng + p / c->gs]);
+        }
         if (mk && mk->per_row && p % mk->span == 0) {
             const int64_t span = mk->span < cnt - i ? mk->span : cnt - i;
             mk->select(mk->user, wr + i, b->ld, 1, span, c->ud + p, pr + r * cnt + i, cnt);

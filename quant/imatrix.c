@@ -18,8 +18,36 @@
 #include "core/blocks.h"
 #include "quant/gguf/kquant_internal.h"
 #include "quant/gguf/quant_gguf.h"
+#include "kernels/cpu/pool.h"
 #include "quant/quant_internal.h"
 
+
+/* sqz's IQ3_S search (sqz__iq3s_refine) over rows [b, e) of a matrix llama.cpp's quantizer wrote. */
+typedef struct refine_job {
+    const float *w, *qw;
+    uint8_t *data;
+    int64_t n_in;
+} refine_job;
+
+static void refine_fn(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const refine_job *j = ctx;
+    const int64_t nsb = j->n_in / 256;
+    for (int64_t r = b; r < e; r++)
+        for (int64_t sb = 0; sb < nsb; sb++)
+            sqz__iq3s_refine(j->w + r * j->n_in + sb * 256, j->qw ? j->qw + sb * 256 : NULL,
+                             j->data + (size_t)(r * nsb + sb) * sizeof(sqz_block_iq3_s));
+}
+
+sqz_status sqz__iq3s_refine_rows(const float *w, int64_t n_out, int64_t n_in, const float *qw, void *data,
+                                 int threads) {
+    sqz__pool *pool = NULL;
+    SQZ_TRY(sqz__pool_new(threads, &pool));
+    refine_job j = {w, qw, data, n_in};
+    sqz__pool_for(pool, n_out, 8, refine_fn, &j);
+    sqz__pool_free(pool);
+    return SQZ_OK;
+}
 
 static float row_sigma2(const float *x, int64_t n) {
     float sum_x2 = 0;
@@ -118,6 +146,11 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
             sqz_quantize_iq4(out[i].dtype, lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
         if (iq3) /* quantize_iq3_s with quant_weights (quant/gguf/iq3.c) */
             sqz_quantize_iq3_s(lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
+        if (iq3 && o->refine) s = sqz__iq3s_refine_rows(lin[i].w, lin[i].n_out, n_in, st->x2, out[i].data, o->threads);
+        if (s != SQZ_OK) {
+            for (int j = 0; j <= i; j++) sqz_qmatrix_free(&out[j]);
+            return s;
+        }
         for (int64_t r = 0; !kquant && !iq4 && !iq3 && r < lin[i].n_out; r++) {
             const float *x = lin[i].w + r * n_in;
             if (f == SQZ_QFMT_Q4_0) row_q4_0(x, (sqz_block_q4_0 *)out[i].data + r * nb, n_in, st->x2);

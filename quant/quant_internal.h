@@ -50,6 +50,11 @@ static inline int sqz__rint_sat(float v) {
  * with E[x^2] = x2 where asked (imatrix) and the type has one, the reference one otherwise. */
 sqz_status sqz__qauto_quantize(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,
                                const sqz_qtarget *t, sqz_qmatrix *q);
+/* sqz's IQ3_S search (sqz__iq3s_refine) over every block of the (n_out, n_in) matrix w that
+ * sqz_quantize_iq3_s wrote into data with the same importance qw (n_in, or NULL), on threads
+ * (0: all cores) (quant/imatrix.c). */
+sqz_status sqz__iq3s_refine_rows(const float *w, int64_t n_out, int64_t n_in, const float *qw, void *data,
+                                 int threads);
 /* Appends candidate (f, bytes, err) to t (quant/auto.c). */
 void sqz__qauto_add(sqz_qauto_tensor *t, sqz_qformat f, double bytes, double err);
 

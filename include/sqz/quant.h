@@ -244,14 +244,22 @@ typedef enum sqz_act_calib {
     SQZ_ACT_CALIB_KL = 2,         /* entropy: the threshold minimising KL(P || Q) */
 } sqz_act_calib;
 
+#define SQZ_GPTQ_SHRINK_AUTO (-1.0)
 typedef struct sqz_quant_opts {
     sqz_qtarget target;
     /* GPTQ (Frantar et al. 2022, IST-DASLab gptq.py) */
     double percdamp;        /* damping = percdamp * mean(diag H); 0.01 */
+    double gptq_shrink;     /* H's off-diagonal scaled by 1 - gptq_shrink before the damping (0 to 1;
+                               1: diagonal, each column rounded on its own; SQZ_GPTQ_SHRINK_AUTO:
+                               n_in / (n_in + n_tokens), what sqz compress uses); 0 */
     int32_t blocksize;      /* lazy-batch block; 128 (a multiple of the group) */
     bool act_order;         /* process columns by decreasing diag(H) */
     bool static_groups;     /* grids from the original weights before any update (always so for
                                GGUF targets with act_order) */
+    /* imatrix / rtn onto IQ3_S (and GPTQ's imatrix candidate): after llama.cpp's quantizer, sqz's
+     * search of the scales with the codewords chosen at the stored scales (sqz__iq3s_refine), kept
+     * where the weighted error is lower; false: llama.cpp's bytes */
+    bool refine;
     /* GPTAQ (Li et al., ICML 2025): fit Q X~ to the original model's W X instead of W X~. GPTQ's
      * sweep plus the correction P = alpha * triu1(dXX^T . U^T) . U (U the factor of H^-1) applied
      * with each column's value before quantization; needs st->dxxt. Also SparseGPT's sweep. */

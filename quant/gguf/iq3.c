@@ -335,3 +335,67 @@ void sqz__iq3s_repack(const int8_t *code, void *block) {
         y->qh[g / 8] |= (uint8_t)((gi >> 8) << (g % 8));
     }
 }
+
+/* ---- sqz's refinement (sqz__iq3s_refine) ------------------------------------------------------ */
+
+/* The weighted squared error of sub-block x (BS values, weights w) at scale db, its signed levels
+ * into code (the codeword of each group at that scale: sqz__iq3s_group). */
+static double sub_err(const float *x, const float *w, float db, int8_t *code) {
+    double e = 0;
+    float q[4];
+    for (int g = 0; g < BS / 4; g++) {
+        sqz__iq3s_group(x + 4 * g, w + 4 * g, db, code + 4 * g, q);
+        for (int i = 0; i < 4; i++) e += (double)w[4 * g + i] * (double)(x[4 * g + i] - q[i]) * (x[4 * g + i] - q[i]);
+    }
+    return e;
+}
+
+void sqz__iq3s_refine(const float *x, const float *qw, void *block) {
+    pthread_once(&tables_once, tables_build);
+    sqz_block_iq3_s *y = block;
+    const float d0 = sqz_fp16_to_fp32(y->d);
+    if (!(d0 > 0)) return;
+    float sumx2 = 0, w[QK_K];
+    for (int i = 0; i < QK_K; ++i) sumx2 += x[i] * x[i];
+    const float sigma2 = 2 * sumx2 / QK_K;
+    for (int i = 0; i < QK_K; ++i) w[i] = qw ? qw[i] * sqrtf(sigma2 + x[i] * x[i]) : x[i] * x[i];
+    /* the super-block scale near the stored one, then each sub-block's 4-bit scale and codewords
+     * chosen together at the scale the dequantizer will use */
+    int8_t code[QK_K], best_code[QK_K], c[BS];
+    uint8_t best_sc[QK_K / BS / 2] = {0};
+    uint16_t best_d = y->d;
+    double best = -1;
+    for (int k = -2; k <= 2; k++) {
+        const uint16_t dh = sqz_fp32_to_fp16(d0 * (1 + 0.025f * (float)k));
+        const float d = sqz_fp16_to_fp32(dh);
+        if (!(d > 0)) continue;
+        uint8_t sc[QK_K / BS / 2] = {0};
+        double tot = 0;
+        for (int ib = 0; ib < QK_K / BS; ib++) {
+            double be = -1;
+            for (int l = 0; l < 16; l++) {
+                const double e = sub_err(x + BS * ib, w + BS * ib, d * (float)(1 + 2 * l), c);
+                if (be < 0 || e < be) {
+                    be = e;
+                    memcpy(code + BS * ib, c, BS);
+                    sc[ib / 2] = (uint8_t)((sc[ib / 2] & (0xf0 >> 4 * (ib % 2))) | (l << 4 * (ib % 2)));
+                }
+            }
+            tot += be;
+        }
+        if (best < 0 || tot < best) {
+            best = tot;
+            best_d = dh;
+            memcpy(best_sc, sc, sizeof sc);
+            memcpy(best_code, code, sizeof code);
+        }
+    }
+    float deq[QK_K];
+    sqz_dequantize_iq3_s(y, deq, QK_K);
+    double orig = 0;
+    for (int i = 0; i < QK_K; i++) orig += (double)w[i] * (double)(x[i] - deq[i]) * (x[i] - deq[i]);
+    if (!(best >= 0) || orig <= best) return; /* llama.cpp's block was no worse: kept */
+    y->d = best_d;
+    memcpy(y->scales, best_sc, sizeof best_sc);
+    sqz__iq3s_repack(best_code, y);
+}

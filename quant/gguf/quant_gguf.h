@@ -71,6 +71,14 @@ void sqz__iq3s_group(const float *v, const float *w, float db, int8_t *code, flo
  * the block's indices and sign bits, keeping its d and sub-block scales. */
 void sqz__iq3s_repack(const int8_t *code, void *block);
 
+/* sqz's own IQ3_S search after llama.cpp's (not llama.cpp's bytes): one block of 256 values x made
+ * by sqz_quantize_iq3_s with the same quant_weights qw (or NULL) re-chosen in place: the super-block
+ * scale among 5 near the stored one (+-5%), then each sub-block's 4-bit scale (all 16) with its
+ * codewords chosen at the scale the dequantizer uses (llama.cpp rounds the scale after choosing the
+ * codes), with llama.cpp's weights qw[i] * sqrt(sigma2 + x[i]^2); the block is replaced only where
+ * that weighted squared error is lower. Thread-safe. */
+void sqz__iq3s_refine(const float *x, const float *qw, void *block);
+
 /* quant/gguf/dtype_ref.c: the reference from_f32 of t: the block quantizer of a GGUF type sqz
  * writes, core's converter of a float type (F32, F16, BF16, F64), NULL when sqz cannot produce
  * t. The same function as sqz_dtype_info(t)->from_f32. */

@@ -23,13 +23,14 @@ grep -q avx2 /proc/cpuinfo 2>/dev/null || { echo "skipping: the golden bytes wer
 tail -n 1200 "$wiki" > "$tmp/calib.txt"
 
 # NAME MODEL OUT-SUFFIX ARGS...: compresses and prints "sha256  NAME/file" for every output file.
-# A gptq SPEC runs plain GPTQ (':no-gptaq' appended, so the bytes recorded before GPTAQ existed
-# still hold whatever the default); the *_gptaq rows name GPTAQ themselves.
+# A gptq SPEC runs plain GPTQ (':no-gptaq' and ':shrink=0' appended, so the bytes recorded before
+# GPTAQ and the Hessian's shrinkage existed still hold whatever the defaults); the *_gptaq rows name
+# GPTAQ themselves.
 run() {
   local name=$1 model=$2 suffix=$3; shift 3
   local a args=()
   for a in "$@"; do
-    case $a in *:gptq*gptaq*) ;; *:gptq*) a=$a:no-gptaq ;; esac
+    case $a in *:gptq*gptaq*) a=$a:shrink=0 ;; *:gptq*) a=$a:no-gptaq:shrink=0 ;; esac
     args+=("$a")
   done
   set -- "${args[@]}"

@@ -338,10 +338,88 @@ static void test_dead_columns(void **state) {
     sqz_qstats_buf_free(&sb);
 }
 
+/* SmolLM2's ffn_down (1536 wide) onto Q6_K and IQ3_S: shrink=1 (a diagonal Hessian: no error
+ * feedback) rounds each weight to the nearest value of llama.cpp's own grids, so its Q6_K bytes are
+ * imatrix's with E[x^2] = diag H / n (all but near-ties of the scale search); shrink=0.5 stays below
+ * RTN's held-out error; dynamic K-quant grids (no act-order, dynamic-groups: made as the sweep reaches
+ * each super-block) give the same bytes twice and a held-out error below RTN's. */
+static void test_shrink_dynamic(void **state) {
+    (void)state;
+    const char *path = sqz_test_smollm2();
+    SQZ_SKIP_UNLESS(path);
+    qfix f;
+    qfix_load(&f, path, 2, 512, 4);
+    int64_t n_in = 0, n_out = 0;
+    float *w = qfix_weight(&f, SQZ_ROLE_FFN_DOWN, &n_out, &n_in);
+    sqz_qstats_buf sb;
+    SQZ_ASSERT_OK(sqz_qstats_compute(f.x[QF_DOWN], f.n_calib, n_in, SQZ_QSTAT_XTX, 0, &sb));
+    float *x2 = malloc((size_t)n_in * sizeof(float));
+    for (int64_t j = 0; j < n_in; j++) x2[j] = (float)(sb.s.xtx[j * n_in + j] / (double)f.n_calib);
+    sqz_qstats st2 = {.n_in = n_in, .x2 = x2, .n_tokens = f.n_calib};
+    sqz_qlinear lin = {w, n_out, "ffn_down", false};
+    const sqz_qformat fmts[] = {SQZ_QFMT_Q6_K, SQZ_QFMT_IQ3_S};
+    for (size_t fi = 0; fi < 2; fi++) {
+        sqz_quant_opts o = sqz_quant_default_opts();
+        o.target = (sqz_qtarget){fmts[fi], 256};
+        o.act_order = false;
+        sqz_qmatrix rtn = {0}, im = {0}, diag = {0}, half = {0}, dyn = {0}, dyn2 = {0};
+        SQZ_ASSERT_OK(sqz_quant_rtn(&lin, 1, &sb.s, &o, &rtn, NULL));
+        SQZ_ASSERT_OK(sqz_quant_imatrix(&lin, 1, &st2, &o, &im, NULL));
+        o.gptq_shrink = 1.0;
+        SQZ_ASSERT_OK(sqz_quant_gptq(&lin, 1, &sb.s, &o, &diag, NULL));
+        o.gptq_shrink = 0.5;
+        SQZ_ASSERT_OK(sqz_quant_gptq(&lin, 1, &sb.s, &o, &half, NULL));
+        o.gptq_shrink = 0;
+        o.static_groups = false;
+        SQZ_ASSERT_OK(sqz_quant_gptq(&lin, 1, &sb.s, &o, &dyn, NULL));
+        SQZ_ASSERT_OK(sqz_quant_gptq(&lin, 1, &sb.s, &o, &dyn2, NULL));
+        assert_memory_equal(dyn.data, dyn2.data, dyn.nbytes);
+        if (fmts[fi] == SQZ_QFMT_Q6_K) {
+            size_t same = 0;
+            for (size_t b = 0; b < im.nbytes; b++) same += ((const uint8_t *)im.data)[b] == ((const uint8_t *)diag.data)[b];
+            print_message("Q6_K shrink=1: %.3f%% of imatrix's bytes\n", 100.0 * (double)same / (double)im.nbytes);
+            assert_true((double)same >= 0.99 * (double)im.nbytes);
+        }
+        double e[5];
+        const sqz_qmatrix *qs[5] = {&rtn, &im, &diag, &half, &dyn};
+        for (int k = 0; k < 5; k++) {
+            double num = 0, den = 0;
+            group_err(&f, QF_DOWN, &lin, 1, qs[k], &num, &den);
+            e[k] = sqrt(num / den);
+        }
+        print_message("%s held out: rtn %.5f imatrix %.5f shrink=1 %.5f shrink=0.5 %.5f dynamic %.5f\n",
+                      fmts[fi] == SQZ_QFMT_Q6_K ? "Q6_K" : "IQ3_S", e[0], e[1], e[2], e[3], e[4]);
+        assert_true(e[3] < e[0] && e[4] < e[0]);
+        if (getenv("SQZ_SHRINK_SCAN")) {
+            const double shr[] = {0, 0.1, 0.25, 0.5, 0.75};
+            for (int ao = 0; ao < 2; ao++)
+                for (int k = 0; k < 5; k++) {
+                    sqz_quant_opts o2 = sqz_quant_default_opts();
+                    o2.target = o.target;
+                    o2.act_order = ao;
+                    o2.gptq_shrink = shr[k];
+                    sqz_qmatrix q = {0};
+                    SQZ_ASSERT_OK(sqz_quant_gptq(&lin, 1, &sb.s, &o2, &q, NULL));
+                    double num = 0, den = 0;
+                    group_err(&f, QF_DOWN, &lin, 1, &q, &num, &den);
+                    print_message("  act-order %d shrink %.2f: %.5f\n", ao, shr[k], sqrt(num / den));
+                    sqz_qmatrix_free(&q);
+                }
+        }
+        for (int k = 0; k < 5; k++) sqz_qmatrix_free((sqz_qmatrix *)qs[k]);
+        sqz_qmatrix_free(&dyn2);
+    }
+    free(x2);
+    sqz_qstats_buf_free(&sb);
+    free(w);
+    qfix_free(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dead_columns),
         cmocka_unit_test(test_shared_factor),
+        cmocka_unit_test(test_shrink_dynamic),
         cmocka_unit_test(test_stories260K),
         cmocka_unit_test(test_tinystories),
         cmocka_unit_test(test_smollm2),
