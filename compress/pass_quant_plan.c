@@ -31,6 +31,7 @@ static const sqz_role linear_roles[] = {SQZ_ROLE_ATTN_Q,   SQZ_ROLE_ATTN_K, SQZ_
 typedef struct collector {
     sqz_model *m;
     bool imatrix;
+    bool refine;         /* the SPEC's search=refine: IQ3_S measured as the stage will write it */
     sqz_qauto_tensor *t; /* [n_layers * N_LIN] */
     bool *have;
     float **x2;          /* [n_layers * N_LIN]: a copy of the input's E[x^2], or NULL */
@@ -59,8 +60,8 @@ static void measure_jobs(void *ctx, int64_t begin, int64_t end, int thread) {
         J->bytes[j] = -1.0;
         J->st[j] = SQZ_OK;
         if (!J->w[k]) continue;
-        J->st[j] = sqz_qauto_measure_one(J->w[k], J->rows[k], J->cols[k], J->x2[k], J->c->imatrix,
-                                         J->cand[j / N_LIN], J->deq[thread], &J->bytes[j], &J->err[j]);
+        J->st[j] = sqz__qauto_measure(J->w[k], J->rows[k], J->cols[k], J->x2[k], J->c->imatrix, J->c->refine,
+                                      J->cand[j / N_LIN], J->deq[thread], &J->bytes[j], &J->err[j]);
         /* the type it is stored in costs nothing: the quant stage copies its bytes */
         if (sqz_qformat_dtype(J->cand[j / N_LIN]) == J->stored[k]) J->err[j] = 0.0;
     }
@@ -354,7 +355,7 @@ sqz_status sqz__quant_auto_plan(sqz_pass_ctx *pc, sqz_compress_spec *sp, double 
     const int64_t nl = m->hp.n_layers, nt = nl * N_LIN;
     /* a method that reads the activations (imatrix, gptq, awq) is measured by importance-weighted
      * rounding, the nearest of the reference quantizers to what it writes; rtn by rtn */
-    collector c = {m, sp->method->needs != 0, sqz__calloc((size_t)nt, sizeof(sqz_qauto_tensor)),
+    collector c = {m, sp->method->needs != 0, sp->q.refine, sqz__calloc((size_t)nt, sizeof(sqz_qauto_tensor)),
                    sqz__calloc((size_t)nt, sizeof(bool)), sqz__calloc((size_t)nt, sizeof(float *)), NULL, NULL};
     sqz_status st = c.t && c.have && c.x2 ? SQZ_OK : SQZ_ERR_NOMEM;
     if (st == SQZ_OK) st = sqz__pool_new(pc->session_opts->n_threads, &c.pool);

@@ -144,7 +144,8 @@ static const float *x2_of(const sqz__qauto_measured *ms, const sqz_tensor *t) {
 }
 
 /* q: t quantized to d as auto measured it (sqz__qauto_quantize); q->data stays NULL for a float d. */
-static sqz_status quantize(const sqz_tensor *t, sqz_dtype d, const float *x2, bool imatrix, sqz_qmatrix *q) {
+static sqz_status quantize(const sqz_tensor *t, sqz_dtype d, const float *x2, bool imatrix, bool refine,
+                           sqz_qmatrix *q) {
     memset(q, 0, sizeof *q);
     sqz_qtarget target = {SQZ_QFMT_Q8_0, 0};
     if (!sqz_qformat_from_dtype(d, &target.fmt)) return SQZ_OK;
@@ -153,7 +154,7 @@ static sqz_status quantize(const sqz_tensor *t, sqz_dtype d, const float *x2, bo
     float *w = sqz__malloc((size_t)n * sizeof(float));
     if (!w) return SQZ_ERR_NOMEM;
     sqz_status st = sqz_tensor_to_f32(t, w);
-    if (st == SQZ_OK) st = sqz__qauto_quantize(w, t->shape[0], t->shape[1], x2, imatrix, &target, q);
+    if (st == SQZ_OK) st = sqz__qauto_quantize(w, t->shape[0], t->shape[1], x2, imatrix, refine, &target, q);
     free(w);
     return st;
 }
@@ -171,7 +172,7 @@ static sqz_status apply(sqz_model *m, const sqz_compress_spec *sp, const sqz__qa
             d = sqz_qmix_type(sp->mix, m, t, with_imatrix(sp));
         if (d == SQZ_DTYPE_COUNT || d == t->dtype) continue;
         sqz_qmatrix q;
-        sqz_status st = quantize(t, d, x2_of(ms, t), imatrix, &q);
+        sqz_status st = quantize(t, d, x2_of(ms, t), imatrix, sp->q.refine, &q);
         if (st != SQZ_OK) {
             sqz__error_prefix("auto trial: %s", t->name);
             return st;

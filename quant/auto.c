@@ -36,26 +36,38 @@ int sqz_qauto_candidates(const sqz_qformat **out) {
 }
 
 sqz_status sqz__qauto_quantize(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,
-                               const sqz_qtarget *t, sqz_qmatrix *q) {
-    if (imatrix && x2 && (sqz_qmethod_find("imatrix")->formats & (1u << t->fmt))) {
-        sqz_quant_opts o = sqz_quant_default_opts();
-        o.target = *t;
+                               bool refine, const sqz_qtarget *t, sqz_qmatrix *q) {
+    sqz_quant_opts o = sqz_quant_default_opts();
+    o.target = *t;
+    o.refine = refine;
+    o.threads = 1; /* auto measures its (matrix, type) pairs on a pool of its own */
+    if (!imatrix || !x2 || !(sqz_qmethod_find("imatrix")->formats & (1u << t->fmt))) {
+        if (!refine || t->fmt != SQZ_QFMT_IQ3_S) return sqz_quant_rtn_one(w, n_out, n_in, t, q);
+        sqz_qstats s = {.n_in = n_in};
+        sqz_qlinear lin = {w, n_out, "auto", false};
+        return sqz_quant_rtn(&lin, 1, &s, &o, q, NULL);
+    }
+    {
         sqz_qstats s = {.n_in = n_in, .x2 = x2};
         sqz_qlinear lin = {w, n_out, "auto", false};
         return sqz_quant_imatrix(&lin, 1, &s, &o, q, NULL);
     }
-    return sqz_quant_rtn_one(w, n_out, n_in, t, q);
 }
 
 sqz_status sqz_qauto_measure_one(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,
                                  sqz_qformat f, float *deq, double *bytes, double *err) {
+    return sqz__qauto_measure(w, n_out, n_in, x2, imatrix, false, f, deq, bytes, err);
+}
+
+sqz_status sqz__qauto_measure(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix, bool refine,
+                              sqz_qformat f, float *deq, double *bytes, double *err) {
     *bytes = -1.0;
     *err = 0.0;
     sqz_qtarget t = {f, 0};
     SQZ_TRY(sqz_qtarget_check(&t));
     if (!sqz_qtarget_fits(&t, n_in)) return SQZ_OK;
     sqz_qmatrix q;
-    sqz_status st = sqz__qauto_quantize(w, n_out, n_in, x2, imatrix, &t, &q);
+    sqz_status st = sqz__qauto_quantize(w, n_out, n_in, x2, imatrix, refine, &t, &q);
     if (st == SQZ_OK) st = sqz_qmatrix_to_f32(&q, deq);
     if (st == SQZ_OK) {
         double e = 0, y = 0;

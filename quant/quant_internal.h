@@ -47,9 +47,13 @@ static inline int sqz__rint_sat(float v) {
 }
 
 /* W quantized to t as auto measures and plans it: llama.cpp's importance-weighted quantizer
- * with E[x^2] = x2 where asked (imatrix) and the type has one, the reference one otherwise. */
+ * with E[x^2] = x2 where asked (imatrix) and the type has one, the reference one otherwise; with
+ * refine, IQ3_S blocks then searched again (sqz__iq3s_refine, the SPEC's search=refine). */
 sqz_status sqz__qauto_quantize(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,
-                               const sqz_qtarget *t, sqz_qmatrix *q);
+                               bool refine, const sqz_qtarget *t, sqz_qmatrix *q);
+/* sqz_qauto_measure_one with the rounding of sqz__qauto_quantize (refine). */
+sqz_status sqz__qauto_measure(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix, bool refine,
+                              sqz_qformat f, float *deq, double *bytes, double *err);
 /* sqz's IQ3_S search (sqz__iq3s_refine) over every block of the (n_out, n_in) matrix w that
  * sqz_quantize_iq3_s wrote into data with the same importance qw (n_in, or NULL), on threads
  * (0: all cores) (quant/imatrix.c). */

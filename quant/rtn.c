@@ -145,7 +145,10 @@ sqz_status sqz_quant_rtn(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st
     if (o->act_mode == SQZ_ACT_STATIC_TENSOR) SQZ_TRY(sqz__act_scale_for(st, o, NULL, &act_scale));
     for (int i = 0; i < n_lin; i++) {
         sqz_status s = sqz_quant_rtn_one(lin[i].w, lin[i].n_out, st->n_in, &o->target, &out[i]);
+        if (s == SQZ_OK && o->refine && o->target.fmt == SQZ_QFMT_IQ3_S) /* sqz's search, llama.cpp's weights x^2 */
+            s = sqz__iq3s_refine_rows(lin[i].w, lin[i].n_out, st->n_in, NULL, out[i].data, o->threads);
         if (s != SQZ_OK) {
+            if (out[i].data) sqz_qmatrix_free(&out[i]);
             for (int j = 0; j < i; j++) sqz_qmatrix_free(&out[j]);
             if (lin[i].name) sqz__error_prefix("%s", lin[i].name);
             return s;

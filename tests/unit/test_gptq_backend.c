@@ -20,6 +20,7 @@ typedef struct fcase {
     sqz_qformat fmt;
     int32_t group;
     bool act_order;
+    bool static_groups; /* K-quants: the original rows' grids; else made as the sweep reaches them */
 } fcase;
 
 static void qfree(sqz_qmatrix *q, int n) {
@@ -59,6 +60,7 @@ static void one_case(const fcase *fc, const sqz_qlinear *lin, int n, const sqz_q
     sqz_quant_opts o = sqz_quant_default_opts();
     o.target = (sqz_qtarget){fc->fmt, fc->group};
     o.act_order = fc->act_order;
+    o.static_groups = fc->static_groups;
     sqz_qmatrix ref[3], q[3];
     memset(ref, 0, sizeof ref);
     SQZ_ASSERT_OK(sqz_quant_gptq(lin, n, st, &o, ref, NULL));
@@ -92,8 +94,11 @@ static void one_case(const fcase *fc, const sqz_qlinear *lin, int n, const sqz_q
                   "of the weights, loss %.6g vs %.6g (host %.3f s)\n",
                   label, sqz_qformat_name(fc->fmt), (int)fc->group, fc->act_order ? " act-order" : "", 100.0 * a, ld,
                   lr, t_ref);
-    assert_true(a >= 0.999);
-    assert_true(fabs(ld - lr) <= 1e-3 * lr + 1e-12);
+    /* dynamic K-quant grids: llama.cpp's discrete scale choice for a super-block can flip on the
+     * device's last-bit differences in the updated weights, and the row then differs from there */
+    const bool kdyn = !fc->static_groups && !fc->act_order && (fc->fmt == SQZ_QFMT_Q4_K);
+    assert_true(a >= (kdyn ? 0.99 : 0.999));
+    assert_true(fabs(ld - lr) <= (kdyn ? 1e-2 : 1e-3) * lr + 1e-12);
     qfree(q, n);
     qfree(ref, n);
 }
@@ -122,8 +127,9 @@ static void test_tinystories(void **state) {
     SQZ_ASSERT_OK(sqz_backend_cpu(0, &cpu));
     fake_device fd;
     fake_device_init(&fd, 0);
-    const fcase cases[] = {{SQZ_QFMT_Q4_0, 32, false}, {SQZ_QFMT_Q4_0, 32, true}, {SQZ_QFMT_I4_SYM, 128, true},
-                           {SQZ_QFMT_I4_ASYM, 128, false}, {SQZ_QFMT_IQ4_NL, 0, false}, {SQZ_QFMT_I8, 0, false}};
+    const fcase cases[] = {{SQZ_QFMT_Q4_0, 32, false, false}, {SQZ_QFMT_Q4_0, 32, true, false},
+                           {SQZ_QFMT_I4_SYM, 128, true, false},  {SQZ_QFMT_I4_ASYM, 128, false, false},
+                           {SQZ_QFMT_IQ4_NL, 0, false, false},   {SQZ_QFMT_I8, 0, false, false}};
     const int groups[2] = {QF_QKV, QF_DOWN};
     for (int gi = 0; gi < 2; gi++) {
         sqz_qlinear lin[3];
@@ -150,8 +156,9 @@ static void test_smollm2_q4_k(void **state) {
     sqz_qlinear lin[1];
     sqz_qstats_buf sb;
     const int n = layers_of(&f, QF_DOWN, lin, &sb);
-    const fcase c = {SQZ_QFMT_Q4_K, 0, false};
+    const fcase c = {SQZ_QFMT_Q4_K, 0, false, true}, cd = {SQZ_QFMT_Q4_K, 0, false, false};
     one_case(&c, lin, n, &sb.s, cpu, &fd.b, "SmolLM2 ffn_down");
+    one_case(&cd, lin, n, &sb.s, cpu, &fd.b, "SmolLM2 ffn_down dynamic");
     free((void *)lin[0].w);
     sqz_qstats_buf_free(&sb);
     fake_device_free(&fd);

@@ -4,8 +4,9 @@
  * sqz/quant.h (re-quantizing the dequantized result with the reference gives the same bytes);
  * act-order with and without static groups; determinism (same bytes twice, Q4_0 and I4); a factor
  * kept between calls (sqz_gptq_factors) gives the bytes of a fresh one.
- * K-quants (Q2_K..Q6_K, where the width is a multiple of 256: SmolLM2's ffn_down) keep the
- * super-block and sub-block scales llama.cpp's quantizer picks for the original row; so do IQ4_NL,
+ * K-quants (Q2_K..Q6_K, where the width is a multiple of 256: SmolLM2's ffn_down) with static
+ * grids keep the super-block and sub-block scales llama.cpp's quantizer picks for the original row
+ * (dynamic ones, and the Hessian's shrinkage: test_shrink_dynamic); so do IQ4_NL,
  * IQ4_XS and IQ3_S (GPTQ onto its codebook: codewords of 4 columns chosen as a group starts).
  * SmolLM2's weights are already on a Q4_1 grid (the package ships a Q4_1 GGUF): RTN to Q4_1
  * reproduces them exactly, so Q4_1 is not compared there. */
@@ -161,7 +162,9 @@ static void run_model(const model_case *mc) {
             memset(gq, 0, sizeof gq);
             memset(aq, 0, sizeof aq);
             SQZ_ASSERT_OK(sqz_quant_rtn(lin, n, &sb.s, &o, rq, NULL));
+            o.static_groups = is_k(o.target.fmt); /* the original rows' grids (dynamic: test_shrink_dynamic) */
             SQZ_ASSERT_OK(sqz_quant_gptq(lin, n, &sb.s, &o, gq, NULL));
+            o.static_groups = false;
             double rn = 0, rd = 0, gn = 0, gd = 0, an = 0, ad = 0;
             group_err(&f, g, lin, n, rq, &rn, &rd);
             group_err(&f, g, lin, n, gq, &gn, &gd);
@@ -180,6 +183,7 @@ static void run_model(const model_case *mc) {
                 sqz_qmatrix dq[3];
                 memset(dq, 0, sizeof dq);
                 o.act_order = false;
+                o.static_groups = is_k(o.target.fmt);
                 SQZ_ASSERT_OK(sqz_quant_gptq(lin, n, &sb.s, &o, dq, NULL));
                 for (int i = 0; i < n; i++) {
                     assert_memory_equal(dq[i].data, gq[i].data, gq[i].nbytes);
