@@ -172,6 +172,13 @@ static sqz_status check_applies(const sqz__quant_args *a, uint64_t given, const 
                   "SPEC '%s': 'alpha=' is a SmoothQuant option", spec);
     SQZ_RETURN_IF(GIVEN(R_PCT) && !(GIVEN(R_ACT) && a->act == SQZ_ACT_CALIB_PERCENTILE), SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': 'pct=' needs the percentile activation calibration", spec);
+    /* refine searches IQ3_S blocks: a single format must be iq3_s, a mix or auto may hold some (overrides) */
+    SQZ_RETURN_IF(GIVEN(R_SEARCH) && a->search == 1 && a->format < FIRST_MIX && a->format != F_IQ3_S &&
+                      !(GIVEN(R_MIX) && a->mix == 1),
+                  SQZ_ERR_INVALID_ARG, "SPEC '%s': 'refine' searches IQ3_S blocks, and this SPEC writes none (use "
+                  "iq3_s, a mix or auto)", spec);
+    SQZ_RETURN_IF(GIVEN(R_SEARCH) && a->search == 1 && strcmp(mn, "rtn") && strcmp(mn, "imatrix") && strcmp(mn, "gptq"),
+                  SQZ_ERR_INVALID_ARG, "SPEC '%s': 'refine' applies to rtn, imatrix and gptq", spec);
     SQZ_RETURN_IF(GIVEN(R_ROT) && a->rot && a->format != F_AUTO, SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': 'try-rotate' is an auto option (auto:bpw=X:try-rotate); for a fixed format put "
                   "--rotate all before --quant", spec);

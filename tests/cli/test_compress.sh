@@ -104,6 +104,10 @@ check "unknown part -> exit 2 naming it" '[ $rc -eq 2 ] && grep -q "frob" "$tmp/
 check "int8 to GGUF -> exit 2" '[ $rc -eq 2 ] && grep -q "safetensors" "$tmp/err"'
 "$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:gptq > /dev/null 2> "$tmp/err"; rc=$?
 check "gptq without --calib -> exit 2" '[ $rc -eq 2 ] && grep -q "calib" "$tmp/err"'
+"$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:imatrix:refine > /dev/null 2> "$tmp/err"; rc=$?
+check "refine without IQ3_S -> exit 2" '[ $rc -eq 2 ] && grep -q "IQ3_S" "$tmp/err"'
+"$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:imatrix:shrink=0.5 > /dev/null 2> "$tmp/err"; rc=$?
+check "shrink without gptq -> exit 2" '[ $rc -eq 2 ] && grep -q "shrink" "$tmp/err"'
 "$sqz" compress "$s260" -o "$tmp/x.gguf" > /dev/null 2>&1
 check "no SPEC -> exit 2" '[ $? -eq 2 ]'
 
