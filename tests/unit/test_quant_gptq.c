@@ -259,6 +259,15 @@ static void test_smollm2(void **state) {
     run_model(&mc);
 }
 
+/* SmolLM2's blk.2 ffn_down (1536 wide: every K-quant fits), its weight (the caller's to free) and the
+ * Hessian of its input over 4 windows of 512 tokens. */
+static float *smollm2_down(const char *path, qfix *f, int64_t *n_out, int64_t *n_in, sqz_qstats_buf *sb) {
+    qfix_load(f, path, 2, 512, 4);
+    float *w = qfix_weight(f, SQZ_ROLE_FFN_DOWN, n_out, n_in);
+    SQZ_ASSERT_OK(sqz_qstats_compute(f->x[QF_DOWN], f->n_calib, *n_in, SQZ_QSTAT_XTX, 0, sb));
+    return w;
+}
+
 /* A factor kept in a sqz_gptq_factors store between calls on the same statistics (a mix's members
  * of one input, each to its own type) gives the bytes of a fresh factor: SmolLM2's ffn_down input
  * (1536 wide: every K-quant fits), members of 576, 192 and 100 of its rows, one at a time to Q4_K,
@@ -269,11 +278,9 @@ static void test_shared_factor(void **state) {
     const char *path = sqz_test_smollm2();
     SQZ_SKIP_UNLESS(path);
     qfix f;
-    qfix_load(&f, path, 2, 512, 4);
     int64_t n_in = 0, n_out = 0;
-    float *w = qfix_weight(&f, SQZ_ROLE_FFN_DOWN, &n_out, &n_in);
     sqz_qstats_buf sb;
-    SQZ_ASSERT_OK(sqz_qstats_compute(f.x[QF_DOWN], f.n_calib, n_in, SQZ_QSTAT_XTX, 0, &sb));
+    float *w = smollm2_down(path, &f, &n_out, &n_in, &sb);
     const sqz_qformat fmts[] = {SQZ_QFMT_Q4_K, SQZ_QFMT_Q6_K, SQZ_QFMT_IQ3_S, SQZ_QFMT_Q4_0};
     const int64_t rows[] = {n_out, 192, 100};
     struct sqz_gptq_factors *store = sqz_gptq_factors_new();
@@ -352,11 +359,9 @@ static void test_shrink_dynamic(void **state) {
     const char *path = sqz_test_smollm2();
     SQZ_SKIP_UNLESS(path);
     qfix f;
-    qfix_load(&f, path, 2, 512, 4);
     int64_t n_in = 0, n_out = 0;
-    float *w = qfix_weight(&f, SQZ_ROLE_FFN_DOWN, &n_out, &n_in);
     sqz_qstats_buf sb;
-    SQZ_ASSERT_OK(sqz_qstats_compute(f.x[QF_DOWN], f.n_calib, n_in, SQZ_QSTAT_XTX, 0, &sb));
+    float *w = smollm2_down(path, &f, &n_out, &n_in, &sb);
     float *x2 = malloc((size_t)n_in * sizeof(float));
     for (int64_t j = 0; j < n_in; j++) x2[j] = (float)(sb.s.xtx[j * n_in + j] / (double)f.n_calib);
     sqz_qstats st2 = {.n_in = n_in, .x2 = x2, .n_tokens = f.n_calib};
