@@ -14,7 +14,6 @@
  * still runs). llm-awq's auto_scale_block makes the same choices.
  */
 #include <cblas.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -67,6 +66,7 @@ void sqz__report_row_init(sqz_layer_report *r, const sqz_tensor *t) {
     r->n_in = t->shape[1];
     r->out_err = NAN;
     r->weight_err = NAN;
+    r->heldout_gptq = r->heldout_imatrix = NAN;
 }
 
 /* A layer's products on the calibration's sample rows formed before its validation (when GPTQ and
@@ -313,7 +313,7 @@ static sqz_status heldout_judge(sqz_backend *be, const sqz_qlinear *lin, const s
 enum { HELDOUT_MIN = 64 };
 static sqz_status gptq_or_imatrix(sqz_backend *be, const sqz_qlinear *lin, const sqz_calib_input *in,
                                   const sqz_quant_opts *qo, sqz_qmatrix *out, const sqz_qmethod **used,
-                                  sample_products *kept) {
+                                  sample_products *kept, sqz_layer_report *row) {
     const sqz_qmethod *im = sqz_qmethod_find("imatrix");
     if (strcmp((*used)->name, "gptq") || !in || !in->x || in->st.n_x < 1 || (!in->st.x2 && !in->st.xtx) || !im ||
         !(im->formats & (1u << qo->target.fmt)))
@@ -350,9 +350,10 @@ static sqz_status gptq_or_imatrix(sqz_backend *be, const sqz_qlinear *lin, const
             gw = !imatrix_wins;
         }
         imatrix_wins = !gw;
-        if (getenv("SQZ_DEBUG_CHOICE"))
-            fprintf(stderr, "choice %s: in-sample gptq %.5f imatrix %.5f | held out gptq %.5f imatrix %.5f -> %s\n",
-                    lin->name ? lin->name : "?", eg, ei, egh, eih, gw ? "gptq" : "imatrix");
+        if (st == SQZ_OK && (egh > 0 || eih > 0)) { /* the report's heldout_gptq / heldout_imatrix */
+            row->heldout_gptq = egh;
+            row->heldout_imatrix = eih;
+        }
     }
     if (st == SQZ_OK && imatrix_wins) {
         alt.seconds += out->seconds;
@@ -468,7 +469,8 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
                                  : SQZ_ERROR(SQZ_ERR_SHAPE, "block %d: statistics of %lld channels for %s (%lld)",
                                              (int)c->layer, (long long)qk.n_in, lin[k].name, (long long)n_in);
             if (st == SQZ_OK && sp->mix)
-                st = gptq_or_imatrix(c->o->backend, &lin[k], own[k], &qo, &out[k], &used[k], &known[k]);
+                st = gptq_or_imatrix(c->o->backend, &lin[k], own[k], &qo, &out[k], &used[k], &known[k],
+                                     &rows[qidx[k]]);
             if (own[k] != in) sample_products_free(&known[k]); /* other rows than the validation's */
         }
         sqz_gptq_factors_free(qo.factors);

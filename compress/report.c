@@ -222,6 +222,10 @@ char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, 
         ok &= num(e, "seconds", l->seconds);
         if (l->alpha != 0) ok &= num(e, "alpha", l->alpha);
         if (l->act_scale != 0) ok &= num(e, "act_scale", l->act_scale);
+        if (l->heldout_gptq > 0 || l->heldout_imatrix > 0) { /* judged held out (NaN or 0: not) */
+            ok &= num(e, "heldout_gptq", l->heldout_gptq);
+            ok &= num(e, "heldout_imatrix", l->heldout_imatrix);
+        }
     }
     cJSON *bs = cJSON_AddArrayToObject(o, "blocks");
     ok &= bs != NULL;

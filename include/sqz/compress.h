@@ -93,6 +93,9 @@ typedef struct sqz_layer_report {
     double seconds;         /* method time for this matrix (shared time split evenly) */
     float alpha;            /* AWQ / SmoothQuant exponent, else 0 */
     float act_scale;        /* W8A8 static activation scale, else 0 */
+    double heldout_gptq, heldout_imatrix; /* a mix's GPTQ-or-imatrix choice: each candidate's relative
+                               output error on the sample rows, both fitted without them; NaN when
+                               not judged so */
 } sqz_layer_report;
 
 typedef struct sqz_block_report {

@@ -9,7 +9,8 @@
 #   tinystories-656K: int4 GPTQ / AWQ / RTN (g32) and w8a8 smoothquant to safetensors, evaluated
 #     against the original: GPTQ and AWQ below RTN in mean KLD.
 # With "smollm2" as the first argument: SmolLM2-135M to its own q4_1 copies every tensor unchanged;
-# its attn_v onto Q5_1 in a gptq mix keeps imatrix's exact rounding over GPTQ's;
+# its attn_v onto Q5_1 in a gptq mix keeps imatrix's exact rounding over GPTQ's; that choice is judged
+#     on held-out rows (the report's heldout_gptq / heldout_imatrix);
 # q4_0:gptq on 16 x 256 calibration tokens,
 # peak RSS (/usr/bin/time %M) below half its F32 checkpoint plus the activations, then eval.
 set -u
@@ -171,6 +172,13 @@ for me in rtn imatrix gptq; do
 done
 check "a mix's output: imatrix and gptq use the statistics of its input, rtn does not" \
   '[ "$(heads "$tmp/h_rtn.json")" = rtn ] && [ "$(heads "$tmp/h_imatrix.json")" = imatrix ] && [ "$(heads "$tmp/h_gptq.json")" = gptq ]'
+# the GPTQ-or-imatrix choice is judged on held-out rows: every block matrix carries both errors and
+# keeps the method whose held-out error is the lower
+judged() { "$py" -c 'import json,sys
+L=[l for l in json.load(open(sys.argv[1]))["layers"] if "heldout_gptq" in l]
+ok=all(l["method"]==("gptq" if l["heldout_gptq"]<=l["heldout_imatrix"] else "imatrix") for l in L)
+print(len(L) if ok else -1)' "$1"; }
+check "a gptq mix's choice: judged held out for every block matrix, the lower error kept"   '[ "$(judged "$tmp/h_gptq.json")" -ge 30 ]'
 "$sqz" eval "$tmp/h_rtn.gguf" "${ev[@]}" --json "$tmp/e_h_rtn.json" > /dev/null
 "$sqz" eval "$tmp/h_gptq.gguf" "${ev[@]}" --json "$tmp/e_h_gptq.json" > /dev/null
 echo "stories260K rotated, q4_0 mix with a Q4_0 output, mean KLD: rtn $(kld "$tmp/e_h_rtn.json"), gptq $(kld "$tmp/e_h_gptq.json")"
