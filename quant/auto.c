@@ -41,17 +41,11 @@ sqz_status sqz__qauto_quantize(const float *w, int64_t n_out, int64_t n_in, cons
     o.target = *t;
     o.refine = refine;
     o.threads = 1; /* auto measures its (matrix, type) pairs on a pool of its own */
-    if (!imatrix || !x2 || !(sqz_qmethod_find("imatrix")->formats & (1u << t->fmt))) {
-        if (!refine || t->fmt != SQZ_QFMT_IQ3_S) return sqz_quant_rtn_one(w, n_out, n_in, t, q);
-        sqz_qstats s = {.n_in = n_in};
-        sqz_qlinear lin = {w, n_out, "auto", false};
-        return sqz_quant_rtn(&lin, 1, &s, &o, q, NULL);
-    }
-    {
-        sqz_qstats s = {.n_in = n_in, .x2 = x2};
-        sqz_qlinear lin = {w, n_out, "auto", false};
-        return sqz_quant_imatrix(&lin, 1, &s, &o, q, NULL);
-    }
+    const bool imx = imatrix && x2 && (sqz_qmethod_find("imatrix")->formats & (1u << t->fmt));
+    if (!imx && !refine) return sqz_quant_rtn_one(w, n_out, n_in, t, q);
+    const sqz_qstats s = {.n_in = n_in, .x2 = imx ? x2 : NULL};
+    const sqz_qlinear lin = {w, n_out, "auto", false};
+    return imx ? sqz_quant_imatrix(&lin, 1, &s, &o, q, NULL) : sqz_quant_rtn(&lin, 1, &s, &o, q, NULL);
 }
 
 sqz_status sqz_qauto_measure_one(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix,

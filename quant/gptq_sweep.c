@@ -69,7 +69,8 @@ static void sweep_row(const gptq_block *b, int64_t r) {
         const int64_t p = i1 + i;
         if (c->kdyn && p % c->sbn == 0) { /* the super-block lies in this block (gptq.c) */
             const int64_t sb = p / c->sbn;
-            uint8_t *blk = b->o->kblk + (size_t)r * b->o->row_bytes + (size_t)sb * (b->o->row_bytes / (size_t)(n / c->sbn));
+            const size_t bb = sqz_dtype_info(sqz_qformat_dtype(c->fmt))->type_size;
+            uint8_t *blk = b->o->kblk + (size_t)r * b->o->row_bytes + (size_t)sb * bb;
             sqz__gptq_kgrids(c, wr + i, sb, blk, &grids[r * c->ng + p / c->gs]);
         } else if (grids && !c->static_grids && !c->kdyn && p % c->gs == 0) {
             sqz__grid_make(c->fmt, wr + i, (int)c->gs, &grids[r * c->ng + p / c->gs]);

@@ -148,7 +148,7 @@ sqz_status sqz_quant_rtn(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st
         if (s == SQZ_OK && o->refine && o->target.fmt == SQZ_QFMT_IQ3_S) /* sqz's search, llama.cpp's weights x^2 */
             s = sqz__iq3s_refine_rows(lin[i].w, lin[i].n_out, st->n_in, NULL, out[i].data, o->threads);
         if (s != SQZ_OK) {
-            if (out[i].data) sqz_qmatrix_free(&out[i]);
+            sqz_qmatrix_free(&out[i]); /* NULL-safe: nothing when rtn_one failed */
             for (int j = 0; j < i; j++) sqz_qmatrix_free(&out[j]);
             if (lin[i].name) sqz__error_prefix("%s", lin[i].name);
             return s;
