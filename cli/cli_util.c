@@ -1,5 +1,7 @@
 /* cli/cli_util.c - small helpers the subcommands share. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +83,7 @@ typedef struct cli_path {
     char *norm;       /* realpath, or realpath(dirname)/basename, or the value */
     struct stat st;
     bool exists;
+    int stat_errno;   /* why stat failed (!exists) */
 } cli_path;
 
 typedef struct cli_paths {
@@ -123,6 +126,7 @@ static void collect(void *user, int group, const sqz_opt *o, const char *value) 
     p->norm = normalize(value);
     if (!p->norm) p->norm = strdup(value);
     p->exists = stat(value, &p->st) == 0;
+    p->stat_errno = p->exists ? 0 : errno;
 }
 
 /* "MODEL", "-o", "--report": how the command line names the row. */
@@ -184,6 +188,73 @@ static int check_target(const char *cmd, const cli_path *o, bool force) {
                                hint ? " (--force replaces it)" : "");
 }
 
+/* 0, or prints why an input cannot be read and returns 1: a missing --eval or --calib file is
+ * found before the first pass, not after an hour of them. (Opened without blocking: a FIFO is
+ * refused later by the reader, never waited on here.) */
+static int check_readable(const cli_path *in) {
+    int e = in->exists ? 0 : in->stat_errno;
+    if (!e) {
+        const int fd = open(in->value, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) e = errno;
+        else close(fd);
+    }
+    if (!e) return 0;
+    fprintf(stderr, "sqz: error: %s: cannot open: %s\n", in->value, strerror(e));
+    return 1;
+}
+
+/* 0, or prints why nothing can be created at output `o` and returns 1: its directory is missing,
+ * not a directory, or not writable (checked before any work; the write itself still reports
+ * what only writing finds, such as a full disk). */
+static int check_creatable(const cli_path *o) {
+    char *dir = strdup(o->norm);
+    if (!dir) return sqz_cli_fail(SQZ_ERR_NOMEM);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) slash[1] = 0;
+    else if (slash) *slash = 0;
+    else strcpy(dir, ".");
+    struct stat st;
+    const char *why = NULL;
+    char reason[256];
+    if (stat(dir, &st) != 0) why = errno == ENOENT ? "does not exist" : strerror(errno);
+    else if (!S_ISDIR(st.st_mode)) why = "is not a directory";
+    else if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(reason, sizeof reason, "cannot be written to: %s", strerror(errno));
+        why = reason;
+    }
+    if (why) fprintf(stderr, "sqz: error: %s: cannot be created: the directory '%s' %s\n", o->value, dir, why);
+    free(dir);
+    return why ? 1 : 0;
+}
+
+/* Is the file one that sqz writes as a model: GGUF, safetensors, an sqz bundle? Read here with
+ * plain calls: the library's detection records what it opens as an input of the run, which the
+ * output could then not replace. */
+static bool looks_like_model_output(const char *path) {
+    unsigned char h[16] = {0};
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return false;
+    const ssize_t n = read(fd, h, sizeof h);
+    close(fd);
+    if (n >= 4 && !memcmp(h, "GGUF", 4)) return true;
+    if (n >= 8 && !memcmp(h, "SQZB\r\n\x1a\n", 8)) return true;
+    uint64_t hl = 0;
+    for (int i = 7; n >= 9 && i >= 0; i--) hl = hl << 8 | h[i];
+    return n >= 9 && hl >= 2 && hl < (1ull << 32) && h[8] == '{'; /* safetensors: header length, JSON */
+}
+
+/* A model output (-o, the rows that may be directories) replaces an existing regular file only
+ * when that file is a model (detected by content) or with --force: `-o notes.txt` is a typo,
+ * not a wish to lose notes.txt. 0, or prints why and returns 2. */
+static int check_model_target(const char *cmd, const cli_path *o, bool force) {
+    if (force || !(o->o->flags & SQZ_OPT_OUTPUT_DIR) || !o->exists || !S_ISREG(o->st.st_mode) || !o->st.st_size)
+        return 0; /* nothing to lose in an empty file */
+    if (looks_like_model_output(o->value)) return 0;
+    char l[64];
+    return sqz_cli_usage_error(cmd, "%s '%s' exists and is not a model file sqz can read: not replacing it "
+                               "(--force replaces it)", row_label(o->o, l, sizeof l), o->value);
+}
+
 int sqz_cli_check_paths(const char *cmd, const sqz_opt_group *g, int ng, int argc, char **argv) {
     cli_paths *ps = calloc(1, sizeof *ps);
     if (!ps) return sqz_cli_fail(SQZ_ERR_NOMEM);
@@ -198,7 +269,11 @@ int sqz_cli_check_paths(const char *cmd, const sqz_opt_group *g, int ng, int arg
             else if (j > i) rc = check_outputs(cmd, o, &ps->p[j]);
         }
         if (!rc) rc = check_target(cmd, o, ps->force);
+        if (!rc) rc = check_model_target(cmd, o, ps->force);
     }
+    /* the paths themselves last, so that a collision is reported as such */
+    for (int i = 0; i < ps->n && !rc; i++)
+        rc = ps->p[i].o->flags & SQZ_OPT_INPUT ? check_readable(&ps->p[i]) : check_creatable(&ps->p[i]);
     for (int i = 0; i < ps->n; i++) free(ps->p[i].norm);
     free(ps);
     return rc;
