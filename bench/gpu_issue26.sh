@@ -51,8 +51,8 @@ kld() { $S eval "$1" --text "$T" --ctx 256 --chunks 8 --base "$2" --json "$3" -q
         python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.6f" % d["kld_mean"])' "$3" 2>/dev/null; }
 for m in "$G/shared/models/stories260K/stories260K.bin" "$G/shared/models/tinystories-656K" "$G/smol4.gguf"; do
   n=$(basename "$m" | cut -d. -f1)
-  for stage in "--quant q4_0" "--quant q4_0:gptq" "--quant q4_k_m" "--quant q4_k_m:gptq" \
-               "--sparsity 0.5:sparsegpt" "--prune ffn=0.25 --quant q4_0:gptq"; do
+  for stage in "--quant q4_0:pure" "--quant q4_0:gptq:pure" "--quant q4_k_m" "--quant q4_k_m:gptq" \
+               "--sparsity 0.5:sparsegpt" "--prune ffn=0.25 --quant q4_0:gptq:pure"; do
     left || break 2
     spec=$(echo "$stage" | sed 's/--//g'); b=$O/p/$n-$(echo "$spec" | tr ' :=' '___')
     for d in cpu $DEV; do

@@ -33,7 +33,7 @@ run cap400 --gpu-mem 400
 kld() { $S eval "$1" --text "$T" --ctx 256 --chunks 40 --base "$2" --json "$3" -q > /dev/null 2>&1 &&
         python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.6f +- %.6f" % (d["kld_mean"], d["kld_stderr"]))' "$3"; }
 for d in cpu cuda; do
-  $S compress "$G/smol4.gguf" -o "$O/s4-$d.gguf" --quant q4_0:gptq --calib "$T" --calib-samples 16 --calib-ctx 256 \
+  $S compress "$G/smol4.gguf" -o "$O/s4-$d.gguf" --quant q4_0:gptq:pure --calib "$T" --calib-samples 16 --calib-ctx 256 \
     --device $d -q > /dev/null 2>&1
   say "smol4 q4_0:gptq $d: KLD $(kld "$O/s4-$d.gguf" "$G/smol4.gguf" "$O/s4-$d.eval.json") (40 x 256)"
 done

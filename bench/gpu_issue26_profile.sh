@@ -43,7 +43,7 @@ left && {
 say "== 3. parity: --device $DEV vs --device cpu (16 x 256 calibration tokens; KLD on 40 chunks of 256)"
 kld() { $S eval "$1" --text "$T" --ctx 256 --chunks 40 --base "$2" --json "$3" -q > /dev/null 2>&1 &&
         python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.6f +/- %.6f" % (d["kld_mean"], d["kld_stderr"]))' "$3"; }
-for job in "smol4.gguf|--quant q4_0:gptq" "smol4.gguf|--quant q4_k_m:gptq" "shared/models/tinystories-656K|--sparsity 0.5:sparsegpt" \
+for job in "smol4.gguf|--quant q4_0:gptq:pure" "smol4.gguf|--quant q4_k_m:gptq" "shared/models/tinystories-656K|--sparsity 0.5:sparsegpt" \
            "smol4.gguf|--sparsity 0.5:sparsegpt"; do
   left || break
   m=$G/${job%%|*}; stage=${job#*|}; n=$(basename "$m" | cut -d. -f1)

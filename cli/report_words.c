@@ -54,30 +54,34 @@ void sqz_cli_size_words(int64_t before, int64_t after, char *buf, size_t cap) {
     else snprintf(buf, cap, "the same size");
 }
 
-/* The format (first part) of the recipe's last quant stage's SPEC, into buf; "" if none. */
-static void quant_format(const sqz_compress_report *r, char *buf, size_t cap) {
+/* The format (first part) of the recipe's last quant stage's SPEC, into buf; "" if none. Whether
+ * that SPEC said ':pure' (a K-quant alone; without it a K-quant name means llama.cpp's mix). */
+static bool quant_format(const sqz_compress_report *r, char *buf, size_t cap) {
     buf[0] = 0;
+    bool pure = false;
     for (int64_t i = 0; i < r->n_stages; i++) {
         if (strcmp(r->stages[i].pass, "quant") != 0) continue;
         const char *spec = r->stages[i].spec;
         const size_t n = strcspn(spec, ":");
         snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), spec);
+        pure = strstr(spec, ":pure") != NULL;
     }
     for (char *p = buf; *p; p++)
         if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+    return pure;
 }
 
 void sqz_cli_kquant_hint(const sqz_compress_report *r, const sqz_cli_layer_counts *c, char *buf, size_t cap) {
     static const struct { const char *single, *mix; } mixes[] = {
-        {"q2_k", "q3_k_m"}, {"q3_k", "q3_k_m"}, {"q4_k", "q4_k_m"}, {"q5_k", "q5_k_m"}, {"q6_k", "q5_k_m"}};
+        {"q2_k", "q2_k"}, {"q3_k", "q3_k_m"}, {"q4_k", "q4_k_m"}, {"q5_k", "q5_k_m"}, {"q6_k", "q6_k"}};
     char fmt[32];
     buf[0] = 0;
     int64_t narrow = 0; /* kept because of their width (not --keep-float) */
     for (int64_t i = 0; i < r->n_layers; i++)
         narrow += !r->layers[i].quantized && strstr(r->layers[i].why, "multiple") != NULL;
     if (!narrow) return;
-    quant_format(r, fmt, sizeof fmt);
-    for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++)
+    const bool pure = quant_format(r, fmt, sizeof fmt);
+    for (size_t i = 0; pure && i < sizeof mixes / sizeof mixes[0]; i++)
         if (!strcmp(fmt, mixes[i].single))
             snprintf(buf, cap, "%s left %lld of %lld layers as they were (a K-quant needs an input width that is a "
                      "multiple of 256); llama.cpp's mix --quant %s quantizes those too, with the fallback types "

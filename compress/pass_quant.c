@@ -89,11 +89,14 @@ static sqz_opt quant_opts[] = {
     ROW(.name = "pct", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__quant_args, pct), .min = 50, .max = 100,
         .def = "99.99", .help = "w8a8:percentile: the percentile of |x|"),
     ROW(.name = "mix", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, mix), .flags = SQZ_OPT_BARE,
-        .choices = "mix|pure", .values = onoff_values, .def = "pure",
-        .help = "q4_0 / q8_0 / q2_k / iq4_nl / iq4_xs: llama.cpp's whole-model mix of that ftype (token "
-                "embedding and output quantized, q4_0's first ffn_down q4_1 with calibration, q2_k's "
-                "attn_v/ffn_down/attn_output q3_k, iq4's attn_v q5_k with grouped-query heads), or every matrix "
-                "the format (the *_k_s/_k_m/_k_l formats are mixes)"),
+        .choices = "mix|pure", .values = onoff_values, .def = "mix",
+        .help = "a format that names one of llama-quantize's types (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q6_k, "
+                "iq3_s, iq4_nl, iq4_xs) means llama-quantize's file, its whole-model mix (the default: token "
+                "embedding and output quantized too, the output q6_k, q4_0/q5_0's first ffn_down q4_1/q5_1 with "
+                "calibration, q2_k's attn_v/ffn_down/attn_output q3_k, iq4's attn_v q5_k with grouped-query "
+                "heads); pure: every block matrix in the format, the embedding and output left as they are "
+                "(q3_k / q4_k / q5_k, which llama-quantize reads as *_k_m, need one of the two words; the "
+                "*_k_s/_k_m/_k_l formats are mixes)"),
     ROW(.name = "bpw", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__quant_args, bpw), .min = 2, .max = 16,
         .help = "auto: the size asked, bits per parameter of the whole model (embedding, norms included)"),
     ROW(.name = "rotation", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, rot), .flags = SQZ_OPT_BARE,
@@ -147,8 +150,35 @@ static const char *act_name(int act) {
     return "?";
 }
 
+/* Each format row's quantization format and name. */
+static const sqz_qformat fmt[] = {SQZ_QFMT_I8,   SQZ_QFMT_I8,   SQZ_QFMT_I4_SYM, SQZ_QFMT_Q8_0,
+                                  SQZ_QFMT_Q4_0, SQZ_QFMT_Q4_1, SQZ_QFMT_Q2_K,   SQZ_QFMT_Q3_K,
+                                  SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K, SQZ_QFMT_Q6_K,   SQZ_QFMT_Q5_0,
+                                  SQZ_QFMT_Q5_1, SQZ_QFMT_IQ4_NL, SQZ_QFMT_IQ4_XS, SQZ_QFMT_IQ3_S, SQZ_QFMT_Q3_K,
+                                  SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K,   SQZ_QFMT_Q3_K,   SQZ_QFMT_Q3_K,
+                                  SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K,   SQZ_QFMT_IQ3_S,  SQZ_QFMT_Q4_K};
+static const char *fmt_names[] = {"int8",   "w8a8",   "int4",   "q8_0",   "q4_0",   "q4_1",   "q2_k",
+                                  "q3_k",   "q4_k",   "q5_k",   "q6_k",   "q5_0",   "q5_1",   "iq4_nl",
+                                  "iq4_xs", "iq3_s",  "q3_k_m", "q4_k_m", "q5_k_m", "q3_k_s", "q3_k_l", "q4_k_s",
+                                  "q5_k_s", "iq3_m",  "auto"};
+_Static_assert(sizeof fmt / sizeof fmt[0] == F_AUTO + 1 && sizeof fmt_names / sizeof fmt_names[0] == F_AUTO + 1,
+               "format rows");
+
+/* The formats that llama-quantize reads as its *_k_m mix (its aliases Q3_K, Q4_K, Q5_K): ambiguous alone. */
+static bool k_alias(int format) { return format == F_Q3_K || format == F_Q4_K || format == F_Q5_K; }
+
+/* Does the SPEC mean a whole-model mix? A *_k_s/_k_m/_k_l/iq3_m/auto format always; a format that
+ * names one of llama-quantize's types unless ':pure' (what a llama.cpp user means by it); int8,
+ * int4, w8a8 never. */
+static bool mix_on(const sqz__quant_args *a, uint64_t given, const char *fmt_name) {
+    if (a->format >= FIRST_MIX) return true;
+    if (GIVEN(R_MIX)) return a->mix == 1;
+    return sqz_qmix_find(fmt_name) != NULL;
+}
+
 /* Which options need which format or method. */
-static sqz_status check_applies(const sqz__quant_args *a, uint64_t given, const char *spec, const char *mn) {
+static sqz_status check_applies(const sqz__quant_args *a, uint64_t given, const char *spec, const char *mn,
+                                bool mix) {
     const bool w8a8 = a->format == F_W8A8, int4 = a->format == F_INT4;
     SQZ_RETURN_IF(GIVEN(R_ACT) && !w8a8, SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': '%s' calibrates activations, which only w8a8 quantizes", spec, act_name(a->act));
@@ -174,7 +204,7 @@ static sqz_status check_applies(const sqz__quant_args *a, uint64_t given, const 
                   "SPEC '%s': 'pct=' needs the percentile activation calibration", spec);
     /* refine searches IQ3_S blocks: a single format must be iq3_s, a mix or auto may hold some (overrides) */
     SQZ_RETURN_IF(GIVEN(R_SEARCH) && a->search == 1 && a->format < FIRST_MIX && a->format != F_IQ3_S &&
-                      !(GIVEN(R_MIX) && a->mix == 1),
+                      !mix,
                   SQZ_ERR_INVALID_ARG, "SPEC '%s': 'refine' searches IQ3_S blocks, and this SPEC writes none (use "
                   "iq3_s, a mix or auto)", spec);
     SQZ_RETURN_IF(GIVEN(R_SEARCH) && a->search == 1 && strcmp(mn, "rtn") && strcmp(mn, "imatrix") && strcmp(mn, "gptq"),
@@ -189,25 +219,21 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
     sqz__quant_args *a = args;
     int n_methods = 0;
     const sqz_qmethod *method = &sqz_qmethods(&n_methods)[a->method];
-    SQZ_TRY(check_applies(a, given, spec, method->name));
+    SQZ_TRY(check_applies(a, given, spec, method->name, mix_on(a, given, fmt_names[a->format])));
     sqz_quant_opts q = sqz_quant_default_opts();
-    static const sqz_qformat fmt[] = {SQZ_QFMT_I8,   SQZ_QFMT_I8,   SQZ_QFMT_I4_SYM, SQZ_QFMT_Q8_0,
-                                      SQZ_QFMT_Q4_0, SQZ_QFMT_Q4_1, SQZ_QFMT_Q2_K,   SQZ_QFMT_Q3_K,
-                                      SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K, SQZ_QFMT_Q6_K,   SQZ_QFMT_Q5_0,
-                                      SQZ_QFMT_Q5_1, SQZ_QFMT_IQ4_NL, SQZ_QFMT_IQ4_XS, SQZ_QFMT_IQ3_S, SQZ_QFMT_Q3_K,
-                                      SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K,   SQZ_QFMT_Q3_K,   SQZ_QFMT_Q3_K,
-                                      SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K,   SQZ_QFMT_IQ3_S,  SQZ_QFMT_Q4_K};
-    static const char *fmt_names[] = {"int8",   "w8a8",   "int4",   "q8_0",   "q4_0",   "q4_1",   "q2_k",
-                                      "q3_k",   "q4_k",   "q5_k",   "q6_k",   "q5_0",   "q5_1",   "iq4_nl",
-                                      "iq4_xs", "iq3_s",  "q3_k_m", "q4_k_m", "q5_k_m", "q3_k_s", "q3_k_l", "q4_k_s",
-                                      "q5_k_s", "iq3_m",  "auto"};
-    _Static_assert(sizeof fmt / sizeof fmt[0] == F_AUTO + 1 && sizeof fmt_names / sizeof fmt_names[0] == F_AUTO + 1,
-                   "format rows");
     q.target.fmt = fmt[a->format];
     const sqz_qmix *mix = NULL;
     SQZ_RETURN_IF((a->format == F_AUTO) != (GIVEN(R_BPW) != 0), SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': %s", spec, a->format == F_AUTO ? "auto needs the size: auto:bpw=4.5" : "'bpw=' needs auto");
-    if (a->format >= FIRST_MIX || (GIVEN(R_MIX) && a->mix == 1)) {
+    SQZ_RETURN_IF(k_alias(a->format) && !GIVEN(R_MIX), SQZ_ERR_INVALID_ARG,
+                  "SPEC '%s': llama-quantize reads %s as %s_m: say %s_m for that mix, or %s:pure for every block "
+                  "matrix in %s", spec, fmt_names[a->format], fmt_names[a->format], fmt_names[a->format],
+                  fmt_names[a->format], fmt_names[a->format]);
+    SQZ_RETURN_IF(!GIVEN(R_MIX) && method->smooths && sqz_qmix_find(fmt_names[a->format]), SQZ_ERR_INVALID_ARG,
+                  "SPEC '%s': %s means llama-quantize's %s mix, whose layers of one input may differ in type, which "
+                  "%s's smoothing cannot serve: add ':pure' (every block matrix %s, the embedding and output as "
+                  "they are)", spec, fmt_names[a->format], fmt_names[a->format], method->name, fmt_names[a->format]);
+    if (mix_on(a, given, fmt_names[a->format])) {
         /* auto: the embedding and output as Q4_K_M has them; the block matrices as planned */
         mix = sqz_qmix_find(a->format == F_AUTO ? "q4_k_m" : fmt_names[a->format]);
         char names[256];

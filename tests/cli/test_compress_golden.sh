@@ -25,12 +25,14 @@ tail -n 1200 "$wiki" > "$tmp/calib.txt"
 # NAME MODEL OUT-SUFFIX ARGS...: compresses and prints "sha256  NAME/file" for every output file.
 # A gptq SPEC runs plain GPTQ (':no-gptaq' and ':shrink=0' appended, so the bytes recorded before
 # GPTAQ and the Hessian's shrinkage existed still hold whatever the defaults); the *_gptaq rows name
-# GPTAQ themselves.
+# GPTAQ themselves. A format that names one of llama-quantize's types gets ':pure' appended: the
+# bytes were recorded when q4_0 meant every block matrix in Q4_0 (now q4_0 is llama-quantize's mix).
 run() {
   local name=$1 model=$2 suffix=$3; shift 3
   local a args=()
   for a in "$@"; do
     case $a in *:gptq*gptaq*) a=$a:shrink=0 ;; *:gptq*) a=$a:no-gptaq:shrink=0 ;; esac
+    case $a in *:mix*|*:pure*) ;; q[0-9]_[0-9k]|q[0-9]_[0-9k]:*|iq[34]_*) a=$a:pure ;; esac
     args+=("$a")
   done
   set -- "${args[@]}"

@@ -44,20 +44,20 @@ agree() { # a.gguf b.gguf -> exit 0 when >= 99.9% of the dequantized weights are
 }
 
 # ---- usage ----
-"$sqz" compress "$s260" -o "$tmp/u.gguf" --quant q4_0:gptq "${cal[@]}" --gpu-mem 100 > "$tmp/out" 2> "$tmp/err"
+"$sqz" compress "$s260" -o "$tmp/u.gguf" --quant q4_0:gptq:pure "${cal[@]}" --gpu-mem 100 > "$tmp/out" 2> "$tmp/err"
 check "--gpu-mem with --device cpu: exit 2, one line" '[ $? = 2 ] && [ $(wc -l < "$tmp/err") = 1 ] && grep -q "device cuda" "$tmp/err"'
-"$sqz" compress "$s260" -o "$tmp/u.gguf" --quant q4_0 --device cpu-offload > "$tmp/out" 2> "$tmp/err"
+"$sqz" compress "$s260" -o "$tmp/u.gguf" --quant q4_0:pure --device cpu-offload > "$tmp/out" 2> "$tmp/err"
 check "--device cpu-offload without --calib: exit 2 naming --calib" '[ $? = 2 ] && grep -q -- "--calib" "$tmp/err"'
 check "nothing written by the usage errors" '[ ! -e "$tmp/u.gguf" ]'
 "$sqz" compress --help > "$tmp/help" 2>&1
 check "--help lists --device and --gpu-mem" 'grep -q -- "--device" "$tmp/help" && grep -q -- "--gpu-mem" "$tmp/help"'
 
 # ---- --device cuda ----
-"$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0:gptq "${cal[@]}" --device cuda --report "$tmp/c.json" -q \
+"$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0:gptq:pure "${cal[@]}" --device cuda --report "$tmp/c.json" -q \
   > "$tmp/out" 2> "$tmp/err"
 rc=$?
 if [ $rc = 0 ]; then
-  "$sqz" compress "$s260" -o "$tmp/h.gguf" --quant q4_0:gptq "${cal[@]}" -q > /dev/null 2>&1
+  "$sqz" compress "$s260" -o "$tmp/h.gguf" --quant q4_0:gptq:pure "${cal[@]}" -q > /dev/null 2>&1
   check "--device cuda agrees with the CPU on >= 99.9% of weights" 'agree "$tmp/h.gguf" "$tmp/c.gguf"'
   check "the report names cuda kernels" '[ "$(jget "$tmp/c.json" "[\"layers\"][0][\"validated_by\"]")" = cuda:gemm_w4a16 ]'
 else
@@ -69,7 +69,7 @@ fi
 # ---- --device cpu-offload: the device code path ----
 for m in "$s260" "$t656"; do
   n=$(basename "$m" | cut -d. -f1)
-  for spec in q4_0:gptq q4_k_m:gptq; do
+  for spec in q4_0:gptq:pure q4_k_m:gptq; do
     b=$tmp/$n-${spec/:/-}
     "$sqz" compress "$m" -o "$b-cpu.gguf" --quant "$spec" "${cal[@]}" --device cpu -q > /dev/null 2>&1
     "$sqz" compress "$m" -o "$b-off.gguf" --quant "$spec" "${cal[@]}" --device cpu-offload --report "$b-off.json" \
@@ -77,7 +77,7 @@ for m in "$s260" "$t656"; do
     check "$n $spec: cpu-offload runs" '[ $? = 0 ]'
     agree "$b-cpu.gguf" "$b-off.gguf"
     check "$n $spec: cpu-offload agrees with cpu on >= 99.9% of weights ($(cat "$tmp/agree.txt"))" '[ $? = 0 ]'
-    want=cpu-offload:matmul; [ "$spec" = q4_0:gptq ] && want=cpu-offload:gemm_w4a16
+    want=cpu-offload:matmul; [ "$spec" = q4_0:gptq:pure ] && want=cpu-offload:gemm_w4a16
     check "$n $spec: every layer validated by $want" \
       '[ "$(jget "$b-off.json" "[\"layers\"]" | grep -o "validated_by[^,]*" | sort -u)" = "validated_by'"'"': '"'"'$want'"'"'" ]'
     check "$n $spec: the summary's device line" 'grep -q "^device       cpu-offload: memory peak" "$b-off.log"'
@@ -133,16 +133,16 @@ cat "$tmp/sp.txt"
 check "SparseGPT 50% through cpu-offload: the masks of cpu, the values within float rounding (1e-5 of each tensor's largest)" \
   'grep -q "at the same positions.*(100.0000% of the larger)" "$tmp/sp.txt" &&
    "$py" -c "import re,sys; m=re.search(r\"largest difference: (\S+)\", open(sys.argv[1]).read()); sys.exit(0 if m and float(m.group(1)) <= 1e-5 else 1)" "$tmp/sp.txt"'
-SQZ_PROFILE=1 "$sqz" compress "$s260" -o "$tmp/pr.gguf" --quant q4_0:gptq "${cal[@]}" --device cpu-offload -q \
+SQZ_PROFILE=1 "$sqz" compress "$s260" -o "$tmp/pr.gguf" --quant q4_0:gptq:pure "${cal[@]}" --device cpu-offload -q \
   > /dev/null 2> "$tmp/prof"
 check "SQZ_PROFILE=1: phase lines on stderr (products, their transfers, Hessians, GPTQ)" \
   'grep -q "^profile .*forward: linear products" "$tmp/prof" && grep -q "^profile .*device matmul" "$tmp/prof" &&
    grep -q "^profile .*device block rows" "$tmp/prof" &&
    grep -q "^profile .*Hessian sums" "$tmp/prof" && grep -q "^profile .*gptq: host row sweeps" "$tmp/prof"'
-"$sqz" compress "$s260" -o "$tmp/d1.gguf" --quant q4_0:gptq "${cal[@]}" -q > /dev/null 2>&1
-"$sqz" compress "$s260" -o "$tmp/d2.gguf" --quant q4_0:gptq "${cal[@]}" --device cpu -q > /dev/null 2>&1
+"$sqz" compress "$s260" -o "$tmp/d1.gguf" --quant q4_0:gptq:pure "${cal[@]}" -q > /dev/null 2>&1
+"$sqz" compress "$s260" -o "$tmp/d2.gguf" --quant q4_0:gptq:pure "${cal[@]}" --device cpu -q > /dev/null 2>&1
 check "--device cpu writes the bytes of no --device" 'cmp -s "$tmp/d1.gguf" "$tmp/d2.gguf"'
-"$sqz" compress "$s260" -o "$tmp/d3.gguf" --quant q4_0:gptq "${cal[@]}" > /dev/null 2> "$tmp/noprof"
+"$sqz" compress "$s260" -o "$tmp/d3.gguf" --quant q4_0:gptq:pure "${cal[@]}" > /dev/null 2> "$tmp/noprof"
 check "without SQZ_PROFILE: no phase lines" '! grep -q "^profile " "$tmp/noprof"'
 
 [ $fails = 0 ] && echo "all device checks passed" || echo "$fails device checks FAILED"

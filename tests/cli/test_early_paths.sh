@@ -19,7 +19,7 @@ bad() { echo "FAIL: $1"; fails=$((fails + 1)); }
 head -c 20000 "$wiki" > t.txt
 mkdir ro && chmod a-w ro
 # the heavy job each bad path would otherwise have run first: GPTQ on calibration text
-heavy=(compress "$model" --quant q4_0:gptq --calib t.txt --calib-samples 8 --calib-ctx 64)
+heavy=(compress "$model" --quant q4_0:gptq:pure --calib t.txt --calib-samples 8 --calib-ctx 64)
 
 # expect WHAT NEEDLE ARGS...: exit 1 or 2, one error line naming NEEDLE, no progress, nothing new here
 expect() {
@@ -46,9 +46,9 @@ expect "-o below a file" t.txt/z.gguf "${heavy[@]}" -o t.txt/z.gguf
 expect "--eval missing" nofile.txt "${heavy[@]}" -o z.gguf --eval nofile.txt
 expect "--report in a missing directory" nodir/r.json "${heavy[@]}" -o z.gguf --report nodir/r.json
 expect "--html in a missing directory" nodir/r.html "${heavy[@]}" -o z.gguf --html nodir/r.html
-expect "--calib missing" nocalib.txt compress "$model" --quant q4_0:gptq --calib nocalib.txt -o z.gguf
+expect "--calib missing" nocalib.txt compress "$model" --quant q4_0:gptq:pure --calib nocalib.txt -o z.gguf
 expect "--imatrix missing" no.imatrix compress "$model" --quant q4_k_m:imatrix --imatrix no.imatrix -o z.gguf
-expect "--stats missing" no.sqzs compress "$model" --quant q4_0:imatrix --stats no.sqzs -o z.gguf
+expect "--stats missing" no.sqzs compress "$model" --quant q4_0:imatrix:pure --stats no.sqzs -o z.gguf
 expect "calibrate -o in a missing directory" nodir/s.sqzs calibrate "$model" --calib t.txt -o nodir/s.sqzs
 expect "eval --json in a missing directory" nodir/e.json eval "$model" --text t.txt --json nodir/e.json
 expect "eval --save-base in a missing directory" nodir/b.bin eval "$model" --text t.txt --save-base nodir/b.bin
@@ -58,14 +58,14 @@ expect "export --report missing" norep.json export "$model" --to bundle -o b.sqz
 
 # a model output onto an existing file that is not a model: refused unless --force
 echo "my notes" > notes.txt
-expect "-o onto a text file" notes.txt compress "$model" --quant q8_0 -o notes.txt
+expect "-o onto a text file" notes.txt compress "$model" --quant q8_0:pure -o notes.txt
 [ "$(cat notes.txt)" = "my notes" ] && ok "notes.txt untouched" || bad "notes.txt changed"
-if "$sqz" compress "$model" --quant q8_0 -o notes.txt --force -q > /dev/null 2>&1 && head -c 4 notes.txt | grep -q GGUF; then
+if "$sqz" compress "$model" --quant q8_0:pure -o notes.txt --force -q > /dev/null 2>&1 && head -c 4 notes.txt | grep -q GGUF; then
   ok "--force replaces it"
 else
   bad "--force did not replace notes.txt with the model"
 fi
-"$sqz" compress "$model" --quant q8_0 -o m.gguf -q > /dev/null 2>&1 && "$sqz" compress "$model" --quant q4_0 -o m.gguf -q > /dev/null 2>&1 \
+"$sqz" compress "$model" --quant q8_0:pure -o m.gguf -q > /dev/null 2>&1 && "$sqz" compress "$model" --quant q4_0:pure -o m.gguf -q > /dev/null 2>&1 \
   && ok "an existing model file is replaced without --force" || bad "an existing model output was not replaced"
 : > empty.gguf
 "$sqz" convert "$model" -o empty.gguf > /dev/null 2>&1 && ok "an empty file is replaced" || bad "an empty file was refused"

@@ -115,7 +115,7 @@ def exact(tmp, name, gguf, qtype, ref, f32_bytes):
 def one(tmp, model, tag, qtype):
     name = "%s_%s" % (tag, qtype)
     gguf = os.path.join(tmp, name + ".gguf")
-    r = run("compress", model, "-o", gguf, "--quant", qtype, "-q")
+    r = run("compress", model, "-o", gguf, "--quant", qtype + ":pure", "-q")  # every block matrix qtype
     if r.returncode != 0:
         check(False, "%s: compress: %s" % (name, r.stderr.strip()[-200:]))
         return
@@ -143,8 +143,8 @@ def smollm2(tmp):
     ok, line = refused(r, out, "GGUF q4_1 is not written")
     check(ok, "SmolLM2 Q4_1: refused (%s)" % line)
     q4k = os.path.join(tmp, "smol_q4k.gguf")
-    r = run("compress", SMOL, "-o", q4k, "--quant", "q4_k", "-q")
-    check(r.returncode == 0, "SmolLM2: compress --quant q4_k")
+    r = run("compress", SMOL, "-o", q4k, "--quant", "q4_k:pure", "-q")
+    check(r.returncode == 0, "SmolLM2: compress --quant q4_k:pure")
     r = run("convert", q4k, "-o", out, "-q")
     ok, line = refused(r, out, "tensor 'blk.0.ffn_down.weight': GGUF q4_k is not written")
     check(ok and "float minimum per 32-wide sub-block" in line, "SmolLM2 ffn_down in q4_k: refused (%s)" % line)

@@ -28,9 +28,9 @@ cal=(--calib "$tmp/calib.txt" --calib-samples 16 --calib-ctx 128)
 "$sqz" compress --help > "$tmp/help" 2>&1
 check "compress --help lists gptaq|no-gptaq and gptaq-alpha=" \
   'grep -q "gptaq|no-gptaq" "$tmp/help" && grep -q "gptaq-alpha" "$tmp/help"'
-"$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:rtn:gptaq "${cal[@]}" > /dev/null 2> "$tmp/err"; rc=$?
+"$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:rtn:gptaq:pure "${cal[@]}" > /dev/null 2> "$tmp/err"; rc=$?
 check "q4_0:rtn:gptaq -> exit 2 naming the GPTQ option" '[ $rc -eq 2 ] && grep -q "GPTQ option" "$tmp/err"'
-"$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:gptq:no-gptaq:gptaq-alpha=0.5 "${cal[@]}" > /dev/null 2> "$tmp/err"
+"$sqz" compress "$s260" -o "$tmp/x.gguf" --quant q4_0:gptq:no-gptaq:gptaq-alpha=0.5:pure "${cal[@]}" > /dev/null 2> "$tmp/err"
 rc=$?
 check "no-gptaq with gptaq-alpha= -> exit 2" '[ $rc -eq 2 ] && grep -q "no-gptaq" "$tmp/err"'
 
@@ -58,7 +58,7 @@ check "GPTAQ's mean KLD is finite and within 1.5x of GPTQ's" \
 
 # ---- stories260K: q4_0 to GGUF, deterministic ----
 for i in 1 2; do
-  "$sqz" compress "$s260" -o "$tmp/aq$i.gguf" --quant q4_0:gptq:gptaq:gptaq-alpha=0.5 "${cal[@]}" > "$tmp/aq$i.out" 2>&1
+  "$sqz" compress "$s260" -o "$tmp/aq$i.gguf" --quant q4_0:gptq:gptaq:gptaq-alpha=0.5:pure "${cal[@]}" > "$tmp/aq$i.out" 2>&1
 done
 check "q4_0:gptq:gptaq:gptaq-alpha=0.5 twice -> identical GGUF bytes" \
   '[ -s "$tmp/aq1.gguf" ] && cmp -s "$tmp/aq1.gguf" "$tmp/aq2.gguf"' || tail -3 "$tmp/aq1.out"
@@ -73,14 +73,14 @@ check "0.5:sparsegpt:gptaq compresses and evaluates" '[ $? -eq 0 ] && [ -s "$tmp
 
 # ---- what cannot give dXX^T ----
 "$sqz" calibrate "$s260" --text "$tmp/calib.txt" --calib-samples 4 --calib-ctx 128 -o "$tmp/s.sqzs" > /dev/null 2>&1
-"$sqz" compress "$s260" -o "$tmp/st.gguf" --quant q4_0:gptq:gptaq --stats "$tmp/s.sqzs" > /dev/null 2> "$tmp/err"
+"$sqz" compress "$s260" -o "$tmp/st.gguf" --quant q4_0:gptq:gptaq:pure --stats "$tmp/s.sqzs" > /dev/null 2> "$tmp/err"
 rc=$?
 check "gptaq from a statistics file -> exit 1 naming dXX^T, no output" \
   '[ $rc -eq 1 ] && grep -q "dXX^T" "$tmp/err" && [ ! -e "$tmp/st.gguf" ]'
 if command -v mpirun > /dev/null && grep -q '^SQZ_MPI:BOOL=ON' "$build/CMakeCache.txt" 2> /dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
   export OPENBLAS_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  timeout 300 mpirun --oversubscribe -np 2 "$sqz" compress "$s260" -o "$tmp/mpi.gguf" --quant q4_0:gptq:gptaq \
+  timeout 300 mpirun --oversubscribe -np 2 "$sqz" compress "$s260" -o "$tmp/mpi.gguf" --quant q4_0:gptq:gptaq:pure \
     "${cal[@]}" > /dev/null 2> "$tmp/err"
   rc=$?
   check "mpirun -np 2 with gptaq -> exit 1, one process only" \

@@ -90,7 +90,7 @@ if [ "$part" = basic ]; then
     --to safetensors
   [ ! -e hf ] || bad "ulimit -f left hf/"
   refused 1 "c.gguf: write failed: file size limit (ulimit -f) reached" "ulimit -f: compress" \
-    bash -c 'ulimit -f 100; exec "$@"' sh "$sqz" compress m.bin -o c.gguf --quant q8_0
+    bash -c 'ulimit -f 100; exec "$@"' sh "$sqz" compress m.bin -o c.gguf --quant q8_0:pure
   [ ! -e c.gguf ] || bad "ulimit -f left c.gguf"
 
   # ---- 3. two processes writing one output: one complete output, never a mix ----
@@ -125,13 +125,13 @@ if [ "$part" = basic ]; then
   elif ! no_temps; then bad "concurrent converts left $(find . -name '*.sqztmp.*')"
   else ok "16 rounds of two converts into one GGUF and four into one HF directory: each output whole" \
     "(the f32 run's GGUF $seen32 times, the f16 run's $seen16)"; fi
-  "$sqz" compress m.bin -o ref8.gguf --quant q8_0 2> err.log || bad "compress q8_0: $(cat err.log)"
-  "$sqz" compress m.bin -o ref4.gguf --quant q4_0 2> err.log || bad "compress q4_0: $(cat err.log)"
+  "$sqz" compress m.bin -o ref8.gguf --quant q8_0:pure 2> err.log || bad "compress q8_0: $(cat err.log)"
+  "$sqz" compress m.bin -o ref4.gguf --quant q4_0:pure 2> err.log || bad "compress q4_0: $(cat err.log)"
   mixed=0 failed=0
   for i in 1 2 3 4; do
     rm -f c.gguf
-    "$sqz" compress m.bin -o c.gguf --quant q8_0 > /dev/null 2> e1.log & p1=$!
-    "$sqz" compress m.bin -o c.gguf --quant q4_0 > /dev/null 2> e2.log & p2=$!
+    "$sqz" compress m.bin -o c.gguf --quant q8_0:pure > /dev/null 2> e1.log & p1=$!
+    "$sqz" compress m.bin -o c.gguf --quant q4_0:pure > /dev/null 2> e2.log & p2=$!
     wait "$p1" || failed=$((failed + 1))
     wait "$p2" || failed=$((failed + 1))
     cmp -s c.gguf ref8.gguf || cmp -s c.gguf ref4.gguf || mixed=$((mixed + 1))
@@ -191,7 +191,7 @@ PY
   else
     echo "skipped: the 10-token tokenizer ($tiny not found)"
   fi
-  refused 2 "blk.99" "--keep-float blk.99 on a 5-layer model" "$sqz" compress m.bin -o k.gguf --quant q8_0 \
+  refused 2 "blk.99" "--keep-float blk.99 on a 5-layer model" "$sqz" compress m.bin -o k.gguf --quant q8_0:pure \
     --keep-float blk.99
   [ ! -e k.gguf ] || bad "--keep-float blk.99 wrote k.gguf"
 fi
@@ -211,10 +211,10 @@ if [ "$part" = enospc ]; then
     "a full device: convert to an HF directory" "$sqz" convert m.bin -o small/hf --to safetensors
   empty && ok "the full device is left empty (HF)" || bad "left on the device: $(ls -A small)"
   refused 1 "small/c.gguf: write failed: no space left on the device" "a full device: compress" \
-    "$sqz" compress m.bin -o small/c.gguf --quant q8_0
+    "$sqz" compress m.bin -o small/c.gguf --quant q8_0:pure
   empty && ok "the full device is left empty (compress)" || bad "left on the device: $(ls -A small)"
   # an existing output on a device too full for its replacement stays as it was
-  "$sqz" compress m.bin -o small/q.gguf --quant q4_0 2> err.log || bad "compress q4_0 onto small/: $(cat err.log)"
+  "$sqz" compress m.bin -o small/q.gguf --quant q4_0:pure 2> err.log || bad "compress q4_0 onto small/: $(cat err.log)"
   cp small/q.gguf q.ref
   refused 1 "small/q.gguf: write failed: no space left on the device" "a full device: replacing an output" \
     "$sqz" convert m.bin -o small/q.gguf
@@ -231,7 +231,7 @@ if [ "$part" = smollm2 ]; then
   if [ "${SQZ_SANITIZE:-OFF}" = ON ]; then
     echo "skipped: ulimit -v under a sanitizer (its shadow memory needs more address space)"
   else
-    bash -c 'ulimit -v 300000; exec "$@"' sh "$sqz" compress s.gguf -o v.gguf --quant q4_0 > /dev/null 2> err.log
+    bash -c 'ulimit -v 300000; exec "$@"' sh "$sqz" compress s.gguf -o v.gguf --quant q4_0:pure > /dev/null 2> err.log
     rc=$?
     if [ "$rc" -ne 1 ] || [ "$(grep -vc '^sqz progress: ' err.log)" -ne 1 ] ||
       ! grep -q "out of memory.*(the address space is limited to 292 MB: ulimit -v)" err.log; then
@@ -241,10 +241,10 @@ if [ "$part" = smollm2 ]; then
   fi
   # the input truncated halfway through a compress by another process
   t0=$(date +%s%N)
-  "$sqz" compress s.gguf -o ref.gguf --quant q4_0 > /dev/null 2> err.log || bad "compress: $(cat err.log)"
+  "$sqz" compress s.gguf -o ref.gguf --quant q4_0:pure > /dev/null 2> err.log || bad "compress: $(cat err.log)"
   half=$((($(date +%s%N) - t0) / 2000000))
   rm -f ref.gguf
-  "$sqz" compress s.gguf -o o.gguf --quant q4_0 > /dev/null 2> err.log &
+  "$sqz" compress s.gguf -o o.gguf --quant q4_0:pure > /dev/null 2> err.log &
   pid=$!
   sleep "$(printf '%d.%03d' $((half / 1000)) $((half % 1000)))"
   truncate -s $((size / 2)) s.gguf

@@ -62,9 +62,9 @@ same() { # NAME ARGS...: N = 1, 2, 3 ranks byte-identical; with --stats-partitio
 }
 c1=(--calib-samples 16 --calib-ctx 128 --threads 1)
 same stats calibrate "$s260" --text "$tmp/calib.txt" --hessian "${c1[@]}"
-same s260_gptq compress "$s260" --quant q4_0:gptq --calib "$tmp/calib.txt" "${c1[@]}"
-same s260_gptq_gguf compress "$s260" --quant q4_0:gptq --to gguf --calib "$tmp/calib.txt" "${c1[@]}"
-same s260_gptq_replicate compress "$s260" --quant q4_0:gptq --to gguf --calib "$tmp/calib.txt" "${c1[@]}" \
+same s260_gptq compress "$s260" --quant q4_0:gptq:pure --calib "$tmp/calib.txt" "${c1[@]}"
+same s260_gptq_gguf compress "$s260" --quant q4_0:gptq:pure --to gguf --calib "$tmp/calib.txt" "${c1[@]}"
+same s260_gptq_replicate compress "$s260" --quant q4_0:gptq:pure --to gguf --calib "$tmp/calib.txt" "${c1[@]}" \
   --stats-partition replicate
 # the tree's sums may differ from window-order sums in their last bits; for this model and recipe
 # the compressed weights come out the same
@@ -72,11 +72,11 @@ cmp -s "$tmp/s260_gptq_gguf.2" "$tmp/s260_gptq_replicate.2" && echo "ok: --stats
   { echo "FAIL: --stats-partition owner and replicate differ"; fail=1; }
 same s260_w8a8_replicate compress "$s260" --quant w8a8:percentile --calib "$tmp/calib.txt" "${c1[@]}" \
   --stats-partition replicate
-same tiny_gptq compress "$tiny" --quant q4_0:gptq --to gguf --calib "$tmp/calib.txt" --calib-samples 16 --calib-ctx 256 \
+same tiny_gptq compress "$tiny" --quant q4_0:gptq:pure --to gguf --calib "$tmp/calib.txt" --calib-samples 16 --calib-ctx 256 \
   --threads 1
 same s260_flap compress "$s260" --prune ffn=0.3:flap --calib "$tmp/calib.txt" "${c1[@]}"
 # AWQ folds scales into other layers: no partitioned solve, the owners broadcast the statistics
-same s260_awq compress "$s260" --quant q4_0:awq --to gguf --calib "$tmp/calib.txt" "${c1[@]}"
+same s260_awq compress "$s260" --quant q4_0:awq:pure --to gguf --calib "$tmp/calib.txt" "${c1[@]}"
 same s260_w8a8_percentile compress "$s260" --quant w8a8:percentile --calib "$tmp/calib.txt" "${c1[@]}"
 
 # rank 0 alone writes: nothing but the outputs in the directory
@@ -96,8 +96,8 @@ else echo "ok: a rank that cannot open the model fails the job: $(grep -m1 'rank
 cp "$s260" "$d/other.bin"
 printf '\x01' | dd of="$d/other.bin" bs=1 seek=200 conv=notrunc status=none
 cp "$(dirname "$s260")/tok512.bin" "$d/" 2> /dev/null
-mpi 1 "$sqz" compress "$s260" --quant q4_0:gptq --calib "$tmp/calib.txt" "${c1[@]}" -o "$d/q.gguf" : \
-  -np 1 "$sqz" compress "$d/other.bin" --quant q4_0:gptq --calib "$tmp/calib.txt" "${c1[@]}" -o "$d/q.gguf" \
+mpi 1 "$sqz" compress "$s260" --quant q4_0:gptq:pure --calib "$tmp/calib.txt" "${c1[@]}" -o "$d/q.gguf" : \
+  -np 1 "$sqz" compress "$d/other.bin" --quant q4_0:gptq:pure --calib "$tmp/calib.txt" "${c1[@]}" -o "$d/q.gguf" \
   > "$tmp/log" 2>&1
 rc=$?
 if [ $rc -eq 0 ] || ! grep -q "rank 1 opened a different model than rank 0" "$tmp/log"; then

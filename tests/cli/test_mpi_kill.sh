@@ -67,5 +67,5 @@ kill_one() {
 args=(--calib "$tmp/calib.txt" --calib-samples 1024 --calib-ctx 512 --threads 1) # long enough to be mid-run after 1 s
 kill_one 1 "$sqz" calibrate "$tiny" --text "$tmp/calib.txt" --calib-samples 1024 --calib-ctx 512 --hessian --threads 1 \
   -o stats.sqzs
-kill_one 0 "$sqz" compress "$tiny" --quant q4_0:gptq --to gguf "${args[@]}" -o q.gguf
+kill_one 0 "$sqz" compress "$tiny" --quant q4_0:gptq:pure --to gguf "${args[@]}" -o q.gguf
 exit $fail

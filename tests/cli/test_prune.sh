@@ -11,7 +11,7 @@
 #     tensors have those shapes (safetensors header), sqz reopens it and evaluates it to the
 #     GGUF output's perplexity, transformers' AutoConfig reads it (where installed); 6 of 8
 #     heads (not dividing hidden_size, which transformers refuses) to HF is an error naming GGUF;
-#   --prune ffn=0.3:flap --quant q4_0:gptq: the pruned down layers are quantized (Q4_0);
+#   --prune ffn=0.3:flap --quant q4_0:gptq:pure: the pruned down layers are quantized (Q4_0);
 #   what a plain HF config.json cannot hold (params=, a KV split each layer may choose, a head
 #     count not dividing hidden_size) is refused before any work: exit 2, one line, the way out.
 # With "smollm2" (heavy): SmolLM2's heads=0.34:ffn=0.25 to HF refused at once naming ':uniform';
@@ -186,8 +186,8 @@ check "sqz reopens the HF output: the perplexity of the GGUF output (float round
   '[ -s "$tmp/e1.json" ] && "$py" -c "import json, sys; a, b = (json.load(open(f))[\"ppl\"] for f in sys.argv[1:]); sys.exit(0 if abs(a - b) < 1e-6 * b else 1)" "$tmp/e1.json" "$tmp/e2.json"'
 
 # ---- composes with quantization: GPTQ on the pruned blocks ----
-"$sqz" compress "$t656" -o "$tmp/q.gguf" --prune ffn=0.3:flap --quant q4_0:gptq "${cal[@]}" > "$tmp/out" 2>&1
-check "--prune ffn=0.3:flap --quant q4_0:gptq" '[ $? -eq 0 ]' || cat "$tmp/out"
+"$sqz" compress "$t656" -o "$tmp/q.gguf" --prune ffn=0.3:flap --quant q4_0:gptq:pure "${cal[@]}" > "$tmp/out" 2>&1
+check "--prune ffn=0.3:flap --quant q4_0:gptq:pure" '[ $? -eq 0 ]' || cat "$tmp/out"
 "$sqz" inspect "$tmp/q.gguf" > "$tmp/insp" 2>&1
 check "the pruned down layers are Q4_0 (128 x 256)" 'grep -E "blk.1.ffn_down.weight +[^ ]+ +q4_0 +128 x 256" "$tmp/insp" > /dev/null' ||
   grep ffn_down "$tmp/insp"

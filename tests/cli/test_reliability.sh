@@ -56,7 +56,7 @@ refused() {
   else ok "$name"; fi
 }
 
-q8=(--quant q8_0)
+q8=(--quant q8_0:pure)
 ev=(--text t.txt --ctx 64 --chunks 2)
 
 # ---- class 1: inputs are never outputs ----
@@ -64,7 +64,7 @@ refused 2 "m.bin" "compress --report MODEL" "$sqz" compress m.bin -o o.gguf "${q
 refused 2 "both name" "compress --report = -o" "$sqz" compress m.bin -o o.gguf "${q8[@]}" --report o.gguf
 refused 2 "both name" "compress --html = --report" "$sqz" compress m.bin -o o.gguf "${q8[@]}" --report r --html ./r
 refused 2 "m.bin" "compress -o MODEL" "$sqz" compress m.bin -o m.bin "${q8[@]}"
-refused 2 "t.txt" "compress -o = --calib" "$sqz" compress m.bin -o t.txt --quant q4_0:gptq --calib t.txt
+refused 2 "t.txt" "compress -o = --calib" "$sqz" compress m.bin -o t.txt --quant q4_0:gptq:pure --calib t.txt
 refused 2 "m.bin" "eval --save-base MODEL" "$sqz" eval m.bin "${ev[@]}" --save-base m.bin
 refused 2 "t.txt" "eval --json TEXT" "$sqz" eval m.bin "${ev[@]}" --json t.txt
 refused 2 "both name" "eval --dump-tokens = --save-base" "$sqz" eval m.bin "${ev[@]}" --dump-tokens x --save-base x
@@ -152,7 +152,7 @@ refused 2 "bad tokens" "generate -n 2^63-1" "$sqz" generate m.bin -n 92233720368
 refused 2 "the memory" "calibrate 2^20 x 2^20 windows" "$sqz" calibrate m.bin --text t.txt -o s2.sqzs \
   --calib-samples 1048576 --calib-ctx 1048576
 refused 2 "calibration activations" "compress 2^20 x 2^20 windows" "$sqz" compress m.bin -o o.gguf \
-  --quant q4_0:gptq --calib t.txt --calib-samples 1048576 --calib-ctx 1048576
+  --quant q4_0:gptq:pure --calib t.txt --calib-samples 1048576 --calib-ctx 1048576
 if [ "${SQZ_SANITIZE:-OFF}" != ON ]; then # (a sanitizer reserves more address space than ulimit -v leaves)
   refused 2 "the logits of a chunk" "eval --ctx 2^20 within a 1.5 GB address space" \
     bash -c 'ulimit -v 1500000; exec "$@"' sh "$sqz" eval m.bin --text t.txt --ctx 1048576
@@ -176,7 +176,7 @@ nan_at="nan.bin: tensor 'tok_embeddings.weight': nan at row 1, column 36"
 refused 1 "$nan_at" "eval of a NaN embedding" "$sqz" eval nan.bin "${ev[@]}"
 refused 1 "attention_norm.weight': +inf" "eval of an Inf norm" "$sqz" eval inf.bin "${ev[@]}"
 refused 1 "$nan_at" "eval --base with NaN" "$sqz" eval m.bin "${ev[@]}" --base nan.bin
-refused 1 "$nan_at" "compress of a NaN model" "$sqz" compress nan.bin -o o.gguf --quant q4_0:gptq --calib t.txt \
+refused 1 "$nan_at" "compress of a NaN model" "$sqz" compress nan.bin -o o.gguf --quant q4_0:gptq:pure --calib t.txt \
   --calib-samples 4 --calib-ctx 64
 refused 1 "$nan_at" "calibrate a NaN model" "$sqz" calibrate nan.bin --text t.txt -o s.sqzs
 refused 1 "not written: $nan_at" "convert of a NaN model" "$sqz" convert nan.bin -o o.gguf
@@ -212,7 +212,7 @@ rm -f g.gguf
 # ---- class 7: a FIFO as an input is refused at once ----
 refused 1 "FIFO" "inspect FIFO" timeout 10 "$sqz" inspect fifo
 refused 1 "FIFO" "eval --text FIFO" timeout 10 "$sqz" eval m.bin --text fifo
-refused 1 "FIFO" "compress --stats FIFO" timeout 10 "$sqz" compress m.bin -o o.gguf --quant q4_0:imatrix --stats fifo
+refused 1 "FIFO" "compress --stats FIFO" timeout 10 "$sqz" compress m.bin -o o.gguf --quant q4_0:imatrix:pure --stats fifo
 refused 1 "FIFO" "eval --base-logits FIFO" timeout 10 "$sqz" eval m.bin "${ev[@]}" --base-logits fifo
 refused 1 "FIFO" "--tokenizer FIFO" timeout 10 "$sqz" generate m.bin -n 2 --tokenizer fifo
 

@@ -5,7 +5,7 @@
 1. shrunk: q8_0:gptq of the f32 checkpoint (calibrated, evaluated): "x2.63 smaller" from the JSON's bytes on
    stdout and in the HTML; the compress time is the JSON's seconds_total on stdout and in the
    HTML, the evaluation time the JSON's eval.seconds on both, printed apart.
-2. grown: q8_0 of a Q4_1 file (made here with --quant q4_1): "x1.37 larger" on stdout and in
+2. grown: q8_0 of a Q4_1 file (made here with --quant q4_1:pure): "x1.37 larger" on stdout and in
    the HTML ("the file grew from A to B MB" in its headline), never "smaller".
 3. kept as stored (and the same size): q4_k of a Q4_1 file (d_model 64: no layer fits 256-blocks): the layers that
    stayed Q4_1 are "kept as stored (q4_1)", not "kept float", with the counts of the JSON's
@@ -93,7 +93,7 @@ def agree(name, stdout, j, h):
 
 with tempfile.TemporaryDirectory() as tmp:
     # 1. shrunk, evaluated
-    so, j, h, _ = compress(tmp, "shrunk", ckpt, "--quant", "q8_0:gptq", "--calib", text, "--calib-samples", "8",
+    so, j, h, _ = compress(tmp, "shrunk", ckpt, "--quant", "q8_0:gptq:pure", "--calib", text, "--calib-samples", "8",
                            "--calib-ctx", "64", "--eval", text, "--eval-ctx", "64", "--eval-chunks", "2")
     w = agree("shrunk", so, j, h)
     check("smaller" in w and "larger" not in so + h, "shrunk: smaller, never larger")
@@ -101,8 +101,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check(j["totals"]["seconds_total"] >= 0.005, "shrunk: a compress time that shows in two decimals")
 
     # 2. grown: q8_0 of a Q4_1 file
-    _, _, _, q41 = compress(tmp, "q41", ckpt, "--quant", "q4_1")
-    so, j, h, _ = compress(tmp, "grown", q41, "--quant", "q8_0")
+    _, _, _, q41 = compress(tmp, "q41", ckpt, "--quant", "q4_1:pure")
+    so, j, h, _ = compress(tmp, "grown", q41, "--quant", "q8_0:pure")
     w = agree("grown", so, j, h)
     check(j["totals"]["bytes_after"] > j["totals"]["bytes_before"], "grown: the file grew (JSON bytes)")
     check("larger" in w and "smaller" not in so + h, f"grown: '{w}', never 'smaller'")
@@ -110,7 +110,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(mb in h, f"grown: the HTML headline says '{mb}'")
 
     # 3. kept as stored (and the same size): q4_k of a Q4_1 file whose widths do not fit 256-blocks
-    so, j, h, _ = compress(tmp, "kept", q41, "--quant", "q4_k")
+    so, j, h, _ = compress(tmp, "kept", q41, "--quant", "q4_k:pure")
     agree("kept", so, j, h)
     stored = [l for l in j["layers"] if not l["quantized"] and l["format"] == "q4_1"]
     check(len(stored) > 0, f"kept: {len(stored)} layers stayed q4_1 (JSON)")

@@ -51,7 +51,7 @@ usage 4:4 "N of N:M"
 usage 2:4:owl "'owl'"
 usage 0.5:wanda:damp=0.1 "'damp=' is a SparseGPT option"
 usage 0.5:l2 "unknown part 'l2'"
-usage 2:4:sparsegpt "q4_1 has no exact zero" --quant q4_1 "${cal[@]}"
+usage 2:4:sparsegpt "q4_1 has no exact zero" --quant q4_1:pure "${cal[@]}"
 usage 2:4:wanda "GPTQ would move the zeros" --quant int8:gptq --to safetensors "${cal[@]}"
 usage 0.5:magnitude:owl "give --calib FILE"
 
@@ -122,12 +122,12 @@ PY
 "$sqz" inspect "$tmp/bad" > "$tmp/out" 2>&1
 check "a metadata field that is not i0 < i1 is refused naming the tensor" \
   '[ $? -eq 1 ] && grep -q "weight_sparse_meta.*not increasing" "$tmp/out"' || cat "$tmp/out"
-"$sqz" compress "$t656" -o "$tmp/j.gguf" --sparsity 2:4:sparsegpt --quant q4_0 "${cal[@]}" > "$tmp/out" 2>&1
+"$sqz" compress "$t656" -o "$tmp/j.gguf" --sparsity 2:4:sparsegpt --quant q4_0:pure "${cal[@]}" > "$tmp/out" 2>&1
 check "2:4:sparsegpt + q4_0 (joint) -> GGUF" '[ $? -eq 0 ]' || cat "$tmp/out"
 check "2:4:sparsegpt + q4_0: every row 2:4 in the Q4_0 blocks" 'nm_rows "$tmp/j.gguf" nm_2_4 0.5'
 # (llama.cpp's tokenizer aborts on this machine's tinystories-656K GGUF, dense or not: stories260K)
 if $have_lp; then
-  "$sqz" compress "$s260" -o "$tmp/jq.gguf" --sparsity 2:4:sparsegpt --quant q4_0 "${cal[@]}" > "$tmp/out" 2>&1 &&
+  "$sqz" compress "$s260" -o "$tmp/jq.gguf" --sparsity 2:4:sparsegpt --quant q4_0:pure "${cal[@]}" > "$tmp/out" 2>&1 &&
     lp_check "$tmp/jq.gguf" "2:4 sparsegpt + q4_0 (stories260K)"
 fi
 "$sqz" compress "$t656" -o "$tmp/w.gguf" --sparsity 4:8:wanda "${cal[@]}" > "$tmp/out" 2>&1

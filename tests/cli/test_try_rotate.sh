@@ -71,7 +71,7 @@ case $mode in
 basic)
   run "$t656" t656 6 8 128
   run "$t656" t656 8 8 128
-  "$sqz" compress "$t656" -o "$tmp/x.gguf" --quant q4_0:try-rotate > /dev/null 2> "$tmp/err"
+  "$sqz" compress "$t656" -o "$tmp/x.gguf" --quant q4_0:try-rotate:pure > /dev/null 2> "$tmp/err"
   rc=$?
   check "q4_0:try-rotate is a usage error (exit 2 naming --rotate all): exit $rc" \
     '[ $rc -eq 2 ] && grep -q "try-rotate. is an auto option.*--rotate all" "$tmp/err"'

@@ -58,7 +58,7 @@ def run_model(name, src, calib, tmp):
     for spec in specs:
         out = os.path.join(tmp, "%s_%s.gguf" % (name, spec.replace(":", "_")))
         f32 = out + ".f32.gguf"
-        args = ["compress", src, "-o", out, "--quant", spec]
+        args = ["compress", src, "-o", out, "--quant", spec + ":pure"]  # every matrix the type
         if ":" in spec:
             args += ["--calib", calib, "--calib-samples", "16", "--calib-ctx", "128"]
         sqz(*args)

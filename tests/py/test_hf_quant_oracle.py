@@ -148,7 +148,7 @@ def gguf_linears(path):
 def from_gguf(tmp, model, name, qtype):
     """A GGUF of qtype written to HF by sqz, decoded by the oracle, against gguf-py's dequantization."""
     src = os.path.join(tmp, name + ".gguf")
-    r = run("compress", model, "-o", src, "--quant", qtype, "-q")
+    r = run("compress", model, "-o", src, "--quant", qtype + ":pure", "-q")  # every block matrix qtype
     if r.returncode != 0:
         check(False, "%s: compress --quant %s: %s" % (name, qtype, r.stderr.strip()[-200:]))
         return

@@ -225,7 +225,9 @@ def main():
                 if spec == "convert":
                     sqz("convert", src, "--dtype", form, "-o", model)
                 else:
-                    sqz("compress", src, "--quant", spec, "-o", model, *(calib() if heavy else ()))
+                    pure = spec.split(":")[0] in ("q4_0", "q4_1", "q5_0", "q8_0")  # every block matrix in the type
+                    sqz("compress", src, "--quant", spec + ":pure" if pure else spec, "-o", model,
+                        *(calib() if heavy else ()))
             check_export(label, tool, model, os.path.join(tmp, label.replace(" ", "_").replace(":", "_")), tmp,
                          tokenizer_src=src if form in ("f32", "q4_1 as it is") else None)
             if form == "f32" and not heavy:  # --dtype on export = the same model converted first
@@ -240,7 +242,7 @@ def main():
         for label, extra in (("SmolLM2-135M pruned", ("--prune", "heads=0.25:ffn=0.25") + calib()),
                              ("SmolLM2-135M dropped", ("--drop-layers", "3,17"))):
             model = os.path.join(tmp, label.replace(" ", "_") + ".gguf")
-            sqz("compress", SMOL, *extra, "--quant", "q4_0", "-o", model)
+            sqz("compress", SMOL, *extra, "--quant", "q4_0:pure", "-o", model)
             check_export(label, tool, model, os.path.join(tmp, label.replace(" ", "_")), tmp)
         # Qwen2.5-Coder-0.5B (qwen2: q/k/v biases, GQA 14/2, untied): its Q5_0/Q8_0 matrices would go as they
         # are, its Q4_K/Q6_K ones have no exact form, so the whole model is converted to q8_0 first

@@ -292,19 +292,19 @@ static void test_spec(void **state) {
     assert_int_equal(s.q.target.group, 64);
     assert_true(s.q.act_order);
     assert_float_equal(s.q.percdamp, 0.05, 1e-12);
-    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_0:gptq", &s));
+    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_0:gptq:pure", &s));
     assert_true(s.q.act_order); /* GPTQ's default */
     assert_true(s.q.static_groups);
     SQZ_ASSERT_OK(sqz_compress_spec_parse("int4:gptq:dynamic-groups", &s));
     assert_false(s.q.static_groups);
-    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_0:gptq:no-act-order", &s));
+    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_0:gptq:no-act-order:pure", &s));
     assert_false(s.q.act_order);
-    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_0:imatrix", &s));
+    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_0:imatrix:pure", &s));
     assert_false(s.q.act_order);
     assert_int_equal(s.q.target.fmt, SQZ_QFMT_Q4_0);
     assert_int_equal(s.q.target.group, 32);
-    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_1:awq", &s));
-    SQZ_ASSERT_OK(sqz_compress_spec_parse("q8_0:gptq:static-groups", &s));
+    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_1:awq:pure", &s));
+    SQZ_ASSERT_OK(sqz_compress_spec_parse("q8_0:gptq:static-groups:pure", &s));
     assert_true(s.q.static_groups);
     assert_int_equal(sqz_compress_needs(&s) & SQZ_QSTAT_XTX, SQZ_QSTAT_XTX);
 

@@ -186,7 +186,7 @@ static void test_gptq_sequential(void **state) {
     SQZ_ASSERT_OK(sqz_model_open(stories(), NULL, &b));
     SQZ_ASSERT_OK(sqz_model_open(stories(), NULL, &c));
     sqz_calib_windows w = windows_for(a, NW, CTX);
-    sqz_compress_report ra = run(a, "q4_0:gptq", &w), rb = run(b, "q4_0:gptq", &w), rc = run(c, "q4_0", &w);
+    sqz_compress_report ra = run(a, "q4_0:gptq:pure", &w), rb = run(b, "q4_0:gptq:pure", &w), rc = run(c, "q4_0:pure", &w);
     for (int64_t i = 0; i < a->n_tensors; i++) {
         assert_int_equal(a->tensors[i].dtype, b->tensors[i].dtype);
         assert_int_equal(a->tensors[i].nbytes, b->tensors[i].nbytes);
@@ -300,7 +300,7 @@ static void test_stats_file_compress(void **state) {
     char path[4200];
     snprintf(path, sizeof path, "%s/s.sqzs", sqz_test_tmpdir());
     sqz_compress_opts o = sqz_compress_default_opts();
-    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_0:imatrix", &o.spec));
+    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_0:imatrix:pure", &o.spec));
     sqz_compress_report ra, rb;
     memset(&ra, 0, sizeof ra);
     const unsigned have = SQZ_QSTAT_X2 | SQZ_QSTAT_ABSMAX | SQZ_QSTAT_ABSMEAN | SQZ_QSTAT_SAMPLE | SQZ_QSTAT_HIST;
@@ -321,7 +321,7 @@ static void test_stats_file_compress(void **state) {
     }
     /* GPTQ needs the Hessian, which this file lacks: a clear error */
     sqz_compress_opts og = sqz_compress_default_opts();
-    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_0:gptq", &og.spec));
+    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_0:gptq:pure", &og.spec));
     sqz_compress_report rg;
     assert_int_equal(sqz_compress_model(b, NULL, NULL, st, &og, &rg), SQZ_ERR_INVALID_ARG);
     assert_non_null(strstr(sqz_last_error(), "Hessian"));

@@ -61,7 +61,7 @@ static int fixture_open(void **state, const char *model, const char *spec, size_
 }
 
 static int setup(void **state) {
-    return fixture_open(state, sqz_test_data("models/stories260K/stories260K.bin"), "q4_0", TEXT_BYTES);
+    return fixture_open(state, sqz_test_data("models/stories260K/stories260K.bin"), "q4_0:pure", TEXT_BYTES);
 }
 
 static int setup_encoder(void **state) {

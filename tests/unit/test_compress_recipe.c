@@ -141,7 +141,7 @@ static void test_run(void **state) {
     SQZ_ASSERT_OK(sqz_model_open(path, NULL, &ref));
     sqz_recipe r = {0};
     SQZ_ASSERT_OK(sqz_recipe_add(&r, "drop-layers", "1,3"));
-    SQZ_ASSERT_OK(sqz_recipe_add(&r, "quant", "q8_0"));
+    SQZ_ASSERT_OK(sqz_recipe_add(&r, "quant", "q8_0:pure"));
     sqz_compress_opts o = sqz_compress_default_opts();
     sqz_compress_env env = {.session_opts = sqz_session_default_opts()};
     sqz_compress_report rep;
@@ -150,20 +150,20 @@ static void test_run(void **state) {
     assert_int_equal(rep.n_layers_before, 5);
     assert_int_equal(rep.n_layers_after, 3);
     assert_non_null(strstr(rep.stages[0].note, "1, 3"));
-    assert_string_equal(rep.spec, "q8_0");
+    assert_string_equal(rep.spec, "q8_0:pure");
     assert_true(rep.params_after < rep.params);
     /* the same by hand: remove the blocks, quantize with the one-stage API */
     const int32_t drop[] = {1, 3};
     SQZ_ASSERT_OK(sqz_model_remove_layers(ref, drop, 2));
     sqz_compress_report rep2;
-    SQZ_ASSERT_OK(sqz_compress_spec_parse("q8_0", &o.spec));
+    SQZ_ASSERT_OK(sqz_compress_spec_parse("q8_0:pure", &o.spec));
     SQZ_ASSERT_OK(sqz_compress_model(ref, NULL, NULL, NULL, &o, &rep2));
     assert_models_equal(m, ref);
     sqz_compress_report_free(&rep2);
     sqz_compress_report_free(&rep);
     /* a stage that needs statistics without any: refused, saying what to give */
     sqz_recipe g = {0};
-    SQZ_ASSERT_OK(sqz_recipe_add(&g, "quant", "q4_0:gptq"));
+    SQZ_ASSERT_OK(sqz_recipe_add(&g, "quant", "q4_0:gptq:pure"));
     assert_int_equal(sqz_compress_run(m, &g, &env, &o, &rep), SQZ_ERR_INVALID_ARG);
     assert_non_null(strstr(sqz_last_error(), "--calib"));
     sqz_compress_report_free(&rep);

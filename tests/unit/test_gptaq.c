@@ -277,16 +277,16 @@ static void test_needs_dxxt(void **state) {
     sqz_qmatrix_free(&q);
     sqz_qmatrix_free(&g);
     sqz_compress_spec sp;
-    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_k:gptq:gptaq:gptaq-alpha=0.5", &sp));
+    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_k:gptq:gptaq:gptaq-alpha=0.5:pure", &sp));
     assert_true(sp.q.gptaq);
     assert_true(sp.q.gptaq_alpha == 0.5);
     assert_true(sqz_compress_needs(&sp) & SQZ_QSTAT_DXXT);
     assert_false(sp.q.gptaq_optional); /* asked for: required */
-    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_k:gptq:no-gptaq", &sp));
+    SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_k:gptq:no-gptaq:pure", &sp));
     assert_false(sp.q.gptaq);
     assert_false(sqz_compress_needs(&sp) & SQZ_QSTAT_DXXT);
-    assert_int_equal(sqz_compress_spec_parse("q4_k:rtn:gptaq", &sp), SQZ_ERR_INVALID_ARG);
-    assert_int_equal(sqz_compress_spec_parse("q4_k:gptq:no-gptaq:gptaq-alpha=0.5", &sp), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz_compress_spec_parse("q4_k:rtn:gptaq:pure", &sp), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz_compress_spec_parse("q4_k:gptq:no-gptaq:gptaq-alpha=0.5:pure", &sp), SQZ_ERR_INVALID_ARG);
 }
 
 int main(void) {

@@ -419,7 +419,7 @@ static void test_pass(void **state) {
     sqz_calib_windows w = windows_for(m);
     sqz_recipe r = {0};
     SQZ_ASSERT_OK(sqz_recipe_add(&r, "prune", "heads=0.25:ffn=0.3:flap"));
-    SQZ_ASSERT_OK(sqz_recipe_add(&r, "quant", "q4_0:gptq"));
+    SQZ_ASSERT_OK(sqz_recipe_add(&r, "quant", "q4_0:gptq:pure"));
     sqz_compress_opts o = sqz_compress_default_opts();
     sqz_compress_env env = {.windows = &w, .session_opts = sqz_session_default_opts()};
     env.session_opts.n_threads = 1;

@@ -124,7 +124,7 @@ static void test_joint(void **state) {
     float *rw = sqz_rw_need();
     sqz_qstats_buf sb;
     assert_int_equal(sqz_qstats_compute(xs(rw), NX, NI, SQZ_QSTAT_XTX, 0, &sb), SQZ_OK);
-    const char *specs[] = {"int8", "int4:g32", "int4:g32:asym", "q4_0", "w8a8"};
+    const char *specs[] = {"int8", "int4:g32", "int4:g32:asym", "q4_0:pure", "w8a8"};
     float *d = malloc(sizeof(float) * NO * NI);
     const sqz__sparse_opts a = args(2, 4);
     const sqz_qlinear lin = {w_orig(rw), NO, "w1", false};
@@ -144,7 +144,7 @@ static void test_joint(void **state) {
         sqz_qmatrix_free(&q);
     }
     sqz_compress_spec sp;
-    assert_int_equal(sqz_compress_spec_parse("q4_1", &sp), SQZ_OK);
+    assert_int_equal(sqz_compress_spec_parse("q4_1:pure", &sp), SQZ_OK);
     sqz_qmatrix q;
     memset(&q, 0, sizeof q);
     assert_int_equal(sqz__sparsegpt(&lin, 1, &sb.s, &a, 0.5, &sp.q, NULL, 0, &q, NULL), SQZ_ERR_INVALID_ARG);
