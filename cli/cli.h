@@ -251,6 +251,13 @@ void sqz_cli_size_words(int64_t before, int64_t after, char *buf, size_t cap);
  * because of their width: a hint naming the llama.cpp mix (q4_k_m ...) that quantizes them too;
  * "" otherwise. */
 void sqz_cli_kquant_hint(const sqz_compress_report *r, const sqz_cli_layer_counts *c, char *buf, size_t cap);
+/* The layers a mix's width fallback gave another type, by pair: "166 of 210 matrices: q4_k -> q5_0
+ * (144), q6_k -> q8_0 (22) (width not a multiple of the block; llama-quantize falls back alike)";
+ * "" when none. */
+void sqz_cli_fallback_words(const sqz_compress_report *r, const sqz_cli_layer_counts *c, char *buf, size_t cap);
+/* The layers quantized again from a block-quantized source: "210 matrices stored q4_1 in the source,
+ * rounded again from their dequantized values (llama-quantize asks for --allow-requantize)"; "" when none. */
+void sqz_cli_requant_words(const sqz_compress_report *r, char *buf, size_t cap);
 /* Writes a whole file atomically. */
 sqz_status sqz_cli_write_file(const char *path, const void *data, size_t n);
 /* Warns on stderr ("sqz: warning: ...") about a model that is legal but probably not what the

@@ -180,6 +180,10 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
         printf("layers       %s\n", words);
         sqz_cli_kquant_hint(r, &lc, hint, sizeof hint);
         if (hint[0]) printf("hint         %s\n", hint);
+        sqz_cli_fallback_words(r, &lc, hint, sizeof hint);
+        if (hint[0]) printf("fallback     %s\n", hint);
+        sqz_cli_requant_words(r, hint, sizeof hint);
+        if (hint[0]) printf("requantized  %s\n", hint);
     }
     sqz_cli_size_words(r->bytes_before, r->bytes_after, words, sizeof words);
     printf("size         %.3f MB -> %.3f MB (%s)", (double)r->bytes_before / 1e6, (double)r->bytes_after / 1e6, words);

@@ -94,3 +94,54 @@ void sqz_cli_kquant_hint(const sqz_compress_report *r, const sqz_cli_layer_count
                      (long long)(c->quantized + c->kept_float + c->kept_stored), r->layers[i].tensor,
                      r->layers[i].why, (long long)r->layers[i].n_in);
 }
+
+/* Appends "name" to a ", "-separated list of distinct names (kept within cap). */
+static void add_distinct(char *list, size_t cap, const char *name) {
+    const size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ',' || p[n] == 0)) return;
+    if (strlen(list) + n + 3 >= cap) return;
+    if (list[0]) strcat(list, ", ");
+    strcat(list, name);
+}
+
+void sqz_cli_fallback_words(const sqz_compress_report *r, const sqz_cli_layer_counts *c, char *buf, size_t cap) {
+    char pair[8][40];
+    int64_t cnt[8] = {0}, total = 0;
+    int np = 0;
+    buf[0] = 0;
+    for (int64_t i = 0; i < r->n_layers; i++) {
+        const sqz_layer_report *l = &r->layers[i];
+        if (!l->fallback_from[0]) continue;
+        char p[40];
+        snprintf(p, sizeof p, "%.15s -> %.15s", l->fallback_from, l->format);
+        int k = 0;
+        while (k < np && strcmp(pair[k], p) != 0) k++;
+        if (k == np && np < 8) memcpy(pair[np++], p, sizeof p);
+        if (k < np) cnt[k]++;
+        total++;
+    }
+    if (!total) return;
+    size_t n = (size_t)snprintf(buf, cap, "%lld of %lld matrices:", (long long)total,
+                                (long long)(c->quantized + c->kept_float + c->kept_stored));
+    for (int k = 0; k < np && n < cap; k++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s %s (%lld)", k ? "," : "", pair[k], (long long)cnt[k]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, " (width not a multiple of the block; llama-quantize falls back alike)");
+}
+
+void sqz_cli_requant_words(const sqz_compress_report *r, char *buf, size_t cap) {
+    int64_t n = 0;
+    char types[64] = "";
+    buf[0] = 0;
+    sqz_compress_report_counts(r, NULL, &n);
+    if (!n) return;
+    for (int64_t i = 0; i < r->n_layers; i++) {
+        const sqz_layer_report *l = &r->layers[i];
+        sqz_dtype d;
+        if (l->quantized && sqz_dtype_from_name(l->source_format, &d) && sqz_dtype_info(d)->is_quantized)
+            add_distinct(types, sizeof types, l->source_format);
+    }
+    snprintf(buf, cap, "%lld matrices stored %s in the source, rounded again from their dequantized values "
+             "(llama-quantize asks for --allow-requantize)", (long long)n, types);
+}

@@ -143,9 +143,9 @@ sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, con
 /* The type the SPEC's mix gives tensor t of m under the overrides ov (may be NULL), as
  * llama-quantize chooses it with --token-embedding-type / --output-tensor-type / --tensor-type
  * (compress/type_overrides.c). SQZ_ERR_INVALID_ARG when a type given for the embedding or the
- * output does not fit its width. */
+ * output does not fit its width. *wanted (may be NULL): the type before the width fallback. */
 sqz_status sqz__mix_type(const sqz_compress_spec *sp, const sqz_type_overrides *ov, const sqz_model *m,
-                         const sqz_tensor *t, sqz_dtype *out);
+                         const sqz_tensor *t, sqz_dtype *out, sqz_dtype *wanted);
 /* The validation products of a compressed layer q on the sample rows (validate_dev.c): yr (n_x, n_out)
  * = x . w^T (the float layer), yq = the layer as it would run on xs (x / smooth when folded), on the
  * host (be NULL or host memory) or through be's kernels; by receives the kernel's name

@@ -343,7 +343,7 @@ static sqz_status quant_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bl
     for (int r = 0; layer == 0 && o.overrides && a->spec.mix && r < 2; r++) {
         const sqz_tensor *t = sqz_model_get(c->m, r ? SQZ_ROLE_OUTPUT : SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT);
         sqz_dtype d;
-        if (t && t->ndim == 2) SQZ_TRY(sqz__mix_type(&a->spec, o.overrides, c->m, t, &d));
+        if (t && t->ndim == 2) SQZ_TRY(sqz__mix_type(&a->spec, o.overrides, c->m, t, &d, NULL));
     }
     return sqz__compress_block(c->m, layer, stats, &o, c->keep, c->rep);
 }

@@ -67,6 +67,7 @@ void sqz__report_row_init(sqz_layer_report *r, const sqz_tensor *t) {
     r->out_err = NAN;
     r->weight_err = NAN;
     r->heldout_gptq = r->heldout_imatrix = NAN;
+    snprintf(r->source_format, sizeof r->source_format, "%s", sqz_dtype_name(t->dtype));
 }
 
 /* A layer's products on the calibration's sample rows formed before its validation (when GPTQ and
@@ -393,8 +394,10 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
         bool policy_refused = false, mix_f16 = false, copy = false;
         sqz_qtarget target = sp->q.target;
         if (sp->mix) { /* the plan's type (auto:bpw=), or llama.cpp's type in the mix (quant/mix.c) */
-            sqz_dtype d = sqz__qplan_type(sp->plan, t[i]);
-            if (d == SQZ_DTYPE_COUNT) SQZ_TRY(sqz__mix_type(sp, o->overrides, m, t[i], &d));
+            sqz_dtype d = sqz__qplan_type(sp->plan, t[i]), want = SQZ_DTYPE_COUNT;
+            if (d == SQZ_DTYPE_COUNT) SQZ_TRY(sqz__mix_type(sp, o->overrides, m, t[i], &d, &want));
+            if (want != SQZ_DTYPE_COUNT && want != d) /* the width fallback took another type */
+                snprintf(rows[i].fallback_from, sizeof rows[i].fallback_from, "%s", sqz_dtype_name(want));
             if (!sqz_qformat_from_dtype(d, &target.fmt)) mix_f16 = true;
             else (void)sqz_qtarget_check(&target);
         }

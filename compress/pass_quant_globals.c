@@ -122,11 +122,12 @@ static sqz_status round_one(const sqz_qmethod *mt, const sqz_compress_spec *sp, 
 static sqz_status one(sqz__pool *pool, sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp,
                       const sqz_type_overrides *ov, const sqz_calib_block *head, int threads,
                       sqz_compress_report *rep) {
-    sqz_dtype d = sqz__qplan_type(sp->plan, t); /* auto's plan may take another mix's types */
-    if (d == SQZ_DTYPE_COUNT) SQZ_TRY(sqz__mix_type(sp, ov, m, t, &d));
+    sqz_dtype d = sqz__qplan_type(sp->plan, t), want = SQZ_DTYPE_COUNT; /* auto's plan may take another mix's types */
+    if (d == SQZ_DTYPE_COUNT) SQZ_TRY(sqz__mix_type(sp, ov, m, t, &d, &want));
     if (d == t->dtype || t->qp) return SQZ_OK;
     sqz_layer_report row;
     sqz__report_row_init(&row, t);
+    if (want != SQZ_DTYPE_COUNT && want != d) snprintf(row.fallback_from, sizeof row.fallback_from, "%s", sqz_dtype_name(want));
     row.weight_err = 0.0; /* these rows have always reported 0 until measured */
     const int64_t n = sqz_tensor_nelements(t);
     float *w = sqz__malloc((size_t)n * sizeof(float));

@@ -163,6 +163,18 @@ static bool add_prune(cJSON *o, const sqz_prune_record *p) {
     return ok;
 }
 
+void sqz_compress_report_counts(const sqz_compress_report *r, int64_t *fallbacks, int64_t *requantized) {
+    int64_t f = 0, q = 0;
+    for (int64_t i = 0; i < r->n_layers; i++) {
+        const sqz_layer_report *l = &r->layers[i];
+        sqz_dtype d;
+        f += l->fallback_from[0] != 0;
+        q += l->quantized && sqz_dtype_from_name(l->source_format, &d) && sqz_dtype_info(d)->is_quantized;
+    }
+    if (fallbacks) *fallbacks = f;
+    if (requantized) *requantized = q;
+}
+
 char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, const char *out) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -190,6 +202,10 @@ char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, 
         ok &= num(t, "blocks_before", (double)r->n_layers_before);
         ok &= num(t, "blocks_after", (double)r->n_layers_after);
         ok &= num(t, "params_after", (double)r->params_after);
+        int64_t fallbacks = 0, requantized = 0;
+        sqz_compress_report_counts(r, &fallbacks, &requantized);
+        ok &= num(t, "fallbacks", (double)fallbacks);     /* layers whose mix type fell back (width) */
+        ok &= num(t, "requantized", (double)requantized); /* layers stored quantized in the source, rounded again */
         if (r->device[0]) {
             ok &= cJSON_AddStringToObject(t, "device", r->device) != NULL;
             ok &= num(t, "device_peak_bytes", (double)r->device_peak_bytes);
@@ -222,6 +238,8 @@ char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, 
         ok &= num(e, "seconds", l->seconds);
         if (l->alpha != 0) ok &= num(e, "alpha", l->alpha);
         if (l->act_scale != 0) ok &= num(e, "act_scale", l->act_scale);
+        if (l->fallback_from[0]) ok &= cJSON_AddStringToObject(e, "fallback_from", l->fallback_from) != NULL;
+        if (l->source_format[0]) ok &= cJSON_AddStringToObject(e, "source_format", l->source_format) != NULL;
         if (l->heldout_gptq > 0 || l->heldout_imatrix > 0) { /* judged held out (NaN or 0: not) */
             ok &= num(e, "heldout_gptq", l->heldout_gptq);
             ok &= num(e, "heldout_imatrix", l->heldout_imatrix);

@@ -115,9 +115,12 @@ static sqz_dtype pattern_type(const sqz_type_overrides *ov, const sqz_tensor *t)
 }
 
 sqz_status sqz__mix_type(const sqz_compress_spec *sp, const sqz_type_overrides *ov, const sqz_model *m,
-                         const sqz_tensor *t, sqz_dtype *out) {
+                         const sqz_tensor *t, sqz_dtype *out, sqz_dtype *wanted) {
+    sqz_dtype w_;
+    if (!wanted) wanted = &w_;
     const bool imatrix = sp->method->needs != 0;
-    *out = sqz_qmix_type(sp->mix, m, t, imatrix);
+    *out = *wanted = sqz_qmix_type(sp->mix, m, t, imatrix);
+    if (sp->mix && sqz__qmix_quantizes(t)) *wanted = sqz__qmix_wanted_at(sp->mix, m, t, imatrix, t->layer);
     if (!ov || !sp->mix || !sqz__qmix_quantizes(t)) return SQZ_OK;
     sqz_dtype d = t->role == SQZ_ROLE_TOKEN_EMBD ? ov->token_embd : t->role == SQZ_ROLE_OUTPUT ? ov->output
                                                                                                 : SQZ_DTYPE_COUNT;
@@ -126,15 +129,15 @@ sqz_status sqz__mix_type(const sqz_compress_spec *sp, const sqz_type_overrides *
         SQZ_RETURN_IF(t->shape[1] % block, SQZ_ERR_INVALID_ARG, "%s: %s has %lld columns, not a multiple of %s's %lld",
                       t->role == SQZ_ROLE_OUTPUT ? "--output-tensor-type" : "--token-embedding-type", t->name,
                       (long long)t->shape[1], sqz_dtype_name(d), (long long)block);
-        *out = d;
+        *out = *wanted = d;
         return SQZ_OK;
     }
     if ((d = pattern_type(ov, t)) != SQZ_DTYPE_COUNT) {
-        *out = sqz__qmix_fallback(d, t->shape[1]);
+        *out = sqz__qmix_fallback(*wanted = d, t->shape[1]);
         return SQZ_OK;
     }
     if (t->role == SQZ_ROLE_TOKEN_EMBD && m->hp.tied_embeddings && ov->output != SQZ_DTYPE_COUNT) {
-        *out = sqz__qmix_fallback(ov->output, t->shape[1]);
+        *out = sqz__qmix_fallback(*wanted = ov->output, t->shape[1]);
         return SQZ_OK;
     }
     /* llama.cpp's running index: the tensors of this role in earlier blocks that no pattern chose */
@@ -143,6 +146,7 @@ sqz_status sqz__mix_type(const sqz_compress_spec *sp, const sqz_type_overrides *
         const sqz_tensor *e = sqz_model_get(m, t->role, l, SQZ_PARAM_WEIGHT);
         if (e && sqz__qmix_quantizes(e) && pattern_type(ov, e) == SQZ_DTYPE_COUNT) i++;
     }
-    *out = sqz__qmix_type_at(sp->mix, m, t, imatrix, t->layer >= 0 ? i : t->layer);
+    *wanted = sqz__qmix_wanted_at(sp->mix, m, t, imatrix, t->layer >= 0 ? i : t->layer);
+    *out = sqz__qmix_fallback(*wanted, t->shape[1]);
     return SQZ_OK;
 }

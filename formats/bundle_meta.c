@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
@@ -225,6 +226,41 @@ static char *source_digest(const char *path) {
     return hex;
 }
 
+/* The bytes of the bundle's own tensors, in the types they are stored in (after --dtype), and this
+ * export's step that changed types: the manifest describes the file it is in, never its source
+ * alone. Returns how many tensors the step converted. */
+static int64_t add_stored(cJSON *root, cJSON *model, const sqz_model *m, const sqz_save_opts *o) {
+    int64_t bytes = 0, converted = 0, requant = 0;
+    char from[96] = "";
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const sqz_tensor *t = &m->tensors[i];
+        const uint32_t code = sqz__bundle_dtype(t, o);
+        size_t nb = t->nbytes;
+        const sqz_dtype d = code >= SQZB_DT_I8_ROW ? t->dtype : sqz__bundle_dtype_of(code);
+        if (code < SQZB_DT_I8_ROW && d != t->dtype) {
+            (void)sqz_dtype_nbytes(d, sqz_tensor_nelements(t), &nb);
+            converted++;
+            requant += sqz_dtype_info(t->dtype)->is_quantized && sqz_dtype_info(d)->is_quantized;
+            const char *fn = sqz_dtype_name(t->dtype);
+            if (!strstr(from, fn) && strlen(from) + strlen(fn) + 3 < sizeof from)
+                snprintf(from + strlen(from), sizeof from - strlen(from), "%s%s", from[0] ? ", " : "", fn);
+        }
+        bytes += (int64_t)nb;
+    }
+    cJSON_AddNumberToObject(model, "tensor_bytes", (double)bytes);
+    cJSON *steps = cJSON_AddArrayToObject(root, "export_steps");
+    if (converted && steps) {
+        cJSON *s = cJSON_CreateObject();
+        cJSON_AddStringToObject(s, "step", "export --dtype");
+        cJSON_AddStringToObject(s, "dtype", sqz_dtype_name((sqz_dtype)o->dtype));
+        cJSON_AddNumberToObject(s, "tensors_converted", (double)converted);
+        cJSON_AddStringToObject(s, "from", from);
+        cJSON_AddNumberToObject(s, "tensors_requantized", (double)requant);
+        cJSON_AddItemToArray(steps, s);
+    }
+    return converted;
+}
+
 sqz_status sqz__bundle_manifest(const sqz_model *m, const sqz_save_opts *o, uint8_t **out, size_t *n) {
     cJSON *root = cJSON_CreateObject();
     if (!root) return SQZ_ERR_NOMEM;
@@ -237,7 +273,7 @@ sqz_status sqz__bundle_manifest(const sqz_model *m, const sqz_save_opts *o, uint
     cJSON_AddStringToObject(model, "arch", m->hp.arch);
     if (m->name) cJSON_AddStringToObject(model, "name", m->name);
     cJSON_AddNumberToObject(model, "parameters", (double)sqz_model_param_count(m));
-    cJSON_AddNumberToObject(model, "tensor_bytes", (double)sqz_model_data_bytes(m));
+    const int64_t converted = add_stored(root, model, m, o);
     cJSON *src = cJSON_AddObjectToObject(root, "source");
     if (m->source_path) cJSON_AddStringToObject(src, "path", m->source_path);
     cJSON_AddStringToObject(src, "format", sqz_format_name((sqz_format)m->source_format));
@@ -253,6 +289,11 @@ sqz_status sqz__bundle_manifest(const sqz_model *m, const sqz_save_opts *o, uint
             return SQZ_ERROR(SQZ_ERR_FORMAT, "bundle: the provenance report is not valid JSON");
         }
         cJSON_AddItemToObject(root, "compress_report", p);
+        /* the report's figures (spec, bytes, accuracy) were measured on the source of this export */
+        cJSON_AddStringToObject(root, "compress_report_describes",
+                                converted ? "the source, before this export's steps (export_steps): its sizes and "
+                                            "accuracy were not measured on this bundle's tensors"
+                                          : "this bundle's tensors (exported unchanged)");
     }
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);

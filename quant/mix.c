@@ -191,6 +191,12 @@ bool sqz__qmix_quantizes(const sqz_tensor *t) {
 sqz_dtype sqz__qmix_type_at(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix,
                             int64_t i) {
     if (!mix || !sqz__qmix_quantizes(t)) return t ? t->dtype : SQZ_DTYPE_F32;
+    return sqz__qmix_fallback(sqz__qmix_wanted_at(mix, m, t, has_imatrix, i), t->shape[1]);
+}
+
+sqz_dtype sqz__qmix_wanted_at(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix,
+                              int64_t i) {
+    if (!mix || !sqz__qmix_quantizes(t)) return t ? t->dtype : SQZ_DTYPE_F32;
     const int64_t n_cols = t->shape[1];
     sqz_dtype ty = mix->base;
     /* a tied embedding is quantized as the output */
@@ -206,7 +212,7 @@ sqz_dtype sqz__qmix_type_at(const sqz_qmix *mix, const sqz_model *m, const sqz_t
     case SQZ_ROLE_ATTN_OUT: ty = apply(&mix->rules[R_ATTN_OUT], mix->base, i, m, has_imatrix); break;
     default: break;
     }
-    return sqz__qmix_fallback(ty, n_cols);
+    return ty;
 }
 
 sqz_dtype sqz_qmix_type(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix) {

@@ -198,6 +198,10 @@ bool sqz__qmix_quantizes(const sqz_tensor *t);
  * --tensor-type pattern chose); sqz_qmix_type passes t->layer. */
 sqz_dtype sqz__qmix_type_at(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix,
                             int64_t i);
+/* The same before the width fallback: the type the mix's rules ask for (what llama-quantize counts
+ * as "required fallback quantization" when the fallback then takes another). */
+sqz_dtype sqz__qmix_wanted_at(const sqz_qmix *mix, const sqz_model *m, const sqz_tensor *t, bool has_imatrix,
+                              int64_t i);
 /* tensor_type_fallback: ty, or what llama.cpp falls back to when n_cols is not a multiple of
  * its block (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16). */
 sqz_dtype sqz__qmix_fallback(sqz_dtype ty, int64_t n_cols);

@@ -96,6 +96,9 @@ typedef struct sqz_layer_report {
     double heldout_gptq, heldout_imatrix; /* a mix's GPTQ-or-imatrix choice: each candidate's relative
                                output error on the sample rows, both fitted without them; NaN when
                                not judged so */
+    char source_format[16]; /* the dtype the source stored (a quantized one: this layer was requantized) */
+    char fallback_from[16]; /* a mix's type for this layer before the width fallback took another
+                               (llama-quantize's "required fallback quantization"); "" when none */
 } sqz_layer_report;
 
 typedef struct sqz_block_report {
@@ -256,6 +259,13 @@ SQZ_API sqz_status sqz_compress_model(sqz_model *m, sqz_session *s, const sqz_ca
  * names as in the structs above). model and out label the paths (may be NULL). Returns a
  * malloc'd string (caller frees) or NULL on out of memory. */
 SQZ_API char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, const char *out);
+/* What the report's layers say a llama.cpp user asks about (also in the JSON's totals):
+ * *fallbacks, the layers a mix gave another type than its rules asked because the width does not
+ * fit the block (fallback_from set; llama-quantize's "required fallback quantization"), and
+ * *requantized, the layers quantized from a source that stored them block-quantized already
+ * (rounded again from their dequantized values; llama-quantize refuses that without
+ * --allow-requantize). Either pointer may be NULL. */
+SQZ_API void sqz_compress_report_counts(const sqz_compress_report *r, int64_t *fallbacks, int64_t *requantized);
 
 /* ======================================================================================
  * The pipeline: a table of passes, recipes of stages, one run
