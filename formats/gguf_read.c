@@ -212,14 +212,15 @@ static sqz_status read_str_array(const sqz__gguf *g, const sqz__gguf_kv *kv, con
     return SQZ_OK;
 }
 
+/* A special token id. As llama.cpp reads them (llama-vocab.cpp): 0xFFFFFFFF (-1 stored as
+ * uint32, what llama-convert-llama2c-to-ggml writes for "no padding token") means none, and
+ * any other id outside the vocabulary is ignored (llama.cpp warns and ignores it), so that
+ * every file llama.cpp opens, sqz opens. */
 static sqz_status read_token_id(const reader_ctx *c, const char *key, int32_t *out) {
     bool found;
     int64_t v;
     SQZ_TRY(sqz__gguf_get_int(c->g, key, &found, &v));
-    if (!found) return SQZ_OK;
-    SQZ_RETURN_IF(v < 0 || v >= c->m->vocab.n_tokens, SQZ_ERR_FORMAT,
-                  "%s: metadata '%s' = %" PRId64 " is not a token id (vocabulary of %d)", c->g->path, key, v,
-                  (int)c->m->vocab.n_tokens);
+    if (!found || v < 0 || v >= c->m->vocab.n_tokens) return SQZ_OK;
     *out = (int32_t)v;
     return SQZ_OK;
 }
