@@ -4,16 +4,18 @@
   1. tests/data/llamacpp/stories260K_llamacpp.gguf (make_stories_gguf.py: stories260K in the layout
      of llama.cpp's llama-convert-llama2c-to-ggml, padding/seperator ids 0xFFFFFFFF, general.license
      and friends, llama-quantize's quantize.imatrix.* keys) opens in inspect, eval, convert, compress
-     and export; sqz eval's perplexity of story.txt at ctx 128 is llama-perplexity's, to the digits
-     llama-perplexity prints (RECORDED, measured once with llama.cpp d32676d77).
+     and export; sqz eval's perplexity of story.txt at ctx 128 is within 0.2% of llama-perplexity's
+     (RECORDED, measured once with llama.cpp d32676d77; sqz gives 3.5017, 0.10% off: llama.cpp's CPU
+     path rounds activations to 8 bits for q8_0 and to f16 for f16 weights, sqz keeps them in f32).
   2. Metadata: every key sqz does not own comes out of `sqz convert` and `sqz export --to gguf`
      with the same type and value; `sqz compress --quant q8_0` (tensors re-quantized) keeps the
      general.* keys and drops quantize.*; tokenizer.ggml.add_eos_token is not added when the source
      had none.
   3. Live, where llama.cpp's tools are found (SQZ_LLAMA_CPP_BIN = their folder, else PATH) and
      ../shared has stories260K: llama-convert-llama2c-to-ggml's own output opens in every command,
-     and sqz eval's perplexity of wiki.test.raw equals llama-perplexity's; the fixture's RECORDED
-     perplexity is re-measured.
+     and sqz eval's perplexity of wiki.test.raw (ctx 128, 20 chunks; f32 weights) equals
+     llama-perplexity's within 2e-5 relative (measured 109.4426 vs 109.4429: summation order; the
+     f32 KV cache does not change it); the fixture's RECORDED perplexity is re-measured.
 Exit 77 when the gguf package is missing.
 """
 import os
@@ -34,7 +36,7 @@ DATA = os.environ.get("SQZ_TEST_DATA") or os.environ.get("SQZ_TEST_DATA_DEFAULT"
 FIX = os.path.join(SRC, "tests", "data", "llamacpp")
 MODEL = os.path.join(FIX, "stories260K_llamacpp.gguf")
 STORY = os.path.join(FIX, "story.txt")
-RECORDED = "3.5017"  # llama-perplexity -m MODEL -f story.txt -c 128: "Final estimate: PPL = 3.5017 +/- ..."
+RECORDED = "3.4982"  # llama-perplexity -m MODEL -f story.txt -c 128 -t 2: "Final estimate: PPL = 3.4982 +/- 0.25003"
 OWN_PREFIXES = ("llama.",)
 
 failures = []
@@ -83,7 +85,8 @@ def passthrough(keys):
 def fixture(tmp):
     run([SQZ, "inspect", MODEL], "sqz inspect of llama.cpp's layout")
     ppl = sqz_ppl(MODEL, STORY, 128)
-    check(ppl is not None and "%.4f" % ppl == RECORDED, "sqz eval ppl %s equals llama-perplexity's %s" % (ppl, RECORDED))
+    check(ppl is not None and abs(ppl / float(RECORDED) - 1) < 0.002,
+          "sqz eval ppl %s within 0.2%% of llama-perplexity's %s" % (ppl, RECORDED))
     src = meta(MODEL)
     keys = passthrough(src)
     check({"general.license", "general.organization", "quantize.imatrix.file"} <= keys, "fixture carries %s" % sorted(keys))
@@ -145,7 +148,7 @@ def live(tmp):
         "sqz compress of llama.cpp's conversion")
     want = llama_ppl(out, wiki, 128, 20)
     got = sqz_ppl(out, wiki, 128, 20)
-    check(want is not None and got is not None and "%.4f" % got == want,
+    check(want is not None and got is not None and abs(got / float(want) - 1) < 2e-5,
           "wiki.test.raw: sqz eval %s = llama-perplexity %s" % (got, want))
 
 
