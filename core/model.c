@@ -37,6 +37,8 @@ void sqz_model_free(sqz_model *m) {
     sqz_vocab_clear(&m->vocab);
     free(m->name);
     free(m->source_path);
+    free(m->gguf_meta.off);
+    free(m->gguf_meta.bytes);
     if (m->store) {
         for (size_t i = 0; i < m->store->n_bufs; i++) free(m->store->bufs[i]);
         free(m->store->bufs);

@@ -134,6 +134,10 @@ const char *sqz__ggml_type_name(uint32_t type);
  * specials unchanged. malloc'd; NULL on out of memory (error set). */
 char *sqz__wpm_to_gguf(const char *tok);
 char *sqz__wpm_from_gguf(const char *tok, size_t len);
+/* Whether the GGUF writer computes `key` (len bytes) itself for a file of architecture `arch`
+ * (NULL: none): general.architecture/name/alignment/file_type/quantization_version, the
+ * tokenizer keys sqz models, <arch>.*, split.*. Other keys of a GGUF source pass through. */
+bool sqz__gguf_key_owned(const char *key, size_t len, const char *arch);
 /* llama.cpp's general.file_type (LLAMA_FTYPE) for the dominant matrix dtype; -1 if none. */
 int sqz__gguf_file_type(sqz_dtype dominant);
 

@@ -152,3 +152,23 @@ char *sqz__wpm_from_gguf(const char *tok, size_t n) {
     s[n + 2] = 0;
     return s;
 }
+
+/* Keys the writer computes (gguf_write.c); a source's values for them are read, never copied. */
+static const char *const owned_keys[] = {
+    "general.architecture", "general.name", "general.alignment", "general.file_type",
+    "general.quantization_version", "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
+    "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.merges",
+    "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
+    "tokenizer.ggml.padding_token_id", "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.cls_token_id",
+    "tokenizer.ggml.mask_token_id", "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token",
+    "tokenizer.ggml.add_space_prefix", "tokenizer.ggml.token_type_count", "tokenizer.chat_template",
+};
+
+bool sqz__gguf_key_owned(const char *key, size_t len, const char *arch) {
+    for (size_t i = 0; i < sizeof owned_keys / sizeof *owned_keys; i++) {
+        if (strlen(owned_keys[i]) == len && memcmp(owned_keys[i], key, len) == 0) return true;
+    }
+    size_t n = arch ? strlen(arch) : 0;
+    if (n > 0 && len > n && memcmp(key, arch, n) == 0 && key[n] == '.') return true; /* hyperparameters */
+    return len >= 6 && memcmp(key, "split.", 6) == 0; /* gguf-split's shard keys: sqz writes one file */
+}

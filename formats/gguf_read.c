@@ -212,14 +212,15 @@ static sqz_status read_str_array(const sqz__gguf *g, const sqz__gguf_kv *kv, con
     return SQZ_OK;
 }
 
+/* A special token id. As llama.cpp reads them (llama-vocab.cpp): 0xFFFFFFFF (-1 stored as
+ * uint32, what llama-convert-llama2c-to-ggml writes for "no padding token") means none, and
+ * any other id outside the vocabulary is ignored (llama.cpp warns and ignores it), so that
+ * every file llama.cpp opens, sqz opens. */
 static sqz_status read_token_id(const reader_ctx *c, const char *key, int32_t *out) {
     bool found;
     int64_t v;
     SQZ_TRY(sqz__gguf_get_int(c->g, key, &found, &v));
-    if (!found) return SQZ_OK;
-    SQZ_RETURN_IF(v < 0 || v >= c->m->vocab.n_tokens, SQZ_ERR_FORMAT,
-                  "%s: metadata '%s' = %" PRId64 " is not a token id (vocabulary of %d)", c->g->path, key, v,
-                  (int)c->m->vocab.n_tokens);
+    if (!found || v < 0 || v >= c->m->vocab.n_tokens) return SQZ_OK;
     *out = (int32_t)v;
     return SQZ_OK;
 }
@@ -285,8 +286,11 @@ static sqz_status read_vocab(const reader_ctx *c) {
     v->add_eos = false;
     v->add_space_prefix = v->kind == SQZ_VOCAB_SPM;
     SQZ_TRY(sqz__gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &found, &v->add_bos));
+    if (!found) v->unstated |= SQZ_VOCAB_UNSTATED_ADD_BOS;
     SQZ_TRY(sqz__gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &found, &v->add_eos));
+    if (!found) v->unstated |= SQZ_VOCAB_UNSTATED_ADD_EOS;
     SQZ_TRY(sqz__gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &found, &v->add_space_prefix));
+    if (!found) v->unstated |= SQZ_VOCAB_UNSTATED_ADD_SPACE_PREFIX;
     SQZ_TRY(sqz__gguf_get_str(g, "tokenizer.ggml.pre", &found, &v->pre));
     SQZ_TRY(sqz__gguf_get_str(g, "tokenizer.chat_template", &found, &v->chat_template));
     return SQZ_OK;
@@ -319,6 +323,40 @@ static sqz_status finish_hparams(const reader_ctx *c) {
     return SQZ_OK;
 }
 
+/* Where entry i's bytes end: the next entry's start (its u64 key length), after the last
+ * entry the first tensor info's start. SIZE_MAX when unknown (a file without tensors). */
+static size_t kv_end(const sqz__gguf *g, int64_t i) {
+    if (i + 1 < g->n_kv) return (size_t)((const uint8_t *)g->kv[i + 1].key - g->data) - 8;
+    if (g->n_tensors > 0) return (size_t)((const uint8_t *)g->ti[0].name - g->data) - 8;
+    return SIZE_MAX;
+}
+
+/* Copies the entries sqz does not own into m->gguf_meta, verbatim (docs/formats.md). */
+static sqz_status keep_meta(const sqz__gguf *g, const char *arch, sqz_model *m) {
+    sqz_gguf_meta *gm = &m->gguf_meta;
+    size_t total = 0;
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        const sqz__gguf_kv *kv = &g->kv[i];
+        if (sqz__gguf_key_owned(kv->key, kv->key_len, arch) || kv_end(g, i) == SIZE_MAX) continue;
+        total += kv_end(g, i) - ((size_t)((const uint8_t *)kv->key - g->data) - 8);
+        gm->n++;
+    }
+    if (gm->n == 0) return SQZ_OK;
+    gm->off = sqz__calloc((size_t)gm->n + 1, sizeof *gm->off);
+    gm->bytes = sqz__malloc(total);
+    if (!gm->off || !gm->bytes) return SQZ_ERR_NOMEM; /* freed with the model */
+    int64_t j = 0;
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        const sqz__gguf_kv *kv = &g->kv[i];
+        if (sqz__gguf_key_owned(kv->key, kv->key_len, arch) || kv_end(g, i) == SIZE_MAX) continue;
+        size_t start = (size_t)((const uint8_t *)kv->key - g->data) - 8, n = kv_end(g, i) - start;
+        memcpy(gm->bytes + gm->off[j], g->data + start, n);
+        gm->off[j + 1] = gm->off[j] + n;
+        j++;
+    }
+    return SQZ_OK;
+}
+
 static sqz_status read_model(const sqz__gguf *g, sqz_model *m) {
     bool found;
     char *arch = NULL;
@@ -340,7 +378,7 @@ static sqz_status read_model(const sqz__gguf *g, sqz_model *m) {
     free(m->name);
     m->name = NULL;
     SQZ_TRY(sqz__gguf_get_str(g, "general.name", &found, &m->name));
-    return SQZ_OK;
+    return keep_meta(g, a->name, m);
 }
 
 sqz_status sqz__gguf_read_mem(const char *path, const uint8_t *data, size_t size, sqz_model *m) {

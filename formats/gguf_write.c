@@ -246,14 +246,43 @@ static void write_vocab_kv(writer *wr) {
         memcpy(&id, (const char *)v + ids[i].off, sizeof id);
         if (id >= 0 && id < v->n_tokens) kv_u32(b, ids[i].key, (uint32_t)id);
     }
-    kv_bool(b, "tokenizer.ggml.add_bos_token", v->add_bos);
-    kv_bool(b, "tokenizer.ggml.add_eos_token", v->add_eos);
-    kv_bool(b, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
+    if (!(v->unstated & SQZ_VOCAB_UNSTATED_ADD_BOS)) kv_bool(b, "tokenizer.ggml.add_bos_token", v->add_bos);
+    if (!(v->unstated & SQZ_VOCAB_UNSTATED_ADD_EOS)) kv_bool(b, "tokenizer.ggml.add_eos_token", v->add_eos);
+    if (!(v->unstated & SQZ_VOCAB_UNSTATED_ADD_SPACE_PREFIX)) {
+        kv_bool(b, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
+    }
     const sqz_hparams *hp = &wr->m->hp;
     if (sqz_family_get(hp->family)->token_types && fits_u32(hp->n_token_types) && hp->n_token_types > 0) {
         kv_u32(b, "tokenizer.ggml.token_type_count", (uint32_t)hp->n_token_types);
     }
     if (v->chat_template) kv_str(b, "tokenizer.chat_template", v->chat_template);
+}
+
+/* Whether every tensor goes out with the bytes it had in the source (same dtype, data still the
+ * source's mapping): then llama-quantize's quantize.* keys still describe the file. */
+static bool tensors_unchanged(const writer *wr) {
+    for (int64_t i = 0; i < wr->n_w; i++) {
+        if (wr->w[i].dtype != wr->w[i].t->dtype || wr->w[i].t->owned) return false;
+    }
+    return true;
+}
+
+/* The source's metadata sqz does not own (sqz_gguf_meta), verbatim, after sqz's own keys.
+ * quantize.* is dropped when sqz re-quantized or changed any tensor (docs/formats.md). */
+static void write_passthrough_kv(writer *wr) {
+    const sqz_gguf_meta *gm = &wr->m->gguf_meta;
+    const bool keep_quantize = tensors_unchanged(wr);
+    for (int64_t i = 0; i < gm->n; i++) {
+        const uint8_t *e = gm->bytes + gm->off[i];
+        size_t n = gm->off[i + 1] - gm->off[i];
+        uint64_t klen = 0;
+        for (int k = 0; k < 8; k++) klen |= (uint64_t)e[k] << (8 * k);
+        const char *key = (const char *)e + 8;
+        if (sqz__gguf_key_owned(key, (size_t)klen, wr->arch->name)) continue; /* written by sqz already */
+        if (!keep_quantize && klen >= 9 && memcmp(key, "quantize.", 9) == 0) continue;
+        put(&wr->kv, e, n);
+        wr->kv.n_kv++;
+    }
 }
 
 static sqz_status build_metadata(writer *wr) {
@@ -269,6 +298,7 @@ static sqz_status build_metadata(writer *wr) {
     if (any_quant) kv_u32(b, "general.quantization_version", 2); /* GGML_QNT_VERSION */
     SQZ_TRY(write_arch_kv(wr));
     write_vocab_kv(wr);
+    write_passthrough_kv(wr);
     return b->buf.oom ? SQZ_ERROR(SQZ_ERR_NOMEM, "%s: out of memory building the GGUF header", wr->path) : SQZ_OK;
 }
 

@@ -83,6 +83,19 @@ typedef struct sqz_hparams {
 
 typedef struct sqz_model_store sqz_model_store; /* internal: mappings and owned buffers */
 
+/*
+ * GGUF metadata sqz neither reads nor computes (general.license, general.languages,
+ * quantize.imatrix.*, tokenizer.ggml.eot_token_id, ...), kept from a GGUF source so that the
+ * GGUF writer copies it verbatim, with its GGUF type. Keys sqz writes itself (general.architecture,
+ * name, alignment, file_type, quantization_version, the architecture's hyperparameters, the
+ * tokenizer arrays, ids and flags) are never kept. Empty (n = 0) for every other source.
+ */
+typedef struct sqz_gguf_meta {
+    int64_t n;       /* entries, in source order */
+    size_t *off;     /* n + 1 offsets into bytes: entry i is bytes[off[i] .. off[i + 1]) */
+    uint8_t *bytes;  /* the entries as GGUF stores them: u64 key length, key, u32 type, value */
+} sqz_gguf_meta;
+
 typedef struct sqz_model {
     sqz_hparams hp;
     sqz_layer_dims *layers; /* hp.n_layers entries */
@@ -92,6 +105,7 @@ typedef struct sqz_model {
     char *name;             /* general.name / model name, or NULL */
     char *source_path;      /* what was opened */
     int source_format;      /* an sqz_format (sqz/formats.h) */
+    sqz_gguf_meta gguf_meta; /* pass-through GGUF metadata, owned by the model */
     sqz_model_store *store;
 } sqz_model;
 

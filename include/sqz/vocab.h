@@ -35,6 +35,13 @@ typedef enum sqz_token_type {
     SQZ_TOKEN_BYTE = 6,
 } sqz_token_type;
 
+/* sqz_vocab.unstated bits: add_* flags a GGUF source left to llama.cpp's defaults. */
+enum {
+    SQZ_VOCAB_UNSTATED_ADD_BOS = 1,
+    SQZ_VOCAB_UNSTATED_ADD_EOS = 2,
+    SQZ_VOCAB_UNSTATED_ADD_SPACE_PREFIX = 4,
+};
+
 typedef struct sqz_vocab {
     sqz_vocab_kind kind;
     int32_t n_tokens;
@@ -46,6 +53,8 @@ typedef struct sqz_vocab {
     int32_t bos, eos, unk, pad, sep, cls, mask; /* special ids, -1 if none */
     bool add_bos, add_eos;
     bool add_space_prefix; /* SPM: prepend a space (U+2581) to the text */
+    uint32_t unstated;    /* SQZ_VOCAB_UNSTATED_* bits: the GGUF writer leaves these flags out as the
+                             source did (the values above are llama.cpp's defaults); 0 elsewhere */
     char *pre;            /* pre-tokenizer name (GGUF tokenizer.ggml.pre: "default", "smollm", ...) or NULL */
     char *chat_template;  /* or NULL */
     char *hf_json;        /* verbatim tokenizer.json when the model came from an HF directory, else NULL */
