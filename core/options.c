@@ -314,7 +314,7 @@ static int edit_distance(const char *a, const char *b) {
 }
 
 /* " (did you mean --NAME?)" for the option name closest to "--word" (at most 2 edits, and
- * fewer than a third of the word), or "". */
+ * fewer than half of the word), or "". */
 static const char *did_you_mean(const sqz_opt_group *g, int ng, const char *arg, char *buf, size_t cap) {
     buf[0] = 0;
     if (arg[0] != '-' || arg[1] != '-') return buf;
@@ -333,7 +333,7 @@ static const char *did_you_mean(const sqz_opt_group *g, int ng, const char *arg,
                 }
             }
         }
-    if (best && bd <= 2 && 3 * bd < (int)strlen(w)) snprintf(buf, cap, " (did you mean --%s?)", best);
+    if (best && bd <= 2 && 2 * bd < (int)strlen(w)) snprintf(buf, cap, " (did you mean --%s?)", best);
     return buf;
 }
 
