@@ -13,7 +13,7 @@
 const sqz_opt sqz_cli_calib_opts[] = {
     {.name = "calib", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_calib, text), .flags = SQZ_OPT_INPUT,
      .metavar = "FILE",
-     .alias = "text", .help = "calibration text (windows spread over the whole of it)"},
+     .alias = "text", .short_name = 'f', .help = "calibration text (windows spread over the whole of it)"},
     {.name = "calib-samples", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, samples), .min = 1,
      .max = 1 << 20, .def = STR(SQZ_CALIB_DEFAULT_SAMPLES), .metavar = "N", .alias = "samples",
      .help = "calibration windows"},
@@ -27,7 +27,7 @@ const sqz_opt sqz_cli_calib_opts[] = {
      .help = "input rows kept per layer for the searches and validation; by default calibrate keeps "
              "128, compress 512"},
     {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, threads), .min = 0, .max = 1024,
-     .def = "0", .metavar = "N", .help = "CPU threads, 0 for all cores"},
+     .def = "0", .metavar = "N", .short_name = 't', .help = "CPU threads, 0 for all cores"},
     {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(sqz_cli_calib, tokenizer), .flags = SQZ_OPT_INPUT,
      .metavar = "FILE",
      .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},

@@ -19,6 +19,9 @@ typedef struct sqz_cmd {
     /* the command's outputs appear together at its successful end, or none does
      * (sqz_io_defer_begin / sqz_io_defer_end around run) */
     bool outputs_together;
+    /* another tool's name for command `alias_of` (llama.cpp's "perplexity" for "eval"): the row
+     * needs only name, summary and alias_of */
+    const char *alias_of;
 } sqz_cmd;
 
 /* Prints "sqz: error: <last error>" (or msg) to stderr and returns 1. */
@@ -32,6 +35,12 @@ int sqz_cli_usage_error(const char *cmd, const char *fmt, ...);
  * (sqz_opts_parse_argv: each group's defaults first, then the words). Returns 0, or prints
  * the usage error ("sqz <cmd>: unknown option '--frob' (see ...)") and returns 2. given[g]
  * (may be NULL) gets the bits of the rows of group g that were given. */
+/* llama.cpp's spellings that command `cmd` refuses, each with sqz's (SQZ_OPT_REFUSE rows,
+ * cli/llamacpp.c); NULL and *n = 0 for a command without. sqz_cli_parse adds them to the
+ * groups it parses. */
+const sqz_opt *sqz_cli_llamacpp_refused(const char *cmd, int *n);
+/* Those rows as a section of `cmd`'s help (nothing for a command without). */
+void sqz_cli_llamacpp_help(FILE *out, const char *cmd);
 int sqz_cli_parse(const char *cmd, const sqz_opt_group *g, int ng, int argc, char **argv, uint64_t *given);
 /* After parsing (sqz_cli_parse calls it): the rows flagged SQZ_OPT_INPUT are what the command
  * reads, SQZ_OPT_OUTPUT what it writes. Refuses (usage error, exit 2, one line naming both
@@ -90,6 +99,9 @@ int sqz_cli_bench_vs_llamacpp(const sqz_cli_vs_opts *o, struct cJSON *json);
 int sqz_cmd_calibrate(int argc, char **argv);
 void sqz_cmd_calibrate_usage(FILE *out);
 int sqz_cmd_compress(int argc, char **argv);
+/* `sqz quantize`: llama-quantize's command line, run as sqz compress (cli/cmd_quantize.c) */
+void sqz_cmd_quantize_usage(FILE *out);
+int sqz_cmd_quantize(int argc, char **argv);
 void sqz_cmd_compress_usage(FILE *out);
 /* `sqz bench compress` (cli/bench_compress.c), a row of the bench table; argv[0] is "compress". */
 int sqz_bench_compress(int argc, char **argv);

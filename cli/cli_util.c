@@ -49,8 +49,16 @@ const char *sqz_cli_default_smollm2(void) {
 }
 
 int sqz_cli_parse(const char *cmd, const sqz_opt_group *g, int ng, int argc, char **argv, uint64_t *given) {
-    if (sqz_opts_parse_argv(g, ng, argc, argv, given) != SQZ_OK)
+    /* the command's groups, then llama.cpp's spellings it refuses (refused with sqz's spelling) */
+    sqz_opt_group all[16];
+    if (ng >= 16) return sqz_cli_usage_error(cmd, "%d option groups", ng);
+    memcpy(all, g, (size_t)ng * sizeof *g);
+    all[ng] = (sqz_opt_group){NULL, NULL, 0, NULL};
+    all[ng].opts = sqz_cli_llamacpp_refused(cmd, &all[ng].n);
+    uint64_t got[16];
+    if (sqz_opts_parse_argv(all, ng + (all[ng].n > 0), argc, argv, got) != SQZ_OK)
         return sqz_cli_usage_error(cmd, "%s", sqz_last_error());
+    if (given) memcpy(given, got, (size_t)ng * sizeof *given);
     return sqz_cli_check_paths(cmd, g, ng, argc, argv);
 }
 

@@ -26,6 +26,9 @@ static const sqz_cmd commands[] = {
      .summary = "run a recipe of passes (quantization, pruning, sparsity, layer removal) on a model, with a report "
                 "and the accuracy cost", .run = sqz_cmd_compress, .usage = sqz_cmd_compress_usage,
      .outputs_together = true},
+    {.name = "quantize", .summary = "llama-quantize's command line (IN [OUT] TYPE [THREADS]), run as compress",
+     .run = sqz_cmd_quantize, .usage = sqz_cmd_quantize_usage, .outputs_together = true},
+    {.name = "perplexity", .summary = "llama.cpp's name for eval", .alias_of = "eval"},
     {.name = "bench",
      .summary = "benchmarks (kernels, eval, compress, prune, sparsity, layerdrop, edge, ...), each against a baseline",
      .run = sqz_cmd_bench, .usage = sqz_cmd_bench_usage, .help_of = sqz_cmd_bench_help},
@@ -95,10 +98,18 @@ static int run_together(const sqz_cmd *c, int argc, char **argv) {
     return rc;
 }
 
+/* The row of command `name`; an alias's (alias_of) is its command's. */
 static const sqz_cmd *find_command(const char *name) {
     for (int i = 0; i < n_commands; i++)
-        if (strcmp(name, commands[i].name) == 0) return &commands[i];
+        if (strcmp(name, commands[i].name) == 0)
+            return commands[i].alias_of ? find_command(commands[i].alias_of) : &commands[i];
     return NULL;
+}
+
+/* A command's help: its usage, then llama.cpp's spellings it refuses. */
+static void command_usage(const sqz_cmd *c) {
+    c->usage(stdout);
+    sqz_cli_llamacpp_help(stdout, c->name);
 }
 
 /* An unknown command: one line (git's habit), not the whole list. */
@@ -116,7 +127,7 @@ static int help(int argc, char **argv) {
     const sqz_cmd *c = find_command(argv[2]);
     if (!c) return unknown_command(argv[2]);
     if (c->help_of) return c->help_of(argc - 2, argv + 2);
-    c->usage(stdout);
+    command_usage(c);
     return 0;
 }
 
@@ -130,25 +141,23 @@ int main(int argc, char **argv) {
         printf("sqz %s\n", SQZ_VERSION_STRING);
         return 0;
     }
-    for (int i = 0; i < n_commands; i++) {
-        if (strcmp(argv[1], commands[i].name) != 0) continue;
-        for (int a = 2; a < argc; a++) {
-            if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
-                if (commands[i].help_of) return commands[i].help_of(argc - 1, argv + 1);
-                commands[i].usage(stdout);
-                return 0;
-            }
+    const sqz_cmd *c = find_command(argv[1]);
+    if (!c) return unknown_command(argv[1]);
+    for (int a = 2; a < argc; a++) {
+        if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
+            if (c->help_of) return c->help_of(argc - 1, argv + 1);
+            command_usage(c);
+            return 0;
         }
-        /* A file-size limit (ulimit -f) is then an EFBIG from write(): the writer names the
-         * output and the limit, instead of a silent death by SIGXFSZ. */
-        signal(SIGXFSZ, SIG_IGN);
-        sqz_io_cleanup_on_signals();
-        if (!commands[i].outputs_together) {
-            const int rc = commands[i].run(argc - 1, argv + 1);
-            sqz_profile_print(stderr);
-            return rc;
-        }
-        return run_together(&commands[i], argc - 1, argv + 1);
     }
-    return unknown_command(argv[1]);
+    /* A file-size limit (ulimit -f) is then an EFBIG from write(): the writer names the
+     * output and the limit, instead of a silent death by SIGXFSZ. */
+    signal(SIGXFSZ, SIG_IGN);
+    sqz_io_cleanup_on_signals();
+    if (!c->outputs_together) {
+        const int rc = c->run(argc - 1, argv + 1);
+        sqz_profile_print(stderr);
+        return rc;
+    }
+    return run_together(c, argc - 1, argv + 1);
 }

@@ -273,20 +273,68 @@ sqz_status sqz_opts_parse_spec(const sqz_opt *t, int n, const char *spec, const 
 
 /* ---- command lines ------------------------------------------------------------------------ */
 
+/* Does command-line word `arg` ("--name", "-s", without "=value") name row o? Refused rows
+ * match their whole spelling; positional rows match only where they have a short_name. */
+static bool argv_names(const sqz_opt *o, const char *arg) {
+    if (o->flags & SQZ_OPT_REFUSE) return !strcmp(arg, o->name);
+    if ((o->flags & SQZ_OPT_POSITIONAL) && !o->short_name) return false;
+    if (arg[1] == '-') return !strcmp(arg + 2, o->name) || (o->alias && !strcmp(arg + 2, o->alias));
+    return o->short_name && arg[1] == o->short_name && !arg[2];
+}
+
 static const sqz_opt *argv_find(const sqz_opt_group *g, int ng, const char *arg, int *gi) {
     for (int k = 0; k < ng; k++) {
         for (int i = 0; i < g[k].n; i++) {
-            const sqz_opt *o = &g[k].opts[i];
-            if (o->flags & SQZ_OPT_POSITIONAL) continue;
-            bool hit = arg[1] == '-' ? (!strcmp(arg + 2, o->name) || (o->alias && !strcmp(arg + 2, o->alias)))
-                                     : (o->short_name && arg[1] == o->short_name && !arg[2]);
-            if (hit) {
+            if (argv_names(&g[k].opts[i], arg)) {
                 *gi = k;
-                return o;
+                return &g[k].opts[i];
             }
         }
     }
     return NULL;
+}
+
+/* Levenshtein distance of a and b, or a large number past 63 characters. */
+static int edit_distance(const char *a, const char *b) {
+    const size_t na = strlen(a), nb = strlen(b);
+    if (na > 63 || nb > 63) return 1000;
+    int row[64];
+    for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= nb; j++) {
+            const int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            row[j] = best < up + 1 ? best : up + 1;
+            if (row[j - 1] + 1 < row[j]) row[j] = row[j - 1] + 1;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+/* " (did you mean --NAME?)" for the option name closest to "--word" (at most 2 edits, and
+ * fewer than half of the word), or "". */
+static const char *did_you_mean(const sqz_opt_group *g, int ng, const char *arg, char *buf, size_t cap) {
+    buf[0] = 0;
+    if (arg[0] != '-' || arg[1] != '-') return buf;
+    const char *w = arg + 2, *best = NULL;
+    int bd = 1000;
+    for (int k = 0; k < ng; k++)
+        for (int i = 0; i < g[k].n; i++) {
+            const sqz_opt *o = &g[k].opts[i];
+            if ((o->flags & SQZ_OPT_REFUSE) || ((o->flags & SQZ_OPT_POSITIONAL) && !o->short_name)) continue;
+            const char *names[2] = {o->name, o->alias};
+            for (int a = 0; a < 2; a++) {
+                const int d = names[a] ? edit_distance(w, names[a]) : 1000;
+                if (d < bd) {
+                    bd = d;
+                    best = names[a];
+                }
+            }
+        }
+    if (best && bd <= 2 && 2 * bd < (int)strlen(w)) snprintf(buf, cap, " (did you mean --%s?)", best);
+    return buf;
 }
 
 static sqz_status argv_positional(const sqz_opt_group *g, int ng, const char *word, uint64_t *given) {
@@ -309,8 +357,10 @@ static sqz_status argv_option(const sqz_opt_group *g, int ng, int argc, char **a
         value = eq + 1;
     }
     int k = 0;
+    char hint[160];
     const sqz_opt *o = argv_find(g, ng, arg, &k);
-    SQZ_RETURN_IF(!o, SQZ_ERR_INVALID_ARG, "unknown option '%s'", argv[*i]);
+    SQZ_RETURN_IF(!o, SQZ_ERR_INVALID_ARG, "unknown option '%s'%s", argv[*i], did_you_mean(g, ng, arg, hint, sizeof hint));
+    SQZ_RETURN_IF(o->flags & SQZ_OPT_REFUSE, SQZ_ERR_INVALID_ARG, "unknown option '%s' (%s)", arg, o->help);
     const uint64_t bit = 1ull << (o - g[k].opts);
     SQZ_RETURN_IF((given[k] & bit) && !(o->flags & SQZ_OPT_REPEAT), SQZ_ERR_INVALID_ARG, "%s given twice", arg);
     given[k] |= bit;
@@ -365,6 +415,7 @@ void sqz_opts_argv_each(const sqz_opt_group *g, int ng, int argc, char **argv, s
             int k = 0;
             const sqz_opt *o = argv_find(g, ng, arg, &k);
             if (!o) continue;
+            if (o->flags & SQZ_OPT_POSITIONAL) used[k] |= 1ull << (o - g[k].opts);
             if (o->type != SQZ_OPT_FLAG && !value) value = i + 1 < argc ? argv[++i] : NULL;
             if (o->type == SQZ_OPT_FLAG || value) fn(user, k, o, value);
         } else {
@@ -470,7 +521,10 @@ static void help_row(sqz__bytebuf *b, const sqz_opt *o) {
     char left[160];
     const char *s = o->short_name ? "-" : "", *sep = o->short_name ? ", " : "";
     const char sn = o->short_name ? o->short_name : ' ';
-    if (o->flags & SQZ_OPT_POSITIONAL) snprintf(left, sizeof left, "%s", type_metavar(o));
+    if (o->flags & SQZ_OPT_REFUSE) snprintf(left, sizeof left, "%s", o->name);
+    else if (o->flags & SQZ_OPT_POSITIONAL && o->short_name)
+        snprintf(left, sizeof left, "%s (or -%c, --%s %s)", type_metavar(o), o->short_name, o->name, type_metavar(o));
+    else if (o->flags & SQZ_OPT_POSITIONAL) snprintf(left, sizeof left, "%s", type_metavar(o));
     else if (o->type == SQZ_OPT_FLAG) snprintf(left, sizeof left, "%s%c%s--%s", s, sn, sep, o->name);
     else snprintf(left, sizeof left, "%s%c%s--%s %s", s, sn, sep, o->name, type_metavar(o));
     const char *l = left[0] == ' ' ? left + 1 : left;

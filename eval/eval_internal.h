@@ -55,22 +55,34 @@ typedef struct sqz__logits_reader {
     const uint8_t *rows;   /* first row */
     size_t row_bytes;
     uint64_t n_rows;
+    bool llama; /* llama.cpp's kl-divergence base file ("_logits_"): no nll, argmax or BOS setting stored */
 } sqz__logits_reader;
 
-/* Maps and validates a base logits file. */
+/* Maps and validates a base logits file: sqz's ("SQZLOGB1") or llama-perplexity's
+ * --kl-divergence-base file ("_logits_", llamacpp_logits.c). */
 sqz_status sqz__logits_reader_open(const char *path, sqz__logits_reader *r);
 /* Validates a base logits file's bytes (path names it in messages); r points into p, which
  * must outlive it (r->map stays NULL). */
 sqz_status sqz__logits_reader_open_mem(const char *path, const uint8_t *p, size_t size, sqz__logits_reader *r);
 void sqz__logits_reader_close(sqz__logits_reader *r);
+/* llama-perplexity's --kl-divergence-base file (llamacpp_logits.c), from its "_logits_" magic on:
+ *   "_logits_" | i32 n_ctx | i32 n_vocab | i32 n_chunk | i32 tokens[n_chunk * n_ctx] (before the BOS
+ *   replacement) | per chunk, per scored position (n_ctx - 1 - n_ctx/2 of them): nv = 2*((n_vocab+1)/2) + 4
+ *   u16: f32 scale, f32 min_log_prob, u16 q[n_vocab] (+ one u16 of padding for an odd n_vocab):
+ *   log p(v) = scale * q[v] + min_log_prob
+ * (tools/perplexity/perplexity.cpp: perplexity() writes it, kl_divergence() reads it). */
+sqz_status sqz__logits_reader_open_llama(const char *path, const uint8_t *p, size_t size, sqz__logits_reader *r);
 
-/* One stored row, decoded: log_probs (n_vocab floats, caller's), nll, argmax. */
+/* One stored row, decoded: log_probs (n_vocab floats, caller's), nll, argmax. For a llama.cpp
+ * file nll and argmax are those of the stored log-probabilities, as kl_divergence() takes them. */
 typedef struct sqz__base_row {
     float scale, min_log_prob, nll;
     int32_t argmax;
     const uint8_t *q; /* n_vocab little-endian u16 */
 } sqz__base_row;
 sqz__base_row sqz__logits_reader_row(const sqz__logits_reader *r, uint64_t i);
+/* sqz__logits_reader_row of a llama.cpp file (llamacpp_logits.c). */
+sqz__base_row sqz__logits_llama_row(const sqz__logits_reader *r, uint64_t i);
 
 /* KL(base || model) of a stored base row against a model row (llama.cpp's formula: base
  * log-probabilities below -16 are left out). */

@@ -139,8 +139,9 @@ sqz_status sqz__logits_reader_open(const char *path, sqz__logits_reader *r) {
 sqz_status sqz__logits_reader_open_mem(const char *path, const uint8_t *p, size_t size, sqz__logits_reader *r) {
     memset(r, 0, sizeof *r);
     sqz_status st = SQZ_OK;
+    if (size >= 8 && !memcmp(p, "_logits_", 8)) return sqz__logits_reader_open_llama(path, p, size, r);
     if (size < LOGB_HEADER || memcmp(p, LOGB_MAGIC, 8) != 0) {
-        st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: not an sqz base logits file (no SQZLOGB1 magic)", path);
+        st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: not a base logits file (neither sqz's SQZLOGB1 nor llama.cpp's _logits_ magic)", path);
         goto fail;
     }
     uint32_t version = sqz__rd_u32(p + 8);
@@ -198,6 +199,7 @@ void sqz__logits_reader_close(sqz__logits_reader *r) {
 
 sqz__base_row sqz__logits_reader_row(const sqz__logits_reader *r, uint64_t i) {
     const uint8_t *p = r->rows + i * r->row_bytes;
+    if (r->llama) return sqz__logits_llama_row(r, i);
     sqz__base_row b = {sqz__rd_f32(p), sqz__rd_f32(p + 4), sqz__rd_f32(p + 8), (int32_t)sqz__rd_u32(p + 12),
                        p + ROW_FIXED};
     return b;

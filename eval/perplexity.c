@@ -63,7 +63,8 @@ static sqz_status open_base_logits(run *R, const int32_t *tokens, int64_t n_chun
     SQZ_RETURN_IF((int64_t)h->n_chunks < n_chunks, SQZ_ERR_INVALID_ARG,
                   "%s: base logits cover %u chunks, this evaluation needs %lld (use --chunks)", path, h->n_chunks,
                   (long long)n_chunks);
-    SQZ_RETURN_IF((int)h->add_bos != add_bos || (add_bos && h->bos != bos), SQZ_ERR_INVALID_ARG,
+    /* llama.cpp's files do not record BOS: llama-perplexity applies the model's setting, as here */
+    SQZ_RETURN_IF(!R->rd.llama && ((int)h->add_bos != add_bos || (add_bos && h->bos != bos)), SQZ_ERR_INVALID_ARG,
                   "%s: base logits were saved with another BOS setting", path);
     for (int64_t i = 0; i < n_chunks * R->ctx; i++) {
         SQZ_RETURN_IF((int32_t)sqz__rd_u32(R->rd.tokens + 4 * i) != tokens[i], SQZ_ERR_INVALID_ARG,

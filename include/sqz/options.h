@@ -22,8 +22,9 @@
  * once. Errors (SQZ_ERR_INVALID_ARG) name the SPEC, the part and what is allowed.
  *
  * Command lines: "--name VALUE", "--name=VALUE", "-s VALUE" (short_name), "--flag"; every
- * word not starting with '-' fills the next SQZ_OPT_POSITIONAL row. SQZ_OPT_REPEAT options
- * may be given more than once (each value goes through `set`, in order).
+ * word not starting with '-' fills the next SQZ_OPT_POSITIONAL row. A positional row with a
+ * short_name may also be given as "-s VALUE" or "--name VALUE" (llama.cpp's "-m MODEL").
+ * SQZ_OPT_REPEAT options may be given more than once (each value goes through `set`, in order).
  */
 #ifndef SQZ_OPTIONS_H
 #define SQZ_OPTIONS_H
@@ -65,6 +66,11 @@ typedef struct sqz_opt_list {
 #define SQZ_OPT_INPUT 0x20u      /* a file (or directory) the command reads */
 #define SQZ_OPT_OUTPUT 0x40u     /* a file the command writes (replaced atomically) */
 #define SQZ_OPT_OUTPUT_DIR 0x80u /* with SQZ_OPT_OUTPUT: may be a directory (an HF checkpoint) */
+/* Command line: another tool's spelling that this command does not take (llama.cpp's
+ * "--kl-divergence-base", "-ngl"). `name` is the whole word with its dashes; the parser refuses
+ * it with "unknown option 'WORD' (HELP)", so `help` says what to write instead; the help text
+ * lists it. Such rows store nothing (type FLAG, offset 0). */
+#define SQZ_OPT_REFUSE 0x100u
 
 #define SQZ_OPT_MAX 64          /* rows per table (the `given` bitmask) */
 
@@ -126,7 +132,9 @@ typedef struct sqz_opt_group {
 
 /* Parses argv[1..argc) (argv[0] is the command name) against the groups: applies each
  * group's defaults first, then every option and positional word. Errors: SQZ_ERR_INVALID_ARG
- * with a message ("unknown option '--frob'", "missing value for --calib", "bad --seed 'x'
+ * with a message ("unknown option '--frob'", "unknown option '--chunk' (did you mean --chunks?)"
+ * when a name of the groups is within a few edits, "unknown option '-ngl' (HELP)" for an
+ * SQZ_OPT_REFUSE row, "missing value for --calib", "bad --seed 'x'
  * (an integer in [0, 9223372036854775807])", "no MODEL given"). given[g] (may be NULL) gets
  * the bits of the rows of group g that were given. */
 SQZ_API sqz_status sqz_opts_parse_argv(const sqz_opt_group *g, int ng, int argc, char **argv, uint64_t *given);

@@ -95,6 +95,9 @@ for c in $cmds; do
     usage_error "sqz bench (no benchmark)" "kernels" bench
     continue
   fi
+  # another tool's name for a command ("perplexity": llama.cpp's name for eval) is that command
+  target=$(sed -n "s/^  $c .*llama.cpp's name for \([a-z]*\)\$/\1/p" "$tmp/top")
+  [ -n "$target" ] && c=$target
   files=("$src/cli/cmd_$c.c")
   check "cli/cmd_$c.c exists" '[ -f "${files[0]}" ]'
   grep -q sqz_cli_calib_opts "${files[0]}" && files+=("$src/cli/calib_common.c")

@@ -354,6 +354,57 @@ static void test_help(void **state) {
     free(s);
 }
 
+/* llama.cpp's spellings: a positional with a short name ("-m MODEL", "--model MODEL"), a refused
+ * row (its help is the reason), did-you-mean within two edits. */
+typedef struct spell_opts {
+    const char *model, *text;
+    int64_t chunks;
+} spell_opts;
+static const sqz_opt spell_rows[] = {
+    {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(spell_opts, model),
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .short_name = 'm', .metavar = "MODEL"},
+    {.name = "text", .type = SQZ_OPT_STRING, .offset = offsetof(spell_opts, text), .short_name = 'f', .alias = "file"},
+    {.name = "chunks", .type = SQZ_OPT_INT, .offset = offsetof(spell_opts, chunks)},
+    {.name = "-ngl", .type = SQZ_OPT_FLAG, .flags = SQZ_OPT_REFUSE, .help = "llama.cpp's; sqz: none"},
+};
+
+static sqz_status spell_parse(spell_opts *o, int argc, char **argv) {
+    memset(o, 0, sizeof *o);
+    const sqz_opt_group g = {NULL, spell_rows, 4, o};
+    return sqz_opts_parse_argv(&g, 1, argc, argv, NULL);
+}
+
+static void test_argv_llamacpp_spellings(void **state) {
+    (void)state;
+    spell_opts o;
+    char *a1[] = {"x", "-m", "M", "-f", "T"};
+    assert_int_equal(spell_parse(&o, 5, a1), SQZ_OK);
+    assert_string_equal(o.model, "M");
+    assert_string_equal(o.text, "T");
+    char *a2[] = {"x", "--file", "T", "--model", "M"};
+    assert_int_equal(spell_parse(&o, 5, a2), SQZ_OK);
+    assert_string_equal(o.model, "M");
+    char *a3[] = {"x", "-m", "M", "N"};
+    assert_int_equal(spell_parse(&o, 4, a3), SQZ_ERR_INVALID_ARG);
+    assert_string_equal(sqz_last_error(), "unexpected argument 'N'");
+    char *a4[] = {"x", "M", "-ngl", "99"};
+    assert_int_equal(spell_parse(&o, 4, a4), SQZ_ERR_INVALID_ARG);
+    assert_string_equal(sqz_last_error(), "unknown option '-ngl' (llama.cpp's; sqz: none)");
+    char *a5[] = {"x", "M", "--chunk", "2"};
+    assert_int_equal(spell_parse(&o, 4, a5), SQZ_ERR_INVALID_ARG);
+    assert_string_equal(sqz_last_error(), "unknown option '--chunk' (did you mean --chunks?)");
+    char *a6[] = {"x", "M", "--ngl"}; /* a refused row is never suggested; nothing else is close */
+    assert_int_equal(spell_parse(&o, 3, a6), SQZ_ERR_INVALID_ARG);
+    assert_string_equal(sqz_last_error(), "unknown option '--ngl'");
+    const sqz_opt_group g = {NULL, spell_rows, 4, NULL};
+    char *help = sqz_opts_help_argv(&g, 1);
+    assert_non_null(help);
+    assert_non_null(strstr(help, "MODEL (or -m, --model MODEL)"));
+    assert_non_null(strstr(help, "  -ngl "));
+    assert_non_null(strstr(help, "llama.cpp's; sqz: none"));
+    free(help);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spec_defaults),      cmocka_unit_test(test_spec_all_parts),
@@ -362,6 +413,7 @@ int main(void) {
         cmocka_unit_test(test_argv_everything),    cmocka_unit_test(test_argv_defaults),
         cmocka_unit_test(test_argv_errors),        cmocka_unit_test(test_argv_values),
         cmocka_unit_test(test_argv_repeat_setter), cmocka_unit_test(test_help),
+        cmocka_unit_test(test_argv_llamacpp_spellings),
     };
     return sqz_test_run(tests, NULL, NULL);
 }
