@@ -34,12 +34,12 @@ if [ "$mode" = live ]; then
   # both models float in llama.cpp (F32 weights, F32 activations), as in sqz: the same math up to
   # float rounding. The other model is q4_0's weights dequantized to F32.
   "$sqz" convert "$m/stories260K.bin" -o "$tmp/base.gguf" --dtype f32 > /dev/null 2>&1
-  "$sqz" compress "$m/stories260K.bin" -o "$tmp/q4.gguf" --quant q4_0 -q > /dev/null 2>&1
+  "$sqz" compress "$m/stories260K.bin" -o "$tmp/q4.gguf" --quant q4_0:pure -q > /dev/null 2>&1
   "$sqz" convert "$tmp/q4.gguf" -o "$tmp/other.gguf" --dtype f32 > /dev/null 2>&1
-  "$lp" -m "$tmp/base.gguf" -f "$text" -c 64 --chunks 4 -b 64 -t 1 --kl-divergence-base "$tmp/base.kld" \
+  "$lp" -m "$tmp/base.gguf" -f "$text" -c 64 --chunks 4 -b 64 -t 1 -ctk f32 -ctv f32 -fa off --kl-divergence-base "$tmp/base.kld" \
     > "$tmp/lp1" 2>&1
   check "llama-perplexity wrote a KLD base" '[ -s "$tmp/base.kld" ]' || tail -5 "$tmp/lp1"
-  "$lp" -m "$tmp/other.gguf" -f "$text" -c 64 -b 64 -t 1 --kl-divergence-base "$tmp/base.kld" --kl-divergence \
+  "$lp" -m "$tmp/other.gguf" -f "$text" -c 64 -b 64 -t 1 -ctk f32 -ctv f32 -fa off --kl-divergence-base "$tmp/base.kld" --kl-divergence \
     > "$tmp/lp2" 2>&1
   want=$(sed -n 's/^Mean *KLD: *\([0-9.]*\) .*/\1/p' "$tmp/lp2")
   "$sqz" eval "$tmp/other.gguf" -f "$text" -c 64 --chunks 4 --base-logits "$tmp/base.kld" > "$tmp/sq" 2>&1
@@ -112,7 +112,7 @@ refused "calibrate -c" "sqz: --calib-ctx T" calibrate "$in" -f "$text" -o "$tmp/
 # ---- a llama.cpp KLD base file as --base-logits ----
 # sqz's base rewritten in llama.cpp's layout (the same rows): the same KLD as sqz's base gives
 py=${SQZ_PYTHON:-python3}
-"$sqz" compress "$in" -o "$tmp/q4.gguf" --quant q4_0 -q > /dev/null 2>&1
+"$sqz" compress "$in" -o "$tmp/q4.gguf" --quant q4_0:pure -q > /dev/null 2>&1
 "$sqz" convert "$tmp/q4.gguf" -o "$tmp/other.gguf" --dtype f32 > /dev/null 2>&1
 "$sqz" eval "$in" -f "$text" -c 64 --chunks 4 --save-base "$tmp/base.sqz" -q > /dev/null 2>&1
 "$py" "$src/tests/cli/sqz_logits_to_llamacpp.py" "$tmp/base.sqz" "$tmp/base.kld"
