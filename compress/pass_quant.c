@@ -53,7 +53,7 @@ static sqz_opt quant_opts[] = {
                 "blocks of 32, super-blocks of 256 with 6-bit block scales), iq3_s (GGUF 3.44-bit lattice codebook: groups "
                 "of 4 weights, super-blocks of 256; rtn, imatrix and gptq), q3_k_s / q3_k_m / q3_k_l / q4_k_s / "
                 "q4_k_m / q5_k_s / q5_k_m / iq3_m (llama.cpp's whole-model mixes of those names; iq3_m: IQ3_S with "
-                "Q4_K attn_v, attn_output and the first eighth of ffn_down; q2_k:mix is llama.cpp's Q2_K), auto "
+                "Q4_K attn_v, attn_output and the first eighth of ffn_down): a format that names one of llama-quantize's types writes its file (':pure' below), auto "
                 "(a type per matrix from its measured sensitivity, to the size bpw= asks)"),
     ROW(.name = "method", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, method), .flags = SQZ_OPT_BARE,
         .choices = NULL /* method_choices */, .def = "rtn",
