@@ -180,6 +180,11 @@ int sqz_bench_eval(int argc, char **argv) {
     printf("  model        %s, %lld layers, d_model %lld, vocab %lld; weights from their blocks (first pass "
            "%.2f s)\n", m->hp.arch, (long long)m->hp.n_layers, (long long)m->hp.d_model,
            (long long)m->hp.vocab_size, t_deq);
+    sqz_blas_info bi;
+    sqz_blas_info_get(&bi);
+    printf("  blas         OpenBLAS core %s (tier %d; this CPU allows tier %d)%s%s\n", bi.core, bi.core_tier,
+           bi.cpu_tier, getenv("SQZ_BLAS_CHOSEN_BY") ? "; OPENBLAS_CORETYPE set by sqz, OpenBLAS chose " : "",
+           getenv("SQZ_BLAS_CHOSEN_BY") ? getenv("SQZ_BLAS_CHOSEN_BY") : "");
     printf("  %-34s %10s %12s %10s %8s\n", "", "ms", "tokens/s", "GFLOP/s", "ratio");
     printf("  %-34s %10.2f %12s %10.1f %8s\n", "OpenBLAS sgemm (square)", t_sgemm * 1e3, "-", gf_sgemm, "1.00");
     char label[64];

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "sqz/dist.h"
@@ -131,16 +132,44 @@ static int help(int argc, char **argv) {
     return 0;
 }
 
+/* An OpenBLAS older than the CPU runs its oldest kernels (4-7x slower sgemm): when the user set no
+ * OPENBLAS_CORETYPE and the BLAS chose less than the CPU's feature bits allow, the program runs
+ * itself again with the right core named (OpenBLAS reads the variable only when it loads).
+ * SQZ_BLAS_KEEP=1 keeps the BLAS's own choice. */
+static void blas_core(char **argv) {
+    if (getenv("OPENBLAS_CORETYPE") || getenv("SQZ_BLAS_KEEP")) return;
+    sqz_blas_info b;
+    sqz_blas_info_get(&b);
+    if (!b.better[0] || setenv("OPENBLAS_CORETYPE", b.better, 1) != 0) return;
+    setenv("SQZ_BLAS_CHOSEN_BY", b.core, 1); /* what OpenBLAS chose itself: for --version --verbose */
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE"); /* exec failed: go on with the BLAS's own choice */
+}
+
+/* `sqz --version [--verbose]`: the version; verbose: the BLAS, its kernels, and sgemm's speed. */
+static int version(int argc, char **argv) {
+    printf("sqz %s\n", SQZ_VERSION_STRING);
+    if (argc < 3 || (strcmp(argv[2], "--verbose") && strcmp(argv[2], "-v"))) return 0;
+    sqz_blas_info b;
+    sqz_blas_info_get(&b);
+    const char *chosen = getenv("SQZ_BLAS_CHOSEN_BY");
+    static const char *tiers[] = {"unknown", "SSE", "AVX2+FMA", "AVX-512", "AVX-512 with BF16"};
+    printf("blas         %s\n", b.config);
+    printf("blas core    %s (%s); this CPU allows %s", b.core, tiers[b.core_tier], tiers[b.cpu_tier]);
+    if (chosen) printf("; OpenBLAS chose %s itself, sqz set OPENBLAS_CORETYPE=%s", chosen, getenv("OPENBLAS_CORETYPE"));
+    else if (getenv("OPENBLAS_CORETYPE")) printf("; OPENBLAS_CORETYPE=%s given", getenv("OPENBLAS_CORETYPE"));
+    printf("\nsgemm        %.1f GFLOP/s (2048 x 2048 x 2048, the best of 3)\n", sqz_blas_sgemm_gflops(2048));
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    blas_core(argv);
     if (argc >= 2 && strcmp(argv[1], "help") == 0) return help(argc, argv);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (strcmp(argv[1], "--version") == 0) {
-        printf("sqz %s\n", SQZ_VERSION_STRING);
-        return 0;
-    }
+    if (strcmp(argv[1], "--version") == 0) return version(argc, argv);
     const sqz_cmd *c = find_command(argv[1]);
     if (!c) return unknown_command(argv[1]);
     for (int a = 2; a < argc; a++) {

@@ -380,6 +380,21 @@ typedef struct sqz_backend {
  * n_threads threads; a call made while another thread's call holds the pool runs on the calling
  * thread alone. */
 SQZ_API sqz_status sqz_backend_cpu(int n_threads, sqz_backend **out);
+
+/* The BLAS the CPU kernels call (OpenBLAS), the kernels it chose, and what this CPU's feature
+ * bits allow (kernels/cpu/blas_info.c). Tiers: 1 SSE, 2 AVX2+FMA, 3 AVX-512, 4 AVX-512 BF16;
+ * 0 unknown. `better` names the OPENBLAS_CORETYPE to set when the BLAS chose a lower tier than
+ * the CPU allows (an OpenBLAS older than the CPU), else "". */
+typedef struct sqz_blas_info {
+    char core[32];    /* openblas_get_corename(): "Haswell", "SkylakeX", "Prescott", ... */
+    char config[128]; /* openblas_get_config(): version and build options */
+    char better[32];  /* "SKYLAKEX", "COOPERLAKE", ... or "" */
+    int core_tier, cpu_tier;
+} sqz_blas_info;
+SQZ_API void sqz_blas_info_get(sqz_blas_info *out);
+/* The BLAS's sgemm of two n x n matrices (n <= 8192) on the threads it has: GFLOP/s, the best of
+ * three runs; 0 when out of memory. */
+SQZ_API double sqz_blas_sgemm_gflops(int n);
 /* The CPU backend behind the device interface: the same arithmetic, but it says its memory is
  * not host memory (host_memory false), so callers take their device code paths (allocate,
  * upload, compute, download; here the copies are memcpy), and it keeps the device's memory
