@@ -287,7 +287,7 @@ static void write_vocab_kv(writer *wr) {
  * source's mapping): then llama-quantize's quantize.* keys still describe the file. */
 static bool tensors_unchanged(const writer *wr) {
     for (int64_t i = 0; i < wr->n_w; i++) {
-        if (wr->w[i].dtype != wr->w[i].t->dtype || wr->w[i].t->owned) return false;
+        if (wr->w[i].dtype != wr->w[i].t->dtype || wr->w[i].t->owned || wr->w[i].extra_rows) return false;
     }
     return true;
 }
