@@ -141,6 +141,15 @@ bool sqz__gguf_key_owned(const char *key, size_t len, const char *arch);
 /* llama.cpp's general.file_type (LLAMA_FTYPE) for the dominant matrix dtype; -1 if none. */
 int sqz__gguf_file_type(sqz_dtype dominant);
 
+/* ---- byte tokens (gguf_vocab_bytes.c) ---- */
+/* The <0xNN> tokens llama.cpp's SentencePiece tokenizer needs and m's vocabulary lacks: marks
+ * them in missing[] and returns their number; 0 unless the vocabulary is SPM and its tokens
+ * cover the embedding's rows exactly (hp.vocab_size == n_tokens). The writer appends them after
+ * the last token (type BYTE, score 0) with zero embedding rows. */
+int sqz__gguf_missing_bytes(const sqz_model *m, bool missing[256]);
+/* "<0xNN>" for byte, upper-case hex as llama.cpp spells it. */
+void sqz__gguf_byte_token_text(int byte, char out[7]);
+
 /* ---- the reader on bytes already in memory (gguf_read.c) ---- */
 /* Fills an empty model from a GGUF image: tensor data pointers point into `data`, which
  * must outlive the model. `path` names the file in messages. Does not validate shapes

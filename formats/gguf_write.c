@@ -8,7 +8,9 @@
  * per-layer head counts and FFN widths become uint32 arrays when pruning made layers
  * differ. q/k rows are permuted to the layout llama.cpp expects for the architecture.
  * The BERT pooler is not written: llama.cpp's bert graph has no place for it and
- * refuses files with tensors it does not use.
+ * refuses files with tensors it does not use. A SentencePiece ("llama") vocabulary without all
+ * 256 <0xNN> byte tokens gets the missing ones appended, with zero embedding rows
+ * (gguf_vocab_bytes.c): llama.cpp's tokenizer throws on a character it cannot write as bytes.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -51,9 +53,10 @@ static void kv_arr_head(gbuf *b, const char *key, sqz__gguf_type et, uint64_t n)
     put_u32(b, et);
     put_u64(b, n);
 }
-/* wpm: WordPiece tokens in llama.cpp's spelling (sqz__wpm_to_gguf). */
-static void kv_arr_str(gbuf *b, const char *key, char *const *s, int64_t n, bool wpm) {
-    kv_arr_head(b, key, SQZ__GGUF_STRING, (uint64_t)n);
+/* wpm: WordPiece tokens in llama.cpp's spelling (sqz__wpm_to_gguf). The array's count is n plus
+ * n_more: the caller puts the other n_more strings after it. */
+static void kv_arr_str(gbuf *b, const char *key, char *const *s, int64_t n, int64_t n_more, bool wpm) {
+    kv_arr_head(b, key, SQZ__GGUF_STRING, (uint64_t)(n + n_more));
     for (int64_t i = 0; i < n && !b->buf.oom; i++) {
         if (!wpm) {
             put_str(b, s[i] ? s[i] : "");
@@ -73,7 +76,9 @@ typedef struct wtensor {
     char name[SQZ__GGUF_MAX_NAME + 1];
     sqz_dtype dtype;
     uint64_t offset; /* in the data section */
-    size_t nbytes;
+    size_t nbytes;     /* in the file */
+    size_t src_nbytes; /* of the source's rows, exported; the rest of nbytes is zero rows */
+    int64_t extra_rows; /* zero rows after the source's (the byte tokens' embeddings) */
 } wtensor;
 
 typedef struct writer {
@@ -86,6 +91,8 @@ typedef struct writer {
     uint64_t data_size;
     size_t max_nbytes;
     gbuf kv;
+    bool add_byte[256]; /* the <0xNN> tokens appended to an SPM vocabulary (gguf_vocab_bytes.c) */
+    int n_add;
 } writer;
 
 static bool skip_tensor(const sqz_model *m, const sqz_tensor *t) {
@@ -96,6 +103,12 @@ static bool skip_tensor(const sqz_model *m, const sqz_tensor *t) {
         return true;
     }
     return t->role == SQZ_ROLE_POOLER; /* llama.cpp's bert has no pooler tensor */
+}
+
+/* The embedding and the classifier: one row per token, so they grow with the added byte tokens. */
+static bool grows_with_vocab(const writer *wr, const sqz_tensor *t) {
+    return wr->n_add > 0 && (t->role == SQZ_ROLE_TOKEN_EMBD || t->role == SQZ_ROLE_OUTPUT) &&
+           t->param == SQZ_PARAM_WEIGHT && t->ndim == 2 && t->shape[0] == wr->m->hp.vocab_size;
 }
 
 static sqz_status plan_tensors(writer *wr) {
@@ -118,9 +131,13 @@ static sqz_status plan_tensors(writer *wr) {
         const sqz_dtype_traits *to = sqz_dtype_info(w->dtype), *from = sqz_dtype_info(t->dtype);
         SQZ_RETURN_IF(w->dtype != t->dtype && (!from->to_f32 || !to->from_f32), SQZ_ERR_UNSUPPORTED,
                       "%s: tensor '%s': sqz cannot convert %s to %s", wr->path, t->name, from->name, to->name);
-        SQZ_RETURN_IF(!sqz_dtype_nbytes(w->dtype, sqz_tensor_nelements(t), &w->nbytes), SQZ_ERR_SHAPE,
+        SQZ_RETURN_IF(!sqz_dtype_nbytes(w->dtype, sqz_tensor_nelements(t), &w->src_nbytes), SQZ_ERR_SHAPE,
                       "%s: tensor '%s': %lld elements are not whole %s blocks", wr->path, t->name,
                       (long long)sqz_tensor_nelements(t), to->name);
+        w->extra_rows = grows_with_vocab(wr, t) ? wr->n_add : 0;
+        SQZ_RETURN_IF(!sqz_dtype_nbytes(w->dtype, sqz_tensor_nelements(t) + w->extra_rows * t->shape[1], &w->nbytes),
+                      SQZ_ERR_SHAPE, "%s: tensor '%s': %lld rows do not fit %s", wr->path, t->name,
+                      (long long)(t->shape[0] + w->extra_rows), to->name);
         w->offset = off;
         off += w->nbytes;
         off += (SQZ__GGUF_DEFAULT_ALIGNMENT - off % SQZ__GGUF_DEFAULT_ALIGNMENT) % SQZ__GGUF_DEFAULT_ALIGNMENT;
@@ -189,7 +206,7 @@ static sqz_status write_arch_kv(writer *wr) {
     SQZ_TRY(check_u32(wr, "embedding length", hp->d_model));
     SQZ_TRY(check_u32(wr, "block count", hp->n_layers));
     SQZ_TRY(check_u32(wr, "head dim", hp->head_dim));
-    SQZ_TRY(check_u32(wr, "vocab size", hp->vocab_size));
+    SQZ_TRY(check_u32(wr, "vocab size", hp->vocab_size + wr->n_add));
     kv_u32(b, AKEY("context_length"), (uint32_t)hp->ctx_len);
     kv_u32(b, AKEY("embedding_length"), (uint32_t)hp->d_model);
     kv_u32(b, AKEY("block_count"), (uint32_t)hp->n_layers);
@@ -211,7 +228,7 @@ static sqz_status write_arch_kv(writer *wr) {
     else kv_f32(b, AKEY("attention.layer_norm_epsilon"), hp->norm_eps);
     if (!fi->causal) kv_bool(b, AKEY("attention.causal"), false);
     if (!fi->lm_head) kv_u32(b, AKEY("pooling_type"), 1); /* LLAMA_POOLING_TYPE_MEAN: sentence-transformers' */
-    kv_u32(b, AKEY("vocab_size"), (uint32_t)hp->vocab_size);
+    kv_u32(b, AKEY("vocab_size"), (uint32_t)(hp->vocab_size + wr->n_add));
 #undef AKEY
     return SQZ_OK;
 }
@@ -222,16 +239,24 @@ static void write_vocab_kv(writer *wr) {
     if (v->kind == SQZ_VOCAB_NONE || v->n_tokens <= 0 || !v->tokens) return;
     kv_str(b, "tokenizer.ggml.model", sqz_vocab_kind_name(v->kind));
     if (v->pre) kv_str(b, "tokenizer.ggml.pre", v->pre);
-    kv_arr_str(b, "tokenizer.ggml.tokens", v->tokens, v->n_tokens, v->kind == SQZ_VOCAB_WPM);
+    const int64_t n_all = (int64_t)v->n_tokens + wr->n_add;
+    kv_arr_str(b, "tokenizer.ggml.tokens", v->tokens, v->n_tokens, wr->n_add, v->kind == SQZ_VOCAB_WPM);
+    for (int byte = 0; byte < 256; byte++) { /* the byte tokens sqz adds (gguf_vocab_bytes.c) */
+        char text[7];
+        sqz__gguf_byte_token_text(byte, text);
+        if (wr->add_byte[byte]) put_str(b, text);
+    }
     if (v->scores) {
-        kv_arr_head(b, "tokenizer.ggml.scores", SQZ__GGUF_FLOAT32, (uint64_t)v->n_tokens);
+        kv_arr_head(b, "tokenizer.ggml.scores", SQZ__GGUF_FLOAT32, (uint64_t)n_all);
         for (int32_t i = 0; i < v->n_tokens; i++) put_f32(b, v->scores[i]);
+        for (int i = 0; i < wr->n_add; i++) put_f32(b, 0.0f);
     }
-    if (v->types) {
-        kv_arr_head(b, "tokenizer.ggml.token_type", SQZ__GGUF_INT32, (uint64_t)v->n_tokens);
-        for (int32_t i = 0; i < v->n_tokens; i++) put_u32(b, (uint32_t)v->types[i]);
+    if (v->types || wr->n_add > 0) {
+        kv_arr_head(b, "tokenizer.ggml.token_type", SQZ__GGUF_INT32, (uint64_t)n_all);
+        for (int32_t i = 0; i < v->n_tokens; i++) put_u32(b, (uint32_t)(v->types ? v->types[i] : SQZ_TOKEN_NORMAL));
+        for (int i = 0; i < wr->n_add; i++) put_u32(b, SQZ_TOKEN_BYTE);
     }
-    if (v->merges && v->n_merges > 0) kv_arr_str(b, "tokenizer.ggml.merges", v->merges, v->n_merges, false);
+    if (v->merges && v->n_merges > 0) kv_arr_str(b, "tokenizer.ggml.merges", v->merges, v->n_merges, 0, false);
     static const struct { const char *key; size_t off; } ids[] = {
         {"tokenizer.ggml.bos_token_id", offsetof(sqz_vocab, bos)},
         {"tokenizer.ggml.eos_token_id", offsetof(sqz_vocab, eos)},
@@ -262,7 +287,7 @@ static void write_vocab_kv(writer *wr) {
  * source's mapping): then llama-quantize's quantize.* keys still describe the file. */
 static bool tensors_unchanged(const writer *wr) {
     for (int64_t i = 0; i < wr->n_w; i++) {
-        if (wr->w[i].dtype != wr->w[i].t->dtype || wr->w[i].t->owned) return false;
+        if (wr->w[i].dtype != wr->w[i].t->dtype || wr->w[i].t->owned || wr->w[i].extra_rows) return false;
     }
     return true;
 }
@@ -313,7 +338,9 @@ static sqz_status build_header(writer *wr, gbuf *h) {
         const sqz_tensor *t = w->t;
         put_str(h, w->name);
         put_u32(h, (uint32_t)t->ndim);
-        for (int d = t->ndim - 1; d >= 0; d--) put_u64(h, (uint64_t)t->shape[d]); /* innermost first */
+        for (int d = t->ndim - 1; d >= 0; d--) { /* innermost first; the added rows are outermost */
+            put_u64(h, (uint64_t)(t->shape[d] + (d == 0 ? w->extra_rows : 0)));
+        }
         put_u32(h, (uint32_t)sqz_dtype_info(w->dtype)->gguf_type);
         put_u64(h, w->offset);
     }
@@ -328,7 +355,9 @@ static sqz_status stream_tensors(writer *wr, sqz_outfile *f) {
     uint64_t done = 0;
     for (int64_t i = 0; i < wr->n_w && s == SQZ_OK; i++) {
         const wtensor *w = &wr->w[i];
-        if (w->nbytes > 0) s = sqz__tensor_export(wr->m, w->t, w->dtype, rope, buf, w->nbytes, NULL);
+        if (w->src_nbytes > 0) s = sqz__tensor_export(wr->m, w->t, w->dtype, rope, buf, w->src_nbytes, NULL);
+        /* zero bytes are zero weights in every GGML type (each block's scales are 0) */
+        if (w->nbytes > w->src_nbytes) memset(buf + w->src_nbytes, 0, w->nbytes - w->src_nbytes);
         if (s != SQZ_OK) {
             sqz__error_prefix("%s", wr->path);
             break;
@@ -363,6 +392,7 @@ static sqz_status write_file(writer *wr) {
 sqz_status sqz__gguf_save(const sqz_model *m, const char *path, const sqz_save_opts *o) {
     SQZ_RETURN_IF(!m || !path || !o, SQZ_ERR_INVALID_ARG, "sqz__gguf_save: NULL argument");
     writer wr = {.m = m, .path = path, .o = o, .arch = sqz__gguf_arch_for_model(m)};
+    wr.n_add = sqz__gguf_missing_bytes(m, wr.add_byte);
     sqz_status s = write_file(&wr);
     free(wr.w);
     free(wr.kv.buf.p);
