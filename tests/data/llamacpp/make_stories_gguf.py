@@ -9,8 +9,8 @@ What llama.cpp writes and sqz must open (issue 46):
   - general.name "llama", no general.file_type, no rope/vocab_size keys.
 Plus metadata sqz does not own and must pass through (general.license, organization, basename,
 finetune, size_label, languages, type and llama-quantize's quantize.imatrix.* keys).
-Weights: Q8_0 where a row is whole blocks of 32, F16 where not (ffn_down rows of 172), norms F32
-(about 300 KB instead of llama.cpp's 1 MB of F32; the layout is the same).
+Weights: F32, as llama.cpp's converter writes them (1.2 MB): llama-perplexity then computes in
+float as sqz eval does, and the two perplexities are equal to the digits printed.
 
 usage: make_stories_gguf.py stories260K.bin tok512.bin OUT.gguf
 """
@@ -74,14 +74,9 @@ def read_tokenizer(path, n_vocab):
 
 
 def add(wr, name, a):
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    if a.ndim == 1:
-        wr.add_tensor(name, a)
-    elif a.shape[-1] % 32 == 0:
-        q = gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0)
-        wr.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-    else:
-        wr.add_tensor(name, a.astype(np.float16))
+    # F32, as llama-convert-llama2c-to-ggml writes them: llama.cpp runs F32 weights on F32
+    # activations (Q8_0 or F16 weights would have it round the activations, which sqz eval does not)
+    wr.add_tensor(name, np.ascontiguousarray(a, dtype=np.float32))
 
 
 def main():
