@@ -199,6 +199,9 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
                "(%lld held out)\n",
                e->text, e->ppl_base, e->ppl, e->delta_ppl, e->kld_mean, e->kld_p99, 100.0 * e->top1,
                (long long)e->n_chunks, (long long)e->ctx, (long long)e->n_held_out);
+    char cmd[2048];
+    const size_t need = sqz_compress_eval_command(e, a->path, a->out, cmd, sizeof cmd);
+    if (need > 0 && need < sizeof cmd) printf("  reproduce  %s\n", cmd);
     /* the same numbers as the JSON (totals.seconds_*, eval.seconds) and the HTML page */
     printf("time         compress %.2f s (forward %.2f, methods %.2f, validation %.2f)", r->seconds_total,
            r->seconds_forward, r->seconds_quant, r->seconds_validate);
@@ -344,6 +347,11 @@ static sqz_status evaluate(const compress_opts *a, const sqz_cli_calib *cc, cons
     eo.ctx = a->eval_ctx;
     eo.max_chunks = a->eval_chunks;
     eo.threads = (int)cc->threads;
+    eo.tokenizer = cc->tokenizer;
+    if (a->eval_ctx > 0 && orig->hp.ctx_len > 0 && a->eval_ctx > orig->hp.ctx_len) /* as `sqz eval --ctx` */
+        fprintf(stderr, "sqz compress: warning: --eval-ctx %lld is beyond the %lld tokens %s was trained on "
+                "(n_ctx_train < n_ctx): positions past them were never trained, the figures are not comparable\n",
+                (long long)a->eval_ctx, (long long)orig->hp.ctx_len, a->path);
     sqz_progress *p = sqz_cli_progress(a->quiet, "eval", 0, "tokens");
     eo.progress = sqz_progress_cb;
     eo.progress_user = p;
