@@ -141,6 +141,35 @@ void sqz_cmd_compress_usage(FILE *out) {
     fprintf(out, "\nMore: docs/compress.md (passes, recipes), docs/quantization.md (methods, formats).\n");
 }
 
+/* "size": the tensor data before and after, what the ratio and the bits count (not the file's
+ * size: headers, metadata, tokenizer and alignment come on top; the file is only staged while
+ * the summary prints, its commit waits for the end of the run). */
+static void print_size(const sqz_compress_report *r, int64_t quantized) {
+    char words[256];
+    sqz_cli_size_words(r->bytes_before, r->bytes_after, words, sizeof words);
+    printf("size         tensors %.3f MB -> %.3f MB (%s)", (double)r->bytes_before / 1e6, (double)r->bytes_after / 1e6,
+           words);
+    if (r->params_after != r->params)
+        printf("; %.3f M -> %.3f M parameters", (double)r->params / 1e6, (double)r->params_after / 1e6);
+    if (quantized) printf("; %.3f bits/weight quantized", r->bpw_quantized);
+    printf("; %.3f bits/param overall\n", r->bpw_model);
+}
+
+/* "accuracy" and the `sqz eval` line that reproduces it. */
+static void print_accuracy(const compress_opts *a, const sqz_compress_eval *e) {
+    if (e->done && e->encoder)
+        printf("accuracy     %s: embedding cosine mean %.6f, min %.6f over %lld sentences (%lld held out)\n", e->text,
+               e->cos_mean, e->cos_min, (long long)e->n_chunks, (long long)e->n_held_out);
+    else if (e->done)
+        printf("accuracy     %s: ppl %.4f -> %.4f (%+.4f), KLD mean %.5f p99 %.5f, top-1 %.2f%%; %lld chunks of %lld "
+               "(%lld held out)\n",
+               e->text, e->ppl_base, e->ppl, e->delta_ppl, e->kld_mean, e->kld_p99, 100.0 * e->top1,
+               (long long)e->n_chunks, (long long)e->ctx, (long long)e->n_held_out);
+    char cmd[2048];
+    const size_t need = sqz_compress_eval_command(e, a->path, a->out, cmd, sizeof cmd);
+    if (need > 0 && need < sizeof cmd) printf("  reproduce  %s\n", cmd);
+}
+
 static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_calib *cc,
                           const sqz_compress_report *r) {
     int64_t n_err = 0;
@@ -167,9 +196,12 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
     printf("recipe       %s\n", r->recipe);
     for (int64_t i = 0; i < r->n_stages; i++)
         if (r->stages[i].note[0]) printf("  %-10s %s\n", r->stages[i].pass, r->stages[i].note);
-    if (a->imatrix)
-        printf("calibration  importance matrix %s (llama-imatrix: %lld chunks of %lld tokens; 0: not recorded)\n",
-               a->imatrix, (long long)r->n_windows, (long long)r->ctx);
+    if (a->imatrix) { /* the legacy .dat records the chunks, not their size; 0: not recorded */
+        char cnt[32] = "not recorded", size[32] = "not recorded";
+        if (r->n_windows > 0) snprintf(cnt, sizeof cnt, "%lld", (long long)r->n_windows);
+        if (r->ctx > 0) snprintf(size, sizeof size, "%lld tokens", (long long)r->ctx);
+        printf("calibration  importance matrix %s (llama-imatrix: chunks %s, chunk size %s)\n", a->imatrix, cnt, size);
+    }
     else if (r->n_windows)
         printf("calibration  %s%s: %lld windows x %lld tokens (activations %.1f MB)\n", cc->text ? "" : "statistics",
                cc->text ? cc->text : "", (long long)r->n_windows, (long long)r->ctx, (double)r->activation_bytes / 1e6);
@@ -181,27 +213,12 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
         sqz_cli_kquant_hint(r, &lc, hint, sizeof hint);
         if (hint[0]) printf("hint         %s\n", hint);
     }
-    sqz_cli_size_words(r->bytes_before, r->bytes_after, words, sizeof words);
-    printf("size         %.3f MB -> %.3f MB (%s)", (double)r->bytes_before / 1e6, (double)r->bytes_after / 1e6, words);
-    if (r->params_after != r->params)
-        printf("; %.3f M -> %.3f M parameters", (double)r->params / 1e6, (double)r->params_after / 1e6);
-    if (lc.quantized) printf("; %.3f bits/weight quantized", r->bpw_quantized);
-    printf("; %.3f bits/param overall\n", r->bpw_model);
+    print_size(r, lc.quantized);
     if (n_err)
         printf("output err   mean %.5f, worst %.5f (%s), relative, on calibration rows\n", sum / (double)n_err, worst,
                worst_name);
     const sqz_compress_eval *e = &r->eval;
-    if (e->done && e->encoder)
-        printf("accuracy     %s: embedding cosine mean %.6f, min %.6f over %lld sentences (%lld held out)\n", e->text,
-               e->cos_mean, e->cos_min, (long long)e->n_chunks, (long long)e->n_held_out);
-    else if (e->done)
-        printf("accuracy     %s: ppl %.4f -> %.4f (%+.4f), KLD mean %.5f p99 %.5f, top-1 %.2f%%; %lld chunks of %lld "
-               "(%lld held out)\n",
-               e->text, e->ppl_base, e->ppl, e->delta_ppl, e->kld_mean, e->kld_p99, 100.0 * e->top1,
-               (long long)e->n_chunks, (long long)e->ctx, (long long)e->n_held_out);
-    char cmd[2048];
-    const size_t need = sqz_compress_eval_command(e, a->path, a->out, cmd, sizeof cmd);
-    if (need > 0 && need < sizeof cmd) printf("  reproduce  %s\n", cmd);
+    print_accuracy(a, e);
     /* the same numbers as the JSON (totals.seconds_*, eval.seconds) and the HTML page */
     printf("time         compress %.2f s (forward %.2f, methods %.2f, validation %.2f)", r->seconds_total,
            r->seconds_forward, r->seconds_quant, r->seconds_validate);

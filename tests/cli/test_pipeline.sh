@@ -31,6 +31,7 @@ jget() { "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("
 # ---- drop a block: GGUF ----
 "$sqz" compress "$s260" --drop-layers 2 -o "$tmp/d.gguf" > "$tmp/out" 2>&1
 check "--drop-layers 2 -> GGUF" '[ $? -eq 0 ] && grep -q "5 -> 4" "$tmp/out"' || cat "$tmp/out"
+check "the summary's size says it counts the tensors" 'grep -q "^size  *tensors [0-9.]* MB -> [0-9.]* MB (" "$tmp/out"' || grep "^size" "$tmp/out"
 check "gguf-py: block_count 4, tensors blk.0..blk.3 only" '"$py" - "$tmp/d.gguf" <<PY
 import sys
 try:
@@ -173,6 +174,13 @@ check "sqz eval on an empty text: exit 1, one line: the text is empty (0 tokens)
 "$sqz" compress "$s260" --quant q4_0:gptq -o "$tmp/e.gguf" --calib "$tmp/empty.txt" --quiet > /dev/null 2> "$tmp/err"; rc=$?
 check "compress --calib an empty text: exit 1, the text is empty (0 tokens)" \
   '[ $rc -eq 1 ] && grep -q "the text is empty (0 tokens)" "$tmp/err" && [ ! -e "$tmp/e.gguf" ]' || cat "$tmp/err"
+
+# a legacy .dat importance matrix records its chunks, not their size: "not recorded", not "0 tokens"
+src=${SQZ_SOURCE_DIR:-$(dirname "$0")/../..}
+"$sqz" compress "$s260" --quant q4_k_m:imatrix --imatrix "$src/tests/data/imatrix/stories260K.imatrix.dat" \
+  -o "$tmp/im.gguf" --quiet > "$tmp/out" 2>&1
+check "--imatrix FILE.dat: chunks 16, chunk size not recorded" \
+  'grep -q "^calibration .*llama-imatrix: chunks 16, chunk size not recorded)" "$tmp/out"' || cat "$tmp/out"
 
 # ---- errors ----
 n0=$(ls "$tmp" | wc -l)
