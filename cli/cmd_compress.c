@@ -72,9 +72,11 @@ static const sqz_opt compress_rows[] = {
      .help = "evaluate the result against the original on TEXT (chunks overlapping calibration windows of "
              "the same text are held out): delta ppl, mean/p99 KLD, top-1; in the summary and reports"},
     {.name = "eval-ctx", .type = SQZ_OPT_INT, .offset = offsetof(compress_opts, eval_ctx), .min = 0, .max = 1 << 20,
-     .def = "0", .metavar = "N", .help = "evaluation chunk length; 0 = 512 capped by the model's context"},
+     .def = "0", .metavar = "N", .help = "evaluation chunk length; 0 = 512 (encoders: sentences of 256) capped by the "
+     "model's trained context, as `sqz eval --ctx`; a larger N is used with a warning"},
     {.name = "eval-chunks", .type = SQZ_OPT_INT, .offset = offsetof(compress_opts, eval_chunks), .min = 0,
-     .max = 1 << 30, .def = "0", .metavar = "K", .help = "evaluate at most K chunks; 0 = all of TEXT"},
+     .max = 1 << 30, .def = "32", .metavar = "K", .help = "evaluate the first K chunks (encoders: sentences) not "
+     "held out; 0 = all of TEXT (wiki.test.raw: ~560 chunks of 512)"},
     {.name = "report", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, report), .flags = SQZ_OPT_OUTPUT,
      .metavar = "R.json",
      .help = "per-layer method, bits per weight, output error, time; stages; totals; evaluation"},
