@@ -11,6 +11,9 @@
 
 #include "cli/cli.h"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 typedef struct compress_opts {
     const char *path, *out, *stats, *imatrix, *report, *html, *keep, *eval;
     const char *embd_type, *output_type; /* llama-quantize's --token-embedding-type / --output-tensor-type */
@@ -114,7 +117,8 @@ static const char compress_head[] =
     "         (run in the order given)\n\n"
     "Runs the stages on the model: whole-model steps (layer removal) as given, block stages\n"
     "(quantization) block by block; with --calib, block l is calibrated on the output of the\n"
-    "already compressed blocks 0..l-1 (N windows of T tokens spread over FILE; default 128 x 512;\n"
+    "already compressed blocks 0..l-1 (N windows of T tokens spread over FILE; default "
+    STR(SQZ_CALIB_DEFAULT_SAMPLES) " x " STR(SQZ_CALIB_DEFAULT_CTX) ";\n"
     "the activations take N x T x d_model floats); with --stats, the statistics of `sqz calibrate`\n"
     "are used instead (imatrix, w8a8 static scales, smoothquant); rtn needs neither. Every\n"
     "quantized layer is run through the CPU kernels on calibration rows and its relative output\n"
