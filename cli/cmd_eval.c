@@ -293,13 +293,9 @@ static sqz_status eval_encoder(const eval_args *a, eval_ctx *c) {
     return st;
 }
 
-/* Resolves the context (sqz_eval_default_ctx unless --ctx) and warns in one line when --ctx
- * goes beyond the trained context (llama.cpp: "n_ctx_train < n_ctx"). */
-static void warn_ctx(eval_args *a, const sqz_model *m) {
-    if (a->ctx <= 0) {
-        a->ctx = sqz_eval_default_ctx(m);
-        return;
-    }
+/* Warns in one line when --ctx goes beyond the trained context (llama.cpp: "n_ctx_train <
+ * n_ctx"); after the size checks, so that a refused run says one thing. */
+static void warn_ctx(const eval_args *a, const sqz_model *m) {
     if (m->hp.ctx_len > 0 && a->ctx > m->hp.ctx_len)
         fprintf(stderr, "sqz eval: warning: --ctx %lld is beyond the %lld tokens %s was trained on (n_ctx_train < "
                 "n_ctx): positions past them were never trained, the figures are not comparable\n",
@@ -338,11 +334,13 @@ int sqz_cmd_eval(int argc, char **argv) {
         c.reported = true;
         st = SQZ_ERR_INVALID_ARG;
     }
-    if (st == SQZ_OK) warn_ctx(&a, c.m);
+    const bool ctx_given = a.ctx > 0;
+    if (st == SQZ_OK && !ctx_given) a.ctx = sqz_eval_default_ctx(c.m);
     if (st == SQZ_OK && (rc = check_sizes(&a, c.m)) != 0) {
         eval_ctx_free(&c);
         return rc;
     }
+    if (st == SQZ_OK && ctx_given) warn_ctx(&a, c.m);
     if (st == SQZ_OK) st = sqz_model_check_finite(c.m);
     if (st == SQZ_OK) st = sqz_tokenizer_new(&c.m->vocab, &c.tok);
     if (st == SQZ_OK) {
