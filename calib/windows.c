@@ -79,6 +79,8 @@ sqz_status sqz_calib_windows_make(const sqz_tokenizer *tok, const char *text, si
     memset(out, 0, sizeof *out);
     int32_t *ids = NULL;
     size_t n = 0;
+    /* not "the text has 1 tokens" (the BOS alone) */
+    SQZ_RETURN_IF(len == 0, SQZ_ERR_INVALID_ARG, "calibration: the text is empty (0 tokens)");
     SQZ_TRY(sqz_tokenize(tok, text, len, true, &ids, &n));
     int32_t bos = sqz_tokenizer_adds_bos(tok) ? sqz_tokenizer_bos(tok) : -1;
     sqz_status st = sqz_calib_windows_from_ids(ids, (int64_t)n, bos, n_windows, ctx, seed, out);

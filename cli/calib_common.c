@@ -16,7 +16,8 @@ const sqz_opt sqz_cli_calib_opts[] = {
      .alias = "text", .short_name = 'f', .help = "calibration text (windows spread over the whole of it)"},
     {.name = "calib-samples", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, samples), .min = 1,
      .max = 1 << 20, .def = STR(SQZ_CALIB_DEFAULT_SAMPLES), .metavar = "N", .alias = "samples",
-     .help = "calibration windows"},
+     .help = "calibration windows (16,384 tokens at the default ctx: full-rank Hessians up to 16,384 inputs; "
+             "more took 4x longer and did no better on SmolLM2-135M: docs/compress.md, \"Defaults\")"},
     {.name = "calib-ctx", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, ctx), .min = 2, .max = 1 << 20,
      .def = STR(SQZ_CALIB_DEFAULT_CTX), .metavar = "T", .alias = "ctx", .help = "tokens per window"},
     {.name = "seed", .type = SQZ_OPT_INT, .offset = offsetof(sqz_cli_calib, seed), .min = 0,

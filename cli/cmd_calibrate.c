@@ -8,6 +8,9 @@
 
 #include "cli/cli.h"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 typedef struct calibrate_opts {
     const char *path, *out;
     bool hessian;
@@ -27,7 +30,8 @@ static const sqz_opt calibrate_rows[] = {
 static const char calibrate_head[] =
     "usage: sqz calibrate MODEL --text FILE -o STATS [--calib-samples N] [--calib-ctx T] [--seed S]\n"
     "                     [--hessian] [--sample-rows R] [--threads N] [--tokenizer FILE]\n\n"
-    "Runs N windows of T tokens of FILE (spread over the whole text; default 128 x 512) through\n"
+    "Runs N windows of T tokens of FILE (spread over the whole text; default " STR(SQZ_CALIB_DEFAULT_SAMPLES) " x "
+    STR(SQZ_CALIB_DEFAULT_CTX) ") through\n"
     "the model one block at a time and writes, for the input of every linear layer, E[x^2]\n"
     "(llama.cpp's importance matrix), max |x| and E|x| per channel and a |x| histogram; with\n"
     "--hessian also X^T X (large: n_in^2 doubles per input); with --sample-rows R > 0 also R\n"

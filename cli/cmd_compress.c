@@ -11,6 +11,9 @@
 
 #include "cli/cli.h"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 typedef struct compress_opts {
     const char *path, *out, *stats, *imatrix, *report, *html, *keep, *eval;
     const char *embd_type, *output_type; /* llama-quantize's --token-embedding-type / --output-tensor-type */
@@ -72,9 +75,11 @@ static const sqz_opt compress_rows[] = {
      .help = "evaluate the result against the original on TEXT (chunks overlapping calibration windows of "
              "the same text are held out): delta ppl, mean/p99 KLD, top-1; in the summary and reports"},
     {.name = "eval-ctx", .type = SQZ_OPT_INT, .offset = offsetof(compress_opts, eval_ctx), .min = 0, .max = 1 << 20,
-     .def = "0", .metavar = "N", .help = "evaluation chunk length; 0 = 512 capped by the model's context"},
+     .def = "0", .metavar = "N", .help = "evaluation chunk length; 0 = 512 (encoders: sentences of 256) capped by the "
+     "model's trained context, as `sqz eval --ctx`; a larger N is used with a warning"},
     {.name = "eval-chunks", .type = SQZ_OPT_INT, .offset = offsetof(compress_opts, eval_chunks), .min = 0,
-     .max = 1 << 30, .def = "0", .metavar = "K", .help = "evaluate at most K chunks; 0 = all of TEXT"},
+     .max = 1 << 30, .def = "32", .metavar = "K", .help = "evaluate the first K chunks (encoders: sentences) not "
+     "held out; 0 = all of TEXT (wiki.test.raw: ~590 chunks of 512)"},
     {.name = "report", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, report), .flags = SQZ_OPT_OUTPUT,
      .metavar = "R.json",
      .help = "per-layer method, bits per weight, output error, time; stages; totals; evaluation"},
@@ -112,7 +117,8 @@ static const char compress_head[] =
     "         (run in the order given)\n\n"
     "Runs the stages on the model: whole-model steps (layer removal) as given, block stages\n"
     "(quantization) block by block; with --calib, block l is calibrated on the output of the\n"
-    "already compressed blocks 0..l-1 (N windows of T tokens spread over FILE; default 128 x 512;\n"
+    "already compressed blocks 0..l-1 (N windows of T tokens spread over FILE; default "
+    STR(SQZ_CALIB_DEFAULT_SAMPLES) " x " STR(SQZ_CALIB_DEFAULT_CTX) ";\n"
     "the activations take N x T x d_model floats); with --stats, the statistics of `sqz calibrate`\n"
     "are used instead (imatrix, w8a8 static scales, smoothquant); rtn needs neither. Every\n"
     "quantized layer is run through the CPU kernels on calibration rows and its relative output\n"
@@ -141,6 +147,35 @@ void sqz_cmd_compress_usage(FILE *out) {
     fprintf(out, "\nMore: docs/compress.md (passes, recipes), docs/quantization.md (methods, formats).\n");
 }
 
+/* "size": the tensor data before and after, what the ratio and the bits count (not the file's
+ * size: headers, metadata, tokenizer and alignment come on top; the file is only staged while
+ * the summary prints, its commit waits for the end of the run). */
+static void print_size(const sqz_compress_report *r, int64_t quantized) {
+    char words[256];
+    sqz_cli_size_words(r->bytes_before, r->bytes_after, words, sizeof words);
+    printf("size         tensors %.3f MB -> %.3f MB (%s)", (double)r->bytes_before / 1e6, (double)r->bytes_after / 1e6,
+           words);
+    if (r->params_after != r->params)
+        printf("; %.3f M -> %.3f M parameters", (double)r->params / 1e6, (double)r->params_after / 1e6);
+    if (quantized) printf("; %.3f bits/weight quantized", r->bpw_quantized);
+    printf("; %.3f bits/param overall\n", r->bpw_model);
+}
+
+/* "accuracy" and the `sqz eval` line that reproduces it. */
+static void print_accuracy(const compress_opts *a, const sqz_compress_eval *e) {
+    if (e->done && e->encoder)
+        printf("accuracy     %s: embedding cosine mean %.6f, min %.6f over %lld sentences (%lld held out)\n", e->text,
+               e->cos_mean, e->cos_min, (long long)e->n_chunks, (long long)e->n_held_out);
+    else if (e->done)
+        printf("accuracy     %s: ppl %.4f -> %.4f (%+.4f), KLD mean %.5f p99 %.5f, top-1 %.2f%%; %lld chunks of %lld "
+               "(%lld held out)\n",
+               e->text, e->ppl_base, e->ppl, e->delta_ppl, e->kld_mean, e->kld_p99, 100.0 * e->top1,
+               (long long)e->n_chunks, (long long)e->ctx, (long long)e->n_held_out);
+    char cmd[2048];
+    const size_t need = sqz_compress_eval_command(e, a->path, a->out, cmd, sizeof cmd);
+    if (need > 0 && need < sizeof cmd) printf("  reproduce  %s\n", cmd);
+}
+
 static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_calib *cc,
                           const sqz_compress_report *r) {
     int64_t n_err = 0;
@@ -167,9 +202,12 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
     printf("recipe       %s\n", r->recipe);
     for (int64_t i = 0; i < r->n_stages; i++)
         if (r->stages[i].note[0]) printf("  %-10s %s\n", r->stages[i].pass, r->stages[i].note);
-    if (a->imatrix)
-        printf("calibration  importance matrix %s (llama-imatrix: %lld chunks of %lld tokens; 0: not recorded)\n",
-               a->imatrix, (long long)r->n_windows, (long long)r->ctx);
+    if (a->imatrix) { /* the legacy .dat records the chunks, not their size; 0: not recorded */
+        char cnt[32] = "not recorded", size[32] = "not recorded";
+        if (r->n_windows > 0) snprintf(cnt, sizeof cnt, "%lld", (long long)r->n_windows);
+        if (r->ctx > 0) snprintf(size, sizeof size, "%lld tokens", (long long)r->ctx);
+        printf("calibration  importance matrix %s (llama-imatrix: chunks %s, chunk size %s)\n", a->imatrix, cnt, size);
+    }
     else if (r->n_windows)
         printf("calibration  %s%s: %lld windows x %lld tokens (activations %.1f MB)\n", cc->text ? "" : "statistics",
                cc->text ? cc->text : "", (long long)r->n_windows, (long long)r->ctx, (double)r->activation_bytes / 1e6);
@@ -185,24 +223,12 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
         sqz_cli_requant_words(r, hint, sizeof hint);
         if (hint[0]) printf("requantized  %s\n", hint);
     }
-    sqz_cli_size_words(r->bytes_before, r->bytes_after, words, sizeof words);
-    printf("size         %.3f MB -> %.3f MB (%s)", (double)r->bytes_before / 1e6, (double)r->bytes_after / 1e6, words);
-    if (r->params_after != r->params)
-        printf("; %.3f M -> %.3f M parameters", (double)r->params / 1e6, (double)r->params_after / 1e6);
-    if (lc.quantized) printf("; %.3f bits/weight quantized", r->bpw_quantized);
-    printf("; %.3f bits/param overall\n", r->bpw_model);
+    print_size(r, lc.quantized);
     if (n_err)
         printf("output err   mean %.5f, worst %.5f (%s), relative, on calibration rows\n", sum / (double)n_err, worst,
                worst_name);
     const sqz_compress_eval *e = &r->eval;
-    if (e->done && e->encoder)
-        printf("accuracy     %s: embedding cosine mean %.6f, min %.6f over %lld sentences (%lld held out)\n", e->text,
-               e->cos_mean, e->cos_min, (long long)e->n_chunks, (long long)e->n_held_out);
-    else if (e->done)
-        printf("accuracy     %s: ppl %.4f -> %.4f (%+.4f), KLD mean %.5f p99 %.5f, top-1 %.2f%%; %lld chunks of %lld "
-               "(%lld held out)\n",
-               e->text, e->ppl_base, e->ppl, e->delta_ppl, e->kld_mean, e->kld_p99, 100.0 * e->top1,
-               (long long)e->n_chunks, (long long)e->ctx, (long long)e->n_held_out);
+    print_accuracy(a, e);
     /* the same numbers as the JSON (totals.seconds_*, eval.seconds) and the HTML page */
     printf("time         compress %.2f s (forward %.2f, methods %.2f, validation %.2f)", r->seconds_total,
            r->seconds_forward, r->seconds_quant, r->seconds_validate);
@@ -348,6 +374,11 @@ static sqz_status evaluate(const compress_opts *a, const sqz_cli_calib *cc, cons
     eo.ctx = a->eval_ctx;
     eo.max_chunks = a->eval_chunks;
     eo.threads = (int)cc->threads;
+    eo.tokenizer = cc->tokenizer;
+    if (a->eval_ctx > 0 && orig->hp.ctx_len > 0 && a->eval_ctx > orig->hp.ctx_len) /* as `sqz eval --ctx` */
+        fprintf(stderr, "sqz compress: warning: --eval-ctx %lld is beyond the %lld tokens %s was trained on "
+                "(n_ctx_train < n_ctx): positions past them were never trained, the figures are not comparable\n",
+                (long long)a->eval_ctx, (long long)orig->hp.ctx_len, a->path);
     sqz_progress *p = sqz_cli_progress(a->quiet, "eval", 0, "tokens");
     eo.progress = sqz_progress_cb;
     eo.progress_user = p;

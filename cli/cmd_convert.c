@@ -13,6 +13,10 @@ typedef struct convert_opts {
     bool force;
 } convert_opts;
 
+/* The choices, in the option rows and in the usage line alike (one string each: they cannot drift). */
+#define TO_CHOICES "gguf|safetensors|hf"
+#define DTYPE_CHOICES "f32|f16|bf16|f64|q8_0|q4_0|q4_1"
+
 static const int to_values[] = {SQZ_FORMAT_GGUF, SQZ_FORMAT_SAFETENSORS, SQZ_FORMAT_SAFETENSORS};
 static const int dtype_values[] = {SQZ_DTYPE_F32,  SQZ_DTYPE_F16,  SQZ_DTYPE_BF16, SQZ_DTYPE_F64,
                                    SQZ_DTYPE_Q8_0, SQZ_DTYPE_Q4_0, SQZ_DTYPE_Q4_1};
@@ -24,10 +28,10 @@ static const sqz_opt convert_rows[] = {
     {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(convert_opts, out),
      .flags = SQZ_OPT_REQUIRED | SQZ_OPT_OUTPUT | SQZ_OPT_OUTPUT_DIR,
      .metavar = "OUT", .short_name = 'o', .help = "a .gguf file or an HF directory"},
-    {.name = "to", .type = SQZ_OPT_CHOICE, .offset = offsetof(convert_opts, to), .choices = "gguf|safetensors|hf",
+    {.name = "to", .type = SQZ_OPT_CHOICE, .offset = offsetof(convert_opts, to), .choices = TO_CHOICES,
      .values = to_values, .help = "the output format (default: gguf when OUT ends in .gguf, else safetensors)"},
     {.name = "dtype", .type = SQZ_OPT_CHOICE, .offset = offsetof(convert_opts, dtype),
-     .choices = "f32|f16|bf16|f64|q8_0|q4_0|q4_1", .values = dtype_values,
+     .choices = DTYPE_CHOICES, .values = dtype_values,
      .help = "dtype of the weight matrices (default: every tensor keeps its own)"},
     {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(convert_opts, tokenizer), .flags = SQZ_OPT_INPUT,
      .metavar = "FILE",
@@ -37,8 +41,8 @@ static const sqz_opt convert_rows[] = {
 };
 
 static const char convert_head[] =
-    "usage: sqz convert MODEL -o OUT [--to gguf|safetensors] [--dtype f32|f16|bf16|q8_0|q4_0|q4_1]\n"
-    "                   [--hf-format LAYOUT] [--tokenizer FILE]\n\n"
+    "usage: sqz convert MODEL -o OUT [--to " TO_CHOICES "]\n"
+    "                   [--dtype " DTYPE_CHOICES "] [--hf-format LAYOUT] [--tokenizer FILE]\n\n"
     "Converts between llama2.c, GGUF and HF safetensors. OUT is a .gguf file or an HF\n"
     "directory (model.safetensors + config.json + tokenizer.json). The format defaults to\n"
     "gguf when OUT ends in .gguf, safetensors otherwise. Without --dtype every tensor keeps\n"

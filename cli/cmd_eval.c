@@ -11,8 +11,9 @@
 #include "sqz/tokenizer.h"
 
 typedef struct eval_args {
-    const char *path, *text, *base, *base_logits, *save_base, *json, *tokpath, *dump;
-    int64_t ctx, chunks, threads; /* ctx -1: the family's default; chunks 0: all */
+    const char *path, *text, *base, *base_logits, *save_base, *json, *tokpath, *dump, *hold_out;
+    int64_t ctx, chunks, threads; /* ctx -1: sqz_eval_default_ctx; chunks 0: all */
+    int64_t held_windows, held_ctx, held_seed; /* --hold-out N:T:SEED (held_windows 0: none) */
     bool stream, quiet;
 } eval_args;
 
@@ -25,9 +26,14 @@ static const sqz_opt eval_rows[] = {
      .metavar = "FILE", .help = "the text, e.g. wiki.test.raw"},
     {.name = "ctx", .type = SQZ_OPT_INT, .offset = offsetof(eval_args, ctx), .min = 4, .max = 1 << 20,
      .short_name = 'c', .alias = "ctx-size",
-     .help = "decoders: chunk length, 512 by default; encoders: longest sentence, 256 tokens by default"},
+     .help = "decoders: chunk length, 512 by default; encoders: longest sentence, 256 by default; a default is "
+             "capped by the model's trained context, a larger N given here is used with a warning"},
     {.name = "chunks", .type = SQZ_OPT_INT, .offset = offsetof(eval_args, chunks), .min = 1, .max = 1 << 30,
      .metavar = "K", .help = "evaluate the first K chunks only (encoders: K lines); all by default"},
+    {.name = "hold-out", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, hold_out), .metavar = "N:T:SEED",
+     .help = "decoders: skip the chunks that overlap the N calibration windows of T tokens that `sqz compress "
+             "--calib FILE --calib-samples N --calib-ctx T --seed SEED` cuts from this text (FILE = --text), as "
+             "`compress --eval` does; --chunks then counts the chunks kept"},
     {.name = "base", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, base), .flags = SQZ_OPT_INPUT,
      .metavar = "BASE",
      .help = "the reference model"},
@@ -54,9 +60,9 @@ static const sqz_opt eval_rows[] = {
 };
 
 static const char eval_head[] =
-    "usage: sqz eval MODEL --text FILE [--ctx N] [--chunks K] [--base BASE | --base-logits F]\n"
-    "                [--save-base F] [--json OUT] [--threads N] [--tokenizer FILE]\n"
-    "                [--dump-tokens F] [--stream-weights]\n\n"
+    "usage: sqz eval MODEL --text FILE [--ctx N] [--chunks K] [--hold-out N:T:SEED]\n"
+    "                [--base BASE | --base-logits F] [--save-base F] [--json OUT] [--threads N]\n"
+    "                [--tokenizer FILE] [--dump-tokens F] [--stream-weights]\n\n"
     "Decoders: perplexity of FILE as llama.cpp's perplexity tool computes it (the text is\n"
     "tokenized once, cut into chunks of N tokens whose first token becomes BOS when the\n"
     "vocabulary adds BOS, and the second half of each chunk is scored), with its standard\n"
@@ -64,6 +70,10 @@ static const char eval_head[] =
     "percentiles, maximum), top-1 agreement and RMS of the change in p(next token).\n"
     "Encoders: cosine similarity of the sentence embeddings of model and base over the\n"
     "non-blank lines of FILE (mean, 1st percentile, minimum).\n\n"
+    "Context: without --ctx, 512 tokens (encoders 256) capped by the context the model was\n"
+    "trained on, the same rule as `sqz compress --eval`; an --ctx beyond the trained context\n"
+    "is used, with a one-line warning (positions past it were never trained: llama.cpp warns\n"
+    "alike). `sqz compress --eval` prints the `sqz eval` line that reproduces its figures.\n\n"
     "Memory: the model file (mapped: pages are read, not copied), the KV cache (2 x layers x\n"
     "ctx x kv width floats), one chunk's activations and logits (ctx x vocabulary floats), per\n"
     "model (twice with a base). Weights are multiplied from their stored blocks (F32/F16/BF16 and\n"
@@ -83,6 +93,15 @@ static int parse_args(int argc, char **argv, eval_args *a) {
     const int bad = sqz_cli_parse("eval", g, 2, argc, argv, NULL);
     if (bad) return bad;
     if (a->base && a->base_logits) return sqz_cli_usage_error("eval", "--base and --base-logits exclude each other");
+    if (a->hold_out) {
+        long long n = 0, t = 0, seed = 0;
+        int used = 0;
+        if (sscanf(a->hold_out, "%lld:%lld:%lld%n", &n, &t, &seed, &used) != 3 || a->hold_out[used] || n < 1 ||
+            n > (1 << 24) || t < 2 || t > (1 << 24) || seed < 0)
+            return sqz_cli_usage_error("eval", "--hold-out '%s': expected N:T:SEED (windows 1..%d, tokens per window "
+                                       "2..%d, seed >= 0), e.g. 128:512:1234", a->hold_out, 1 << 24, 1 << 24);
+        a->held_windows = n, a->held_ctx = t, a->held_seed = seed;
+    }
     return 0;
 }
 
@@ -145,8 +164,10 @@ static sqz_status open_session(const char *path, const eval_args *a, sqz_backend
 
 static void print_decoder(const eval_args *a, const sqz_eval_result *r) {
     printf("model        %s\n", a->path);
-    printf("text         %s: %lld tokens, ctx %lld, %lld chunks, %lld tokens scored\n", a->text,
+    printf("text         %s: %lld tokens, ctx %lld, %lld chunks, %lld tokens scored", a->text,
            (long long)r->n_tokens, (long long)r->ctx, (long long)r->n_chunks, (long long)r->tokens_scored);
+    if (a->hold_out) printf(" (%lld chunks held out)", (long long)r->n_excluded);
+    printf("\n");
     printf("ppl          %.4f +/- %.4f\n", r->ppl, r->ppl_stderr);
     if (r->has_base) {
         printf("base         %s\n", a->base ? a->base : a->base_logits);
@@ -164,19 +185,42 @@ static bool finite_result(const sqz_eval_result *r) {
     return isfinite(r->ppl) && (!r->has_base || (isfinite(r->ppl_base) && isfinite(r->kld_mean)));
 }
 
+/* --hold-out N:T:SEED: the spans of the calibration windows `sqz compress` cuts from the same
+ * ids (sqz_calib_windows_from_ids, as sqz_calib_windows_make), into *spans (malloc'd). */
+static sqz_status hold_out_spans(const eval_args *a, const eval_ctx *c, int64_t (**spans)[2]) {
+    sqz_calib_windows w;
+    sqz_status st = sqz_calib_windows_from_ids(c->ids, (int64_t)c->n_ids, -1, a->held_windows, a->held_ctx,
+                                               (uint64_t)a->held_seed, &w);
+    if (st != SQZ_OK) return st;
+    *spans = malloc((size_t)w.n_windows * sizeof **spans);
+    for (int64_t i = 0; *spans && i < w.n_windows; i++) {
+        (*spans)[i][0] = w.starts[i];
+        (*spans)[i][1] = w.starts[i] + w.ctx;
+    }
+    sqz_calib_windows_free(&w);
+    return *spans ? SQZ_OK : SQZ_ERR_NOMEM;
+}
+
 static sqz_status eval_decoder(const eval_args *a, eval_ctx *c) {
-    int64_t ctx = a->ctx > 0 ? a->ctx : 512;
+    const int64_t ctx = a->ctx;
+    int64_t(*spans)[2] = NULL;
     sqz_status st = sqz_tokenize(c->tok, c->text, c->text_len, true, &c->ids, &c->n_ids);
     if (st == SQZ_OK && a->dump) st = dump_tokens(a->dump, c->ids, c->n_ids);
+    if (st == SQZ_OK && a->held_windows) st = hold_out_spans(a, c, &spans);
     if (st == SQZ_OK) st = new_session(c->m, a, c->be, ctx, &c->s);
     if (st == SQZ_OK && a->base) st = open_session(a->base, a, c->be, ctx, &c->mb, &c->sb);
-    if (st != SQZ_OK) return st;
+    if (st != SQZ_OK) {
+        free(spans);
+        return st;
+    }
     sqz_eval_opts o = sqz_eval_default_opts();
     o.ctx = ctx;
     o.max_chunks = a->chunks;
     o.base = c->sb;
     o.base_logits = a->base_logits;
     o.save_base = a->save_base;
+    o.exclude = (const int64_t(*)[2])spans;
+    o.n_exclude = spans ? a->held_windows : 0;
     int64_t n_chunks = (int64_t)c->n_ids / ctx;
     if (a->chunks > 0 && a->chunks < n_chunks) n_chunks = a->chunks;
     sqz_progress *p = sqz_cli_progress(a->quiet, "eval", n_chunks * ctx, "tokens");
@@ -184,6 +228,7 @@ static sqz_status eval_decoder(const eval_args *a, eval_ctx *c) {
     o.progress_user = p;
     st = sqz_eval_perplexity(c->s, c->ids, (int64_t)c->n_ids, &o, &c->r);
     sqz_progress_end(p);
+    free(spans);
     if (st == SQZ_OK && !finite_result(&c->r)) {
         /* finite weights, yet the activations overflowed: never a "ppl nan" with exit 0 */
         if (c->r.has_base)
@@ -201,7 +246,7 @@ static sqz_status eval_decoder(const eval_args *a, eval_ctx *c) {
 
 /* Encoders: one sequence per non-blank line of the text. */
 static sqz_status eval_encoder(const eval_args *a, eval_ctx *c) {
-    int64_t ctx = a->ctx > 0 ? a->ctx : 256;
+    const int64_t ctx = a->ctx;
     sqz_status st = new_session(c->m, a, c->be, ctx, &c->s);
     if (st == SQZ_OK) st = open_session(a->base, a, c->be, ctx, &c->mb, &c->sb);
     int64_t cap = 64, n = 0;
@@ -249,10 +294,19 @@ static sqz_status eval_encoder(const eval_args *a, eval_ctx *c) {
     return st;
 }
 
+/* Warns in one line when --ctx goes beyond the trained context (llama.cpp: "n_ctx_train <
+ * n_ctx"); after the size checks, so that a refused run says one thing. */
+static void warn_ctx(const eval_args *a, const sqz_model *m) {
+    if (m->hp.ctx_len > 0 && a->ctx > m->hp.ctx_len)
+        fprintf(stderr, "sqz eval: warning: --ctx %lld is beyond the %lld tokens %s was trained on (n_ctx_train < "
+                "n_ctx): positions past them were never trained, the figures are not comparable\n",
+                (long long)a->ctx, (long long)m->hp.ctx_len, a->path);
+}
+
 /* The logits of a chunk (--ctx x vocabulary floats) and the KV cache, for the model and the base,
  * against the memory, before any is allocated: 0, or the usage error's exit status. */
 static int check_sizes(const eval_args *a, const sqz_model *m) {
-    const int64_t ctx = a->ctx > 0 ? a->ctx : sqz_family_get(m->hp.family)->eval_ctx;
+    const int64_t ctx = a->ctx;
     const sqz_size_term t[] = {{"--ctx", ctx}, {"vocab_size", m->hp.vocab_size}, {"bytes per float", 4},
                                {"models", a->base || a->base_logits ? 2 : 1}};
     const sqz_hparams *hp = &m->hp;
@@ -276,17 +330,27 @@ int sqz_cmd_eval(int argc, char **argv) {
     if (st == SQZ_OK) st = sqz_backend_cpu((int)a.threads, &c.be);
     if (st == SQZ_OK) st = sqz_model_open(a.path, &oo, &c.m);
     if (st == SQZ_OK) sqz_cli_model_warnings(a.path, c.m);
+    if (st == SQZ_OK && c.text_len == 0) { /* not "the text has 1 tokens" (the BOS alone) */
+        fprintf(stderr, "sqz: error: %s: the text is empty (0 tokens)\n", a.text);
+        c.reported = true;
+        st = SQZ_ERR_INVALID_ARG;
+    }
+    const bool ctx_given = a.ctx > 0;
+    if (st == SQZ_OK && !ctx_given) a.ctx = sqz_eval_default_ctx(c.m);
     if (st == SQZ_OK && (rc = check_sizes(&a, c.m)) != 0) {
         eval_ctx_free(&c);
         return rc;
     }
+    if (st == SQZ_OK && ctx_given) warn_ctx(&a, c.m);
     if (st == SQZ_OK) st = sqz_model_check_finite(c.m);
     if (st == SQZ_OK) st = sqz_tokenizer_new(&c.m->vocab, &c.tok);
     if (st == SQZ_OK) {
         if (!sqz_family_get(c.m->hp.family)->lm_head) {
-            if (!a.base) {
+            if (!a.base || a.hold_out) {
                 eval_ctx_free(&c);
-                return sqz_cli_usage_error("eval", "an encoder is evaluated against a base: give --base BASE");
+                return sqz_cli_usage_error("eval", a.base ? "--hold-out selects a decoder's chunks; an encoder's "
+                                           "sentences are not held out" : "an encoder is evaluated against a base: "
+                                           "give --base BASE");
             }
             st = eval_encoder(&a, &c);
         } else {

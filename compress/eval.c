@@ -271,17 +271,21 @@ static sqz_status check_args(const sqz_model *mc, const sqz_model *mo, const sqz
 static sqz_status run(ev *e, const char *text, size_t len, sqz_compress_eval *out) {
     const sqz_family_info *fi = sqz_family_get(e->mo->hp.family);
     const bool encoder = !fi->lm_head;
-    SQZ_RETURN_IF(len == 0, SQZ_ERR_INVALID_ARG, "compress eval: %s is empty", e->label);
+    SQZ_RETURN_IF(len == 0, SQZ_ERR_INVALID_ARG, "compress eval: %s: the text is empty (0 tokens)", e->label);
     SQZ_TRY(sqz_tokenizer_new(&e->mo->vocab, &e->tok));
     if (!encoder || e->held) SQZ_TRY(sqz_tokenize(e->tok, text, len, true, &e->ids, &e->n_ids));
     SQZ_RETURN_IF(e->held && e->held->n_text_tokens != (int64_t)e->n_ids, SQZ_ERR_INVALID_ARG,
                   "compress eval: the calibration windows were cut from a text of %lld tokens, %s has %zu: windows "
                   "are held out only of the text they come from", (long long)e->held->n_text_tokens, e->label,
                   e->n_ids);
-    const int64_t dflt = fi->eval_ctx, trained = e->mo->hp.ctx_len;
-    e->ctx = e->o->ctx > 0 ? e->o->ctx : (trained > 0 && trained < dflt ? trained : dflt);
+    e->ctx = e->o->ctx > 0 ? e->o->ctx : sqz_eval_default_ctx(e->mo);
     out->encoder = encoder;
     out->ctx = e->ctx;
+    if (e->held) {
+        out->held_windows = e->held->n_windows;
+        out->held_ctx = e->held->ctx;
+        out->held_seed = e->held->seed;
+    }
     return encoder ? eval_encoder(e, text, len, out) : eval_decoder(e, out);
 }
 
@@ -310,6 +314,59 @@ sqz_status sqz_compress_eval_run(const sqz_model *compressed, const sqz_model *o
     }
     out->done = true;
     snprintf(out->text, sizeof out->text, "%s", text_path ? text_path : "");
+    snprintf(out->tokenizer, sizeof out->tokenizer, "%s", o.tokenizer ? o.tokenizer : "");
     out->seconds = now_s() - t0;
     return SQZ_OK;
+}
+
+/* ---- the command that reproduces it -------------------------------------------------- */
+
+/* Appends the bytes of s to buf[*n..cap) as they are; *n counts what was needed. */
+static void put_raw(char *buf, size_t cap, size_t *n, const char *s) {
+    for (; *s; s++, (*n)++)
+        if (*n + 1 < cap) buf[*n] = *s;
+}
+
+/* Appends a space and s as one POSIX shell word: as it is when every byte is safe, else
+ * single-quoted (a quote inside as '\''). */
+static void put_word(char *buf, size_t cap, size_t *n, const char *s) {
+    bool plain = s[0] != 0;
+    for (const char *p = s; *p && plain; p++)
+        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                strchr("_./+-=:,@%", *p);
+    put_raw(buf, cap, n, *n ? " " : "");
+    if (plain) {
+        put_raw(buf, cap, n, s);
+        return;
+    }
+    put_raw(buf, cap, n, "'");
+    for (char c[2] = {0, 0}; (c[0] = *s) != 0; s++) put_raw(buf, cap, n, c[0] == '\'' ? "'\\''" : c);
+    put_raw(buf, cap, n, "'");
+}
+
+size_t sqz_compress_eval_command(const sqz_compress_eval *e, const char *model, const char *out, char *buf,
+                                 size_t cap) {
+    if (cap) buf[0] = 0;
+    if (!e || !e->done || !model || !out || (e->encoder && e->n_held_out > 0)) return 0;
+    size_t n = 0;
+    char num[96];
+    put_raw(buf, cap, &n, "sqz eval");
+    put_word(buf, cap, &n, out);
+    put_word(buf, cap, &n, "--base");
+    put_word(buf, cap, &n, model);
+    put_word(buf, cap, &n, "--text");
+    put_word(buf, cap, &n, e->text);
+    snprintf(num, sizeof num, " --ctx %lld --chunks %lld", (long long)e->ctx, (long long)e->n_chunks);
+    put_raw(buf, cap, &n, num);
+    if (e->held_windows > 0 && !e->encoder) {
+        snprintf(num, sizeof num, " --hold-out %lld:%lld:%llu", (long long)e->held_windows, (long long)e->held_ctx,
+                 (unsigned long long)e->held_seed);
+        put_raw(buf, cap, &n, num);
+    }
+    if (e->tokenizer[0]) {
+        put_word(buf, cap, &n, "--tokenizer");
+        put_word(buf, cap, &n, e->tokenizer);
+    }
+    if (cap) buf[n < cap ? n : cap - 1] = 0;
+    return n;
 }

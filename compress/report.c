@@ -33,7 +33,7 @@ static bool add_stages(cJSON *o, const sqz_compress_report *r) {
 }
 
 /* "eval": the result against the original, when it was evaluated. */
-static bool add_eval(cJSON *o, const sqz_compress_eval *e) {
+static bool add_eval(cJSON *o, const sqz_compress_eval *e, const char *model, const char *out) {
     if (!e->done) return true;
     cJSON *v = cJSON_AddObjectToObject(o, "eval");
     if (!v) return false;
@@ -53,7 +53,15 @@ static bool add_eval(cJSON *o, const sqz_compress_eval *e) {
         ok &= num(v, "kld_p99", e->kld_p99);
         ok &= num(v, "top1", e->top1);
     }
+    if (e->held_windows > 0) {
+        ok &= num(v, "held_windows", (double)e->held_windows);
+        ok &= num(v, "held_ctx", (double)e->held_ctx);
+        ok &= num(v, "held_seed", (double)e->held_seed);
+    }
     ok &= num(v, "seconds", e->seconds);
+    char cmd[2048]; /* `sqz eval` reproduces these figures; the paths fit (text 256, tokenizer 256) */
+    const size_t need = model && out ? sqz_compress_eval_command(e, model, out, cmd, sizeof cmd) : 0;
+    if (need > 0 && need < sizeof cmd) ok &= cJSON_AddStringToObject(v, "command", cmd) != NULL;
     return ok;
 }
 
@@ -261,7 +269,7 @@ char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, 
         ok &= num(e, "seconds", b->seconds);
     }
     ok &= add_stages(o, r);
-    ok &= add_eval(o, &r->eval);
+    ok &= add_eval(o, &r->eval, model, out);
     ok &= add_layerdrop(o, r->layerdrop);
     ok &= add_prune(o, r->prune);
     char *s = ok ? cJSON_Print(o) : NULL;

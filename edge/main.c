@@ -1,8 +1,8 @@
 /*
  * edge/main.c - sqz-edge: run a bundle.
  *
- *   sqz-edge BUNDLE -p PROMPT -n N [--key PUB] [--ctx N] [--temp T] [--top-p P] [--seed S]
- *            [--ids] [--dump-logits FILE] [--memory] [--manifest] [--version]
+ *   sqz-edge BUNDLE -p PROMPT -n N [--chat [--system TEXT]] [--key PUB] [--ctx N] [--temp T]
+ *            [--top-p P] [--seed S] [--ids] [--dump-logits FILE] [--memory] [--manifest] [--version]
  *
  * The bundle is mapped and checked (CRCs; the signature and digests with --key), the memory
  * the context needs is printed before anything is allocated, then one arena is allocated and
@@ -28,22 +28,27 @@
 #define SQZ_EDGE_VERSION "0.1.0"
 
 typedef struct args {
-    const char *bundle, *prompt, *key, *dump;
+    const char *bundle, *prompt, *key, *dump, *system;
     long long n, ctx, seed;
     double temp, top_p;
-    int ids, memory_only, manifest;
+    int ids, memory_only, manifest, chat;
 } args;
 
 static int usage(const char *msg) {
     if (msg) fprintf(stderr, "sqz-edge: %s (see 'sqz-edge --help')\n", msg);
     FILE *o = msg ? stderr : stdout;
-    fprintf(o, "usage: sqz-edge BUNDLE [-p PROMPT] [-n N] [--key PUB] [--ctx N] [--temp T] [--top-p P]\n"
-               "                [--seed S] [--ids] [--dump-logits FILE] [--memory] [--manifest]\n\n"
+    fprintf(o, "usage: sqz-edge BUNDLE [-p PROMPT] [-n N] [--chat [--system TEXT]] [--key PUB] [--ctx N]\n"
+               "                [--temp T] [--top-p P] [--seed S] [--ids] [--dump-logits FILE] [--memory]\n"
+               "                [--manifest]\n\n"
                "Runs an sqz bundle (.sqzb): continues PROMPT with up to N new tokens (default 64),\n"
                "greedy at temperature 0, as `sqz generate` does on the same bundle.\n\n"
                "options:\n"
                "  -p, --prompt TEXT     text to continue (default: empty, from BOS alone)\n"
                "  -n, --tokens N        new tokens (default 64)\n"
+               "  --chat                PROMPT is a user message to an Instruct model, in ChatML (SmolLM2,\n"
+               "                        Qwen2.5): as `sqz generate --chat --chat-format chatml`; the bundle\n"
+               "                        carries no template, so no default system message either\n"
+               "  --system TEXT         with --chat: a system message before the prompt\n"
                "  --key PUB             verify the Ed25519 signature with this 32-byte public key\n"
                "  --ctx N               context positions to reserve (default: enough for PROMPT and N)\n"
                "  --temp T              sampling temperature, 0 for greedy (default 0)\n"
@@ -88,6 +93,7 @@ static int parse(int argc, char **argv, args *a) {
         else if (!strcmp(o, "--ids")) { a->ids = 1; val = 0; }
         else if (!strcmp(o, "--memory")) { a->memory_only = 1; val = 0; }
         else if (!strcmp(o, "--manifest")) { a->manifest = 1; val = 0; }
+        else if (!strcmp(o, "--chat")) { a->chat = 1; val = 0; }
         else if (o[0] != '-' || !o[1]) {
             if (a->bundle) return usage("more than one BUNDLE");
             a->bundle = o;
@@ -95,6 +101,7 @@ static int parse(int argc, char **argv, args *a) {
         } else if (!v) return usage("an option without its value");
         else if (!strcmp(o, "-p") || !strcmp(o, "--prompt")) a->prompt = v;
         else if (!strcmp(o, "--key")) a->key = v;
+        else if (!strcmp(o, "--system")) a->system = v;
         else if (!strcmp(o, "--dump-logits")) a->dump = v;
         else if (!strcmp(o, "-n") || !strcmp(o, "--tokens")) { if (num(v, 0, 1 << 24, &a->n)) return usage("-n: 0 to 2^24"); }
         else if (!strcmp(o, "--ctx")) { if (num(v, 1, 1 << 24, &a->ctx)) return usage("--ctx: 1 to 2^24"); }
@@ -112,6 +119,7 @@ static int parse(int argc, char **argv, args *a) {
         i += val;
     }
     if (!a->bundle) return usage("BUNDLE is required");
+    if (a->system && !a->chat) return usage("--system goes with --chat");
     return 0;
 }
 
@@ -157,29 +165,100 @@ static int read_key(const char *path, uint8_t key[32]) {
     return 0;
 }
 
-static int run(const args *a, sqze_model *m, FILE *dump) {
+/* ---- --chat: ChatML ----
+ * <|im_start|>system\nSYSTEM<|im_end|>\n (with --system) <|im_start|>user\nPROMPT<|im_end|>\n
+ * <|im_start|>assistant\n, as runtime/chat.c renders ChatML and sqz's tokenizer reads it: the
+ * control tokens by their ids, the text between them tokenized as a whole, no BOS of the
+ * vocabulary's (the template writes none; docs/generate.md). */
+static char chat_text[1 << 16]; /* one turn's text, static: the arena is the only allocation */
+
+static int chat_push(sqze_model *m, int32_t id, int64_t *n) {
+    if ((uint64_t)*n >= m->ctx) return 1;
+    m->tokens[(*n)++] = id;
+    return 0;
+}
+
+/* Appends <|im_start|>ROLE\nCONTENT (and <|im_end|>\n when close) to m->tokens[*n..), and prints
+ * it unless quiet; 0, or 1 with err set. */
+static int chat_turn(sqze_model *m, const int32_t mark[2], const char *role, const char *content, int close,
+                     int quiet, int64_t *n, char *err, size_t cap) {
+    const size_t lr = strlen(role), lc = strlen(content);
+    if (lr + 1 + lc >= sizeof chat_text) {
+        snprintf(err, cap, "--chat: a message of %zu bytes (at most %zu)", lc, sizeof chat_text - lr - 2);
+        return 1;
+    }
+    memcpy(chat_text, role, lr);
+    chat_text[lr] = '\n';
+    memcpy(chat_text + lr + 1, content, lc);
+    if (chat_push(m, mark[0], n)) goto full;
+    int64_t k = sqze_tokenize(m, chat_text, lr + 1 + lc, 0, m->tokens + *n, m->ctx - (uint64_t)*n, err, cap);
+    if (k < 0) return 1;
+    *n += k;
+    if (close && (chat_push(m, mark[1], n) || (k = sqze_tokenize(m, "\n", 1, 0, m->tokens + *n,
+                                                                  m->ctx - (uint64_t)*n, err, cap)) < 0))
+        goto full;
+    if (close) *n += k;
+    if (!quiet) printf("<|im_start|>%s\n%s%s", role, content, close ? "<|im_end|>\n" : "");
+    return 0;
+full:
+    snprintf(err, cap, "--chat: the conversation is more than the %u positions of the context (--ctx)",
+             (unsigned)m->ctx);
+    return 1;
+}
+
+/* The ids of the conversation in m->tokens; their count, or -1 after printing the error. */
+static int64_t chat_prompt(const args *a, sqze_model *m) {
+    char err[256];
+    const int32_t mark[2] = {sqze_token_find(m, "<|im_start|>", 12), sqze_token_find(m, "<|im_end|>", 10)};
+    if (mark[0] < 0 || mark[1] < 0 || !sqze_token_is_control(m, mark[0]) || !sqze_token_is_control(m, mark[1])) {
+        fprintf(stderr, "sqz-edge: error: %s: --chat renders ChatML (SmolLM2, Qwen2.5), and the vocabulary has no "
+                        "<|im_start|> / <|im_end|> control tokens\n", a->bundle);
+        return -1;
+    }
+    int64_t n = 0;
+    int bad = 0;
+    if (a->system) bad = chat_turn(m, mark, "system", a->system, 1, a->ids, &n, err, sizeof err);
+    if (!bad) bad = chat_turn(m, mark, "user", a->prompt, 1, a->ids, &n, err, sizeof err);
+    if (!bad) bad = chat_turn(m, mark, "assistant", "", 0, a->ids, &n, err, sizeof err);
+    if (bad) {
+        fflush(stdout);
+        fprintf(stderr, "sqz-edge: error: %s: %s\n", a->bundle, err);
+        return -1;
+    }
+    return n;
+}
+
+/* The prompt's ids in m->tokens: their count, or -1 after printing the error. */
+static int64_t plain_prompt(const args *a, sqze_model *m) {
     char err[256];
     int32_t *ids = m->tokens; /* ctx ids in the arena */
     int64_t n = sqze_tokenize(m, a->prompt, strlen(a->prompt), 1, ids, m->ctx, err, sizeof err);
     if (n < 0) {
         fprintf(stderr, "sqz-edge: error: %s: %s\n", a->bundle, err);
-        return 1;
+        return -1;
     }
     if (n == 0) {
         if (sqze_bos(m) < 0) {
             fprintf(stderr, "sqz-edge: error: %s: the prompt is empty and the vocabulary has no BOS token\n", a->bundle);
-            return 1;
+            return -1;
         }
         ids[n++] = sqze_bos(m);
     }
+    return n;
+}
+
+static int run(const args *a, sqze_model *m, FILE *dump) {
+    int32_t *ids = m->tokens;
+    const int64_t n = a->chat ? chat_prompt(a, m) : plain_prompt(a, m); /* --chat prints its prompt */
+    if (n < 0) return 1;
     if ((uint64_t)n + (uint64_t)a->n > m->ctx) {
         fprintf(stderr, "sqz-edge: error: %lld prompt tokens + %lld new exceed the context of %u (--ctx)\n",
                 (long long)n, a->n, (unsigned)m->ctx);
         return 1;
     }
     char piece[4 * SQZB_MAX_TOKEN_LEN + 8];
-    int first = 1;
-    if (!a->ids) {
+    int first = !a->chat;
+    if (!a->ids && !a->chat) {
         for (int64_t i = 0; i < n; i++) {
             size_t k = sqze_token_text(m, first, ids[i], piece, sizeof piece);
             if (k) first = 0;
@@ -242,6 +321,7 @@ int main(int argc, char **argv) {
     /* enough positions for any tokenization of the prompt: a token spells at least one byte,
      * plus the prefix, BOS and EOS */
     uint64_t ctx = a.ctx ? (uint64_t)a.ctx : strlen(a.prompt) + 3 + (uint64_t)a.n;
+    if (!a.ctx && a.chat) ctx += (a.system ? strlen(a.system) : 0) + 24; /* the turns' marks, roles, newlines */
     if (ctx > (1u << 24)) ctx = 1u << 24;
     if (a.manifest) { /* after the checks (and the signature, with --key): provenance one can trust */
         sqze_section s;

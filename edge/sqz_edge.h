@@ -127,6 +127,8 @@ int64_t sqze_tokenize(sqze_model *m, const char *text, size_t len, int add_bos, 
  * (SPM then drops the space its prefix added). Control tokens add nothing. */
 size_t sqze_token_text(const sqze_model *m, int first, int32_t id, char *buf, size_t cap);
 int sqze_token_is_control(const sqze_model *m, int32_t id);
+/* The token spelled exactly s[0..n) (a control token only when no ordinary one is), -1 if none. */
+int32_t sqze_token_find(const sqze_model *m, const char *s, size_t n);
 int32_t sqze_bos(const sqze_model *m);
 int32_t sqze_eos(const sqze_model *m);
 uint32_t sqze_vocab_size(const sqze_model *m);

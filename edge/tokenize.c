@@ -278,6 +278,9 @@ size_t sqze_token_text(const sqze_model *m, int first, int32_t id, char *buf, si
 int sqze_token_is_control(const sqze_model *m, int32_t id) {
     return id >= 0 && (uint32_t)id < m->vocab.n_tokens && m->tok_type[id] == T_CONTROL;
 }
+int32_t sqze_token_find(const sqze_model *m, const char *s, size_t n) {
+    return n > 0xFFFFFFFFu ? -1 : sqze__tok_find(m, (const uint8_t *)s, (uint32_t)n);
+}
 int32_t sqze_bos(const sqze_model *m) { return m->vocab.bos; }
 int32_t sqze_eos(const sqze_model *m) { return m->vocab.eos; }
 uint32_t sqze_vocab_size(const sqze_model *m) { return m->hp.vocab_size; }

@@ -19,6 +19,11 @@ sqz_eval_opts sqz_eval_default_opts(void) {
     return o;
 }
 
+int64_t sqz_eval_default_ctx(const sqz_model *m) {
+    const int64_t dflt = sqz_family_get(m->hp.family)->eval_ctx, trained = m->hp.ctx_len;
+    return trained > 0 && trained < dflt ? trained : dflt;
+}
+
 void sqz_eval_result_free(sqz_eval_result *r) {
     if (!r) return;
     free(r->kld_values);

@@ -19,8 +19,8 @@
  * they are collected). Under `mpirun -np N` (sqz/dist.h) every rank holds and runs about
  * n_windows / N windows and the ranks exchange the tree's nodes: the statistics, and everything
  * computed from them, are the same bits for every N (docs/distributed.md).
- * Memory of X: n_windows * ctx * d_model * 4 bytes: 128 x 512 x 576 floats = 151 MB for
- * SmolLM2-135M at the default 128 x 512; 16 x 256 = 9.4 MB. The statistics of one block:
+ * Memory of X: n_windows * ctx * d_model * 4 bytes: 32 x 512 x 576 floats = 37.7 MB for
+ * SmolLM2-135M at the default 32 x 512; 128 x 512 = 151 MB; 16 x 256 = 9.4 MB. The statistics of one block:
  * per distinct input (q|k|v, o, gate|up, down) n_in^2 doubles for the Hessian (SmolLM2: 2.6 MB
  * for d_model 576, 18.9 MB for d_ff 1536), a few n_in vectors, a 2048-bin histogram and the
  * sample rows (sample_rows x n_in floats).
@@ -81,7 +81,11 @@ extern "C" {
  * Calibration windows
  * ====================================================================================== */
 
-#define SQZ_CALIB_DEFAULT_SAMPLES 128
+/* 32 x 512 = 16,384 tokens: full-rank Hessians for inputs up to 16,384 wide (Qwen2.5-1.5B's
+ * d_ff 8,960 included), about 4 minutes for SmolLM2-135M on two cores; 128 windows took 16
+ * minutes there and gave no better result (docs/compress.md, "Defaults"). A plain integer
+ * literal: command-line tables and help texts print it. */
+#define SQZ_CALIB_DEFAULT_SAMPLES 32
 #define SQZ_CALIB_DEFAULT_CTX 512
 #define SQZ_CALIB_DEFAULT_SEED 1234 /* a plain integer literal: command-line tables print it as their default */
 

@@ -116,6 +116,9 @@ typedef struct sqz_compress_eval {
     int64_t ctx;               /* chunk length in tokens */
     int64_t n_chunks;          /* chunks evaluated */
     int64_t n_held_out;        /* chunks skipped because they overlap a calibration window */
+    int64_t held_windows, held_ctx; /* the calibration windows held out (0: none were given): */
+    uint64_t held_seed;        /* `sqz eval --hold-out N:T:SEED` holds out the same chunks */
+    char tokenizer[256];       /* the tokenizer file the models were opened with ("": their own) */
     int64_t tokens_scored;
     double ppl_base, ppl, delta_ppl;   /* perplexity of the original, of the result, difference */
     double kld_mean, kld_p99;  /* KL(original || result) per token, nats */
@@ -473,10 +476,21 @@ typedef struct sqz_compress_eval_opts {
     sqz_backend *backend;     /* borrowed; NULL = each session makes its own CPU backend */
     sqz_progress_fn progress; /* optional: done / total in tokens (decoders) or sentences (encoders) */
     void *progress_user;
+    const char *tokenizer;    /* optional: the tokenizer file the models were opened with, for the
+                                 command that reproduces the figures (sqz_compress_eval_command) */
 } sqz_compress_eval_opts;
 
 /* Everything 0 / NULL: the defaults above. */
 SQZ_API sqz_compress_eval_opts sqz_compress_eval_default_opts(void);
+
+/* The `sqz eval` command line that reproduces a decoder's evaluation e of the result written
+ * to `out` against the original `model`: --ctx and --chunks as evaluated, and --hold-out
+ * N:T:SEED when calibration windows were held out (paths quoted for a POSIX shell where
+ * needed). Writes at most cap bytes with a terminating NUL (cap >= 1); returns the length it
+ * needs, as snprintf, or 0 when there is no such command: not evaluated, or an encoder whose
+ * held-out sentences `sqz eval` cannot select (then buf is ""). */
+SQZ_API size_t sqz_compress_eval_command(const sqz_compress_eval *e, const char *model, const char *out, char *buf,
+                                         size_t cap);
 
 /*
  * Evaluates `compressed` against `original` on a text and fills *out (out->done true), with

@@ -66,6 +66,13 @@ typedef struct sqz_eval_opts {
 /* ctx 512, max_chunks 0, bos -1, add_bos -1, everything else NULL / 0. */
 SQZ_API sqz_eval_opts sqz_eval_default_opts(void);
 
+/* The evaluation context of `sqz eval` and `sqz compress --eval` when none is given, one rule
+ * for both: the family's default (decoders: llama.cpp's 512 tokens per chunk; encoders: 256
+ * tokens per sentence) capped by the context the model was trained on (hp.ctx_len, when
+ * known). A context given explicitly is used as given, beyond the trained one too (the
+ * command lines warn then, as llama.cpp does when n_ctx_train < n_ctx). */
+SQZ_API int64_t sqz_eval_default_ctx(const sqz_model *m);
+
 typedef struct sqz_eval_result {
     /* perplexity (decoders) */
     double ppl, ppl_stderr, nll_mean;

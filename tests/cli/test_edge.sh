@@ -38,6 +38,12 @@ got=$("$edge" "$tmp/t.sqzb" -p "$prompt" -n 32 --ids --temp 0.8 --top-p 0.9 --se
 check "sampled tokens (T 0.8, top-p 0.9, seed 7) equal sqz generate's" '[ -n "$want" ] && [ "$got" = "$want" ]'
 want=$("$sqz" generate "$tmp/t.sqzb" -n 16 --ids | ids)
 check "empty prompt (BOS alone)" '[ "$("$edge" "$tmp/t.sqzb" -n 16 --ids 2>/dev/null | ids)" = "$want" ]'
+# --chat renders ChatML; a vocabulary without its control tokens is refused in one line
+"$edge" "$tmp/s.sqzb" --chat -p "hi" -n 4 > /dev/null 2> "$tmp/err"; rc=$?
+check "--chat on a vocabulary without <|im_start|>/<|im_end|>: exit 1, one line saying so" \
+  '[ $rc -eq 1 ] && [ "$(grep -vc "memory for" "$tmp/err")" -eq 1 ] && grep -q "im_start" "$tmp/err"' || cat "$tmp/err"
+"$edge" "$tmp/s.sqzb" --system "x" -p "hi" > /dev/null 2> "$tmp/err"; rc=$?
+check "--system without --chat: exit 2" '[ $rc -eq 2 ] && grep -q -- "--system goes with --chat" "$tmp/err"'
 text=$("$edge" "$tmp/s.sqzb" -p "$prompt" -n 20 2>/dev/null)
 check "text output starts with the prompt" '[ "${text#"$prompt"}" != "$text" ]'
 

@@ -29,6 +29,20 @@ for b in q41 q40; do
     check "$b: sqz-edge greedy tokens == sqz generate (24)" '[ -n "$want" ] && [ "$got" = "$want" ]' ||
         printf '  sqz:      %s\n  sqz-edge: %s\n' "$want" "$got"
 done
+# --chat (ChatML) as `sqz generate --chat --chat-format chatml` (the bundle carries no template):
+# the same ids, and the same text (the rendered conversation, then the reply)
+q="What is the capital of France?"
+for sys in "" "Answer in one word."; do
+    so=(); [ -n "$sys" ] && so=(--system "$sys")
+    want=$("$sqz" generate "$tmp/q41.sqzb" --chat --chat-format chatml "${so[@]}" -p "$q" -n 16 --ids | ids)
+    got=$("$edge" "$tmp/q41.sqzb" --chat "${so[@]}" -p "$q" -n 16 --ids 2>/dev/null | ids)
+    check "--chat${sys:+ --system}: sqz-edge's ids == sqz generate --chat-format chatml's ($want)" \
+        '[ -n "$want" ] && [ "$got" = "$want" ]' || printf '  sqz:      %s\n  sqz-edge: %s\n' "$want" "$got"
+    "$sqz" generate "$tmp/q41.sqzb" --chat --chat-format chatml "${so[@]}" -p "$q" -n 16 > "$tmp/cw" 2>/dev/null
+    "$edge" "$tmp/q41.sqzb" --chat "${so[@]}" -p "$q" -n 16 > "$tmp/cg" 2>/dev/null
+    check "--chat${sys:+ --system}: the same text on stdout" 'grep -q "<|im_start|>assistant" "$tmp/cw" && cmp -s "$tmp/cw" "$tmp/cg"' ||
+        diff "$tmp/cw" "$tmp/cg"
+done
 /usr/bin/time -f "maxrss_kb %M" "$edge" "$tmp/q40.sqzb" -p "$prompt" -n 64 --ids > /dev/null 2> "$tmp/e"
 ann=$(sed -n 's/.*bytes of arena = \([0-9]*\) bytes.*/\1/p' "$tmp/e")
 rss=$(( $(sed -n 's/^maxrss_kb \([0-9]*\)/\1/p' "$tmp/e") * 1024 ))

@@ -111,4 +111,12 @@ check "the table reader sees convert's -o, --output and MODEL" \
 rows "$src/cli/calib_common.c" > "$tmp/cal"
 check "the table reader sees --calib and its alias --text" \
   'grep -qx "value --calib" "$tmp/cal" && grep -qx "alias --text" "$tmp/cal"'
+# convert's usage line lists exactly the choices its --to and --dtype rows accept (f64 included)
+"$sqz" convert --help > "$tmp/convh" 2>&1
+for o in to dtype; do
+  u=$(sed -n "s/.*\[--$o \([^] ]*\)\].*/\1/p" "$tmp/convh" | head -n 1)
+  r=$(awk -v o="--$o" '$1 == o { print $2; exit }' "$tmp/convh")
+  check "convert: the usage line's --$o choices ($u) are the row's ($r)" '[ -n "$u" ] && [ "$u" = "$r" ]'
+done
+check "convert: --dtype lists f64" 'grep -q "^ *\[--dtype [^]]*f64" "$tmp/convh"'
 [ "$fails" -eq 0 ]

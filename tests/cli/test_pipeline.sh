@@ -31,6 +31,7 @@ jget() { "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("
 # ---- drop a block: GGUF ----
 "$sqz" compress "$s260" --drop-layers 2 -o "$tmp/d.gguf" > "$tmp/out" 2>&1
 check "--drop-layers 2 -> GGUF" '[ $? -eq 0 ] && grep -q "5 -> 4" "$tmp/out"' || cat "$tmp/out"
+check "the summary's size says it counts the tensors" 'grep -q "^size  *tensors [0-9.]* MB -> [0-9.]* MB (" "$tmp/out"' || grep "^size" "$tmp/out"
 check "gguf-py: block_count 4, tensors blk.0..blk.3 only" '"$py" - "$tmp/d.gguf" <<PY
 import sys
 try:
@@ -134,9 +135,52 @@ PY' || cat "$tmp/out"
 check "--eval: the summary prints the accuracy" 'grep -q "^accuracy .*KLD" "$tmp/out"'
 head -c 40000 "$wiki" > "$tmp/small.txt"
 "$sqz" compress "$s260" --quant q8_0:pure -o "$tmp/ho.gguf" --calib "$tmp/small.txt" --calib-samples 16 --calib-ctx 128 \
-  --eval "$tmp/small.txt" --eval-ctx 128 --report "$tmp/ho.json" > "$tmp/out" 2>&1
+  --eval "$tmp/small.txt" --eval-ctx 128 --eval-chunks 0 --report "$tmp/ho.json" > "$tmp/out" 2>&1
 check "--eval on the calibration text holds out the chunks that overlap its windows" \
   '[ "$(jget "$tmp/ho.json" "[\"eval\"][\"held_out\"]")" -ge 16 ] && [ "$(jget "$tmp/ho.json" "[\"eval\"][\"chunks\"]")" -gt 0 ]' || cat "$tmp/out"
+# the summary's (and the report's) `sqz eval` line reproduces the figures, held-out chunks included
+"$sqz" compress "$s260" --quant q4_0:gptq -o "$tmp/rp.gguf" --calib "$tmp/small.txt" --calib-samples 16 \
+  --calib-ctx 128 --eval "$tmp/small.txt" --eval-ctx 128 --eval-chunks 40 --report "$tmp/rp.json" > "$tmp/out" 2>&1
+cmd=$(sed -n 's/^  reproduce  //p' "$tmp/out")
+check "--eval: the summary prints the sqz eval line, the report the same" \
+  '[ -n "$cmd" ] && [ "$cmd" = "$(jget "$tmp/rp.json" "[\"eval\"][\"command\"]")" ] && [[ "$cmd" == *"--hold-out 16:128:1234"* ]]' || cat "$tmp/out"
+# shellcheck disable=SC2086 # the line is words without spaces in them
+"$sqz" ${cmd#sqz } --json "$tmp/rp_eval.json" > "$tmp/out2" 2>&1
+check "that sqz eval line gives the same ppl, base ppl, KLD, top-1, chunks and held-out chunks" '"$py" - "$tmp/rp.json" "$tmp/rp_eval.json" <<PY
+import json, sys
+c = json.load(open(sys.argv[1]))["eval"]; e = json.load(open(sys.argv[2]))
+assert c["held_out"] > 0 and c["held_out"] == e["n_excluded"], (c, e)
+assert c["chunks"] == e["n_chunks"] == 40 and c["tokens_scored"] == e["tokens_scored"], (c, e)
+for k, v in (("ppl", "ppl"), ("ppl_base", "ppl_base"), ("kld_mean", "kld_mean"), ("top1", "top1_agree")):
+    assert abs(c[k] - e[v]) <= 1e-9 * abs(c[k]), (k, c[k], e[v])
+PY' || { cat "$tmp/out2"; cat "$tmp/rp_eval.json"; }
+
+# ---- the evaluation context: one rule for eval and compress --eval ----
+tok=$data/models/stories260K/tok512.bin
+"$sqz" eval "$s260" --tokenizer "$tok" --text "$tmp/small.txt" --chunks 1 --quiet > "$tmp/out" 2> "$tmp/err"
+check "sqz eval: the default context is 512 (stories260K was trained on 512), no warning" \
+  'grep -q "ctx 512," "$tmp/out" && [ ! -s "$tmp/err" ]' || cat "$tmp/out" "$tmp/err"
+"$sqz" eval "$s260" --tokenizer "$tok" --text "$tmp/small.txt" --ctx 1024 --chunks 1 --quiet > "$tmp/out" 2> "$tmp/err"
+check "sqz eval --ctx 1024 beyond the trained 512: runs, with one warning line" \
+  '[ $? -eq 0 ] && grep -q "ctx 1024," "$tmp/out" && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "warning: --ctx 1024 is beyond the 512 tokens" "$tmp/err"' || cat "$tmp/err"
+"$sqz" compress "$s260" --quant q8_0 -o "$tmp/cx.gguf" --eval "$tmp/small.txt" --eval-ctx 1024 --eval-chunks 1 --quiet \
+  > "$tmp/out" 2> "$tmp/err"
+check "compress --eval-ctx 1024 beyond the trained 512: the same one warning line" \
+  '[ -s "$tmp/cx.gguf" ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "warning: --eval-ctx 1024 is beyond the 512 tokens" "$tmp/err"' || cat "$tmp/err"
+: > "$tmp/empty.txt"
+"$sqz" eval "$s260" --tokenizer "$tok" --text "$tmp/empty.txt" > /dev/null 2> "$tmp/err"; rc=$?
+check "sqz eval on an empty text: exit 1, one line: the text is empty (0 tokens)" \
+  '[ $rc -eq 1 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "empty.txt: the text is empty (0 tokens)" "$tmp/err"' || cat "$tmp/err"
+"$sqz" compress "$s260" --quant q4_0:gptq -o "$tmp/e.gguf" --calib "$tmp/empty.txt" --quiet > /dev/null 2> "$tmp/err"; rc=$?
+check "compress --calib an empty text: exit 1, the text is empty (0 tokens)" \
+  '[ $rc -eq 1 ] && grep -q "the text is empty (0 tokens)" "$tmp/err" && [ ! -e "$tmp/e.gguf" ]' || cat "$tmp/err"
+
+# a legacy .dat importance matrix records its chunks, not their size: "not recorded", not "0 tokens"
+src=${SQZ_SOURCE_DIR:-$(dirname "$0")/../..}
+"$sqz" compress "$s260" --quant q4_k_m:imatrix --imatrix "$src/tests/data/imatrix/stories260K.imatrix.dat" \
+  -o "$tmp/im.gguf" --quiet > "$tmp/out" 2>&1
+check "--imatrix FILE.dat: chunks 16, chunk size not recorded" \
+  'grep -q "^calibration .*llama-imatrix: chunks 16, chunk size not recorded)" "$tmp/out"' || cat "$tmp/out"
 
 # ---- errors ----
 n0=$(ls "$tmp" | wc -l)

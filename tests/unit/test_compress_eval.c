@@ -271,6 +271,36 @@ static void test_encoder(void **state) {
     assert_int_equal(q.n_chunks, 10);
 }
 
+/* The `sqz eval` line that reproduces an evaluation: --ctx, --chunks, --hold-out, --tokenizer,
+ * paths quoted for a shell where needed; none for an encoder with held-out sentences. */
+static void test_command(void **state) {
+    (void)state;
+    sqz_compress_eval e;
+    memset(&e, 0, sizeof e);
+    e.done = true;
+    e.ctx = 512;
+    e.n_chunks = 32;
+    snprintf(e.text, sizeof e.text, "wiki.test.raw");
+    char buf[512];
+    size_t n = sqz_compress_eval_command(&e, "m.gguf", "q.gguf", buf, sizeof buf);
+    assert_string_equal(buf, "sqz eval q.gguf --base m.gguf --text wiki.test.raw --ctx 512 --chunks 32");
+    assert_int_equal(n, strlen(buf));
+    e.held_windows = 128, e.held_ctx = 512, e.held_seed = 1234;
+    snprintf(e.tokenizer, sizeof e.tokenizer, "tok512.bin");
+    n = sqz_compress_eval_command(&e, "my model's dir", "out dir/q.gguf", buf, sizeof buf);
+    assert_string_equal(buf, "sqz eval 'out dir/q.gguf' --base 'my model'\\''s dir' --text wiki.test.raw --ctx 512 "
+                             "--chunks 32 --hold-out 128:512:1234 --tokenizer tok512.bin");
+    /* a short buffer: truncated, NUL-terminated, the needed length returned */
+    char small[16];
+    assert_int_equal(sqz_compress_eval_command(&e, "my model's dir", "out dir/q.gguf", small, sizeof small), n);
+    assert_int_equal(strlen(small), sizeof small - 1);
+    e.encoder = true, e.n_held_out = 3;
+    assert_int_equal(sqz_compress_eval_command(&e, "m", "q", buf, sizeof buf), 0);
+    assert_string_equal(buf, "");
+    e.encoder = false, e.done = false;
+    assert_int_equal(sqz_compress_eval_command(&e, "m", "q", buf, sizeof buf), 0);
+}
+
 int main(void) {
     if (!sqz_test_needs(sqz_test_data("models/stories260K/stories260K.bin")) ||
         !sqz_test_needs(sqz_test_data("data/wiki.test.raw")))
@@ -280,6 +310,7 @@ int main(void) {
         cmocka_unit_test(test_quantized_matches_direct),
         cmocka_unit_test(test_held_out_windows),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_command),
         cmocka_unit_test_setup_teardown(test_encoder, setup_encoder, teardown),
     };
     return sqz_test_run(tests, setup, teardown);
