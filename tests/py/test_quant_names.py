@@ -14,8 +14,8 @@
      SmolLM2 in F16 (llama-quantize's own F16 form), `sqz compress --quant T` and `llama-quantize
      F16 T` write the same tensors, type and bytes, for Q4_0, Q8_0, Q2_K and IQ4_XS, and with an
      importance matrix of llama-imatrix (`--quant t:imatrix --imatrix F`) for Q4_0 and IQ4_XS;
-     the metadata differ only by sqz's explicit general.alignment (32, llama.cpp's default) and
-     llama-quantize's quantize.imatrix.* keys.
+     every metadata value is the same; the files differ only in the order of the metadata, sqz's
+     explicit general.alignment (32, llama.cpp's default) and llama-quantize's quantize.imatrix.* keys.
 Exit 77 without the gguf package or the models.
 """
 import json
@@ -56,6 +56,15 @@ def tensors(path):
 
 def keys(path):
     return {k for k in gguf.GGUFReader(path).fields if not k.startswith("GGUF.")}
+
+
+def values(path):
+    """key -> (types, value bytes) of every metadata key."""
+    out = {}
+    for k, f in gguf.GGUFReader(path).fields.items():
+        if not k.startswith("GGUF."):
+            out[k] = (list(f.types), b"".join(bytes(f.parts[i]) for i in f.data))
+    return out
 
 
 def names(tmp):
@@ -138,6 +147,9 @@ def live(tmp, bindir):
         diff = [n for n in ta if ta[n] != tb.get(n)]
         extra = keys(b) - keys(a)
         missing = {k for k in keys(a) - keys(b) if not k.startswith("quantize.imatrix.")}
+        va, vb = values(a), values(b)
+        unequal = sorted(k for k in va if k in vb and va[k] != vb[k])
+        check(not unequal, "--quant %s: every metadata value llama-quantize wrote is sqz's (differ: %s)" % (spec, unequal))
         check(r.returncode == 0 and not diff and len(ta) == len(tb) and extra <= {"general.alignment"} and not missing,
               "--quant %s = llama-quantize %s%s: %d tensors, %d differ; keys only sqz's %s, only llama.cpp's %s"
               % (spec, t, " --imatrix" if with_im else "", len(ta), len(diff), sorted(extra), sorted(missing)))
