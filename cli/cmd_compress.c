@@ -147,10 +147,10 @@ void sqz_cmd_compress_usage(FILE *out) {
     fprintf(out, "\nMore: docs/compress.md (passes, recipes), docs/quantization.md (methods, formats).\n");
 }
 
-/* "size": the tensor data before and after, what the ratio and the bits count (not the file's
- * size: headers, metadata, tokenizer and alignment come on top; the file is only staged while
- * the summary prints, its commit waits for the end of the run). */
-static void print_size(const sqz_compress_report *r, int64_t quantized) {
+/* "size": the tensor data before and after, what the ratio and the bits count; then the output's
+ * own bytes (headers, metadata, tokenizer and alignment on top: the staged file, which the end of
+ * the run puts in place). */
+static void print_size(const sqz_compress_report *r, int64_t quantized, const char *out) {
     char words[256];
     sqz_cli_size_words(r->bytes_before, r->bytes_after, words, sizeof words);
     printf("size         tensors %.3f MB -> %.3f MB (%s)", (double)r->bytes_before / 1e6, (double)r->bytes_after / 1e6,
@@ -158,7 +158,10 @@ static void print_size(const sqz_compress_report *r, int64_t quantized) {
     if (r->params_after != r->params)
         printf("; %.3f M -> %.3f M parameters", (double)r->params / 1e6, (double)r->params_after / 1e6);
     if (quantized) printf("; %.3f bits/weight quantized", r->bpw_quantized);
-    printf("; %.3f bits/param overall\n", r->bpw_model);
+    printf("; %.3f bits/param overall", r->bpw_model);
+    const int64_t file = sqz_io_output_bytes(out);
+    if (file >= 0) printf("; file %.3f MB", (double)file / 1e6);
+    printf("\n");
 }
 
 /* "accuracy" and the `sqz eval` line that reproduces it. */
@@ -223,7 +226,7 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
         sqz_cli_requant_words(r, hint, sizeof hint);
         if (hint[0]) printf("requantized  %s\n", hint);
     }
-    print_size(r, lc.quantized);
+    print_size(r, lc.quantized, a->out);
     if (n_err)
         printf("output err   mean %.5f, worst %.5f (%s), relative, on calibration rows\n", sum / (double)n_err, worst,
                worst_name);

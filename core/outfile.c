@@ -501,3 +501,33 @@ sqz_status sqz_io_defer_end(bool commit) {
     free(list);
     return s;
 }
+
+/* ---- the size of an output, staged or in place ------------------------------------------- */
+
+static int64_t path_bytes(const char *p) {
+    struct stat st;
+    if (stat(p, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) return (int64_t)st.st_size;
+    DIR *d = opendir(p);
+    if (!d) return -1;
+    int64_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        struct stat fs;
+        if (fstatat(dirfd(d), e->d_name, &fs, 0) == 0 && S_ISREG(fs.st_mode)) n += (int64_t)fs.st_size;
+    }
+    closedir(d);
+    return n;
+}
+
+int64_t sqz_io_output_bytes(const char *path) {
+    const char *staged = NULL;
+    pthread_mutex_lock(&g_defer_lock);
+    for (int i = 0; i < g_defer.n && !staged; i++) {
+        if (g_defer.list[i].f && !strcmp(g_defer.list[i].f->path, path)) staged = g_defer.list[i].f->tmp;
+        if (g_defer.list[i].d && !strcmp(g_defer.list[i].d->path, path)) staged = g_defer.list[i].d->tmp;
+    }
+    const int64_t n = path_bytes(staged ? staged : path);
+    pthread_mutex_unlock(&g_defer_lock);
+    return n;
+}

@@ -117,6 +117,10 @@ SQZ_API void sqz_io_defer_begin(void);
  * job other than rank 0 compute everything and keep nothing). Not undone. */
 SQZ_API void sqz_io_discard_outputs(void);
 SQZ_API sqz_status sqz_io_defer_end(bool commit);
+/* The bytes of the output staged for `path` (a file, or a directory's files summed) while commits
+ * are deferred, or of what is at `path` otherwise; -1 when there is neither. For the summary of a
+ * command that prints before its outputs are put in place. */
+SQZ_API int64_t sqz_io_output_bytes(const char *path);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,9 @@ jget() { "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("
 "$sqz" compress "$s260" --drop-layers 2 -o "$tmp/d.gguf" > "$tmp/out" 2>&1
 check "--drop-layers 2 -> GGUF" '[ $? -eq 0 ] && grep -q "5 -> 4" "$tmp/out"' || cat "$tmp/out"
 check "the summary's size says it counts the tensors" 'grep -q "^size  *tensors [0-9.]* MB -> [0-9.]* MB (" "$tmp/out"' || grep "^size" "$tmp/out"
+check "the summary's size ends with the written file's bytes" \
+  '[ "$(sed -n "s/^size .*; file \([0-9.]*\) MB$/\1/p" "$tmp/out")" = "$(stat -c %s "$tmp/d.gguf" | awk "{printf \"%.3f\", \$1 / 1e6}")" ]' ||
+  { grep "^size" "$tmp/out"; ls -l "$tmp/d.gguf"; }
 check "gguf-py: block_count 4, tensors blk.0..blk.3 only" '"$py" - "$tmp/d.gguf" <<PY
 import sys
 try:
