@@ -26,6 +26,8 @@ typedef struct sqz_cmd {
 
 /* Prints "sqz: error: <last error>" (or msg) to stderr and returns 1. */
 int sqz_cli_fail(sqz_status s);
+/* Prints "sqz: error: <printf message>" (under MPI "sqz: error: rank R of N: ...") and returns 1. */
+int sqz_cli_error(const char *fmt, ...);
 /* Prints "sqz <cmd>: <printf message> (see 'sqz <cmd> --help')" to stderr and returns 2
  * (usage error). */
 int sqz_cli_usage_error(const char *cmd, const char *fmt, ...);

@@ -206,9 +206,7 @@ static int check_readable(const cli_path *in) {
         if (fd < 0) e = errno;
         else close(fd);
     }
-    if (!e) return 0;
-    fprintf(stderr, "sqz: error: %s: cannot open: %s\n", in->value, strerror(e));
-    return 1;
+    return e ? sqz_cli_error("%s: cannot open: %s", in->value, strerror(e)) : 0;
 }
 
 /* 0, or prints why nothing can be created at output `o` and returns 1: its directory is missing,
@@ -230,9 +228,9 @@ static int check_creatable(const cli_path *o) {
         snprintf(reason, sizeof reason, "cannot be written to: %s", strerror(errno));
         why = reason;
     }
-    if (why) fprintf(stderr, "sqz: error: %s: cannot be created: the directory '%s' %s\n", o->value, dir, why);
+    const int rc = why ? sqz_cli_error("%s: cannot be created: the directory '%s' %s", o->value, dir, why) : 0;
     free(dir);
-    return why ? 1 : 0;
+    return rc;
 }
 
 /* Is the file one that sqz writes as a model: GGUF, safetensors, an sqz bundle? Read here with

@@ -51,6 +51,17 @@ int sqz_cli_fail(sqz_status s) {
     return 1;
 }
 
+int sqz_cli_error(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (sqz_dist_size() > 1) fprintf(stderr, "sqz: error: rank %d of %d: %s\n", sqz_dist_rank(), sqz_dist_size(), msg);
+    else fprintf(stderr, "sqz: error: %s\n", msg);
+    return 1;
+}
+
 int sqz_cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
