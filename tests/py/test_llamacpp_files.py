@@ -127,9 +127,18 @@ def llama_ppl(model, text, ctx, chunks=None):
             "-fa", "off"]
     if chunks:
         args += ["--chunks", str(chunks)]
-    r = run(args, "llama-perplexity %s" % os.path.basename(model))
-    found = re.search(r"Final estimate: PPL = ([0-9.]+)", r.stdout + r.stderr)
-    return found.group(1) if found else None
+    # llama.cpp logs from a thread of its own: into a pipe its last lines were lost at exit in about
+    # half the runs here, into a file never; a run that printed no estimate is run again (3 at most)
+    for _ in range(3):
+        with tempfile.TemporaryFile() as f:
+            rc = subprocess.run(args, stdout=f, stderr=subprocess.STDOUT).returncode
+            f.seek(0)
+            out = f.read().decode("utf-8", "replace")
+        check(rc == 0, "llama-perplexity %s (rc %d)" % (os.path.basename(model), rc))
+        found = re.search(r"Final estimate: PPL = ([0-9.]+)", out)
+        if found:
+            return found.group(1)
+    return None
 
 
 def live(tmp):
