@@ -52,10 +52,14 @@ def check(cond, msg):
 
 
 def run(args, what):
-    r = subprocess.run(args, capture_output=True)
-    out = (r.stdout + r.stderr).decode("utf-8", "replace")
-    check(r.returncode == 0, "%s (rc %d) %s" % (what, r.returncode, out.strip()[-400:] if r.returncode else ""))
-    return r.returncode, out
+    # into a file, not a pipe: llama.cpp logs from a thread of its own, and into a pipe its last lines
+    # were lost at exit in about half the runs here
+    with tempfile.TemporaryFile() as f:
+        rc = subprocess.run(args, stdout=f, stderr=subprocess.STDOUT).returncode
+        f.seek(0)
+        out = f.read().decode("utf-8", "replace")
+    check(rc == 0, "%s (rc %d) %s" % (what, rc, out.strip()[-400:] if rc else ""))
+    return rc, out
 
 
 def field(r, key):
