@@ -44,15 +44,11 @@ int sqz_cli_fail(sqz_status s) {
     if (s == SQZ_ERR_NOMEM && getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
         snprintf(hint, sizeof hint, " (the address space is limited to %llu MB: ulimit -v)",
                  (unsigned long long)(rl.rlim_cur >> 20));
-    if (sqz_dist_size() > 1)
-        fprintf(stderr, "sqz: error: rank %d of %d: %s%s\n", sqz_dist_rank(), sqz_dist_size(),
-                *msg ? msg : sqz_status_message(s), hint);
-    else fprintf(stderr, "sqz: error: %s%s\n", *msg ? msg : sqz_status_message(s), hint);
-    return 1;
+    return sqz_cli_error("%s%s", *msg ? msg : sqz_status_message(s), hint);
 }
 
 int sqz_cli_error(const char *fmt, ...) {
-    char msg[1024];
+    char msg[4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);

@@ -119,9 +119,15 @@ sqz_status sqz__mix_type(const sqz_compress_spec *sp, const sqz_type_overrides *
     sqz_dtype w_;
     if (!wanted) wanted = &w_;
     const bool imatrix = sp->method->needs != 0;
-    *out = *wanted = sqz_qmix_type(sp->mix, m, t, imatrix);
-    if (sp->mix && sqz__qmix_quantizes(t)) *wanted = sqz__qmix_wanted_at(sp->mix, m, t, imatrix, t->layer);
-    if (!ov || !sp->mix || !sqz__qmix_quantizes(t)) return SQZ_OK;
+    if (!sp->mix || !sqz__qmix_quantizes(t)) {
+        *out = *wanted = sqz_qmix_type(sp->mix, m, t, imatrix);
+        return SQZ_OK;
+    }
+    if (!ov) {
+        *wanted = sqz__qmix_wanted_at(sp->mix, m, t, imatrix, t->layer);
+        *out = sqz__qmix_fallback(*wanted, t->shape[1]);
+        return SQZ_OK;
+    }
     sqz_dtype d = t->role == SQZ_ROLE_TOKEN_EMBD ? ov->token_embd : t->role == SQZ_ROLE_OUTPUT ? ov->output
                                                                                                 : SQZ_DTYPE_COUNT;
     if (d != SQZ_DTYPE_COUNT) { /* as given: llama-quantize applies no fallback here */
