@@ -78,6 +78,30 @@ static const sqz_role bert_layer_roles[] = {SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQ
                                             SQZ_ROLE_ATTN_OUT, SQZ_ROLE_ATTN_OUT_NORM, SQZ_ROLE_FFN_UP,
                                             SQZ_ROLE_FFN_DOWN, SQZ_ROLE_LAYER_OUT_NORM};
 
+/* qwen3: llama's, with the per-head q/k norms (head_dim entries shared by every head: pruning
+ * heads keeps them whole; channels do not touch them). */
+static const sqz_role qwen3_layer_roles[] = {SQZ_ROLE_ATTN_NORM, SQZ_ROLE_ATTN_Q,      SQZ_ROLE_ATTN_K,
+                                             SQZ_ROLE_ATTN_V,    SQZ_ROLE_ATTN_Q_NORM, SQZ_ROLE_ATTN_K_NORM,
+                                             SQZ_ROLE_ATTN_OUT,  SQZ_ROLE_FFN_NORM,    SQZ_ROLE_FFN_GATE,
+                                             SQZ_ROLE_FFN_UP,    SQZ_ROLE_FFN_DOWN};
+/* gemma3: qwen3's and the norms of attention's and the FFN's outputs (sandwich norms). */
+static const sqz_role gemma3_layer_roles[] = {
+    SQZ_ROLE_ATTN_NORM, SQZ_ROLE_ATTN_Q,   SQZ_ROLE_ATTN_K,   SQZ_ROLE_ATTN_V,      SQZ_ROLE_ATTN_Q_NORM,
+    SQZ_ROLE_ATTN_K_NORM, SQZ_ROLE_ATTN_OUT, SQZ_ROLE_ATTN_POST_NORM, SQZ_ROLE_FFN_NORM, SQZ_ROLE_FFN_GATE,
+    SQZ_ROLE_FFN_UP,    SQZ_ROLE_FFN_DOWN, SQZ_ROLE_FFN_POST_NORM};
+static const sqz_member gemma3_channel[] = {
+    {SQZ_ROLE_TOKEN_EMBD, W, 1, SQZ_UNIT_CHANNEL},     {SQZ_ROLE_OUTPUT, W, 1, SQZ_UNIT_CHANNEL},
+    {SQZ_ROLE_OUTPUT_NORM, W, 0, SQZ_UNIT_CHANNEL},    {SQZ_ROLE_ATTN_NORM, W, 0, SQZ_UNIT_CHANNEL},
+    {SQZ_ROLE_ATTN_Q, W, 1, SQZ_UNIT_CHANNEL},         {SQZ_ROLE_ATTN_K, W, 1, SQZ_UNIT_CHANNEL},
+    {SQZ_ROLE_ATTN_V, W, 1, SQZ_UNIT_CHANNEL},         {SQZ_ROLE_ATTN_OUT, W, 0, SQZ_UNIT_CHANNEL},
+    {SQZ_ROLE_ATTN_POST_NORM, W, 0, SQZ_UNIT_CHANNEL}, {SQZ_ROLE_FFN_NORM, W, 0, SQZ_UNIT_CHANNEL},
+    {SQZ_ROLE_FFN_GATE, W, 1, SQZ_UNIT_CHANNEL},       {SQZ_ROLE_FFN_UP, W, 1, SQZ_UNIT_CHANNEL},
+    {SQZ_ROLE_FFN_DOWN, W, 0, SQZ_UNIT_CHANNEL},       {SQZ_ROLE_FFN_POST_NORM, W, 0, SQZ_UNIT_CHANNEL},
+};
+/* Global tensors a family may carry besides embeddings, norms and the classifier. */
+static const sqz_role llama_extra_global[] = {SQZ_ROLE_ROPE_FREQS};
+static const sqz_role phi3_extra_global[] = {SQZ_ROLE_ROPE_FACTORS_LONG, SQZ_ROLE_ROPE_FACTORS_SHORT};
+
 /* One row per family. Adding a family: a value of sqz_family (sqz/model.h), a row here, its
  * runtime passes and their row (runtime/family_ops.c), and its rows in formats/ (HF names and
  * config keys, GGUF architecture) if it is read from files. */
@@ -92,6 +116,46 @@ static const sqz_family_info families[] = {
         .layer_roles = llama_layer_roles, .n_layer_roles = N_OF(llama_layer_roles), .final_norm = true,
         .qkv_bias_by_hparam = true, .eval_ctx = 512, .prune_channels = true, .bias_siblings = true,
         .gguf_arch = NULL, .bundle = true, .hf_head_dim = true,
+        .extra_global = llama_extra_global, .n_extra_global = N_OF(llama_extra_global),
+    },
+    [SQZ_FAMILY_QWEN3] = {
+        .family = SQZ_FAMILY_QWEN3, .norm = SQZ_NORM_RMS, .pre_norm = true, .gated_ffn = true,
+        .groups = llama_groups, .n_groups = N_OF(llama_groups),
+        .structures = {[SQZ_STRUCT_HEAD] = {llama_head, N_OF(llama_head)},
+                       [SQZ_STRUCT_NEURON] = {llama_neuron, N_OF(llama_neuron)},
+                       [SQZ_STRUCT_CHANNEL] = {llama_channel, N_OF(llama_channel)}},
+        .name = "qwen3", .lm_head = true, .causal = true, .positions = SQZ_POS_ROTARY, .token_types = false,
+        .layer_roles = qwen3_layer_roles, .n_layer_roles = N_OF(qwen3_layer_roles), .final_norm = true,
+        .qkv_bias_by_hparam = true, .eval_ctx = 512, .prune_channels = true, .bias_siblings = true,
+        .gguf_arch = "qwen3", .bundle = false, .hf_head_dim = true,
+    },
+    /* Gemma 3: channels are not pruned (the embedding scale is sqrt of the width llama.cpp reads, so a
+     * narrower model would be scaled differently); rotations do not pass the post-norms. */
+    [SQZ_FAMILY_GEMMA3] = {
+        .family = SQZ_FAMILY_GEMMA3, .norm = SQZ_NORM_RMS, .pre_norm = true, .gated_ffn = true,
+        .groups = llama_groups, .n_groups = N_OF(llama_groups),
+        .structures = {[SQZ_STRUCT_HEAD] = {llama_head, N_OF(llama_head)},
+                       [SQZ_STRUCT_NEURON] = {llama_neuron, N_OF(llama_neuron)},
+                       [SQZ_STRUCT_CHANNEL] = {gemma3_channel, N_OF(gemma3_channel)}},
+        .name = "gemma3", .lm_head = true, .causal = true, .positions = SQZ_POS_ROTARY, .token_types = false,
+        .layer_roles = gemma3_layer_roles, .n_layer_roles = N_OF(gemma3_layer_roles), .final_norm = true,
+        .qkv_bias_by_hparam = true, .eval_ctx = 512, .prune_channels = false, .bias_siblings = true,
+        .gguf_arch = "gemma3", .bundle = false, .hf_head_dim = true,
+        .embed_scale_sqrt_d = true, .hf_norm_plus_one = true,
+        .no_rotation = "the norms after attention and after the FFN scale channels one by one, which a rotation "
+                       "of the residual stream does not commute with",
+    },
+    [SQZ_FAMILY_PHI3] = {
+        .family = SQZ_FAMILY_PHI3, .norm = SQZ_NORM_RMS, .pre_norm = true, .gated_ffn = true,
+        .groups = llama_groups, .n_groups = N_OF(llama_groups),
+        .structures = {[SQZ_STRUCT_HEAD] = {llama_head, N_OF(llama_head)},
+                       [SQZ_STRUCT_NEURON] = {llama_neuron, N_OF(llama_neuron)},
+                       [SQZ_STRUCT_CHANNEL] = {llama_channel, N_OF(llama_channel)}},
+        .name = "phi3", .lm_head = true, .causal = true, .positions = SQZ_POS_ROTARY, .token_types = false,
+        .layer_roles = llama_layer_roles, .n_layer_roles = N_OF(llama_layer_roles), .final_norm = true,
+        .qkv_bias_by_hparam = true, .eval_ctx = 512, .prune_channels = true, .bias_siblings = true,
+        .gguf_arch = "phi3", .bundle = false, .hf_head_dim = false,
+        .extra_global = phi3_extra_global, .n_extra_global = N_OF(phi3_extra_global),
     },
     /* BERT's head members are llama's: q/k/v rows and biases, o columns (n_kv_heads == n_heads) */
     [SQZ_FAMILY_BERT] = {

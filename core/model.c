@@ -111,7 +111,7 @@ sqz_status sqz_model_init_layers(sqz_model *m) {
     m->layers = sqz__calloc((size_t)(m->hp.n_layers ? m->hp.n_layers : 1), sizeof *m->layers);
     if (!m->layers) return SQZ_ERR_NOMEM;
     for (int64_t l = 0; l < m->hp.n_layers; l++) {
-        m->layers[l] = (sqz_layer_dims){m->hp.n_heads, m->hp.n_kv_heads, m->hp.d_ff};
+        m->layers[l] = (sqz_layer_dims){m->hp.n_heads, m->hp.n_kv_heads, m->hp.d_ff, 0};
     }
     return SQZ_OK;
 }
@@ -153,9 +153,16 @@ static int expected_shape(const sqz_model *m, sqz_role role, sqz_param param, in
     case SQZ_ROLE_TYPE_EMBD: rows = hp->n_token_types; cols = d; break;
     case SQZ_ROLE_POOLER: rows = d; cols = d; break;
     case SQZ_ROLE_EMBD_NORM: case SQZ_ROLE_OUTPUT_NORM: case SQZ_ROLE_ATTN_NORM: case SQZ_ROLE_FFN_NORM:
-    case SQZ_ROLE_ATTN_OUT_NORM: case SQZ_ROLE_LAYER_OUT_NORM:
+    case SQZ_ROLE_ATTN_OUT_NORM: case SQZ_ROLE_LAYER_OUT_NORM: case SQZ_ROLE_ATTN_POST_NORM:
+    case SQZ_ROLE_FFN_POST_NORM:
         shape[0] = d;
         return 1;
+    case SQZ_ROLE_ATTN_Q_NORM: case SQZ_ROLE_ATTN_K_NORM:
+        shape[0] = hd;
+        return param == SQZ_PARAM_WEIGHT;
+    case SQZ_ROLE_ROPE_FREQS: case SQZ_ROLE_ROPE_FACTORS_LONG: case SQZ_ROLE_ROPE_FACTORS_SHORT:
+        shape[0] = (hp->rope_dim > 0 ? hp->rope_dim : hd) / 2;
+        return param == SQZ_PARAM_WEIGHT;
     case SQZ_ROLE_ATTN_Q: rows = ld->n_heads * hd; cols = d; break;
     case SQZ_ROLE_ATTN_K: case SQZ_ROLE_ATTN_V: rows = ld->n_kv_heads * hd; cols = d; break;
     case SQZ_ROLE_ATTN_OUT: rows = d; cols = ld->n_heads * hd; break;
@@ -179,6 +186,24 @@ sqz_status sqz_model_check_finite(const sqz_model *m) {
         if (st != SQZ_OK) return st;
     }
     return SQZ_OK;
+}
+
+/* Whether the family's row places `role` in its models: the layer roles, the embeddings, norms and
+ * classifier every family has, and the row's extra globals. */
+static bool role_in_family(const sqz_family_info *fi, sqz_role role) {
+    for (int i = 0; i < fi->n_layer_roles; i++) {
+        if (fi->layer_roles[i] == role) return true;
+    }
+    for (int i = 0; i < fi->n_extra_global; i++) {
+        if (fi->extra_global[i] == role) return true;
+    }
+    switch (role) {
+    case SQZ_ROLE_ATTN_Q_NORM: case SQZ_ROLE_ATTN_K_NORM: case SQZ_ROLE_ATTN_POST_NORM: case SQZ_ROLE_FFN_POST_NORM:
+    case SQZ_ROLE_ROPE_FREQS: case SQZ_ROLE_ROPE_FACTORS_LONG: case SQZ_ROLE_ROPE_FACTORS_SHORT:
+        return false; /* the newer roles only where a row names them */
+    default:
+        return true; /* the older roles: by shape (expected_shape), as before */
+    }
 }
 
 /* "[128]", "[64, 128]" */
@@ -238,7 +263,7 @@ sqz_status sqz_model_validate(const sqz_model *m) {
                           sqz_role_name(t->role), t->param == SQZ_PARAM_BIAS ? ".bias" : ".weight", t->layer);
         }
         int64_t want[2] = {0, 0};
-        int nd = expected_shape(m, t->role, t->param, t->layer, want);
+        int nd = role_in_family(fi, t->role) ? expected_shape(m, t->role, t->param, t->layer, want) : 0;
         SQZ_RETURN_IF(nd == 0, SQZ_ERR_FORMAT, "%s: tensor '%s': role %s has no place in a %s model", src, t->name,
                       sqz_role_name(t->role), sqz_family_name(hp->family));
         bool ok = t->ndim == nd;

@@ -48,11 +48,23 @@ sqz_status sqz__hf_config_read(const char *json, size_t len, const char *path, s
 /* config.json text for the model (malloc'd, caller frees); NULL on error. */
 char *sqz__hf_config_write(const sqz_model *m);
 
+/* ---- HF rotary settings (hf_rope.c) ---- */
+struct cJSON;
+/* hp's rope_theta, rope_dim, rope_theta_local and scaling from config.json's root object (hub keys or
+ * transformers 5's rope_parameters); adds the ROPE_FREQS / ROPE_FACTORS_* tensors a scaling needs to m.
+ * hp->head_dim and hp->ctx_len must be set. */
+sqz_status sqz__hf_rope_read(const struct cJSON *root, const char *path, sqz_hparams *hp, sqz_model *m);
+/* Adds "rope_scaling" (and longrope's original_max_position_embeddings) for m to object o; false with
+ * the error recorded when the model's scaling cannot be stated. */
+bool sqz__hf_rope_write(struct cJSON *o, const sqz_model *m);
+
 /* ---- HF tensor names (hf_names.c) ---- */
 typedef enum sqz__hf_name_kind {
     SQZ__HF_TENSOR = 0,  /* a model tensor: role, layer (-1 for global roles) and param are set */
     SQZ__HF_IGNORED = 1, /* a buffer transformers derives at load time (rotary inv_freq, position_ids) */
     SQZ__HF_UNKNOWN = 2, /* not a name of this family */
+    SQZ__HF_FUSED_QKV = 3, /* Phi-3's qkv_proj: the rows of q, k and v (role is ATTN_Q) */
+    SQZ__HF_FUSED_GATE_UP = 4, /* Phi-3's gate_up_proj: the rows of gate, then up (role is FFN_GATE) */
 } sqz__hf_name_kind;
 /* Maps an HF tensor name of the family ("model.layers.3.self_attn.q_proj.weight",
  * "encoder.layer.0.attention.self.query.bias", optional "bert."/"model." prefix for BERT). */

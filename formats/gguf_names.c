@@ -17,6 +17,10 @@ static const sqz__gguf_arch archs[] = {
     /* DeciLM / Nemotron-NAS: llama with per-layer head counts and FFN widths, the one
      * llama-like architecture whose llama.cpp loader sizes each layer on its own. */
     {.name = "deci", .family = SQZ_FAMILY_LLAMA, .rope = SQZ_ROPE_INTERLEAVED, .act = SQZ_ACT_SILU},
+    /* convert_hf_to_gguf.py keeps HF's row order for these (llama.cpp runs them with NEOX rope) */
+    {.name = "qwen3", .family = SQZ_FAMILY_QWEN3, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_SILU},
+    {.name = "gemma3", .family = SQZ_FAMILY_GEMMA3, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_GELU_TANH},
+    {.name = "phi3", .family = SQZ_FAMILY_PHI3, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_SILU},
 };
 
 const sqz__gguf_arch *sqz__gguf_arch_find(const char *name) {
@@ -43,7 +47,7 @@ const sqz__gguf_arch *sqz__gguf_arch_for_model(const sqz_model *m) {
     return sqz__gguf_arch_find(layers_uniform(m) && strcmp(m->hp.arch, "deci") != 0 ? "llama" : "deci");
 }
 
-const char *sqz__gguf_arch_list(void) { return "llama qwen2 bert deci"; }
+const char *sqz__gguf_arch_list(void) { return "llama qwen2 qwen3 gemma3 phi3 bert deci"; }
 
 int sqz__gguf_file_type(sqz_dtype dominant) {
     switch (dominant) { /* llama.cpp enum llama_ftype */

@@ -88,6 +88,51 @@ static sqz_status get_eps(const reader_ctx *c, const char *suffix, float dflt, f
     return SQZ_OK;
 }
 
+/* What the newer architectures add to the rotation and the attention: partial rotary
+ * (rope.dimension_count), linear scaling (rope.scaling.type/factor), longrope's original context and
+ * attention factor (Phi-3), and the sliding-window layers with their own base (Gemma 3: every
+ * sliding_window_pattern-th layer global, 6 by default, base rope.freq_base_swa, 10000 by default, as
+ * llama.cpp reads them). The factor tensors (rope_freqs, rope_factors_*) are read as tensors. */
+static sqz_status read_rope_extras(const reader_ctx *c) {
+    sqz_model *m = c->m;
+    sqz_hparams *hp = &m->hp;
+    char key[128];
+    bool found;
+    int64_t rot = hp->head_dim, window = 0, period = 6;
+    SQZ_TRY(get_dim(c, "rope.dimension_count", false, 2, &found, &rot));
+    SQZ_RETURN_IF(found && (rot > hp->head_dim || rot % 2), SQZ_ERR_FORMAT, "%s: metadata '%s.rope.dimension_count' "
+                  "= %" PRId64 " does not fit head_dim %" PRId64, c->g->path, c->arch, rot, hp->head_dim);
+    hp->rope_dim = rot == hp->head_dim ? 0 : rot;
+    char *type = NULL;
+    SQZ_TRY(sqz__gguf_get_str(c->g, arch_key(c, "rope.scaling.type", key, sizeof key), &found, &type));
+    double f = 1.0, att = 1.0;
+    SQZ_TRY(sqz__gguf_get_float(c->g, arch_key(c, "rope.scaling.factor", key, sizeof key), &found, &f));
+    const bool linear = type && strcmp(type, "linear") == 0 && f > 0 && f != 1.0;
+    free(type);
+    if (linear) {
+        hp->rope_scaling = SQZ_ROPE_SCALING_LINEAR;
+        hp->rope_factor = (float)f;
+        hp->rope_freq_scale = (float)(1.0 / f);
+    }
+    SQZ_TRY(get_dim(c, "rope.scaling.original_context_length", false, 1, &found, &hp->rope_ctx_orig));
+    SQZ_TRY(sqz__gguf_get_float(c->g, arch_key(c, "rope.scaling.attn_factor", key, sizeof key), &found, &att));
+    SQZ_RETURN_IF(!(att > 0 && att < 1e3), SQZ_ERR_FORMAT, "%s: metadata '%s' = %g is out of range", c->g->path, key, att);
+    if (att != 1.0) hp->rope_attn_factor = (float)att;
+    SQZ_TRY(get_dim(c, "attention.sliding_window", false, 0, &found, &window));
+    if (window <= 0 || strcmp(c->arch, "gemma3") != 0) return SQZ_OK; /* llama.cpp runs others without */
+    SQZ_TRY(get_dim(c, "attention.sliding_window_pattern", false, 1, &found, &period));
+    double base = 10000.0;
+    SQZ_TRY(sqz__gguf_get_float(c->g, arch_key(c, "rope.freq_base_swa", key, sizeof key), &found, &base));
+    SQZ_RETURN_IF(!(base > 0 && base < 1e30), SQZ_ERR_FORMAT, "%s: metadata '%s' = %g is out of range", c->g->path,
+                  key, base);
+    hp->rope_theta_local = (float)base;
+    hp->sliding_window = window;
+    for (int64_t l = 0; l < hp->n_layers; l++) m->layers[l].window = (l + 1) % period != 0 ? window : 0;
+    /* llama.cpp's attention scale: 1/sqrt(head_dim), but 1/sqrt(n_embd / n_head) for the 27B (62 layers) */
+    if (hp->n_layers == 62) hp->attn_scale = 1.0f / sqrtf((float)(hp->d_model / hp->n_heads));
+    return SQZ_OK;
+}
+
 static sqz_status read_hparams(const reader_ctx *c, const sqz__gguf_arch *a) {
     sqz_model *m = c->m;
     sqz_hparams *hp = &m->hp;
@@ -126,13 +171,7 @@ static sqz_status read_hparams(const reader_ctx *c, const sqz__gguf_arch *a) {
         SQZ_RETURN_IF(!(theta > 0 && theta < 1e30), SQZ_ERR_FORMAT, "%s: metadata '%s' = %g is out of range",
                       c->g->path, key, theta);
         hp->rope_theta = (float)theta;
-        /* Partial rotary (fewer rotated dimensions than head_dim) is not what the runtime and the
-         * writers do: refused rather than run and converted wrong. */
-        int64_t rot = hp->head_dim;
-        SQZ_TRY(get_dim(c, "rope.dimension_count", false, 1, &found, &rot));
-        SQZ_RETURN_IF(found && rot != hp->head_dim, SQZ_ERR_UNSUPPORTED, "%s: metadata '%s.rope.dimension_count' "
-                      "= %" PRId64 ", not head_dim %" PRId64 ": partial rotary embeddings are not supported",
-                      c->g->path, c->arch, rot, hp->head_dim);
+        SQZ_TRY(read_rope_extras(c));
     } else {
         hp->rope_theta = 0;
     }
@@ -160,16 +199,13 @@ static sqz_status read_tensors(const reader_ctx *c) {
         name[ti->name_len] = 0;
         sqz_tensor t = {.name = name, .dtype = ti->dtype, .ndim = (int32_t)ti->n_dims, .nbytes = ti->nbytes,
                         .owned = false};
-        if (strcmp(name, "rope_freqs.weight") == 0) {
-            /* llama 3.x rope scaling factors: not derivable from the metadata sqz keeps, so
-             * dropping them would change the model. */
-            return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': rotary frequency factors (llama 3 rope "
-                             "scaling) are not supported", g->path, name);
-        }
         if (!sqz__gguf_parse_tensor_name(name, &t.role, &t.layer, &t.param)) {
             return SQZ_ERROR(SQZ_ERR_FORMAT, "%s: tensor '%s' is not part of a %s model as sqz knows it "
                              "(unknown name)", g->path, name, c->arch);
         }
+        if (t.role == SQZ_ROLE_ROPE_FREQS) m->hp.rope_scaling = SQZ_ROPE_SCALING_LLAMA3;
+        if (t.role == SQZ_ROLE_ROPE_FACTORS_LONG || t.role == SQZ_ROLE_ROPE_FACTORS_SHORT)
+            m->hp.rope_scaling = SQZ_ROPE_SCALING_LONGROPE;
         SQZ_RETURN_IF(t.layer >= m->hp.n_layers, SQZ_ERR_FORMAT, "%s: tensor '%s': layer %d beyond %s.block_count %"
                       PRId64, g->path, name, (int)t.layer, c->arch, m->hp.n_layers);
         for (uint32_t d = 0; d < ti->n_dims; d++) t.shape[d] = ti->ne[ti->n_dims - 1 - d];

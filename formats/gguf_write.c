@@ -13,6 +13,7 @@
  * (gguf_vocab_bytes.c): llama.cpp's tokenizer throws on a character it cannot write as bytes.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -79,6 +80,8 @@ typedef struct wtensor {
     size_t nbytes;     /* in the file */
     size_t src_nbytes; /* of the source's rows, exported; the rest of nbytes is zero rows */
     int64_t extra_rows; /* zero rows after the source's (the byte tokens' embeddings) */
+    const sqz_tensor *first; /* rows written before t's (Phi-3's ffn_up holds gate, then up), or NULL */
+    size_t first_nbytes;
 } wtensor;
 
 typedef struct writer {
@@ -94,6 +97,9 @@ typedef struct writer {
     bool add_byte[256]; /* the <0xNN> tokens appended to an SPM vocabulary (gguf_vocab_bytes.c) */
     int n_add;
 } writer;
+
+/* Whether the architecture stores gate and up as one ffn_up of 2 x d_ff rows (llama.cpp's phi3). */
+static bool fused_gate_up(const writer *wr) { return strcmp(wr->arch->name, "phi3") == 0; }
 
 static bool skip_tensor(const sqz_model *m, const sqz_tensor *t) {
     /* tied classifier: llama.cpp uses token_embd when output.weight is absent (the embedding
@@ -111,6 +117,23 @@ static bool grows_with_vocab(const writer *wr, const sqz_tensor *t) {
            t->param == SQZ_PARAM_WEIGHT && t->ndim == 2 && t->shape[0] == wr->m->hp.vocab_size;
 }
 
+/* Phi-3's ffn_up: the layer's gate rows first, in the same type (llama.cpp splits the product in half). */
+static sqz_status plan_gate(writer *wr, wtensor *w) {
+    const sqz_tensor *t = w->t, *g = sqz_model_get(wr->m, SQZ_ROLE_FFN_GATE, t->layer, t->param);
+    SQZ_RETURN_IF(!g, SQZ_ERR_FORMAT, "%s: tensor '%s': llama.cpp's %s stores gate and up together, and layer %d "
+                  "has no gate", wr->path, t->name, wr->arch->name, (int)t->layer);
+    const sqz_dtype gd = sqz__export_dtype(g, wr->o, SQZ_FORMAT_GGUF);
+    SQZ_RETURN_IF(gd != w->dtype || g->ndim != t->ndim || (t->ndim == 2 && g->shape[1] != t->shape[1]),
+                  SQZ_ERR_UNSUPPORTED, "%s: tensors '%s' (%s) and '%s' (%s): llama.cpp's %s stores gate and up as one "
+                  "ffn_up tensor, so they need one type and width", wr->path, g->name, sqz_dtype_name(gd), t->name,
+                  sqz_dtype_name(w->dtype), wr->arch->name);
+    SQZ_RETURN_IF(!sqz_dtype_nbytes(gd, sqz_tensor_nelements(g), &w->first_nbytes), SQZ_ERR_SHAPE,
+                  "%s: tensor '%s': not whole %s blocks", wr->path, g->name, sqz_dtype_name(gd));
+    w->first = g;
+    w->nbytes += w->first_nbytes;
+    return SQZ_OK;
+}
+
 static sqz_status plan_tensors(writer *wr) {
     const sqz_model *m = wr->m;
     wr->w = sqz__calloc(m->n_tensors ? (size_t)m->n_tensors : 1, sizeof *wr->w);
@@ -119,6 +142,7 @@ static sqz_status plan_tensors(writer *wr) {
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const sqz_tensor *t = &m->tensors[i];
         if (skip_tensor(m, t)) continue;
+        if (fused_gate_up(wr) && t->role == SQZ_ROLE_FFN_GATE) continue; /* inside ffn_up */
         wtensor *w = &wr->w[wr->n_w];
         w->t = t;
         SQZ_RETURN_IF(t->ndim < 1 || t->ndim > SQZ_MAX_DIMS, SQZ_ERR_INVALID_ARG, "%s: tensor '%s' has %d dimensions",
@@ -135,6 +159,7 @@ static sqz_status plan_tensors(writer *wr) {
                       "%s: tensor '%s': %lld elements are not whole %s blocks", wr->path, t->name,
                       (long long)sqz_tensor_nelements(t), to->name);
         w->extra_rows = grows_with_vocab(wr, t) ? wr->n_add : 0;
+        if (fused_gate_up(wr) && t->role == SQZ_ROLE_FFN_UP) SQZ_TRY(plan_gate(wr, w));
         SQZ_RETURN_IF(!sqz_dtype_nbytes(w->dtype, sqz_tensor_nelements(t) + w->extra_rows * t->shape[1], &w->nbytes),
                       SQZ_ERR_SHAPE, "%s: tensor '%s': %lld rows do not fit %s", wr->path, t->name,
                       (long long)(t->shape[0] + w->extra_rows), to->name);
@@ -194,6 +219,54 @@ static sqz_status kv_layer_dim(writer *wr, const char *key, int which, bool *uni
     return SQZ_OK;
 }
 
+/* The period of global layers llama.cpp's gemma3 reads (every period-th layer global, the others sliding);
+ * 0 when the model's layers follow none or their windows differ. */
+static int64_t swa_period(const sqz_model *m) {
+    int64_t p = m->hp.n_layers + 1;
+    for (int64_t l = 0; l < m->hp.n_layers; l++)
+        if (m->layers[l].window == 0) { p = l + 1; break; }
+    for (int64_t l = 0; l < m->hp.n_layers; l++) {
+        const int64_t want = (l + 1) % p != 0 ? m->hp.sliding_window : 0;
+        if (m->layers[l].window != want) return 0;
+    }
+    return p;
+}
+
+/* What the newer architectures add: scaling, longrope's context and factor, sliding windows (gemma3).
+ * What llama.cpp cannot state is refused here, before any byte is written. */
+static sqz_status write_rope_kv(writer *wr) {
+    const sqz_hparams *hp = &wr->m->hp;
+    gbuf *b = &wr->kv;
+    const char *a = wr->arch->name;
+    char key[128];
+#define AKEY(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
+    const bool gemma3 = strcmp(a, "gemma3") == 0;
+    const float want_scale = gemma3 && hp->n_layers == 62 ? 1.0f / sqrtf((float)(hp->d_model / hp->n_heads)) : 0.0f;
+    SQZ_RETURN_IF(hp->attn_scale != want_scale && !(gemma3 && hp->attn_scale == 1.0f / sqrtf((float)hp->head_dim)),
+                  SQZ_ERR_UNSUPPORTED, "%s: the model scales attention scores by %g; llama.cpp's %s uses "
+                  "1/sqrt(head_dim) and cannot be told otherwise", wr->path, (double)hp->attn_scale, a);
+    if (hp->rope_scaling == SQZ_ROPE_SCALING_LINEAR) {
+        kv_str(b, AKEY("rope.scaling.type"), "linear");
+        kv_f32(b, AKEY("rope.scaling.factor"), hp->rope_factor);
+    }
+    if (hp->rope_scaling == SQZ_ROPE_SCALING_LONGROPE) {
+        SQZ_TRY(check_u32(wr, "original context", hp->rope_ctx_orig));
+        kv_u32(b, AKEY("rope.scaling.original_context_length"), (uint32_t)hp->rope_ctx_orig);
+        kv_f32(b, AKEY("rope.scaling.attn_factor"), hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
+    }
+    if (hp->sliding_window <= 0) return SQZ_OK;
+    const int64_t period = swa_period(wr->m);
+    SQZ_RETURN_IF(!gemma3 || period == 0, SQZ_ERR_UNSUPPORTED, "%s: the model's sliding-window layers %s: llama.cpp "
+                  "reads one window and a period of global layers (gemma3 only)", wr->path,
+                  gemma3 ? "follow no period" : "are not gemma3's");
+    SQZ_TRY(check_u32(wr, "sliding window", hp->sliding_window));
+    kv_u32(b, AKEY("attention.sliding_window"), (uint32_t)hp->sliding_window);
+    kv_u32(b, AKEY("attention.sliding_window_pattern"), (uint32_t)period);
+    kv_f32(b, AKEY("rope.freq_base_swa"), hp->rope_theta_local > 0 ? hp->rope_theta_local : 10000.0f);
+#undef AKEY
+    return SQZ_OK;
+}
+
 static sqz_status write_arch_kv(writer *wr) {
     const sqz_model *m = wr->m;
     const sqz_hparams *hp = &m->hp;
@@ -221,8 +294,9 @@ static sqz_status write_arch_kv(writer *wr) {
     }
     const sqz_family_info *fi = sqz_family_get(hp->family);
     if (fi->positions == SQZ_POS_ROTARY) {
-        kv_u32(b, AKEY("rope.dimension_count"), (uint32_t)hp->head_dim);
+        kv_u32(b, AKEY("rope.dimension_count"), (uint32_t)(hp->rope_dim > 0 ? hp->rope_dim : hp->head_dim));
         kv_f32(b, AKEY("rope.freq_base"), hp->rope_theta > 0 ? hp->rope_theta : 10000.0f);
+        SQZ_TRY(write_rope_kv(wr));
     }
     if (fi->norm == SQZ_NORM_RMS) kv_f32(b, AKEY("attention.layer_norm_rms_epsilon"), hp->norm_eps);
     else kv_f32(b, AKEY("attention.layer_norm_epsilon"), hp->norm_eps);
@@ -339,7 +413,7 @@ static sqz_status build_header(writer *wr, gbuf *h) {
         put_str(h, w->name);
         put_u32(h, (uint32_t)t->ndim);
         for (int d = t->ndim - 1; d >= 0; d--) { /* innermost first; the added rows are outermost */
-            put_u64(h, (uint64_t)(t->shape[d] + (d == 0 ? w->extra_rows : 0)));
+            put_u64(h, (uint64_t)(t->shape[d] + (d == 0 ? w->extra_rows + (w->first ? w->first->shape[0] : 0) : 0)));
         }
         put_u32(h, (uint32_t)sqz_dtype_info(w->dtype)->gguf_type);
         put_u64(h, w->offset);
@@ -355,9 +429,12 @@ static sqz_status stream_tensors(writer *wr, sqz_outfile *f) {
     uint64_t done = 0;
     for (int64_t i = 0; i < wr->n_w && s == SQZ_OK; i++) {
         const wtensor *w = &wr->w[i];
-        if (w->src_nbytes > 0) s = sqz__tensor_export(wr->m, w->t, w->dtype, rope, buf, w->src_nbytes, NULL);
+        const size_t f0 = w->first_nbytes;
+        if (w->first) s = sqz__tensor_export(wr->m, w->first, w->dtype, rope, buf, f0, NULL);
+        if (s == SQZ_OK && w->src_nbytes > 0)
+            s = sqz__tensor_export(wr->m, w->t, w->dtype, rope, buf + f0, w->src_nbytes, NULL);
         /* zero bytes are zero weights in every GGML type (each block's scales are 0) */
-        if (w->nbytes > w->src_nbytes) memset(buf + w->src_nbytes, 0, w->nbytes - w->src_nbytes);
+        if (w->nbytes > f0 + w->src_nbytes) memset(buf + f0 + w->src_nbytes, 0, w->nbytes - f0 - w->src_nbytes);
         if (s != SQZ_OK) {
             sqz__error_prefix("%s", wr->path);
             break;

@@ -31,6 +31,10 @@ static const hf_arch archs[] = {
     /* SmolLM checkpoints are llama models; GGUF calls them "llama" too */
     {"smollm", "SmolLM", "llama", "LlamaForCausalLM", SQZ_FAMILY_LLAMA, false, false, true},
     {"bert", "Bert", "bert", "BertModel", SQZ_FAMILY_BERT, false, true, false},
+    {"qwen3", "Qwen3For", "qwen3", "Qwen3ForCausalLM", SQZ_FAMILY_QWEN3, false, false, true},
+    /* google/gemma-3-270m, -1b: the text model (the 4b+ checkpoints are multimodal "gemma3") */
+    {"gemma3_text", "Gemma3ForCausalLM", "gemma3", "Gemma3ForCausalLM", SQZ_FAMILY_GEMMA3, true, false, true},
+    {"phi3", "Phi3", "phi3", "Phi3ForCausalLM", SQZ_FAMILY_PHI3, false, false, false},
 };
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 
@@ -122,7 +126,7 @@ static sqz_status find_arch(const cfg *c, const hf_arch **out) {
             if (strcmp(mt, archs[i].model_type) == 0) { *out = &archs[i]; return SQZ_OK; }
         }
         return SQZ_ERROR(SQZ_ERR_ARCH, "%s: model_type \"%.64s\" is not supported (sqz reads llama, mistral, qwen2, "
-                         "smollm and bert)", c->path, mt);
+                         "smollm, qwen3, gemma3_text, phi3 and bert)", c->path, mt);
     }
     const cJSON *list = item(c, "architectures");
     const cJSON *a = cJSON_IsArray(list) ? list->child : NULL;
@@ -134,17 +138,18 @@ static sqz_status find_arch(const cfg *c, const hf_arch **out) {
             }
         }
         return SQZ_ERROR(SQZ_ERR_ARCH, "%s: architecture \"%.64s\" is not supported (sqz reads llama, mistral, "
-                         "qwen2, smollm and bert)", c->path, a->valuestring);
+                         "qwen2, smollm, qwen3, gemma3_text, phi3 and bert)", c->path, a->valuestring);
     }
     return SQZ_ERROR(SQZ_ERR_ARCH, "%s: neither \"model_type\" nor \"architectures\" names the architecture", c->path);
 }
 
-static sqz_status read_act(const cfg *c, const char *def, sqz_act *out) {
-    const char *a = get_string(c, "hidden_act");
-    if (!a) a = item(c, "hidden_act") ? "" : def;
+static sqz_status read_act(const cfg *c, const char *key, const char *def, sqz_act *out) {
+    const char *a = get_string(c, key);
+    if (!a) a = item(c, key) ? "" : def;
     if (strcmp(a, "silu") == 0 || strcmp(a, "swish") == 0) *out = SQZ_ACT_SILU;
-    else if (strcmp(a, "gelu") == 0 || strcmp(a, "gelu_new") == 0 || strcmp(a, "gelu_pytorch_tanh") == 0 ||
-             strcmp(a, "gelu_fast") == 0)
+    else if (strcmp(a, "gelu_pytorch_tanh") == 0 || (strcmp(a, "gelu_new") == 0 && strcmp(key, "hidden_activation") == 0))
+        *out = SQZ_ACT_GELU_TANH;
+    else if (strcmp(a, "gelu") == 0 || strcmp(a, "gelu_new") == 0 || strcmp(a, "gelu_fast") == 0)
         *out = SQZ_ACT_GELU;
     else return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: hidden_act \"%.64s\" is not supported", c->path, a);
     return SQZ_OK;
@@ -156,6 +161,7 @@ typedef struct jw jw;
 typedef struct hf_family {
     int64_t ctx_default;     /* max_position_embeddings when absent (transformers' default) */
     const char *act_default; /* hidden_act when absent */
+    const char *act_key;     /* the activation's key: NULL for "hidden_act" (Gemma: "hidden_activation") */
     bool head_dim_key;       /* the config may set head_dim (BertConfig has none: hidden_size / heads) */
     sqz_status (*read)(const cfg *c, const hf_arch *a, sqz_hparams *hp, sqz_model *m);
     /* false, with the error recorded, when config.json cannot express m */
@@ -169,19 +175,7 @@ static sqz_status read_llama_keys(const cfg *c, const hf_arch *a, sqz_hparams *h
     SQZ_RETURN_IF(hp->head_dim % 2 != 0, SQZ_ERR_FORMAT, "%s: head_dim %lld is odd: rotary embeddings need pairs",
                   c->path, (long long)hp->head_dim);
     SQZ_TRY(get_float(c, "rms_norm_eps", 1e-6, 0.0, 1.0, &hp->norm_eps));
-    SQZ_TRY(get_float(c, "rope_theta", 10000.0, 0.0, 1e12, &hp->rope_theta));
-    const cJSON *rs = item(c, "rope_scaling");
-    if (rs) {
-        const char *kind = NULL;
-        if (cJSON_IsObject(rs)) {
-            const cJSON *k = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-            if (!cJSON_IsString(k)) k = cJSON_GetObjectItemCaseSensitive(rs, "type");
-            kind = cJSON_IsString(k) ? k->valuestring : NULL;
-        }
-        bool plain = kind && strcmp(kind, "default") == 0;
-        SQZ_RETURN_IF(!plain, SQZ_ERR_UNSUPPORTED, "%s: rope_scaling \"%.64s\" is not supported", c->path,
-                      kind ? kind : "(malformed)");
-    }
+    SQZ_TRY(sqz__hf_rope_read(c->root, c->path, hp, m));
     hp->rope_layout = SQZ_ROPE_HALF;
     bool bias = a->qkv_bias;
     if (a->has_bias_key) SQZ_TRY(get_bool(c, "attention_bias", false, &bias));
@@ -237,12 +231,13 @@ static sqz_status read_hparams(const cfg *c, sqz_model *m) {
     SQZ_TRY(get_int(c, "intermediate_size", true, 0, 1, 1 << 24, &hp.d_ff));
     SQZ_TRY(get_int(c, "vocab_size", true, 0, 1, SQZ__MAX_VOCAB, &hp.vocab_size));
     SQZ_TRY(get_int(c, "max_position_embeddings", false, hf->ctx_default, 1, 1 << 24, &hp.ctx_len));
-    SQZ_TRY(read_act(c, hf->act_default, &hp.act));
+    SQZ_TRY(read_act(c, hf->act_key ? hf->act_key : "hidden_act", hf->act_default, &hp.act));
 
-    SQZ_TRY(hf->read(c, a, &hp, m));
     m->hp = hp;
-    m->vocab.bos = token_id(c, "bos_token_id", hp.vocab_size);
-    m->vocab.eos = token_id(c, "eos_token_id", hp.vocab_size);
+    SQZ_TRY(sqz_model_init_layers(m));
+    SQZ_TRY(hf->read(c, a, &m->hp, m));
+    m->vocab.bos = token_id(c, "bos_token_id", m->hp.vocab_size);
+    m->vocab.eos = token_id(c, "eos_token_id", m->hp.vocab_size);
     const char *name = get_string(c, "_name_or_path");
     if (name && *name && sqz__utf8_valid(name, strlen(name))) {
         char *dup = sqz__strdup(name);
@@ -250,7 +245,7 @@ static sqz_status read_hparams(const cfg *c, sqz_model *m) {
         free(m->name);
         m->name = dup;
     }
-    return sqz_model_init_layers(m);
+    return SQZ_OK;
 }
 
 sqz_status sqz__hf_config_read(const char *json, size_t len, const char *path, sqz_model *m) {
@@ -361,7 +356,9 @@ static void write_llama(jw *w, const sqz_model *m, const hf_arch *a) {
     add_num(w, "head_dim", (double)hp->head_dim);
     add_num(w, "rms_norm_eps", short_float(hp->norm_eps));
     add_num(w, "rope_theta", short_float(hp->rope_theta > 0 ? hp->rope_theta : 10000.0f));
-    add_item(w, "rope_scaling", cJSON_CreateNull());
+    if (w->o && !sqz__hf_rope_write(w->o, m)) w->ok = false;
+    if (hp->rope_dim > 0 && hp->rope_dim != hp->head_dim)
+        add_num(w, "partial_rotary_factor", short_float((float)hp->rope_dim / (float)hp->head_dim));
     if (a->has_bias_key) {
         add_bool(w, "attention_bias", hp->attn_bias);
         add_bool(w, "mlp_bias", mlp_bias);
@@ -395,9 +392,88 @@ static void write_bert(jw *w, const sqz_model *m, const hf_arch *a) {
     add_num(w, "attention_probs_dropout_prob", 0.1);
 }
 
+/* Gemma 3: llama's keys (its defaults differ), query_pre_attn_scalar, the sliding layers (layer_types, or
+ * the older sliding_window_pattern: every pattern-th layer global). Soft-capping (Gemma 2) is refused. */
+static sqz_status read_gemma3_keys(const cfg *c, const hf_arch *a, sqz_hparams *hp, sqz_model *m) {
+    SQZ_TRY(read_llama_keys(c, a, hp, m));
+    SQZ_RETURN_IF(item(c, "final_logit_softcapping") || item(c, "attn_logit_softcapping"), SQZ_ERR_UNSUPPORTED,
+                  "%s: logit soft-capping (Gemma 2's final_logit_softcapping / attn_logit_softcapping) is not "
+                  "supported", c->path);
+    int64_t qpas, window, pattern;
+    SQZ_TRY(get_int(c, "query_pre_attn_scalar", false, 256, 1, 1 << 20, &qpas));
+    if (qpas != hp->head_dim) hp->attn_scale = (float)(1.0 / sqrt((double)qpas)); /* transformers' qpas**-0.5 */
+    SQZ_TRY(get_int(c, "sliding_window", false, 4096, 1, 1 << 24, &window));
+    SQZ_TRY(get_int(c, "sliding_window_pattern", false, 6, 1, 1 << 16, &pattern));
+    const cJSON *types = item(c, "layer_types");
+    SQZ_RETURN_IF(types && (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != hp->n_layers), SQZ_ERR_FORMAT,
+                  "%s: \"layer_types\" must list one type per layer (%lld)", c->path, (long long)hp->n_layers);
+    const cJSON *t = types ? types->child : NULL;
+    for (int64_t l = 0; l < hp->n_layers; l++, t = t ? t->next : NULL) {
+        bool sliding = (l + 1) % pattern != 0;
+        if (types) {
+            SQZ_RETURN_IF(!cJSON_IsString(t) || (strcmp(t->valuestring, "sliding_attention") != 0 &&
+                                                 strcmp(t->valuestring, "full_attention") != 0),
+                          SQZ_ERR_FORMAT, "%s: layer_types[%lld] must be \"sliding_attention\" or \"full_attention\"",
+                          c->path, (long long)l);
+            sliding = strcmp(t->valuestring, "sliding_attention") == 0;
+        }
+        m->layers[l].window = sliding ? window : 0;
+    }
+    hp->sliding_window = window;
+    return SQZ_OK;
+}
+
+static bool check_gemma3(const sqz_model *m, const hf_arch *a) { return check_llama(m, a); }
+
+static void write_gemma3(jw *w, const sqz_model *m, const hf_arch *a) {
+    const sqz_hparams *hp = &m->hp;
+    write_llama(w, m, a);
+    add_num(w, "query_pre_attn_scalar",
+            hp->attn_scale > 0 ? (double)lroundf(1.0f / (hp->attn_scale * hp->attn_scale)) : (double)hp->head_dim);
+    add_num(w, "rope_local_base_freq", short_float(hp->rope_theta_local > 0 ? hp->rope_theta_local : 10000.0f));
+    add_num(w, "sliding_window", (double)(hp->sliding_window > 0 ? hp->sliding_window : 4096));
+    cJSON *types = cJSON_CreateArray();
+    for (int64_t l = 0; types && l < hp->n_layers; l++)
+        cJSON_AddItemToArray(types, cJSON_CreateString(m->layers[l].window > 0 ? "sliding_attention" : "full_attention"));
+    add_item(w, "layer_types", types);
+    add_str(w, "hidden_activation", "gelu_pytorch_tanh");
+    add_item(w, "final_logit_softcapping", cJSON_CreateNull());
+    add_item(w, "attn_logit_softcapping", cJSON_CreateNull());
+}
+
+/* Phi-3 / Phi-4-mini: llama's keys; a sliding window beyond the context (Phi-4-mini's 262144) is none,
+ * a shorter one is refused (llama.cpp runs Phi-3 without one). */
+static sqz_status read_phi3_keys(const cfg *c, const hf_arch *a, sqz_hparams *hp, sqz_model *m) {
+    SQZ_TRY(read_llama_keys(c, a, hp, m));
+    int64_t window;
+    SQZ_TRY(get_int(c, "sliding_window", false, 0, 0, INT64_C(1) << 40, &window));
+    SQZ_RETURN_IF(window > 0 && window < hp->ctx_len, SQZ_ERR_UNSUPPORTED, "%s: a sliding window of %lld positions "
+                  "within the context of %lld is not supported for phi3 (llama.cpp disables it too)", c->path,
+                  (long long)window, (long long)hp->ctx_len);
+    return SQZ_OK;
+}
+
+static bool check_phi3(const sqz_model *m, const hf_arch *a) {
+    if (m->hp.head_dim * m->layers[0].n_heads != m->hp.d_model) {
+        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: %s derives head_dim from hidden_size / num_attention_heads",
+                  a->hf_class);
+        return false;
+    }
+    return check_llama(m, a);
+}
+
+static void write_phi3(jw *w, const sqz_model *m, const hf_arch *a) {
+    write_llama(w, m, a);
+    add_item(w, "sliding_window", cJSON_CreateNull());
+}
+
 static const hf_family hf_families[] = {
-    [SQZ_FAMILY_LLAMA] = {2048, "silu", true, read_llama_keys, check_llama, write_llama},
-    [SQZ_FAMILY_BERT] = {512, "gelu", false, read_bert_keys, check_bert, write_bert},
+    [SQZ_FAMILY_LLAMA] = {2048, "silu", NULL, true, read_llama_keys, check_llama, write_llama},
+    [SQZ_FAMILY_BERT] = {512, "gelu", NULL, false, read_bert_keys, check_bert, write_bert},
+    [SQZ_FAMILY_QWEN3] = {32768, "silu", NULL, true, read_llama_keys, check_llama, write_llama},
+    [SQZ_FAMILY_GEMMA3] = {131072, "gelu_pytorch_tanh", "hidden_activation", true, read_gemma3_keys, check_gemma3,
+                           write_gemma3},
+    [SQZ_FAMILY_PHI3] = {4096, "silu", NULL, false, read_phi3_keys, check_phi3, write_phi3},
 };
 
 static const hf_family *hf_family_of(sqz_family f) {

@@ -17,40 +17,76 @@
 typedef struct hf_name_row {
     const char *base; /* without the layer prefix and without ".weight" / ".bias" */
     sqz_role role;
+    sqz__hf_name_kind fused; /* SQZ__HF_TENSOR, or the fused projection this name holds (read only: the
+                                name of its first role is the unfused one) */
 } hf_name_row;
 
 static const hf_name_row llama_global[] = {
-    {"model.embed_tokens", SQZ_ROLE_TOKEN_EMBD},
-    {"model.norm", SQZ_ROLE_OUTPUT_NORM},
-    {"lm_head", SQZ_ROLE_OUTPUT},
+    {"model.embed_tokens", SQZ_ROLE_TOKEN_EMBD, SQZ__HF_TENSOR},
+    {"model.norm", SQZ_ROLE_OUTPUT_NORM, SQZ__HF_TENSOR},
+    {"lm_head", SQZ_ROLE_OUTPUT, SQZ__HF_TENSOR},
 };
 static const hf_name_row llama_layer[] = {
-    {"input_layernorm", SQZ_ROLE_ATTN_NORM},
-    {"self_attn.q_proj", SQZ_ROLE_ATTN_Q},
-    {"self_attn.k_proj", SQZ_ROLE_ATTN_K},
-    {"self_attn.v_proj", SQZ_ROLE_ATTN_V},
-    {"self_attn.o_proj", SQZ_ROLE_ATTN_OUT},
-    {"post_attention_layernorm", SQZ_ROLE_FFN_NORM},
-    {"mlp.gate_proj", SQZ_ROLE_FFN_GATE},
-    {"mlp.up_proj", SQZ_ROLE_FFN_UP},
-    {"mlp.down_proj", SQZ_ROLE_FFN_DOWN},
+    {"input_layernorm", SQZ_ROLE_ATTN_NORM, SQZ__HF_TENSOR},
+    {"self_attn.q_proj", SQZ_ROLE_ATTN_Q, SQZ__HF_TENSOR},
+    {"self_attn.k_proj", SQZ_ROLE_ATTN_K, SQZ__HF_TENSOR},
+    {"self_attn.v_proj", SQZ_ROLE_ATTN_V, SQZ__HF_TENSOR},
+    {"self_attn.o_proj", SQZ_ROLE_ATTN_OUT, SQZ__HF_TENSOR},
+    {"post_attention_layernorm", SQZ_ROLE_FFN_NORM, SQZ__HF_TENSOR},
+    {"mlp.gate_proj", SQZ_ROLE_FFN_GATE, SQZ__HF_TENSOR},
+    {"mlp.up_proj", SQZ_ROLE_FFN_UP, SQZ__HF_TENSOR},
+    {"mlp.down_proj", SQZ_ROLE_FFN_DOWN, SQZ__HF_TENSOR},
+};
+/* Qwen3: llama's and the per-head q/k norms. */
+static const hf_name_row qwen3_layer[] = {
+    {"input_layernorm", SQZ_ROLE_ATTN_NORM, SQZ__HF_TENSOR},     {"self_attn.q_proj", SQZ_ROLE_ATTN_Q, SQZ__HF_TENSOR},
+    {"self_attn.k_proj", SQZ_ROLE_ATTN_K, SQZ__HF_TENSOR},       {"self_attn.v_proj", SQZ_ROLE_ATTN_V, SQZ__HF_TENSOR},
+    {"self_attn.q_norm", SQZ_ROLE_ATTN_Q_NORM, SQZ__HF_TENSOR},  {"self_attn.k_norm", SQZ_ROLE_ATTN_K_NORM, SQZ__HF_TENSOR},
+    {"self_attn.o_proj", SQZ_ROLE_ATTN_OUT, SQZ__HF_TENSOR},     {"post_attention_layernorm", SQZ_ROLE_FFN_NORM, SQZ__HF_TENSOR},
+    {"mlp.gate_proj", SQZ_ROLE_FFN_GATE, SQZ__HF_TENSOR},        {"mlp.up_proj", SQZ_ROLE_FFN_UP, SQZ__HF_TENSOR},
+    {"mlp.down_proj", SQZ_ROLE_FFN_DOWN, SQZ__HF_TENSOR},
+};
+/* Gemma 3 (Gemma3ForCausalLM): post_attention_layernorm is the norm of attention's output, the FFN's
+ * input norm is pre_feedforward_layernorm. */
+static const hf_name_row gemma3_layer[] = {
+    {"input_layernorm", SQZ_ROLE_ATTN_NORM, SQZ__HF_TENSOR},               {"self_attn.q_proj", SQZ_ROLE_ATTN_Q, SQZ__HF_TENSOR},
+    {"self_attn.k_proj", SQZ_ROLE_ATTN_K, SQZ__HF_TENSOR},                 {"self_attn.v_proj", SQZ_ROLE_ATTN_V, SQZ__HF_TENSOR},
+    {"self_attn.q_norm", SQZ_ROLE_ATTN_Q_NORM, SQZ__HF_TENSOR},            {"self_attn.k_norm", SQZ_ROLE_ATTN_K_NORM, SQZ__HF_TENSOR},
+    {"self_attn.o_proj", SQZ_ROLE_ATTN_OUT, SQZ__HF_TENSOR},               {"post_attention_layernorm", SQZ_ROLE_ATTN_POST_NORM, SQZ__HF_TENSOR},
+    {"pre_feedforward_layernorm", SQZ_ROLE_FFN_NORM, SQZ__HF_TENSOR},      {"mlp.gate_proj", SQZ_ROLE_FFN_GATE, SQZ__HF_TENSOR},
+    {"mlp.up_proj", SQZ_ROLE_FFN_UP, SQZ__HF_TENSOR},                      {"mlp.down_proj", SQZ_ROLE_FFN_DOWN, SQZ__HF_TENSOR},
+    {"post_feedforward_layernorm", SQZ_ROLE_FFN_POST_NORM, SQZ__HF_TENSOR},
+};
+/* Phi-3: llama's names, and the fused projections its checkpoints carry (split on read). */
+static const hf_name_row phi3_layer[] = {
+    {"input_layernorm", SQZ_ROLE_ATTN_NORM, SQZ__HF_TENSOR},
+    {"self_attn.q_proj", SQZ_ROLE_ATTN_Q, SQZ__HF_TENSOR},
+    {"self_attn.k_proj", SQZ_ROLE_ATTN_K, SQZ__HF_TENSOR},
+    {"self_attn.v_proj", SQZ_ROLE_ATTN_V, SQZ__HF_TENSOR},
+    {"self_attn.o_proj", SQZ_ROLE_ATTN_OUT, SQZ__HF_TENSOR},
+    {"post_attention_layernorm", SQZ_ROLE_FFN_NORM, SQZ__HF_TENSOR},
+    {"mlp.gate_proj", SQZ_ROLE_FFN_GATE, SQZ__HF_TENSOR},
+    {"mlp.up_proj", SQZ_ROLE_FFN_UP, SQZ__HF_TENSOR},
+    {"mlp.down_proj", SQZ_ROLE_FFN_DOWN, SQZ__HF_TENSOR},
+    {"self_attn.qkv_proj", SQZ_ROLE_ATTN_Q, SQZ__HF_FUSED_QKV},
+    {"mlp.gate_up_proj", SQZ_ROLE_FFN_GATE, SQZ__HF_FUSED_GATE_UP},
 };
 static const hf_name_row bert_global[] = {
-    {"embeddings.word_embeddings", SQZ_ROLE_TOKEN_EMBD},
-    {"embeddings.position_embeddings", SQZ_ROLE_POS_EMBD},
-    {"embeddings.token_type_embeddings", SQZ_ROLE_TYPE_EMBD},
-    {"embeddings.LayerNorm", SQZ_ROLE_EMBD_NORM},
-    {"pooler.dense", SQZ_ROLE_POOLER},
+    {"embeddings.word_embeddings", SQZ_ROLE_TOKEN_EMBD, SQZ__HF_TENSOR},
+    {"embeddings.position_embeddings", SQZ_ROLE_POS_EMBD, SQZ__HF_TENSOR},
+    {"embeddings.token_type_embeddings", SQZ_ROLE_TYPE_EMBD, SQZ__HF_TENSOR},
+    {"embeddings.LayerNorm", SQZ_ROLE_EMBD_NORM, SQZ__HF_TENSOR},
+    {"pooler.dense", SQZ_ROLE_POOLER, SQZ__HF_TENSOR},
 };
 static const hf_name_row bert_layer[] = {
-    {"attention.self.query", SQZ_ROLE_ATTN_Q},
-    {"attention.self.key", SQZ_ROLE_ATTN_K},
-    {"attention.self.value", SQZ_ROLE_ATTN_V},
-    {"attention.output.dense", SQZ_ROLE_ATTN_OUT},
-    {"attention.output.LayerNorm", SQZ_ROLE_ATTN_OUT_NORM},
-    {"intermediate.dense", SQZ_ROLE_FFN_UP},
-    {"output.dense", SQZ_ROLE_FFN_DOWN},
-    {"output.LayerNorm", SQZ_ROLE_LAYER_OUT_NORM},
+    {"attention.self.query", SQZ_ROLE_ATTN_Q, SQZ__HF_TENSOR},
+    {"attention.self.key", SQZ_ROLE_ATTN_K, SQZ__HF_TENSOR},
+    {"attention.self.value", SQZ_ROLE_ATTN_V, SQZ__HF_TENSOR},
+    {"attention.output.dense", SQZ_ROLE_ATTN_OUT, SQZ__HF_TENSOR},
+    {"attention.output.LayerNorm", SQZ_ROLE_ATTN_OUT_NORM, SQZ__HF_TENSOR},
+    {"intermediate.dense", SQZ_ROLE_FFN_UP, SQZ__HF_TENSOR},
+    {"output.dense", SQZ_ROLE_FFN_DOWN, SQZ__HF_TENSOR},
+    {"output.LayerNorm", SQZ_ROLE_LAYER_OUT_NORM, SQZ__HF_TENSOR},
 };
 
 typedef struct hf_family_names {
@@ -78,6 +114,12 @@ static const hf_family_names families[] = {
                           N_OF(llama_layer), llama_ignored_global, llama_ignored_layer},
     [SQZ_FAMILY_BERT] = {bert_prefixes, "encoder.layer.", bert_global, N_OF(bert_global), bert_layer,
                          N_OF(bert_layer), bert_ignored_global, none_ignored},
+    [SQZ_FAMILY_QWEN3] = {no_prefixes, "model.layers.", llama_global, N_OF(llama_global), qwen3_layer,
+                          N_OF(qwen3_layer), llama_ignored_global, llama_ignored_layer},
+    [SQZ_FAMILY_GEMMA3] = {no_prefixes, "model.layers.", llama_global, N_OF(llama_global), gemma3_layer,
+                           N_OF(gemma3_layer), llama_ignored_global, llama_ignored_layer},
+    [SQZ_FAMILY_PHI3] = {no_prefixes, "model.layers.", llama_global, N_OF(llama_global), phi3_layer,
+                         N_OF(phi3_layer), llama_ignored_global, llama_ignored_layer},
 };
 
 static bool starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
@@ -89,8 +131,9 @@ static bool in_list(const char *const *list, const char *s) {
     return false;
 }
 
-/* Splits "<base>.<param>" and looks base up in rows. */
-static bool match_rows(const hf_name_row *rows, size_t n, const char *s, sqz_role *role, sqz_param *param) {
+/* Splits "<base>.<param>" and looks base up in rows; *fused: the row's fused kind. */
+static bool match_rows(const hf_name_row *rows, size_t n, const char *s, sqz_role *role, sqz_param *param,
+                       sqz__hf_name_kind *fused) {
     const char *dot = strrchr(s, '.');
     if (!dot) return false;
     const char *p = dot + 1;
@@ -104,6 +147,7 @@ static bool match_rows(const hf_name_row *rows, size_t n, const char *s, sqz_rol
             /* gamma/beta only ever named LayerNorm parameters */
             if (legacy && !strstr(rows[i].base, "LayerNorm")) return false;
             *role = rows[i].role;
+            *fused = rows[i].fused;
             return true;
         }
     }
@@ -142,14 +186,16 @@ sqz__hf_name_kind sqz__hf_name_parse(sqz_family family, const char *name, sqz_ro
         if (n == 0) return SQZ__HF_UNKNOWN;
         const char *rest = s + strlen(f->layer_prefix) + n;
         if (in_list(f->ignored_layer, rest)) return SQZ__HF_IGNORED;
-        if (!match_rows(f->layer, f->n_layer, rest, role, param)) return SQZ__HF_UNKNOWN;
+        sqz__hf_name_kind kind;
+        if (!match_rows(f->layer, f->n_layer, rest, role, param, &kind)) return SQZ__HF_UNKNOWN;
         *layer = l;
-        return SQZ__HF_TENSOR;
+        return kind;
     }
     if (in_list(f->ignored_global, s)) return SQZ__HF_IGNORED;
-    if (!match_rows(f->global, f->n_global, s, role, param)) return SQZ__HF_UNKNOWN;
+    sqz__hf_name_kind kind;
+    if (!match_rows(f->global, f->n_global, s, role, param, &kind)) return SQZ__HF_UNKNOWN;
     *layer = -1;
-    return SQZ__HF_TENSOR;
+    return kind;
 }
 
 bool sqz__hf_name_make(sqz_family family, sqz_role role, int32_t layer, sqz_param param, char *buf, size_t cap) {
@@ -161,7 +207,7 @@ bool sqz__hf_name_make(sqz_family family, sqz_role role, int32_t layer, sqz_para
     const hf_name_row *rows = per_layer ? f->layer : f->global;
     size_t n = per_layer ? f->n_layer : f->n_global;
     for (size_t i = 0; i < n; i++) {
-        if (rows[i].role != role) continue;
+        if (rows[i].role != role || rows[i].fused != SQZ__HF_TENSOR) continue;
         int k = per_layer ? snprintf(buf, cap, "%s%d.%s.%s", f->layer_prefix, (int)layer, rows[i].base, suffix)
                           : snprintf(buf, cap, "%s.%s", rows[i].base, suffix);
         return k > 0 && (size_t)k < cap;

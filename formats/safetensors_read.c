@@ -375,6 +375,91 @@ static bool aliased(const st_set *s, const char *a, const char *b) {
     return false;
 }
 
+/* Adds t with its data at p (aligned copy when p is not aligned for the dtype). */
+static sqz_status add_view(sqz_model *m, sqz_tensor *t, const uint8_t *p) {
+    size_t align = sqz_dtype_info(t->dtype)->type_size;
+    if (t->nbytes > 0 && align > 1 && align <= 8 && (uintptr_t)p % align != 0) {
+        /* Writers align tensors (the spec pads the header to 8 bytes and sorts by alignment);
+         * a file that does not gets an aligned copy so consumers may use typed pointers. */
+        void *copy = sqz__malloc(t->nbytes);
+        if (!copy) return SQZ_ERR_NOMEM;
+        memcpy(copy, p, t->nbytes);
+        t->data = copy;
+        t->owned = true;
+    } else {
+        t->data = (void *)p;
+    }
+    if (!sqz_model_add_tensor(m, t)) {
+        if (t->owned) free(t->data);
+        return SQZ_ERR_NOMEM;
+    }
+    return SQZ_OK;
+}
+
+/* A fused projection (Phi-3's qkv_proj: q, k, v rows; gate_up_proj: gate, up rows) split into its
+ * roles, each a view of its rows under the unfused name. */
+static sqz_status add_fused(sqz_model *m, const st_entry *e, sqz__hf_name_kind k, int32_t layer, sqz_param param) {
+    const sqz_layer_dims *ld = &m->layers[layer];
+    const int64_t hd = m->hp.head_dim;
+    const sqz_role qkv[] = {SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V}, gu[] = {SQZ_ROLE_FFN_GATE, SQZ_ROLE_FFN_UP};
+    const int64_t qkv_rows[] = {ld->n_heads * hd, ld->n_kv_heads * hd, ld->n_kv_heads * hd}, gu_rows[] = {ld->d_ff, ld->d_ff};
+    const bool is_qkv = k == SQZ__HF_FUSED_QKV;
+    const int parts = is_qkv ? 3 : 2;
+    const sqz_role *roles = is_qkv ? qkv : gu;
+    const int64_t *rows = is_qkv ? qkv_rows : gu_rows;
+    int64_t total = 0;
+    for (int i = 0; i < parts; i++) total += rows[i];
+    const int want_nd = param == SQZ_PARAM_WEIGHT ? 2 : 1;
+    SQZ_RETURN_IF(e->ndim != want_nd || e->shape[0] != total || sqz_dtype_info(e->dtype)->block_size != 1,
+                  SQZ_ERR_SHAPE, "%s: tensor '%s': a fused projection of %lld rows (%s) in %d dimensions, has %lld",
+                  e->file, e->name, (long long)total, is_qkv ? "q, k, v" : "gate, up", want_nd,
+                  (long long)(e->ndim > 0 ? e->shape[0] : 0));
+    size_t row_bytes;
+    SQZ_RETURN_IF(!sqz_dtype_nbytes(e->dtype, want_nd == 2 ? e->shape[1] : 1, &row_bytes), SQZ_ERR_SHAPE,
+                  "%s: tensor '%s': row size overflows", e->file, e->name);
+    int64_t r0 = 0;
+    for (int i = 0; i < parts; i++) {
+        char name[160];
+        sqz__hf_name_make(m->hp.family, roles[i], layer, param, name, sizeof name);
+        sqz_tensor t = {.name = name, .role = roles[i], .layer = layer, .param = param, .dtype = e->dtype,
+                        .ndim = e->ndim};
+        memcpy(t.shape, e->shape, sizeof t.shape);
+        t.shape[0] = rows[i];
+        t.nbytes = (size_t)rows[i] * row_bytes;
+        SQZ_TRY(add_view(m, &t, e->data + (size_t)r0 * row_bytes));
+        r0 += rows[i];
+    }
+    return SQZ_OK;
+}
+
+/* Gemma's RMSNorm weights w are applied as 1 + w: sqz keeps 1 + w (as llama.cpp's GGUF), in f32, computed
+ * as transformers does (1.0 + w.float()). */
+static sqz_status norms_plus_one(sqz_model *m) {
+    static const sqz_role norms[] = {SQZ_ROLE_ATTN_NORM, SQZ_ROLE_FFN_NORM, SQZ_ROLE_OUTPUT_NORM, SQZ_ROLE_ATTN_Q_NORM,
+                                     SQZ_ROLE_ATTN_K_NORM, SQZ_ROLE_ATTN_POST_NORM, SQZ_ROLE_FFN_POST_NORM};
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        sqz_tensor *t = &m->tensors[i];
+        bool norm = false;
+        for (size_t r = 0; r < sizeof norms / sizeof *norms; r++) norm = norm || t->role == norms[r];
+        if (!norm || t->param != SQZ_PARAM_WEIGHT) continue;
+        const int64_t n = sqz_tensor_nelements(t);
+        float *w = sqz__malloc((size_t)(n > 0 ? n : 1) * sizeof *w);
+        if (!w) return SQZ_ERR_NOMEM;
+        sqz_status st = sqz_tensor_to_f32(t, w);
+        if (st != SQZ_OK) {
+            free(w);
+            return st;
+        }
+        for (int64_t j = 0; j < n; j++) w[j] = 1.0f + w[j];
+        if (t->owned) free(t->data);
+        t->data = w;
+        t->owned = true;
+        t->dtype = SQZ_DTYPE_F32;
+        t->nbytes = (size_t)n * sizeof *w;
+    }
+    return SQZ_OK;
+}
+
 static sqz_status add_tensors(const st_set *s, sqz_model *m, const sqz__st_layout *L) {
     const sqz_family fam = m->hp.family;
     char embd_name[64], head_name[64];
@@ -399,6 +484,10 @@ static sqz_status add_tensors(const st_set *s, sqz_model *m, const sqz__st_layou
         if (L && L->is_part(e->name)) continue; /* the quantization layout's tensors: L->attach */
         sqz__hf_name_kind k = sqz__hf_name_parse(fam, e->name, &t.role, &t.layer, &t.param);
         if (k == SQZ__HF_IGNORED) continue;
+        if ((k == SQZ__HF_FUSED_QKV || k == SQZ__HF_FUSED_GATE_UP) && t.layer < m->hp.n_layers) {
+            SQZ_TRY(add_fused(m, e, k, t.layer, t.param));
+            continue;
+        }
         SQZ_RETURN_IF(k != SQZ__HF_TENSOR, SQZ_ERR_FORMAT, "%s: tensor '%s': not a known %s tensor name", e->file,
                       e->name, m->hp.arch);
         const char *name = e->name;
@@ -413,24 +502,9 @@ static sqz_status add_tensors(const st_set *s, sqz_model *m, const sqz__st_layou
         memcpy(t.shape, e->shape, sizeof t.shape);
         t.nbytes = (size_t)(e->end - e->begin);
         t.name = (char *)name;
-        size_t align = sqz_dtype_info(e->dtype)->type_size;
-        if (t.nbytes > 0 && align > 1 && align <= 8 && (uintptr_t)e->data % align != 0) {
-            /* Writers align tensors (the spec pads the header to 8 bytes and sorts by alignment);
-             * a file that does not gets an aligned copy so consumers may use typed pointers. */
-            void *copy = sqz__malloc(t.nbytes);
-            if (!copy) return SQZ_ERR_NOMEM;
-            memcpy(copy, e->data, t.nbytes);
-            t.data = copy;
-            t.owned = true;
-        } else {
-            t.data = (void *)e->data;
-        }
-        if (!sqz_model_add_tensor(m, &t)) {
-            if (t.owned) free(t.data);
-            return SQZ_ERR_NOMEM;
-        }
+        SQZ_TRY(add_view(m, &t, e->data));
     }
-    return SQZ_OK;
+    return fi && fi->hf_norm_plus_one ? norms_plus_one(m) : SQZ_OK;
 }
 
 /* The quantized weights of layout L (st_layout.c's rows) from their tensors. */

@@ -18,7 +18,8 @@ void sqz__attention(sqz_session *s, int32_t layer, const float *q, int64_t ldq, 
     const sqz_attention_args a = {.q = q, .ldq = ldq, .k = s->kcache + s->kv_off[layer],
                                   .v = s->vcache + s->kv_off[layer], .ldkv = kv_dim, .out = out, .ldo = ldo, .n = n,
                                   .pos = pos, .n_heads = ld->n_heads, .n_kv_heads = ld->n_kv_heads,
-                                  .head_dim = s->hd, .causal = causal};
+                                  .head_dim = s->hd, .causal = causal, .scale = s->m->hp.attn_scale,
+                                  .window = ld->window};
     const sqz__attn_scratch w = {s->scores, s->max_tokens, s->qg, s->dot};
     sqz__attention_cpu(s->pool, &a, &w, few);
     sqz__prof_end(SQZ__PROF_FWD_ATTN, t0);

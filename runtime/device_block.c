@@ -38,8 +38,20 @@ static bool has_slots(const sqz_backend *b, const sqz_op *ops, size_t n) {
 
 static bool is_bert(const sqz_session *s) { return s->m->hp.family == SQZ_FAMILY_BERT; }
 
+/* What the device block does not do (the newer decoders' parts: runtime/llama.c): such a layer runs
+ * on the host, its products still on the device. */
+static bool host_parts(const sqz_session *s, int32_t layer) {
+    const sqz_hparams *hp = &s->m->hp;
+    static const sqz_role extra[] = {SQZ_ROLE_ATTN_Q_NORM, SQZ_ROLE_ATTN_K_NORM, SQZ_ROLE_ATTN_POST_NORM,
+                                     SQZ_ROLE_FFN_POST_NORM};
+    for (size_t i = 0; i < sizeof extra / sizeof *extra; i++)
+        if (s->lt[layer].t[extra[i]][SQZ_PARAM_WEIGHT]) return true;
+    return s->m->layers[layer].window > 0 || hp->attn_scale != 0.0f || (s->rope_dim > 0 && s->rope_dim != s->hd) ||
+           hp->act == SQZ_ACT_GELU_TANH;
+}
+
 bool sqz__dev_block_ok(const sqz_session *s, int32_t layer, int64_t pos) {
-    if (!s->dcache || pos != 0) return false;
+    if (!s->dcache || pos != 0 || host_parts(s, layer)) return false;
     if (is_bert(s) ? !has_slots(s->be, bert_ops, sizeof bert_ops / sizeof *bert_ops)
                    : !has_slots(s->be, llama_ops, sizeof llama_ops / sizeof *llama_ops) || !s->rope_cos)
         return false;

@@ -10,6 +10,10 @@ static const sqz__family_ops ops[] = {
     [SQZ_FAMILY_LLAMA] = {/* .embed = */ sqz__llama_embed, /* .block = */ sqz__llama_block,
                           /* .head = */ sqz__llama_head},
     [SQZ_FAMILY_BERT] = {/* .embed = */ sqz__bert_embed, /* .block = */ sqz__bert_block, /* .head = */ NULL},
+    /* the newer decoders run llama's passes: their tensors and hyperparameters switch its parts on */
+    [SQZ_FAMILY_QWEN3] = {sqz__llama_embed, sqz__llama_block, sqz__llama_head},
+    [SQZ_FAMILY_GEMMA3] = {sqz__llama_embed, sqz__llama_block, sqz__llama_head},
+    [SQZ_FAMILY_PHI3] = {sqz__llama_embed, sqz__llama_block, sqz__llama_head},
 };
 _Static_assert(sizeof ops / sizeof *ops == SQZ_FAMILY_COUNT, "one runtime row per sqz_family");
 

@@ -10,7 +10,16 @@
  * and the head: logits = RMSNorm(x) * output_norm . Wout^T, Wout = output or the
  * token embedding when tied. This is modeling_llama.py's LlamaDecoderLayer and
  * llama2.c's forward(), over a whole window at once.
+ *
+ * The newer decoders are this block with what their tensors and hyperparameters switch on
+ * (no branch on a family): q and k RMSNormed per head before the rotation when the layer has
+ * attn_q_norm / attn_k_norm (Qwen3, Gemma 3); attention's and the FFN's outputs RMSNormed before
+ * their residual adds when it has post_attention_norm / post_ffw_norm (Gemma 3); the layer's
+ * sliding window and its rotary tables (Gemma 3's local layers); hp.attn_scale; a partial rotation
+ * (hp.rope_dim, Phi-3); GELU-tanh instead of SiLU (hp.act); embeddings times sqrt(d_model) where
+ * the family row says so (Gemma).
  */
+#include <math.h>
 #include <string.h>
 
 #include "runtime/runtime_internal.h"
@@ -29,7 +38,35 @@ sqz_status sqz__llama_embed(sqz_session *s, const int32_t *tokens, const int32_t
                             float *x) {
     (void)types;
     (void)pos;
-    return sqz__embed_rows(sqz__st(s, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT), tokens, n, x);
+    SQZ_TRY(sqz__embed_rows(sqz__st(s, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT), tokens, n, x));
+    if (s->fam->embed_scale_sqrt_d) { /* llama.cpp's ggml_scale(inpL, sqrtf(n_embd)) */
+        const float k = sqrtf((float)s->d);
+        for (int64_t i = 0; i < n * s->d; i++) x[i] *= k;
+    }
+    return SQZ_OK;
+}
+
+/* An optional RMSNorm (role r of the layer) of rows (n, d) in place: a no-op when the layer has none. */
+static sqz_status norm_opt(sqz_session *s, sqz_role r, int32_t layer, float *x, int64_t n, int64_t d) {
+    const float *w;
+    SQZ_TRY(sqz__param(s, r, layer, SQZ_PARAM_WEIGHT, &w));
+    if (w) sqz__rmsnorm(s->pool, x, w, s->m->hp.norm_eps, n, d, x);
+    return SQZ_OK;
+}
+
+/* q (n, qd) and the new keys (n, kvd): per-head norms where the layer has them, then the rotation
+ * with the layer's tables. */
+static sqz_status qk_position(sqz_session *s, int32_t layer, float *q, float *k, int64_t n, int64_t pos) {
+    const sqz_layer_dims *ld = &s->m->layers[layer];
+    const int64_t hd = s->hd;
+    SQZ_TRY(norm_opt(s, SQZ_ROLE_ATTN_Q_NORM, layer, q, n * ld->n_heads, hd));
+    SQZ_TRY(norm_opt(s, SQZ_ROLE_ATTN_K_NORM, layer, k, n * ld->n_kv_heads, hd));
+    const bool local = ld->window > 0 && s->rope_cos_l;
+    const float *cs = local ? s->rope_cos_l : s->rope_cos, *sn = local ? s->rope_sin_l : s->rope_sin;
+    const sqz_rope_layout lay = s->m->hp.rope_layout;
+    sqz__rope(s->pool, q, ld->n_heads * hd, n, ld->n_heads, hd, s->rope_dim, pos, lay, cs, sn);
+    sqz__rope(s->pool, k, ld->n_kv_heads * hd, n, ld->n_kv_heads, hd, s->rope_dim, pos, lay, cs, sn);
+    return SQZ_OK;
 }
 
 sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos) {
@@ -52,12 +89,12 @@ sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, 
     SQZ_TRY(linear_role(s, SQZ_ROLE_ATTN_Q, layer, s->h, n, s->q));
     SQZ_TRY(linear_role(s, SQZ_ROLE_ATTN_K, layer, s->h, n, kc));
     SQZ_TRY(linear_role(s, SQZ_ROLE_ATTN_V, layer, s->h, n, vc));
-    sqz__rope(s->pool, s->q, qd, n, ld->n_heads, hd, pos, hp->rope_layout, s->rope_cos, s->rope_sin);
-    sqz__rope(s->pool, kc, kvd, n, ld->n_kv_heads, hd, pos, hp->rope_layout, s->rope_cos, s->rope_sin);
+    SQZ_TRY(qk_position(s, layer, s->q, kc, n, pos));
     s->kv_valid[layer] = pos + n;
     sqz__attention(s, layer, s->q, qd, n, pos, s->fam->causal, s->att, qd);
     SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, layer, ROLE_BIT(SQZ_ROLE_ATTN_OUT), s->att, n, qd, pos));
     SQZ_TRY(linear_role(s, SQZ_ROLE_ATTN_OUT, layer, s->att, n, s->h));
+    SQZ_TRY(norm_opt(s, SQZ_ROLE_ATTN_POST_NORM, layer, s->h, n, d));
     sqz__add(s->pool, x, s->h, n, d);
 
     /* feed-forward */
@@ -66,9 +103,11 @@ sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, 
                       d, pos));
     SQZ_TRY(linear_role(s, SQZ_ROLE_FFN_GATE, layer, s->h, n, s->ff_a));
     SQZ_TRY(linear_role(s, SQZ_ROLE_FFN_UP, layer, s->h, n, s->ff_b));
-    sqz__silu_mul(s->pool, s->ff_a, s->ff_b, n, ff);
+    if (hp->act == SQZ_ACT_GELU_TANH) sqz__gelu_tanh_mul(s->pool, s->ff_a, s->ff_b, n, ff);
+    else sqz__silu_mul(s->pool, s->ff_a, s->ff_b, n, ff);
     SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, layer, ROLE_BIT(SQZ_ROLE_FFN_DOWN), s->ff_a, n, ff, pos));
     SQZ_TRY(linear_role(s, SQZ_ROLE_FFN_DOWN, layer, s->ff_a, n, s->h));
+    SQZ_TRY(norm_opt(s, SQZ_ROLE_FFN_POST_NORM, layer, s->h, n, d));
     sqz__add(s->pool, x, s->h, n, d);
 
     return sqz__hook(s, SQZ_HOOK_BLOCK_OUT, layer, 0, x, n, d, pos);

@@ -47,7 +47,9 @@ struct sqz_session {
     /* dims: maxima over the layers */
     int64_t d, hd, max_q, max_kv, max_ff;
 
-    float *rope_cos, *rope_sin;  /* (max_tokens, hd/2) */
+    float *rope_cos, *rope_sin;  /* (max_tokens, rope_dim/2): full-attention layers */
+    float *rope_cos_l, *rope_sin_l; /* the same for sliding-window layers (their own base), or NULL */
+    int64_t rope_dim;            /* dimensions rotated per head (hp.rope_dim or head_dim) */
     float *kcache, *vcache;      /* per layer (max_tokens, kv_dim_l), at kv_off[l] */
     int64_t *kv_off;
     int64_t *kv_valid;           /* per layer: positions [0, kv_valid) hold keys/values */

@@ -50,6 +50,8 @@ void sqz_session_free(sqz_session *s) {
     free(s->lt);
     free(s->rope_cos);
     free(s->rope_sin);
+    free(s->rope_cos_l);
+    free(s->rope_sin_l);
     free(s->kcache);
     free(s->vcache);
     free(s->kv_off);
@@ -109,6 +111,38 @@ static int64_t max_row_len(const sqz_model *m) {
         if (m->tensors[i].ndim >= 2 && sqz_tensor_row_len(&m->tensors[i]) > k) k = sqz_tensor_row_len(&m->tensors[i]);
     }
     return k;
+}
+
+/* The rotary tables: full-attention layers with the model's scaling (linear positions, llama 3's
+ * divisors, longrope's short or long factors by the session's context as llama.cpp and transformers
+ * choose them, its attention factor); sliding-window layers with their own base and no scaling
+ * (Gemma 3's rope_local_base_freq). */
+static sqz_status rope_setup(sqz_session *s) {
+    const sqz_model *m = s->m;
+    const sqz_hparams *hp = &m->hp;
+    const int64_t T = s->max_tokens;
+    s->rope_dim = hp->rope_dim > 0 ? hp->rope_dim : hp->head_dim;
+    SQZ_RETURN_IF(s->rope_dim % 2 != 0 || s->rope_dim > hp->head_dim, SQZ_ERR_ARCH,
+                  "%s: %lld rotated dimensions of a head of %lld", m->source_path, (long long)s->rope_dim,
+                  (long long)hp->head_dim);
+    sqz__rope_spec g = {.theta = hp->rope_theta, .dim = s->rope_dim, .mscale = hp->rope_attn_factor};
+    if (hp->rope_scaling == SQZ_ROPE_SCALING_LINEAR) g.pos_scale = hp->rope_freq_scale;
+    sqz_role div = SQZ_ROLE_ROPE_FREQS;
+    if (hp->rope_scaling == SQZ_ROPE_SCALING_LONGROPE)
+        div = hp->rope_ctx_orig > 0 && T > hp->rope_ctx_orig ? SQZ_ROLE_ROPE_FACTORS_LONG : SQZ_ROLE_ROPE_FACTORS_SHORT;
+    SQZ_TRY(sqz__param(s, div, -1, SQZ_PARAM_WEIGHT, &g.divisors));
+    SQZ_TRY(alloc_f32(s, T, s->rope_dim / 2, &s->rope_cos));
+    SQZ_TRY(alloc_f32(s, T, s->rope_dim / 2, &s->rope_sin));
+    sqz__rope_tables(&g, T, s->rope_cos, s->rope_sin);
+    bool sliding = false;
+    for (int64_t l = 0; l < hp->n_layers; l++) sliding = sliding || m->layers[l].window > 0;
+    if (!sliding) return SQZ_OK;
+    const sqz__rope_spec loc = {.theta = hp->rope_theta_local > 0 ? hp->rope_theta_local : hp->rope_theta,
+                                .dim = s->rope_dim};
+    SQZ_TRY(alloc_f32(s, T, s->rope_dim / 2, &s->rope_cos_l));
+    SQZ_TRY(alloc_f32(s, T, s->rope_dim / 2, &s->rope_sin_l));
+    sqz__rope_tables(&loc, T, s->rope_cos_l, s->rope_sin_l);
+    return SQZ_OK;
 }
 
 static sqz_status setup(sqz_session *s, const sqz_session_opts *o) {
@@ -180,11 +214,7 @@ static sqz_status setup(sqz_session *s, const sqz_session_opts *o) {
         SQZ_TRY(alloc_f32(s, SQZ__PANEL_ROWS, s->max_k, &s->panel));
         SQZ_TRY(alloc_f32(s, T, SQZ__PANEL_ROWS, &s->panel_out));
     }
-    if (rotary) {
-        SQZ_TRY(alloc_f32(s, T, s->hd / 2, &s->rope_cos));
-        SQZ_TRY(alloc_f32(s, T, s->hd / 2, &s->rope_sin));
-        sqz__rope_tables(hp->rope_theta, s->hd, T, s->rope_cos, s->rope_sin);
-    }
+    if (rotary) SQZ_TRY(rope_setup(s));
     return sqz__pool_new(o->n_threads, &s->pool);
 }
 

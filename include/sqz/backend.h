@@ -222,6 +222,8 @@ typedef struct sqz_attention_args {
     int64_t ldo;
     int64_t n, pos, n_heads, n_kv_heads, head_dim;
     bool causal;
+    float scale;    /* of the scores; 0: 1 / sqrt(head_dim) (the CPU honours it; other backends refuse != 0) */
+    int64_t window; /* sliding window: query i sees keys (pos + i - window, pos + i]; 0: all (CPU only) */
 } sqz_attention_args;
 
 /* n elements: silu_mul: x = silu(x) * y (silu(g) = g / (1 + e^-g)); add: x += y; gelu: x = x / 2

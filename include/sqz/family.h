@@ -169,6 +169,14 @@ typedef struct sqz_family_info {
     bool bundle;           /* an sqz bundle (the edge runtime) can hold it */
     bool hf_head_dim;      /* its HF config states head_dim apart from hidden_size (LlamaConfig's
                               head_dim); false: n_heads x head_dim must be hidden_size (BertModel) */
+    /* ---- what newer families add (false / NULL: as llama) ---- */
+    bool embed_scale_sqrt_d; /* token embeddings times sqrt(d_model) (Gemma; llama.cpp's sqrtf(n_embd)) */
+    bool hf_norm_plus_one; /* HF stores RMSNorm weights w and computes x * (1 + w) (Gemma); sqz keeps
+                              1 + w, as llama.cpp's GGUF does: the HF reader adds 1, the writer subtracts it */
+    const char *no_rotation; /* why rotations of the residual stream are refused; NULL: allowed */
+    const sqz_role *extra_global; /* global tensors it may carry beyond embeddings, norms and classifier
+                                     (rope frequency factors) */
+    int n_extra_global;
 } sqz_family_info;
 
 /* The table row of family f; NULL when f is out of range (or a registered slot is empty). */

@@ -36,6 +36,11 @@ extern "C" {
 typedef enum sqz_family {
     SQZ_FAMILY_LLAMA = 0, /* decoder: RMSNorm, RoPE, GQA, SwiGLU (llama, mistral, qwen2, smollm) */
     SQZ_FAMILY_BERT = 1,  /* encoder: LayerNorm, absolute positions, GELU (BERT, MiniLM) */
+    SQZ_FAMILY_QWEN3 = 2, /* llama + per-head RMSNorm of q and k, explicit head_dim (Qwen3) */
+    SQZ_FAMILY_GEMMA3 = 3, /* llama + q/k norms, post-attention / post-FFN norms, embeddings times
+                              sqrt(d_model), GELU-tanh, sliding-window layers (Gemma 3) */
+    SQZ_FAMILY_PHI3 = 4,  /* llama with fused qkv / gate_up in its files, partial rotary, longrope (Phi-3,
+                             Phi-4-mini) */
     SQZ_FAMILY_COUNT      /* the families of the table (core/family.c); ids from here on are
                              registered at run time (tests) */
 } sqz_family;
@@ -52,13 +57,26 @@ typedef enum sqz_rope_layout {
     SQZ_ROPE_HALF = 2,
 } sqz_rope_layout;
 
-typedef enum sqz_act { SQZ_ACT_SILU = 0, SQZ_ACT_GELU = 1 } sqz_act;
+/* The FFN's activation: SiLU (gated: SwiGLU), GELU's erf form (BERT), GELU's tanh approximation
+ * (gated: GeGLU, Gemma's gelu_pytorch_tanh). */
+typedef enum sqz_act { SQZ_ACT_SILU = 0, SQZ_ACT_GELU = 1, SQZ_ACT_GELU_TANH = 2 } sqz_act;
+
+/* How rotary frequencies are scaled (what a writer must state; the runtime reads the factors
+ * from the ROPE_FREQS / ROPE_FACTORS_* tensors and hp.rope_freq_scale). */
+typedef enum sqz_rope_scaling {
+    SQZ_ROPE_SCALING_NONE = 0,
+    SQZ_ROPE_SCALING_LINEAR = 1,   /* positions times hp.rope_freq_scale in full-attention layers */
+    SQZ_ROPE_SCALING_LLAMA3 = 2,   /* frequency divisors in ROPE_FREQS (Llama 3.1+) */
+    SQZ_ROPE_SCALING_LONGROPE = 3, /* ROPE_FACTORS_SHORT / _LONG and an attention factor (Phi-3) */
+} sqz_rope_scaling;
 
 /* Dimensions that may differ from layer to layer after pruning. */
 typedef struct sqz_layer_dims {
     int64_t n_heads;
     int64_t n_kv_heads;
     int64_t d_ff;
+    int64_t window;     /* sliding-window attention: a query sees this many positions (itself
+                           included); 0: every earlier position (a global layer) */
 } sqz_layer_dims;
 
 typedef struct sqz_hparams {
@@ -79,6 +97,19 @@ typedef struct sqz_hparams {
     sqz_act act;
     bool tied_embeddings; /* the classifier is the token embedding */
     bool attn_bias;       /* q/k/v carry biases (qwen2, BERT) */
+    /* ---- what newer decoders add; 0 means "as llama" ---- */
+    int64_t rope_dim;     /* dimensions rotated per head, the first ones (partial rotary: Phi-3); 0: head_dim */
+    float attn_scale;     /* scale of q.k before the softmax; 0: 1/sqrt(head_dim) (Gemma 3:
+                             query_pre_attn_scalar^-1/2) */
+    float rope_theta_local; /* rope base of sliding-window layers (Gemma 3); 0: rope_theta */
+    sqz_rope_scaling rope_scaling;
+    float rope_freq_scale; /* LINEAR: position scale of full-attention layers (1 / factor) */
+    float rope_factor;    /* LLAMA3 / LONGROPE: the config's factor (LONGROPE: max / original context) */
+    float rope_low_freq_factor, rope_high_freq_factor; /* LLAMA3's */
+    int64_t rope_ctx_orig; /* LLAMA3 / LONGROPE: original_max_position_embeddings; LONGROPE uses the long
+                              factors for contexts beyond it */
+    float rope_attn_factor; /* cos and sin times this (LONGROPE's attention factor); 0: 1 */
+    int64_t sliding_window; /* the sliding layers' window (layers[l].window says which layers); 0: none */
 } sqz_hparams;
 
 typedef struct sqz_model_store sqz_model_store; /* internal: mappings and owned buffers */

@@ -48,7 +48,14 @@ extern "C" {
     X(FFN_GATE, "ffn_gate", 1)              /* (d_ff, d_model) */                 \
     X(FFN_UP, "ffn_up", 1)                  /* (d_ff, d_model) */                 \
     X(FFN_DOWN, "ffn_down", 1)              /* (d_model, d_ff) */                 \
-    X(LAYER_OUT_NORM, "layer_output_norm", 1) /* (d_model), BERT post-FFN LN */
+    X(LAYER_OUT_NORM, "layer_output_norm", 1) /* (d_model), BERT post-FFN LN */ \
+    X(ATTN_Q_NORM, "attn_q_norm", 1)        /* (head_dim) per-head RMSNorm of q (qwen3, gemma3) */ \
+    X(ATTN_K_NORM, "attn_k_norm", 1)        /* (head_dim) per-head RMSNorm of k */ \
+    X(ATTN_POST_NORM, "post_attention_norm", 1) /* (d_model) RMSNorm of attention's output (gemma3) */ \
+    X(FFN_POST_NORM, "post_ffw_norm", 1)    /* (d_model) RMSNorm of the FFN's output (gemma3) */ \
+    X(ROPE_FREQS, "rope_freqs", 0)          /* (rope_dim/2) frequency divisors (llama 3 scaling) */ \
+    X(ROPE_FACTORS_LONG, "rope_factors_long", 0)   /* (rope_dim/2) longrope, long contexts (phi3) */ \
+    X(ROPE_FACTORS_SHORT, "rope_factors_short", 0) /* (rope_dim/2) longrope, short contexts */
 
 typedef enum sqz_role {
 #define SQZ__ROLE_ENUM(name, gguf, per_layer) SQZ_ROLE_##name,

@@ -31,14 +31,22 @@ typedef struct {
     int64_t mb;       /* queries per head in the block; row r is query r % mb */
     bool causal;
     float scale;
+    int64_t window;   /* sliding window (0: none) */
 } softmax_job;
+
+/* The softmax of one query's scores row[0..len) over the keys [start, len) it sees, the rest zero. */
+static void softmax_window(float *row, int64_t len, int64_t width, float scale, int64_t window) {
+    const int64_t start = window > 0 && len > window ? len - window : 0;
+    sqz__softmax_row(row + start, len - start, width - start, scale);
+    if (start > 0) memset(row, 0, (size_t)start * sizeof(float));
+}
 
 static void softmax_rows(void *c, int64_t b, int64_t e, int t) {
     (void)t;
     const softmax_job *j = c;
     for (int64_t r = b; r < e; r++) {
         int64_t len = j->causal ? j->first + r % j->mb + 1 : j->width;
-        sqz__softmax_row(j->scores + r * j->width, len, j->width, j->scale);
+        softmax_window(j->scores + r * j->width, len, j->width, j->scale, j->window);
     }
 }
 
@@ -61,7 +69,7 @@ static void heads_few(void *c, int64_t b, int64_t e, int thread) {
             const int64_t width = a->causal ? a->pos + i + 1 : a->pos + a->n;
             const float *qh = a->q + i * a->ldq + h * hd;
             for (int64_t t = 0; t < width; t++) sc[t] = j->w->dot(qh, kg + t * a->ldkv, hd);
-            sqz__softmax_row(sc, width, width, j->scale);
+            softmax_window(sc, width, width, j->scale, a->window);
             float *o = a->out + i * a->ldo + h * hd;
             memset(o, 0, (size_t)hd * sizeof(float));
             for (int64_t t = 0; t < width; t++) {
@@ -88,7 +96,7 @@ static void kv_head(sqz__pool *p, const sqz_attention_args *a, const sqz__attn_s
         /* S (rows, width) = Qg . K_g[0..width)^T */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)width, (int)hd, 1.0f, w->qg, (int)hd,
                     kg, (int)a->ldkv, 0.0f, w->scores, (int)width);
-        softmax_job sj = {w->scores, width, pos + i0, mb, a->causal, scale};
+        softmax_job sj = {w->scores, width, pos + i0, mb, a->causal, scale, a->window};
         sqz__pool_for(p, rows, sqz__row_grain(width) / 4 + 1, softmax_rows, &sj); /* exp ~4x a FMA */
         /* Og (rows, hd) = P (rows, width) . V_g[0..width) (width, hd) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)hd, (int)width, 1.0f, w->scores,
@@ -102,7 +110,7 @@ static void kv_head(sqz__pool *p, const sqz_attention_args *a, const sqz__attn_s
 
 void sqz__attention_cpu(sqz__pool *p, const sqz_attention_args *a, const sqz__attn_scratch *w, bool few) {
     const int64_t group = a->n_heads / a->n_kv_heads;
-    const float scale = 1.0f / sqrtf((float)a->head_dim);
+    const float scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)a->head_dim);
     if (few) {
         heads_job j = {a, w, group, scale};
         sqz__pool_for(p, a->n_heads, 1, heads_few, &j);

@@ -31,7 +31,7 @@ sqz_status sqz__cpu_rope(sqz__pool *p, const sqz_rope_args *a) {
                       a->ld < a->n_heads * a->head_dim || (a->n && (!a->x || !a->cos_t || !a->sin_t)),
                   SQZ_ERR_INVALID_ARG, "CPU rope: n %lld, %lld heads of %lld, row stride %lld or a NULL buffer",
                   (long long)a->n, (long long)a->n_heads, (long long)a->head_dim, (long long)a->ld);
-    sqz__rope(p, a->x, a->ld, a->n, a->n_heads, a->head_dim, a->pos, a->half ? SQZ_ROPE_HALF : SQZ_ROPE_INTERLEAVED,
+    sqz__rope(p, a->x, a->ld, a->n, a->n_heads, a->head_dim, a->head_dim, a->pos, a->half ? SQZ_ROPE_HALF : SQZ_ROPE_INTERLEAVED,
               a->cos_t, a->sin_t);
     return SQZ_OK;
 }

@@ -110,6 +110,19 @@ void sqz__silu_mul(sqz__pool *p, float *g, const float *u, int64_t n, int64_t d)
     sqz__prof_end(SQZ__PROF_FWD_ELEMWISE, t0);
 }
 
+static void gelu_tanh_mul_rows(void *c, int64_t b, int64_t e, int t) {
+    (void)t;
+    const ew_job *j = c;
+    sqz__gelu_tanh_mul_span(j->x + b * j->d, j->y + b * j->d, (e - b) * j->d);
+}
+
+void sqz__gelu_tanh_mul(sqz__pool *p, float *g, const float *u, int64_t n, int64_t d) {
+    const double t0 = sqz__prof_begin();
+    ew_job j = {g, u, d};
+    sqz__pool_for(p, n, row_grain(d) / 4 + 1, gelu_tanh_mul_rows, &j);
+    sqz__prof_end(SQZ__PROF_FWD_ELEMWISE, t0);
+}
+
 static void gelu_rows(void *c, int64_t b, int64_t e, int t) {
     (void)t;
     const ew_job *j = c;
@@ -124,22 +137,26 @@ void sqz__gelu(sqz__pool *p, float *x, int64_t n, int64_t d) {
 }
 
 /* ---- rotary embeddings (Su et al. 2021) ---- */
-void sqz__rope_tables(float theta, int64_t head_dim, int64_t n_pos, float *cos_t, float *sin_t) {
-    int64_t half = head_dim / 2;
+void sqz__rope_tables(const sqz__rope_spec *spec, int64_t n_pos, float *cos_t, float *sin_t) {
+    const int64_t half = spec->dim / 2;
+    const float ps = spec->pos_scale > 0 ? spec->pos_scale : 1.0f, ms = spec->mscale > 0 ? spec->mscale : 1.0f;
     for (int64_t i = 0; i < half; i++) {
-        /* HF: inv_freq = 1 / theta ** (arange(0, hd, 2).float() / hd), all in float32. */
-        float inv = 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
+        /* HF: inv_freq = 1 / theta ** (arange(0, dim, 2).float() / dim), all in float32; llama 3's
+         * and longrope's factors divide it, linear scaling divides it by the factor. */
+        float inv = 1.0f / powf(spec->theta, (float)(2 * i) / (float)spec->dim);
+        if (spec->divisors) inv = inv / spec->divisors[i];
+        if (ps != 1.0f) inv = inv * ps;
         for (int64_t p = 0; p < n_pos; p++) {
             float a = (float)p * inv;
-            cos_t[p * half + i] = cosf(a);
-            sin_t[p * half + i] = sinf(a);
+            cos_t[p * half + i] = cosf(a) * ms;
+            sin_t[p * half + i] = sinf(a) * ms;
         }
     }
 }
 
 typedef struct {
     float *x;
-    int64_t ld, n_heads, hd, pos;
+    int64_t ld, n_heads, hd, rd, pos;
     sqz_rope_layout layout;
     const float *cos_t, *sin_t;
 } rope_job;
@@ -147,7 +164,7 @@ typedef struct {
 static void rope_rows(void *c, int64_t b, int64_t e, int t) {
     (void)t;
     const rope_job *j = c;
-    int64_t half = j->hd / 2;
+    int64_t half = j->rd / 2;
     for (int64_t r = b; r < e; r++) {
         const float *cs = j->cos_t + (j->pos + r) * half, *sn = j->sin_t + (j->pos + r) * half;
         for (int64_t h = 0; h < j->n_heads; h++) {
@@ -169,11 +186,11 @@ static void rope_rows(void *c, int64_t b, int64_t e, int t) {
     }
 }
 
-void sqz__rope(sqz__pool *p, float *x, int64_t ld, int64_t n, int64_t n_heads, int64_t head_dim, int64_t pos,
-               sqz_rope_layout layout, const float *cos_t, const float *sin_t) {
+void sqz__rope(sqz__pool *p, float *x, int64_t ld, int64_t n, int64_t n_heads, int64_t head_dim, int64_t rope_dim,
+               int64_t pos, sqz_rope_layout layout, const float *cos_t, const float *sin_t) {
     if (layout != SQZ_ROPE_INTERLEAVED && layout != SQZ_ROPE_HALF) return;
     const double t0 = sqz__prof_begin();
-    rope_job j = {x, ld, n_heads, head_dim, pos, layout, cos_t, sin_t};
+    rope_job j = {x, ld, n_heads, head_dim, rope_dim > 0 ? rope_dim : head_dim, pos, layout, cos_t, sin_t};
     sqz__pool_for(p, n, row_grain(n_heads * head_dim), rope_rows, &j);
     sqz__prof_end(SQZ__PROF_FWD_ELEMWISE, t0);
 }

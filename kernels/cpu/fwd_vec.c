@@ -140,3 +140,13 @@ void sqz__gelu_span(float *x, int64_t n) {
 }
 
 float sqz__expf(float x) { return vexp(x); }
+
+/* GeGLU's gate with GELU's tanh form, in float as torch's gelu(approximate="tanh") (scalar: the
+ * families that use it are small, and tanhf is the reference's). */
+void sqz__gelu_tanh_mul_span(float *g, const float *u, int64_t n) {
+    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        g[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * u[i];
+    }
+}

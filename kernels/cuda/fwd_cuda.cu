@@ -252,6 +252,9 @@ sqz_status sqz__cuda_rope(void *ctx, const sqz_rope_args *a) {
 }
 
 static sqz_status attention_check(const sqz_attention_args *a) {
+    SQZ_RETURN_IF(a->scale != 0.0f || a->window != 0, SQZ_ERR_UNSUPPORTED,
+                  "CUDA attention: a score scale (%g) or a sliding window (%lld) is the CPU's only",
+                  (double)a->scale, (long long)a->window);
     SQZ_RETURN_IF(a->n < 0 || a->pos < 0 || a->head_dim < 1 || a->n_kv_heads < 1 || a->n_heads < a->n_kv_heads ||
                       a->n_heads % a->n_kv_heads || a->ldq < a->n_heads * a->head_dim ||
                       a->ldo < a->n_heads * a->head_dim || a->ldkv < a->n_kv_heads * a->head_dim,

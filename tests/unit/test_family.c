@@ -82,7 +82,9 @@ static const int32_t ids[] = {1, 403, 407, 261, 378, 429, 370, 261, 406, 282, 41
 
 static void test_builtin_rows(void **state) {
     (void)state;
-    static const char *names[SQZ_FAMILY_COUNT] = {[SQZ_FAMILY_LLAMA] = "llama", [SQZ_FAMILY_BERT] = "bert"};
+    static const char *names[SQZ_FAMILY_COUNT] = {[SQZ_FAMILY_LLAMA] = "llama", [SQZ_FAMILY_BERT] = "bert",
+                                                  [SQZ_FAMILY_QWEN3] = "qwen3", [SQZ_FAMILY_GEMMA3] = "gemma3",
+                                                  [SQZ_FAMILY_PHI3] = "phi3"};
     for (int f = 0; f < SQZ_FAMILY_COUNT; f++) {
         const sqz_family_info *fi = sqz_family_get((sqz_family)f);
         assert_non_null(fi);

@@ -216,7 +216,7 @@ static void test_names(void **state) {
     sqz_param p;
     static const char *bad[] = {"blk.attn_q.weight", "blk.01.attn_q.weight", "blk.1.token_embd.weight",
                                 "attn_q.weight", "output.scale", "blk.-1.attn_q.weight", "blk.99999999.attn_q.weight",
-                                ".weight", "", "rope_freqs.weight", "blk.0.attn_q"};
+                                ".weight", "", "blk.0.rope_freqs.weight", "blk.0.attn_q"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         if (sqz__gguf_parse_tensor_name(bad[i], &r, &l, &p)) fail_msg("'%s' parsed", bad[i]);
     }

@@ -64,7 +64,8 @@ static void test_rope_layouts_agree(void **state) {
     (void)state;
     enum { T = 9, H = 3, HD = 16 };
     float cs[T * HD / 2], sn[T * HD / 2];
-    sqz__rope_tables(10000.0f, HD, T, cs, sn);
+    const sqz__rope_spec spec = {.theta = 10000.0f, .dim = HD};
+    sqz__rope_tables(&spec, T, cs, sn);
     float a[T * H * HD], b[T * H * HD];
     for (int i = 0; i < T * H * HD; i++) a[i] = sinf(0.37f * (float)i) + 0.1f;
     /* b = a with each head's pairs regrouped to the half layout */
@@ -74,8 +75,8 @@ static void test_rope_layouts_agree(void **state) {
             b[r * HD + i + HD / 2] = a[r * HD + 2 * i + 1];
         }
     }
-    sqz__rope(NULL, a, H * HD, T, H, HD, 0, SQZ_ROPE_INTERLEAVED, cs, sn);
-    sqz__rope(NULL, b, H * HD, T, H, HD, 0, SQZ_ROPE_HALF, cs, sn);
+    sqz__rope(NULL, a, H * HD, T, H, HD, HD, 0, SQZ_ROPE_INTERLEAVED, cs, sn);
+    sqz__rope(NULL, b, H * HD, T, H, HD, HD, 0, SQZ_ROPE_HALF, cs, sn);
     for (int r = 0; r < T * H; r++) {
         for (int i = 0; i < HD / 2; i++) {
             assert_true(fabsf(b[r * HD + i] - a[r * HD + 2 * i]) < 1e-6f);
@@ -85,9 +86,9 @@ static void test_rope_layouts_agree(void **state) {
     /* position 0 is the identity; the rotation keeps each pair's norm */
     float x[HD], y[HD];
     for (int i = 0; i < HD; i++) x[i] = y[i] = (float)i - 3.5f;
-    sqz__rope(NULL, y, HD, 1, 1, HD, 0, SQZ_ROPE_HALF, cs, sn);
+    sqz__rope(NULL, y, HD, 1, 1, HD, HD, 0, SQZ_ROPE_HALF, cs, sn);
     assert_memory_equal(x, y, sizeof x);
-    sqz__rope(NULL, y, HD, 1, 1, HD, 5, SQZ_ROPE_INTERLEAVED, cs, sn);
+    sqz__rope(NULL, y, HD, 1, 1, HD, HD, 5, SQZ_ROPE_INTERLEAVED, cs, sn);
     for (int i = 0; i < HD / 2; i++) {
         double n0 = hypot(x[2 * i], x[2 * i + 1]), n1 = hypot(y[2 * i], y[2 * i + 1]);
         assert_true(fabs(n0 - n1) < 1e-5);
