@@ -181,4 +181,7 @@ char *sqz__bytebuf_str(sqz__bytebuf *b);
  * table. NULL if t is out of range. Static storage. */
 const sqz_dtype_traits *sqz__dtype_core(sqz_dtype t);
 
+/* The norm roles of a decoder whose weight scales an RMSNorm (the ones Gemma's HF files store as w - 1). */
+bool sqz__is_rms_norm_role(int role);
+
 #endif

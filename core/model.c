@@ -200,6 +200,7 @@ static bool role_in_family(const sqz_family_info *fi, sqz_role role) {
     switch (role) {
     case SQZ_ROLE_ATTN_Q_NORM: case SQZ_ROLE_ATTN_K_NORM: case SQZ_ROLE_ATTN_POST_NORM: case SQZ_ROLE_FFN_POST_NORM:
     case SQZ_ROLE_ROPE_FREQS: case SQZ_ROLE_ROPE_FACTORS_LONG: case SQZ_ROLE_ROPE_FACTORS_SHORT:
+    case SQZ_ROLE_ATTN_QKV:
         return false; /* the newer roles only where a row names them */
     default:
         return true; /* the older roles: by shape (expected_shape), as before */

@@ -112,3 +112,13 @@ sqz_status sqz_tensor_check_finite(const sqz_tensor *t) {
     free(buf);
     return st;
 }
+
+bool sqz__is_rms_norm_role(int r) {
+    switch (r) {
+    case SQZ_ROLE_ATTN_NORM: case SQZ_ROLE_FFN_NORM: case SQZ_ROLE_OUTPUT_NORM: case SQZ_ROLE_ATTN_Q_NORM:
+    case SQZ_ROLE_ATTN_K_NORM: case SQZ_ROLE_ATTN_POST_NORM: case SQZ_ROLE_FFN_POST_NORM:
+        return true;
+    default:
+        return false;
+    }
+}

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "formats/bundle_internal.h"
+#include "formats/gguf_internal.h"
 
 sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_opts *o) {
     SQZ_RETURN_IF(!o, SQZ_ERR_INVALID_ARG, "sqz_model_save: options are required");
@@ -48,10 +49,10 @@ sqz_rope_layout sqz__target_rope(const sqz_model *m, sqz_format target) {
     const sqz_family_info *fi = sqz_family_get(m->hp.family);
     if (!fi || fi->positions != SQZ_POS_ROTARY) return SQZ_ROPE_NONE;
     if (target == SQZ_FORMAT_SAFETENSORS) return SQZ_ROPE_HALF;
-    /* llama.cpp: "llama" uses LLAMA_ROPE_TYPE_NORM (interleaved, q/k permuted by
-     * convert_hf_to_gguf.py); qwen2 uses NEOX (HF order, not permuted). */
-    if (target == SQZ_FORMAT_GGUF && strcmp(m->hp.arch, "qwen2") == 0) return SQZ_ROPE_HALF;
-    return SQZ_ROPE_INTERLEAVED;
+    /* GGUF: the architecture row's order (llama.cpp: "llama" uses LLAMA_ROPE_TYPE_NORM, interleaved, q/k
+     * permuted by convert_hf_to_gguf.py; qwen2, qwen3, gemma3, phi3 use NEOX, HF's order) */
+    const sqz__gguf_arch *a = target == SQZ_FORMAT_GGUF ? sqz__gguf_arch_for_model(m) : NULL;
+    return a && a->rope != SQZ_ROPE_NONE ? a->rope : SQZ_ROPE_INTERLEAVED;
 }
 
 static bool is_matrix_role(const sqz_tensor *t) { return t->param == SQZ_PARAM_WEIGHT && t->ndim == 2; }

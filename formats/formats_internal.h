@@ -73,6 +73,12 @@ sqz__hf_name_kind sqz__hf_name_parse(sqz_family family, const char *name, sqz_ro
 /* Canonical HF name of (role, layer, param) into buf (cap bytes, NUL-terminated). False if the
  * role has no HF name in the family, the layer does not fit the role, or buf is too small. */
 bool sqz__hf_name_make(sqz_family family, sqz_role role, int32_t layer, sqz_param param, char *buf, size_t cap);
+/* Whether the family's HF checkpoints fuse `role` with others into one tensor (Phi-3's qkv_proj,
+ * gate_up_proj): n > 0 when role is the first of n members (members[0..n), *base the fused name's base),
+ * -1 when it is a later member (written inside the first's tensor), 0 when it is not fused. */
+int sqz__hf_fused(sqz_family family, sqz_role role, sqz_role members[3], const char **base);
+/* The HF name of a fused tensor of layer `layer` ("model.layers.3.self_attn.qkv_proj.weight"). */
+bool sqz__hf_fused_name(sqz_family family, int32_t layer, const char *base, sqz_param param, char *buf, size_t cap);
 /* config.json text as sqz__hf_config_write, with torch_dtype naming `weight_dtype` (the dtype
  * the writer stores the weight matrices in). malloc'd; NULL on error. */
 char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype);

@@ -120,6 +120,8 @@ typedef struct sqz__gguf_arch {
     sqz_family family;
     sqz_rope_layout rope;      /* order of attn_q/attn_k rows in this architecture's GGUF files */
     sqz_act act;
+    bool fused_gate_up;        /* ffn_up holds gate then up (2 x d_ff rows; llama.cpp's phi3), attn_qkv may
+                                  hold q, k, v: split on read, ffn_up fused again on write */
 } sqz__gguf_arch;
 /* The architecture row for a general.architecture value; NULL if sqz does not know it. */
 const sqz__gguf_arch *sqz__gguf_arch_find(const char *name);

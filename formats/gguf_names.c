@@ -20,7 +20,7 @@ static const sqz__gguf_arch archs[] = {
     /* convert_hf_to_gguf.py keeps HF's row order for these (llama.cpp runs them with NEOX rope) */
     {.name = "qwen3", .family = SQZ_FAMILY_QWEN3, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_SILU},
     {.name = "gemma3", .family = SQZ_FAMILY_GEMMA3, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_GELU_TANH},
-    {.name = "phi3", .family = SQZ_FAMILY_PHI3, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_SILU},
+    {.name = "phi3", .family = SQZ_FAMILY_PHI3, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_SILU, .fused_gate_up = true},
 };
 
 const sqz__gguf_arch *sqz__gguf_arch_find(const char *name) {

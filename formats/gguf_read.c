@@ -20,6 +20,7 @@ typedef struct reader_ctx {
     const sqz__gguf *g;
     const char *arch;
     sqz_model *m;
+    const sqz__gguf_arch *a;
 } reader_ctx;
 
 static const char *arch_key(const reader_ctx *c, const char *suffix, char *buf, size_t cap) {
@@ -189,6 +190,53 @@ static sqz_status read_hparams(const reader_ctx *c, const sqz__gguf_arch *a) {
     return SQZ_OK;
 }
 
+/* A fused tensor of layer t->layer split into roles[0..n), rows[i] rows each, views of its rows
+ * (phi3's ffn_up: gate then up; attn_qkv: q, k, v). */
+static sqz_status add_split(const reader_ctx *c, const sqz_tensor *t, const sqz_role *roles, const int64_t *rows,
+                            int n) {
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += rows[i];
+    size_t row_bytes;
+    SQZ_RETURN_IF(t->shape[0] != total || !sqz_dtype_nbytes(t->dtype, t->ndim == 2 ? t->shape[1] : 1, &row_bytes),
+                  SQZ_ERR_SHAPE, "%s: tensor '%s': %" PRId64 " rows, a fused projection of this layer needs %" PRId64,
+                  c->g->path, t->name, t->shape[0], total);
+    const uint8_t *p = t->data;
+    for (int i = 0; i < n; i++) {
+        char name[SQZ__GGUF_MAX_NAME + 1];
+        sqz__gguf_tensor_name(roles[i], t->layer, t->param, name, sizeof name);
+        sqz_tensor u = *t;
+        u.name = name;
+        u.role = roles[i];
+        u.shape[0] = rows[i];
+        u.nbytes = (size_t)rows[i] * row_bytes;
+        u.data = (void *)(uintptr_t)p;
+        if (!sqz_model_add_tensor(c->m, &u)) return SQZ_ERR_NOMEM;
+        p += u.nbytes;
+    }
+    return SQZ_OK;
+}
+
+/* The fused forms of an architecture that stores them (phi3): true when t was one and is added split. */
+static sqz_status add_fused(const reader_ctx *c, const sqz__gguf_arch *a, sqz_tensor *t, bool *done) {
+    *done = false;
+    if (!a->fused_gate_up || t->layer < 0 || t->layer >= c->m->hp.n_layers) return SQZ_OK;
+    const sqz_layer_dims *ld = &c->m->layers[t->layer];
+    const int64_t hd = c->m->hp.head_dim;
+    if (t->role == SQZ_ROLE_FFN_UP && t->shape[0] == 2 * ld->d_ff) {
+        static const sqz_role gu[] = {SQZ_ROLE_FFN_GATE, SQZ_ROLE_FFN_UP};
+        const int64_t rows[] = {ld->d_ff, ld->d_ff};
+        *done = true;
+        return add_split(c, t, gu, rows, 2);
+    }
+    if (t->role == SQZ_ROLE_ATTN_QKV) {
+        static const sqz_role qkv[] = {SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V};
+        const int64_t rows[] = {ld->n_heads * hd, ld->n_kv_heads * hd, ld->n_kv_heads * hd};
+        *done = true;
+        return add_split(c, t, qkv, rows, 3);
+    }
+    return SQZ_OK;
+}
+
 static sqz_status read_tensors(const reader_ctx *c) {
     const sqz__gguf *g = c->g;
     sqz_model *m = c->m;
@@ -210,6 +258,11 @@ static sqz_status read_tensors(const reader_ctx *c) {
                       PRId64, g->path, name, (int)t.layer, c->arch, m->hp.n_layers);
         for (uint32_t d = 0; d < ti->n_dims; d++) t.shape[d] = ti->ne[ti->n_dims - 1 - d];
         t.data = (void *)(uintptr_t)(g->data + g->data_start + ti->offset);
+        bool fused;
+        SQZ_TRY(add_fused(c, c->a, &t, &fused));
+        if (fused) continue;
+        SQZ_RETURN_IF(t.role == SQZ_ROLE_ATTN_QKV, SQZ_ERR_FORMAT, "%s: tensor '%s': a fused attn_qkv in a %s model "
+                      "(sqz splits it for phi3 only)", g->path, name, c->arch);
         if (!sqz_model_add_tensor(m, &t)) return SQZ_ERR_NOMEM;
     }
     return SQZ_OK;
@@ -406,7 +459,7 @@ static sqz_status read_model(const sqz__gguf *g, sqz_model *m) {
         return s;
     }
     free(arch);
-    reader_ctx c = {.g = g, .arch = a->name, .m = m};
+    reader_ctx c = {.g = g, .arch = a->name, .m = m, .a = a};
     SQZ_TRY(read_hparams(&c, a));
     SQZ_TRY(read_tensors(&c));
     SQZ_TRY(read_vocab(&c));

@@ -99,7 +99,7 @@ typedef struct writer {
 } writer;
 
 /* Whether the architecture stores gate and up as one ffn_up of 2 x d_ff rows (llama.cpp's phi3). */
-static bool fused_gate_up(const writer *wr) { return strcmp(wr->arch->name, "phi3") == 0; }
+static bool fused_gate_up(const writer *wr) { return wr->arch->fused_gate_up; }
 
 static bool skip_tensor(const sqz_model *m, const sqz_tensor *t) {
     /* tied classifier: llama.cpp uses token_embd when output.weight is absent (the embedding
@@ -159,10 +159,10 @@ static sqz_status plan_tensors(writer *wr) {
                       "%s: tensor '%s': %lld elements are not whole %s blocks", wr->path, t->name,
                       (long long)sqz_tensor_nelements(t), to->name);
         w->extra_rows = grows_with_vocab(wr, t) ? wr->n_add : 0;
-        if (fused_gate_up(wr) && t->role == SQZ_ROLE_FFN_UP) SQZ_TRY(plan_gate(wr, w));
         SQZ_RETURN_IF(!sqz_dtype_nbytes(w->dtype, sqz_tensor_nelements(t) + w->extra_rows * t->shape[1], &w->nbytes),
                       SQZ_ERR_SHAPE, "%s: tensor '%s': %lld rows do not fit %s", wr->path, t->name,
                       (long long)(t->shape[0] + w->extra_rows), to->name);
+        if (fused_gate_up(wr) && t->role == SQZ_ROLE_FFN_UP) SQZ_TRY(plan_gate(wr, w));
         w->offset = off;
         off += w->nbytes;
         off += (SQZ__GGUF_DEFAULT_ALIGNMENT - off % SQZ__GGUF_DEFAULT_ALIGNMENT) % SQZ__GGUF_DEFAULT_ALIGNMENT;

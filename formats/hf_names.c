@@ -214,3 +214,39 @@ bool sqz__hf_name_make(sqz_family family, sqz_role role, int32_t layer, sqz_para
     }
     return false;
 }
+
+/* The roles a fused row holds, in row order. */
+static int fused_roles(sqz__hf_name_kind k, sqz_role *out) {
+    if (k == SQZ__HF_FUSED_QKV) {
+        out[0] = SQZ_ROLE_ATTN_Q, out[1] = SQZ_ROLE_ATTN_K, out[2] = SQZ_ROLE_ATTN_V;
+        return 3;
+    }
+    if (k == SQZ__HF_FUSED_GATE_UP) {
+        out[0] = SQZ_ROLE_FFN_GATE, out[1] = SQZ_ROLE_FFN_UP;
+        return 2;
+    }
+    return 0;
+}
+
+int sqz__hf_fused(sqz_family family, sqz_role role, sqz_role members[3], const char **base) {
+    if ((unsigned)family >= N_OF(families)) return 0;
+    const hf_family_names *f = &families[family];
+    for (size_t i = 0; i < f->n_layer; i++) {
+        sqz_role r[3];
+        const int n = fused_roles(f->layer[i].fused, r);
+        for (int k = 0; k < n; k++) {
+            if (r[k] != role) continue;
+            memcpy(members, r, sizeof r);
+            if (base) *base = f->layer[i].base;
+            return k == 0 ? n : -1;
+        }
+    }
+    return 0;
+}
+
+bool sqz__hf_fused_name(sqz_family family, int32_t layer, const char *base, sqz_param param, char *buf, size_t cap) {
+    if ((unsigned)family >= N_OF(families) || layer < 0) return false;
+    const int k = snprintf(buf, cap, "%s%d.%s.%s", families[family].layer_prefix, (int)layer, base,
+                           param == SQZ_PARAM_BIAS ? "bias" : "weight");
+    return k > 0 && (size_t)k < cap;
+}

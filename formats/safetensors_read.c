@@ -435,13 +435,9 @@ static sqz_status add_fused(sqz_model *m, const st_entry *e, sqz__hf_name_kind k
 /* Gemma's RMSNorm weights w are applied as 1 + w: sqz keeps 1 + w (as llama.cpp's GGUF), in f32, computed
  * as transformers does (1.0 + w.float()). */
 static sqz_status norms_plus_one(sqz_model *m) {
-    static const sqz_role norms[] = {SQZ_ROLE_ATTN_NORM, SQZ_ROLE_FFN_NORM, SQZ_ROLE_OUTPUT_NORM, SQZ_ROLE_ATTN_Q_NORM,
-                                     SQZ_ROLE_ATTN_K_NORM, SQZ_ROLE_ATTN_POST_NORM, SQZ_ROLE_FFN_POST_NORM};
     for (int64_t i = 0; i < m->n_tensors; i++) {
         sqz_tensor *t = &m->tensors[i];
-        bool norm = false;
-        for (size_t r = 0; r < sizeof norms / sizeof *norms; r++) norm = norm || t->role == norms[r];
-        if (!norm || t->param != SQZ_PARAM_WEIGHT) continue;
+        if (!sqz__is_rms_norm_role(t->role) || t->param != SQZ_PARAM_WEIGHT) continue;
         const int64_t n = sqz_tensor_nelements(t);
         float *w = sqz__malloc((size_t)(n > 0 ? n : 1) * sizeof *w);
         if (!w) return SQZ_ERR_NOMEM;

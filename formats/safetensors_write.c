@@ -25,6 +25,9 @@ typedef struct st_plan {
     int64_t shape[SQZ_MAX_DIMS];
     int part, n_parts;            /* a part of a scheme-quantized weight in the layout's form (part
                                      0 .. n_parts - 1, consecutive in the plan), or -1 */
+    const sqz_tensor *more[2];    /* a fused tensor's further members, whose rows follow t's (Phi-3) */
+    int n_more;
+    bool minus_one;               /* a Gemma norm: HF stores w where sqz keeps 1 + w (written as f32) */
 } st_plan;
 
 /* Whether t is written in the layout (else as floats or its own dtype): sqz's INT8 / INT4, and a
@@ -79,6 +82,39 @@ static sqz_status plan_parts(const sqz__st_layout *L, const sqz_tensor *t, st_pl
     return st;
 }
 
+/* Roles that config.json states (the rope frequency factors), not tensors of an HF checkpoint. */
+static bool config_role(sqz_role r) {
+    return r == SQZ_ROLE_ROPE_FREQS || r == SQZ_ROLE_ROPE_FACTORS_LONG || r == SQZ_ROLE_ROPE_FACTORS_SHORT;
+}
+
+/* A fused row (Phi-3's qkv_proj / gate_up_proj): t and the layer's other members, in one tensor of
+ * the concatenated rows; float members of one dtype only. */
+static sqz_status plan_fused(const sqz_model *m, const sqz_save_opts *o, const sqz_tensor *t, const sqz_role *mem,
+                             int n_mem, const char *base, st_plan *p) {
+    SQZ_RETURN_IF(in_layout(t, o), SQZ_ERR_UNSUPPORTED, "model.safetensors: tensor '%s': %s's fused %s in a "
+                  "quantized HF layout is not supported: write GGUF, or a float --dtype", t->name,
+                  sqz_family_name(m->hp.family), base);
+    int64_t rows = t->shape[0];
+    for (int k = 1; k < n_mem; k++) {
+        const sqz_tensor *u = sqz_model_get(m, mem[k], t->layer, t->param);
+        SQZ_RETURN_IF(!u || in_layout(u, o) || sqz__export_dtype(u, o, SQZ_FORMAT_SAFETENSORS) != p->dtype ||
+                          u->ndim != t->ndim || (t->ndim == 2 && u->shape[1] != t->shape[1]),
+                      SQZ_ERR_UNSUPPORTED, "model.safetensors: tensor '%s': %s's fused %s needs its members in one "
+                      "float type and width (%s is %s)", t->name, sqz_family_name(m->hp.family), base,
+                      u ? u->name : sqz_role_name(mem[k]), u ? sqz_dtype_name(u->dtype) : "missing");
+        p->more[p->n_more++] = u;
+        rows += u->shape[0];
+    }
+    SQZ_RETURN_IF(!sqz__hf_fused_name(m->hp.family, t->layer, base, t->param, p->name, sizeof p->name),
+                  SQZ_ERR_UNSUPPORTED, "model.safetensors: tensor '%s': name too long", t->name);
+    p->ndim = t->ndim;
+    memcpy(p->shape, t->shape, sizeof p->shape);
+    p->shape[0] = rows;
+    SQZ_RETURN_IF(!sqz_dtype_nbytes(p->dtype, rows * (t->ndim == 2 ? t->shape[1] : 1), &p->nbytes), SQZ_ERR_SHAPE,
+                  "model.safetensors: tensor '%s': size overflows", t->name);
+    return SQZ_OK;
+}
+
 /* Which tensors are written, under which names and dtypes. */
 static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, const sqz__st_layout *L, st_plan **out,
                             size_t *n_out) {
@@ -91,11 +127,22 @@ static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, const sq
     for (int64_t i = 0; i < m->n_tensors && st == SQZ_OK; i++) {
         const sqz_tensor *t = &m->tensors[i];
         if (t->role == SQZ_ROLE_OUTPUT && m->hp.tied_embeddings) continue; /* tie_word_embeddings says it */
+        if (config_role(t->role)) continue;
+        sqz_role mem[3];
+        const char *base = NULL;
+        const int fused = sqz__hf_fused(m->hp.family, t->role, mem, &base);
+        if (fused < 0) continue; /* inside its fused tensor */
         st_plan *p = &plan[n];
         p->t = t;
         p->part = -1;
         p->dtype = sqz__export_dtype(t, o, SQZ_FORMAT_SAFETENSORS);
-        if (!sqz__hf_name_make(m->hp.family, t->role, t->layer, t->param, p->name, sizeof p->name))
+        p->minus_one = sqz_family_get(m->hp.family)->hf_norm_plus_one && sqz__is_rms_norm_role(t->role) &&
+                       t->param == SQZ_PARAM_WEIGHT;
+        if (p->minus_one) p->dtype = SQZ_DTYPE_F32;
+        if (fused > 0) {
+            st = plan_fused(m, o, t, mem, fused, base, p);
+            if (st == SQZ_OK) n++;
+        } else if (!sqz__hf_name_make(m->hp.family, t->role, t->layer, t->param, p->name, sizeof p->name))
             st = SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "model.safetensors: tensor '%s': role %s has no HF name in a %s "
                            "model", t->name, sqz_role_name(t->role), sqz_family_name(m->hp.family));
         else if (!t->data)
@@ -198,6 +245,29 @@ static sqz_status make_parts(const sqz_model *m, const sqz__st_layout *L, const 
     return st;
 }
 
+/* A tensor written as is (or its fused members one after another); Gemma's norms as w = (1 + w) - 1. */
+static sqz_status export_plain(const sqz_model *m, const st_plan *p, sqz_rope_layout rope, uint8_t *buf) {
+    size_t first = p->nbytes, off;
+    for (int k = 0; k < p->n_more; k++) {
+        size_t b;
+        if (!sqz_dtype_nbytes(p->dtype, sqz_tensor_nelements(p->more[k]), &b)) return SQZ_ERR_SHAPE;
+        first -= b;
+    }
+    SQZ_TRY(sqz__tensor_export(m, p->t, p->dtype, rope, buf, first, NULL));
+    off = first;
+    for (int k = 0; k < p->n_more; k++) {
+        size_t b;
+        sqz_dtype_nbytes(p->dtype, sqz_tensor_nelements(p->more[k]), &b);
+        SQZ_TRY(sqz__tensor_export(m, p->more[k], p->dtype, rope, buf + off, b, NULL));
+        off += b;
+    }
+    if (p->minus_one) {
+        float *w = (float *)(void *)buf;
+        for (size_t j = 0; j < p->nbytes / sizeof(float); j++) w[j] -= 1.0f;
+    }
+    return SQZ_OK;
+}
+
 static sqz_status write_weights(const sqz_model *m, const sqz_save_opts *o, const sqz__st_layout *L,
                                 const st_plan *plan, size_t n, sqz_outdir *d) {
     sqz__bytebuf h = {0};
@@ -228,7 +298,7 @@ static sqz_status write_weights(const sqz_model *m, const sqz_save_opts *o, cons
             bytes = q->data;
             if (q->nbytes != plan[i].nbytes) st = SQZ_ERROR(SQZ_ERR_SHAPE, "tensor '%s': part size", plan[i].name);
         } else if (st == SQZ_OK) {
-            st = sqz__tensor_export(m, plan[i].t, plan[i].dtype, rope, buf, plan[i].nbytes, NULL);
+            st = export_plain(m, &plan[i], rope, buf);
         }
         if (st != SQZ_OK) {
             sqz__error_prefix("model.safetensors");

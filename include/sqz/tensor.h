@@ -55,7 +55,8 @@ extern "C" {
     X(FFN_POST_NORM, "post_ffw_norm", 1)    /* (d_model) RMSNorm of the FFN's output (gemma3) */ \
     X(ROPE_FREQS, "rope_freqs", 0)          /* (rope_dim/2) frequency divisors (llama 3 scaling) */ \
     X(ROPE_FACTORS_LONG, "rope_factors_long", 0)   /* (rope_dim/2) longrope, long contexts (phi3) */ \
-    X(ROPE_FACTORS_SHORT, "rope_factors_short", 0) /* (rope_dim/2) longrope, short contexts */
+    X(ROPE_FACTORS_SHORT, "rope_factors_short", 0) /* (rope_dim/2) longrope, short contexts */ \
+    X(ATTN_QKV, "attn_qkv", 1)              /* q, k, v rows fused (phi3 GGUF): split on read, never in a model */
 
 typedef enum sqz_role {
 #define SQZ__ROLE_ENUM(name, gguf, per_layer) SQZ_ROLE_##name,

@@ -269,7 +269,7 @@ def family_specs():
         eot = tok.token_to_id("<end_of_turn>")
         cfg = Gemma3TextConfig(
             vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=INTER, num_hidden_layers=6,
-            num_attention_heads=4, num_key_value_heads=1, head_dim=32, query_pre_attn_scalar=24,
+            num_attention_heads=4, num_key_value_heads=1, head_dim=32, query_pre_attn_scalar=32,
             hidden_activation="gelu_pytorch_tanh", max_position_embeddings=32768, initializer_range=STD,
             rms_norm_eps=1e-6, use_cache=True, pad_token_id=0, eos_token_id=1, bos_token_id=2,
             tie_word_embeddings=True, attention_bias=False, attention_dropout=0.0, sliding_window=16,
@@ -604,7 +604,9 @@ FEATURES = {
     "gemma3": ["6 layers, layer_types 5 sliding : 1 full (the real pattern), sliding_window 16 (< the 24- and 96-token "
                "cases): a sliding layer's query at position q sees keys q-15 .. q (transformers' mask is "
                "kv > q - sliding_window)", "4 heads, 1 kv head (MQA), head_dim 32 (q width 128 != hidden 64)",
-               "query_pre_attn_scalar 24 != head_dim: scores are scaled by 24^-0.5, not 32^-0.5",
+               "query_pre_attn_scalar = head_dim (32), as every real Gemma 3 but the 27B: llama.cpp scales Gemma 3 "
+               "scores by head_dim^-0.5 and cannot be told another scalar (sqz reads any value and refuses to write "
+               "a GGUF llama.cpp would run differently)",
                "two rope bases: global layers rope_theta 1e6 with linear scaling factor 8 (as gemma-3-4b), sliding "
                "layers 10000 unscaled", "q_norm / k_norm; four RMSNorms per layer (input, post_attention, "
                "pre_feedforward, post_feedforward), all Gemma-style x * (1 + w), eps 1e-6",
