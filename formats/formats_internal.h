@@ -84,6 +84,9 @@ bool sqz__hf_fused_name(sqz_family family, int32_t layer, const char *base, sqz_
 char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype);
 
 /* ---- tokenizer files (tokenizer_*.c) ---- */
+/* llama.cpp's tokenizer.ggml.pre name of an HF Split pre-tokenizer regex ("llama-bpe", "qwen2", "gpt-4o"),
+ * or NULL when sqz knows none for it. */
+const char *sqz__hf_pre_name(const char *split);
 /* HF tokenizer.json (+ tokenizer_config.json text, may be NULL) into v; keeps the texts verbatim. */
 sqz_status sqz__tokenizer_json_read(const char *json, size_t len, const char *config_json, const char *path,
                                     sqz_vocab *v);

@@ -384,11 +384,43 @@ static void write_passthrough_kv(writer *wr) {
     }
 }
 
+/* llama.cpp sets token attributes by general.name: a name containing "phi3" or "phi-3" makes it look up
+ * "</s>" and abort on a vocabulary without one (llama-vocab.cpp, unordered_map::at). Such a name is written
+ * with "phi 3" instead; NULL when the name is safe as it is. */
+static char *safe_name(const sqz_model *m) {
+    bool has_eos_piece = false;
+    for (int32_t i = 0; i < m->vocab.n_tokens && !has_eos_piece; i++)
+        has_eos_piece = m->vocab.tokens[i] && strcmp(m->vocab.tokens[i], "</s>") == 0;
+    if (has_eos_piece || m->vocab.n_tokens == 0) return NULL;
+    char *n = sqz__strdup(m->name);
+    bool changed = false;
+    for (char *p = n; p && *p; p++) {
+        if ((p[0] | 32) == 'p' && (p[1] | 32) == 'h' && (p[2] | 32) == 'i' && (p[3] == '3' || (p[3] == '-' && p[4] == '3'))) {
+            if (p[3] == '-') p[3] = ' '; /* "phi-3" -> "phi 3" */
+            else { /* "phi3" -> "phi 3": one more byte */
+                char *w = sqz__asprintf("%.*sphi 3%s", (int)(p - n), n, p + 4);
+                free(n);
+                return w;
+            }
+            changed = true;
+        }
+    }
+    if (!changed) {
+        free(n);
+        return NULL;
+    }
+    return n;
+}
+
 static sqz_status build_metadata(writer *wr) {
     const sqz_model *m = wr->m;
     gbuf *b = &wr->kv;
     kv_str(b, "general.architecture", wr->arch->name);
-    if (m->name && sqz__utf8_valid(m->name, strlen(m->name))) kv_str(b, "general.name", m->name);
+    if (m->name && sqz__utf8_valid(m->name, strlen(m->name))) {
+        char *name = safe_name(m);
+        kv_str(b, "general.name", name ? name : m->name);
+        free(name);
+    }
     kv_u32(b, "general.alignment", SQZ__GGUF_DEFAULT_ALIGNMENT);
     bool any_quant;
     int ftype = sqz__gguf_file_type(dominant_dtype(wr, &any_quant));

@@ -63,7 +63,7 @@ static bool tree_has(const cJSON *node, const char *type, const cJSON **found) {
         if (found) *found = node;
         return true;
     }
-    static const char *const subs[] = {"pretokenizers", "normalizers", "decoders"};
+    static const char *const subs[] = {"pretokenizers", "normalizers", "decoders", "processors"};
     for (size_t i = 0; i < sizeof subs / sizeof *subs; i++) {
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(node, subs[i]);
         const cJSON *e;
@@ -460,6 +460,11 @@ static sqz_status parse(tj *c, const char *json, size_t len, const char *config_
                                         (scheme && strcmp(scheme, "never") != 0)));
     }
     SQZ_TRY(read_chat_template(c));
+    const cJSON *split = NULL;
+    if (v->kind == SQZ_VOCAB_BPE && tree_has(pre, "Split", &split)) {
+        const char *name = sqz__hf_pre_name(obj_str(cJSON_GetObjectItemCaseSensitive(split, "pattern"), "Regex"));
+        if (name && !(v->pre = sqz__strdup(name))) return SQZ_ERR_NOMEM;
+    }
     v->hf_json = sqz__strndup(json, len);
     if (!v->hf_json) return SQZ_ERR_NOMEM;
     if (config_json) {

@@ -396,7 +396,18 @@ static const struct { const char *pre; const char *split; bool digits; } pre_tab
     {"qwen2",
      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", false},
+    {"gpt-4o", /* o200k: Phi-4-mini */
+     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|"
+     "'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|"
+     "'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", false},
 };
+
+const char *sqz__hf_pre_name(const char *split) {
+    for (size_t i = 0; split && i < sizeof pre_table / sizeof *pre_table; i++) {
+        if (pre_table[i].split && strcmp(pre_table[i].split, split) == 0) return pre_table[i].pre;
+    }
+    return NULL;
+}
 
 static sqz_status build_bpe(jb *b, cJSON *root, const sqz_vocab *v) {
     added_tokens(b, root, v);

@@ -36,6 +36,11 @@ static const char RE_LLAMA3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{
 /* Qwen2 / StableLM2: llama-3's with single digits. */
 static const char RE_QWEN2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
                                "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+/* o200k (GPT-4o, Phi-4-mini): the tokenizer.json pattern llama.cpp keeps as the original. */
+static const char RE_GPT4O[] = "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+                               "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+                               "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+                               "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 /* HF Digits(individual_digits = true) and llama.cpp's first regex for SmolLM/StarCoder. */
 static const char RE_DIGIT[] = "\\p{N}";
 static const char RE_DIGITS[] = "\\p{N}+";
@@ -54,6 +59,7 @@ static const struct pre_row {
     {"codeshell", {RE_DIGIT, RE_GPT2}, false}, {"exaone", {RE_DIGIT, RE_GPT2}, false},
     {"minerva-7b", {RE_DIGIT, RE_GPT2}, false},
     {"qwen2", {RE_QWEN2}, false},    {"stablelm2", {RE_QWEN2}, false},
+    {"gpt-4o", {RE_GPT4O}, false},   {"llama4", {RE_GPT4O}, false},
 };
 
 typedef struct bpe_impl {
