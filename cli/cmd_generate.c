@@ -17,7 +17,7 @@ typedef struct gen_opts {
     const char *path, *prompt, *tokenizer, *system, *chat_format;
     int64_t n_new, threads, seed; /* seed < 0: the time */
     double temp, top_p;
-    bool ids, stream, quiet, chat;
+    bool ids, stream, quiet, chat, no_think;
 } gen_opts;
 
 /* The prompt may be empty (BOS alone), which SQZ_OPT_STRING refuses. */
@@ -51,8 +51,11 @@ static const sqz_opt gen_rows[] = {
     {.name = "system", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, system), .metavar = "TEXT",
      .help = "with --chat: a system message before the prompt"},
     {.name = "chat-format", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, chat_format), .metavar = "NAME",
-     .help = "with --chat: render as NAME instead of recognising the model's template: chatml, llama3.1, llama3, "
-             "gemma, phi3, llama2 or mistral"},
+     .help = "with --chat: render as NAME instead of recognising the model's template: qwen3, qwen3-nothink, "
+             "chatml, llama3.2, llama3.1, llama3, gemma, phi3, phi4, llama2 or mistral"},
+    {.name = "no-think", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, no_think),
+     .help = "with --chat on a Qwen3 template: its enable_thinking=false (the answer opens with an empty "
+             "<think></think> block); --chat-format qwen3-nothink"},
     {.name = "ids", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, ids),
      .help = "print the generated token ids instead of text"},
     {.name = "stream-weights", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, stream),
@@ -62,7 +65,7 @@ static const sqz_opt gen_rows[] = {
 
 static const char gen_head[] =
     "usage: sqz generate MODEL [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S]\n"
-    "                      [--chat [--system TEXT] [--chat-format NAME]]\n"
+    "                      [--chat [--system TEXT] [--chat-format NAME] [--no-think]]\n"
     "                      [--threads N] [--tokenizer FILE] [--ids] [--stream-weights]\n\n"
     "Continues PROMPT (default: empty, i.e. from BOS alone) with up to N new tokens\n"
     "(default 256) and prints the prompt and the continuation. Temperature 0 (the\n"
@@ -142,7 +145,18 @@ static int chat_prompt(const gen_opts *a, const sqz_model *m, const sqz_tokenize
                        size_t *n, sqz_status *st) {
     const sqz_chat_msg msgs[2] = {{"system", a->system ? a->system : ""}, {"user", a->prompt}};
     const sqz_vocab *v = &m->vocab;
-    *st = sqz_chat_apply(a->chat_format, v->chat_template, token_text(v, v->bos), token_text(v, v->eos),
+    const char *fmt = a->chat_format;
+    if (a->no_think) {
+        const char *d = fmt ? fmt : sqz_chat_detect(v->chat_template);
+        if (!d || (strcmp(d, "qwen3") != 0 && strcmp(d, "qwen3-nothink") != 0)) {
+            fprintf(stderr, "sqz: error: %s: --no-think switches a Qwen3 template's thinking off; this model's "
+                    "template is %s\n", a->path, d ? d : "not one sqz recognises");
+            *st = SQZ_OK;
+            return 1;
+        }
+        fmt = "qwen3-nothink";
+    }
+    *st = sqz_chat_apply(fmt, v->chat_template, token_text(v, v->bos), token_text(v, v->eos),
                          a->system ? msgs : msgs + 1, a->system ? 2 : 1, true, text);
     if (*st == SQZ_ERR_INVALID_ARG) { /* the model's template: its file, and the way out */
         fprintf(stderr, "sqz: error: %s: %s (--chat-format NAME)\n", a->path, sqz_last_error());
@@ -158,8 +172,9 @@ int sqz_cmd_generate(int argc, char **argv) {
     const sqz_opt_group grp[] = {{NULL, gen_rows, SQZ_CLI_N(gen_rows), &a}, {NULL, &sqz_cli_quiet_opt, 1, &a.quiet}};
     const int bad = sqz_cli_parse("generate", grp, 2, argc, argv, NULL);
     if (bad) return bad;
-    if ((a.system || a.chat_format) && !a.chat)
-        return sqz_cli_usage_error("generate", "--%s applies to --chat: add --chat", a.system ? "system" : "chat-format");
+    if ((a.system || a.chat_format || a.no_think) && !a.chat)
+        return sqz_cli_usage_error("generate", "--%s applies to --chat: add --chat",
+                                   a.system ? "system" : a.chat_format ? "chat-format" : "no-think");
     if (a.chat_format && !sqz_chat_format_known(a.chat_format))
         return sqz_cli_usage_error("generate", "--chat-format '%s': not a format (%s)", a.chat_format,
                                    sqz_chat_format_names());

@@ -10,8 +10,10 @@
  * message, then user and assistant turns, with the generation prompt; what a template does with
  * tools, images or reasoning is not rendered.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/runtime_internal.h"
 #include "sqz/chat.h"
@@ -126,6 +128,41 @@ static void render_llama31(buf *b, const conv *c) {
     if (c->gen) put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+/* Llama 3.2: 3.1's system turn dated today, as the template's strftime_now("%d %b %Y") writes it
+ * (SQZ_CHAT_DATE sets another date: the template's date_string). */
+static void render_llama32(buf *b, const conv *c) {
+    char date[64];
+    const char *env = getenv("SQZ_CHAT_DATE");
+    if (env && *env) snprintf(date, sizeof date, "%s", env);
+    else {
+        const time_t now = time(NULL);
+        struct tm tmv;
+        if (!localtime_r(&now, &tmv) || !strftime(date, sizeof date, "%d %b %Y", &tmv)) snprintf(date, sizeof date, "26 Jul 2024");
+    }
+    put_bos(b, c);
+    put(b, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: ");
+    put(b, date), put(b, "\n\n");
+    if (c->system) put_trim(b, c->system);
+    put(b, "<|eot_id|>");
+    for (size_t i = 0; i < c->n; i++) llama3_turn(b, c->msgs[i].role, c->msgs[i].content);
+    if (c->gen) put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+/* Qwen3 with enable_thinking false: the generation prompt closes an empty reasoning block. */
+static void render_qwen3_nothink(buf *b, const conv *c) {
+    render_chatml(b, c);
+    if (c->gen) put(b, "<think>\n\n</think>\n\n");
+}
+
+/* Phi-4-mini: '<|' + role + '|>' + content + '<|end|>' for every message, system included, no newlines;
+ * without a generation prompt the EOS text ends it. */
+static void render_phi4(buf *b, const conv *c) {
+    if (c->system) put(b, "<|system|>"), put(b, c->system), put(b, "<|end|>");
+    for (size_t i = 0; i < c->n; i++)
+        put(b, "<|"), put(b, c->msgs[i].role), put(b, "|>"), put(b, c->msgs[i].content), put(b, "<|end|>");
+    put(b, c->gen ? "<|assistant|>" : c->eos);
+}
+
 /* Gemma: no system role; Gemma 3 puts the system message before the first user turn. */
 static void render_gemma(buf *b, const conv *c) {
     put_bos(b, c);
@@ -188,6 +225,7 @@ typedef struct chat_row {
     const char *all[3];  /* markers the template contains, every one */
     const char *none[6]; /* markers it must not contain: what sqz does not reproduce */
     void (*render)(buf *b, const conv *c);
+    bool named_only; /* never detected: asked for by name (a template switch such as Qwen3's thinking) */
 } chat_row;
 
 /* Tried in order; the first whose markers match wins. The "none" markers are what the family's
@@ -196,17 +234,27 @@ typedef struct chat_row {
  * without a system message, function schemas (macros). Each was found by comparing with Jinja
  * (tests/py/test_chat_templates.py). */
 static const chat_row rows[] = {
+    {"qwen3", {"<|im_start|>", "enable_thinking is defined and enable_thinking is false", "<think>\\n\\n</think>\\n\\n"},
+     {"strftime_now", "<|im_sep|>", "Knowledge Cutoff", "content|trim", "<|vision_start|>", "rwkv"}, render_chatml, false},
+    {"qwen3-nothink", {"<|im_start|>", "enable_thinking is defined and enable_thinking is false",
+                       "<think>\\n\\n</think>\\n\\n"},
+     {"strftime_now", "<|im_sep|>", "Knowledge Cutoff", "content|trim", "<|vision_start|>", "rwkv"},
+     render_qwen3_nothink, true},
     {"chatml", {"<|im_start|>", "<|im_end|>"},
      {"strftime_now", "<|im_sep|>", "Knowledge Cutoff", "assistant\\n<think>", "content|trim", "function calling AI model"},
-     render_chatml},
+     render_chatml, false},
+    {"llama3.2", {"<|start_header_id|>", "Cutting Knowledge Date: December 2023", "strftime_now(\"%d %b %Y\")"},
+     {"macro "}, render_llama32, false},
     {"llama3.1", {"<|start_header_id|>", "Cutting Knowledge Date: December 2023", "26 Jul 2024"},
-     {"strftime_now", "macro "}, render_llama31},
+     {"strftime_now", "macro "}, render_llama31, false},
     {"llama3", {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
-     {"strftime_now", "Cutting Knowledge Date", "macro ", "functions"}, render_llama3},
-    {"gemma", {"<start_of_turn>", "<end_of_turn>"}, {"strftime_now"}, render_gemma},
-    {"phi3", {"<|user|>", "<|assistant|>", "<|end|>"}, {"strftime_now", "reasoning_prompt"}, render_phi3},
-    {"llama2", {"[INST] ", " [/INST]"}, {"strftime_now"}, render_llama2},
-    {"mistral", {"[INST]", "[/INST]"}, {"strftime_now", "[SYSTEM_PROMPT]"}, render_mistral},
+     {"strftime_now", "Cutting Knowledge Date", "macro ", "functions"}, render_llama3, false},
+    {"gemma", {"<start_of_turn>", "<end_of_turn>"}, {"strftime_now"}, render_gemma, false},
+    {"phi3", {"<|user|>", "<|assistant|>", "<|end|>"}, {"strftime_now", "reasoning_prompt"}, render_phi3, false},
+    {"phi4", {"'<|' + message['role'] + '|>'", "<|end|>", "<|assistant|>"}, {"strftime_now", "reasoning_prompt"},
+     render_phi4, false},
+    {"llama2", {"[INST] ", " [/INST]"}, {"strftime_now"}, render_llama2, false},
+    {"mistral", {"[INST]", "[/INST]"}, {"strftime_now", "[SYSTEM_PROMPT]"}, render_mistral, false},
 };
 enum { N_ROWS = sizeof rows / sizeof rows[0] };
 
@@ -220,11 +268,13 @@ static bool matches(const chat_row *r, const char *tmpl) {
 
 const char *sqz_chat_detect(const char *tmpl) {
     for (int i = 0; tmpl && i < N_ROWS; i++)
-        if (matches(&rows[i], tmpl)) return rows[i].name;
+        if (!rows[i].named_only && matches(&rows[i], tmpl)) return rows[i].name;
     return NULL;
 }
 
-const char *sqz_chat_format_names(void) { return "chatml|llama3.1|llama3|gemma|phi3|llama2|mistral"; }
+const char *sqz_chat_format_names(void) {
+    return "qwen3|qwen3-nothink|chatml|llama3.2|llama3.1|llama3|gemma|phi3|phi4|llama2|mistral";
+}
 
 static const chat_row *row_named(const char *name) {
     for (int i = 0; i < N_ROWS; i++)
