@@ -274,7 +274,7 @@ static const sqz_compress_spec *quant_spec(const sqz_recipe *r, const char **tex
         const sqz_compress_spec *sp = sqz_stage_quant_spec(&r->stages[i]);
         if (!sp) continue;
         q = sp;
-        *text = r->stages[i].spec;
+        if (text) *text = r->stages[i].spec;
     }
     return q;
 }
@@ -461,7 +461,8 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     if (st == SQZ_OK) st = sqz_model_check_finite(m); /* NaN / Inf weights never pass through */
     if (st == SQZ_OK && (st = sqz_recipe_check_model(&a->recipe, m, cc->text != NULL)) != SQZ_OK) *usage = true;
     /* an HF config.json holds one set of layer dims: refused now, not after the work */
-    if (st == SQZ_OK && so->format == SQZ_FORMAT_SAFETENSORS && (st = sqz_recipe_check_uniform(&a->recipe, m)) != SQZ_OK)
+    if (st == SQZ_OK && (so->format == SQZ_FORMAT_SAFETENSORS || sqz_family_get(m->hp.family)->gguf_uniform) &&
+        (st = sqz_recipe_check_uniform(&a->recipe, m)) != SQZ_OK)
         *usage = true;
     sqz_keep_float keep;
     if (st == SQZ_OK && (st = sqz_keep_float_parse(a->keep, m, &keep)) != SQZ_OK) *usage = true;

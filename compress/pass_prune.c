@@ -149,8 +149,18 @@ static void write_note(sqz_pass_ctx *c, const sqz__prune_opts *a, int64_t h0, in
 
 /* Every layer keeps a head and an FFN neuron; hidden channels only where the family can lose them. */
 static sqz_status check_model(const sqz__prune_opts *a, const char *spec, const sqz_model *m) {
-    SQZ_RETURN_IF(!sqz_family_get(m->hp.family), SQZ_ERR_INVALID_ARG, "--prune '%s': family %s has no pruning table",
+    const sqz_family_info *fi = sqz_family_get(m->hp.family);
+    SQZ_RETURN_IF(!fi, SQZ_ERR_INVALID_ARG, "--prune '%s': family %s has no pruning table",
                   spec, sqz_family_name(m->hp.family));
+    SQZ_RETURN_IF(fi->heads_fill_width && (a->heads > 0 || a->params > 0), SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': %s's attention width must stay the hidden size (llama.cpp's %s loads attn_output as "
+                  "d_model x d_model): prune ffn= instead", spec, fi->name, fi->name);
+    const sqz_prune_comp comp = sqz__prune_comp_of(a);
+    SQZ_RETURN_IF(fi->no_out_bias && (a->heads > 0 || a->ffn > 0 || a->params > 0) &&
+                      (comp == SQZ_PRUNE_COMP_BIAS || comp == SQZ_PRUNE_COMP_BOTH),
+                  SQZ_ERR_INVALID_ARG, "--prune '%s': the %s compensation puts a bias on o_proj / down_proj, which "
+                  "%s has none of (llama.cpp's %s loads none): give ':lsq' (least squares, from --calib) or ':none'",
+                  spec, comp == SQZ_PRUNE_COMP_BOTH ? "'both'" : "bias (flap's default)", fi->name, fi->name);
     for (int32_t l = 0; l < m->hp.n_layers; l++) {
         const sqz_layer_dims *ld = &m->layers[l];
         SQZ_RETURN_IF(a->heads > 0 && to_remove(a->heads, ld->n_heads) >= ld->n_heads, SQZ_ERR_INVALID_ARG,
@@ -163,12 +173,13 @@ static sqz_status check_model(const sqz__prune_opts *a, const char *spec, const 
     /* the family row says whether it can (BERT cannot: post-LayerNorm re-centres the residual
      * stream over whatever channels are left after every residual add, and BertModel derives
      * head_dim from hidden_size, which would then disagree with the heads) */
-    const sqz_family_info *fi = sqz_family_get(m->hp.family);
     SQZ_RETURN_IF(a->channels > 0 && !fi->prune_channels, SQZ_ERR_INVALID_ARG,
                   "--prune '%s': part 'channels=%g': %s blocks cannot lose hidden channels (%s): prune heads= / "
                   "ffn= instead", spec, a->channels, sqz_family_name(m->hp.family),
-                  fi->pre_norm ? "the family's table row does not allow it"
-                               : "the norm after each residual add re-centres over the kept ones");
+                  !fi->pre_norm ? "the norm after each residual add re-centres over the kept ones"
+                  : fi->embed_scale_sqrt_d ? "its embeddings are scaled by sqrt(d_model), which llama.cpp takes from the "
+                                             "width it reads: a narrower model would be scaled otherwise"
+                                           : "the family's table row does not allow it");
     SQZ_RETURN_IF(a->channels > 0 && sqz__prune_channels_remove(a, m->hp.d_model) >= m->hp.d_model,
                   SQZ_ERR_INVALID_ARG, "--prune '%s': part 'channels=%g' removes every hidden channel (%lld)", spec,
                   a->channels, (long long)m->hp.d_model);

@@ -220,6 +220,8 @@ static sqz_status check_rotatable(const sqz_model *m, int what, const char *spec
                       "--rotate %s: the %s family normalizes with %s: a rotation of the residual stream does not "
                       "commute with mean subtraction and a bias, so it cannot be folded into the weights (use --rotate "
                       "heads)", spec, fi->name, fi->norm == SQZ_NORM_LAYER ? "LayerNorm" : "a post-norm");
+        SQZ_RETURN_IF(fi->no_rotation != NULL, SQZ_ERR_UNSUPPORTED, "--rotate %s: the %s family: %s (use --rotate heads)",
+                      spec, fi->name, fi->no_rotation);
         SQZ_RETURN_IF(sqz_model_get(m, SQZ_ROLE_POS_EMBD, -1, SQZ_PARAM_WEIGHT) != NULL, SQZ_ERR_UNSUPPORTED,
                       "--rotate %s: learned position embeddings are added to the stream (not supported)", spec);
         for (int64_t i = 0; i < m->n_tensors; i++) {

@@ -192,6 +192,13 @@ sqz_status sqz_recipe_check_uniform(const sqz_recipe *r, const sqz_model *m) {
     }
     for (int k = 0; r && k < r->n; k++)
         if (r->stages[k].pass->check_uniform) SQZ_TRY(r->stages[k].pass->check_uniform(&r->stages[k], m));
+    const sqz_family_info *fi = sqz_family_get(m->hp.family);
+    for (int k = 0; r && fi && fi->hf_fused && k < r->n; k++) {
+        const sqz_compress_spec *q = sqz_stage_quant_spec(&r->stages[k]);
+        SQZ_RETURN_IF(q && !sqz_qformat_is_gguf(q->q.target.fmt), SQZ_ERR_INVALID_ARG,
+                      "%s: %s's HF files fuse q|k|v and gate|up into one tensor each, which sqz's int8/int4 HF "
+                      "layouts do not hold fused: write GGUF (q8_0, q4_k_m, ...)", r->stages[k].spec, fi->name);
+    }
     return SQZ_OK;
 }
 

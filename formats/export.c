@@ -22,8 +22,16 @@ sqz_status sqz_model_check_target(const sqz_model *m, const sqz_save_opts *o) {
     if (o->format == SQZ_FORMAT_ONNX) return sqz__onnx_check(m, o);
     SQZ_RETURN_IF(o->format != SQZ_FORMAT_GGUF && o->format != SQZ_FORMAT_SAFETENSORS, SQZ_ERR_UNSUPPORTED,
                   "sqz cannot write the %s format", sqz_format_name(o->format));
+    const bool fused = o->format == SQZ_FORMAT_SAFETENSORS && sqz_family_get(m->hp.family)->hf_fused &&
+                       !(o->dtype >= 0 && sqz_dtype_info((sqz_dtype)o->dtype)->is_float);
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const sqz_tensor *t = &m->tensors[i];
+        sqz_role mem[3];
+        SQZ_RETURN_IF(fused && sqz__hf_fused(m->hp.family, t->role, mem, NULL) != 0 &&
+                          (t->qp || (sqz__st_block_linear(t) && !o->gguf_blocks_float)),
+                      SQZ_ERR_UNSUPPORTED, "tensor '%s': %s's HF files fuse it with its neighbours, which sqz's "
+                      "quantized HF layouts do not hold: write GGUF, or give a float --dtype", t->name,
+                      sqz_family_name(m->hp.family));
         sqz_dtype d = sqz__export_dtype(t, o, o->format);
         bool asked = o->dtype >= 0 && d == (sqz_dtype)o->dtype;
         if (d == t->dtype && !t->qp) continue;

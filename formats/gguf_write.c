@@ -287,6 +287,13 @@ static sqz_status write_arch_kv(writer *wr) {
     SQZ_TRY(kv_layer_dim(wr, AKEY("feed_forward_length"), 2, &ff_uniform));
     SQZ_TRY(kv_layer_dim(wr, AKEY("attention.head_count"), 0, &heads_uniform));
     SQZ_TRY(kv_layer_dim(wr, AKEY("attention.head_count_kv"), 1, &kv_uniform));
+    const sqz_family_info *fr = sqz_family_get(hp->family);
+    SQZ_RETURN_IF(fr->gguf_uniform && (!heads_uniform || !kv_uniform || !ff_uniform), SQZ_ERR_UNSUPPORTED,
+                  "%s: the layers differ in heads or FFN width, and llama.cpp's %s sizes every layer from one: prune "
+                  "with the same widths in every layer (heads=R:uniform, ffn=R)", wr->path, a);
+    SQZ_RETURN_IF(fr->heads_fill_width && m->layers[0].n_heads * hp->head_dim != hp->d_model, SQZ_ERR_UNSUPPORTED,
+                  "%s: %lld heads of %lld in a hidden size of %lld: llama.cpp's %s needs them to fill it", wr->path,
+                  (long long)m->layers[0].n_heads, (long long)hp->head_dim, (long long)hp->d_model, a);
     if (!heads_uniform || m->layers[0].n_heads * hp->head_dim != hp->d_model) {
         /* llama.cpp derives head_dim as embd / heads unless told */
         kv_u32(b, AKEY("attention.key_length"), (uint32_t)hp->head_dim);

@@ -433,8 +433,9 @@ SQZ_API sqz_status sqz_recipe_check_model(const sqz_recipe *r, const sqz_model *
 
 /*
  * Whether an output with one set of layer dims for the whole model (HF safetensors + config.json)
- * can hold what r makes of m: m's layers agree (heads, KV heads, FFN width) and every stage's
- * check_uniform passes. Returns SQZ_OK, or SQZ_ERR_INVALID_ARG with one line naming the stage (or
+ * can hold what r makes of m: m's layers agree (heads, KV heads, FFN width), every stage's
+ * check_uniform passes, and no int8/int4 quant stage meets a family whose HF files fuse projections
+ * (sqz_family_info.hf_fused: Phi-3). Returns SQZ_OK, or SQZ_ERR_INVALID_ARG with one line naming the stage (or
  * the model), the reason and the way out (GGUF, or the stage's option that keeps layers alike).
  */
 SQZ_API sqz_status sqz_recipe_check_uniform(const sqz_recipe *r, const sqz_model *m);

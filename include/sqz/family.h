@@ -174,6 +174,14 @@ typedef struct sqz_family_info {
     bool hf_norm_plus_one; /* HF stores RMSNorm weights w and computes x * (1 + w) (Gemma); sqz keeps
                               1 + w, as llama.cpp's GGUF does: the HF reader adds 1, the writer subtracts it */
     const char *no_rotation; /* why rotations of the residual stream are refused; NULL: allowed */
+    bool no_out_bias;      /* llama.cpp's loader for it takes no bias on o / down (qwen3, gemma3, phi3): pruning's
+                              bias compensation, which puts one there, is refused */
+    bool gguf_uniform;     /* llama.cpp's loader for its GGUF architecture sizes every layer from one head count
+                              and FFN width: per-layer dimensions (pruning) are refused for a GGUF output */
+    bool heads_fill_width; /* heads x head_dim must stay d_model (llama.cpp's phi3: attn_output is n_embd x
+                              n_embd): head pruning is refused */
+    bool hf_fused;         /* its HF files fuse q|k|v and gate|up into one tensor each (Phi-3): float ones are
+                              fused again on write, sqz's int8/int4 layouts of them are refused */
     const sqz_role *extra_global; /* global tensors it may carry beyond embeddings, norms and classifier
                                      (rope frequency factors) */
     int n_extra_global;
