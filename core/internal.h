@@ -184,4 +184,9 @@ const sqz_dtype_traits *sqz__dtype_core(sqz_dtype t);
 /* The norm roles of a decoder whose weight scales an RMSNorm (the ones Gemma's HF files store as w - 1). */
 bool sqz__is_rms_norm_role(int role);
 
+/* What m computes beyond llama's plain block (the writers of graphs and bundles build that block only):
+ * a short description of the first such part (q/k norms, scaled rotary frequencies, ...), or NULL. */
+struct sqz_model;
+const char *sqz__model_beyond_llama(const struct sqz_model *m);
+
 #endif

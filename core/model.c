@@ -299,3 +299,20 @@ sqz_status sqz_model_validate(const sqz_model *m) {
                   SQZ_ERR_FORMAT, "%s: no classifier tensor and embeddings are not tied", src);
     return SQZ_OK;
 }
+
+const char *sqz__model_beyond_llama(const sqz_model *m) {
+    const sqz_hparams *hp = &m->hp;
+    const sqz_family_info *fi = sqz_family_get(hp->family);
+    if (hp->rope_scaling != SQZ_ROPE_SCALING_NONE) return "scaled rotary frequencies (llama3 / linear / longrope)";
+    if (hp->rope_dim > 0 && hp->rope_dim != hp->head_dim) return "a partial rotation";
+    if (hp->attn_scale != 0.0f) return "its own attention scale";
+    if (hp->sliding_window > 0) return "sliding-window layers";
+    if (hp->act != SQZ_ACT_SILU) return "an FFN activation other than SiLU";
+    if (fi && fi->embed_scale_sqrt_d) return "scaled embeddings";
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const sqz_role r = m->tensors[i].role;
+        if (r == SQZ_ROLE_ATTN_Q_NORM || r == SQZ_ROLE_ATTN_K_NORM) return "q/k norms";
+        if (r == SQZ_ROLE_ATTN_POST_NORM || r == SQZ_ROLE_FFN_POST_NORM) return "post-attention / post-FFN norms";
+    }
+    return NULL;
+}

@@ -86,6 +86,9 @@ sqz_status sqz__bundle_check(const sqz_model *m, const sqz_save_opts *o) {
                   "a bundle holds llama-family decoders; this model is %s", sqz_family_name(m->hp.family));
     SQZ_RETURN_IF(m->hp.act != SQZ_ACT_SILU || m->hp.rope_layout == SQZ_ROPE_NONE, SQZ_ERR_UNSUPPORTED,
                   "a bundle holds SiLU decoders with rotary embeddings");
+    const char *beyond = sqz__model_beyond_llama(m);
+    SQZ_RETURN_IF(beyond, SQZ_ERR_UNSUPPORTED, "sqz-edge runs llama's plain block; this %s model has %s", m->hp.arch,
+                  beyond);
     SQZ_RETURN_IF(m->vocab.kind != SQZ_VOCAB_SPM && m->vocab.kind != SQZ_VOCAB_BPE, SQZ_ERR_UNSUPPORTED,
                   "a bundle needs an SPM or BPE tokenizer; this model has %s", sqz_vocab_kind_name(m->vocab.kind));
     for (int64_t i = 0; i < m->n_tensors; i++) {

@@ -22,6 +22,9 @@ static sqz_status check_arch(const sqz_model *m) {
     SQZ_RETURN_IF(m->hp.rope_layout != SQZ_ROPE_HALF && m->hp.rope_layout != SQZ_ROPE_INTERLEAVED, SQZ_ERR_UNSUPPORTED,
                   "the model has no rotary row order");
     SQZ_RETURN_IF(m->hp.head_dim % 2 != 0, SQZ_ERR_UNSUPPORTED, "head_dim %lld is odd", (long long)m->hp.head_dim);
+    const char *beyond = sqz__model_beyond_llama(m);
+    SQZ_RETURN_IF(beyond, SQZ_ERR_UNSUPPORTED, "the ONNX writer builds llama's plain block; this %s model has %s",
+                  m->hp.arch, beyond);
     return SQZ_OK;
 }
 

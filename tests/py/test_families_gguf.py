@@ -150,6 +150,12 @@ def main():
     for fam in EXPECT:
         out = os.path.join(tmp, fam + ".gguf")
         run([SQZ, "convert", os.path.join(FAM, fam), "-o", out, "-q"], "%s: sqz convert" % fam)
+        for to in ("onnx", "bundle"):  # their graphs are llama's plain block: refused with what the model adds
+            dst = os.path.join(tmp, "%s.%s" % (fam, to))
+            r = subprocess.run([SQZ, "export", os.path.join(FAM, fam), "-o", dst, "--to", to, "-q"], capture_output=True,
+                               text=True)
+            check(r.returncode == 1 and "cannot export to %s" % to in r.stderr and not os.path.exists(dst),
+                  "%s: export --to %s refused: %s" % (fam, to, r.stderr.strip()[-160:]))
         hf_ppl = sqz_ppl(os.path.join(FAM, fam), text)
         check_file(fam, out, hf_ppl, text)
         if not tool:
