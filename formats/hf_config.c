@@ -309,6 +309,7 @@ static const hf_arch *arch_for(const sqz_hparams *hp) {
 struct jw {
     cJSON *o;
     bool ok;
+    bool refused; /* a value config.json cannot state: the error is recorded */
 };
 
 static void add_item(jw *w, const char *k, cJSON *v) {
@@ -356,7 +357,7 @@ static void write_llama(jw *w, const sqz_model *m, const hf_arch *a) {
     add_num(w, "head_dim", (double)hp->head_dim);
     add_num(w, "rms_norm_eps", short_float(hp->norm_eps));
     add_num(w, "rope_theta", short_float(hp->rope_theta > 0 ? hp->rope_theta : 10000.0f));
-    if (w->o && !sqz__hf_rope_write(w->o, m)) w->ok = false;
+    if (w->o && !sqz__hf_rope_write(w->o, m)) w->ok = false, w->refused = true;
     if (hp->rope_dim > 0 && hp->rope_dim != hp->head_dim)
         add_num(w, "partial_rotary_factor", short_float((float)hp->rope_dim / (float)hp->head_dim));
     if (a->has_bias_key) {
@@ -465,6 +466,8 @@ static bool check_phi3(const sqz_model *m, const hf_arch *a) {
 static void write_phi3(jw *w, const sqz_model *m, const hf_arch *a) {
     write_llama(w, m, a);
     add_item(w, "sliding_window", cJSON_CreateNull());
+    /* Phi3Config's default pad_token_id is 32000, beyond a smaller vocabulary */
+    add_item(w, "pad_token_id", m->vocab.pad >= 0 ? cJSON_CreateNumber(m->vocab.pad) : cJSON_CreateNull());
 }
 
 static const hf_family hf_families[] = {
@@ -509,7 +512,7 @@ char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype) {
         return NULL;
     }
     if (!hf->check(m, a)) return NULL;
-    jw w = {cJSON_CreateObject(), true};
+    jw w = {cJSON_CreateObject(), true, false};
     w.ok = w.o != NULL;
     cJSON *classes = cJSON_CreateArray();
     if (classes && !cJSON_AddItemToArray(classes, cJSON_CreateString(a->hf_class))) w.ok = false;
@@ -529,6 +532,7 @@ char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype) {
     add_str(&w, "torch_dtype", torch_dtype_name(weight_dtype));
     char *text = w.ok ? cJSON_Print(w.o) : NULL;
     cJSON_Delete(w.o);
+    if (w.refused) return NULL; /* the reason is recorded */
     if (!text) {
         SQZ_ERROR(SQZ_ERR_NOMEM, "config.json: out of memory");
         return NULL;
