@@ -21,7 +21,6 @@ test_families_ref).
 Exit 77 when the gguf package is missing.
 """
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -41,13 +40,8 @@ FAM = os.path.join(SRC, "tests", "data", "families")
 EXPECT = {"llama3": ("llama", "llama-bpe", True), "qwen3": ("qwen3", "qwen2", False),
           "gemma3": ("gemma3", None, True), "phi3": ("phi3", "gpt-4o", False)}
 
-failures = []
-
-
-def check(cond, msg):
-    print(("ok: " if cond else "FAIL: ") + msg)
-    if not cond:
-        failures.append(msg)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llamacpp_util import check, finish, llama_ppl, llama_tool, sqz_ppl  # noqa: E402
 
 
 def run(args, what):
@@ -56,10 +50,11 @@ def run(args, what):
     return r
 
 
-def sqz_ppl(model, text):
-    r = run([SQZ, "eval", model, "-f", text, "-c", "128", "-q"], "sqz eval %s" % os.path.basename(model))
-    m = re.search(r"^ppl\s+([0-9.]+)", r.stdout, re.M)
-    return m.group(1) if m else None
+def ppl(model, text):
+    return sqz_ppl(SQZ, model, text, ["-c", "128"])
+
+
+LLAMA_ARGS = ["-c", "128", "-b", "128", "-t", "2", "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
 
 
 def field(rd, key):
@@ -91,26 +86,8 @@ def check_file(fam, path, hf_ppl, text):
               "gemma3: linear rope scaling, factor 8")
         w = [t for t in rd.tensors if t.name == "blk.0.attn_norm.weight"][0]
         check(float(w.data.min()) > 0.0, "gemma3: norms stored as 1 + w (llama.cpp's convention)")
-    got = sqz_ppl(path, text)
+    got = ppl(path, text)
     check(got is not None and got == hf_ppl, "%s: sqz eval of the GGUF %s == of the HF directory %s" % (fam, got, hf_ppl))
-
-
-def llama_tool(name):
-    d = os.environ.get("SQZ_LLAMA_CPP_BIN")
-    p = os.path.join(d, name) if d else shutil.which(name)
-    return p if p and os.path.exists(p) else None
-
-
-def llama_ppl(tool, model, text, log):
-    # llama.cpp's logger thread loses its last lines at exit now and then (into a file too): run again
-    for _ in range(4):
-        with open(log, "w") as out:
-            subprocess.run([tool, "-m", model, "-f", text, "-c", "128", "-b", "128", "-t", "2", "-ctk", "f32",
-                            "-ctv", "f32", "-fa", "off"], stdout=out, stderr=subprocess.STDOUT)
-        m = re.search(r"Final estimate: PPL = ([0-9.]+)", open(log).read())
-        if m:
-            return float(m.group(1))
-    return None
 
 
 CONVERT_AS = """import runpy, sys
@@ -156,11 +133,12 @@ def main():
                                text=True)
             check(r.returncode == 1 and "cannot export to %s" % to in r.stderr and not os.path.exists(dst),
                   "%s: export --to %s refused: %s" % (fam, to, r.stderr.strip()[-160:]))
-        hf_ppl = sqz_ppl(os.path.join(FAM, fam), text)
+        hf_ppl = ppl(os.path.join(FAM, fam), text)
         check_file(fam, out, hf_ppl, text)
         if not tool:
             continue
-        lp = llama_ppl(tool, out, text, os.path.join(tmp, fam + ".log"))
+        lp = llama_ppl(tool, out, text, os.path.join(tmp, fam + ".log"), LLAMA_ARGS)
+        lp = float(lp) if lp else None
         ok = lp is not None and abs(lp - float(hf_ppl)) <= 1e-3 * float(hf_ppl)
         check(ok, "%s: llama-perplexity on sqz's GGUF %s within 0.1%% of sqz eval %s" % (fam, lp, hf_ppl))
         live.append(fam)
@@ -169,19 +147,16 @@ def main():
         theirs = os.path.join(tmp, fam + "-llamacpp.gguf")
         if not llamacpp_convert(src, fam, theirs, tmp):
             continue
-        lt = llama_ppl(tool, theirs, text, os.path.join(tmp, fam + "-llamacpp.log"))
+        lt = llama_ppl(tool, theirs, text, os.path.join(tmp, fam + "-llamacpp.log"), LLAMA_ARGS)
+        lt = float(lt) if lt else None
         check(lt is not None and lp is not None and abs(lt - lp) <= 1e-5 * lp,
               "%s: llama-perplexity on llama.cpp's conversion %s == on sqz's GGUF %s" % (fam, lt, lp))
-        got = sqz_ppl(theirs, text)
+        got = ppl(theirs, text)
         check(got == hf_ppl, "%s: sqz eval of llama.cpp's conversion %s == of the HF directory %s" % (fam, got, hf_ppl))
     shutil.rmtree(tmp, ignore_errors=True)
     if not tool:
         print("note: llama-perplexity not found (SQZ_LLAMA_CPP_BIN): the live checks did not run")
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed (live: %s)" % (", ".join(live) or "none"))
-    return 0
+    return finish("live: %s" % (", ".join(live) or "none"))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Random weights: these numbers say the files are read alike, nothing about accura
 """
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -49,36 +48,11 @@ STAGES = {
     "int8-hf": (["--quant", "int8"], True, True, "hf", {"phi3": ["phi3", "fuse"]}),
 }
 
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llamacpp_util import check, finish, llama_ppl, llama_tool, sqz_ppl  # noqa: E402
 
 
-def check(cond, msg):
-    print(("ok: " if cond else "FAIL: ") + msg)
-    if not cond:
-        failures.append(msg)
-
-
-def sqz_ppl(model, text):
-    r = subprocess.run([SQZ, "eval", model, "-f", text, "-c", "128", "-q"], capture_output=True, text=True)
-    m = re.search(r"^ppl\s+([0-9.]+)", r.stdout, re.M)
-    return float(m.group(1)) if m else None
-
-
-def llama_tool(name):
-    d = os.environ.get("SQZ_LLAMA_CPP_BIN")
-    p = os.path.join(d, name) if d else shutil.which(name)
-    return p if p and os.path.exists(p) else None
-
-
-def llama_ppl(tool, model, text, log):
-    for _ in range(4):  # llama.cpp's logger loses its last lines at exit now and then
-        with open(log, "w") as out:
-            subprocess.run([tool, "-m", model, "-f", text, "-c", "128", "-b", "128", "-t", "2", "-ctk", "f32",
-                            "-ctv", "f32", "-fa", "off"], stdout=out, stderr=subprocess.STDOUT)
-        m = re.search(r"Final estimate: PPL = ([0-9.]+)", open(log).read())
-        if m:
-            return float(m.group(1))
-    return None
+LLAMA_ARGS = ["-c", "128", "-b", "128", "-t", "2", "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
 
 
 def main():
@@ -105,11 +79,13 @@ def main():
             check(r.returncode == 0, "%s: compress (rc %d) %s" % (what, r.returncode, r.stderr.strip()[-300:]))
             if r.returncode != 0:
                 continue
-            p = sqz_ppl(out, text)
+            p = sqz_ppl(SQZ, out, text, ["-c", "128"])
+            p = float(p) if p else None
             check(p is not None and math.isfinite(p), "%s: sqz eval reads the output (ppl %s)" % (what, p))
             if not tool or kind != "gguf" or p is None:
                 continue
-            lp = llama_ppl(tool, out, text, out + ".log")
+            lp = llama_ppl(tool, out, text, out + ".log", LLAMA_ARGS)
+            lp = float(lp) if lp else None
             tol = 1e-2 if quant else 1e-4
             rel = abs(lp - p) / p if lp else float("inf")
             check(rel <= tol, "%s: llama-perplexity %s vs sqz eval %.4f: relative %.2e <= %g" % (what, lp, p, rel, tol))
@@ -117,11 +93,7 @@ def main():
     shutil.rmtree(tmp, ignore_errors=True)
     if not tool:
         print("note: llama-perplexity not found (SQZ_LLAMA_CPP_BIN): the llama.cpp comparisons did not run")
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed (%d outputs compared with llama.cpp)" % compared)
-    return 0
+    return finish("%d outputs compared with llama.cpp" % compared)
 
 
 if __name__ == "__main__":

@@ -30,13 +30,8 @@ FAM = os.path.join(SRC, "tests", "data", "families")
 sys.path.insert(0, os.path.join(SRC, "tests", "ref"))
 import fixture  # noqa: E402
 
-failures = []
-
-
-def check(cond, msg):
-    print(("ok: " if cond else "FAIL: ") + msg)
-    if not cond:
-        failures.append(msg)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llamacpp_util import check, finish  # noqa: E402
 
 
 def compare(fam, path, what):
@@ -75,11 +70,7 @@ def main():
         if r.returncode == 0:
             compare(fam, out2, "(HF -> GGUF -> HF)")
     shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ The model's weights sit on llama.cpp's grids: these are fidelity checks, not acc
 Skips (77) without the model file, wiki.test.raw or the gguf package.
 """
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -42,24 +41,8 @@ RECORDED_PPL8 = 18.0678
 RECORDED_IDS = [506, 5279, 529, 506, 2891, 529, 7001, 236761, 1030, 563, 506, 7488, 3207, 528, 7001, 532, 506, 1855,
                 7488, 3207, 528, 3879, 236761, 1030, 563, 5628, 528, 506, 6029, 529, 506, 2891]
 
-failures = []
-
-
-def check(cond, msg):
-    print(("ok: " if cond else "FAIL: ") + msg)
-    if not cond:
-        failures.append(msg)
-
-
-def llama_ppl(tool, model, log):
-    for _ in range(4):  # llama.cpp's logger loses its last lines at exit now and then
-        with open(log, "w") as out:
-            subprocess.run([tool, "-m", model, "-f", WIKI, "-c", "512", "--chunks", "4", "-t", "2"], stdout=out,
-                           stderr=subprocess.STDOUT)
-        m = re.search(r"Final estimate: PPL = ([0-9.]+)", open(log).read())
-        if m:
-            return m.group(1)
-    return None
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llamacpp_util import check, finish, llama_ppl, llama_tool, sqz_ppl  # noqa: E402
 
 
 def main():
@@ -67,10 +50,8 @@ def main():
         if not os.path.exists(p):
             print("skipping: %s not found (scripts/setup.sh fetches the model)" % p)
             return 77
-    r = subprocess.run([SQZ, "eval", MODEL, "-f", WIKI, "-c", "512", "--chunks", "8", "-q"], capture_output=True,
-                       text=True)
-    m = re.search(r"^ppl\s+([0-9.]+)", r.stdout, re.M)
-    got = float(m.group(1)) if m else None
+    got = sqz_ppl(SQZ, MODEL, WIKI, ["-c", "512", "--chunks", "8"])
+    got = float(got) if got else None
     check(got is not None and abs(got - RECORDED_PPL8) <= 1e-3 * RECORDED_PPL8,
           "sqz eval ppl %s within 0.1%% of llama-perplexity's %.4f on the F32 form" % (got, RECORDED_PPL8))
 
@@ -95,19 +76,15 @@ def main():
             if k.startswith("gemma3.") or k.startswith("tokenizer.ggml.") or k == "general.architecture":
                 va, vb = a.fields[k].contents(), b.fields[k].contents() if k in b.fields else None
                 check(va == vb, "metadata %s kept" % k)
-        tool = os.environ.get("SQZ_LLAMA_CPP_BIN")
-        tool = os.path.join(tool, "llama-perplexity") if tool else shutil.which("llama-perplexity")
-        if tool and os.path.exists(tool):
-            pa, pb = llama_ppl(tool, MODEL, out + ".a.log"), llama_ppl(tool, out, out + ".b.log")
+        tool = llama_tool("llama-perplexity")
+        if tool:
+            args = ["-c", "512", "--chunks", "4", "-t", "2"]
+            pa, pb = llama_ppl(tool, MODEL, WIKI, out + ".a.log", args), llama_ppl(tool, out, WIKI, out + ".b.log", args)
             check(pa is not None and pa == pb, "llama-perplexity prints the original's %s on sqz's file: %s" % (pa, pb))
         else:
             print("note: llama-perplexity not found (SQZ_LLAMA_CPP_BIN): the live check did not run")
     shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":
