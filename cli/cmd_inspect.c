@@ -12,6 +12,35 @@ typedef struct inspect_opts {
     bool json, no_tensors, sparsity;
 } inspect_opts;
 
+static const char *scaling_name(sqz_rope_scaling s) {
+    switch (s) {
+    case SQZ_ROPE_SCALING_LINEAR: return "linear";
+    case SQZ_ROPE_SCALING_LLAMA3: return "llama3";
+    case SQZ_ROPE_SCALING_LONGROPE: return "longrope";
+    default: return "none";
+    }
+}
+
+/* What the newer decoders add: partial rotary, rope scaling, sliding-window layers, attention scale. */
+static void print_rope_extras(const sqz_model *m) {
+    const sqz_hparams *hp = &m->hp;
+    if (hp->rope_dim > 0 && hp->rope_dim != hp->head_dim)
+        printf("  rotary         %" PRId64 " of %" PRId64 " dimensions per head\n", hp->rope_dim, hp->head_dim);
+    if (hp->rope_scaling != SQZ_ROPE_SCALING_NONE) {
+        printf("  rope scaling   %s", scaling_name(hp->rope_scaling));
+        if (hp->rope_factor > 0) printf(", factor %g", hp->rope_factor);
+        if (hp->rope_ctx_orig > 0) printf(", original context %" PRId64, hp->rope_ctx_orig);
+        printf("\n");
+    }
+    if (hp->sliding_window > 0) {
+        int64_t n = 0;
+        for (int64_t l = 0; l < hp->n_layers; l++) n += m->layers[l].window > 0;
+        printf("  sliding window %" PRId64 " positions in %" PRId64 " of %" PRId64 " layers (rope base %g there)\n",
+               hp->sliding_window, n, hp->n_layers, hp->rope_theta_local);
+    }
+    if (hp->attn_scale > 0) printf("  attention      scores times %g\n", hp->attn_scale);
+}
+
 static const sqz_opt inspect_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(inspect_opts, path),
      .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED | SQZ_OPT_INPUT, .metavar = "MODEL",
@@ -103,6 +132,13 @@ static int print_json(const sqz_model *m, bool tensors, bool sparsity) {
     if (fi->positions == SQZ_POS_ROTARY) {
         cJSON_AddNumberToObject(o, "rope_theta", hp->rope_theta);
         cJSON_AddStringToObject(o, "rope_layout", sqz_rope_layout_name(hp->rope_layout));
+        cJSON_AddNumberToObject(o, "rope_dim", (double)(hp->rope_dim > 0 ? hp->rope_dim : hp->head_dim));
+        cJSON_AddStringToObject(o, "rope_scaling", scaling_name(hp->rope_scaling));
+        if (hp->rope_scaling != SQZ_ROPE_SCALING_NONE) cJSON_AddNumberToObject(o, "rope_factor", hp->rope_factor);
+        if (hp->sliding_window > 0) {
+            cJSON_AddNumberToObject(o, "sliding_window", (double)hp->sliding_window);
+            cJSON_AddNumberToObject(o, "rope_theta_local", hp->rope_theta_local);
+        }
     } else {
         cJSON_AddNumberToObject(o, "n_token_types", (double)hp->n_token_types);
     }
@@ -184,6 +220,7 @@ static void print_text(const sqz_model *m, bool tensors, bool sparsity) {
         printf("  norm_eps %g  rope_theta %g  rope rows %s  tied embeddings %s  qkv bias %s\n", hp->norm_eps,
                hp->rope_theta, sqz_rope_layout_name(hp->rope_layout), hp->tied_embeddings ? "yes" : "no",
                hp->attn_bias ? "yes" : "no");
+        print_rope_extras(m);
     } else {
         printf("  norm_eps %g  token types %" PRId64 "\n", hp->norm_eps, hp->n_token_types);
     }
