@@ -23,6 +23,7 @@ sqz_model *sqz_model_new(void) {
     m->store = sqz__calloc(1, sizeof *m->store);
     if (!m->store) { free(m); return NULL; }
     sqz_vocab_init(&m->vocab);
+    m->gguf_file_type = -1;
     return m;
 }
 

@@ -460,6 +460,10 @@ static sqz_status read_model(const sqz__gguf *g, sqz_model *m) {
     }
     free(arch);
     reader_ctx c = {.g = g, .arch = a->name, .m = m, .a = a};
+    int64_t ftype = -1;
+    bool has_ftype = false;
+    SQZ_TRY(sqz__gguf_get_int(g, "general.file_type", &has_ftype, &ftype));
+    m->gguf_file_type = has_ftype && ftype >= 0 && ftype < 1024 ? (int32_t)ftype : -1;
     SQZ_TRY(read_hparams(&c, a));
     SQZ_TRY(read_tensors(&c));
     SQZ_TRY(read_vocab(&c));

@@ -431,6 +431,9 @@ static sqz_status build_metadata(writer *wr) {
     kv_u32(b, "general.alignment", SQZ__GGUF_DEFAULT_ALIGNMENT);
     bool any_quant;
     int ftype = sqz__gguf_file_type(dominant_dtype(wr, &any_quant));
+    bool kept = wr->m->gguf_file_type >= 0; /* a GGUF source whose tensors all keep their dtypes keeps its label */
+    for (int64_t i = 0; i < wr->n_w && kept; i++) kept = wr->w[i].dtype == wr->w[i].t->dtype;
+    if (kept) ftype = wr->m->gguf_file_type;
     if (wr->o && wr->o->gguf_file_type > 0) ftype = wr->o->gguf_file_type; /* a mix's, as llama-quantize */
     if (ftype >= 0) kv_u32(b, "general.file_type", (uint32_t)ftype);
     if (any_quant) kv_u32(b, "general.quantization_version", 2); /* GGML_QNT_VERSION */

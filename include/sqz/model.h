@@ -137,6 +137,8 @@ typedef struct sqz_model {
     char *source_path;      /* what was opened */
     int source_format;      /* an sqz_format (sqz/formats.h) */
     sqz_gguf_meta gguf_meta; /* pass-through GGUF metadata, owned by the model */
+    int32_t gguf_file_type;  /* a GGUF source's general.file_type (llama_ftype: 15 for Q4_K_M), -1 if none: the
+                                GGUF writer keeps it while every tensor keeps its dtype */
     sqz_model_store *store;
 } sqz_model;
 
