@@ -41,7 +41,7 @@ static const sqz_opt gen_rows[] = {
     {.name = "seed", .type = SQZ_OPT_INT, .offset = offsetof(gen_opts, seed), .metavar = "S",
      .help = "random seed for sampling (default, or negative: the time)"},
     {.name = "threads", .type = SQZ_OPT_INT, .offset = offsetof(gen_opts, threads), .min = 0, .max = 1024,
-     .def = "0", .help = "CPU threads, 0 for all cores"},
+     .short_name = 't', .def = "0", .help = "CPU threads, 0 for all cores"},
     {.name = "tokenizer", .type = SQZ_OPT_STRING, .offset = offsetof(gen_opts, tokenizer), .flags = SQZ_OPT_INPUT,
      .metavar = "FILE",
      .help = "llama2.c tokenizer.bin (default: beside the checkpoint)"},
