@@ -115,7 +115,7 @@ static const sqz_family_info families[] = {
         .name = "llama", .lm_head = true, .causal = true, .positions = SQZ_POS_ROTARY, .token_types = false,
         .layer_roles = llama_layer_roles, .n_layer_roles = N_OF(llama_layer_roles), .final_norm = true,
         .qkv_bias_by_hparam = true, .eval_ctx = 512, .prune_channels = true, .bias_siblings = true,
-        .gguf_arch = NULL, .bundle = true, .hf_head_dim = true,
+        .gguf_arch = "llama", .bundle = true, .hf_head_dim = true,
         .extra_global = llama_extra_global, .n_extra_global = N_OF(llama_extra_global),
     },
     [SQZ_FAMILY_QWEN3] = {

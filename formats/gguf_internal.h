@@ -120,6 +120,8 @@ typedef struct sqz__gguf_arch {
     sqz_family family;
     sqz_rope_layout rope;      /* order of attn_q/attn_k rows in this architecture's GGUF files */
     sqz_act act;
+    const char *per_layer;     /* the architecture a model with per-layer head counts / FFN widths is written as
+                                  (llama -> deci, whose llama.cpp loader sizes each layer), NULL: this one */
     bool fused_gate_up;        /* ffn_up holds gate then up (2 x d_ff rows; llama.cpp's phi3), attn_qkv may
                                   hold q, k, v: split on read, ffn_up fused again on write */
 } sqz__gguf_arch;

@@ -11,7 +11,7 @@
  * converter stores attn_q/attn_k: "llama" permutes HF rows into interleaved pairs
  * (LLAMA_ROPE_TYPE_NORM), "qwen2" keeps the HF rotate_half order (NEOX). */
 static const sqz__gguf_arch archs[] = {
-    {.name = "llama", .family = SQZ_FAMILY_LLAMA, .rope = SQZ_ROPE_INTERLEAVED, .act = SQZ_ACT_SILU},
+    {.name = "llama", .family = SQZ_FAMILY_LLAMA, .rope = SQZ_ROPE_INTERLEAVED, .act = SQZ_ACT_SILU, .per_layer = "deci"},
     {.name = "qwen2", .family = SQZ_FAMILY_LLAMA, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_SILU},
     {.name = "bert", .family = SQZ_FAMILY_BERT, .rope = SQZ_ROPE_NONE, .act = SQZ_ACT_GELU},
     /* DeciLM / Nemotron-NAS: llama with per-layer head counts and FFN widths, the one
@@ -38,13 +38,16 @@ static bool layers_uniform(const sqz_model *m) {
     return true;
 }
 
+/* The model's own architecture when sqz has its row (llama, qwen2, deci, qwen3, ...), else its family's
+ * (mistral, smollm and llama2.c checkpoints are written as llama); per-layer dimensions move to the row's
+ * per_layer architecture (llama.cpp's "llama" sizes every layer from the first layer's counts; a pruned
+ * qwen2 stays qwen2, which llama.cpp refuses, and the gguf_uniform families are refused by the writer). */
 const sqz__gguf_arch *sqz__gguf_arch_for_model(const sqz_model *m) {
     const sqz_family_info *fi = sqz_family_get(m->hp.family);
-    if (fi && fi->gguf_arch) return sqz__gguf_arch_find(fi->gguf_arch);
-    if (strcmp(m->hp.arch, "qwen2") == 0) return sqz__gguf_arch_find("qwen2"); /* pruned: llama.cpp refuses */
-    /* llama, mistral, smollm, llama2.c checkpoints; pruned ones as deci (llama.cpp's "llama"
-     * sizes every layer from the first layer's counts) */
-    return sqz__gguf_arch_find(layers_uniform(m) && strcmp(m->hp.arch, "deci") != 0 ? "llama" : "deci");
+    const sqz__gguf_arch *a = sqz__gguf_arch_find(m->hp.arch);
+    if (!a || a->family != m->hp.family) a = sqz__gguf_arch_find(fi && fi->gguf_arch ? fi->gguf_arch : "llama");
+    if (a && a->per_layer && !layers_uniform(m)) a = sqz__gguf_arch_find(a->per_layer);
+    return a;
 }
 
 const char *sqz__gguf_arch_list(void) { return "llama qwen2 qwen3 gemma3 phi3 bert deci"; }

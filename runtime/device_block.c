@@ -36,7 +36,8 @@ static bool has_slots(const sqz_backend *b, const sqz_op *ops, size_t n) {
     return sqz_backend_supports(b, SQZ_OP_MATMUL, SQZ_DTYPE_F32);
 }
 
-static bool is_bert(const sqz_session *s) { return s->m->hp.family == SQZ_FAMILY_BERT; }
+/* The family row's block: post-LayerNorm with GELU (BERT's), else pre-RMSNorm with SwiGLU (llama's). */
+static bool is_bert(const sqz_session *s) { return s->fam->norm == SQZ_NORM_LAYER && !s->fam->pre_norm; }
 
 /* What the device block does not do (the newer decoders' parts: runtime/llama.c): such a layer runs
  * on the host, its products still on the device. */

@@ -164,8 +164,9 @@ typedef struct sqz_family_info {
                               up) and sets hp.attn_bias: the HF config ties them (attention_bias,
                               mlp_bias) */
     /* ---- what the writers need ---- */
-    const char *gguf_arch; /* the GGUF general.architecture it is written as; NULL: by hp.arch and the
-                              layers (llama, qwen2, or deci for per-layer dimensions: formats/gguf_names.c) */
+    const char *gguf_arch; /* the GGUF general.architecture its models are written as when their own
+                              (hp.arch) has no GGUF row of that family (mistral, smollm -> llama):
+                              formats/gguf_names.c */
     bool bundle;           /* an sqz bundle (the edge runtime) can hold it */
     bool hf_head_dim;      /* its HF config states head_dim apart from hidden_size (LlamaConfig's
                               head_dim); false: n_heads x head_dim must be hidden_size (BertModel) */
