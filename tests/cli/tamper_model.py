@@ -4,7 +4,8 @@ wrong in one way, for tests/cli/test_reliability.sh (class 8: what cannot be rig
   i32-norm    model.norm.weight's dtype becomes I32 (same bytes)
   qkv-bias    adds model.layers.0.self_attn.q_proj.bias while config.json says attention_bias false
   big-vocab   tokenizer.json gains a token id beyond the embedding's rows
-  half-rope   (a GGUF file) llama.rope.dimension_count becomes half of head_dim
+  half-rope   (a GGUF file) llama.rope.dimension_count becomes half of head_dim (a partial rotation: valid)
+  wide-rope   (a GGUF file) llama.rope.dimension_count becomes twice head_dim
 """
 import json
 import struct
@@ -45,14 +46,14 @@ def main():
                                                  "lstrip": False, "rstrip": False, "normalized": False,
                                                  "special": True})
         json.dump(t, open(d + "/tokenizer.json", "w"))
-    elif what == "half-rope":
+    elif what in ("half-rope", "wide-rope"):
         b = bytearray(open(d, "rb").read())
         key = b"llama.rope.dimension_count"
         i = b.find(key) + len(key)  # then the value type (u32, 4 = UINT32) and the value
         if i < len(key) or int.from_bytes(b[i:i + 4], "little") != 4:
             sys.exit("no u32 llama.rope.dimension_count in " + d)
         v = int.from_bytes(b[i + 4:i + 8], "little")
-        b[i + 4:i + 8] = (v // 2).to_bytes(4, "little")
+        b[i + 4:i + 8] = (v // 2 if what == "half-rope" else v * 2).to_bytes(4, "little")
         open(d, "wb").write(bytes(b))
     else:
         sys.exit("unknown WHAT " + what)
