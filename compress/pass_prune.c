@@ -200,10 +200,15 @@ static sqz_status prune_check_model(const sqz_stage *s, const sqz_model *m, int6
  * checks it). Decided from the counts alone, before any work. */
 static sqz_status prune_check_uniform(const sqz_stage *s, const sqz_model *m) {
     const sqz__prune_opts *a = s->args;
+    const sqz_family_info *fi = sqz_family_get(m->hp.family);
+    /* the families whose llama.cpp loader sizes every layer alike have no per-layer GGUF either */
+    const char *holder = fi && fi->gguf_uniform
+                             ? "neither a plain HF config.json nor llama.cpp's loader for this family can hold"
+                             : "a plain HF config.json cannot hold";
+    const char *out = fi && fi->gguf_uniform ? "" : " or write GGUF (--to gguf: per-layer arrays)";
     SQZ_RETURN_IF(a->params > 0, SQZ_ERR_INVALID_ARG,
-                  "--prune '%s': part 'params=%g' gives every layer its own widths, which a plain HF config.json "
-                  "cannot hold: write GGUF (--to gguf: per-layer arrays), or prune heads=R:uniform / ffn=R", s->spec,
-                  a->params);
+                  "--prune '%s': part 'params=%g' gives every layer its own widths, which %s: prune "
+                  "heads=R:uniform / ffn=R%s", s->spec, a->params, holder, out);
     const sqz_layer_dims *ld = &m->layers[0];
     int64_t heads = ld->n_heads, kept;
     int shapes = 1;
@@ -211,12 +216,11 @@ static sqz_status prune_check_uniform(const sqz_stage *s, const sqz_model *m) {
                                                      &kept, &shapes));
     SQZ_RETURN_IF(a->heads > 0 && shapes > 1 && !a->uniform, SQZ_ERR_INVALID_ARG,
                   "--prune '%s': part 'heads=%g' keeps %" PRId64 " of %" PRId64 " heads in %d possible splits over %"
-                  PRId64 " KV groups, each layer's scores choosing its own, which a plain HF config.json cannot hold: "
-                  "add ':uniform' (every layer the same split) or write GGUF (--to gguf)", s->spec, a->heads, kept,
-                  ld->n_heads, shapes, ld->n_kv_heads);
+                  PRId64 " KV groups, each layer's scores choosing its own, which %s: add ':uniform' "
+                  "(every layer the same split)%s", s->spec, a->heads, kept, ld->n_heads, shapes, ld->n_kv_heads, holder,
+                  out);
     if (a->heads > 0) heads = kept;
     const int64_t d = m->hp.d_model - (a->channels > 0 ? sqz__prune_channels_remove(a, m->hp.d_model) : 0);
-    const sqz_family_info *fi = sqz_family_get(m->hp.family);
     SQZ_RETURN_IF(fi && !fi->hf_head_dim && heads * m->hp.head_dim != d, SQZ_ERR_INVALID_ARG,
                   "--prune '%s' leaves %" PRId64 " heads of %" PRId64 " in hidden_size %" PRId64 ", which %s's HF "
                   "config cannot state (it derives head_dim from hidden_size / heads): write GGUF (--to gguf)",
