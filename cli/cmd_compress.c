@@ -274,7 +274,7 @@ static const sqz_compress_spec *quant_spec(const sqz_recipe *r, const char **tex
         const sqz_compress_spec *sp = sqz_stage_quant_spec(&r->stages[i]);
         if (!sp) continue;
         q = sp;
-        if (text) *text = r->stages[i].spec;
+        *text = r->stages[i].spec;
     }
     return q;
 }

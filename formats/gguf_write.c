@@ -395,28 +395,27 @@ static void write_passthrough_kv(writer *wr) {
  * "</s>" and abort on a vocabulary without one (llama-vocab.cpp, unordered_map::at). Such a name is written
  * with "phi 3" instead; NULL when the name is safe as it is. */
 static char *safe_name(const sqz_model *m) {
-    bool has_eos_piece = false;
-    for (int32_t i = 0; i < m->vocab.n_tokens && !has_eos_piece; i++)
-        has_eos_piece = m->vocab.tokens[i] && strcmp(m->vocab.tokens[i], "</s>") == 0;
-    if (has_eos_piece || m->vocab.n_tokens == 0) return NULL;
-    char *n = sqz__strdup(m->name);
+    for (int32_t i = 0; i < m->vocab.n_tokens; i++)
+        if (m->vocab.tokens[i] && strcmp(m->vocab.tokens[i], "</s>") == 0) return NULL;
+    if (m->vocab.n_tokens == 0) return NULL;
+    const size_t len = strlen(m->name);
+    char *out = sqz__malloc(2 * len + 1), *w = out;
     bool changed = false;
-    for (char *p = n; p && *p; p++) {
-        if ((p[0] | 32) == 'p' && (p[1] | 32) == 'h' && (p[2] | 32) == 'i' && (p[3] == '3' || (p[3] == '-' && p[4] == '3'))) {
-            if (p[3] == '-') p[3] = ' '; /* "phi-3" -> "phi 3" */
-            else { /* "phi3" -> "phi 3": one more byte */
-                char *w = sqz__asprintf("%.*sphi 3%s", (int)(p - n), n, p + 4);
-                free(n);
-                return w;
-            }
-            changed = true;
+    for (const char *p = m->name; out && *p;) {
+        const bool phi = (p[0] | 32) == 'p' && (p[1] | 32) == 'h' && (p[2] | 32) == 'i';
+        const size_t skip = phi && p[3] == '3' ? 3 : phi && p[3] == '-' && p[4] == '3' ? 4 : 0;
+        if (skip) { /* "phi3" / "phi-3" -> "phi 3" */
+            memcpy(w, p, 3), w[3] = ' ', w += 4, p += skip, changed = true;
+        } else {
+            *w++ = *p++;
         }
     }
+    if (out) *w = 0;
     if (!changed) {
-        free(n);
+        free(out);
         return NULL;
     }
-    return n;
+    return out;
 }
 
 static sqz_status build_metadata(writer *wr) {
