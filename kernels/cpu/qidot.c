@@ -1,0 +1,64 @@
+/*
+ * kernels/cpu/qidot.c - the table of integer-product kernels (qidot.h): for each weight type its
+ * scalar reference, and the variant each instruction set takes from its file's table.
+ */
+#include "kernels/cpu/qidot.h"
+
+#if SQZ__QMM_NEON && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
+static const sqz__idot_fn ref_rows[SQZ_DTYPE_COUNT] = {
+    [SQZ_DTYPE_Q8_0] = sqz__idot_q8_0_ref,     [SQZ_DTYPE_Q4_0] = sqz__idot_q4_0_ref,
+    [SQZ_DTYPE_Q4_1] = sqz__idot_q4_1_ref,     [SQZ_DTYPE_Q5_0] = sqz__idot_q5_0_ref,
+    [SQZ_DTYPE_Q5_1] = sqz__idot_q5_1_ref,     [SQZ_DTYPE_IQ4_NL] = sqz__idot_iq4_nl_ref,
+    [SQZ_DTYPE_Q2_K] = sqz__idot_q2_K_ref,     [SQZ_DTYPE_Q3_K] = sqz__idot_q3_K_ref,
+    [SQZ_DTYPE_Q4_K] = sqz__idot_q4_K_ref,     [SQZ_DTYPE_Q5_K] = sqz__idot_q5_K_ref,
+    [SQZ_DTYPE_Q6_K] = sqz__idot_q6_K_ref,     [SQZ_DTYPE_IQ4_XS] = sqz__idot_iq4_xs_ref,
+    [SQZ_DTYPE_IQ3_S] = sqz__idot_iq3_s_ref,
+};
+
+#if SQZ__QMM_X86
+static bool has_vnni(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+}
+#endif
+#if SQZ__QMM_NEON
+static bool has_dotprod(void) {
+#if defined(__linux__) && defined(HWCAP_ASIMDDP)
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+    return false;
+#endif
+}
+#endif
+
+/* The variant's table for isa on this CPU, and its name; NULL: the scalar kernels. */
+static const sqz__idot_fn *variant(sqz__qmm_isa isa, const char **name) {
+    *name = "scalar";
+#if SQZ__QMM_X86
+    if (isa == SQZ__ISA_AVX512 && has_vnni()) { *name = "avx512vnni"; return sqz__idot_vnni; }
+    if (isa == SQZ__ISA_AVX512 || isa == SQZ__ISA_AVX2) { *name = "avx2"; return sqz__idot_avx2; }
+#endif
+#if SQZ__QMM_NEON
+    if (isa == SQZ__ISA_NEON && has_dotprod()) { *name = "neon-dot"; return sqz__idot_neon; }
+#endif
+    (void)isa;
+    return NULL;
+}
+
+sqz__idot_fn sqz__qmm_idot(sqz_dtype t, sqz__qmm_isa isa) {
+    if ((unsigned)t >= SQZ_DTYPE_COUNT || !ref_rows[t]) return NULL;
+    const char *name;
+    const sqz__idot_fn *v = variant(isa, &name);
+    return v && v[t] ? v[t] : ref_rows[t];
+}
+
+const char *sqz__qmm_idot_name(sqz_dtype t, sqz__qmm_isa isa) {
+    if ((unsigned)t >= SQZ_DTYPE_COUNT || !ref_rows[t]) return "none";
+    const char *name;
+    const sqz__idot_fn *v = variant(isa, &name);
+    return v && v[t] ? name : "scalar";
+}

@@ -1,0 +1,95 @@
+/*
+ * kernels/cpu/qidot.h - products of stored weights with activations quantized as ggml-cpu
+ * quantizes them (sqz --activations q8; internal to the CPU backend and its tests).
+ *
+ * ggml-cpu multiplies a quantized weight row by an activation row first quantized to the weight
+ * type's "vec_dot_type", in integers. sqz does the same on request, with the same rounding:
+ *   - Q8_0 (weights Q4_0, Q5_0, Q8_0, IQ4_NL): per 32 values, amax = max |x|, d = amax / 127
+ *     stored as fp16, q = round-half-even(x * (127 / amax)) (ggml's x86 quantize_row_q8_0);
+ *   - Q8_1 (Q4_1, Q5_1): Q8_0's d and q, and s = d * sum(q) with d before its fp16 rounding,
+ *     kept in f32 (ggml stores s in fp16, which overflows on some models: llama.cpp PR #22571);
+ *   - Q8_K (Q2_K..Q6_K, IQ4_XS, IQ3_S): per 256 values, max = the value of largest magnitude
+ *     (the first one), iscale = -127 / max, q = min(127, round-half-even(iscale * x)),
+ *     d = 1 / iscale in f32, and the sums of each 16 q (ggml's quantize_row_q8_K_ref);
+ *   - F16 and BF16 weights: the activations rounded to that type (RNE), then the f32 product;
+ *     F32 weights: no rounding.
+ * A block holding a NaN or an infinity gets d = NaN (its products are NaN, as the float path's).
+ *
+ * Each kernel returns sum over the row of w * x with w the weights' exact values and x the
+ * quantized activations: per block (32) or super-block (256) an exact int32 sum of code products,
+ * times the two scales in f32. The integer sums are the same bits in every variant; only the
+ * order of the float sums across blocks differs (tests/unit/test_qidot.c).
+ *
+ * The variants (one table row per weight type, qidot.c): scalar (qidot_ref.c, the reference),
+ * AVX2 (maddubs/madd, qidot_avx2.c), AVX-512 with VNNI (dpbusd, qidot_vnni.c), NEON with the
+ * dot-product extension (sdot, qidot_neon.c). NULL entries fall back to the scalar kernel.
+ */
+#ifndef SQZ_KERNELS_CPU_QIDOT_H
+#define SQZ_KERNELS_CPU_QIDOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/blocks.h"
+#include "kernels/cpu/qmatmul.h"
+
+/* The activation block types. */
+typedef enum sqz__aq_kind {
+    SQZ__AQ_NONE = 0, /* f32, not rounded (F32 weights, or a type without integer kernels) */
+    SQZ__AQ_Q8_0,
+    SQZ__AQ_Q8_1,
+    SQZ__AQ_Q8_K,
+    SQZ__AQ_F16,      /* f32 values rounded to fp16 */
+    SQZ__AQ_BF16,     /* f32 values rounded to bf16 */
+} sqz__aq_kind;
+
+typedef struct sqz__aq8_0 {
+    float d;          /* the fp16 scale's value */
+    int8_t qs[32];
+} sqz__aq8_0;         /* 36 bytes */
+
+typedef struct sqz__aq8_1 {
+    float d;          /* the fp16 scale's value */
+    float s;          /* d (before rounding) * sum(qs), f32 */
+    int8_t qs[32];
+} sqz__aq8_1;         /* 40 bytes */
+
+typedef sqz_block_q8_K sqz__aq8_K; /* f32 d, 256 qs, 16 int16 sums: ggml's block_q8_K */
+
+/* The activation type ggml-cpu pairs with weights of type t (its vec_dot_type). */
+sqz__aq_kind sqz__aq_kind_of(sqz_dtype t);
+/* Bytes of one quantized activation row of k values (k a multiple of the block size; for
+ * NONE/F16/BF16 the f32 row: 4 k). */
+size_t sqz__aq_row_bytes(sqz__aq_kind kind, int64_t k);
+/* dst = the k values at x in the activation type (scalar; exactly the rules above). */
+void sqz__aq_quantize(sqz__aq_kind kind, const float *x, void *dst, int64_t k);
+
+/* sum_i w_i * x_i over k weights (a multiple of the block size) stored at row, against one
+ * activation row of the type's kind at xq. */
+typedef float (*sqz__idot_fn)(const void *row, const void *xq, int64_t k);
+
+/* The kernel of t for isa: its own variant (AVX-512 uses the VNNI kernels where the CPU has
+ * AVX512-VNNI, else the AVX2 ones; NEON needs the dot-product extension), else the scalar one;
+ * NULL when t has no integer kernel (then t's kind is NONE/F16/BF16). */
+sqz__idot_fn sqz__qmm_idot(sqz_dtype t, sqz__qmm_isa isa);
+/* The name of the variant sqz__qmm_idot(t, isa) gives ("scalar", "avx2", "avx512vnni", "neon-dot"). */
+const char *sqz__qmm_idot_name(sqz_dtype t, sqz__qmm_isa isa);
+
+/* ---- the variants: one per weight type and instruction set ---------------------------- */
+#define SQZ__IDOT_TYPES(X) \
+    X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(iq4_nl) \
+    X(q2_K) X(q3_K) X(q4_K) X(q5_K) X(q6_K) X(iq4_xs) X(iq3_s)
+
+#define SQZ__IDOT_DECL(t, v) float sqz__idot_##t##_##v(const void *row, const void *xq, int64_t k);
+#define SQZ__IDOT_REF(t) SQZ__IDOT_DECL(t, ref)
+SQZ__IDOT_TYPES(SQZ__IDOT_REF)
+/* Each variant file's table: the kernel of each weight type it has, NULL elsewhere. */
+#if SQZ__QMM_X86
+extern const sqz__idot_fn sqz__idot_avx2[SQZ_DTYPE_COUNT]; /* qidot_avx2.c */
+extern const sqz__idot_fn sqz__idot_vnni[SQZ_DTYPE_COUNT]; /* qidot_vnni.c: AVX-512F/BW/VL + VNNI */
+#endif
+#if SQZ__QMM_NEON
+extern const sqz__idot_fn sqz__idot_neon[SQZ_DTYPE_COUNT]; /* qidot_neon.c: NEON + dotprod */
+#endif
+
+#endif
