@@ -283,4 +283,12 @@ int sqz_cmd_bench(int argc, char **argv);
 void sqz_cmd_bench_usage(FILE *out);
 /* `sqz bench WHAT --help`: WHAT's usage (all of them without a known WHAT). */
 int sqz_cmd_bench_help(int argc, char **argv);
+/* The --activations row's help, one text for eval, generate and bench (the choice's int is a
+ * sqz_activations: f32 0, q8 1). sqz_cli_activations_name: the report's words for a mode. */
+#define SQZ_CLI_ACTIVATIONS_HELP \
+    "f32: each product takes its input as it is (the exact model); q8: quantized as llama.cpp's CPU " \
+    "backend quantizes it for the weight type (Q8_0, Q8_1, Q8_K; f16/bf16 for F16/BF16 weights) and " \
+    "multiplied in integers: llama.cpp's numbers and speed"
+const char *sqz_cli_activations_name(int mode);
+
 #endif

@@ -304,3 +304,8 @@ void sqz_cli_model_warnings(const char *path, const sqz_model *m) {
                 "are never produced by tokenization (a padded vocabulary is legal, a wrong tokenizer is not)\n",
                 path, (long long)n, (long long)rows, (long long)n, (long long)rows - 1);
 }
+
+const char *sqz_cli_activations_name(int mode) {
+    return mode == SQZ_ACTIVATIONS_Q8 ? "q8 (inputs quantized as llama.cpp's CPU backend: Q8_0/Q8_1/Q8_K, integer products)"
+                                      : "f32 (the exact model)";
+}

@@ -14,6 +14,7 @@ typedef struct eval_args {
     const char *path, *text, *base, *base_logits, *save_base, *json, *tokpath, *dump, *hold_out;
     int64_t ctx, chunks, threads; /* ctx -1: sqz_eval_default_ctx; chunks 0: all */
     int64_t held_windows, held_ctx, held_seed; /* --hold-out N:T:SEED (held_windows 0: none) */
+    int acts;                                  /* sqz_activations */
     bool stream, quiet;
 } eval_args;
 
@@ -54,6 +55,8 @@ static const sqz_opt eval_rows[] = {
     {.name = "dump-tokens", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, dump), .flags = SQZ_OPT_OUTPUT,
      .metavar = "F",
      .help = "write the text's token ids to F (int32 little-endian), to check the numbers elsewhere"},
+    {.name = "activations", .type = SQZ_OPT_CHOICE, .offset = offsetof(eval_args, acts), .choices = "f32|q8",
+     .def = "f32", .help = SQZ_CLI_ACTIVATIONS_HELP},
     {.name = "stream-weights", .type = SQZ_OPT_FLAG, .offset = offsetof(eval_args, stream),
      .help = "sqz's int8/int4 scheme weights: dequantize at every use instead of keeping f32 "
              "copies (less memory; float and GGUF weights are always multiplied from their blocks)"},
@@ -62,7 +65,7 @@ static const sqz_opt eval_rows[] = {
 static const char eval_head[] =
     "usage: sqz eval MODEL --text FILE [--ctx N] [--chunks K] [--hold-out N:T:SEED]\n"
     "                [--base BASE | --base-logits F] [--save-base F] [--json OUT] [--threads N]\n"
-    "                [--tokenizer FILE] [--dump-tokens F] [--stream-weights]\n\n"
+    "                [--tokenizer FILE] [--dump-tokens F] [--activations f32|q8] [--stream-weights]\n\n"
     "Decoders: perplexity of FILE as llama.cpp's perplexity tool computes it (the text is\n"
     "tokenized once, cut into chunks of N tokens whose first token becomes BOS when the\n"
     "vocabulary adds BOS, and the second half of each chunk is scored), with its standard\n"
@@ -150,6 +153,7 @@ static sqz_status new_session(const sqz_model *m, const eval_args *a, sqz_backen
     so.max_tokens = max_tokens;
     so.weights = a->stream ? SQZ_WEIGHTS_STREAM : SQZ_WEIGHTS_CACHE;
     so.backend = be;
+    so.activations = (sqz_activations)a->acts;
     return sqz_session_new(m, &so, s);
 }
 
@@ -168,6 +172,7 @@ static void print_decoder(const eval_args *a, const sqz_eval_result *r) {
            (long long)r->n_tokens, (long long)r->ctx, (long long)r->n_chunks, (long long)r->tokens_scored);
     if (a->hold_out) printf(" (%lld chunks held out)", (long long)r->n_excluded);
     printf("\n");
+    printf("activations  %s\n", sqz_cli_activations_name(r->activations));
     printf("ppl          %.4f +/- %.4f\n", r->ppl, r->ppl_stderr);
     if (r->has_base) {
         printf("base         %s\n", a->base ? a->base : a->base_logits);

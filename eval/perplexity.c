@@ -257,6 +257,7 @@ sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_
         int64_t n = R.a.count;
         r->seconds = now_s() - t0;
         r->ctx = o.ctx;
+        r->activations = sqz_session_activations(model);
         r->n_chunks = n_chunks;
         r->n_tokens = n_tokens;
         r->n_excluded = n_excluded;

@@ -33,6 +33,7 @@ char *sqz_eval_report_json(const sqz_eval_result *r, const char *model, const ch
         ok &= add_num(o, "n_chunks", (double)r->n_chunks);
         ok &= add_num(o, "ctx", (double)r->ctx);
         ok &= add_num(o, "n_tokens", (double)r->n_tokens);
+        ok &= cJSON_AddStringToObject(o, "activations", r->activations == SQZ_ACTIVATIONS_Q8 ? "q8" : "f32") != NULL;
         if (r->n_excluded) ok &= add_num(o, "n_excluded", (double)r->n_excluded);
         if (r->has_base) {
             ok &= add_num(o, "ppl_base", r->ppl_base);

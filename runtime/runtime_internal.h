@@ -30,6 +30,7 @@ struct sqz_session {
     sqz__pool *pool;
     int64_t max_tokens;
     sqz_weight_mode wmode;
+    sqz_activations acts;   /* how products on stored weights take their input (sqz_session_opts) */
     sqz_hook_fn hook;
     void *hook_user;
 

@@ -10,7 +10,7 @@
 #include "runtime/runtime_internal.h"
 
 sqz_session_opts sqz_session_default_opts(void) {
-    sqz_session_opts o = {0, 0, SQZ_WEIGHTS_CACHE, NULL};
+    sqz_session_opts o = {0, 0, SQZ_WEIGHTS_CACHE, NULL, SQZ_ACTIVATIONS_F32};
     return o;
 }
 
@@ -38,6 +38,7 @@ void sqz_session_set_hook(sqz_session *s, sqz_hook_fn fn, void *user) {
 
 const sqz_model *sqz_session_model(const sqz_session *s) { return s->m; }
 int64_t sqz_session_max_tokens(const sqz_session *s) { return s->max_tokens; }
+sqz_activations sqz_session_activations(const sqz_session *s) { return s->acts; }
 int64_t sqz_session_bytes(const sqz_session *s) { return s->scratch_bytes + s->wcache_bytes; }
 
 void sqz_session_free(sqz_session *s) {
@@ -228,6 +229,13 @@ sqz_status sqz_session_new(const sqz_model *m, const sqz_session_opts *opts, sqz
     if (!s) return SQZ_ERR_NOMEM;
     s->m = m;
     sqz_status st;
+    if (o.activations != SQZ_ACTIVATIONS_F32 && (o.activations != SQZ_ACTIVATIONS_Q8 ||
+                                         (o.backend && strcmp(o.backend->ops->name, "cpu") != 0))) {
+        free(s);
+        return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "runtime: activations mode %d on backend '%s' (q8 runs on the CPU)",
+                         (int)o.activations, o.backend ? o.backend->ops->name : "cpu");
+    }
+    s->acts = o.activations;
     if (o.backend) {
         s->be = o.backend;
         const bool dev = !sqz_backend_host_memory(s->be);

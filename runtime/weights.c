@@ -160,7 +160,8 @@ static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_te
         if (bias) add_bias(y, m, n, n, bias);
         return SQZ_OK;
     }
-    sqz_matmul_args a = {.m = m, .n = n, .k = k, .x = x, .w = w->data, .w_dtype = w->dtype, .bias = bias, .y = y};
+    sqz_matmul_args a = {.m = m, .n = n, .k = k, .x = x, .w = w->data, .w_dtype = w->dtype, .bias = bias, .y = y,
+                         .acts = s->acts};
     if (!w->qp && sqz_backend_supports(s->be, SQZ_OP_MATMUL, w->dtype)) {
         SQZ_TRY(check_data(w));
         return s->be->ops->matmul(s->be->ctx, &a);

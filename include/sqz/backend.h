@@ -77,6 +77,15 @@ typedef enum sqz_kernel_variant {
 } sqz_kernel_variant;
 
 /* Y = X . W^T (+ bias). x: (m, k) f32; w: (n, k) of w_dtype; bias: (n) f32 or NULL; y: (m, n) f32. */
+/* How a product on stored weights treats its f32 input (sqz --activations). */
+typedef enum sqz_activations {
+    SQZ_ACTIVATIONS_F32 = 0, /* the input as it is: the exact model (eval and calibration's default) */
+    SQZ_ACTIVATIONS_Q8 = 1,  /* as ggml-cpu: the input quantized to the weight type's dot-product type (Q8_0,
+                        Q8_1, Q8_K; rounded to f16/bf16 for F16/BF16 weights) and multiplied in
+                        integers, what llama.cpp computes (generation's default). Backends without
+                        it refuse (SQZ_ERR_UNSUPPORTED); F32 weights are multiplied as they are. */
+} sqz_activations;
+
 typedef struct sqz_matmul_args {
     int64_t m, n, k;
     const float *x;
@@ -84,6 +93,7 @@ typedef struct sqz_matmul_args {
     sqz_dtype w_dtype;
     const float *bias;
     float *y;
+    sqz_activations acts; /* 0 (SQZ_ACTIVATIONS_F32) unless set */
 } sqz_matmul_args;
 
 /* Y[i][j] = x_scale[i] * w_scale[j] * sum_k X[i][k] * W[j][k], int32 accumulation.

@@ -89,6 +89,7 @@ typedef struct sqz_eval_result {
     int64_t n_sentences;
     double cos_mean, cos_p1, cos_min;
     /* cost */
+    sqz_activations activations;   /* the evaluated session's (SQZ_ACTIVATIONS_F32: the exact model) */
     double seconds, tokens_per_s;  /* wall clock of the evaluation; tokens of the text evaluated per second
                                       (a live base's time included) */
     /* per-position KL values (tokens_scored floats, or NULL without a base), owned by the result */

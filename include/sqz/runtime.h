@@ -66,9 +66,12 @@ typedef struct sqz_session_opts {
                                device as f32 on first use and stays until sqz_session_invalidate
                                drops its layer; activations, attention and hooks stay on the host
                                (docs/device.md). */
+    sqz_activations activations; /* SQZ_ACTIVATIONS_F32 (the exact model) or SQZ_ACTIVATIONS_Q8 (each product on stored
+                               weights takes its input quantized as ggml-cpu does: llama.cpp's
+                               numbers); Q8 needs the session's own CPU backend or a borrowed CPU one */
 } sqz_session_opts;
 
-/* Defaults: n_threads 0, max_tokens 0, SQZ_WEIGHTS_CACHE, backend NULL. */
+/* Defaults: n_threads 0, max_tokens 0, SQZ_WEIGHTS_CACHE, backend NULL, SQZ_ACTIVATIONS_F32. */
 SQZ_API sqz_session_opts sqz_session_default_opts(void);
 
 /* Makes a session for model m (validated again here; llama and BERT families). opts may be
@@ -82,6 +85,8 @@ SQZ_API void sqz_session_free(sqz_session *s);
 /* The model and the window limit the session was made with. */
 SQZ_API const sqz_model *sqz_session_model(const sqz_session *s);
 SQZ_API int64_t sqz_session_max_tokens(const sqz_session *s);
+/* How the session's products take their input (sqz_session_opts.activations). */
+SQZ_API sqz_activations sqz_session_activations(const sqz_session *s);
 /* Bytes the session holds (scratch, caches, dequantized weights so far). */
 SQZ_API int64_t sqz_session_bytes(const sqz_session *s);
 

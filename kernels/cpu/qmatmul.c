@@ -13,6 +13,7 @@
 #endif
 
 #include "core/internal.h"
+#include "kernels/cpu/qidot.h"
 
 #if SQZ__QMM_X86
 #define X86(f) f
@@ -221,6 +222,61 @@ static sqz_status panels_sgemm(sqz__pool *pool, qmm_job *J) {
     return SQZ_OK;
 }
 
+/* ---- quantized activations (qidot.h) ------------------------------------------------------- */
+
+typedef struct qmm_ijob {
+    const sqz_matmul_args *a;
+    sqz__aq_kind kind;
+    sqz__idot_fn idot;
+    uint8_t *xq;       /* m quantized rows of xq_bytes */
+    size_t xq_bytes;
+    size_t row_bytes;  /* bytes per weight row */
+} qmm_ijob;
+
+static void rows_quantize(void *c, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const qmm_ijob *J = c;
+    for (int64_t i = b; i < e; i++)
+        sqz__aq_quantize(J->kind, J->a->x + i * J->a->k, J->xq + (size_t)i * J->xq_bytes, J->a->k);
+}
+
+/* Output rows [b, e) for every token: each weight row against the m quantized rows. */
+static void rows_idot(void *c, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const qmm_ijob *J = c;
+    const sqz_matmul_args *a = J->a;
+    for (int64_t j = b; j < e; j++) {
+        const uint8_t *row = (const uint8_t *)a->w + (size_t)j * J->row_bytes;
+        const float bj = a->bias ? a->bias[j] : 0.0f;
+        for (int64_t i = 0; i < a->m; i++) a->y[i * a->n + j] = J->idot(row, J->xq + (size_t)i * J->xq_bytes, a->k) + bj;
+    }
+}
+
+/* Y = X . W^T with X quantized as ggml-cpu quantizes it for W's type (F16/BF16: X rounded, then
+ * the float product; F32 and types without integer kernels: the float product). */
+static sqz_status qmatmul_q8(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args *a) {
+    qmm_ijob J = {.a = a, .kind = sqz__aq_kind_of(a->w_dtype), .idot = sqz__qmm_idot(a->w_dtype, isa)};
+    sqz_matmul_args f = *a;
+    f.acts = SQZ_ACTIVATIONS_F32;
+    if (J.kind == SQZ__AQ_NONE) return sqz__qmatmul(pool, isa, &f);
+    J.xq_bytes = sqz__aq_row_bytes(J.kind, a->k);
+    J.xq = sqz__malloc((size_t)a->m * J.xq_bytes + 64);
+    if (!J.xq) return SQZ_ERR_NOMEM;
+    run_inline(pool, a->m, 4, rows_quantize, &J);
+    sqz_status st = SQZ_OK;
+    if (!J.idot) { /* F16 / BF16: the rounded activations through the float product */
+        f.x = (const float *)(const void *)J.xq;
+        st = sqz__qmatmul(pool, isa, &f);
+    } else {
+        const sqz_dtype_traits *tr = sqz_dtype_info(a->w_dtype);
+        J.row_bytes = (size_t)(a->k / tr->block_size) * tr->type_size;
+        /* ~64k multiply-adds per chunk of rows: enough to be worth waking a thread */
+        run_inline(pool, a->n, 65536 / (a->k * a->m) + 1, rows_idot, &J);
+    }
+    free(J.xq);
+    return st;
+}
+
 sqz_status sqz__qmatmul(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args *a) {
     const sqz_dtype_traits *tr = sqz_dtype_info(a->w_dtype);
     SQZ_RETURN_IF(!sqz__qmm_supports(a->w_dtype), SQZ_ERR_UNSUPPORTED, "CPU matmul: weights of dtype %s",
@@ -230,6 +286,7 @@ sqz_status sqz__qmatmul(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args
                   SQZ_ERR_INVALID_ARG, "CPU matmul: shape (%lld, %lld, %lld) for %s weights", (long long)a->m,
                   (long long)a->n, (long long)a->k, sqz_dtype_name(a->w_dtype));
     if (a->m == 0 || a->n == 0) return SQZ_OK;
+    if (a->acts == SQZ_ACTIVATIONS_Q8 && a->k > 0) return qmatmul_q8(pool, isa, a);
     qmm_job J = {.a = a, .dq = sqz__qmm_dequant(a->w_dtype, isa), .dot = sqz__qmm_dot(isa),
                  .dot1 = a->m == 1 ? sqz__qmm_dot1(a->w_dtype, isa) : NULL,
                  .bs = tr->block_size, .ts = tr->type_size,
