@@ -13,6 +13,11 @@
 #     quantizers, sgemm aborting); the same on real weights, stories260K's w1 (215 rows of 256)
 #     quantized by quant/gguf's reference quantizer of each type ($SQZ_TEST_DATA, default
 #     ../shared; skipped with a note when it is missing);
+#   - every NEON integer product of kernels/cpu/qidot_neon.c (the 13 types, sdot: the dot-product
+#     extension, so qemu runs a CPU that has it, -cpu max) must give the scalar kernel's (qidot_ref.c)
+#     bits on random blocks with unit fp16 scales and d = 1 activations (sums of integers under 2^24),
+#     and be within 1e-5 of sum |terms| with random scales, k from one block to 10240; qidot.c's
+#     table must give it for NEON;
 #   - every kernels/cpu/*.c (qmatmul.c's table that selects them included) compiles for aarch64
 #     to an object (the host's OpenBLAS headers declare cblas: there is no aarch64 OpenBLAS here, and
 #     the whole library cannot be configured for aarch64; cli_edge_aarch64 builds edge/ only).
@@ -33,12 +38,14 @@ blas=$(pkg-config --cflags openblas 2> /dev/null) || { echo "FAIL: pkg-config fi
 # and errors, quant/gguf's reference quantizers, and tests/unit/qdot_stubs.c for the rest of the
 # library (sgemm aborts).
 # -ffp-contract=off as kernels/cpu/CMakeLists.txt compiles the fused kernels; -D_DEFAULT_SOURCE as the build
-"${cc[@]}" -ffp-contract=off -c "$src/kernels/cpu/qfused_neon.c" -o "$tmp/qfused_neon.o" &&
-    "${cc[@]}" -D_DEFAULT_SOURCE $blas "$src/kernels/cpu/qdot.c" "$src/kernels/cpu/qmatmul.c" \
+for f in qfused_neon qidot_ref qidot_neon; do
+    "${cc[@]}" -ffp-contract=off -c "$src/kernels/cpu/$f.c" -o "$tmp/$f.o" || { echo "FAIL: cross-build of $f.c"; exit 1; }
+done
+"${cc[@]}" -D_DEFAULT_SOURCE $blas "$src/kernels/cpu/qdot.c" "$src/kernels/cpu/qmatmul.c" "$src/kernels/cpu/qidot.c" \
         "$src/kernels/cpu/pool.c" "$src/core/dtype.c" "$src/core/status.c" "$src/core/dequant.c" \
         "$src/core/dequant_more.c" "$src/core/dequant_iq3.c" "$src/core/fp16.c" \
         "$src"/quant/gguf/{quant_ref,kquant,kquant_search,kquant_x8,iq4,iq3}.c \
-        "$src/tests/unit/qdot_main.c" "$src/tests/unit/qdot_stubs.c" "$tmp/qfused_neon.o" -lm -lpthread \
+        "$src/tests/unit/qdot_main.c" "$src/tests/unit/qdot_stubs.c" "$tmp"/{qfused_neon,qidot_ref,qidot_neon}.o -lm -lpthread \
         -o "$tmp/qdot" || { echo "FAIL: cross-build"; exit 1; }
 for f in "$src"/kernels/cpu/*.c; do # as CMakeLists.txt compiles them: -D_DEFAULT_SOURCE
     "${cc[@]}" -D_DEFAULT_SOURCE $blas -c "$f" -o "$tmp/k.o" || { echo "FAIL: $f for aarch64"; exit 1; }
@@ -47,12 +54,17 @@ data=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:-$src/../shared}}
 w=$data/models/stories260K/stories260K.bin
 real=()
 if [ -e "$w" ]; then real=("$w"); else echo "note: no $w: the real-weight check is skipped"; fi
-out=$(qemu-aarch64 -L "$sysroot" "$tmp/qdot" "${real[@]}") || { echo "FAIL: $out"; exit 1; }
+# -cpu max: a CPU with the dot-product extension (HWCAP_ASIMDDP), so qidot.c's table takes qidot_neon.c's kernels
+out=$(qemu-aarch64 -cpu max -L "$sysroot" "$tmp/qdot" "${real[@]}") || { echo "FAIL: $out"; exit 1; }
 echo "$out"
 echo "$out" | grep -q "^neon: ok$" || { echo "FAIL: the NEON variant was not compiled in"; exit 1; }
 n=$(echo "$out" | grep -c "neon fused: ok (k = ")
 [ "$n" -eq 13 ] || { echo "FAIL: $n of the 13 NEON fused kernels checked"; exit 1; }
 n=$(echo "$out" | grep -c "neon fused: ok on stories260K")
 [ ${#real[@]} -eq 0 ] || [ "$n" -eq 13 ] || { echo "FAIL: $n of the 13 NEON fused kernels on real weights"; exit 1; }
-echo "ok: NEON dot product and 13 fused kernels (random blocks${real:+, stories260K}) under qemu-aarch64;" \
+for t in q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_K q3_K q4_K q5_K q6_K iq4_xs iq3_s; do
+    echo "$out" | grep -q "^$t neon-dot: ok (" || { echo "FAIL: no check of the $t NEON integer product passed"; exit 1; }
+done
+echo "ok: NEON dot product, 13 fused kernels (random blocks${real:+, stories260K}) and 13 integer products" \
+    "(qidot_neon.c against qidot_ref.c) under qemu-aarch64 -cpu max;" \
     "kernels/cpu/*.c compile for aarch64"

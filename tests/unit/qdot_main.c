@@ -2,8 +2,10 @@
  * where NEON is compiled in, every fused one-token kernel of kernels/cpu/qfused_neon.c against
  * the double dot product of core's scalar dequantizer's weights, as a plain program (no test
  * framework: tests/cli/test_qdot_aarch64.sh cross-builds it with qdot.c, qfused_neon.c and core's
- * dequantizers and runs it under qemu-aarch64). Prints "<isa>: ok" per dot product and
- * "<type> neon fused: ok ..." per kernel and exits 0, or prints the first mismatch and exits 1. */
+ * dequantizers and runs it under qemu-aarch64), and every integer product of kernels/cpu/qidot_neon.c
+ * against qidot_ref.c's scalar one. Prints "<isa>: ok" per dot product, "<type> neon fused: ok ..."
+ * per fused kernel and "<type> neon-dot: ok ..." per integer product and exits 0, or prints the
+ * first mismatch and exits 1. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -14,7 +16,11 @@
 #if SQZ__QMM_NEON
 #include "core/blocks.h"
 #include "core/dequant.h"
+#include "kernels/cpu/qidot.h"
 #include "quant/gguf/quant_gguf.h"
+
+#define NEON_IDOT_DECL(t) SQZ__IDOT_DECL(t, neon) /* kernels/cpu/qidot_neon.c */
+SQZ__IDOT_TYPES(NEON_IDOT_DECL)
 #endif
 
 static uint64_t state = 0x9E3779B97F4A7C15ull;
@@ -58,11 +64,12 @@ typedef struct fused_case {
     int bs;          /* elements per block */
     size_t ts;       /* bytes per block */
     int f16[2];      /* offsets of the fp16 fields (d, and m or dmin) */
+    sqz__idot_fn idot, idot_ref; /* the integer product against quantized activations (qidot_neon.c), its reference */
 } fused_case;
 
 #define CASE(t, T, n, f0, f1)                                                                     \
     {#t, SQZ_DTYPE_##T, sqz__qdot1_##t##_neon, sqz_dequantize_##t, sqz_quantize_##t##_ref, n,          \
-     sizeof(sqz_block_##t), {f0, f1}}
+     sizeof(sqz_block_##t), {f0, f1}, sqz__idot_##t##_neon, sqz__idot_##t##_ref}
 #define OFF(t, f) (int)offsetof(sqz_block_##t, f)
 
 static const fused_case fused_cases[] = {
@@ -160,6 +167,100 @@ static int check_fused(void) {
     return bad;
 }
 
+/* ---- the integer products of kernels/cpu/qidot_neon.c against qidot_ref.c's ------------------ */
+
+/* Activation value i of the quantized row xq (d times the code). */
+static float act_value(sqz__aq_kind kind, const void *xq, int64_t i) {
+    if (kind == SQZ__AQ_Q8_K) return ((const sqz__aq8_K *)xq)[i / 256].d * ((const sqz__aq8_K *)xq)[i / 256].qs[i % 256];
+    if (kind == SQZ__AQ_Q8_1) return ((const sqz__aq8_1 *)xq)[i / 32].d * ((const sqz__aq8_1 *)xq)[i / 32].qs[i % 32];
+    return ((const sqz__aq8_0 *)xq)[i / 32].d * ((const sqz__aq8_0 *)xq)[i / 32].qs[i % 32];
+}
+
+/* The row's activations as codes in [-r, r] with d = 1 (Q8_1's s and Q8_K's bsums their sums). */
+static void unit_codes(sqz__aq_kind kind, void *xq, int64_t k, int r) {
+    for (int64_t i = 0; i < k; i++) {
+        const int8_t q = (int8_t)((int)((rndf() + 1.0f) * (float)(r + 0.5f)) - r); /* -r .. r (r + 1 rarely) */
+        const int8_t c = q > r ? (int8_t)r : q;
+        if (kind == SQZ__AQ_Q8_K) {
+            sqz__aq8_K *a = (sqz__aq8_K *)xq + i / 256;
+            if (i % 256 == 0) memset(a->bsums, 0, sizeof a->bsums), a->d = 1.0f;
+            a->qs[i % 256] = c;
+            a->bsums[i % 256 / 16] = (int16_t)(a->bsums[i % 256 / 16] + c);
+        } else if (kind == SQZ__AQ_Q8_1) {
+            sqz__aq8_1 *a = (sqz__aq8_1 *)xq + i / 32;
+            if (i % 32 == 0) a->d = 1.0f, a->s = 0.0f;
+            a->qs[i % 32] = c;
+            a->s += (float)c;
+        } else {
+            sqz__aq8_0 *a = (sqz__aq8_0 *)xq + i / 32;
+            if (i % 32 == 0) a->d = 1.0f;
+            a->qs[i % 32] = c;
+        }
+    }
+}
+
+/* One row of nb random blocks against one activation row, NEON against the reference. unit: the
+ * fp16 scales 1.0 and activations d = 1 with codes in [-r, r], r halved from 127 until the
+ * blocks' terms (each an integer) sum in absolute value under 2^24: every partial sum is exact in
+ * any order, the results must be bit-equal. Else random finite scales and activations quantized
+ * from random floats: within 1e-5 of sum |w x| (the dequantized weights times the activations). */
+static int check_idot_k(const fused_case *c, int64_t nb, int unit, uint8_t *w, void *xq, float *x, float *deq) {
+    const int64_t k = nb * c->bs;
+    const sqz__aq_kind kind = sqz__aq_kind_of(c->dtype);
+    const size_t ab = sqz__aq_row_bytes(kind, c->bs); /* bytes of one block's activations */
+    random_blocks(c, w, nb);
+    double mag = 0;
+    if (unit) {
+        for (int64_t b = 0; b < nb; b++)
+            for (int f = 0; f < 2; f++)
+                if (c->f16[f] >= 0) memcpy(w + (size_t)b * c->ts + c->f16[f], &(uint16_t){0x3C00}, 2);
+        for (int r = 127;; r /= 2) {
+            unit_codes(kind, xq, k, r);
+            mag = 0;
+            for (int64_t b = 0; b < nb; b++) mag += fabs(c->idot_ref(w + (size_t)b * c->ts, (uint8_t *)xq + b * ab, c->bs));
+            if (mag < 16777216.0) break;
+            if (r == 1) {
+                printf("%s neon-dot: k = %lld: no activation codes keep the sum under 2^24\n", c->name, (long long)k);
+                return 1;
+            }
+        }
+    } else {
+        for (int64_t i = 0; i < k; i++) x[i] = 4.0f * rndf();
+        sqz__aq_quantize(kind, x, xq, k);
+        c->ref(w, deq, k);
+        for (int64_t i = 0; i < k; i++) mag += fabs((double)deq[i] * act_value(kind, xq, i));
+    }
+    const float got = c->idot(w, xq, k), ref = c->idot_ref(w, xq, k);
+    if (unit ? memcmp(&got, &ref, sizeof got) == 0 : fabs((double)got - ref) <= 1e-5 * mag + 1e-30) return 0;
+    printf("%s neon-dot (%s): k = %lld: %.9g, the scalar kernel %.9g (sum |terms| %.9g)\n", c->name,
+           unit ? "unit scales, must be equal" : "random scales", (long long)k, (double)got, (double)ref, mag);
+    return 1;
+}
+
+/* Every integer product on 1 block .. 10240 elements, 3 rows each with unit and with random scales;
+ * qidot.c's table must give it for NEON (the CPU has the dot-product extension: qemu -cpu max). */
+static int check_idot(void) {
+    enum { MAXK = 40 * SQZ_QK_K };
+    static const int64_t nbs[] = {1, 2, 3, 4, 5, 7, 16, 40, 320};
+    static float x[MAXK], deq[MAXK], xq[MAXK / 32 * sizeof(sqz__aq8_1) / sizeof(float)];
+    static uint8_t w[2 * MAXK];
+    int bad = 0;
+    for (size_t t = 0; t < sizeof fused_cases / sizeof fused_cases[0]; t++) {
+        const fused_case *c = &fused_cases[t];
+        int fail = sqz__qmm_idot(c->dtype, SQZ__ISA_NEON) != c->idot ||
+                   strcmp(sqz__qmm_idot_name(c->dtype, SQZ__ISA_NEON), "neon-dot") != 0;
+        if (fail) printf("%s: qidot.c's table gives %s for NEON, not this neon-dot kernel\n", c->name,
+                         sqz__qmm_idot_name(c->dtype, SQZ__ISA_NEON));
+        for (size_t j = 0; j < sizeof nbs / sizeof nbs[0] && nbs[j] * c->bs <= MAXK && !fail; j++)
+            for (int rep = 0; rep < 6 && !fail; rep++) fail = check_idot_k(c, nbs[j], rep % 2, w, xq, x, deq);
+        if (!fail)
+            printf("%s neon-dot: ok (k = %d .. %d, 3 rows each bit-equal to the scalar kernel with unit scales, "
+                   "within 1e-5 with random ones)\n", c->name, c->bs, (int)MAXK);
+        bad |= fail;
+    }
+    return bad;
+}
+
 /* Real weights: stories260K's w1 (5 x (172, 64) = 55040 floats, as 215 rows of 256), read from its
  * llama2.c checkpoint (7 int32 header: dim 64, hidden 172, 5 layers, ..., vocab 512; then the
  * tensors, w1 at float 94848). Returns 0, or -1 when path is missing or not that checkpoint. */
@@ -220,6 +321,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     bad |= check_fused();
+    bad |= check_idot();
     if (argc > 1) {
         static float w1[RW_ROWS * RW_K];
         if (load_w1(argv[1], w1) != 0) {

@@ -1,0 +1,346 @@
+/* tests/unit/test_qidot.c - the integer products of kernels/cpu/qidot.h:
+ *   - the activation quantizers against their rules (Q8_0/Q8_1: d = fp16(amax / 127), codes
+ *     within half a step; Q8_1's f32 sum; Q8_K: the largest magnitude maps to -127, block sums;
+ *     a NaN block gives NaN; F16/BF16 rounding);
+ *   - every scalar kernel against the double dot product of core's dequantized weights and the
+ *     dequantized activations (within 1e-5 of sum |w x|): the reference is tied to the formats;
+ *   - every instruction set's kernel this CPU runs against the scalar one: bit for bit with unit
+ *     scales (the result is then a sum of integers below 2^24, exact in any order: the integer
+ *     sums are the same bits), within 1e-5 of sum |w x| with real scales; on random blocks and on
+ *     real stories260K weights quantized to every type sqz writes;
+ *   - sqz__qmatmul with SQZ_ACTIVATIONS_Q8 (1, 3 and 9 tokens, 1 and 2 threads) equals the
+ *     kernel applied row by row; F16 weights take rounded inputs.
+ * The NEON variants run under qemu (tests/cli/test_qdot_aarch64.sh). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dequant.h"
+#include "core/internal.h"
+#include "kernels/cpu/qidot.h"
+#include "real_weights.h"
+#include "test_util.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static float rndf(void) { return (float)(rnd() & 0xFFFFFF) / 16777216.0f * 2.0f - 1.0f; } /* [-1, 1) */
+
+static const sqz_dtype kTypes[] = {SQZ_DTYPE_Q8_0, SQZ_DTYPE_Q4_0, SQZ_DTYPE_Q4_1,  SQZ_DTYPE_Q5_0, SQZ_DTYPE_Q5_1,
+                                   SQZ_DTYPE_IQ4_NL, SQZ_DTYPE_Q2_K, SQZ_DTYPE_Q3_K, SQZ_DTYPE_Q4_K, SQZ_DTYPE_Q5_K,
+                                   SQZ_DTYPE_Q6_K, SQZ_DTYPE_IQ4_XS, SQZ_DTYPE_IQ3_S};
+#define N_TYPES (sizeof kTypes / sizeof kTypes[0])
+
+/* ---- the quantizers ---------------------------------------------------------------------- */
+
+static void test_quantize_q8_0_q8_1(void **state) {
+    (void)state;
+    float x[64];
+    for (int i = 0; i < 64; i++) x[i] = 3.0f * rndf();
+    x[40] = 0; /* block 1: with an exact tie to check half-to-even */
+    sqz__aq8_0 a[2];
+    sqz__aq8_1 b[2];
+    sqz__aq_quantize(SQZ__AQ_Q8_0, x, a, 64);
+    sqz__aq_quantize(SQZ__AQ_Q8_1, x, b, 64);
+    for (int blk = 0; blk < 2; blk++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * blk + j]));
+        assert_true(a[blk].d == sqz_fp16_to_fp32(sqz_fp32_to_fp16(amax / 127.0f)));
+        int32_t sum = 0;
+        for (int j = 0; j < 32; j++) {
+            const float step = amax / 127.0f, v = x[32 * blk + j];
+            assert_true(fabsf(v - step * (float)a[blk].qs[j]) <= 0.5001f * step);
+            assert_int_equal(a[blk].qs[j], b[blk].qs[j]);
+            sum += a[blk].qs[j];
+        }
+        assert_true(b[blk].d == a[blk].d);
+        assert_true(b[blk].s == (amax / 127.0f) * (float)sum); /* f32, before the fp16 rounding of d */
+    }
+    float t[32] = {127.0f, 0.5f, 1.5f, -2.5f}; /* id = 1: halves go to even */
+    sqz__aq_quantize(SQZ__AQ_Q8_0, t, a, 32);
+    assert_int_equal(a[0].qs[0], 127);
+    assert_int_equal(a[0].qs[1], 0);
+    assert_int_equal(a[0].qs[2], 2);
+    assert_int_equal(a[0].qs[3], -2);
+    t[5] = NAN;
+    sqz__aq_quantize(SQZ__AQ_Q8_0, t, a, 32);
+    assert_true(isnan(a[0].d));
+}
+
+static void test_quantize_q8_K(void **state) {
+    (void)state;
+    float x[512];
+    for (int i = 0; i < 512; i++) x[i] = rndf();
+    x[77] = 2.0f;                       /* block 0: the largest is positive */
+    x[256 + 3] = -5.0f;                 /* block 1: negative */
+    sqz__aq8_K a[2];
+    sqz__aq_quantize(SQZ__AQ_Q8_K, x, a, 512);
+    assert_int_equal(a[0].qs[77], -127);
+    assert_int_equal(a[1].qs[3], -127);
+    assert_true(a[0].d == 1.0f / (-127.0f / 2.0f));
+    for (int b = 0; b < 2; b++) {
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++) s += a[b].qs[16 * g + j];
+            assert_int_equal(a[b].bsums[g], s);
+        }
+        for (int j = 0; j < 256; j++) assert_true(fabsf(x[256 * b + j] - a[b].d * (float)a[b].qs[j]) <= 0.5001f * fabsf(a[b].d));
+    }
+    float z[256] = {0};
+    sqz__aq_quantize(SQZ__AQ_Q8_K, z, a, 256);
+    assert_true(a[0].d == 0.0f);
+    float h[4] = {1.0f / 3.0f, 70000.0f, -1e-8f, 3.0f}, r[4];
+    sqz__aq_quantize(SQZ__AQ_F16, h, r, 4);
+    for (int i = 0; i < 4; i++) assert_true(r[i] == sqz_fp16_to_fp32(sqz_fp32_to_fp16(h[i])));
+    sqz__aq_quantize(SQZ__AQ_BF16, h, r, 4);
+    for (int i = 0; i < 4; i++) assert_true(r[i] == sqz_bf16_to_fp32(sqz_fp32_to_bf16(h[i])));
+}
+
+/* ---- the kernels ---------------------------------------------------------------------- */
+
+/* The activation row's values as floats (its d times its codes). */
+static void aq_values(sqz__aq_kind kind, const void *xq, int64_t k, float *out) {
+    for (int64_t i = 0; i < k; i++) {
+        if (kind == SQZ__AQ_Q8_0) out[i] = ((const sqz__aq8_0 *)xq)[i / 32].d * ((const sqz__aq8_0 *)xq)[i / 32].qs[i % 32];
+        if (kind == SQZ__AQ_Q8_1) out[i] = ((const sqz__aq8_1 *)xq)[i / 32].d * ((const sqz__aq8_1 *)xq)[i / 32].qs[i % 32];
+        if (kind == SQZ__AQ_Q8_K) out[i] = ((const sqz__aq8_K *)xq)[i / 256].d * ((const sqz__aq8_K *)xq)[i / 256].qs[i % 256];
+    }
+}
+
+/* The exact dot product in double of the dequantized weights and activations, and sum |w x|.
+ * Q4_1/Q5_1's minimum meets the activations' f32 sum s (d before rounding), as the kernels. */
+static double exact_dot(sqz_dtype t, const void *row, const void *xq, int64_t k, double *mag) {
+    float *w = malloc((size_t)k * sizeof(float)), *x = malloc((size_t)k * sizeof(float));
+    assert_non_null(w);
+    assert_non_null(x);
+    const sqz__aq_kind kind = sqz__aq_kind_of(t);
+    sqz_dtype_info(t)->to_f32(row, w, k);
+    aq_values(kind, xq, k, x);
+    double sum = 0;
+    *mag = 0;
+    const bool minimum = t == SQZ_DTYPE_Q4_1 || t == SQZ_DTYPE_Q5_1;
+    for (int64_t b = 0; b < k / 32; b++) {
+        const uint8_t *blk = (const uint8_t *)row + (size_t)b * sqz_dtype_info(t)->type_size;
+        uint16_t mh = 0;
+        if (minimum) memcpy(&mh, blk + 2, 2);
+        const double m = minimum ? (double)sqz_fp16_to_fp32(mh) : 0.0;
+        for (int j = 0; j < 32; j++) {
+            const double p = ((double)w[32 * b + j] - m) * x[32 * b + j];
+            sum += p;
+            *mag += fabs(p);
+        }
+        if (minimum) {
+            const double s = ((const sqz__aq8_1 *)xq)[b].s;
+            sum += m * s;
+            *mag += fabs(m * s);
+        }
+    }
+    free(w);
+    free(x);
+    return sum;
+}
+
+/* Random blocks of t (n_blocks): random bytes with finite fp16 scales; unit: every fp16
+ * field (scales, minimums) 1.0 and codes bounded by `lim` where the type allows. */
+static uint8_t *random_row(sqz_dtype t, int64_t k, bool unit) {
+    const sqz_dtype_traits *tr = sqz_dtype_info(t);
+    const size_t nb = (size_t)(k / tr->block_size), bytes = nb * tr->type_size;
+    uint8_t *w = malloc(bytes);
+    assert_non_null(w);
+    for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd();
+    for (size_t b = 0; b < nb; b++) { /* the fp16 fields: d (and m/dmin) first, Q2_K/Q3_K/Q6_K last */
+        uint8_t *blk = w + b * tr->type_size;
+        const uint16_t d = unit ? 0x3C00 : sqz_fp32_to_fp16(0.001f + 0.05f * fabsf(rndf()));
+        const uint16_t m = unit ? 0x3C00 : sqz_fp32_to_fp16(0.02f * rndf());
+        switch (t) {
+        case SQZ_DTYPE_Q2_K: memcpy(blk + tr->type_size - 4, &d, 2); memcpy(blk + tr->type_size - 2, &m, 2); break;
+        case SQZ_DTYPE_Q3_K: case SQZ_DTYPE_Q6_K: memcpy(blk + tr->type_size - 2, &d, 2); break;
+        case SQZ_DTYPE_Q4_1: case SQZ_DTYPE_Q5_1: case SQZ_DTYPE_Q4_K: case SQZ_DTYPE_Q5_K:
+            memcpy(blk, &d, 2);
+            memcpy(blk + 2, &m, 2);
+            break;
+        default: memcpy(blk, &d, 2);
+        }
+    }
+    return w;
+}
+
+/* An activation row of k values quantized for t; unit: every scale 1 and small codes, so that
+ * each result is an integer sum below 2^24. */
+static void *activation_row(sqz_dtype t, int64_t k, bool unit) {
+    const sqz__aq_kind kind = sqz__aq_kind_of(t);
+    float *x = malloc((size_t)k * sizeof(float));
+    void *xq = malloc(sqz__aq_row_bytes(kind, k));
+    assert_non_null(x);
+    assert_non_null(xq);
+    for (int64_t i = 0; i < k; i++) x[i] = (rnd() % 16 == 0 ? 8.0f : 1.0f) * rndf();
+    sqz__aq_quantize(kind, x, xq, k);
+    for (int64_t b = 0; unit && b < k / 32; b++) {
+        int8_t *qs = kind == SQZ__AQ_Q8_K ? ((sqz__aq8_K *)xq)[b / 8].qs + 32 * (b % 8)
+                     : kind == SQZ__AQ_Q8_0 ? ((sqz__aq8_0 *)xq)[b].qs : ((sqz__aq8_1 *)xq)[b].qs;
+        int32_t s = 0;
+        for (int j = 0; j < 32; j++) s += (qs[j] = (int8_t)(qs[j] / 8)); /* |q| <= 15 */
+        if (kind == SQZ__AQ_Q8_0) ((sqz__aq8_0 *)xq)[b].d = 1.0f;
+        if (kind == SQZ__AQ_Q8_1) { ((sqz__aq8_1 *)xq)[b].d = 1.0f; ((sqz__aq8_1 *)xq)[b].s = (float)s; }
+    }
+    for (int64_t b = 0; unit && kind == SQZ__AQ_Q8_K && b < k / 256; b++) {
+        sqz__aq8_K *a = (sqz__aq8_K *)xq + b;
+        a->d = 1.0f;
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++) s += a->qs[16 * g + j];
+            a->bsums[g] = (int16_t)s;
+        }
+    }
+    free(x);
+    return xq;
+}
+
+/* Every variant this CPU runs against the scalar kernel on one row; the scalar one against the
+ * exact dot product. */
+static void check_row(sqz_dtype t, const void *row, const void *xq, int64_t k, bool unit) {
+    const float ref = sqz__qmm_idot(t, SQZ__ISA_SCALAR)(row, xq, k);
+    double mag;
+    const double exact = exact_dot(t, row, xq, k, &mag);
+    if (!(fabs(ref - exact) <= 1e-5 * mag + 1e-30))
+        fail_msg("%s k %lld: scalar %.9g, exact %.9g (sum |w x| %g)", sqz_dtype_name(t), (long long)k, ref, exact, mag);
+    for (int isa = 1; isa < SQZ__ISA_COUNT; isa++) {
+        if (!sqz__qmm_isa_runs((sqz__qmm_isa)isa)) continue;
+        const float got = sqz__qmm_idot(t, (sqz__qmm_isa)isa)(row, xq, k);
+        const bool ok = unit && mag < 16777216.0 ? got == ref : fabs(got - ref) <= 1e-5 * mag + 1e-30;
+        if (!ok)
+            fail_msg("%s %s k %lld %s: %.9g vs scalar %.9g (sum |w x| %g)", sqz_dtype_name(t),
+                     sqz__qmm_idot_name(t, (sqz__qmm_isa)isa), (long long)k, unit ? "unit scales" : "real scales",
+                     got, ref, mag);
+    }
+}
+
+static void test_kernels_random(void **state) {
+    (void)state;
+    static const int64_t lens[] = {256, 512, 768, 2304, 4096 + 256, 10240};
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const sqz_dtype t = kTypes[ti];
+        for (int64_t k = 32; k <= 256; k += 32) { /* a few 32-blocks, the tails of the 8-block loops */
+            if (k % sqz_dtype_info(t)->block_size) continue;
+            for (int unit = 0; unit < 2; unit++) {
+                uint8_t *w = random_row(t, k, unit);
+                void *xq = activation_row(t, k, unit);
+                check_row(t, w, xq, k, unit);
+                free(w);
+                free(xq);
+            }
+        }
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            for (int unit = 0; unit < 2; unit++) {
+                uint8_t *w = random_row(t, lens[li], unit);
+                void *xq = activation_row(t, lens[li], unit);
+                check_row(t, w, xq, lens[li], unit);
+                free(w);
+                free(xq);
+            }
+        }
+    }
+}
+
+/* Real weights: stories260K's w1 (860 rows of 64 as 215 rows of 256) quantized to each type sqz
+ * writes, against real-looking activations. */
+static void test_kernels_real(void **state) {
+    (void)state;
+    float *all = sqz_rw_load();
+    if (!all) skip();
+    const float *src = all + SQZ_RW_W1;
+    const int64_t k = 256, n = 215;
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const sqz_dtype t = kTypes[ti];
+        const sqz_dtype_traits *tr = sqz_dtype_info(t);
+        if (!tr->from_f32) continue;
+        const size_t rb = (size_t)(k / tr->block_size) * tr->type_size;
+        uint8_t *w = malloc(rb * (size_t)n);
+        assert_non_null(w);
+        tr->from_f32(src, w, n * k);
+        for (int64_t r = 0; r < n; r++) {
+            void *xq = activation_row(t, k, false);
+            check_row(t, w + (size_t)r * rb, xq, k, false);
+            free(xq);
+        }
+        free(w);
+    }
+    free(all);
+}
+
+/* sqz__qmatmul with quantized activations: each output the kernel's value for its row, on 1
+ * and 2 threads and every instruction set; F16 weights see the inputs rounded to f16. */
+static void test_qmatmul_q8(void **state) {
+    (void)state;
+    const int64_t n = 37, k = 512;
+    float *x = malloc(9 * k * sizeof(float)), *y = malloc(9 * n * sizeof(float)), *wf = malloc(n * k * sizeof(float));
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_non_null(wf);
+    for (int64_t i = 0; i < 9 * k; i++) x[i] = rndf();
+    for (int64_t i = 0; i < n * k; i++) wf[i] = 0.1f * rndf();
+    sqz__pool *pool = NULL;
+    assert_int_equal(sqz__pool_new(2, &pool), SQZ_OK);
+    for (size_t ti = 0; ti < N_TYPES + 1; ti++) {
+        const sqz_dtype t = ti < N_TYPES ? kTypes[ti] : SQZ_DTYPE_F16;
+        const sqz_dtype_traits *tr = sqz_dtype_info(t);
+        const size_t rb = (size_t)(k / tr->block_size) * tr->type_size;
+        uint8_t *w = ti < N_TYPES ? random_row(t, n * k, false) : malloc(rb * n);
+        assert_non_null(w);
+        if (t == SQZ_DTYPE_F16) tr->from_f32(wf, w, n * k);
+        const sqz__aq_kind kind = sqz__aq_kind_of(t);
+        void *xq = malloc(sqz__aq_row_bytes(kind, k));
+        assert_non_null(xq);
+        for (int isa = 0; isa < SQZ__ISA_COUNT; isa++) {
+            if (!sqz__qmm_isa_runs((sqz__qmm_isa)isa)) continue;
+            for (int64_t m = 1; m <= 9; m += 4) {
+                for (int th = 0; th < 2; th++) {
+                    sqz_matmul_args a = {.m = m, .n = n, .k = k, .x = x, .w = w, .w_dtype = t, .y = y,
+                                         .acts = SQZ_ACTIVATIONS_Q8};
+                    assert_int_equal(sqz__qmatmul(th ? pool : NULL, (sqz__qmm_isa)isa, &a), SQZ_OK);
+                    for (int64_t i = 0; i < m; i++) {
+                        sqz__aq_quantize(kind, x + i * k, xq, k);
+                        for (int64_t j = 0; j < n; j++) {
+                            float want;
+                            if (t == SQZ_DTYPE_F16) { /* the rounded inputs through the float product */
+                                sqz_matmul_args f = {.m = 1, .n = 1, .k = k, .x = xq, .w = w + j * rb, .w_dtype = t,
+                                                     .y = &want};
+                                assert_int_equal(sqz__qmatmul(NULL, (sqz__qmm_isa)isa, &f), SQZ_OK);
+                                if (m > 1) { /* the tiled dot there: another order of the same sums */
+                                    assert_true(fabsf(y[i * n + j] - want) <= 1e-5f * (1.0f + fabsf(want)) * (float)k);
+                                    continue;
+                                }
+                            } else {
+                                want = sqz__qmm_idot(t, (sqz__qmm_isa)isa)(w + j * rb, xq, k);
+                            }
+                            if (y[i * n + j] != want)
+                                fail_msg("%s isa %d m %lld threads %d: y[%lld][%lld] %.9g, kernel %.9g", sqz_dtype_name(t),
+                                         isa, (long long)m, th + 1, (long long)i, (long long)j, y[i * n + j], want);
+                        }
+                    }
+                }
+            }
+        }
+        free(xq);
+        free(w);
+    }
+    sqz__pool_free(pool);
+    free(x);
+    free(y);
+    free(wf);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quantize_q8_0_q8_1),
+        cmocka_unit_test(test_quantize_q8_K),
+        cmocka_unit_test(test_kernels_random),
+        cmocka_unit_test(test_kernels_real),
+        cmocka_unit_test(test_qmatmul_q8),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
