@@ -62,3 +62,14 @@ const char *sqz__qmm_idot_name(sqz_dtype t, sqz__qmm_isa isa) {
     const sqz__idot_fn *v = variant(isa, &name);
     return v && v[t] ? name : "scalar";
 }
+
+sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa) {
+    const char *name;
+    if ((unsigned)t >= SQZ_DTYPE_COUNT || !ref_rows[t]) return NULL;
+#if SQZ__QMM_X86
+    if (variant(isa, &name) == sqz__idot_vnni) return sqz__idot4_vnni[t];
+#endif
+    (void)isa;
+    (void)name;
+    return NULL;
+}

@@ -83,10 +83,18 @@ const char *sqz__qmm_idot_name(sqz_dtype t, sqz__qmm_isa isa);
 #define SQZ__IDOT_DECL(t, v) float sqz__idot_##t##_##v(const void *row, const void *xq, int64_t k);
 #define SQZ__IDOT_REF(t) SQZ__IDOT_DECL(t, ref)
 SQZ__IDOT_TYPES(SQZ__IDOT_REF)
+/* Several tokens (eval chunks, prompts): out[r] = sum_i w_i * x_r,i for the 4 activation rows
+ * x_r at (const uint8_t *)xq + r * stride, the weight row decoded once for the four. Each out[r]
+ * has the one-row kernel's integer sums (the float order may differ). */
+typedef void (*sqz__idot4_fn)(const void *row, const void *xq, size_t stride, int64_t k, float *out);
+/* The 4-token kernel of t for isa, NULL where there is none (then the one-row kernel serves). */
+sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa);
+
 /* Each variant file's table: the kernel of each weight type it has, NULL elsewhere. */
 #if SQZ__QMM_X86
 extern const sqz__idot_fn sqz__idot_avx2[SQZ_DTYPE_COUNT]; /* qidot_avx2.c */
 extern const sqz__idot_fn sqz__idot_vnni[SQZ_DTYPE_COUNT]; /* qidot_vnni.c: AVX-512F/BW/VL + VNNI */
+extern const sqz__idot4_fn sqz__idot4_vnni[SQZ_DTYPE_COUNT]; /* qidot4_vnni.c: 4 tokens at a time */
 #endif
 #if SQZ__QMM_NEON
 extern const sqz__idot_fn sqz__idot_neon[SQZ_DTYPE_COUNT]; /* qidot_neon.c: NEON + dotprod */
