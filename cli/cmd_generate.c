@@ -17,6 +17,7 @@ typedef struct gen_opts {
     const char *path, *prompt, *tokenizer, *system, *chat_format;
     int64_t n_new, threads, seed; /* seed < 0: the time */
     double temp, top_p;
+    int acts; /* sqz_activations */
     bool ids, stream, quiet, chat, no_think;
 } gen_opts;
 
@@ -58,6 +59,8 @@ static const sqz_opt gen_rows[] = {
              "<think></think> block); --chat-format qwen3-nothink"},
     {.name = "ids", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, ids),
      .help = "print the generated token ids instead of text"},
+    {.name = "activations", .type = SQZ_OPT_CHOICE, .offset = offsetof(gen_opts, acts), .choices = "f32|q8",
+     .def = "q8", .help = SQZ_CLI_ACTIVATIONS_HELP " (generation's default: what the deployed runtime computes)"},
     {.name = "stream-weights", .type = SQZ_OPT_FLAG, .offset = offsetof(gen_opts, stream),
      .help = "sqz's int8/int4 scheme weights: dequantize at every use instead of keeping f32 "
              "copies (less memory; float and GGUF weights are always multiplied from their blocks)"},
@@ -66,7 +69,8 @@ static const sqz_opt gen_rows[] = {
 static const char gen_head[] =
     "usage: sqz generate MODEL [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S]\n"
     "                      [--chat [--system TEXT] [--chat-format NAME] [--no-think]]\n"
-    "                      [--threads N] [--tokenizer FILE] [--ids] [--stream-weights]\n\n"
+    "                      [--threads N] [--tokenizer FILE] [--ids] [--activations f32|q8]\n"
+    "                      [--stream-weights]\n\n"
     "Continues PROMPT (default: empty, i.e. from BOS alone) with up to N new tokens\n"
     "(default 256) and prints the prompt and the continuation. Temperature 0 (the\n"
     "default) is greedy decoding; it stops early at a control token (BOS, EOS).\n"
@@ -223,6 +227,7 @@ int sqz_cmd_generate(int argc, char **argv) {
     so.n_threads = (int)threads;
     so.max_tokens = g.n_ids + n_new;
     so.weights = a.stream ? SQZ_WEIGHTS_STREAM : SQZ_WEIGHTS_CACHE;
+    so.activations = (sqz_activations)a.acts;
     if (m->hp.ctx_len > 0 && so.max_tokens > m->hp.ctx_len) {
         fprintf(stderr, "sqz generate: warning: %lld tokens exceed the model's trained context of %lld\n",
                 (long long)so.max_tokens, (long long)m->hp.ctx_len);
@@ -261,8 +266,8 @@ int sqz_cmd_generate(int argc, char **argv) {
     if (!print_ids) printf("\n");
     if (isatty(STDERR_FILENO)) {
         double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        fprintf(stderr, "sqz generate: %lld prompt + %lld new tokens in %.2f s (%.1f tokens/s)\n",
-                (long long)n_start, (long long)n_out, sec, sec > 0 ? (double)n_out / sec : 0.0);
+        fprintf(stderr, "sqz generate: %lld prompt + %lld new tokens in %.2f s (%.1f tokens/s), activations %s\n",
+                (long long)n_start, (long long)n_out, sec, sec > 0 ? (double)n_out / sec : 0.0, a.acts ? "q8" : "f32");
     }
     rc = 0;
 done:

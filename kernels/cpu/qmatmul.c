@@ -228,6 +228,7 @@ typedef struct qmm_ijob {
     const sqz_matmul_args *a;
     sqz__aq_kind kind;
     sqz__idot_fn idot;
+    sqz__idot4_fn idot4; /* 4 tokens at a time, or NULL */
     uint8_t *xq;       /* m quantized rows of xq_bytes */
     size_t xq_bytes;
     size_t row_bytes;  /* bytes per weight row */
@@ -240,22 +241,37 @@ static void rows_quantize(void *c, int64_t b, int64_t e, int thread) {
         sqz__aq_quantize(J->kind, J->a->x + i * J->a->k, J->xq + (size_t)i * J->xq_bytes, J->a->k);
 }
 
-/* Output rows [b, e) for every token: each weight row against the m quantized rows. */
+/* Output rows [j0, j1) for tokens [i0, i1). */
+static void tile_idot(const qmm_ijob *J, int64_t j0, int64_t j1, int64_t i0, int64_t i1) {
+    const sqz_matmul_args *a = J->a;
+    for (int64_t j = j0; j < j1; j++) {
+        const uint8_t *row = (const uint8_t *)a->w + (size_t)j * J->row_bytes;
+        const float bj = a->bias ? a->bias[j] : 0.0f;
+        int64_t i = i0;
+        for (float o[4]; J->idot4 && i + 4 <= i1; i += 4) {
+            J->idot4(row, J->xq + (size_t)i * J->xq_bytes, J->xq_bytes, a->k, o);
+            for (int r = 0; r < 4; r++) a->y[(i + r) * a->n + j] = o[r] + bj;
+        }
+        for (; i < i1; i++) a->y[i * a->n + j] = J->idot(row, J->xq + (size_t)i * J->xq_bytes, a->k) + bj;
+    }
+}
+
+/* Output rows [b, e) for every token: as many quantized tokens as fit in 256 KB (L2) against
+ * every row of the range, so that the weights are read once per such tile of tokens and the
+ * activations once. */
+enum { SQZ__QI_TILE_BYTES = 256 * 1024 };
 static void rows_idot(void *c, int64_t b, int64_t e, int thread) {
     (void)thread;
     const qmm_ijob *J = c;
-    const sqz_matmul_args *a = J->a;
-    for (int64_t j = b; j < e; j++) {
-        const uint8_t *row = (const uint8_t *)a->w + (size_t)j * J->row_bytes;
-        const float bj = a->bias ? a->bias[j] : 0.0f;
-        for (int64_t i = 0; i < a->m; i++) a->y[i * a->n + j] = J->idot(row, J->xq + (size_t)i * J->xq_bytes, a->k) + bj;
-    }
+    const int64_t m = J->a->m, tt = (int64_t)(SQZ__QI_TILE_BYTES / J->xq_bytes) / 4 * 4 + 4;
+    for (int64_t i0 = 0; i0 < m; i0 += tt) tile_idot(J, b, e, i0, m - i0 < tt ? m : i0 + tt);
 }
 
 /* Y = X . W^T with X quantized as ggml-cpu quantizes it for W's type (F16/BF16: X rounded, then
  * the float product; F32 and types without integer kernels: the float product). */
 static sqz_status qmatmul_q8(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args *a) {
-    qmm_ijob J = {.a = a, .kind = sqz__aq_kind_of(a->w_dtype), .idot = sqz__qmm_idot(a->w_dtype, isa)};
+    qmm_ijob J = {.a = a, .kind = sqz__aq_kind_of(a->w_dtype), .idot = sqz__qmm_idot(a->w_dtype, isa),
+                  .idot4 = a->m >= 4 ? sqz__qmm_idot4(a->w_dtype, isa) : NULL};
     sqz_matmul_args f = *a;
     f.acts = SQZ_ACTIVATIONS_F32;
     if (J.kind == SQZ__AQ_NONE) return sqz__qmatmul(pool, isa, &f);

@@ -22,36 +22,36 @@ fails=0
 check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
 q="What is the capital of France?"
 
-"$sqz" generate "$smol" --chat -p "$q" -n 32 -q > "$tmp/out" 2> "$tmp/err"
+"$sqz" generate --activations f32 "$smol" --chat -p "$q" -n 32 -q > "$tmp/out" 2> "$tmp/err"
 check "--chat runs" '[ $? -eq 0 ]' || cat "$tmp/err"
 want=$(cat "$src/tests/data/chat/smollm2_user.txt"; echo "The capital of France is Paris.")
 check "the rendered prompt (transformers' string), then the answer" '[ "$(cat "$tmp/out")" = "$want" ]' ||
   { echo "got:"; cat "$tmp/out"; }
-"$sqz" generate "$smol" --chat --system "You are terse." -p "$q" -n 0 -q > "$tmp/out" 2>&1
+"$sqz" generate --activations f32 "$smol" --chat --system "You are terse." -p "$q" -n 0 -q > "$tmp/out" 2>&1
 check "--system: the rendered prompt is transformers' string" \
   '[ "$(cat "$tmp/out")" = "$(cat "$src/tests/data/chat/smollm2_system_user.txt")" ]' || cat "$tmp/out"
-"$sqz" generate "$smol" --chat -p "$q" -n 32 --ids --threads 1 -q > "$tmp/ids1" 2>&1
-"$sqz" generate "$smol" --chat -p "$q" -n 32 --ids --threads 2 -q > "$tmp/ids2" 2>&1
+"$sqz" generate --activations f32 "$smol" --chat -p "$q" -n 32 --ids --threads 1 -q > "$tmp/ids1" 2>&1
+"$sqz" generate --activations f32 "$smol" --chat -p "$q" -n 32 --ids --threads 2 -q > "$tmp/ids2" 2>&1
 check "greedy ids: the same on 1 and 2 threads, as recorded (504 3575 282 4649 314 7042 30, then <|im_end|>)" \
   'cmp -s "$tmp/ids1" "$tmp/ids2" && [ "$(tr "\n" " " < "$tmp/ids1")" = "504 3575 282 4649 314 7042 30 " ]' ||
   cat "$tmp/ids1" "$tmp/ids2"
 # an HF directory: the template comes from tokenizer_config.json
 "$sqz" convert "$smol" -o "$tmp/hf" --to safetensors --dtype f32 -q > "$tmp/out" 2>&1 &&
-  "$sqz" generate "$tmp/hf" --chat -p "$q" -n 32 --ids -q > "$tmp/ids3" 2>&1
+  "$sqz" generate --activations f32 "$tmp/hf" --chat -p "$q" -n 32 --ids -q > "$tmp/ids3" 2>&1
 check "the HF directory (tokenizer_config.json's chat_template): the same ids" 'cmp -s "$tmp/ids1" "$tmp/ids3"' ||
   cat "$tmp/out" "$tmp/ids3"
 rm -rf "$tmp/hf"
 
-"$sqz" generate "$s260" --chat -p "Once" -n 4 > "$tmp/out" 2>&1
+"$sqz" generate --activations f32 "$s260" --chat -p "Once" -n 4 > "$tmp/out" 2>&1
 rc=$?
 check "no chat template: exit 1 naming the file and --chat-format" \
   '[ $rc -eq 1 ] && grep -qF "$s260: no chat template" "$tmp/out" && grep -q -- "--chat-format NAME" "$tmp/out"' ||
   cat "$tmp/out"
-"$sqz" generate "$s260" --chat --chat-format llama2 -p "Once" -n 4 -q > "$tmp/out" 2>&1
+"$sqz" generate --activations f32 "$s260" --chat --chat-format llama2 -p "Once" -n 4 -q > "$tmp/out" 2>&1
 check "--chat-format llama2 renders it" '[ $? -eq 0 ] && grep -q "^<s>\[INST\] Once \[/INST\]" "$tmp/out"' || cat "$tmp/out"
 for args in "--system x -p hi" "--chat --chat-format vicuna -p hi"; do
   # shellcheck disable=SC2086
-  "$sqz" generate "$smol" $args > "$tmp/out" 2>&1
+  "$sqz" generate --activations f32 "$smol" $args > "$tmp/out" 2>&1
   rc=$?
   check "generate $args: exit 2, one line" '[ $rc -eq 2 ] && [ "$(wc -l < "$tmp/out")" -eq 1 ]' || cat "$tmp/out"
 done

@@ -26,17 +26,17 @@ for d in q4_0 q8_0 f16; do "$sqz" export "$tiny" -o "$tmp/t_$d.sqzb" --dtype $d 
 for b in s t t_q4_0 t_q8_0 t_f16 s_q4_1; do
     f=$tmp/$b.sqzb
     check "$b: sqz export wrote a bundle" '[ -s "$f" ]'
-    want=$("$sqz" generate "$f" -p "$prompt" -n 48 --ids | ids)
+    want=$("$sqz" generate --activations f32 "$f" -p "$prompt" -n 48 --ids | ids)
     got=$("$edge" "$f" -p "$prompt" -n 48 --ids 2>/dev/null | ids)
     check "$b: sqz-edge greedy tokens == sqz generate on the bundle (48)" '[ -n "$want" ] && [ "$got" = "$want" ]' ||
         printf '  sqz:      %s\n  sqz-edge: %s\n' "$want" "$got"
 done
-src=$("$sqz" generate "$s260" -p "$prompt" -n 48 --ids | ids)
+src=$("$sqz" generate --activations f32 "$s260" -p "$prompt" -n 48 --ids | ids)
 check "stories260K: the bundle generates what the checkpoint does" '[ "$("$edge" "$tmp/s.sqzb" -p "$prompt" -n 48 --ids 2>/dev/null | ids)" = "$src" ]'
-want=$("$sqz" generate "$tmp/t.sqzb" -p "$prompt" -n 32 --ids --temp 0.8 --top-p 0.9 --seed 7 | ids)
+want=$("$sqz" generate --activations f32 "$tmp/t.sqzb" -p "$prompt" -n 32 --ids --temp 0.8 --top-p 0.9 --seed 7 | ids)
 got=$("$edge" "$tmp/t.sqzb" -p "$prompt" -n 32 --ids --temp 0.8 --top-p 0.9 --seed 7 2>/dev/null | ids)
 check "sampled tokens (T 0.8, top-p 0.9, seed 7) equal sqz generate's" '[ -n "$want" ] && [ "$got" = "$want" ]'
-want=$("$sqz" generate "$tmp/t.sqzb" -n 16 --ids | ids)
+want=$("$sqz" generate --activations f32 "$tmp/t.sqzb" -n 16 --ids | ids)
 check "empty prompt (BOS alone)" '[ "$("$edge" "$tmp/t.sqzb" -n 16 --ids 2>/dev/null | ids)" = "$want" ]'
 # --chat renders ChatML; a vocabulary without its control tokens is refused in one line
 "$edge" "$tmp/s.sqzb" --chat -p "hi" -n 4 > /dev/null 2> "$tmp/err"; rc=$?
@@ -75,7 +75,7 @@ if "$sqz" export --keygen "$tmp/k" 2>/dev/null; then
     check "signed by another key: refused, exit 1, one line" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q "signature: not valid" "$tmp/e"'
     "$edge" "$tmp/t.sqzb" --key "$tmp/k.pub" -n 4 > /dev/null 2> "$tmp/e"; rc=$?
     check "unsigned bundle with a key: refused" '[ $rc -eq 1 ] && grep -q "not signed" "$tmp/e"'
-    check "sqz opens a signed bundle" '"$sqz" generate "$tmp/signed.sqzb" -n 4 --ids > /dev/null'
+    check "sqz opens a signed bundle" '"$sqz" generate --activations f32 "$tmp/signed.sqzb" -n 4 --ids > /dev/null'
     "$edge" "$tmp/signed.sqzb" -p "$prompt" -n 4 > /dev/null 2> "$tmp/e"; rc=$?
     check "signed bundle without --key: runs, says 'signature not verified (no --key)'" \
       '[ $rc -eq 0 ] && grep -q "signature not verified (no --key)" "$tmp/e"'
@@ -90,8 +90,8 @@ fi
 # deflate: a transport form
 "$sqz" export "$tiny" -o "$tmp/z.sqzb" --deflate 2>/dev/null
 check "deflated bundle is smaller" '[ $(stat -c %s "$tmp/z.sqzb") -lt $(stat -c %s "$tmp/t.sqzb") ]'
-want=$("$sqz" generate "$tmp/t.sqzb" -p "$prompt" -n 16 --ids | ids)
-check "sqz generate runs a deflated bundle" '[ "$("$sqz" generate "$tmp/z.sqzb" -p "$prompt" -n 16 --ids | ids)" = "$want" ]'
+want=$("$sqz" generate --activations f32 "$tmp/t.sqzb" -p "$prompt" -n 16 --ids | ids)
+check "sqz generate runs a deflated bundle" '[ "$("$sqz" generate --activations f32 "$tmp/z.sqzb" -p "$prompt" -n 16 --ids | ids)" = "$want" ]'
 "$edge" "$tmp/z.sqzb" -n 4 > /dev/null 2> "$tmp/e"; rc=$?
 check "sqz-edge refuses a deflated bundle in one line" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q deflated "$tmp/e"'
 "$sqz" export "$tmp/z.sqzb" -o "$tmp/unz.sqzb" 2>/dev/null
@@ -106,9 +106,9 @@ check "safetensors holds no q4_1 exactly: exit 1, one line naming the tensor, no
 "$sqz" export "$tmp/t_q4_0.sqzb" -o "$tmp/hf" --to safetensors > /dev/null 2> "$tmp/e"; rc=$?
 check "q4_0 to safetensors: int4 group 32 (compressed-tensors), generates what the bundle does" \
   '[ $rc -eq 0 ] && grep -Eq "\"group_size\":[[:space:]]*32" "$tmp/hf/config.json" &&
-   [ "$("$sqz" generate "$tmp/hf" -p "$prompt" -n 16 --ids | ids)" = "$("$sqz" generate "$tmp/t_q4_0.sqzb" -p "$prompt" -n 16 --ids | ids)" ]'
+   [ "$("$sqz" generate --activations f32 "$tmp/hf" -p "$prompt" -n 16 --ids | ids)" = "$("$sqz" generate --activations f32 "$tmp/t_q4_0.sqzb" -p "$prompt" -n 16 --ids | ids)" ]'
 "$sqz" export "$tmp/t_q4_0.sqzb" -o "$tmp/t.gguf" 2>/dev/null
-check "bundle to GGUF" '[ "$("$sqz" generate "$tmp/t.gguf" -p "$prompt" -n 16 --ids | ids)" = "$("$sqz" generate "$tmp/t_q4_0.sqzb" -p "$prompt" -n 16 --ids | ids)" ]'
+check "bundle to GGUF" '[ "$("$sqz" generate --activations f32 "$tmp/t.gguf" -p "$prompt" -n 16 --ids | ids)" = "$("$sqz" generate --activations f32 "$tmp/t_q4_0.sqzb" -p "$prompt" -n 16 --ids | ids)" ]'
 "$sqz" export "$tiny" > /dev/null 2>&1; rc=$?
 check "export without -o: usage error (exit 2)" '[ $rc -eq 2 ]'
 
@@ -120,8 +120,8 @@ for q in int8 int4:rtn:g32:asym; do
     rm -rf "$tmp/sch"
     "$sqz" compress "$tiny" -o "$tmp/sch" --quant $q > /dev/null 2>&1 || { echo "FAIL: compress $q"; fails=$((fails + 1)); continue; }
     "$sqz" export "$tmp/sch" -o "$tmp/sch.sqzb" 2>/dev/null
-    want=$("$sqz" generate "$tmp/sch" -p "$prompt" -n 40 --ids | ids)
-    check "$q: the bundle generates what the compressed checkpoint does" '[ -n "$want" ] && [ "$("$sqz" generate "$tmp/sch.sqzb" -p "$prompt" -n 40 --ids | ids)" = "$want" ]'
+    want=$("$sqz" generate --activations f32 "$tmp/sch" -p "$prompt" -n 40 --ids | ids)
+    check "$q: the bundle generates what the compressed checkpoint does" '[ -n "$want" ] && [ "$("$sqz" generate --activations f32 "$tmp/sch.sqzb" -p "$prompt" -n 40 --ids | ids)" = "$want" ]'
     check "$q: sqz-edge == sqz generate (40)" '[ "$("$edge" "$tmp/sch.sqzb" -p "$prompt" -n 40 --ids 2>/dev/null | ids)" = "$want" ]'
     "$sqz" export "$tmp/sch" -o "$tmp/sch.gguf" > /dev/null 2> "$tmp/e"; rc=$?
     check "$q to GGUF: refused, one line" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q "quantization parameters" "$tmp/e"'
@@ -130,7 +130,7 @@ if "$sqz" compress "$s260" -o "$tmp/w8a8" --quant w8a8 --calib "$data/data/wiki.
     "$sqz" export "$tmp/w8a8" -o "$tmp/w8a8.sqzb" > /dev/null 2> "$tmp/e"; rc=$?
     check "w8a8 to a bundle: refused, one line naming W8A8" '[ $rc -eq 1 ] && [ $(wc -l < "$tmp/e") -eq 1 ] && grep -q "W8A8" "$tmp/e"'
     "$sqz" export "$tmp/w8a8" -o "$tmp/w8a8.sqzb" --dtype q8_0 2>/dev/null
-    want=$("$sqz" generate "$tmp/w8a8.sqzb" -p "$prompt" -n 32 --ids | ids)
+    want=$("$sqz" generate --activations f32 "$tmp/w8a8.sqzb" -p "$prompt" -n 32 --ids | ids)
     check "w8a8 --dtype q8_0: sqz-edge == sqz generate" '[ -n "$want" ] && [ "$("$edge" "$tmp/w8a8.sqzb" -p "$prompt" -n 32 --ids 2>/dev/null | ids)" = "$want" ]'
 fi
 

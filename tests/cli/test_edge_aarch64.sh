@@ -55,7 +55,7 @@ prompt="Once upon a time, Lily"
     "$sqz" export "$tmp/c4" -o "$tmp/t_int4.sqzb" 2>/dev/null
 for b in s t t_q4_0 t_q8_0 t_int8 t_int4; do
     f=$tmp/$b.sqzb
-    host=$("$sqz" generate "$f" -p "$prompt" -n 40 --ids | ids)
+    host=$("$sqz" generate --activations f32 "$f" -p "$prompt" -n 40 --ids | ids)
     native=$("$edge" "$f" -p "$prompt" -n 40 --ids --dump-logits "$tmp/n.bin" 2>/dev/null | ids)
     a64=$(run_arm "$f" -p "$prompt" -n 40 --ids --dump-logits "$tmp/a.bin" 2>/dev/null | ids)
     check "$b: aarch64 greedy tokens == sqz generate on the host (40)" '[ -n "$host" ] && [ "$a64" = "$host" ]' ||

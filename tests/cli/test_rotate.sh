@@ -136,7 +136,7 @@ cfg = json.load(open(d + "/config.json"))
 ok = True
 for p in ["", "The capital of France is", "def fibonacci(n):"]:
     def gen(model):
-        r = subprocess.run([sqz, "generate", model, "-n", "32", "--ids", "-q", "--threads", "2"] + (["-p", p] if p else []),
+        r = subprocess.run([sqz, "generate", model, "--activations", "f32", "-n", "32", "--ids", "-q", "--threads", "2"] + (["-p", p] if p else []),
                            capture_output=True, text=True)
         return [int(x) for x in r.stdout.split()]
     ours, unrot = gen(d), gen(base)

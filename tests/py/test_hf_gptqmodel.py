@@ -72,7 +72,7 @@ def greedy(model, bos, n=32):
 
 def same_generation(d, label):
     bos = json.load(open(os.path.join(d, "config.json")))["bos_token_id"]
-    r = run("generate", d, "-n", 32, "--ids", "-q", "--threads", 2)
+    r = run("generate", d, "--activations", "f32", "-n", 32, "--ids", "-q", "--threads", 2)
     ours = [int(x) for x in r.stdout.split()]
     m = GPTQModel.load(d, device="cpu", dtype=torch.float16, backend=BACKEND.GPTQ_TORCH)
     theirs = greedy(m.model, bos)
@@ -153,7 +153,7 @@ def same_checkpoint(tiny, tmp, text, sym, v1):
     rel = abs(ours - theirs) / theirs
     print("  perplexity: sqz %.6f, GPTQModel %.6f (relative %.2e)" % (ours, theirs, rel))
     check(rel < 0.005, "%s: sqz eval's perplexity within 0.5%% of GPTQModel's on the same tokens" % label)
-    r = run("generate", d, "-n", 32, "--ids", "-q", "--threads", 2)
+    r = run("generate", d, "--activations", "f32", "-n", 32, "--ids", "-q", "--threads", 2)
     ours, theirs = [int(x) for x in r.stdout.split()], greedy(m, bos)
     lead = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
     print("  note: greedy tokens agree on the first %d of 32 (GPTQModel's torch kernel computes in fp16, sqz in "

@@ -105,7 +105,7 @@ def same_generation(d, label, n=32, strict=True):
     chaotic: one activation rounded the other way changes the continuation) the common prefixes
     are printed: sqz vs transformers, and transformers float32 vs float64 on the same file."""
     bos = json.load(open(os.path.join(d, "config.json")))["bos_token_id"]
-    r = run("generate", d, "-n", n, "--ids", "-q", "--threads", 2)
+    r = run("generate", d, "--activations", "f32", "-n", n, "--ids", "-q", "--threads", 2)
     ours = [int(x) for x in r.stdout.split()]
     theirs = tf_greedy(d, bos, n)
     print("  sqz:          %s\n  transformers: %s" % (ours, theirs))
