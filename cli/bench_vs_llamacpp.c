@@ -1,11 +1,12 @@
 /* cli/bench_vs_llamacpp.c - the part of `sqz bench eval` that sets sqz beside llama.cpp on one
  * file, in one run:
- *   eval        `sqz eval MODEL --text T --ctx C --chunks K --threads N` and llama.cpp's
- *               `llama-perplexity -m MODEL -f T -c C --chunks K -t N`, each a child process:
- *               wall time, peak RSS (wait4's ru_maxrss) and the perplexity each prints;
- *   generation  sqz: one token at a time after a BOS, G steps timed in this process (the
- *               decode loop alone, as llama-bench times it); llama.cpp: `llama-bench -p 0 -n G
- *               -t N` (its avg_ts).
+ *   eval        `sqz eval MODEL --text T --ctx C --chunks K --threads N --activations A` for
+ *               A = f32 and q8, and llama.cpp's `llama-perplexity -m MODEL -f T -c C --chunks K
+ *               -t N`, each a child process: wall time, peak RSS (wait4's ru_maxrss) and the
+ *               perplexity each prints;
+ *   generation  sqz (f32 and q8 activations): one token at a time after a BOS, G steps timed in
+ *               this process (the decode loop alone, as llama-bench times it); llama.cpp:
+ *               `llama-bench -p 0 -n G -t N` (its avg_ts).
  * The pairs alternate (sqz first), so both see the same machine load. Without a llama.cpp
  * directory only sqz's numbers are printed. */
 #include <cjson/cJSON.h>
@@ -88,7 +89,7 @@ static double csv_avg_ts(const char *text) {
 }
 
 /* sqz's generation speed in this process: G single-token steps after a BOS. */
-static sqz_status sqz_gen_tps(const sqz_cli_vs_opts *o, double *tps) {
+static sqz_status sqz_gen_tps(const sqz_cli_vs_opts *o, sqz_activations acts, double *tps) {
     sqz_backend *be = NULL;
     sqz_model *m = NULL;
     sqz_session *s = NULL;
@@ -100,6 +101,7 @@ static sqz_status sqz_gen_tps(const sqz_cli_vs_opts *o, double *tps) {
         so.n_threads = (int)o->threads;
         so.max_tokens = o->gen + 1;
         so.backend = be;
+        so.activations = acts;
         st = sqz_session_new(m, &so, &s);
     }
     if (st == SQZ_OK && !(logits = malloc((size_t)m->hp.vocab_size * sizeof *logits))) st = SQZ_ERR_NOMEM;
@@ -132,6 +134,64 @@ static int fail(const char *msg, const char *out) {
     return 1;
 }
 
+/* Everything measured: [0] f32 activations, [1] q8. */
+typedef struct vs_runs {
+    child_run se[2], le, lg;
+    double sqz_tps[2], l_tps;
+} vs_runs;
+
+static const char *const kActs[2] = {"f32", "q8"};
+
+static void print_table(const sqz_cli_vs_opts *o, const vs_runs *r) {
+    const double nan = 0.0 / 0.0;
+    const bool L = o->llama_dir != NULL;
+    char what[64];
+    printf("sqz vs llama.cpp: %s, threads %lld (sqz: f32 activations = the exact model; q8 = quantized as "
+           "llama.cpp's CPU backend does)\n", o->model, (long long)o->threads);
+    printf("  %-26s %12s %12s %9s\n", "", "sqz", "llama.cpp", "ratio");
+    if (o->text) {
+        printf("  eval: ctx %lld, %lld chunks of %s\n", (long long)o->ctx, (long long)o->chunks, o->text);
+        for (int a = 0; a < 2; a++) {
+            snprintf(what, sizeof what, "perplexity (%s)", kActs[a]);
+            printf("  %-26s %12.4f %12.4f\n", what, number_after(r->se[a].out, "\nppl"),
+                   L ? number_after(r->le.out, "PPL = ") : nan);
+            snprintf(what, sizeof what, "eval wall time (s, %s)", kActs[a]);
+            row(what, r->se[a].wall_s, L ? r->le.wall_s : nan, false);
+            snprintf(what, sizeof what, "eval peak RSS (MB, %s)", kActs[a]);
+            row(what, r->se[a].rss_mb, L ? r->le.rss_mb : nan, false);
+        }
+    }
+    printf("  generation: %lld tokens after BOS\n", (long long)o->gen);
+    for (int a = 0; a < 2; a++) {
+        snprintf(what, sizeof what, "generation (tok/s, %s)", kActs[a]);
+        row(what, r->sqz_tps[a], r->l_tps, true);
+    }
+}
+
+static void add_json(const sqz_cli_vs_opts *o, const vs_runs *r, cJSON *json) {
+    cJSON *v = cJSON_AddObjectToObject(json, "vs_llama_cpp");
+    char key[64];
+    for (int a = 0; a < 2; a++) {
+        if (o->text) {
+            snprintf(key, sizeof key, "sqz_eval_s_%s", kActs[a]);
+            cJSON_AddNumberToObject(v, key, r->se[a].wall_s);
+            snprintf(key, sizeof key, "sqz_eval_peak_rss_mb_%s", kActs[a]);
+            cJSON_AddNumberToObject(v, key, r->se[a].rss_mb);
+            snprintf(key, sizeof key, "sqz_ppl_%s", kActs[a]);
+            cJSON_AddNumberToObject(v, key, number_after(r->se[a].out, "\nppl"));
+        }
+        snprintf(key, sizeof key, "sqz_gen_tokens_per_s_%s", kActs[a]);
+        cJSON_AddNumberToObject(v, key, r->sqz_tps[a]);
+    }
+    if (!o->llama_dir) return;
+    if (o->text) {
+        cJSON_AddNumberToObject(v, "llama_eval_s", r->le.wall_s);
+        cJSON_AddNumberToObject(v, "llama_eval_peak_rss_mb", r->le.rss_mb);
+        cJSON_AddNumberToObject(v, "llama_ppl", number_after(r->le.out, "PPL = "));
+    }
+    cJSON_AddNumberToObject(v, "llama_gen_tokens_per_s", r->l_tps);
+}
+
 int sqz_cli_bench_vs_llamacpp(const sqz_cli_vs_opts *o, cJSON *json) {
     char self[4096], lp[4096], lb[4096], num[5][32];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -148,60 +208,32 @@ int sqz_cli_bench_vs_llamacpp(const sqz_cli_vs_opts *o, cJSON *json) {
         if (access(lp, X_OK) != 0 || access(lb, X_OK) != 0)
             return fail("--llama-cpp: no executable llama-perplexity and llama-bench in that directory", o->llama_dir);
     }
-    char *sqz_eval[] = {self, "eval", (char *)o->model, "--text", (char *)o->text, "--ctx", num[0], "--chunks",
-                        num[1], "--threads", num[2], "-q", NULL};
     char *llama_ppl[] = {lp, "-m", (char *)o->model, "-f", (char *)o->text, "-c", num[0], "--chunks", num[1],
                          "-t", num[4], NULL};
     char *llama_bench[] = {lb, "-m", (char *)o->model, "-p", "0", "-n", num[3], "-t", num[4], "-r", "3", "-o", "csv",
                            NULL};
-    child_run se = {0}, le = {0}, lg = {0};
-    double sqz_tps = 0, l_tps = 0.0 / 0.0;
-    int rc = 0;
-    if (o->text) run_child(sqz_eval, &se);
-    if (o->text && o->llama_dir) run_child(llama_ppl, &le);
-    sqz_status st = sqz_gen_tps(o, &sqz_tps);
+    vs_runs r = {.l_tps = 0.0 / 0.0};
+    sqz_status st = SQZ_OK;
+    for (int a = 0; a < 2; a++) { /* sqz f32, sqz q8, then llama.cpp: the same machine load for each */
+        char *sqz_eval[] = {self, "eval", (char *)o->model, "--text", (char *)o->text, "--ctx", num[0], "--chunks",
+                            num[1], "--threads", num[2], "--activations", (char *)kActs[a], "-q", NULL};
+        if (o->text) run_child(sqz_eval, &r.se[a]);
+    }
+    if (o->text && o->llama_dir) run_child(llama_ppl, &r.le);
+    for (int a = 0; a < 2 && st == SQZ_OK; a++) st = sqz_gen_tps(o, (sqz_activations)a, &r.sqz_tps[a]);
     if (o->llama_dir) {
-        run_child(llama_bench, &lg);
-        l_tps = lg.ok ? csv_avg_ts(lg.out) : 0.0 / 0.0;
+        run_child(llama_bench, &r.lg);
+        r.l_tps = r.lg.ok ? csv_avg_ts(r.lg.out) : 0.0 / 0.0;
     }
+    int rc = 0;
     if (st != SQZ_OK) rc = sqz_cli_fail(st);
-    else if (o->text && !se.ok) rc = fail("sqz eval failed", se.out);
-    else if (o->text && o->llama_dir && !le.ok) rc = fail("llama-perplexity failed", le.out);
-    else if (o->llama_dir && !lg.ok) rc = fail("llama-bench failed", lg.out);
-    if (rc == 0) {
-        const double nan = 0.0 / 0.0;
-        const bool L = o->llama_dir != NULL;
-        printf("sqz vs llama.cpp: %s, threads %lld\n", o->model, (long long)o->threads);
-        printf("  %-26s %12s %12s %9s\n", "", "sqz", "llama.cpp", "ratio");
-        if (o->text) {
-            printf("  eval: ctx %lld, %lld chunks of %s\n", (long long)o->ctx, (long long)o->chunks, o->text);
-            printf("  %-26s %12.4f %12.4f\n", "perplexity", number_after(se.out, "\nppl"),
-                   L ? number_after(le.out, "PPL = ") : nan);
-            row("eval wall time (s)", se.wall_s, L ? le.wall_s : nan, false);
-            row("eval peak RSS (MB)", se.rss_mb, L ? le.rss_mb : nan, false);
-        }
-        printf("  generation: %lld tokens after BOS\n", (long long)o->gen);
-        row("generation (tokens/s)", sqz_tps, l_tps, true);
-        if (json) {
-            cJSON *v = cJSON_AddObjectToObject(json, "vs_llama_cpp");
-            if (o->text) {
-                cJSON_AddNumberToObject(v, "sqz_eval_s", se.wall_s);
-                cJSON_AddNumberToObject(v, "sqz_eval_peak_rss_mb", se.rss_mb);
-                cJSON_AddNumberToObject(v, "sqz_ppl", number_after(se.out, "\nppl"));
-            }
-            cJSON_AddNumberToObject(v, "sqz_gen_tokens_per_s", sqz_tps);
-            if (L) {
-                if (o->text) {
-                    cJSON_AddNumberToObject(v, "llama_eval_s", le.wall_s);
-                    cJSON_AddNumberToObject(v, "llama_eval_peak_rss_mb", le.rss_mb);
-                    cJSON_AddNumberToObject(v, "llama_ppl", number_after(le.out, "PPL = "));
-                }
-                cJSON_AddNumberToObject(v, "llama_gen_tokens_per_s", l_tps);
-            }
-        }
-    }
-    free(se.out);
-    free(le.out);
-    free(lg.out);
+    else if (o->text && (!r.se[0].ok || !r.se[1].ok)) rc = fail("sqz eval failed", r.se[r.se[0].ok].out);
+    else if (o->text && o->llama_dir && !r.le.ok) rc = fail("llama-perplexity failed", r.le.out);
+    else if (o->llama_dir && !r.lg.ok) rc = fail("llama-bench failed", r.lg.out);
+    if (rc == 0) print_table(o, &r);
+    if (rc == 0 && json) add_json(o, &r, json);
+    for (int a = 0; a < 2; a++) free(r.se[a].out);
+    free(r.le.out);
+    free(r.lg.out);
     return rc;
 }

@@ -10,7 +10,7 @@
  *
  * 32-element blocks: two blocks per 512-bit register, eight blocks (four registers) reduced
  * together to one vector of 8 block sums, times the 8 products of the scales (gathered), into
- * 8 f32 lanes. Blocks past the last group of 8 take the scalar kernel.
+ * 8 f32 lanes. Blocks past the last group of 8 go a pair at a time, each reduced on its own.
  * Super-blocks: codes of at most 63 go through maddubs (int16, no saturation at these sizes)
  * and vpdpwssd against the sub-block scales as int16; IQ4_XS's table values (up to 241 with the
  * offset) through dpbusd times the scales in int32 lanes. Each super-block is reduced to its
@@ -132,10 +132,23 @@ VNNI static inline float dot32(enum t32 t, const uint8_t *w, const uint8_t *a, i
         if (t >= T_Q4_1) accm = _mm256_fmadd_ps(gather_h(w + 2, ow), gather_f(a + offsetof(sqz__aq8_1, s), oa), accm);
     }
     float sum = hsum8f(_mm256_add_ps(acc, accm));
-    if (b < nb) {
-        static const sqz__idot_fn ref[] = {sqz__idot_q8_0_ref, sqz__idot_q4_0_ref, sqz__idot_q5_0_ref,
-                                           sqz__idot_iq4_nl_ref, sqz__idot_q4_1_ref, sqz__idot_q5_1_ref};
-        sum += ref[t](w, a, 32 * (nb - b));
+    for (; b < nb; b += 2, w += 2 * bs, a += 2 * as) { /* the last 1..7 blocks, a pair at a time */
+        const int two = b + 1 < nb;
+        const __m512i v = pair32(t, w, two ? bs : 0, (const int8_t *)(a + qo), two ? as : 0, lut);
+        for (int h = 0; h <= two; h++) {
+            const uint8_t *wb = w + h * bs, *ab = a + h * as;
+            uint16_t dw, mw;
+            float da, sa;
+            memcpy(&dw, wb, 2);
+            memcpy(&da, ab, 4);
+            const int32_t si = _mm512_mask_reduce_add_epi32((__mmask16)(h ? 0xFF00 : 0x00FF), v);
+            sum += (H2F(dw) * da) * (float)si;
+            if (t >= T_Q4_1) {
+                memcpy(&mw, wb + 2, 2);
+                memcpy(&sa, ab + offsetof(sqz__aq8_1, s), 4);
+                sum += H2F(mw) * sa;
+            }
+        }
     }
     return sum;
 }
