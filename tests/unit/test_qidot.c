@@ -8,8 +8,10 @@
  *     scales (the result is then a sum of integers below 2^24, exact in any order: the integer
  *     sums are the same bits), within 1e-5 of sum |w x| with real scales; on random blocks and on
  *     real stories260K weights quantized to every type sqz writes;
- *   - sqz__qmatmul with SQZ_ACTIVATIONS_Q8 (1, 3 and 9 tokens, 1 and 2 threads) equals the
- *     kernel applied row by row; F16 weights take rounded inputs.
+ *   - the 4-token kernels (AVX-512 VNNI) against the scalar one on each of their 4 rows, as above;
+ *   - sqz__qmatmul with SQZ_ACTIVATIONS_Q8 (1, 5 and 9 tokens, 1 and 2 threads) equals the
+ *     kernel applied row by row (each group of 4 tokens: the 4-token kernel where there is one);
+ *     F16 weights take rounded inputs.
  * The NEON variants run under qemu (tests/cli/test_qdot_aarch64.sh). */
 #include <math.h>
 #include <stdlib.h>
@@ -246,6 +248,48 @@ static void test_kernels_random(void **state) {
     }
 }
 
+/* The 4-token kernels (sqz__qmm_idot4) against the scalar kernel on each of their 4 activation
+ * rows (contiguous, stride sqz__aq_row_bytes): bit for bit with unit scales, within 1e-5 of
+ * sum |w x| with real ones; k 288 (9 blocks of 32) and 4352 take the 32-block kernels' tails. */
+static void test_kernels_x4(void **state) {
+    (void)state;
+    if (!sqz__qmm_isa_runs(SQZ__ISA_AVX512)) skip();
+    static const int64_t lens[] = {256, 288, 512, 768, 2304, 4096 + 256, 10240};
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const sqz_dtype t = kTypes[ti];
+        const sqz__idot4_fn f4 = sqz__qmm_idot4(t, SQZ__ISA_AVX512);
+        if (!f4) continue;
+        const sqz__aq_kind kind = sqz__aq_kind_of(t);
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const int64_t k = lens[li];
+            if (k % sqz_dtype_info(t)->block_size) continue;
+            const size_t rb = sqz__aq_row_bytes(kind, k);
+            for (int unit = 0; unit < 2; unit++) {
+                uint8_t *w = random_row(t, k, unit), *xq = malloc(4 * rb);
+                assert_non_null(xq);
+                for (int r = 0; r < 4; r++) {
+                    void *x = activation_row(t, k, unit);
+                    memcpy(xq + r * rb, x, rb);
+                    free(x);
+                }
+                float out[4];
+                f4(w, xq, rb, k, out);
+                for (int r = 0; r < 4; r++) {
+                    const float ref = sqz__qmm_idot(t, SQZ__ISA_SCALAR)(w, xq + r * rb, k);
+                    double mag;
+                    exact_dot(t, w, xq + r * rb, k, &mag);
+                    const bool ok = unit && mag < 16777216.0 ? out[r] == ref : fabs(out[r] - ref) <= 1e-5 * mag + 1e-30;
+                    if (!ok)
+                        fail_msg("%s x4 k %lld %s row %d: %.9g vs scalar %.9g (sum |w x| %g)", sqz_dtype_name(t),
+                                 (long long)k, unit ? "unit scales" : "real scales", r, out[r], ref, mag);
+                }
+                free(w);
+                free(xq);
+            }
+        }
+    }
+}
+
 /* Real weights: stories260K's w1 (860 rows of 64 as 215 rows of 256) quantized to each type sqz
  * writes, against real-looking activations. */
 static void test_kernels_real(void **state) {
@@ -293,10 +337,13 @@ static void test_qmatmul_q8(void **state) {
         assert_non_null(w);
         if (t == SQZ_DTYPE_F16) tr->from_f32(wf, w, n * k);
         const sqz__aq_kind kind = sqz__aq_kind_of(t);
-        void *xq = malloc(sqz__aq_row_bytes(kind, k));
+        const size_t ab = sqz__aq_row_bytes(kind, k);
+        uint8_t *xq = malloc(ab), *x4 = malloc(4 * ab); /* one token; 4 tokens for the 4-token kernel */
         assert_non_null(xq);
+        assert_non_null(x4);
         for (int isa = 0; isa < SQZ__ISA_COUNT; isa++) {
             if (!sqz__qmm_isa_runs((sqz__qmm_isa)isa)) continue;
+            const sqz__idot4_fn f4 = sqz__qmm_idot4(t, (sqz__qmm_isa)isa);
             for (int64_t m = 1; m <= 9; m += 4) {
                 for (int th = 0; th < 2; th++) {
                     sqz_matmul_args a = {.m = m, .n = n, .k = k, .x = x, .w = w, .w_dtype = t, .y = y,
@@ -307,13 +354,19 @@ static void test_qmatmul_q8(void **state) {
                         for (int64_t j = 0; j < n; j++) {
                             float want;
                             if (t == SQZ_DTYPE_F16) { /* the rounded inputs through the float product */
-                                sqz_matmul_args f = {.m = 1, .n = 1, .k = k, .x = xq, .w = w + j * rb, .w_dtype = t,
-                                                     .y = &want};
+                                sqz_matmul_args f = {.m = 1, .n = 1, .k = k, .x = (const float *)(const void *)xq,
+                                                     .w = w + j * rb, .w_dtype = t, .y = &want};
                                 assert_int_equal(sqz__qmatmul(NULL, (sqz__qmm_isa)isa, &f), SQZ_OK);
                                 if (m > 1) { /* the tiled dot there: another order of the same sums */
                                     assert_true(fabsf(y[i * n + j] - want) <= 1e-5f * (1.0f + fabsf(want)) * (float)k);
                                     continue;
                                 }
+                            } else if (f4 && i < m / 4 * 4) { /* tokens in groups of 4 take the 4-token kernel */
+                                float o[4];
+                                for (int r = 0; r < 4; r++)
+                                    sqz__aq_quantize(kind, x + (i / 4 * 4 + r) * k, x4 + r * ab, k);
+                                f4(w + j * rb, x4, ab, k, o);
+                                want = o[i % 4];
                             } else {
                                 want = sqz__qmm_idot(t, (sqz__qmm_isa)isa)(w + j * rb, xq, k);
                             }
@@ -326,6 +379,7 @@ static void test_qmatmul_q8(void **state) {
             }
         }
         free(xq);
+        free(x4);
         free(w);
     }
     sqz__pool_free(pool);
@@ -339,6 +393,7 @@ int main(void) {
         cmocka_unit_test(test_quantize_q8_0_q8_1),
         cmocka_unit_test(test_quantize_q8_K),
         cmocka_unit_test(test_kernels_random),
+        cmocka_unit_test(test_kernels_x4),
         cmocka_unit_test(test_kernels_real),
         cmocka_unit_test(test_qmatmul_q8),
     };
