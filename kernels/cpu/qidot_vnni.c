@@ -13,9 +13,12 @@
  * 8 f32 lanes. Blocks past the last group of 8 go a pair at a time, each reduced on its own.
  * Super-blocks: codes of at most 63 go through maddubs (int16, no saturation at these sizes)
  * and vpdpwssd against the sub-block scales as int16; IQ4_XS's table values (up to 241 with the
- * offset) through dpbusd times the scales in int32 lanes. Each super-block is reduced to its
- * int32 sums on its own (batching two or four per reduction measured slower on Zen 4), and its
- * f32 term formed as the reference forms it.
+ * offset) through dpbusd times the scales in int32 lanes. A super-block's int32 lanes (each an
+ * exact sum) are not reduced: they go to f32 and, times the super-block's scale (d d_a, and
+ * dmin d_a for the minimums' lanes), into f32 lane accumulators (as llama.cpp does), summed
+ * across lanes once per row. Q4_K/Q5_K keep S's 16 lanes and M's 8 apart, Q6_K takes 32 M off
+ * S in lanes; the others fold S to 8 lanes beside M's 8 in one register. With unit scales the
+ * result is still a sum of exact integers.
  */
 #include "kernels/cpu/qidot.h"
 
@@ -186,20 +189,26 @@ VNNI static inline __m512i mac64(__m512i s, __m512i u, const int8_t *x, __m512i 
     return _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(u, LD512(x)), sc);
 }
 
-/* Q4_K's or Q5_K's 8 scales (bytes 0..7) and 8 minimums (8..15) from their 12 bytes. */
+/* Q4_K's or Q5_K's 8 scales (bytes 0..7) and 8 minimums (8..15) from their 12 bytes at q (16
+ * bytes read: the block goes on after them). Scale i < 4: q[i] & 63, minimum i: q[4 + i] & 63;
+ * scale 4 + i: q[8 + i] & 15 | (q[i] >> 6) << 4, minimum 4 + i: q[8 + i] >> 4 | (q[4 + i] >> 6) << 4. */
 VNNI static inline __m128i k4_scales(const uint8_t *q) {
-    uint32_t u[3];
-    memcpy(u, q, 12);
-    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
-    return _mm_setr_epi32((int)(u[0] & k1), (int)((u[2] & k2) | (((u[0] >> 6) & k3) << 4)), (int)(u[1] & k1),
-                          (int)(((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4)));
+    const __m128i v = LD128(q);
+    const __m128i lo = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i hi = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i l = _mm_mask_blend_epi8(0xF000, lo, _mm_srli_epi16(lo, 4)); /* bytes 12..15: the high nibbles */
+    const __m128i keep = _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+    const __m128i h = _mm_and_si128(_mm_srli_epi16(hi, 2), _mm_set1_epi8(0x30)); /* bits 6, 7 to 4, 5 */
+    return _mm_ternarylogic_epi32(l, keep, h, 0xEA); /* (l & keep) | h */
 }
 
 /* Q4_K / Q5_K (qh: the fifth bits, NULL for Q4_K): sub-blocks of 32, bytes 32j.. of qs hold
- * sub-block 2j in the low nibbles and 2j + 1 in the high ones; m: minimums times bsums. */
-VNNI static inline __m512i sb_q45k(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, const sqz__aq8_K *a) {
-    const __m128i sm = k4_scales(scales);
-    const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm)), m4 = _mm512_set1_epi8(15);
+ * sub-block 2j in the low nibbles and 2j + 1 in the high ones. Returns the 16 int32 lanes of S
+ * (the codes with their scales); *m: the 8 lanes of M (the minimums times the bsums). */
+VNNI static inline __m512i sb_q45k(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, const sqz__aq8_K *a,
+                                   __m256i *m) {
+    const __m256i sc16 = _mm256_cvtepu8_epi16(k4_scales(scales)); /* 8 scales, 8 minimums */
+    const __m512i sc = _mm512_castsi256_si512(sc16), m4 = _mm512_set1_epi8(15);
     const __m512i hh = qh ? BCAST256(qh) : _mm512_setzero_si512(), c16 = _mm512_set1_epi8(16);
     __m512i s = _mm512_setzero_si512();
     SQZ__UNROLL(4)
@@ -213,10 +222,26 @@ VNNI static inline __m512i sb_q45k(const uint8_t *scales, const uint8_t *qs, con
         }
         s = mac64(s, u, a->qs + 64 * j, spread16(sc, 2 * j, 16));
     }
-    /* minimum j against the two sums of 16 of sub-block j */
-    const __m128i dup = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-    const __m128i mins = _mm_shuffle_epi8(sm, dup);
-    return fold_sm(s, _mm256_madd_epi16(LD256(a->bsums), _mm256_cvtepu8_epi16(mins)));
+    /* minimum j (int16 lane 8 + j) against the two sums of 16 of sub-block j */
+    const __m256i dup = _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    *m = _mm256_madd_epi16(LD256(a->bsums), _mm256_permutexvar_epi16(dup, sc16));
+    return s;
+}
+
+/* Q4_K / Q5_K rows: sum over nb super-blocks (bs bytes; qs at qso, qh at qho or none) of
+ * (d d_a) S - (dmin d_a) M, S's and M's int32 lanes (exact) into f32 lane accumulators. */
+VNNI static inline float dot_q45k(const uint8_t *w, const sqz__aq8_K *a, int64_t nb, size_t bs, int qso, int qho) {
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, w += bs) {
+        __m256i m;
+        const __m512i s = sb_q45k(w + 4, w + qso, qho ? w + qho : NULL, &a[b], &m);
+        uint16_t h[2];
+        memcpy(h, w, 4);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(H2F(h[0]) * a[b].d), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(H2F(h[1]) * a[b].d), accm);
+    }
+    return _mm512_reduce_add_ps(acc) - hsum8f(accm);
 }
 
 /* Q6_K: codes q (0..63; m: the offset 32's product, scales times bsums) in 16-element
@@ -236,7 +261,19 @@ VNNI static inline __m512i sb_q6_K(const sqz_block_q6_K *w, const sqz__aq8_K *a)
         s = mac64(s, uA, a->qs + 128 * h, spread16(sc, 8 * h, 8));
         s = mac64(s, uB, a->qs + 128 * h + 64, spread16(sc, 8 * h + 4, 8));
     }
-    return fold_sm(s, _mm256_madd_epi16(LD256(a->bsums), sc16));
+    return s;
+}
+
+/* Q6_K rows: sum over nb super-blocks of (d d_a) (S - 32 M), M the scales times the bsums; the
+ * exact int32 lanes of S - 32 M into f32 lane accumulators. */
+VNNI static inline float dot_q6k(const sqz_block_q6_K *w, const sqz__aq8_K *a, int64_t nb) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i m = _mm256_madd_epi16(LD256(a[b].bsums), _mm256_cvtepi8_epi16(LD128(w[b].scales)));
+        const __m512i v = _mm512_sub_epi32(sb_q6_K(&w[b], &a[b]), _mm512_zextsi256_si512(_mm256_slli_epi32(m, 5)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(H2F(w[b].d) * a[b].d), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
 }
 
 /* Q2_K and Q3_K (hmask: the third bits; u = q + 4 in 0..7): the 2-bit codes of element
@@ -346,23 +383,15 @@ VNNI static inline __m512i superblock(enum tk t, const uint8_t *w, const sqz__aq
     switch (t) {
     case K_Q2: return sb_q2_K((const sqz_block_q2_K *)(const void *)w, a);
     case K_Q3: return sb_q3_K((const sqz_block_q3_K *)(const void *)w, a);
-    case K_Q4: return sb_q45k(w + 4, w + 16, NULL, a);
-    case K_Q5: return sb_q45k(w + 4, w + 48, w + 16, a);
-    case K_Q6: return sb_q6_K((const sqz_block_q6_K *)(const void *)w, a);
     case K_IQ4_XS: return sb_iq4_xs((const sqz_block_iq4_xs *)(const void *)w, a, lut);
     default: return sb_iq3_s((const sqz_block_iq3_s *)(const void *)w, a);
     }
 }
 
-/* acc += [S, M] times [d d_a, dmin d_a] (r: [S, M, S, M]; hdm: the fp16 d | dmin << 16, dmin 0
- * for the types without minimums): lane 0 sums the terms of S, lane 1 those of M. */
-VNNI static inline __m128 kterm(__m128 acc, __m128i r, uint32_t hdm, float ad) {
-    const __m128 sv = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)hdm)), _mm_set1_ps(ad));
-    return _mm_add_ps(acc, _mm_mul_ps(_mm_cvtepi32_ps(r), sv));
-}
-
 /* sum over nb super-blocks of (d d_a) S - (dmin d_a) M where the type has minimums (shift < 0),
- * else (d d_a) (S - M << shift); d at dofs in each block (bs bytes), dmin after it. */
+ * else (d d_a) (S - M << shift); d at dofs in each block (bs bytes), dmin after it. Each
+ * super-block's [S | M] int32 lanes (exact) go to f32 and into f32 lane accumulators, times
+ * [d d_a | dmin d_a]: lanes 0..7 sum the terms of S, 8..15 those of M. */
 VNNI static inline float dotK(enum tk t, const uint8_t *w, const sqz__aq8_K *a, int64_t nb) {
     static const size_t sizes[] = {sizeof(sqz_block_q2_K), sizeof(sqz_block_q3_K), sizeof(sqz_block_q4_K),
                                    sizeof(sqz_block_q5_K), sizeof(sqz_block_q6_K), sizeof(sqz_block_iq4_xs),
@@ -373,32 +402,32 @@ VNNI static inline float dotK(enum tk t, const uint8_t *w, const sqz__aq8_K *a, 
     const size_t bs = sizes[t];
     /* IQ4_XS's table + 128 (unsigned), in each 128-bit chunk */
     const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(LD128(sqz__kvalues_iq4nl), _mm_set1_epi8((char)0x80)));
-    __m128 acc = _mm_setzero_ps();
+    __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++, w += bs) {
-        const __m512i v = superblock(t, w, &a[b], lut);
-        __m256i lo = _mm512_castsi512_si256(v), hi = _mm512_extracti64x4_epi64(v, 1);
-        uint32_t hdm = 0;
-        if (shift[t] >= 0) { /* S - M << shift in lanes, M = 0 */
-            lo = _mm256_sub_epi32(lo, _mm256_slli_epi32(hi, shift[t]));
-            hi = _mm256_setzero_si256();
-            memcpy(&hdm, w + dofs[t], 2);
-        } else {
-            memcpy(&hdm, w + dofs[t], 4);
-        }
-        __m256i h = _mm256_hadd_epi32(lo, hi); /* per 128-bit half: [s s m m] */
-        h = _mm256_hadd_epi32(h, h);            /* [s m s m] */
-        acc = kterm(acc, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)), hdm, a[b].d);
+        __m512i v = superblock(t, w, &a[b], lut);
+        uint16_t hd, hm = 0;
+        memcpy(&hd, w + dofs[t], 2);
+        if (shift[t] >= 0) /* S - M << shift in lanes 0..7, M = 0 */
+            v = _mm512_maskz_sub_epi32(0x00FF, v, _mm512_slli_epi32(_mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(1, 0, 3, 2)), (unsigned)shift[t]));
+        else
+            memcpy(&hm, w + dofs[t] + 2, 2);
+        const __m512 sv = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(H2F(hd) * a[b].d), _mm512_set1_ps(H2F(hm) * a[b].d));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), sv, acc);
     }
-    return _mm_cvtss_f32(acc) - _mm_cvtss_f32(_mm_movehdup_ps(acc));
+    return hsum8f(_mm512_castps512_ps256(acc)) - hsum8f(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
 }
 
 #define IDOT_K(name, t) \
     VNNI static float idot_##name(const void *row, const void *xq, int64_t k) { return dotK(t, row, xq, k / 256); }
 IDOT_K(q2_K, K_Q2)
 IDOT_K(q3_K, K_Q3)
-IDOT_K(q4_K, K_Q4)
-IDOT_K(q5_K, K_Q5)
-IDOT_K(q6_K, K_Q6)
+VNNI static float idot_q4_K(const void *row, const void *xq, int64_t k) {
+    return dot_q45k(row, xq, k / 256, sizeof(sqz_block_q4_K), offsetof(sqz_block_q4_K, qs), 0);
+}
+VNNI static float idot_q5_K(const void *row, const void *xq, int64_t k) {
+    return dot_q45k(row, xq, k / 256, sizeof(sqz_block_q5_K), offsetof(sqz_block_q5_K, qs), offsetof(sqz_block_q5_K, qh));
+}
+VNNI static float idot_q6_K(const void *row, const void *xq, int64_t k) { return dot_q6k(row, xq, k / 256); }
 IDOT_K(iq4_xs, K_IQ4_XS)
 IDOT_K(iq3_s, K_IQ3_S)
 
