@@ -33,7 +33,9 @@ static float q8_block32(const float *x, float *d_fp16, int8_t *qs, int32_t *sum)
         memset(qs, 0, 32);
         return NAN;
     }
-    const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const float d = amax / 127.0f;
+    float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    if (!isfinite(id)) id = 0.0f; /* amax below 127 / FLT_MAX: d rounds to fp16 zero, so do the codes */
     *d_fp16 = H2F(sqz_fp32_to_fp16(d));
     for (int j = 0; j < 32; j++) {
         const float v = rintf(x[j] * id); /* the default rounding mode: half to even */
@@ -69,7 +71,7 @@ static void quantize_q8_K(const float *x, sqz__aq8_K *y, int64_t k) {
         }
         memset(y[b].qs, 0, sizeof y[b].qs);
         memset(y[b].bsums, 0, sizeof y[b].bsums);
-        if (!finite || amax == 0.0f) {
+        if (!finite || amax == 0.0f || !isfinite(-127.0f / max)) { /* a tiny block is a zero one (d 0) */
             y[b].d = finite ? 0.0f : NAN;
             continue;
         }
