@@ -44,7 +44,7 @@
 enum {
     SQZ__QMM_TILE_M = 8,   /* from this many tokens on, panels + sgemm */
     SQZ__QMM_CHUNK = 512,  /* elements of a row dequantized at once (a multiple of every block size) */
-    SQZ__QMM_PANEL = 256,  /* rows of a dequantized panel (the CPU backend's f16 panel before) */
+    SQZ__QMM_PANEL = 1024,  /* rows of a dequantized panel (the CPU backend's f16 panel before) */
 };
 
 /* The fused kernels' fully unrolled loops keep their accumulator and code arrays in registers. */
