@@ -43,6 +43,7 @@ typedef struct sqze_xin {
     int have_q, have_h; /* qs / d / s, h computed from x */
     int8_t *qs;         /* k codes (the model's scratch: one input at a time) */
     float *d, *s;       /* per block of 32: fp16's d, and s = d (unrounded) sum(qs) */
+    int32_t *c;         /* k / 4: -8 x the sum of each 4 codes (q4_0's offset, lane by lane) */
     float *h;           /* x rounded to fp16 (f16 weights) */
 } sqze_xin;
 void sqze__xin_init(sqze_xin *in, const sqze_model *m, const float *x, uint32_t k);

@@ -10,7 +10,7 @@
 #define ALIGN 64
 
 typedef struct plan {
-    size_t layers, x, xb, xb2, q, att, xq, xq_d, xq_s, xh, hb, hb2, scores, rope_cos, rope_sin, logits, kv, kv_bytes, tok, tok_bytes,
+    size_t layers, x, xb, xb2, q, att, xq, xq_c, xq_d, xq_s, xh, hb, hb2, scores, rope_cos, rope_sin, logits, kv, kv_bytes, tok, tok_bytes,
         probs, prob_ids, tokens, total;
 } plan;
 
@@ -46,6 +46,7 @@ static void make_plan(const sqze_hparams *hp, const sqze_vocab_view *v, uint32_t
     uint64_t max_k = max_qd > max_ff ? max_qd : max_ff; /* the widest product input */
     if (hp->d_model > max_k) max_k = hp->d_model;
     p->xq = take(&at, (size_t)max_k);
+    p->xq_c = take(&at, (size_t)max_k);
     p->xq_d = take(&at, (size_t)max_k / 32 * 4);
     p->xq_s = take(&at, (size_t)max_k / 32 * 4);
     p->xh = take(&at, (size_t)max_k * 4);
@@ -231,6 +232,7 @@ int sqze_model_init(sqze_model *m, const sqze_bundle *b, uint32_t ctx, void *are
     m->hb2 = (float *)(a + p.hb2);
     m->acts = SQZE_ACTS_Q8;
     m->xq = (int8_t *)(a + p.xq);
+    m->xq_c = (int32_t *)(a + p.xq_c);
     m->xq_d = (float *)(a + p.xq_d);
     m->xq_s = (float *)(a + p.xq_s);
     m->xh = (float *)(a + p.xh);
