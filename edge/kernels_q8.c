@@ -119,8 +119,8 @@ static float hsum8(__m256 v) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-/* acc + 8 int32 sums of 4 products u8 x s8 each (exact: maddubs' int16 pairs are at most
- * 2 x 255 x 127... here codes <= 128 x 127, so no pair saturates) */
+/* acc + 8 int32 sums of 4 products u8 x s8 each: exact, since the unsigned side here is at most
+ * 128 (|q8_0 code|) and x's codes at most 127, so maddubs' int16 pairs (<= 32512) never saturate */
 static __m256i dot_us(__m256i acc, __m256i u, __m256i s) {
 #if Q8_VNNI
     return _mm256_dpbusd_epi32(acc, u, s);
