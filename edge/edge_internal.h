@@ -33,6 +33,22 @@ float sqze__dot(const float *a, const float *b, uint32_t n);
 /* Row r of W as floats (embedding lookup). */
 void sqze__row_f32(const void *w, uint32_t dtype, uint32_t r, uint32_t k, float *out);
 float sqze__fp16_to_f32(uint16_t h);
+uint16_t sqze__fp32_to_fp16(float f); /* round to nearest even */
+
+/* ---- --activations q8 (edge/kernels_q8.c): a product's input, quantized once and on demand ---- */
+typedef struct sqze_xin {
+    const float *x;
+    uint32_t k;
+    int q8;             /* the model's activations are SQZE_ACTS_Q8 */
+    int have_q, have_h; /* qs / d / s, h computed from x */
+    int8_t *qs;         /* k codes (the model's scratch: one input at a time) */
+    float *d, *s;       /* per block of 32: fp16's d, and s = d (unrounded) sum(qs) */
+    int32_t *c;         /* k / 4: -8 x the sum of each 4 codes (q4_0's offset, lane by lane) */
+    float *h;           /* x rounded to fp16 (f16 weights) */
+} sqze_xin;
+void sqze__xin_init(sqze_xin *in, const sqze_model *m, const float *x, uint32_t k);
+/* y = W x with x as the model's activations say (f32 or q8: docs/bundle.md) */
+void sqze__matvec_x(const sqze_w *w, sqze_xin *in, float *y);
 /* exp as sqz's runtime computes it (Cephes scheme; kernels/cpu/fwd_vec.c) */
 float sqze__expf(float x);
 

@@ -7,7 +7,8 @@
  *   logits = RMSNorm(x) * output_norm . Wout^T
  * Norms accumulate in double and softmax / SiLU use the same exp as sqz, so that greedy
  * tokens match `sqz generate`; the matrix products read quantized weights in place
- * (edge/kernels.c), never expanded.
+ * (edge/kernels.c), never expanded, and take their input in f32 or quantized as llama.cpp does
+ * (--activations q8, edge/kernels_q8.c: once per input, q, k and v sharing theirs).
  */
 #include <math.h>
 #include <string.h>
@@ -21,8 +22,9 @@ static void rmsnorm(float *y, const float *x, const float *w, float eps, uint32_
     for (uint32_t i = 0; i < d; i++) y[i] = w[i] * (x[i] * inv);
 }
 
-static void linear(const sqze_w *w, const sqze_w *b, const float *x, float *y) {
-    sqze__matvec(w, x, y);
+/* y = W x (+ b), x as the model's activations say: quantized once for the products that share it */
+static void linear(const sqze_w *w, const sqze_w *b, sqze_xin *x, float *y) {
+    sqze__matvec_x(w, x, y);
     if (b && b->data) {
         const float *bias = (const float *)b->data;
         for (uint32_t i = 0; i < w->rows; i++) y[i] += bias[i];
@@ -118,30 +120,36 @@ const float *sqze_forward(sqze_model *m, int32_t token, uint32_t pos) {
     if (token < 0 || (uint32_t)token >= hp->vocab_size || pos >= m->ctx) return NULL;
     sqze__row_f32(m->tok_embd.data, m->tok_embd.dtype, (uint32_t)token, d, m->x);
     rope_table(m, pos);
+    sqze_xin in;
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         const sqze_layer *L = &m->layers[l];
         uint32_t kvd = L->kv_heads * hp->head_dim;
         float *kc = L->kcache + (size_t)pos * kvd, *vc = L->vcache + (size_t)pos * kvd;
         rmsnorm(m->xb, m->x, (const float *)L->attn_norm.data, hp->norm_eps, d);
-        linear(&L->wq, &L->bq, m->xb, m->q);
-        linear(&L->wk, &L->bk, m->xb, kc);
-        linear(&L->wv, &L->bv, m->xb, vc);
+        sqze__xin_init(&in, m, m->xb, d);
+        linear(&L->wq, &L->bq, &in, m->q);
+        linear(&L->wk, &L->bk, &in, kc);
+        linear(&L->wv, &L->bv, &in, vc);
         rope(m, m->q, L->heads);
         rope(m, kc, L->kv_heads);
         attention(m, L, pos);
-        linear(&L->wo, NULL, m->att, m->xb2);
+        sqze__xin_init(&in, m, m->att, L->heads * hp->head_dim);
+        linear(&L->wo, NULL, &in, m->xb2);
         for (uint32_t i = 0; i < d; i++) m->x[i] += m->xb2[i];
         rmsnorm(m->xb, m->x, (const float *)L->ffn_norm.data, hp->norm_eps, d);
-        linear(&L->gate, NULL, m->xb, m->hb);
-        linear(&L->up, NULL, m->xb, m->hb2);
+        sqze__xin_init(&in, m, m->xb, d);
+        linear(&L->gate, NULL, &in, m->hb);
+        linear(&L->up, NULL, &in, m->hb2);
         for (uint32_t i = 0; i < L->d_ff; i++) {
             float g = m->hb[i];
             m->hb[i] = g / (1.0f + sqze__expf(-g)) * m->hb2[i];
         }
-        linear(&L->down, NULL, m->hb, m->xb2);
+        sqze__xin_init(&in, m, m->hb, L->d_ff);
+        linear(&L->down, NULL, &in, m->xb2);
         for (uint32_t i = 0; i < d; i++) m->x[i] += m->xb2[i];
     }
     rmsnorm(m->xb, m->x, (const float *)m->out_norm.data, hp->norm_eps, d);
-    linear(&m->output, NULL, m->xb, m->logits);
+    sqze__xin_init(&in, m, m->xb, d);
+    linear(&m->output, NULL, &in, m->logits);
     return m->logits;
 }

@@ -2,7 +2,8 @@
  * edge/main.c - sqz-edge: run a bundle.
  *
  *   sqz-edge BUNDLE -p PROMPT -n N [--chat [--system TEXT]] [--key PUB] [--ctx N] [--temp T]
- *            [--top-p P] [--seed S] [--ids] [--dump-logits FILE] [--memory] [--manifest] [--version]
+ *            [--top-p P] [--seed S] [--activations f32|q8] [--ids] [--dump-logits FILE] [--memory]
+ *            [--manifest] [--version]
  *
  * The bundle is mapped and checked (CRCs; the signature and digests with --key), the memory
  * the context needs is printed before anything is allocated, then one arena is allocated and
@@ -31,15 +32,15 @@ typedef struct args {
     const char *bundle, *prompt, *key, *dump, *system;
     long long n, ctx, seed;
     double temp, top_p;
-    int ids, memory_only, manifest, chat;
+    int ids, memory_only, manifest, chat, acts;
 } args;
 
 static int usage(const char *msg) {
     if (msg) fprintf(stderr, "sqz-edge: %s (see 'sqz-edge --help')\n", msg);
     FILE *o = msg ? stderr : stdout;
     fprintf(o, "usage: sqz-edge BUNDLE [-p PROMPT] [-n N] [--chat [--system TEXT]] [--key PUB] [--ctx N]\n"
-               "                [--temp T] [--top-p P] [--seed S] [--ids] [--dump-logits FILE] [--memory]\n"
-               "                [--manifest]\n\n"
+               "                [--temp T] [--top-p P] [--seed S] [--activations f32|q8] [--ids]\n"
+               "                [--dump-logits FILE] [--memory] [--manifest]\n\n"
                "Runs an sqz bundle (.sqzb): continues PROMPT with up to N new tokens (default 64),\n"
                "greedy at temperature 0, as `sqz generate` does on the same bundle.\n\n"
                "options:\n"
@@ -54,13 +55,17 @@ static int usage(const char *msg) {
                "  --temp T              sampling temperature, 0 for greedy (default 0)\n"
                "  --top-p P             nucleus threshold when T > 0 (default 0.9)\n"
                "  --seed S              random seed for sampling (default: the time)\n"
+               "  --activations A       how the matrix products take their input: q8 (default; as llama.cpp):\n"
+               "                        quantized per 32 values to 8-bit codes for q8_0/q4_0/q4_1 weights and\n"
+               "                        multiplied in integers, rounded to fp16 for f16 weights; f32: kept in\n"
+               "                        f32 (as `sqz generate --activations f32`). f32 weights: f32 either way\n"
                "  --ids                 print the new token ids, one per line\n"
                "  --dump-logits FILE    write the logits of every step (vocab float32 each, little-endian)\n"
                "  --memory              print the memory the context needs and exit\n"
                "  --manifest            print the bundle's manifest (JSON provenance) and exit\n"
                "  --version             print the version and exit\n"
                "One thread: the forward pass runs on the calling thread only (docs/bundle.md, \"Threads\").\n"
-               "kernels: %s\n", sqze_kernels());
+               "kernels: %s (q8 activations: %s)\n", sqze_kernels(), sqze_kernels_q8());
     return msg ? 2 : 0;
 }
 
@@ -78,6 +83,7 @@ static int parse(int argc, char **argv, args *a) {
     a->n = 64;
     a->seed = -1;
     a->top_p = 0.9;
+    a->acts = SQZE_ACTS_Q8;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int val = 1;
@@ -103,6 +109,13 @@ static int parse(int argc, char **argv, args *a) {
         else if (!strcmp(o, "--key")) a->key = v;
         else if (!strcmp(o, "--system")) a->system = v;
         else if (!strcmp(o, "--dump-logits")) a->dump = v;
+        else if (!strcmp(o, "--activations")) {
+            if (strcmp(v, "f32") && strcmp(v, "q8")) {
+                fprintf(stderr, "sqz-edge: --activations '%s': f32 or q8 (see 'sqz-edge --help')\n", v);
+                return 2;
+            }
+            a->acts = !strcmp(v, "q8") ? SQZE_ACTS_Q8 : SQZE_ACTS_F32;
+        }
         else if (!strcmp(o, "-n") || !strcmp(o, "--tokens")) { if (num(v, 0, 1 << 24, &a->n)) return usage("-n: 0 to 2^24"); }
         else if (!strcmp(o, "--ctx")) { if (num(v, 1, 1 << 24, &a->ctx)) return usage("--ctx: 1 to 2^24"); }
         else if (!strcmp(o, "--seed")) { if (num(v, -1, 0x7FFFFFFFFFFFFFFFLL, &a->seed)) return usage("--seed: an integer"); }
@@ -364,6 +377,7 @@ int main(int argc, char **argv) {
         free(arena);
         return 1;
     }
+    sqze_set_activations(&m, a.acts);
     FILE *dump = NULL;
     if (a.dump && !(dump = fopen(a.dump, "wb"))) {
         fprintf(stderr, "sqz-edge: error: %s: %s\n", a.dump, strerror(errno));

@@ -10,7 +10,7 @@
 #define ALIGN 64
 
 typedef struct plan {
-    size_t layers, x, xb, xb2, q, att, hb, hb2, scores, rope_cos, rope_sin, logits, kv, kv_bytes, tok, tok_bytes,
+    size_t layers, x, xb, xb2, q, att, xq, xq_c, xq_d, xq_s, xh, hb, hb2, scores, rope_cos, rope_sin, logits, kv, kv_bytes, tok, tok_bytes,
         probs, prob_ids, tokens, total;
 } plan;
 
@@ -43,6 +43,13 @@ static void make_plan(const sqze_hparams *hp, const sqze_vocab_view *v, uint32_t
     p->att = take(&at, (size_t)max_qd * 4);
     p->hb = take(&at, (size_t)max_ff * 4);
     p->hb2 = take(&at, (size_t)max_ff * 4);
+    uint64_t max_k = max_qd > max_ff ? max_qd : max_ff; /* the widest product input */
+    if (hp->d_model > max_k) max_k = hp->d_model;
+    p->xq = take(&at, (size_t)max_k);
+    p->xq_c = take(&at, (size_t)max_k);
+    p->xq_d = take(&at, (size_t)max_k / 32 * 4);
+    p->xq_s = take(&at, (size_t)max_k / 32 * 4);
+    p->xh = take(&at, (size_t)max_k * 4);
     p->scores = take(&at, (size_t)ctx * 4);
     p->rope_cos = take(&at, (size_t)hp->head_dim / 2 * 4);
     p->rope_sin = take(&at, (size_t)hp->head_dim / 2 * 4);
@@ -181,6 +188,8 @@ int sqze_model_check(const sqze_bundle *b, char *err, size_t cap) {
     return 0;
 }
 
+void sqze_set_activations(sqze_model *m, int acts) { m->acts = acts == SQZE_ACTS_F32 ? SQZE_ACTS_F32 : SQZE_ACTS_Q8; }
+
 int sqze_model_init(sqze_model *m, const sqze_bundle *b, uint32_t ctx, void *arena, size_t arena_size, char *err,
                     size_t cap) {
     memset(m, 0, sizeof *m);
@@ -221,6 +230,12 @@ int sqze_model_init(sqze_model *m, const sqze_bundle *b, uint32_t ctx, void *are
     m->att = (float *)(a + p.att);
     m->hb = (float *)(a + p.hb);
     m->hb2 = (float *)(a + p.hb2);
+    m->acts = SQZE_ACTS_Q8;
+    m->xq = (int8_t *)(a + p.xq);
+    m->xq_c = (int32_t *)(a + p.xq_c);
+    m->xq_d = (float *)(a + p.xq_d);
+    m->xq_s = (float *)(a + p.xq_s);
+    m->xh = (float *)(a + p.xh);
     m->scores = (float *)(a + p.scores);
     m->rope_cos = (float *)(a + p.rope_cos);
     m->rope_sin = (float *)(a + p.rope_sin);

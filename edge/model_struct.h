@@ -40,6 +40,12 @@ struct sqze_model {
     /* activations: x, xb (d_model), q and att (max heads*head_dim), hb, hb2 (max d_ff),
      * scores (ctx), rope cos/sin (head_dim/2 each), logits (vocab) */
     float *x, *xb, *xb2, *q, *att, *hb, *hb2, *scores, *rope_cos, *rope_sin, *logits;
+    /* --activations: SQZE_ACTS_*; a product's input quantized (codes, per-32 d and s, q4_0's
+     * offset per 4 codes; the widest input's) or rounded to fp16 */
+    int acts;
+    int8_t *xq;
+    int32_t *xq_c;
+    float *xq_d, *xq_s, *xh;
     /* tokenizer: each token's bytes, ids sorted by bytes, merges sorted by (a, b), the
      * <0xNN> / byte-level token of each byte, and the encoder's working space */
     const uint8_t **tok_str;

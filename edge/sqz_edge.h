@@ -116,6 +116,14 @@ int sqze_model_init(sqze_model *m, const sqze_bundle *b, uint32_t ctx, void *are
  * returns the logits (vocab_size floats, inside the arena, valid until the next call). */
 const float *sqze_forward(sqze_model *m, int32_t token, uint32_t pos);
 
+/* How the matrix products take their input vector (sqz's --activations): SQZE_ACTS_Q8 (the
+ * default after sqze_model_init; what llama.cpp computes) quantizes it per 32 values to 8-bit
+ * codes for q8_0 / q4_0 / q4_1 weights and multiplies in integers, rounds it to fp16 for f16
+ * weights; SQZE_ACTS_F32 keeps it in f32 (as `sqz generate --activations f32`). f32 weights and
+ * sqz's int8 / int4 schemes take the f32 input either way. */
+enum { SQZE_ACTS_F32 = 0, SQZE_ACTS_Q8 = 1 };
+void sqze_set_activations(sqze_model *m, int acts);
+
 /* ---- tokenizer (edge/tokenizer.c) ---- */
 /* Encodes text (with BOS when the vocabulary wants one and add_bos is set) into ids (at most
  * cap). Returns the number of ids, or -1 when they do not fit in cap or the working space of
@@ -138,8 +146,10 @@ uint32_t sqze_vocab_size(const sqze_model *m);
  * runtime/generate.c, with xorshift64* seeded by *rng. Overwrites logits. */
 int32_t sqze_sample(sqze_model *m, float *logits, float temperature, float top_p, uint64_t *rng);
 
-/* The dot-product kernels this build uses: "scalar", "avx2", "neon". */
+/* The dot-product kernels this build uses: "scalar", "avx2", "avx512", "neon"; and those of
+ * the q8 activations: "scalar", "avx2", "avx512vnni", "neon", "neon-dot". */
 const char *sqze_kernels(void);
+const char *sqze_kernels_q8(void);
 
 
 #include "edge/model_struct.h"
