@@ -2,15 +2,18 @@
  * kernels/cpu/qidot_vnni.c - the integer products of qidot.h with AVX-512F/BW/VL and VNNI
  * (vpdpbusd: unsigned bytes times signed bytes, summed by four into int32 lanes, no saturation).
  *
- * The unsigned operand is always the weights' side, made non-negative by an offset whose product
- * is subtracted exactly: sum (u - c) x = dpbusd(u, x) - dpbusd(c, x) for the 32-element blocks
- * (Q8_0: u = q + 128; Q4_0: the nibble, c = 8; IQ4_NL: the table value + 128), and through the
- * activation sums (bsums) for the super-blocks. Every sum is an exact int32, equal to the
- * scalar reference's (qidot_ref.c); only the f32 sums across blocks are in another order.
+ * The unsigned operand is the weights' side. Q8_0 takes the sign trick (|w| times x with w's
+ * sign, |w| <= 128, |x| <= 127); the others are made non-negative by an offset whose product is
+ * subtracted exactly: sum (u - c) x = dpbusd(u, x) - dpbusd(c, x) for the 32-element blocks
+ * (Q4_0: the nibble, c = 8; Q5_0: the 5-bit code, c = 16; IQ4_NL: the table value + 128), and
+ * through the activation sums (bsums) for the super-blocks. Every sum is an exact int32, equal
+ * to the scalar reference's (qidot_ref.c); only the f32 sums across blocks are in another order.
  *
- * 32-element blocks: two blocks per 512-bit register, eight blocks (four registers) reduced
- * together to one vector of 8 block sums, times the 8 products of the scales (gathered), into
- * 8 f32 lanes. Blocks past the last group of 8 go a pair at a time, each reduced on its own.
+ * 32-element blocks (as llama.cpp's ggml_vec_dot): one block per 256-bit register, its 8 int32
+ * lane sums to f32 and FMA'd with the broadcast d_w d_a into two 8-lane accumulators (blocks
+ * alternating), reduced once per row; Q4_1/Q5_1's m_w s_a summed apart in two scalars. Any
+ * block count, no gathers (on Zen 4 this beats two blocks per 512-bit register: 512-bit
+ * operations are double-pumped and the pair's scales cost more to build than they save).
  * Super-blocks: codes of at most 63 go through maddubs (int16, no saturation at these sizes)
  * and vpdpwssd against the sub-block scales as int16; IQ4_XS's table values (up to 241 with the
  * offset) through dpbusd times the scales in int32 lanes. A super-block's int32 lanes (each an
@@ -35,125 +38,98 @@
 #define LD512(p) _mm512_loadu_si512((const void *)(p))
 #define BCAST256(p) _mm512_broadcast_i64x4(LD256(p))
 
-/* ---- 32-element blocks: two per register ------------------------------------------------ */
-
-/* The 32 bytes at p and at p + stride as one register. */
-VNNI static inline __m512i ld2x32(const void *p, size_t stride) {
-    const uint8_t *b = p;
-    return _mm512_inserti64x4(_mm512_castsi256_si512(LD256(b)), LD256(b + stride), 1);
-}
-
-/* The nibble codes of two blocks (16 bytes at p and p + stride; low nibbles are elements 0..15,
- * high 16..31) in element order: bytes 0..31 the first block, 32..63 the second. */
-VNNI static inline __m512i nib2(const uint8_t *p, size_t stride) {
-    const __m512i y = _mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(LD128(p)),
-                                                                     LD128(p + stride), 1));
-    const __m512i z = _mm512_shuffle_i64x2(y, y, _MM_SHUFFLE(1, 1, 0, 0)); /* [p, p, p+s, p+s] */
-    return _mm512_and_si512(_mm512_srlv_epi64(z, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)), _mm512_set1_epi8(15));
-}
-
-/* Q5's fifth bits (4 bytes at qh and qh + stride, bit j: element j) added as 16. */
-VNNI static inline __m512i five2(__m512i u, const uint8_t *qh, size_t stride) {
-    uint32_t h0, h1;
-    memcpy(&h0, qh, 4);
-    memcpy(&h1, qh + stride, 4);
-    return _mm512_mask_add_epi8(u, (__mmask64)h0 | (__mmask64)h1 << 32, u, _mm512_set1_epi8(16));
-}
-
-/* sum (u - c) x by lanes: dpbusd(u, x) - dpbusd(c, x), exact. */
-VNNI static inline __m512i dot_off(__m512i u, __m512i x, __m512i c) {
-    const __m512i z = _mm512_setzero_si512();
-    return _mm512_sub_epi32(_mm512_dpbusd_epi32(z, u, x), _mm512_dpbusd_epi32(z, c, x));
-}
-
-/* The lane sums of each 256-bit half of v0..v3 (v_j: blocks 2j, 2j + 1 of a group of 8), in
- * the order of blocks 0, 2, 4, 6, 1, 3, 5, 7. */
-VNNI static inline __m256i hsum4x2(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
-    const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
-    const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
-    /* 128-bit chunk i of c: the sums of chunk i of v0, v1, v2, v3; a half is chunks 0+1 or 2+3 */
-    const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
-    const __m512i d = _mm512_add_epi32(c, _mm512_shuffle_i64x2(c, c, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm512_castsi512_si256(_mm512_shuffle_i64x2(d, d, _MM_SHUFFLE(2, 0, 2, 0)));
-}
-
-/* The order of hsum4x2's sums times a block size: the byte offsets of the 8 blocks. */
-VNNI static inline __m256i order8(int bytes) {
-    return _mm256_mullo_epi32(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7), _mm256_set1_epi32(bytes));
-}
-
-/* The fp16 values at p + off (8 blocks) as f32. */
-VNNI static inline __m256 gather_h(const uint8_t *p, __m256i off) {
-    const __m256i h = _mm256_i32gather_epi32((const int *)(const void *)p, off, 1);
-    return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(h));
-}
-
-VNNI static inline __m256 gather_f(const uint8_t *p, __m256i off) {
-    return _mm256_i32gather_ps((const float *)(const void *)p, off, 1);
-}
-
 VNNI static inline float hsum8f(__m256 v) {
     __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     h = _mm_add_ps(h, _mm_movehl_ps(h, h));
     return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
 
+/* ---- 32-element blocks: one per 256-bit register ----------------------------------------- */
+
 enum t32 { T_Q8_0, T_Q4_0, T_Q5_0, T_IQ4_NL, T_Q4_1, T_Q5_1 };
 
-/* The lane sums of blocks w[0], w[1] (bs bytes each) against activation codes at x, x + xs. */
-VNNI static inline __m512i pair32(enum t32 t, const uint8_t *w, size_t bs, const int8_t *x, size_t xs,
-                                  __m512i lut) {
-    const __m512i xv = ld2x32(x, xs), c80 = _mm512_set1_epi8((char)0x80), z = _mm512_setzero_si512();
+/* The 32 nibbles at p (low nibbles elements 0..15, high 16..31) as bytes in element order. */
+VNNI static inline __m256i nib32(const uint8_t *p) {
+    const __m128i b = LD128(p);
+    return _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(b), _mm_srli_epi16(b, 4), 1),
+                            _mm256_set1_epi8(15));
+}
+
+/* The mask of Q5's fifth bits (4 bytes at qh, bit j: element j). */
+VNNI static inline __mmask32 bits5(const uint8_t *qh) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    return (__mmask32)h;
+}
+
+/* sum w x by lanes for signed w (>= -128) and x (>= -127): dpbusd(|w|, x with w's sign), exact. */
+VNNI static inline __m256i sdot(__m256i w, __m256i x) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+
+/* sum (u - c) x by lanes for unsigned u: dpbusd(u, x) - dpbusd(c, x), exact. */
+VNNI static inline __m256i dot_off(__m256i u, __m256i x, __m256i c) {
+    const __m256i z = _mm256_setzero_si256();
+    return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, x), _mm256_dpbusd_epi32(z, c, x));
+}
+
+/* The 8 int32 lane sums of the block at w against the activation codes at x. */
+VNNI static inline __m256i blk32(enum t32 t, const uint8_t *w, const int8_t *x, __m256i lut) {
+    const __m256i xv = LD256(x);
     switch (t) {
-    case T_Q8_0: return dot_off(_mm512_xor_si512(ld2x32(w + 2, bs), c80), xv, c80); /* q + 128 */
-    case T_Q4_0: return dot_off(nib2(w + 2, bs), xv, _mm512_set1_epi8(8));
-    case T_Q5_0: return dot_off(five2(nib2(w + 6, bs), w + 2, bs), xv, _mm512_set1_epi8(16));
-    case T_IQ4_NL: return dot_off(_mm512_shuffle_epi8(lut, nib2(w + 2, bs)), xv, c80);
-    case T_Q4_1: return _mm512_dpbusd_epi32(z, nib2(w + 4, bs), xv);
-    default: return _mm512_dpbusd_epi32(z, five2(nib2(w + 8, bs), w + 4, bs), xv); /* T_Q5_1 */
+    case T_Q8_0: return sdot(LD256(w + 2), xv);
+    case T_Q4_0: return dot_off(nib32(w + 2), xv, _mm256_set1_epi8(8));
+    case T_Q5_0: {
+        const __m256i u = nib32(w + 6);
+        return dot_off(_mm256_mask_add_epi8(u, bits5(w + 2), u, _mm256_set1_epi8(16)), xv, _mm256_set1_epi8(16));
+    }
+    case T_IQ4_NL: return dot_off(_mm256_shuffle_epi8(lut, nib32(w + 2)), xv, _mm256_set1_epi8((char)0x80));
+    case T_Q4_1: return _mm256_dpbusd_epi32(_mm256_setzero_si256(), nib32(w + 4), xv);
+    default: { /* T_Q5_1 */
+        const __m256i u = nib32(w + 8);
+        const __m256i q = _mm256_mask_add_epi8(u, bits5(w + 4), u, _mm256_set1_epi8(16));
+        return _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, xv);
+    }
     }
 }
 
-/* sum over nb blocks of (d_w d_a) s_b (+ m_w s_a: Q4_1, Q5_1), 8 blocks at a time. */
+/* acc + the block's lane sums times d_w d_a (w, a: the block and its activation block); with
+ * minimums (Q4_1, Q5_1), *ms + m_w s_a. */
+VNNI static inline __m256 fma1(enum t32 t, const uint8_t *w, const uint8_t *a, __m256i lut, __m256 acc, float *ms) {
+    const int mins = t >= T_Q4_1;
+    uint16_t h;
+    float da;
+    memcpy(&h, w, 2);
+    memcpy(&da, a, 4);
+    const size_t qo = mins ? offsetof(sqz__aq8_1, qs) : offsetof(sqz__aq8_0, qs);
+    const __m256i s = blk32(t, w, (const int8_t *)(a + qo), lut);
+    if (mins) {
+        float sa;
+        memcpy(&h, w + 2, 2);
+        memcpy(&sa, a + offsetof(sqz__aq8_1, s), 4);
+        *ms += H2F(h) * sa;
+        memcpy(&h, w, 2);
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(H2F(h) * da), acc);
+}
+
+/* sum over nb blocks of (d_w d_a) s_b (+ m_w s_a: Q4_1, Q5_1): one block per 256-bit register
+ * (as llama.cpp), two blocks a step into two accumulators, reduced once. */
 VNNI static inline float dot32(enum t32 t, const uint8_t *w, const uint8_t *a, int64_t nb) {
     static const size_t sizes[] = {sizeof(sqz_block_q8_0), sizeof(sqz_block_q4_0), sizeof(sqz_block_q5_0),
                                    sizeof(sqz_block_iq4_nl), sizeof(sqz_block_q4_1), sizeof(sqz_block_q5_1)};
     const size_t bs = sizes[t], as = t >= T_Q4_1 ? sizeof(sqz__aq8_1) : sizeof(sqz__aq8_0);
-    const size_t qo = t >= T_Q4_1 ? offsetof(sqz__aq8_1, qs) : offsetof(sqz__aq8_0, qs);
-    const __m256i ow = order8((int)bs), oa = order8((int)as);
-    /* IQ4_NL's table + 128 (unsigned), in each 128-bit chunk */
-    const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(LD128(sqz__kvalues_iq4nl), _mm_set1_epi8((char)0x80)));
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    const __m128i t16 = _mm_xor_si128(LD128(sqz__kvalues_iq4nl), _mm_set1_epi8((char)0x80));
+    const __m256i lut = _mm256_broadcastsi128_si256(t16); /* IQ4_NL's table + 128 (unsigned), both halves */
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float ms0 = 0.0f, ms1 = 0.0f;
     int64_t b = 0;
-    for (; b + 8 <= nb; b += 8, w += 8 * bs, a += 8 * as) {
-        const int8_t *x = (const int8_t *)(a + qo);
-        const __m256i s = hsum4x2(pair32(t, w, bs, x, as, lut), pair32(t, w + 2 * bs, bs, x + 2 * as, as, lut),
-                                  pair32(t, w + 4 * bs, bs, x + 4 * as, as, lut),
-                                  pair32(t, w + 6 * bs, bs, x + 6 * as, as, lut));
-        const __m256 dd = _mm256_mul_ps(gather_h(w, ow), gather_f(a, oa));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc);
-        if (t >= T_Q4_1) accm = _mm256_fmadd_ps(gather_h(w + 2, ow), gather_f(a + offsetof(sqz__aq8_1, s), oa), accm);
+    for (; b + 2 <= nb; b += 2, w += 2 * bs, a += 2 * as) {
+        acc0 = fma1(t, w, a, lut, acc0, &ms0);
+        acc1 = fma1(t, w + bs, a + as, lut, acc1, &ms1);
     }
-    float sum = hsum8f(_mm256_add_ps(acc, accm));
-    for (; b < nb; b += 2, w += 2 * bs, a += 2 * as) { /* the last 1..7 blocks, a pair at a time */
-        const int two = b + 1 < nb;
-        const __m512i v = pair32(t, w, two ? bs : 0, (const int8_t *)(a + qo), two ? as : 0, lut);
-        for (int h = 0; h <= two; h++) {
-            const uint8_t *wb = w + h * bs, *ab = a + h * as;
-            uint16_t dw, mw;
-            float da, sa;
-            memcpy(&dw, wb, 2);
-            memcpy(&da, ab, 4);
-            const int32_t si = _mm512_mask_reduce_add_epi32((__mmask16)(h ? 0xFF00 : 0x00FF), v);
-            sum += (H2F(dw) * da) * (float)si;
-            if (t >= T_Q4_1) {
-                memcpy(&mw, wb + 2, 2);
-                memcpy(&sa, ab + offsetof(sqz__aq8_1, s), 4);
-                sum += H2F(mw) * sa;
-            }
-        }
-    }
-    return sum;
+    if (b < nb) acc0 = fma1(t, w, a, lut, acc0, &ms0);
+    return hsum8f(_mm256_add_ps(acc0, acc1)) + (ms0 + ms1);
 }
 
 VNNI static float idot_q8_0(const void *row, const void *xq, int64_t k) { return dot32(T_Q8_0, row, xq, k / 32); }
@@ -164,6 +140,15 @@ VNNI static float idot_q4_1(const void *row, const void *xq, int64_t k) { return
 VNNI static float idot_q5_1(const void *row, const void *xq, int64_t k) { return dot32(T_Q5_1, row, xq, k / 32); }
 
 /* ---- 256-element super-blocks against Q8_K ------------------------------------------------ */
+
+/* The nibble codes of two blocks (16 bytes at p and p + stride; low nibbles are elements 0..15,
+ * high 16..31) in element order: bytes 0..31 the first block, 32..63 the second. */
+VNNI static inline __m512i nib2(const uint8_t *p, size_t stride) {
+    const __m512i y = _mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(LD128(p)),
+                                                                     LD128(p + stride), 1));
+    const __m512i z = _mm512_shuffle_i64x2(y, y, _MM_SHUFFLE(1, 1, 0, 0)); /* [p, p, p+s, p+s] */
+    return _mm512_and_si512(_mm512_srlv_epi64(z, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)), _mm512_set1_epi8(15));
+}
 
 /* Each super-block gives [s | m] (8 int32 lanes each): s sums to the integer product of the codes
  * as stored (with the sub-block scales), m to the minimums' or the offsets' product with the
