@@ -183,6 +183,7 @@ int sqz_bench_eval(int argc, char **argv) {
     double rss = peak_rss_mb();
     printf("sqz bench eval: %s\n", m->name ? m->name : path);
     printf("  activations  %s\n", sqz_cli_activations_name(a.acts));
+    printf("  kernels      %s\n", sqz_cpu_kernels());
     printf("  model        %s, %lld layers, d_model %lld, vocab %lld; weights from their blocks (first pass "
            "%.2f s)\n", m->hp.arch, (long long)m->hp.n_layers, (long long)m->hp.d_model,
            (long long)m->hp.vocab_size, t_deq);

@@ -148,6 +148,7 @@ static void print_table(const sqz_cli_vs_opts *o, const vs_runs *r) {
     char what[64];
     printf("sqz vs llama.cpp: %s, threads %lld (sqz: f32 activations = the exact model; q8 = quantized as "
            "llama.cpp's CPU backend does)\n", o->model, (long long)o->threads);
+    printf("  kernels: %s\n", sqz_cpu_kernels());
     printf("  %-26s %12s %12s %9s\n", "", "sqz", "llama.cpp", "ratio");
     if (o->text) {
         printf("  eval: ctx %lld, %lld chunks of %s\n", (long long)o->ctx, (long long)o->chunks, o->text);

@@ -153,7 +153,8 @@ static void blas_core(char **argv) {
     unsetenv("OPENBLAS_CORETYPE"); /* exec failed: go on with the BLAS's own choice */
 }
 
-/* `sqz --version [--verbose]`: the version; verbose: the BLAS, its kernels, and sgemm's speed. */
+/* `sqz --version [--verbose]`: the version; verbose: the BLAS, its kernels, sgemm's speed and the
+ * instruction sets of sqz's own kernels. */
 static int version(int argc, char **argv) {
     printf("sqz %s\n", SQZ_VERSION_STRING);
     if (argc < 3 || (strcmp(argv[2], "--verbose") && strcmp(argv[2], "-v"))) return 0;
@@ -166,6 +167,7 @@ static int version(int argc, char **argv) {
     if (chosen) printf("; OpenBLAS chose %s itself, sqz set OPENBLAS_CORETYPE=%s", chosen, getenv("OPENBLAS_CORETYPE"));
     else if (getenv("OPENBLAS_CORETYPE")) printf("; OPENBLAS_CORETYPE=%s given", getenv("OPENBLAS_CORETYPE"));
     printf("\nsgemm        %.1f GFLOP/s (2048 x 2048 x 2048, the best of 3)\n", sqz_blas_sgemm_gflops(2048));
+    printf("kernels      %s\n", sqz_cpu_kernels());
     return 0;
 }
 

@@ -404,6 +404,10 @@ typedef struct sqz_blas_info {
     int core_tier, cpu_tier;
 } sqz_blas_info;
 SQZ_API void sqz_blas_info_get(sqz_blas_info *out);
+/* The instruction sets the CPU backend's own kernels run here (after SQZ_QMM_ISA): the float
+ * products on stored weights and the integer ones of --activations q8, e.g. "stored weights
+ * avx512, q8 integer products avx512vnni" (kernels/cpu/qidot.c). A static string. */
+SQZ_API const char *sqz_cpu_kernels(void);
 /* The BLAS's sgemm of two n x n matrices (n <= 8192) on the threads it has: GFLOP/s, the best of
  * three runs; 0 when out of memory. */
 SQZ_API double sqz_blas_sgemm_gflops(int n);

@@ -4,6 +4,8 @@
  */
 #include "kernels/cpu/qidot.h"
 
+#include <stdio.h>
+
 #if SQZ__QMM_NEON && defined(__linux__)
 #include <sys/auxv.h>
 #endif
@@ -72,4 +74,12 @@ sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa) {
     (void)isa;
     (void)name;
     return NULL;
+}
+
+const char *sqz_cpu_kernels(void) {
+    static char text[96];
+    const sqz__qmm_isa isa = sqz__qmm_isa_best();
+    snprintf(text, sizeof text, "stored weights %s, q8 integer products %s", sqz__qmm_isa_name(isa),
+             sqz__qmm_idot_name(SQZ_DTYPE_Q4_K, isa));
+    return text;
 }
