@@ -11,21 +11,14 @@
  */
 #include <string.h>
 
-#include "edge/edge_internal.h"
+#include "edge/simd.h"
 
-#if defined(SQZE_AVX2) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
-#define USE_AVX2 1
-#if defined(SQZE_AVX512) && defined(__AVX512F__) && defined(__AVX512BW__)
+#if USE_AVX512
 #define SQZE_KERNELS "avx512"
-#define USE_AVX512 1
-#else
+#elif USE_AVX2
 #define SQZE_KERNELS "avx2"
-#endif
-#elif defined(__aarch64__) && defined(__ARM_NEON)
-#include <arm_neon.h>
+#elif USE_NEON
 #define SQZE_KERNELS "neon"
-#define USE_NEON 1
 #else
 #define SQZE_KERNELS "scalar"
 #endif
@@ -79,26 +72,10 @@ float sqze__expf(float x) {
     return e * s;
 }
 
-static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-
-/* the fp16 at p as a float: F16C's conversion where the kernels are x86's (the same value) */
-static float h2f(const uint8_t *p) {
-#if USE_AVX2
-    return _cvtsh_ss(rd16(p));
-#else
-    return sqze__fp16_to_f32(rd16(p));
-#endif
-}
 
 /* ---- one row . x, per dtype ---- */
 
 #if USE_AVX2
-static float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 /* 8 int8 (low 8 bytes of v) as floats */
 static __m256 i8x8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
 #endif

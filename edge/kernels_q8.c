@@ -17,25 +17,17 @@
 #include <math.h>
 #include <string.h>
 
-#include "edge/edge_internal.h"
+#include "edge/simd.h"
 
-#if defined(SQZE_AVX2) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
-#define Q8_AVX2 1
-#if defined(SQZE_AVX512) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#if USE_AVX2 && defined(SQZE_AVX512) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define Q8_VNNI 1
 #define Q8_KERNELS "avx512vnni"
-#else
+#elif USE_AVX2
 #define Q8_KERNELS "avx2"
-#endif
-#elif defined(__aarch64__) && defined(__ARM_NEON)
-#include <arm_neon.h>
-#define Q8_NEON 1
-#if defined(__ARM_FEATURE_DOTPROD)
+#elif USE_NEON && defined(__ARM_FEATURE_DOTPROD)
 #define Q8_KERNELS "neon-dot"
-#else
+#elif USE_NEON
 #define Q8_KERNELS "neon"
-#endif
 #else
 #define Q8_KERNELS "scalar"
 #endif
@@ -63,14 +55,6 @@ uint16_t sqze__fp32_to_fp16(float f) {
     return (uint16_t)((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
 }
 
-/* the fp16 at p as a float: F16C's conversion where the kernels are x86's (the same value) */
-static float h2f(const uint8_t *p) {
-#if Q8_AVX2
-    return _cvtsh_ss((uint16_t)(p[0] | p[1] << 8));
-#else
-    return sqze__fp16_to_f32((uint16_t)(p[0] | p[1] << 8));
-#endif
-}
 
 /* One block of 32 (qidot_ref.c's q8_block32): the codes, d (fp16's value); returns s. */
 static float q8_block32(const float *x, int8_t *qs, float *d_out) {
@@ -112,13 +96,7 @@ void sqze__xin_init(sqze_xin *in, const sqze_model *m, const float *x, uint32_t 
 
 /* ---- one row against the quantized x, per weight type ---- */
 
-#if Q8_AVX2
-static float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#if USE_AVX2
 /* acc + 8 int32 sums of 4 products u8 x s8 each: exact, since the unsigned side here is at most
  * 128 (|q8_0 code|) and x's codes at most 127, so maddubs' int16 pairs (<= 32512) never saturate */
 static __m256i dot_us(__m256i acc, __m256i u, __m256i s) {
@@ -135,7 +113,7 @@ static __m256i nibbles(const uint8_t *p) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 /* the fp16 at p in 8 lanes */
-static __m256 h2f8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_set1_epi16((short)(p[0] | p[1] << 8))); }
+static __m256 h2f8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_set1_epi16((short)rd16(p))); }
 
 /* Rows w + i rb (i < nr <= 4) against the quantized x, into out[i]; t: 0 q8_0, 1 q4_0, 2 q4_1.
  * q8_0: |w| . (x with w's sign); q4_0: the unsigned nibbles . x plus -8 sum(x) per lane (c,
@@ -169,11 +147,11 @@ static inline void idot_avx2(const uint8_t *w, size_t rb, uint32_t nr, const sqz
             if (t == 2) m[i] += h2f(p + 2) * in->s[b];
         }
     }
-    for (uint32_t i = 0; i < nr; i++) out[i] = hsum8(acc[i]) + m[i];
+    for (uint32_t i = 0; i < nr; i++) out[i] = hsum(acc[i]) + m[i];
 }
 #endif
 
-#if Q8_NEON
+#if USE_NEON
 /* 4 int32 sums of products of 16 + 16 int8 pairs */
 static int32x4_t dot16x2(int8x16_t w0, int8x16_t x0, int8x16_t w1, int8x16_t x1) {
 #if defined(__ARM_FEATURE_DOTPROD)
@@ -211,7 +189,7 @@ static float idot_neon(const uint8_t *w, const sqze_xin *in, uint32_t nb, int t)
 }
 #endif
 
-#if !Q8_AVX2 && !Q8_NEON
+#if !USE_AVX2 && !USE_NEON
 /* the reference: per block the exact int32 sum, times d_w d_x (qidot_ref.c) */
 static float idot_ref(const uint8_t *w, const sqze_xin *in, uint32_t nb, int t) {
     const uint32_t bs = t == 0 ? 34 : t == 1 ? 18 : 20, qo = t == 2 ? 4 : 2;
@@ -256,7 +234,7 @@ void sqze__matvec_x(const sqze_w *w, sqze_xin *in, float *y) {
     in->have_q = 1;
     const size_t rb = (size_t)sqze_dtype_bytes(dt, in->k);
     const uint8_t *row = w->data;
-#if Q8_AVX2
+#if USE_AVX2
     uint32_t r = 0;
     for (; r + 4 <= w->rows; r += 4, row += 4 * rb) { /* four rows share each block of x */
         if (t == 0) idot_avx2(row, rb, 4, in, nb, 0, y + r);
@@ -270,7 +248,7 @@ void sqze__matvec_x(const sqze_w *w, sqze_xin *in, float *y) {
     }
 #else
     for (uint32_t r = 0; r < w->rows; r++, row += rb) {
-#if Q8_NEON
+#if USE_NEON
         y[r] = idot_neon(row, in, nb, t);
 #else
         y[r] = idot_ref(row, in, nb, t);
