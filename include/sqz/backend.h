@@ -82,8 +82,9 @@ typedef enum sqz_activations {
     SQZ_ACTIVATIONS_F32 = 0, /* the input as it is: the exact model (eval and calibration's default) */
     SQZ_ACTIVATIONS_Q8 = 1,  /* as ggml-cpu: the input quantized to the weight type's dot-product type (Q8_0,
                         Q8_1, Q8_K; rounded to f16/bf16 for F16/BF16 weights) and multiplied in
-                        integers, what llama.cpp computes (generation's default). Backends without
-                        it refuse (SQZ_ERR_UNSUPPORTED); F32 weights are multiplied as they are. */
+                        integers, what llama.cpp computes (generation's default). Only the CPU
+                        backend reads it (sqz_session_new refuses q8 on any other, before any
+                        work); F32 weights are multiplied as they are. */
 } sqz_activations;
 
 typedef struct sqz_matmul_args {
