@@ -186,10 +186,18 @@ static int check_outputs(const char *cmd, const cli_path *a, const cli_path *b) 
 /* 0, or prints why the output's target cannot be replaced (a FIFO, a device, a directory sqz
  * did not write) and returns 2. */
 static int check_target(const char *cmd, const cli_path *o, bool force) {
+    /* Whether the target is a directory is read afresh, and again after a refusal: another
+     * run writing the same directory may put it in place between two looks (seen in CI: six
+     * concurrent converts, one refused "-o: hf: is a directory"). */
     unsigned flags = 0;
-    if ((o->o->flags & SQZ_OPT_OUTPUT_DIR) && o->exists && S_ISDIR(o->st.st_mode))
-        flags = SQZ_OUTPUT_DIR | (force ? SQZ_OUTPUT_REPLACE : 0);
-    if (sqz_output_check(o->value, flags) == SQZ_OK) return 0;
+    for (int tries = 0; tries < 4; tries++) {
+        struct stat st;
+        const bool dir = (o->o->flags & SQZ_OPT_OUTPUT_DIR) && stat(o->value, &st) == 0 && S_ISDIR(st.st_mode);
+        const unsigned now = dir ? SQZ_OUTPUT_DIR | (force ? SQZ_OUTPUT_REPLACE : 0) : 0;
+        if (tries > 0 && now == flags) break; /* the same look refused it: final */
+        flags = now;
+        if (sqz_output_check(o->value, flags) == SQZ_OK) return 0;
+    }
     char l[64];
     const bool hint = flags && !force;
     return sqz_cli_usage_error(cmd, "%s: %s%s", row_label(o->o, l, sizeof l), sqz_last_error(),
