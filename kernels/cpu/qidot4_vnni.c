@@ -123,6 +123,7 @@ INL void dot32x4(enum t32 t, const uint8_t *w, const uint8_t *a, size_t st, int6
     for (int r = 0; r < 4; r++) acc[r] = accm[r] = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8, w += 8 * bs, a += 8 * as) {
+        sqz__idot_ahead(w, 8 * bs);
         __m512i p[4][4]; /* [row][pair] */
         SQZ__UNROLL(4)
         for (int i = 0; i < 4; i++) {
@@ -411,6 +412,7 @@ INL void dotK4(enum tk t, const uint8_t *w, const uint8_t *a, size_t st, int64_t
     const __m512i lut = _mm512_broadcast_i32x4(LD128(sqz__kvalues_iq4nl)); /* IQ4_XS's table, signed */
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++, w += bs, a += sizeof(sqz__aq8_K)) {
+        sqz__idot_ahead(w, bs);
         const __m256i v = superblock4(t, w, a, st, lut);
         uint16_t hd, hm = 0;
         memcpy(&hd, w + dofs[t], 2);

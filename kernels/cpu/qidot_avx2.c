@@ -106,6 +106,7 @@ AVX2 static inline __m256i pair16(int j) {
     float ms = 0.0f;                                             \
     int64_t b = 0;                                               \
     for (; b + 1 < nb; b += 2) {                                 \
+        sqz__idot_ahead(&w[b], 2 * sizeof *w);                   \
         acc0 = BLKFMA(BLK, b, acc0);                             \
         acc1 = BLKFMA(BLK, b + 1, acc1);                         \
         MIN(b);                                                  \
@@ -213,6 +214,7 @@ AVX2 float sqz__idot_q2_K_avx2(const void *row, const void *xq, int64_t k) {
     __m256 acc = _mm256_setzero_ps();
     float accm = 0.0f;
     for (int64_t b = 0; b < k / 256; b++) {
+        sqz__idot_ahead(&w[b], sizeof w[b]);
         const __m128i s8 = LD128(w[b].scales);
         const __m256i sc = _mm256_cvtepu8_epi16(_mm_and_si128(s8, m4));
         const __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), m4));
@@ -264,6 +266,7 @@ AVX2 float sqz__idot_q3_K_avx2(const void *row, const void *xq, int64_t k) {
     const sqz__aq8_K *a = xq;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / 256; b++) {
+        sqz__idot_ahead(&w[b], sizeof w[b]);
         const __m256i sc = _mm256_cvtepi8_epi16(q3k_scales8(w[b].scales));
         const __m256i off = _mm256_slli_epi32(scaled_bsums(sc, &a[b]), 2); /* 4 sum(sc * bsums) */
         const __m256i isum = _mm256_sub_epi32(q3k_isum(&w[b], &a[b], sc), off);
@@ -318,6 +321,7 @@ AVX2 float sqz__idot_q4_K_avx2(const void *row, const void *xq, int64_t k) {
     __m256 acc = _mm256_setzero_ps();
     float accm = 0.0f;
     for (int64_t b = 0; b < k / 256; b++) {
+        sqz__idot_ahead(&w[b], sizeof w[b]);
         const __m128i sm = k4_scales_mins(w[b].scales);
         const int32_t msum = k4_msum(sm, &a[b]);
         const __m256i isum = k45_isum(w[b].qs, NULL, sm, &a[b]);
@@ -333,6 +337,7 @@ AVX2 float sqz__idot_q5_K_avx2(const void *row, const void *xq, int64_t k) {
     __m256 acc = _mm256_setzero_ps();
     float accm = 0.0f;
     for (int64_t b = 0; b < k / 256; b++) {
+        sqz__idot_ahead(&w[b], sizeof w[b]);
         const __m128i sm = k4_scales_mins(w[b].scales);
         const int32_t msum = k4_msum(sm, &a[b]);
         const __m256i isum = k45_isum(w[b].qs, w[b].qh, sm, &a[b]);
@@ -370,6 +375,7 @@ AVX2 float sqz__idot_q6_K_avx2(const void *row, const void *xq, int64_t k) {
     const sqz__aq8_K *a = xq;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / 256; b++) {
+        sqz__idot_ahead(&w[b], sizeof w[b]);
         const __m256i sc = _mm256_cvtepi8_epi16(LD128(w[b].scales));
         const __m256i off = _mm256_slli_epi32(scaled_bsums(sc, &a[b]), 5); /* 32 sum(sc * bsums) */
         const __m256i isum = _mm256_sub_epi32(q6k_isum(&w[b], &a[b], sc), off);
@@ -401,6 +407,7 @@ AVX2 float sqz__idot_iq4_xs_avx2(const void *row, const void *xq, int64_t k) {
     const sqz__aq8_K *a = xq;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / 256; b++) {
+        sqz__idot_ahead(&w[b], sizeof w[b]);
         const __m256i isum = iq4xs_isum(&w[b], &a[b]);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(H2F(w[b].d) * a[b].d), _mm256_cvtepi32_ps(isum), acc);
     }
@@ -451,6 +458,7 @@ AVX2 float sqz__idot_iq3_s_avx2(const void *row, const void *xq, int64_t k) {
     const sqz__aq8_K *a = xq;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / 256; b++) {
+        sqz__idot_ahead(&w[b], sizeof w[b]);
         const __m256i isum = iq3s_isum(&w[b], &a[b]);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(H2F(w[b].d) * a[b].d), _mm256_cvtepi32_ps(isum), acc);
     }

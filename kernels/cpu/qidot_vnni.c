@@ -125,6 +125,7 @@ VNNI static inline float dot32(enum t32 t, const uint8_t *w, const uint8_t *a, i
     float ms0 = 0.0f, ms1 = 0.0f;
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2, w += 2 * bs, a += 2 * as) {
+        sqz__idot_ahead(w, 2 * bs);
         acc0 = fma1(t, w, a, lut, acc0, &ms0);
         acc1 = fma1(t, w + bs, a + as, lut, acc1, &ms1);
     }
@@ -219,6 +220,7 @@ VNNI static inline float dot_q45k(const uint8_t *w, const sqz__aq8_K *a, int64_t
     __m512 acc = _mm512_setzero_ps();
     __m256 accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++, w += bs) {
+        sqz__idot_ahead(w, bs);
         __m256i m;
         const __m512i s = sb_q45k(w + 4, w + qso, qho ? w + qho : NULL, &a[b], &m);
         uint16_t h[2];
@@ -254,6 +256,7 @@ VNNI static inline __m512i sb_q6_K(const sqz_block_q6_K *w, const sqz__aq8_K *a)
 VNNI static inline float dot_q6k(const sqz_block_q6_K *w, const sqz__aq8_K *a, int64_t nb) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        sqz__idot_ahead(&w[b], sizeof w[b]);
         const __m256i m = _mm256_madd_epi16(LD256(a[b].bsums), _mm256_cvtepi8_epi16(LD128(w[b].scales)));
         const __m512i v = _mm512_sub_epi32(sb_q6_K(&w[b], &a[b]), _mm512_zextsi256_si512(_mm256_slli_epi32(m, 5)));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(H2F(w[b].d) * a[b].d), acc);
@@ -389,6 +392,7 @@ VNNI static inline float dotK(enum tk t, const uint8_t *w, const sqz__aq8_K *a, 
     const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(LD128(sqz__kvalues_iq4nl), _mm_set1_epi8((char)0x80)));
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++, w += bs) {
+        sqz__idot_ahead(w, bs);
         __m512i v = superblock(t, w, &a[b], lut);
         uint16_t hd, hm = 0;
         memcpy(&hd, w + dofs[t], 2);
