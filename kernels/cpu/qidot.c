@@ -51,6 +51,16 @@ static const sqz__idot_fn *variant(sqz__qmm_isa isa, const char **name) {
     return NULL;
 }
 
+sqz__aq_quantize_fn sqz__qmm_aq_quantizer(sqz__qmm_isa isa) {
+#if SQZ__QMM_X86
+    __builtin_cpu_init();
+    if (isa == SQZ__ISA_AVX512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+        return sqz__aq_quantize_avx512;
+#endif
+    (void)isa;
+    return sqz__aq_quantize;
+}
+
 sqz__idot_fn sqz__qmm_idot(sqz_dtype t, sqz__qmm_isa isa) {
     if ((unsigned)t >= SQZ_DTYPE_COUNT || !ref_rows[t]) return NULL;
     const char *name;

@@ -64,6 +64,12 @@ size_t sqz__aq_row_bytes(sqz__aq_kind kind, int64_t k);
 /* dst = the k values at x in the activation type (scalar; exactly the rules above). */
 void sqz__aq_quantize(sqz__aq_kind kind, const float *x, void *dst, int64_t k);
 
+/* A quantizer with sqz__aq_quantize's signature and results (bit for bit). */
+typedef void (*sqz__aq_quantize_fn)(sqz__aq_kind kind, const float *x, void *dst, int64_t k);
+/* The fastest such quantizer for isa on this CPU (AVX-512: aquant_avx512.c), else
+ * sqz__aq_quantize itself. */
+sqz__aq_quantize_fn sqz__qmm_aq_quantizer(sqz__qmm_isa isa);
+
 /* sum_i w_i * x_i over k weights (a multiple of the block size) stored at row, against one
  * activation row of the type's kind at xq. */
 typedef float (*sqz__idot_fn)(const void *row, const void *xq, int64_t k);
@@ -106,6 +112,7 @@ sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa);
 extern const sqz__idot_fn sqz__idot_avx2[SQZ_DTYPE_COUNT]; /* qidot_avx2.c */
 extern const sqz__idot_fn sqz__idot_vnni[SQZ_DTYPE_COUNT]; /* qidot_vnni.c: AVX-512F/BW/VL + VNNI */
 extern const sqz__idot4_fn sqz__idot4_vnni[SQZ_DTYPE_COUNT]; /* qidot4_vnni.c: 4 tokens at a time */
+extern const sqz__aq_quantize_fn sqz__aq_quantize_avx512; /* aquant_avx512.c: AVX-512F/BW */
 #endif
 #if SQZ__QMM_NEON
 extern const sqz__idot_fn sqz__idot_neon[SQZ_DTYPE_COUNT]; /* qidot_neon.c: NEON + dotprod */

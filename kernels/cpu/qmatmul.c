@@ -227,6 +227,7 @@ static sqz_status panels_sgemm(sqz__pool *pool, qmm_job *J) {
 typedef struct qmm_ijob {
     const sqz_matmul_args *a;
     sqz__aq_kind kind;
+    sqz__aq_quantize_fn quantize;
     sqz__idot_fn idot;
     sqz__idot4_fn idot4; /* 4 tokens at a time, or NULL */
     uint8_t *xq;       /* m quantized rows of xq_bytes */
@@ -238,7 +239,7 @@ static void rows_quantize(void *c, int64_t b, int64_t e, int thread) {
     (void)thread;
     const qmm_ijob *J = c;
     for (int64_t i = b; i < e; i++)
-        sqz__aq_quantize(J->kind, J->a->x + i * J->a->k, J->xq + (size_t)i * J->xq_bytes, J->a->k);
+        J->quantize(J->kind, J->a->x + i * J->a->k, J->xq + (size_t)i * J->xq_bytes, J->a->k);
 }
 
 /* Output rows [j0, j1) for tokens [i0, i1). */
@@ -270,7 +271,8 @@ static void rows_idot(void *c, int64_t b, int64_t e, int thread) {
 /* Y = X . W^T with X quantized as ggml-cpu quantizes it for W's type (F16/BF16: X rounded, then
  * the float product; F32 and types without integer kernels: the float product). */
 static sqz_status qmatmul_q8(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args *a) {
-    qmm_ijob J = {.a = a, .kind = sqz__aq_kind_of(a->w_dtype), .idot = sqz__qmm_idot(a->w_dtype, isa),
+    qmm_ijob J = {.a = a, .kind = sqz__aq_kind_of(a->w_dtype), .quantize = sqz__qmm_aq_quantizer(isa),
+                  .idot = sqz__qmm_idot(a->w_dtype, isa),
                   .idot4 = a->m >= 4 ? sqz__qmm_idot4(a->w_dtype, isa) : NULL};
     sqz_matmul_args f = *a;
     f.acts = SQZ_ACTIVATIONS_F32;

@@ -1,7 +1,7 @@
 /* tests/unit/test_qidot.c - the integer products of kernels/cpu/qidot.h:
  *   - the activation quantizers against their rules (Q8_0/Q8_1: d = fp16(amax / 127), codes
  *     within half a step; Q8_1's f32 sum; Q8_K: the largest magnitude maps to -127, block sums;
- *     a NaN block gives NaN; F16/BF16 rounding);
+ *     a NaN block gives NaN; F16/BF16 rounding); the AVX-512 quantizers write their bytes;
  *   - every scalar kernel against the double dot product of core's dequantized weights and the
  *     dequantized activations (within 1e-5 of sum |w x|): the reference is tied to the formats;
  *   - every instruction set's kernel this CPU runs against the scalar one: bit for bit with unit
@@ -100,6 +100,36 @@ static void test_quantize_q8_K(void **state) {
     for (int i = 0; i < 4; i++) assert_true(r[i] == sqz_fp16_to_fp32(sqz_fp32_to_fp16(h[i])));
     sqz__aq_quantize(SQZ__AQ_BF16, h, r, 4);
     for (int i = 0; i < 4; i++) assert_true(r[i] == sqz_bf16_to_fp32(sqz_fp32_to_bf16(h[i])));
+}
+
+/* The fastest quantizer this CPU runs (sqz__qmm_aq_quantizer) writes the reference's bytes:
+ * rows of random values with exact ties (x.5 steps), the largest magnitude repeated and of either
+ * sign, all-zero and tiny blocks, a NaN, an infinity, huge values. */
+static void test_quantize_fast(void **state) {
+    (void)state;
+    enum { K = 1024 };
+    static float x[K];
+    static uint8_t a[K * 2], b[K * 2];
+    const sqz__aq_kind kinds[] = {SQZ__AQ_Q8_0, SQZ__AQ_Q8_1, SQZ__AQ_Q8_K, SQZ__AQ_F16, SQZ__AQ_BF16};
+    const sqz__aq_quantize_fn fast = sqz__qmm_aq_quantizer(sqz__qmm_isa_best());
+    for (int trial = 0; trial < 200; trial++) {
+        for (int i = 0; i < K; i++) x[i] = trial % 3 == 0 ? (float)((int)(rnd() % 509) - 254) * 0.5f : rndf();
+        const int t = trial % 10;
+        if (t == 1) x[5] = x[17] = -3.0f, x[300] = 3.0f;              /* a tie for the largest magnitude */
+        if (t == 2) memset(x + 256, 0, 256 * sizeof(float));           /* an all-zero block */
+        if (t == 3) for (int i = 512; i < 768; i++) x[i] = 1e-39f * (float)(i % 7); /* subnormal */
+        if (t == 4) x[700] = NAN;
+        if (t == 5) x[40] = -INFINITY;
+        if (t == 6) for (int i = 0; i < K; i++) x[i] *= 1e30f;
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            const size_t n = sqz__aq_row_bytes(kinds[k], K);
+            memset(a, 0xAB, sizeof a);
+            memset(b, 0xAB, sizeof b);
+            sqz__aq_quantize(kinds[k], x, a, K);
+            fast(kinds[k], x, b, K);
+            if (memcmp(a, b, n) != 0) fail_msg("trial %d kind %d: the fast quantizer differs", trial, (int)kinds[k]);
+        }
+    }
 }
 
 /* ---- the kernels ---------------------------------------------------------------------- */
@@ -392,6 +422,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quantize_q8_0_q8_1),
         cmocka_unit_test(test_quantize_q8_K),
+        cmocka_unit_test(test_quantize_fast),
         cmocka_unit_test(test_kernels_random),
         cmocka_unit_test(test_kernels_x4),
         cmocka_unit_test(test_kernels_real),
