@@ -154,6 +154,11 @@ sqz_status sqz__inputs_check(void);
 /* The path of the live mapping (sqz_map) that holds addr, or NULL. Async-signal-safe: the
  * SIGBUS handler of sqz_io_cleanup_on_signals names the file truncated under a mapping. */
 const char *sqz__mapping_at(const void *addr);
+/* Drops this process's copies of the whole pages of [addr, addr + n) when that range lies in one
+ * live read-only mapping (sqz_map): they no longer count in its resident memory, and a later
+ * read faults them in again from the file, unchanged. False (nothing done) for memory that is
+ * not a mapping's (heap data must never be dropped). */
+bool sqz__mapping_release(const void *addr, size_t n);
 /* sqz_outfile_open for a scratch file a step reads back at once (auto's trial logits): its
  * commit puts it in place even while a program defers its commits (sqz_io_defer_begin). */
 struct sqz_outfile;

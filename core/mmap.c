@@ -123,6 +123,15 @@ const char *sqz__mapping_at(const void *addr) {
     return NULL;
 }
 
+bool sqz__mapping_release(const void *addr, size_t n) {
+    if (!n || !sqz__mapping_at(addr) || sqz__mapping_at(addr) != sqz__mapping_at((const uint8_t *)addr + n - 1))
+        return false;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)addr + pg - 1) & ~(pg - 1), e = ((uintptr_t)addr + n) & ~(pg - 1);
+    if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED); /* read-only, private: the file's pages again */
+    return true;
+}
+
 sqz_status sqz__open_regular(const char *path, int *fd_out, uint64_t *size) {
     *fd_out = -1;
     /* O_NONBLOCK: opening a FIFO without a writer would wait forever. */

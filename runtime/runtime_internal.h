@@ -23,6 +23,14 @@ typedef struct sqz__layer_tensors {
     const sqz_tensor *t[SQZ_ROLE_COUNT][2];
 } sqz__layer_tensors;
 
+
+/* A weight's copy in transparent huge pages (resident.c). */
+typedef struct sqz__resident_copy {
+    void *p;    /* the copy, or NULL */
+    size_t len; /* bytes mapped for it */
+    bool skip;  /* not copied: under 2 MB, not in a file mapping, or no memory for it */
+} sqz__resident_copy;
+
 struct sqz_session {
     const sqz_model *m;
     sqz_backend *be;
@@ -44,6 +52,9 @@ struct sqz_session {
     int64_t n_wcache;            /* entries of wcache: the model's tensors when the session was made (a
                                     pass may add tensors later; the session is then only freed) */
     int64_t wcache_bytes;
+    sqz__resident_copy *wres;    /* per tensor index (n_wcache entries): its copy in huge pages
+                                    (resident.c), or NULL when the session multiplies from the mapping */
+    int64_t wres_bytes;
 
     /* dims: maxima over the layers */
     int64_t d, hd, max_q, max_kv, max_ff;
@@ -101,6 +112,12 @@ sqz_status sqz__linear(sqz_session *s, const float *x, int64_t m, const sqz_tens
 
 /* The index of t in the session's model (its slot in wcache and dcache). */
 int64_t sqz__tensor_index(const sqz_session *s, const sqz_tensor *t);
+/* The bytes the products read for weight t: its copy in huge pages, made on first use where the
+ * session keeps such copies (resident.c), else t->data. */
+const void *sqz__resident(sqz_session *s, const sqz_tensor *t);
+/* Forgets the copies of layer `layer`'s weights (-1: the global ones, -2: all). */
+void sqz__resident_invalidate(sqz_session *s, int32_t layer);
+void sqz__resident_free(sqz_session *s);
 
 /* A device backend's products (device.c): y (m, n) = x (m, k) . W^T (no bias) with x and y in host
  * memory; init makes the weight table, invalidate drops the device copies of a layer (-2: all),

@@ -10,7 +10,7 @@
 #include "runtime/runtime_internal.h"
 
 sqz_session_opts sqz_session_default_opts(void) {
-    sqz_session_opts o = {0, 0, SQZ_WEIGHTS_CACHE, NULL, SQZ_ACTIVATIONS_F32};
+    sqz_session_opts o = {0, 0, SQZ_WEIGHTS_CACHE, NULL, SQZ_ACTIVATIONS_F32, false};
     return o;
 }
 
@@ -39,11 +39,12 @@ void sqz_session_set_hook(sqz_session *s, sqz_hook_fn fn, void *user) {
 const sqz_model *sqz_session_model(const sqz_session *s) { return s->m; }
 int64_t sqz_session_max_tokens(const sqz_session *s) { return s->max_tokens; }
 sqz_activations sqz_session_activations(const sqz_session *s) { return s->acts; }
-int64_t sqz_session_bytes(const sqz_session *s) { return s->scratch_bytes + s->wcache_bytes; }
+int64_t sqz_session_bytes(const sqz_session *s) { return s->scratch_bytes + s->wcache_bytes + s->wres_bytes; }
 
 void sqz_session_free(sqz_session *s) {
     if (!s) return;
     sqz__dev_unpin_all(s);
+    sqz__resident_free(s);
     if (s->wcache) {
         for (int64_t i = 0; i < s->n_wcache; i++) free(s->wcache[i]);
         free(s->wcache);
@@ -179,6 +180,10 @@ static sqz_status setup(sqz_session *s, const sqz_session_opts *o) {
 
     SQZ_TRY(build_tables(s));
     SQZ_TRY(sqz__check_weights(s));
+    if (!o->map_weights && sqz_backend_host_memory(s->be)) { /* copies in huge pages (resident.c) */
+        s->wres = sqz__calloc((size_t)(s->n_wcache ? s->n_wcache : 1), sizeof *s->wres);
+        if (!s->wres) return SQZ_ERR_NOMEM;
+    }
     s->kv_off = sqz__calloc((size_t)hp->n_layers, sizeof *s->kv_off);
     s->kv_valid = sqz__calloc((size_t)hp->n_layers, sizeof *s->kv_valid);
     if (!s->kv_off || !s->kv_valid) return SQZ_ERR_NOMEM;

@@ -164,6 +164,7 @@ static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_te
                          .acts = s->acts};
     if (!w->qp && sqz_backend_supports(s->be, SQZ_OP_MATMUL, w->dtype)) {
         SQZ_TRY(check_data(w));
+        a.w = sqz__resident(s, w);
         return s->be->ops->matmul(s->be->ctx, &a);
     }
     SQZ_RETURN_IF(!sqz_backend_supports(s->be, SQZ_OP_MATMUL, SQZ_DTYPE_F32), SQZ_ERR_UNSUPPORTED,
@@ -194,6 +195,7 @@ static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_te
 void sqz_session_invalidate(sqz_session *s, int32_t layer) {
     if (!s) return;
     if (s->dcache) sqz__dev_invalidate(s, layer);
+    sqz__resident_invalidate(s, layer);
     for (int64_t i = 0; i < s->n_wcache && i < s->m->n_tensors; i++) {
         if (!s->wcache[i]) continue;
         if (layer == -2 || s->m->tensors[i].layer == layer) {

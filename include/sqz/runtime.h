@@ -69,9 +69,16 @@ typedef struct sqz_session_opts {
     sqz_activations activations; /* SQZ_ACTIVATIONS_F32 (the exact model) or SQZ_ACTIVATIONS_Q8 (each product on stored
                                weights takes its input quantized as ggml-cpu does: llama.cpp's
                                numbers); Q8 needs the session's own CPU backend or a borrowed CPU one */
+    bool map_weights;       /* false (default): on a host-memory backend each weight of 2 MB or more
+                               that lies in a file mapping is copied, on its first product, into
+                               transparent huge pages and multiplied from there (one TLB entry per
+                               2 MB instead of per 4 KB: generation ~10% faster on a 1.5 B), the
+                               mapping's pages of it dropped (resident memory does not grow); true:
+                               multiply straight from the mapping */
 } sqz_session_opts;
 
-/* Defaults: n_threads 0, max_tokens 0, SQZ_WEIGHTS_CACHE, backend NULL, SQZ_ACTIVATIONS_F32. */
+/* Defaults: n_threads 0, max_tokens 0, SQZ_WEIGHTS_CACHE, backend NULL, SQZ_ACTIVATIONS_F32,
+ * map_weights false. */
 SQZ_API sqz_session_opts sqz_session_default_opts(void);
 
 /* Makes a session for model m (validated again here; llama and BERT families). opts may be
