@@ -8,9 +8,12 @@
  * Qwen2.5-Coder-1.5B Q4_K_M, 2 threads, generation 26.3-27.0 -> 29.4-31.9 tokens/s (12-06, EPYC;
  * llama.cpp's repacked weights are anonymous memory too).
  *
- * A tensor is copied on its first product, when it holds at least 2 MB (a smaller one cannot fill
- * a huge page) and its bytes lie in a file mapping (data a pass wrote to the heap is used as it
- * is). The mapping's pages of the copied range are then dropped from this process (they would
+ * A tensor is copied on its first product of at most 16 tokens (generation's steps, a short
+ * prompt), when it holds at least 2 MB (a smaller one cannot fill a huge page) and its bytes lie
+ * in a file mapping (data a pass wrote to the heap is used as it is). Products of many tokens
+ * (eval's windows) read each weight once per tile of tokens: the TLB is not their cost, and the
+ * copy's first touch of fresh memory is (a fresh gigabyte of huge pages took 0.1-3.4 s to fault
+ * in on this VM), so they multiply from the mapping. The mapping's pages of the copied range are then dropped from this process (they would
  * otherwise count twice in its resident memory): a later read of the tensor through the model
  * faults them in again from the file. sqz_session_invalidate forgets a layer's copies, as it
  * forgets its float copies. sqz_session_opts.map_weights = true turns the copies off.
@@ -23,7 +26,7 @@
 
 #include "runtime/runtime_internal.h"
 
-enum { SQZ__HUGE = 2 << 20 };
+enum { SQZ__HUGE = 2 << 20, SQZ__RESIDENT_MAX_M = 16 };
 
 /* n bytes (rounded up to 4 KB) of anonymous memory at a 2 MB boundary, advised MADV_HUGEPAGE
  * before anything touches it; NULL when the system has none to give. */
@@ -42,11 +45,12 @@ static void *huge_alloc(size_t n, size_t *len) {
     return (void *)a;
 }
 
-const void *sqz__resident(sqz_session *s, const sqz_tensor *t) {
+const void *sqz__resident(sqz_session *s, const sqz_tensor *t, int64_t m) {
     const int64_t i = sqz__tensor_index(s, t);
     if (!s->wres || i < 0 || i >= s->n_wcache) return t->data;
     sqz__resident_copy *r = &s->wres[i];
     if (r->p) return r->p;
+    if (m > SQZ__RESIDENT_MAX_M) return t->data; /* many tokens: the weights' reads are not the cost */
     if (r->skip || t->nbytes < SQZ__HUGE || !sqz__mapping_at(t->data)) {
         r->skip = true;
         return t->data;

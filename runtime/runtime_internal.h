@@ -112,9 +112,9 @@ sqz_status sqz__linear(sqz_session *s, const float *x, int64_t m, const sqz_tens
 
 /* The index of t in the session's model (its slot in wcache and dcache). */
 int64_t sqz__tensor_index(const sqz_session *s, const sqz_tensor *t);
-/* The bytes the products read for weight t: its copy in huge pages, made on first use where the
- * session keeps such copies (resident.c), else t->data. */
-const void *sqz__resident(sqz_session *s, const sqz_tensor *t);
+/* The bytes a product of m tokens reads for weight t: its copy in huge pages where the session
+ * keeps such copies (resident.c; made on the first product of few tokens), else t->data. */
+const void *sqz__resident(sqz_session *s, const sqz_tensor *t, int64_t m);
 /* Forgets the copies of layer `layer`'s weights (-1: the global ones, -2: all). */
 void sqz__resident_invalidate(sqz_session *s, int32_t layer);
 void sqz__resident_free(sqz_session *s);

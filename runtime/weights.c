@@ -164,7 +164,7 @@ static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_te
                          .acts = s->acts};
     if (!w->qp && sqz_backend_supports(s->be, SQZ_OP_MATMUL, w->dtype)) {
         SQZ_TRY(check_data(w));
-        a.w = sqz__resident(s, w);
+        a.w = sqz__resident(s, w, m);
         return s->be->ops->matmul(s->be->ctx, &a);
     }
     SQZ_RETURN_IF(!sqz_backend_supports(s->be, SQZ_OP_MATMUL, SQZ_DTYPE_F32), SQZ_ERR_UNSUPPORTED,

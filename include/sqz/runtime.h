@@ -70,7 +70,8 @@ typedef struct sqz_session_opts {
                                weights takes its input quantized as ggml-cpu does: llama.cpp's
                                numbers); Q8 needs the session's own CPU backend or a borrowed CPU one */
     bool map_weights;       /* false (default): on a host-memory backend each weight of 2 MB or more
-                               that lies in a file mapping is copied, on its first product, into
+                               that lies in a file mapping is copied, on its first product of at
+                               most 16 tokens (generation's steps; eval's windows do not), into
                                transparent huge pages and multiplied from there (one TLB entry per
                                2 MB instead of per 4 KB: generation ~10% faster on a 1.5 B), the
                                mapping's pages of it dropped (resident memory does not grow); true:
