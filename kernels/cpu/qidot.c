@@ -86,6 +86,17 @@ sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa) {
     return NULL;
 }
 
+sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa) {
+    const char *name;
+    if ((unsigned)t >= SQZ_DTYPE_COUNT || !ref_rows[t]) return NULL;
+#if SQZ__QMM_X86
+    if (variant(isa, &name) == sqz__idot_vnni) return sqz__idot8_vnni[t];
+#endif
+    (void)isa;
+    (void)name;
+    return NULL;
+}
+
 const char *sqz_cpu_kernels(void) {
     static char text[96];
     const sqz__qmm_isa isa = sqz__qmm_isa_best();

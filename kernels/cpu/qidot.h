@@ -106,12 +106,17 @@ static inline void sqz__idot_ahead(const void *p, size_t n) {
 typedef void (*sqz__idot4_fn)(const void *row, const void *xq, size_t stride, int64_t k, float *out);
 /* The 4-token kernel of t for isa, NULL where there is none (then the one-row kernel serves). */
 sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa);
+/* Eight tokens at a time (out[0..7], rows stride bytes apart; each out[r] has the one-row
+ * kernel's integer sums): the weight row decoded once for the eight. NULL where there is none
+ * (the K and IQ types with AVX-512 VNNI have one). */
+sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa);
 
 /* Each variant file's table: the kernel of each weight type it has, NULL elsewhere. */
 #if SQZ__QMM_X86
 extern const sqz__idot_fn sqz__idot_avx2[SQZ_DTYPE_COUNT]; /* qidot_avx2.c */
 extern const sqz__idot_fn sqz__idot_vnni[SQZ_DTYPE_COUNT]; /* qidot_vnni.c: AVX-512F/BW/VL + VNNI */
 extern const sqz__idot4_fn sqz__idot4_vnni[SQZ_DTYPE_COUNT]; /* qidot4_vnni.c: 4 tokens at a time */
+extern const sqz__idot4_fn sqz__idot8_vnni[SQZ_DTYPE_COUNT]; /* qidot4_vnni.c: 8 tokens at a time */
 extern const sqz__aq_quantize_fn sqz__aq_quantize_avx512; /* aquant_avx512.c: AVX-512F/BW */
 #endif
 #if SQZ__QMM_NEON

@@ -230,6 +230,7 @@ typedef struct qmm_ijob {
     sqz__aq_quantize_fn quantize;
     sqz__idot_fn idot;
     sqz__idot4_fn idot4; /* 4 tokens at a time, or NULL */
+    sqz__idot4_fn idot8; /* 8 tokens at a time, or NULL */
     uint8_t *xq;       /* m quantized rows of xq_bytes */
     size_t xq_bytes;
     size_t row_bytes;  /* bytes per weight row */
@@ -249,6 +250,10 @@ static void tile_idot(const qmm_ijob *J, int64_t j0, int64_t j1, int64_t i0, int
         const uint8_t *row = (const uint8_t *)a->w + (size_t)j * J->row_bytes;
         const float bj = a->bias ? a->bias[j] : 0.0f;
         int64_t i = i0;
+        for (float o[8]; J->idot8 && i + 8 <= i1; i += 8) {
+            J->idot8(row, J->xq + (size_t)i * J->xq_bytes, J->xq_bytes, a->k, o);
+            for (int r = 0; r < 8; r++) a->y[(i + r) * a->n + j] = o[r] + bj;
+        }
         for (float o[4]; J->idot4 && i + 4 <= i1; i += 4) {
             J->idot4(row, J->xq + (size_t)i * J->xq_bytes, J->xq_bytes, a->k, o);
             for (int r = 0; r < 4; r++) a->y[(i + r) * a->n + j] = o[r] + bj;
@@ -273,7 +278,8 @@ static void rows_idot(void *c, int64_t b, int64_t e, int thread) {
 static sqz_status qmatmul_q8(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args *a) {
     qmm_ijob J = {.a = a, .kind = sqz__aq_kind_of(a->w_dtype), .quantize = sqz__qmm_aq_quantizer(isa),
                   .idot = sqz__qmm_idot(a->w_dtype, isa),
-                  .idot4 = a->m >= 4 ? sqz__qmm_idot4(a->w_dtype, isa) : NULL};
+                  .idot4 = a->m >= 4 ? sqz__qmm_idot4(a->w_dtype, isa) : NULL,
+                  .idot8 = a->m >= 8 ? sqz__qmm_idot8(a->w_dtype, isa) : NULL};
     sqz_matmul_args f = *a;
     f.acts = SQZ_ACTIVATIONS_F32;
     if (J.kind == SQZ__AQ_NONE) return sqz__qmatmul(pool, isa, &f);

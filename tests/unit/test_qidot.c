@@ -8,7 +8,7 @@
  *     scales (the result is then a sum of integers below 2^24, exact in any order: the integer
  *     sums are the same bits), within 1e-5 of sum |w x| with real scales; on random blocks and on
  *     real stories260K weights quantized to every type sqz writes;
- *   - the 4-token kernels (AVX-512 VNNI) against the scalar one on each of their 4 rows, as above;
+ *   - the 4- and 8-token kernels (AVX-512 VNNI) against the scalar one on each of their rows, as above;
  *   - sqz__qmatmul with SQZ_ACTIVATIONS_Q8 (1, 5 and 9 tokens, 1 and 2 threads) equals the
  *     kernel applied row by row (each group of 4 tokens: the 4-token kernel where there is one);
  *     F16 weights take rounded inputs.
@@ -281,43 +281,51 @@ static void test_kernels_random(void **state) {
 /* The 4-token kernels (sqz__qmm_idot4) against the scalar kernel on each of their 4 activation
  * rows (contiguous, stride sqz__aq_row_bytes): bit for bit with unit scales, within 1e-5 of
  * sum |w x| with real ones; k 288 (9 blocks of 32) and 4352 take the 32-block kernels' tails. */
+/* The several-token kernels (4 and 8 tokens: AVX-512 VNNI) against the scalar kernel on each row. */
+static void check_wide(sqz_dtype t, sqz__idot4_fn f, int width, int64_t k, int unit) {
+    const sqz__aq_kind kind = sqz__aq_kind_of(t);
+    const size_t rb = sqz__aq_row_bytes(kind, k);
+    uint8_t *w = random_row(t, k, unit), *xq = malloc((size_t)width * rb);
+    assert_non_null(xq);
+    for (int r = 0; r < width; r++) {
+        void *x = activation_row(t, k, unit);
+        memcpy(xq + r * rb, x, rb);
+        free(x);
+    }
+    float out[8];
+    f(w, xq, rb, k, out);
+    for (int r = 0; r < width; r++) {
+        const float ref = sqz__qmm_idot(t, SQZ__ISA_SCALAR)(w, xq + r * rb, k);
+        double mag;
+        exact_dot(t, w, xq + r * rb, k, &mag);
+        const bool ok = unit && mag < 16777216.0 ? out[r] == ref : fabs(out[r] - ref) <= 1e-5 * mag + 1e-30;
+        if (!ok)
+            fail_msg("%s x%d k %lld %s row %d: %.9g vs scalar %.9g (sum |w x| %g)", sqz_dtype_name(t), width,
+                     (long long)k, unit ? "unit scales" : "real scales", r, out[r], ref, mag);
+    }
+    free(w);
+    free(xq);
+}
+
 static void test_kernels_x4(void **state) {
     (void)state;
     if (!sqz__qmm_isa_runs(SQZ__ISA_AVX512)) skip();
     static const int64_t lens[] = {256, 288, 512, 768, 2304, 4096 + 256, 10240};
+    int n8 = 0;
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         const sqz_dtype t = kTypes[ti];
-        const sqz__idot4_fn f4 = sqz__qmm_idot4(t, SQZ__ISA_AVX512);
-        if (!f4) continue;
-        const sqz__aq_kind kind = sqz__aq_kind_of(t);
+        const sqz__idot4_fn f4 = sqz__qmm_idot4(t, SQZ__ISA_AVX512), f8 = sqz__qmm_idot8(t, SQZ__ISA_AVX512);
+        n8 += f8 != NULL;
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             const int64_t k = lens[li];
             if (k % sqz_dtype_info(t)->block_size) continue;
-            const size_t rb = sqz__aq_row_bytes(kind, k);
             for (int unit = 0; unit < 2; unit++) {
-                uint8_t *w = random_row(t, k, unit), *xq = malloc(4 * rb);
-                assert_non_null(xq);
-                for (int r = 0; r < 4; r++) {
-                    void *x = activation_row(t, k, unit);
-                    memcpy(xq + r * rb, x, rb);
-                    free(x);
-                }
-                float out[4];
-                f4(w, xq, rb, k, out);
-                for (int r = 0; r < 4; r++) {
-                    const float ref = sqz__qmm_idot(t, SQZ__ISA_SCALAR)(w, xq + r * rb, k);
-                    double mag;
-                    exact_dot(t, w, xq + r * rb, k, &mag);
-                    const bool ok = unit && mag < 16777216.0 ? out[r] == ref : fabs(out[r] - ref) <= 1e-5 * mag + 1e-30;
-                    if (!ok)
-                        fail_msg("%s x4 k %lld %s row %d: %.9g vs scalar %.9g (sum |w x| %g)", sqz_dtype_name(t),
-                                 (long long)k, unit ? "unit scales" : "real scales", r, out[r], ref, mag);
-                }
-                free(w);
-                free(xq);
+                if (f4) check_wide(t, f4, 4, k, unit);
+                if (f8) check_wide(t, f8, 8, k, unit);
             }
         }
     }
+    if (sqz__qmm_idot8(SQZ_DTYPE_Q4_K, SQZ__ISA_AVX512)) assert_int_equal(n8, 7); /* the seven K and IQ types */
 }
 
 /* Real weights: stories260K's w1 (860 rows of 64 as 215 rows of 256) quantized to each type sqz
@@ -391,7 +399,8 @@ static void test_qmatmul_q8(void **state) {
                                     assert_true(fabsf(y[i * n + j] - want) <= 1e-5f * (1.0f + fabsf(want)) * (float)k);
                                     continue;
                                 }
-                            } else if (f4 && i < m / 4 * 4) { /* tokens in groups of 4 take the 4-token kernel */
+                            } else if (f4 && i < m / 4 * 4) { /* tokens in groups of 4 (or 8: the same sums,
+                                                                 * in the same order) take the 4-token kernel */
                                 float o[4];
                                 for (int r = 0; r < 4; r++)
                                     sqz__aq_quantize(kind, x + (i / 4 * 4 + r) * k, x4 + r * ab, k);
