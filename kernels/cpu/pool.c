@@ -49,6 +49,8 @@ struct sqz__pool {
     void *ctx;
     int64_t n, chunk;
     atomic_int_fast64_t next;
+    void *scratch[2]; /* sqz__pool_scratch */
+    size_t scratch_bytes[2];
 };
 
 typedef struct {
@@ -170,10 +172,22 @@ void sqz__pool_free(sqz__pool *p) {
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
     free(p->threads);
+    free(p->scratch[0]);
+    free(p->scratch[1]);
     free(p);
 }
 
 int sqz__pool_threads(const sqz__pool *p) { return p ? p->n_threads : 1; }
+
+void *sqz__pool_scratch(sqz__pool *p, int slot, size_t bytes) {
+    if (!p || slot < 0 || slot > 1) return NULL;
+    if (p->scratch_bytes[slot] < bytes) {
+        free(p->scratch[slot]);
+        p->scratch[slot] = sqz__malloc(bytes);
+        p->scratch_bytes[slot] = p->scratch[slot] ? bytes : 0;
+    }
+    return p->scratch[slot];
+}
 
 void sqz__pool_for(sqz__pool *p, int64_t n, int64_t grain, sqz__pool_fn fn, void *ctx) {
     if (n <= 0) return;

@@ -7,6 +7,7 @@
 #ifndef SQZ_KERNELS_CPU_POOL_H
 #define SQZ_KERNELS_CPU_POOL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sqz/status.h"
@@ -27,6 +28,11 @@ void sqz__pool_free(sqz__pool *p);
 int64_t sqz__pool_set_spin(sqz__pool *p, int64_t ns);
 /* Threads including the caller. */
 int sqz__pool_threads(const sqz__pool *p);
+/* A buffer of at least `bytes` owned by the pool (slot 0 or 1; its contents are not kept when it
+ * grows), kept until sqz__pool_free: the products' panels and quantized activations, which a
+ * fresh allocation per product paid for in page faults (36 MB panels of the 1.5 B's ffn_down
+ * zeroed again for each product). NULL when out of memory. The pool's caller only (not reentrant). */
+void *sqz__pool_scratch(sqz__pool *p, int slot, size_t bytes);
 /* Runs fn over [0, n) split in chunks of at least `grain` items, and returns when all are done.
  * Runs inline when one chunk covers everything. Not reentrant. */
 void sqz__pool_for(sqz__pool *p, int64_t n, int64_t grain, sqz__pool_fn fn, void *ctx);

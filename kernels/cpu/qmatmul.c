@@ -199,10 +199,18 @@ static void run_inline(sqz__pool *pool, int64_t n, int64_t grain, sqz__pool_fn f
     else fn(ctx, 0, n, 0);
 }
 
+/* n bytes of scratch: the pool's slot (kept between products), or malloc'd into *owned. */
+static void *scratch(sqz__pool *pool, int slot, size_t n, void **owned) {
+    *owned = NULL;
+    if (pool) return sqz__pool_scratch(pool, slot, n);
+    return *owned = sqz__malloc(n);
+}
+
 static sqz_status panels_sgemm(sqz__pool *pool, qmm_job *J) {
     const sqz_matmul_args *a = J->a;
     const int64_t P = a->n < SQZ__QMM_PANEL ? a->n : SQZ__QMM_PANEL;
-    J->panel = sqz__malloc((size_t)P * (size_t)a->k * sizeof(float));
+    void *owned;
+    J->panel = scratch(pool, 0, (size_t)P * (size_t)a->k * sizeof(float), &owned);
     if (!J->panel) return SQZ_ERR_NOMEM;
     const int64_t spin = sqz__pool_set_spin(pool, 0); /* sgemm's own threads take the cores */
     for (J->j0 = 0; J->j0 < a->n; J->j0 += P) {
@@ -212,7 +220,7 @@ static sqz_status panels_sgemm(sqz__pool *pool, qmm_job *J) {
                     J->panel, (int)a->k, 0.0f, a->y + J->j0, (int)a->n);
     }
     sqz__pool_set_spin(pool, spin);
-    free(J->panel);
+    free(owned);
     if (a->bias) {
         for (int64_t i = 0; i < a->m; i++) {
             float *row = a->y + i * a->n;
@@ -284,7 +292,8 @@ static sqz_status qmatmul_q8(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul
     f.acts = SQZ_ACTIVATIONS_F32;
     if (J.kind == SQZ__AQ_NONE) return sqz__qmatmul(pool, isa, &f);
     J.xq_bytes = sqz__aq_row_bytes(J.kind, a->k);
-    J.xq = sqz__malloc((size_t)a->m * J.xq_bytes + 64);
+    void *owned;
+    J.xq = scratch(pool, 1, (size_t)a->m * J.xq_bytes + 64, &owned);
     if (!J.xq) return SQZ_ERR_NOMEM;
     run_inline(pool, a->m, 4, rows_quantize, &J);
     sqz_status st = SQZ_OK;
@@ -297,7 +306,7 @@ static sqz_status qmatmul_q8(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul
         /* ~64k multiply-adds per chunk of rows: enough to be worth waking a thread */
         run_inline(pool, a->n, 65536 / (a->k * a->m) + 1, rows_idot, &J);
     }
-    free(J.xq);
+    free(owned);
     return st;
 }
 
