@@ -109,7 +109,7 @@ static void test_quantize_fast(void **state) {
     (void)state;
     enum { K = 1024 };
     static float x[K];
-    static uint8_t a[K * 2], b[K * 2];
+    static uint8_t a[K * sizeof(float)], b[K * sizeof(float)]; /* the largest row: F16/BF16 rows are f32 */
     const sqz__aq_kind kinds[] = {SQZ__AQ_Q8_0, SQZ__AQ_Q8_1, SQZ__AQ_Q8_K, SQZ__AQ_F16, SQZ__AQ_BF16};
     const sqz__aq_quantize_fn fast = sqz__qmm_aq_quantizer(sqz__qmm_isa_best());
     for (int trial = 0; trial < 200; trial++) {
@@ -123,6 +123,7 @@ static void test_quantize_fast(void **state) {
         if (t == 6) for (int i = 0; i < K; i++) x[i] *= 1e30f;
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
             const size_t n = sqz__aq_row_bytes(kinds[k], K);
+            assert_true(n <= sizeof a);
             memset(a, 0xAB, sizeof a);
             memset(b, 0xAB, sizeof b);
             sqz__aq_quantize(kinds[k], x, a, K);
