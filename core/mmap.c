@@ -124,8 +124,8 @@ const char *sqz__mapping_at(const void *addr) {
 }
 
 bool sqz__mapping_release(const void *addr, size_t n) {
-    if (!n || !sqz__mapping_at(addr) || sqz__mapping_at(addr) != sqz__mapping_at((const uint8_t *)addr + n - 1))
-        return false;
+    const char *path = n ? sqz__mapping_at(addr) : NULL;
+    if (!path || path != sqz__mapping_at((const uint8_t *)addr + n - 1)) return false;
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     const uintptr_t a = ((uintptr_t)addr + pg - 1) & ~(pg - 1), e = ((uintptr_t)addr + n) & ~(pg - 1);
     if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED); /* read-only, private: the file's pages again */

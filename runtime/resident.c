@@ -10,12 +10,12 @@
  *
  * A tensor is copied on its first product of at most 16 tokens (generation's steps, a short
  * prompt), when it holds at least 2 MB (a smaller one cannot fill a huge page) and its bytes lie
- * in a file mapping (data a pass wrote to the heap is used as it is). Products of many tokens
- * (eval's windows) read each weight once per tile of tokens: the TLB is not their cost, and the
- * copy's first touch of fresh memory is (a fresh gigabyte of huge pages took 0.1-3.4 s to fault
- * in on this VM), so they multiply from the mapping. The mapping's pages of the copied range are then dropped from this process (they would
- * otherwise count twice in its resident memory): a later read of the tensor through the model
- * faults them in again from the file. sqz_session_invalidate forgets a layer's copies, as it
+ * in a file mapping (data a pass wrote to the heap is used as it is). The mapping's pages of the
+ * copied range are then dropped from this process (they would otherwise count twice in its
+ * resident memory): a later read of the tensor through the model faults them in again from the
+ * file. Products of many tokens (eval's windows) read each weight once per tile of tokens: the
+ * TLB is not their cost, and the copy's first touch of fresh memory is (a fresh gigabyte of huge
+ * pages took 0.1-3.4 s to fault in on this VM), so they multiply from the mapping. sqz_session_invalidate forgets a layer's copies, as it
  * forgets its float copies. sqz_session_opts.map_weights = true turns the copies off.
  */
 #define _GNU_SOURCE

@@ -75,24 +75,19 @@ const char *sqz__qmm_idot_name(sqz_dtype t, sqz__qmm_isa isa) {
     return v && v[t] ? name : "scalar";
 }
 
-/* The several-token kernel of t from the VNNI table `vnni` where isa takes the VNNI variant, else NULL. */
-static sqz__idot4_fn wide(sqz_dtype t, sqz__qmm_isa isa, const sqz__idot4_fn *vnni) {
+/* The several-token kernel of t (eight tokens or four) where isa takes the VNNI variant, else NULL. */
+static sqz__idot4_fn wide(sqz_dtype t, sqz__qmm_isa isa, bool eight) {
     const char *name;
     if ((unsigned)t >= SQZ_DTYPE_COUNT || !ref_rows[t]) return NULL;
 #if SQZ__QMM_X86
-    if (variant(isa, &name) == sqz__idot_vnni) return vnni[t];
+    if (variant(isa, &name) == sqz__idot_vnni) return (eight ? sqz__idot8_vnni : sqz__idot4_vnni)[t];
 #endif
-    (void)isa, (void)name, (void)vnni;
+    (void)isa, (void)name, (void)eight;
     return NULL;
 }
 
-#if SQZ__QMM_X86
-sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa) { return wide(t, isa, sqz__idot4_vnni); }
-sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa) { return wide(t, isa, sqz__idot8_vnni); }
-#else
-sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa) { return wide(t, isa, NULL); }
-sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa) { return wide(t, isa, NULL); }
-#endif
+sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa) { return wide(t, isa, false); }
+sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa) { return wide(t, isa, true); }
 
 const char *sqz_cpu_kernels(void) {
     static char text[96];
