@@ -98,6 +98,22 @@ static const sqz_member gemma3_channel[] = {
     {SQZ_ROLE_FFN_GATE, W, 1, SQZ_UNIT_CHANNEL},       {SQZ_ROLE_FFN_UP, W, 1, SQZ_UNIT_CHANNEL},
     {SQZ_ROLE_FFN_DOWN, W, 0, SQZ_UNIT_CHANNEL},       {SQZ_ROLE_FFN_POST_NORM, W, 0, SQZ_UNIT_CHANNEL},
 };
+/* The mixtures of experts: attention as their dense family's, the router and the stacked experts in
+ * place of the FFN. Their FFN is not a linear group (compress refuses them before any work: per-expert
+ * calibration is still to come), and only heads are a prunable structure. */
+static const sqz_linear_group moe_groups[] = {
+    {{SQZ_ROLE_ATTN_OUT}, 1, SQZ_FOLD_LINEAR, SQZ_ROLE_ATTN_V, true},
+    {{SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V}, 3, SQZ_FOLD_NORM, SQZ_ROLE_ATTN_NORM, false},
+};
+static const sqz_role mixtral_layer_roles[] = {SQZ_ROLE_ATTN_NORM,    SQZ_ROLE_ATTN_Q,        SQZ_ROLE_ATTN_K,
+                                               SQZ_ROLE_ATTN_V,       SQZ_ROLE_ATTN_OUT,      SQZ_ROLE_FFN_NORM,
+                                               SQZ_ROLE_FFN_GATE_INP, SQZ_ROLE_FFN_GATE_EXPS, SQZ_ROLE_FFN_UP_EXPS,
+                                               SQZ_ROLE_FFN_DOWN_EXPS};
+static const sqz_role qwen3moe_layer_roles[] = {
+    SQZ_ROLE_ATTN_NORM,   SQZ_ROLE_ATTN_Q,       SQZ_ROLE_ATTN_K,        SQZ_ROLE_ATTN_V,
+    SQZ_ROLE_ATTN_Q_NORM, SQZ_ROLE_ATTN_K_NORM,  SQZ_ROLE_ATTN_OUT,      SQZ_ROLE_FFN_NORM,
+    SQZ_ROLE_FFN_GATE_INP, SQZ_ROLE_FFN_GATE_EXPS, SQZ_ROLE_FFN_UP_EXPS, SQZ_ROLE_FFN_DOWN_EXPS};
+
 /* Global tensors a family may carry besides embeddings, norms and the classifier. */
 static const sqz_role llama_extra_global[] = {SQZ_ROLE_ROPE_FREQS};
 static const sqz_role phi3_extra_global[] = {SQZ_ROLE_ROPE_FACTORS_LONG, SQZ_ROLE_ROPE_FACTORS_SHORT};
@@ -159,6 +175,28 @@ static const sqz_family_info families[] = {
         .qkv_bias_by_hparam = true, .eval_ctx = 512, .prune_channels = true, .bias_siblings = true,
         .gguf_arch = "phi3", .bundle = false, .hf_head_dim = false,
         .extra_global = phi3_extra_global, .n_extra_global = N_OF(phi3_extra_global),
+    },
+    [SQZ_FAMILY_QWEN3MOE] = {
+        .family = SQZ_FAMILY_QWEN3MOE, .norm = SQZ_NORM_RMS, .pre_norm = true, .gated_ffn = true,
+        .groups = moe_groups, .n_groups = N_OF(moe_groups),
+        .structures = {[SQZ_STRUCT_HEAD] = {llama_head, N_OF(llama_head)}},
+        .no_out_bias = true, .gguf_uniform = true,
+        .name = "qwen3moe", .lm_head = true, .causal = true, .positions = SQZ_POS_ROTARY, .token_types = false,
+        .layer_roles = qwen3moe_layer_roles, .n_layer_roles = N_OF(qwen3moe_layer_roles), .final_norm = true,
+        .qkv_bias_by_hparam = true, .eval_ctx = 512, .prune_channels = false, .bias_siblings = true,
+        .gguf_arch = "qwen3moe", .bundle = false, .hf_head_dim = true,
+        .experts = true,
+    },
+    [SQZ_FAMILY_MIXTRAL] = {
+        .family = SQZ_FAMILY_MIXTRAL, .norm = SQZ_NORM_RMS, .pre_norm = true, .gated_ffn = true,
+        .groups = moe_groups, .n_groups = N_OF(moe_groups),
+        .structures = {[SQZ_STRUCT_HEAD] = {llama_head, N_OF(llama_head)}},
+        .no_out_bias = true, .gguf_uniform = true,
+        .name = "mixtral", .lm_head = true, .causal = true, .positions = SQZ_POS_ROTARY, .token_types = false,
+        .layer_roles = mixtral_layer_roles, .n_layer_roles = N_OF(mixtral_layer_roles), .final_norm = true,
+        .qkv_bias_by_hparam = true, .eval_ctx = 512, .prune_channels = false, .bias_siblings = true,
+        .gguf_arch = "llama", .bundle = false, .hf_head_dim = true,
+        .experts = true,
     },
     /* BERT's head members are llama's: q/k/v rows and biases, o columns (n_kv_heads == n_heads) */
     [SQZ_FAMILY_BERT] = {

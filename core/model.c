@@ -112,7 +112,7 @@ sqz_status sqz_model_init_layers(sqz_model *m) {
     m->layers = sqz__calloc((size_t)(m->hp.n_layers ? m->hp.n_layers : 1), sizeof *m->layers);
     if (!m->layers) return SQZ_ERR_NOMEM;
     for (int64_t l = 0; l < m->hp.n_layers; l++) {
-        m->layers[l] = (sqz_layer_dims){m->hp.n_heads, m->hp.n_kv_heads, m->hp.d_ff, 0};
+        m->layers[l] = (sqz_layer_dims){m->hp.n_heads, m->hp.n_kv_heads, m->hp.d_ff, 0, m->hp.n_expert};
     }
     return SQZ_OK;
 }
@@ -121,6 +121,18 @@ int64_t sqz_model_param_count(const sqz_model *m) {
     int64_t n = 0;
     for (int64_t i = 0; i < m->n_tensors; i++) {
         n += sqz_tensor_nelements(&m->tensors[i]);
+    }
+    return n;
+}
+
+int64_t sqz_model_active_param_count(const sqz_model *m) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const sqz_tensor *t = &m->tensors[i];
+        const sqz_role r = t->role;
+        const bool exps = r == SQZ_ROLE_FFN_GATE_EXPS || r == SQZ_ROLE_FFN_UP_EXPS || r == SQZ_ROLE_FFN_DOWN_EXPS;
+        const int64_t ne = sqz_tensor_nelements(t);
+        n += exps && t->shape[0] > 0 ? ne / t->shape[0] * m->hp.n_expert_used : ne;
     }
     return n;
 }
@@ -142,7 +154,7 @@ const char *sqz_rope_layout_name(sqz_rope_layout r) {
 }
 
 /* Expected shape of (role, param) in layer l; ndim 0 when the role is not part of the family. */
-static int expected_shape(const sqz_model *m, sqz_role role, sqz_param param, int32_t l, int64_t shape[2]) {
+static int expected_shape(const sqz_model *m, sqz_role role, sqz_param param, int32_t l, int64_t shape[3]) {
     const sqz_hparams *hp = &m->hp;
     const sqz_layer_dims *ld = l >= 0 ? &m->layers[l] : NULL;
     const int64_t d = hp->d_model, hd = hp->head_dim;
@@ -169,6 +181,13 @@ static int expected_shape(const sqz_model *m, sqz_role role, sqz_param param, in
     case SQZ_ROLE_ATTN_OUT: rows = d; cols = ld->n_heads * hd; break;
     case SQZ_ROLE_FFN_GATE: case SQZ_ROLE_FFN_UP: rows = ld->d_ff; cols = d; break;
     case SQZ_ROLE_FFN_DOWN: rows = d; cols = ld->d_ff; break;
+    case SQZ_ROLE_FFN_GATE_INP: rows = ld->n_expert; cols = d; break;
+    case SQZ_ROLE_FFN_GATE_EXPS: case SQZ_ROLE_FFN_UP_EXPS: case SQZ_ROLE_FFN_DOWN_EXPS:
+        if (param != SQZ_PARAM_WEIGHT) return 0;
+        shape[0] = ld->n_expert;
+        shape[1] = role == SQZ_ROLE_FFN_DOWN_EXPS ? d : ld->d_ff;
+        shape[2] = role == SQZ_ROLE_FFN_DOWN_EXPS ? ld->d_ff : d;
+        return 3;
     default: return 0;
     }
     if (param == SQZ_PARAM_BIAS) {
@@ -201,7 +220,8 @@ static bool role_in_family(const sqz_family_info *fi, sqz_role role) {
     switch (role) {
     case SQZ_ROLE_ATTN_Q_NORM: case SQZ_ROLE_ATTN_K_NORM: case SQZ_ROLE_ATTN_POST_NORM: case SQZ_ROLE_FFN_POST_NORM:
     case SQZ_ROLE_ROPE_FREQS: case SQZ_ROLE_ROPE_FACTORS_LONG: case SQZ_ROLE_ROPE_FACTORS_SHORT:
-    case SQZ_ROLE_ATTN_QKV:
+    case SQZ_ROLE_ATTN_QKV: case SQZ_ROLE_FFN_GATE_INP: case SQZ_ROLE_FFN_GATE_EXPS: case SQZ_ROLE_FFN_UP_EXPS:
+    case SQZ_ROLE_FFN_DOWN_EXPS:
         return false; /* the newer roles only where a row names them */
     default:
         return true; /* the older roles: by shape (expected_shape), as before */
@@ -250,6 +270,10 @@ sqz_status sqz_model_validate(const sqz_model *m) {
         SQZ_RETURN_IF(ld->n_heads <= 0 || ld->n_kv_heads <= 0 || ld->n_heads % ld->n_kv_heads != 0 || ld->d_ff <= 0,
                       SQZ_ERR_FORMAT, "%s: layer %" PRId64 ": %" PRId64 " heads, %" PRId64 " KV heads, d_ff %" PRId64
                       " are not valid", src, l, ld->n_heads, ld->n_kv_heads, ld->d_ff);
+        SQZ_RETURN_IF(fi->experts && (ld->n_expert <= 0 || hp->n_expert_used <= 0 || hp->n_expert_used > ld->n_expert),
+                      SQZ_ERR_FORMAT, "%s: layer %" PRId64 ": %" PRId64 " experts, %" PRId64 " used per token: a %s "
+                      "model routes each token to 1..experts of them", src, l, ld->n_expert, hp->n_expert_used,
+                      fi->name);
     }
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const sqz_tensor *t = &m->tensors[i];
@@ -264,7 +288,7 @@ sqz_status sqz_model_validate(const sqz_model *m) {
                           "%s: tensors '%s' and '%s' both map to %s%s (layer %d)", src, u->name, t->name,
                           sqz_role_name(t->role), t->param == SQZ_PARAM_BIAS ? ".bias" : ".weight", t->layer);
         }
-        int64_t want[2] = {0, 0};
+        int64_t want[3] = {0, 0, 0};
         int nd = role_in_family(fi, t->role) ? expected_shape(m, t->role, t->param, t->layer, want) : 0;
         SQZ_RETURN_IF(nd == 0, SQZ_ERR_FORMAT, "%s: tensor '%s': role %s has no place in a %s model", src, t->name,
                       sqz_role_name(t->role), sqz_family_name(hp->family));

@@ -34,10 +34,12 @@ void sqz__sync_layer_defaults(sqz_model *m) {
         if (ld->n_heads > mx.n_heads) mx.n_heads = ld->n_heads;
         if (ld->n_kv_heads > mx.n_kv_heads) mx.n_kv_heads = ld->n_kv_heads;
         if (ld->d_ff > mx.d_ff) mx.d_ff = ld->d_ff;
+        if (ld->n_expert > mx.n_expert) mx.n_expert = ld->n_expert;
     }
     hp->n_heads = mx.n_heads;
     hp->n_kv_heads = mx.n_kv_heads;
     hp->d_ff = mx.d_ff;
+    hp->n_expert = mx.n_expert;
 }
 
 /* ---- slices ----------------------------------------------------------------------------- */

@@ -185,7 +185,7 @@ static sqz_status read_model(const char *path, const sqze_bundle *b, sqz_model *
     for (uint32_t l = 0; l < hp.n_layers; l++) {
         uint32_t h, kv, ff;
         sqze_layer_dims(&hp, l, &h, &kv, &ff);
-        m->layers[l] = (sqz_layer_dims){h, kv, ff, 0};
+        m->layers[l] = (sqz_layer_dims){.n_heads = h, .n_kv_heads = kv, .d_ff = ff};
     }
     SQZ_TRY(read_vocab(path, b, &m->vocab));
     for (uint32_t i = 0; i < b->n_sections; i++) {

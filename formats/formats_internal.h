@@ -65,11 +65,20 @@ typedef enum sqz__hf_name_kind {
     SQZ__HF_UNKNOWN = 2, /* not a name of this family */
     SQZ__HF_FUSED_QKV = 3, /* Phi-3's qkv_proj: the rows of q, k and v (role is ATTN_Q) */
     SQZ__HF_FUSED_GATE_UP = 4, /* Phi-3's gate_up_proj: the rows of gate, then up (role is FFN_GATE) */
+    SQZ__HF_EXPERT = 5,  /* one expert's matrix ("mlp.experts.3.gate_proj"): matrix 3 of the stacked role
+                            (FFN_*_EXPS); sqz__hf_name_parse_expert gives the index */
 } sqz__hf_name_kind;
 /* Maps an HF tensor name of the family ("model.layers.3.self_attn.q_proj.weight",
  * "encoder.layer.0.attention.self.query.bias", optional "bert."/"model." prefix for BERT). */
 sqz__hf_name_kind sqz__hf_name_parse(sqz_family family, const char *name, sqz_role *role, int32_t *layer,
                                      sqz_param *param);
+/* sqz__hf_name_parse, and *expert: the expert's index for SQZ__HF_EXPERT, else -1. */
+sqz__hf_name_kind sqz__hf_name_parse_expert(sqz_family family, const char *name, sqz_role *role, int32_t *layer,
+                                            sqz_param *param, int32_t *expert);
+/* The HF name of expert e's matrix of stacked role `role` ("model.layers.3.mlp.experts.5.up_proj.weight"); false
+ * when the family has no such name or buf is too small. */
+bool sqz__hf_expert_name(sqz_family family, sqz_role role, int32_t layer, int32_t e, sqz_param param, char *buf,
+                         size_t cap);
 /* Canonical HF name of (role, layer, param) into buf (cap bytes, NUL-terminated). False if the
  * role has no HF name in the family, the layer does not fit the role, or buf is too small. */
 bool sqz__hf_name_make(sqz_family family, sqz_role role, int32_t layer, sqz_param param, char *buf, size_t cap);
@@ -135,6 +144,13 @@ typedef struct sqz__st_view {
     const uint8_t *data;
     const char *file;
 } sqz__st_view;
+
+/* Expert x's matrix v of stacked role `role` in layer `layer` into the model's (n_expert, rows, cols) tensor,
+ * made (heap, owned) on the layer's first expert; counts[i] counts the experts copied into tensor i
+ * (st_experts.c). sqz__st_experts_check then refuses a stacked tensor with an expert missing. */
+sqz_status sqz__st_add_expert(sqz_model *m, const sqz__st_view *v, sqz_role role, int32_t layer, sqz_param param,
+                              int32_t x, int32_t *counts);
+sqz_status sqz__st_experts_check(const sqz_model *m, const int32_t *counts, const char *path);
 
 /* A weight of 8-bit codes in groups along the input with one f32 scale each, w = scales[r][c /
  * group] * q[r][c]: a GGUF Q8_0 or Q5_0 weight on its way to a layout (st_blocks.c). */

@@ -124,6 +124,10 @@ typedef struct sqz__gguf_arch {
                                   (llama -> deci, whose llama.cpp loader sizes each layer), NULL: this one */
     bool fused_gate_up;        /* ffn_up holds gate then up (2 x d_ff rows; llama.cpp's phi3), attn_qkv may
                                   hold q, k, v: split on read, ffn_up fused again on write */
+    /* ---- mixtures of experts: <arch>.expert_count > 0 ---- */
+    sqz_family moe_family;     /* the family such a file is (llama -> mixtral); 0 (llama): none is read */
+    const char *expert_ff_key; /* the key of each expert's FFN width (qwen3moe: expert_feed_forward_length);
+                                  NULL: feed_forward_length is it (llama's Mixtral layout) */
 } sqz__gguf_arch;
 /* The architecture row for a general.architecture value; NULL if sqz does not know it. */
 const sqz__gguf_arch *sqz__gguf_arch_find(const char *name);

@@ -11,7 +11,9 @@
  * converter stores attn_q/attn_k: "llama" permutes HF rows into interleaved pairs
  * (LLAMA_ROPE_TYPE_NORM), "qwen2" keeps the HF rotate_half order (NEOX). */
 static const sqz__gguf_arch archs[] = {
-    {.name = "llama", .family = SQZ_FAMILY_LLAMA, .rope = SQZ_ROPE_INTERLEAVED, .act = SQZ_ACT_SILU, .per_layer = "deci"},
+    /* llama.cpp's Mixtral is "llama" with expert tensors (its build_moe_ffn: softmax, top-k renormalised) */
+    {.name = "llama", .family = SQZ_FAMILY_LLAMA, .rope = SQZ_ROPE_INTERLEAVED, .act = SQZ_ACT_SILU, .per_layer = "deci",
+     .moe_family = SQZ_FAMILY_MIXTRAL},
     {.name = "qwen2", .family = SQZ_FAMILY_LLAMA, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_SILU},
     {.name = "bert", .family = SQZ_FAMILY_BERT, .rope = SQZ_ROPE_NONE, .act = SQZ_ACT_GELU},
     /* DeciLM / Nemotron-NAS: llama with per-layer head counts and FFN widths, the one
@@ -19,6 +21,8 @@ static const sqz__gguf_arch archs[] = {
     {.name = "deci", .family = SQZ_FAMILY_LLAMA, .rope = SQZ_ROPE_INTERLEAVED, .act = SQZ_ACT_SILU},
     /* convert_hf_to_gguf.py keeps HF's row order for these (llama.cpp runs them with NEOX rope) */
     {.name = "qwen3", .family = SQZ_FAMILY_QWEN3, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_SILU},
+    {.name = "qwen3moe", .family = SQZ_FAMILY_QWEN3MOE, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_SILU,
+     .moe_family = SQZ_FAMILY_QWEN3MOE, .expert_ff_key = "expert_feed_forward_length"},
     {.name = "gemma3", .family = SQZ_FAMILY_GEMMA3, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_GELU_TANH},
     {.name = "phi3", .family = SQZ_FAMILY_PHI3, .rope = SQZ_ROPE_HALF, .act = SQZ_ACT_SILU, .fused_gate_up = true},
 };
@@ -50,7 +54,7 @@ const sqz__gguf_arch *sqz__gguf_arch_for_model(const sqz_model *m) {
     return a;
 }
 
-const char *sqz__gguf_arch_list(void) { return "llama qwen2 qwen3 gemma3 phi3 bert deci"; }
+const char *sqz__gguf_arch_list(void) { return "llama qwen2 qwen3 qwen3moe gemma3 phi3 bert deci"; }
 
 int sqz__gguf_file_type(sqz_dtype dominant) {
     switch (dominant) { /* llama.cpp enum llama_ftype */

@@ -134,6 +134,35 @@ static sqz_status read_rope_extras(const reader_ctx *c) {
     return SQZ_OK;
 }
 
+/* <arch>.expert_count / expert_used_count: a mixture of experts (the row's moe_family), each layer's
+ * d_ff then the width of one expert; llama.cpp renormalises the top-k weights of both architectures. */
+static sqz_status read_experts(const reader_ctx *c, const sqz__gguf_arch *a) {
+    sqz_model *m = c->m;
+    sqz_hparams *hp = &m->hp;
+    bool found;
+    SQZ_TRY(get_dim(c, "expert_count", false, 0, &found, &hp->n_expert));
+    if (!found || hp->n_expert == 0) {
+        hp->n_expert = 0;
+        SQZ_RETURN_IF(sqz_family_get(hp->family)->experts, SQZ_ERR_FORMAT, "%s: metadata '%s.expert_count' is "
+                      "missing: a %s model is a mixture of experts", c->g->path, c->arch, c->arch);
+        return SQZ_OK;
+    }
+    SQZ_RETURN_IF(!a->moe_family, SQZ_ERR_ARCH, "%s: %s.expert_count = %" PRId64 ": sqz reads mixtures of experts "
+                  "as llama (Mixtral) and qwen3moe, not as %s", c->g->path, c->arch, hp->n_expert, c->arch);
+    hp->family = a->moe_family;
+    SQZ_TRY(get_dim(c, "expert_used_count", true, 1, &found, &hp->n_expert_used));
+    hp->expert_norm_topk = true;
+    if (a->expert_ff_key) {
+        SQZ_TRY(get_dim(c, a->expert_ff_key, false, 1, &found, &hp->d_ff));
+        if (!found) hp->d_ff /= hp->n_expert_used; /* llama.cpp's fallback n_ff / n_expert_used */
+    }
+    for (int64_t l = 0; l < hp->n_layers; l++) {
+        m->layers[l].n_expert = hp->n_expert;
+        if (a->expert_ff_key) m->layers[l].d_ff = hp->d_ff;
+    }
+    return SQZ_OK;
+}
+
 static sqz_status read_hparams(const reader_ctx *c, const sqz__gguf_arch *a) {
     sqz_model *m = c->m;
     sqz_hparams *hp = &m->hp;
@@ -157,6 +186,7 @@ static sqz_status read_hparams(const reader_ctx *c, const sqz__gguf_arch *a) {
     }
     SQZ_TRY(get_layer_dim(c, "feed_forward_length", DIM_FF, &found, &hp->d_ff));
     SQZ_RETURN_IF(!found, SQZ_ERR_FORMAT, "%s: metadata '%s.feed_forward_length' is missing", c->g->path, c->arch);
+    SQZ_TRY(read_experts(c, a));
     SQZ_TRY(get_dim(c, "attention.key_length", false, 1, &found, &hp->head_dim));
     if (!found) {
         SQZ_RETURN_IF(hp->n_heads <= 0 || hp->d_model % hp->n_heads != 0, SQZ_ERR_FORMAT,

@@ -267,6 +267,33 @@ static sqz_status write_rope_kv(writer *wr) {
     return SQZ_OK;
 }
 
+/* A mixture's expert_count / expert_used_count (and qwen3moe's expert_feed_forward_length): only under an
+ * architecture llama.cpp runs mixtures as, with one expert count for every layer and the top-k weights
+ * renormalised, as llama.cpp's build_moe_ffn computes them for llama and qwen3moe. */
+static sqz_status write_experts_kv(writer *wr, const char *a) {
+    const sqz_hparams *hp = &wr->m->hp;
+    char key[128];
+    if (hp->n_expert <= 0) return SQZ_OK;
+    SQZ_RETURN_IF(!wr->arch->moe_family, SQZ_ERR_UNSUPPORTED, "%s: llama.cpp's %s runs no mixture of experts "
+                  "(the layers differ in width: prune with the same widths in every layer)", wr->path, a);
+    SQZ_RETURN_IF(!hp->expert_norm_topk, SQZ_ERR_UNSUPPORTED, "%s: llama.cpp's %s renormalises the top-%lld routing "
+                  "weights, this model does not (norm_topk_prob false): it would run differently", wr->path, a,
+                  (long long)hp->n_expert_used);
+    for (int64_t l = 0; l < hp->n_layers; l++) {
+        SQZ_RETURN_IF(wr->m->layers[l].n_expert != hp->n_expert, SQZ_ERR_UNSUPPORTED, "%s: layer %lld has %lld "
+                      "experts, layer 0 %lld: llama.cpp's %s has one expert count", wr->path, (long long)l,
+                      (long long)wr->m->layers[l].n_expert, (long long)hp->n_expert, a);
+    }
+    SQZ_TRY(check_u32(wr, "expert count", hp->n_expert));
+    kv_u32(&wr->kv, (snprintf(key, sizeof key, "%s.expert_count", a), key), (uint32_t)hp->n_expert);
+    kv_u32(&wr->kv, (snprintf(key, sizeof key, "%s.expert_used_count", a), key), (uint32_t)hp->n_expert_used);
+    if (wr->arch->expert_ff_key) {
+        snprintf(key, sizeof key, "%s.%s", a, wr->arch->expert_ff_key);
+        kv_u32(&wr->kv, key, (uint32_t)wr->m->layers[0].d_ff);
+    }
+    return SQZ_OK;
+}
+
 static sqz_status write_arch_kv(writer *wr) {
     const sqz_model *m = wr->m;
     const sqz_hparams *hp = &m->hp;
@@ -287,6 +314,7 @@ static sqz_status write_arch_kv(writer *wr) {
     SQZ_TRY(kv_layer_dim(wr, AKEY("feed_forward_length"), 2, &ff_uniform));
     SQZ_TRY(kv_layer_dim(wr, AKEY("attention.head_count"), 0, &heads_uniform));
     SQZ_TRY(kv_layer_dim(wr, AKEY("attention.head_count_kv"), 1, &kv_uniform));
+    SQZ_TRY(write_experts_kv(wr, a));
     const sqz_family_info *fr = sqz_family_get(hp->family);
     SQZ_RETURN_IF(fr->gguf_uniform && (!heads_uniform || !kv_uniform || !ff_uniform), SQZ_ERR_UNSUPPORTED,
                   "%s: the layers differ in heads or FFN width, and llama.cpp's %s sizes every layer from one: prune "

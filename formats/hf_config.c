@@ -35,6 +35,8 @@ static const hf_arch archs[] = {
     /* google/gemma-3-270m, -1b: the text model (the 4b+ checkpoints are multimodal "gemma3") */
     {"gemma3_text", "Gemma3ForCausalLM", "gemma3", "Gemma3ForCausalLM", SQZ_FAMILY_GEMMA3, true, false, true},
     {"phi3", "Phi3", "phi3", "Phi3ForCausalLM", SQZ_FAMILY_PHI3, false, false, false},
+    {"qwen3_moe", "Qwen3Moe", "qwen3moe", "Qwen3MoeForCausalLM", SQZ_FAMILY_QWEN3MOE, false, false, true},
+    {"mixtral", "Mixtral", "mixtral", "MixtralForCausalLM", SQZ_FAMILY_MIXTRAL, false, false, false},
 };
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 
@@ -126,7 +128,7 @@ static sqz_status find_arch(const cfg *c, const hf_arch **out) {
             if (strcmp(mt, archs[i].model_type) == 0) { *out = &archs[i]; return SQZ_OK; }
         }
         return SQZ_ERROR(SQZ_ERR_ARCH, "%s: model_type \"%.64s\" is not supported (sqz reads llama, mistral, qwen2, "
-                         "smollm, qwen3, gemma3_text, phi3 and bert)", c->path, mt);
+                         "smollm, qwen3, gemma3_text, phi3, qwen3_moe, mixtral and bert)", c->path, mt);
     }
     const cJSON *list = item(c, "architectures");
     const cJSON *a = cJSON_IsArray(list) ? list->child : NULL;
@@ -138,7 +140,8 @@ static sqz_status find_arch(const cfg *c, const hf_arch **out) {
             }
         }
         return SQZ_ERROR(SQZ_ERR_ARCH, "%s: architecture \"%.64s\" is not supported (sqz reads llama, mistral, "
-                         "qwen2, smollm, qwen3, gemma3_text, phi3 and bert)", c->path, a->valuestring);
+                         "qwen2, smollm, qwen3, gemma3_text, phi3, qwen3_moe, mixtral and bert)", c->path,
+                         a->valuestring);
     }
     return SQZ_ERROR(SQZ_ERR_ARCH, "%s: neither \"model_type\" nor \"architectures\" names the architecture", c->path);
 }
@@ -470,6 +473,96 @@ static void write_phi3(jw *w, const sqz_model *m, const hf_arch *a) {
     add_item(w, "pad_token_id", m->vocab.pad >= 0 ? cJSON_CreateNumber(m->vocab.pad) : cJSON_CreateNull());
 }
 
+/* ---- mixtures of experts: the expert count, top-k and each expert's width into every layer ---- */
+
+static void set_experts(sqz_model *m, sqz_hparams *hp, int64_t n_expert, int64_t used, int64_t width) {
+    hp->n_expert = n_expert;
+    hp->n_expert_used = used;
+    hp->d_ff = width;
+    for (int64_t l = 0; l < hp->n_layers; l++) {
+        m->layers[l].n_expert = n_expert;
+        m->layers[l].d_ff = width;
+    }
+}
+
+static sqz_status read_expert_counts(const cfg *c, int64_t dflt, int64_t used_dflt, int64_t *n, int64_t *used) {
+    const char *key = item(c, "num_experts") ? "num_experts" : "num_local_experts";
+    SQZ_TRY(get_int(c, key, false, dflt, 1, 1 << 16, n));
+    return get_int(c, "num_experts_per_tok", false, used_dflt, 1, *n, used);
+}
+
+/* Qwen3-MoE: llama's keys, experts of moe_intermediate_size in every layer (decoder_sparse_step 1, no
+ * mlp_only_layers: dense layers between sparse ones are refused, as llama.cpp's qwen3moe has none). */
+static sqz_status read_qwen3moe_keys(const cfg *c, const hf_arch *a, sqz_hparams *hp, sqz_model *m) {
+    SQZ_TRY(read_llama_keys(c, a, hp, m));
+    int64_t n, used, width, step;
+    SQZ_TRY(read_expert_counts(c, 128, 8, &n, &used));
+    SQZ_TRY(get_int(c, "moe_intermediate_size", false, 768, 1, 1 << 24, &width));
+    SQZ_TRY(get_int(c, "decoder_sparse_step", false, 1, 1, 1 << 16, &step));
+    const cJSON *dense = item(c, "mlp_only_layers");
+    SQZ_RETURN_IF(step != 1 || (dense && cJSON_GetArraySize(dense) > 0), SQZ_ERR_UNSUPPORTED,
+                  "%s: dense layers between the sparse ones (decoder_sparse_step %lld, mlp_only_layers) are not "
+                  "supported (llama.cpp's qwen3moe has none)", c->path, (long long)step);
+    SQZ_TRY(get_bool(c, "norm_topk_prob", false, &hp->expert_norm_topk));
+    set_experts(m, hp, n, used, width);
+    return SQZ_OK;
+}
+
+/* Mixtral: llama's keys, num_local_experts experts of intermediate_size, top-k always renormalised; a sliding
+ * window shorter than the context (Mixtral's is null) is refused. */
+static sqz_status read_mixtral_keys(const cfg *c, const hf_arch *a, sqz_hparams *hp, sqz_model *m) {
+    SQZ_TRY(read_llama_keys(c, a, hp, m));
+    int64_t n, used, window;
+    SQZ_TRY(read_expert_counts(c, 8, 2, &n, &used));
+    SQZ_TRY(get_int(c, "sliding_window", false, 0, 0, INT64_C(1) << 40, &window));
+    SQZ_RETURN_IF(window > 0 && window < hp->ctx_len, SQZ_ERR_UNSUPPORTED, "%s: a sliding window of %lld positions "
+                  "within the context of %lld is not supported for mixtral", c->path, (long long)window,
+                  (long long)hp->ctx_len);
+    hp->expert_norm_topk = true;
+    set_experts(m, hp, n, used, hp->d_ff);
+    return SQZ_OK;
+}
+
+static bool check_moe(const sqz_model *m, const hf_arch *a) {
+    for (int64_t l = 1; l < m->hp.n_layers; l++) {
+        if (m->layers[l].n_expert != m->layers[0].n_expert) {
+            SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: %s cannot express %lld experts in layer %lld and %lld in "
+                      "layer 0: write GGUF (--to gguf)", a->hf_class, (long long)m->layers[l].n_expert, (long long)l,
+                      (long long)m->layers[0].n_expert);
+            return false;
+        }
+    }
+    if (m->hp.family == SQZ_FAMILY_MIXTRAL && !m->hp.expert_norm_topk) {
+        SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: %s always renormalises the top-k routing weights", a->hf_class);
+        return false;
+    }
+    return check_llama(m, a);
+}
+
+/* intermediate_size: Qwen3-MoE's dense width is not kept by sqz (no layer uses it); written as experts used x
+ * expert width, llama.cpp's own fallback for a missing expert_feed_forward_length. */
+static void write_moe(jw *w, const sqz_model *m, const hf_arch *a) {
+    const sqz_hparams *hp = &m->hp;
+    const sqz_layer_dims *l0 = &m->layers[0];
+    write_llama(w, m, a);
+    add_num(w, "num_experts_per_tok", (double)hp->n_expert_used);
+    if (hp->family == SQZ_FAMILY_MIXTRAL) {
+        add_num(w, "num_local_experts", (double)l0->n_expert);
+        add_item(w, "sliding_window", cJSON_CreateNull());
+        return;
+    }
+    cJSON *ff = cJSON_CreateNumber((double)(l0->d_ff * hp->n_expert_used));
+    if (!ff || !w->o || !cJSON_ReplaceItemInObject(w->o, "intermediate_size", ff)) { /* on failure ff is ours */
+        cJSON_Delete(ff);
+        w->ok = false;
+    }
+    add_num(w, "num_experts", (double)l0->n_expert);
+    add_num(w, "moe_intermediate_size", (double)l0->d_ff);
+    add_bool(w, "norm_topk_prob", hp->expert_norm_topk);
+    add_num(w, "decoder_sparse_step", 1);
+    add_item(w, "mlp_only_layers", cJSON_CreateArray());
+}
+
 static const hf_family hf_families[] = {
     [SQZ_FAMILY_LLAMA] = {2048, "silu", NULL, true, read_llama_keys, check_llama, write_llama},
     [SQZ_FAMILY_BERT] = {512, "gelu", NULL, false, read_bert_keys, check_bert, write_bert},
@@ -477,6 +570,8 @@ static const hf_family hf_families[] = {
     [SQZ_FAMILY_GEMMA3] = {131072, "gelu_pytorch_tanh", "hidden_activation", true, read_gemma3_keys, check_gemma3,
                            write_gemma3},
     [SQZ_FAMILY_PHI3] = {4096, "silu", NULL, false, read_phi3_keys, check_phi3, write_phi3},
+    [SQZ_FAMILY_QWEN3MOE] = {32768, "silu", NULL, true, read_qwen3moe_keys, check_moe, write_moe},
+    [SQZ_FAMILY_MIXTRAL] = {131072, "silu", NULL, true, read_mixtral_keys, check_moe, write_moe},
 };
 
 static const hf_family *hf_family_of(sqz_family f) {

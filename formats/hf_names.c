@@ -71,6 +71,29 @@ static const hf_name_row phi3_layer[] = {
     {"self_attn.qkv_proj", SQZ_ROLE_ATTN_Q, SQZ__HF_FUSED_QKV},
     {"mlp.gate_up_proj", SQZ_ROLE_FFN_GATE, SQZ__HF_FUSED_GATE_UP},
 };
+/* The mixtures of experts: "*" in a base is the expert's index (its matrix of the stacked FFN_*_EXPS role). */
+static const hf_name_row qwen3moe_layer[] = {
+    {"input_layernorm", SQZ_ROLE_ATTN_NORM, SQZ__HF_TENSOR},     {"self_attn.q_proj", SQZ_ROLE_ATTN_Q, SQZ__HF_TENSOR},
+    {"self_attn.k_proj", SQZ_ROLE_ATTN_K, SQZ__HF_TENSOR},       {"self_attn.v_proj", SQZ_ROLE_ATTN_V, SQZ__HF_TENSOR},
+    {"self_attn.q_norm", SQZ_ROLE_ATTN_Q_NORM, SQZ__HF_TENSOR},  {"self_attn.k_norm", SQZ_ROLE_ATTN_K_NORM, SQZ__HF_TENSOR},
+    {"self_attn.o_proj", SQZ_ROLE_ATTN_OUT, SQZ__HF_TENSOR},     {"post_attention_layernorm", SQZ_ROLE_FFN_NORM, SQZ__HF_TENSOR},
+    {"mlp.gate", SQZ_ROLE_FFN_GATE_INP, SQZ__HF_TENSOR},
+    {"mlp.experts.*.gate_proj", SQZ_ROLE_FFN_GATE_EXPS, SQZ__HF_EXPERT},
+    {"mlp.experts.*.up_proj", SQZ_ROLE_FFN_UP_EXPS, SQZ__HF_EXPERT},
+    {"mlp.experts.*.down_proj", SQZ_ROLE_FFN_DOWN_EXPS, SQZ__HF_EXPERT},
+};
+static const hf_name_row mixtral_layer[] = {
+    {"input_layernorm", SQZ_ROLE_ATTN_NORM, SQZ__HF_TENSOR},
+    {"self_attn.q_proj", SQZ_ROLE_ATTN_Q, SQZ__HF_TENSOR},
+    {"self_attn.k_proj", SQZ_ROLE_ATTN_K, SQZ__HF_TENSOR},
+    {"self_attn.v_proj", SQZ_ROLE_ATTN_V, SQZ__HF_TENSOR},
+    {"self_attn.o_proj", SQZ_ROLE_ATTN_OUT, SQZ__HF_TENSOR},
+    {"post_attention_layernorm", SQZ_ROLE_FFN_NORM, SQZ__HF_TENSOR},
+    {"block_sparse_moe.gate", SQZ_ROLE_FFN_GATE_INP, SQZ__HF_TENSOR},
+    {"block_sparse_moe.experts.*.w1", SQZ_ROLE_FFN_GATE_EXPS, SQZ__HF_EXPERT},
+    {"block_sparse_moe.experts.*.w3", SQZ_ROLE_FFN_UP_EXPS, SQZ__HF_EXPERT},
+    {"block_sparse_moe.experts.*.w2", SQZ_ROLE_FFN_DOWN_EXPS, SQZ__HF_EXPERT},
+};
 static const hf_name_row bert_global[] = {
     {"embeddings.word_embeddings", SQZ_ROLE_TOKEN_EMBD, SQZ__HF_TENSOR},
     {"embeddings.position_embeddings", SQZ_ROLE_POS_EMBD, SQZ__HF_TENSOR},
@@ -120,6 +143,10 @@ static const hf_family_names families[] = {
                            N_OF(gemma3_layer), llama_ignored_global, llama_ignored_layer},
     [SQZ_FAMILY_PHI3] = {no_prefixes, "model.layers.", llama_global, N_OF(llama_global), phi3_layer,
                          N_OF(phi3_layer), llama_ignored_global, llama_ignored_layer},
+    [SQZ_FAMILY_QWEN3MOE] = {no_prefixes, "model.layers.", llama_global, N_OF(llama_global), qwen3moe_layer,
+                             N_OF(qwen3moe_layer), llama_ignored_global, llama_ignored_layer},
+    [SQZ_FAMILY_MIXTRAL] = {no_prefixes, "model.layers.", llama_global, N_OF(llama_global), mixtral_layer,
+                            N_OF(mixtral_layer), llama_ignored_global, llama_ignored_layer},
 };
 
 static bool starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
@@ -131,9 +158,23 @@ static bool in_list(const char *const *list, const char *s) {
     return false;
 }
 
-/* Splits "<base>.<param>" and looks base up in rows; *fused: the row's fused kind. */
+static size_t parse_layer(const char *s, int32_t *layer);
+
+/* Whether [s, s + n) is row base b, whose "*" (if any) stands for a decimal index (into *idx, else -1). */
+static bool match_base(const char *b, const char *s, size_t n, int32_t *idx) {
+    const char *star = strchr(b, '*');
+    *idx = -1;
+    if (!star) return strlen(b) == n && memcmp(b, s, n) == 0;
+    const size_t pre = (size_t)(star - b), post = strlen(star + 1);
+    if (n < pre + post + 1 || memcmp(b, s, pre) != 0 || memcmp(star + 1, s + n - post, post) != 0) return false;
+    if (post == 0 || star[1] != '.') return false;
+    const size_t used = parse_layer(s + pre, idx); /* "N." with its dot, as a layer index */
+    return used > 0 && pre + used - 1 == n - post;
+}
+
+/* Splits "<base>.<param>" and looks base up in rows; *fused: the row's fused kind, *idx an expert's index. */
 static bool match_rows(const hf_name_row *rows, size_t n, const char *s, sqz_role *role, sqz_param *param,
-                       sqz__hf_name_kind *fused) {
+                       sqz__hf_name_kind *fused, int32_t *idx) {
     const char *dot = strrchr(s, '.');
     if (!dot) return false;
     const char *p = dot + 1;
@@ -143,7 +184,7 @@ static bool match_rows(const hf_name_row *rows, size_t n, const char *s, sqz_rol
     else return false;
     size_t blen = (size_t)(dot - s);
     for (size_t i = 0; i < n; i++) {
-        if (strlen(rows[i].base) == blen && memcmp(rows[i].base, s, blen) == 0) {
+        if (match_base(rows[i].base, s, blen, idx)) {
             /* gamma/beta only ever named LayerNorm parameters */
             if (legacy && !strstr(rows[i].base, "LayerNorm")) return false;
             *role = rows[i].role;
@@ -171,6 +212,13 @@ static size_t parse_layer(const char *s, int32_t *layer) {
 
 sqz__hf_name_kind sqz__hf_name_parse(sqz_family family, const char *name, sqz_role *role, int32_t *layer,
                                      sqz_param *param) {
+    int32_t expert;
+    return sqz__hf_name_parse_expert(family, name, role, layer, param, &expert);
+}
+
+sqz__hf_name_kind sqz__hf_name_parse_expert(sqz_family family, const char *name, sqz_role *role, int32_t *layer,
+                                            sqz_param *param, int32_t *expert) {
+    *expert = -1;
     if ((unsigned)family >= N_OF(families)) return SQZ__HF_UNKNOWN;
     const hf_family_names *f = &families[family];
     const char *s = name;
@@ -187,13 +235,13 @@ sqz__hf_name_kind sqz__hf_name_parse(sqz_family family, const char *name, sqz_ro
         const char *rest = s + strlen(f->layer_prefix) + n;
         if (in_list(f->ignored_layer, rest)) return SQZ__HF_IGNORED;
         sqz__hf_name_kind kind;
-        if (!match_rows(f->layer, f->n_layer, rest, role, param, &kind)) return SQZ__HF_UNKNOWN;
+        if (!match_rows(f->layer, f->n_layer, rest, role, param, &kind, expert)) return SQZ__HF_UNKNOWN;
         *layer = l;
         return kind;
     }
     if (in_list(f->ignored_global, s)) return SQZ__HF_IGNORED;
     sqz__hf_name_kind kind;
-    if (!match_rows(f->global, f->n_global, s, role, param, &kind)) return SQZ__HF_UNKNOWN;
+    if (!match_rows(f->global, f->n_global, s, role, param, &kind, expert)) return SQZ__HF_UNKNOWN;
     *layer = -1;
     return kind;
 }
@@ -210,6 +258,21 @@ bool sqz__hf_name_make(sqz_family family, sqz_role role, int32_t layer, sqz_para
         if (rows[i].role != role || rows[i].fused != SQZ__HF_TENSOR) continue;
         int k = per_layer ? snprintf(buf, cap, "%s%d.%s.%s", f->layer_prefix, (int)layer, rows[i].base, suffix)
                           : snprintf(buf, cap, "%s.%s", rows[i].base, suffix);
+        return k > 0 && (size_t)k < cap;
+    }
+    return false;
+}
+
+bool sqz__hf_expert_name(sqz_family family, sqz_role role, int32_t layer, int32_t e, sqz_param param, char *buf,
+                         size_t cap) {
+    if ((unsigned)family >= N_OF(families) || layer < 0 || e < 0 || cap == 0) return false;
+    const hf_family_names *f = &families[family];
+    for (size_t i = 0; i < f->n_layer; i++) {
+        const char *star = strchr(f->layer[i].base, '*');
+        if (f->layer[i].role != role || f->layer[i].fused != SQZ__HF_EXPERT || !star) continue;
+        const int k = snprintf(buf, cap, "%s%d.%.*s%d%s.%s", f->layer_prefix, (int)layer,
+                               (int)(star - f->layer[i].base), f->layer[i].base, (int)e, star + 1,
+                               param == SQZ_PARAM_BIAS ? "bias" : "weight");
         return k > 0 && (size_t)k < cap;
     }
     return false;

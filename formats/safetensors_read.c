@@ -456,6 +456,9 @@ static sqz_status norms_plus_one(sqz_model *m) {
     return SQZ_OK;
 }
 
+static sqz_status add_entry(sqz_model *m, const sqz__st_layout *L, const st_entry *e, bool has_embd,
+                            const char *embd_name, int32_t *counts);
+
 static sqz_status add_tensors(const st_set *s, sqz_model *m, const sqz__st_layout *L) {
     const sqz_family fam = m->hp.family;
     char embd_name[64], head_name[64];
@@ -473,34 +476,48 @@ static sqz_status add_tensors(const st_set *s, sqz_model *m, const sqz__st_layou
     if (lm_head && aliased(s, embd_name, head_name)) m->hp.tied_embeddings = true;
     if (!lm_head) m->hp.tied_embeddings = false;
 
-    for (size_t i = 0; i < s->n; i++) {
-        const st_entry *e = &s->e[i];
-        sqz_tensor t;
-        memset(&t, 0, sizeof t);
-        if (L && L->is_part(e->name)) continue; /* the quantization layout's tensors: L->attach */
-        sqz__hf_name_kind k = sqz__hf_name_parse(fam, e->name, &t.role, &t.layer, &t.param);
-        if (k == SQZ__HF_IGNORED) continue;
-        if ((k == SQZ__HF_FUSED_QKV || k == SQZ__HF_FUSED_GATE_UP) && t.layer < m->hp.n_layers) {
-            SQZ_TRY(add_fused(m, e, k, t.layer, t.param));
-            continue;
-        }
-        SQZ_RETURN_IF(k != SQZ__HF_TENSOR, SQZ_ERR_FORMAT, "%s: tensor '%s': not a known %s tensor name", e->file,
-                      e->name, m->hp.arch);
-        const char *name = e->name;
-        if (t.role == SQZ_ROLE_OUTPUT && t.param == SQZ_PARAM_WEIGHT && m->hp.tied_embeddings) {
-            if (has_embd) continue; /* transformers ties lm_head to the embedding: the embedding wins */
-            /* only the classifier was kept: it is the embedding */
-            t.role = SQZ_ROLE_TOKEN_EMBD;
-            name = embd_name;
-        }
-        t.dtype = e->dtype;
-        t.ndim = e->ndim;
-        memcpy(t.shape, e->shape, sizeof t.shape);
-        t.nbytes = (size_t)(e->end - e->begin);
-        t.name = (char *)name;
-        SQZ_TRY(add_view(m, &t, e->data));
-    }
+    int32_t *counts = sqz__calloc(s->n + (size_t)m->n_tensors + 1, sizeof *counts); /* experts per stacked tensor */
+    if (!counts) return SQZ_ERR_NOMEM;
+    sqz_status st = SQZ_OK;
+    for (size_t i = 0; i < s->n && st == SQZ_OK; i++)
+        st = add_entry(m, L, &s->e[i], has_embd, embd_name, counts);
+    if (st == SQZ_OK) st = sqz__st_experts_check(m, counts, s->files[0]);
+    free(counts);
+    SQZ_TRY(st);
     return fi && fi->hf_norm_plus_one ? norms_plus_one(m) : SQZ_OK;
+}
+
+/* Entry e as the model's tensor: a view, the split rows of a fused projection, an expert's matrix copied
+ * into its stacked tensor, or nothing (a derived buffer, a layout's part). */
+static sqz_status add_entry(sqz_model *m, const sqz__st_layout *L, const st_entry *e, bool has_embd,
+                            const char *embd_name, int32_t *counts) {
+    if (L && L->is_part(e->name)) return SQZ_OK; /* the quantization layout's tensors: L->attach */
+    sqz_tensor t;
+    memset(&t, 0, sizeof t);
+    int32_t x;
+    const sqz__hf_name_kind k = sqz__hf_name_parse_expert(m->hp.family, e->name, &t.role, &t.layer, &t.param, &x);
+    if (k == SQZ__HF_IGNORED) return SQZ_OK;
+    if (k == SQZ__HF_EXPERT) {
+        const sqz__st_view v = {e->name, e->dtype, e->ndim, e->shape, e->data, e->file};
+        return sqz__st_add_expert(m, &v, t.role, t.layer, t.param, x, counts);
+    }
+    if ((k == SQZ__HF_FUSED_QKV || k == SQZ__HF_FUSED_GATE_UP) && t.layer < m->hp.n_layers)
+        return add_fused(m, e, k, t.layer, t.param);
+    SQZ_RETURN_IF(k != SQZ__HF_TENSOR, SQZ_ERR_FORMAT, "%s: tensor '%s': not a known %s tensor name", e->file,
+                  e->name, m->hp.arch);
+    const char *name = e->name;
+    if (t.role == SQZ_ROLE_OUTPUT && t.param == SQZ_PARAM_WEIGHT && m->hp.tied_embeddings) {
+        if (has_embd) return SQZ_OK; /* transformers ties lm_head to the embedding: the embedding wins */
+        /* only the classifier was kept: it is the embedding */
+        t.role = SQZ_ROLE_TOKEN_EMBD;
+        name = embd_name;
+    }
+    t.dtype = e->dtype;
+    t.ndim = e->ndim;
+    memcpy(t.shape, e->shape, sizeof t.shape);
+    t.nbytes = (size_t)(e->end - e->begin);
+    t.name = (char *)name;
+    return add_view(m, &t, e->data);
 }
 
 /* The quantized weights of layout L (st_layout.c's rows) from their tensors. */

@@ -28,6 +28,8 @@ typedef struct st_plan {
     const sqz_tensor *more[2];    /* a fused tensor's further members, whose rows follow t's (Phi-3) */
     int n_more;
     bool minus_one;               /* a Gemma norm: HF stores w where sqz keeps 1 + w (written as f32) */
+    int32_t expert;               /* matrix `expert` of a stacked FFN_*_EXPS tensor (one HF tensor per expert),
+                                     or -1 */
 } st_plan;
 
 /* Whether t is written in the layout (else as floats or its own dtype): sqz's INT8 / INT4, and a
@@ -68,6 +70,7 @@ static sqz_status plan_parts(const sqz__st_layout *L, const sqz_tensor *t, st_pl
     for (int k = 0; k < np && st == SQZ_OK; k++) {
         st_plan *q = &plan[(*n)++];
         q->t = t;
+        q->expert = -1;
         q->part = k;
         q->n_parts = np;
         q->dtype = pp[k].dtype;
@@ -115,12 +118,34 @@ static sqz_status plan_fused(const sqz_model *m, const sqz_save_opts *o, const s
     return SQZ_OK;
 }
 
+/* The plan rows of a mixture's stacked tensor t: one float tensor per expert, under the family's HF names. */
+static sqz_status plan_experts(const sqz_model *m, const sqz_save_opts *o, const sqz_tensor *t, st_plan *plan,
+                               size_t *n) {
+    SQZ_RETURN_IF(in_layout(t, o), SQZ_ERR_UNSUPPORTED, "model.safetensors: tensor '%s': experts in a quantized HF "
+                  "layout are not supported yet: write GGUF, or a float --dtype", t->name);
+    const sqz_dtype dt = sqz__export_dtype(t, o, SQZ_FORMAT_SAFETENSORS);
+    for (int64_t e = 0; e < t->shape[0]; e++) {
+        st_plan *p = &plan[(*n)++];
+        *p = (st_plan){.t = t, .dtype = dt, .part = -1, .expert = (int32_t)e, .ndim = 2,
+                       .shape = {t->shape[1], t->shape[2], 1, 1}};
+        SQZ_RETURN_IF(!sqz__hf_expert_name(m->hp.family, t->role, t->layer, (int32_t)e, t->param, p->name,
+                                           sizeof p->name),
+                      SQZ_ERR_UNSUPPORTED, "model.safetensors: tensor '%s': no HF name for its experts in a %s model",
+                      t->name, sqz_family_name(m->hp.family));
+        SQZ_RETURN_IF(!sqz_dtype_nbytes(dt, t->shape[1] * t->shape[2], &p->nbytes), SQZ_ERR_SHAPE,
+                      "model.safetensors: tensor '%s': size overflows", t->name);
+    }
+    return SQZ_OK;
+}
+
 /* Which tensors are written, under which names and dtypes. */
 static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, const sqz__st_layout *L, st_plan **out,
                             size_t *n_out) {
     *out = NULL;
     *n_out = 0;
-    st_plan *plan = sqz__calloc((size_t)m->n_tensors * SQZ__ST_MAX_PARTS + 1, sizeof *plan);
+    size_t rows = (size_t)m->n_tensors * SQZ__ST_MAX_PARTS + 1;
+    for (int64_t i = 0; i < m->n_tensors; i++) rows += m->tensors[i].ndim == 3 ? (size_t)m->tensors[i].shape[0] : 0;
+    st_plan *plan = sqz__calloc(rows, sizeof *plan);
     if (!plan) return SQZ_ERR_NOMEM;
     size_t n = 0;
     sqz_status st = SQZ_OK;
@@ -128,6 +153,10 @@ static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, const sq
         const sqz_tensor *t = &m->tensors[i];
         if (t->role == SQZ_ROLE_OUTPUT && m->hp.tied_embeddings) continue; /* tie_word_embeddings says it */
         if (config_role(t->role)) continue;
+        if (t->ndim == 3) {
+            st = plan_experts(m, o, t, plan, &n);
+            continue;
+        }
         sqz_role mem[3];
         const char *base = NULL;
         const int fused = sqz__hf_fused(m->hp.family, t->role, mem, &base);
@@ -135,6 +164,7 @@ static sqz_status make_plan(const sqz_model *m, const sqz_save_opts *o, const sq
         st_plan *p = &plan[n];
         p->t = t;
         p->part = -1;
+        p->expert = -1;
         p->dtype = sqz__export_dtype(t, o, SQZ_FORMAT_SAFETENSORS);
         p->minus_one = sqz_family_get(m->hp.family)->hf_norm_plus_one && sqz__is_rms_norm_role(t->role) &&
                        t->param == SQZ_PARAM_WEIGHT;
@@ -248,6 +278,16 @@ static sqz_status make_parts(const sqz_model *m, const sqz__st_layout *L, const 
 /* A tensor written as is (or its fused members one after another); Gemma's norms as w = (1 + w) - 1. */
 static sqz_status export_plain(const sqz_model *m, const st_plan *p, sqz_rope_layout rope, uint8_t *buf) {
     size_t first = p->nbytes, off;
+    if (p->expert >= 0) { /* one matrix of a stacked tensor */
+        sqz_tensor one = *p->t;
+        one.nbytes = p->t->nbytes / (size_t)p->t->shape[0];
+        one.data = (uint8_t *)p->t->data + (size_t)p->expert * one.nbytes;
+        one.ndim = 2;
+        one.shape[0] = p->t->shape[1];
+        one.shape[1] = p->t->shape[2];
+        one.shape[2] = 1;
+        return sqz__tensor_export(m, &one, p->dtype, rope, buf, p->nbytes, NULL);
+    }
     for (int k = 0; k < p->n_more; k++) {
         size_t b;
         if (!sqz_dtype_nbytes(p->dtype, sqz_tensor_nelements(p->more[k]), &b)) return SQZ_ERR_SHAPE;

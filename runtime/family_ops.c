@@ -14,6 +14,8 @@ static const sqz__family_ops ops[] = {
     [SQZ_FAMILY_QWEN3] = {sqz__llama_embed, sqz__llama_block, sqz__llama_head},
     [SQZ_FAMILY_GEMMA3] = {sqz__llama_embed, sqz__llama_block, sqz__llama_head},
     [SQZ_FAMILY_PHI3] = {sqz__llama_embed, sqz__llama_block, sqz__llama_head},
+    [SQZ_FAMILY_QWEN3MOE] = {sqz__llama_embed, sqz__llama_block, sqz__llama_head},
+    [SQZ_FAMILY_MIXTRAL] = {sqz__llama_embed, sqz__llama_block, sqz__llama_head},
 };
 _Static_assert(sizeof ops / sizeof *ops == SQZ_FAMILY_COUNT, "one runtime row per sqz_family");
 

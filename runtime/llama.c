@@ -17,7 +17,8 @@
  * their residual adds when it has post_attention_norm / post_ffw_norm (Gemma 3); the layer's
  * sliding window and its rotary tables (Gemma 3's local layers); hp.attn_scale; a partial rotation
  * (hp.rope_dim, Phi-3); GELU-tanh instead of SiLU (hp.act); embeddings times sqrt(d_model) where
- * the family row says so (Gemma).
+ * the family row says so (Gemma); and, where the layer has a router (ffn_gate_inp), a mixture of
+ * experts in place of the dense FFN (moe.c: Mixtral, Qwen3-MoE).
  */
 #include <math.h>
 #include <string.h>
@@ -69,10 +70,23 @@ static sqz_status qk_position(sqz_session *s, int32_t layer, float *q, float *k,
     return SQZ_OK;
 }
 
+/* The dense SwiGLU / GeGLU of the normed rows s->h (n, d), into s->h. */
+static sqz_status dense_ffn(sqz_session *s, int32_t layer, int64_t n, int64_t pos) {
+    const int64_t d = s->d, ff = s->m->layers[layer].d_ff;
+    SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, layer, ROLE_BIT(SQZ_ROLE_FFN_GATE) | ROLE_BIT(SQZ_ROLE_FFN_UP), s->h, n,
+                      d, pos));
+    SQZ_TRY(linear_role(s, SQZ_ROLE_FFN_GATE, layer, s->h, n, s->ff_a));
+    SQZ_TRY(linear_role(s, SQZ_ROLE_FFN_UP, layer, s->h, n, s->ff_b));
+    if (s->m->hp.act == SQZ_ACT_GELU_TANH) sqz__gelu_tanh_mul(s->pool, s->ff_a, s->ff_b, n, ff);
+    else sqz__silu_mul(s->pool, s->ff_a, s->ff_b, n, ff);
+    SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, layer, ROLE_BIT(SQZ_ROLE_FFN_DOWN), s->ff_a, n, ff, pos));
+    return linear_role(s, SQZ_ROLE_FFN_DOWN, layer, s->ff_a, n, s->h);
+}
+
 sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, int64_t pos) {
     const sqz_hparams *hp = &s->m->hp;
     const sqz_layer_dims *ld = &s->m->layers[layer];
-    int64_t d = s->d, hd = s->hd, qd = ld->n_heads * hd, kvd = ld->n_kv_heads * hd, ff = ld->d_ff;
+    int64_t d = s->d, hd = s->hd, qd = ld->n_heads * hd, kvd = ld->n_kv_heads * hd;
     float *kc = s->kcache + s->kv_off[layer] + pos * kvd, *vc = s->vcache + s->kv_off[layer] + pos * kvd;
     if (sqz__dev_block_ok(s, layer, pos)) return sqz__dev_block_run(s, layer, x, n, pos);
 
@@ -97,16 +111,14 @@ sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, 
     SQZ_TRY(norm_opt(s, SQZ_ROLE_ATTN_POST_NORM, layer, s->h, n, d));
     sqz__add(s->pool, x, s->h, n, d);
 
-    /* feed-forward */
+    /* feed-forward: dense, or a mixture of experts where the layer has a router */
     sqz__rmsnorm(s->pool, x, w_fn, hp->norm_eps, n, d, s->h);
-    SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, layer, ROLE_BIT(SQZ_ROLE_FFN_GATE) | ROLE_BIT(SQZ_ROLE_FFN_UP), s->h, n,
-                      d, pos));
-    SQZ_TRY(linear_role(s, SQZ_ROLE_FFN_GATE, layer, s->h, n, s->ff_a));
-    SQZ_TRY(linear_role(s, SQZ_ROLE_FFN_UP, layer, s->h, n, s->ff_b));
-    if (hp->act == SQZ_ACT_GELU_TANH) sqz__gelu_tanh_mul(s->pool, s->ff_a, s->ff_b, n, ff);
-    else sqz__silu_mul(s->pool, s->ff_a, s->ff_b, n, ff);
-    SQZ_TRY(sqz__hook(s, SQZ_HOOK_LINEAR_IN, layer, ROLE_BIT(SQZ_ROLE_FFN_DOWN), s->ff_a, n, ff, pos));
-    SQZ_TRY(linear_role(s, SQZ_ROLE_FFN_DOWN, layer, s->ff_a, n, s->h));
+    if (sqz__st(s, SQZ_ROLE_FFN_GATE_INP, layer, SQZ_PARAM_WEIGHT)) {
+        SQZ_TRY(sqz__moe_ffn(s, layer, s->h, n, s->att)); /* att (T, max(q, d)) is free here */
+        memcpy(s->h, s->att, (size_t)(n * d) * sizeof(float));
+    } else {
+        SQZ_TRY(dense_ffn(s, layer, n, pos));
+    }
     SQZ_TRY(norm_opt(s, SQZ_ROLE_FFN_POST_NORM, layer, s->h, n, d));
     sqz__add(s->pool, x, s->h, n, d);
 

@@ -78,6 +78,12 @@ struct sqz_session {
     float *panel;                /* stream mode: (PANEL_ROWS, max k) dequantized rows */
     float *panel_out;            /* stream mode: (T, PANEL_ROWS) */
     float *xq;                   /* (T, max_k): the input of a scheme-quantized layer, made on first use */
+    float *moe_x, *moe_y;        /* (T, d): a mixture's tokens gathered for one expert, and its output (NULL
+                                    in a dense model) */
+    float *moe_p;                /* (T, max_expert): router probabilities */
+    int32_t *moe_sel;            /* (T, n_expert_used): the experts each token goes to; moe_w their weights */
+    float *moe_w;
+    int32_t *moe_rows;           /* (T): the tokens routed to one expert */
     int64_t max_k;               /* the largest in_features among the matrices */
     /* a device backend (device.c): per tensor index its f32 copy in device memory, or NULL; the
      * input and output rows of one product */
@@ -109,6 +115,17 @@ sqz_status sqz__param(sqz_session *s, sqz_role role, int32_t layer, sqz_param pa
 /* y (m, n) = x (m, k) . W^T + bias, W = t (n, k), through the backend; bias may be NULL.
  * Handles weights of any dtype with a float view (cache or stream mode). */
 sqz_status sqz__linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, const float *bias, float *y);
+
+/* y (m, rows) = x (m, k) . W_e^T for matrix e of a stacked 3-D weight (an expert of FFN_*_EXPS: shape
+ * (n_expert, rows, k)), no bias; float or block types on the host backend. */
+sqz_status sqz__linear_slice(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, int64_t e, float *y);
+/* The FFN of a mixture-of-experts layer (moe.c): out (n, d) = sum over each token's top-k experts of
+ * weight * down(act(gate(h)) * up(h)), the router's softmax choosing them. out may not alias h. */
+sqz_status sqz__moe_ffn(sqz_session *s, int32_t layer, const float *h, int64_t n, float *out);
+/* The scratch of a mixture of experts (none for a dense model; a device backend is refused), counted in
+ * scratch_bytes; and its release. */
+sqz_status sqz__moe_setup(sqz_session *s);
+void sqz__moe_free(sqz_session *s);
 
 /* The index of t in the session's model (its slot in wcache and dcache). */
 int64_t sqz__tensor_index(const sqz_session *s, const sqz_tensor *t);

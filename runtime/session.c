@@ -68,6 +68,7 @@ void sqz_session_free(sqz_session *s) {
     free(s->panel);
     free(s->panel_out);
     free(s->xq);
+    sqz__moe_free(s);
     sqz__pool_free(s->pool);
     sqz__dev_free(s);
     if (s->own_be) sqz_backend_free(s->be);
@@ -209,9 +210,10 @@ static sqz_status setup(sqz_session *s, const sqz_session_opts *o) {
     SQZ_TRY(alloc_f32(s, kv_total, 1, &s->vcache));
     SQZ_TRY(alloc_f32(s, T, s->d > s->max_q ? s->d : s->max_q, &s->h));
     SQZ_TRY(alloc_f32(s, T, s->max_q, &s->q));
-    SQZ_TRY(alloc_f32(s, T, s->max_q, &s->att));
+    SQZ_TRY(alloc_f32(s, T, s->d > s->max_q ? s->d : s->max_q, &s->att)); /* also a mixture's output (d) */
     SQZ_TRY(alloc_f32(s, T, s->max_ff, &s->ff_a));
     SQZ_TRY(alloc_f32(s, T, s->max_ff, &s->ff_b));
+    SQZ_TRY(sqz__moe_setup(s));
     int64_t qb = T < SQZ__QBLOCK ? T : SQZ__QBLOCK;
     SQZ_TRY(alloc_f32(s, s->max_group * qb, T, &s->scores));
     SQZ_TRY(alloc_f32(s, s->max_group * qb, s->hd, &s->qg));

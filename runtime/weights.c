@@ -142,17 +142,32 @@ static sqz_status layer_input(sqz_session *s, const sqz_tensor *w, const float *
     return SQZ_OK;
 }
 
-static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, const float *bias, float *y);
+static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, int64_t row0, int64_t n,
+                         const float *bias, float *y);
 
 sqz_status sqz__linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, const float *bias, float *y) {
     const double t0 = sqz__prof_begin();
-    const sqz_status st = linear(s, x, m, w, bias, y);
+    const sqz_status st = linear(s, x, m, w, 0, w->shape[0], bias, y);
     sqz__prof_end(SQZ__PROF_FWD_LINEAR, t0);
     return st;
 }
 
-static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, const float *bias, float *y) {
-    int64_t n = w->shape[0], k = sqz_tensor_row_len(w);
+sqz_status sqz__linear_slice(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, int64_t e, float *y) {
+    SQZ_RETURN_IF(w->ndim != 3 || e < 0 || e >= w->shape[0] || w->qp || s->dcache, SQZ_ERR_INVALID_ARG,
+                  "runtime: tensor '%s': no matrix %lld of a stacked float or block tensor on the host", w->name,
+                  (long long)e);
+    const double t0 = sqz__prof_begin();
+    const sqz_status st = linear(s, x, m, w, e * w->shape[1], w->shape[1], NULL, y);
+    sqz__prof_end(SQZ__PROF_FWD_LINEAR, t0);
+    return st;
+}
+
+/* y (m, n) = x . rows [row0, row0 + n) of w ^T (+ bias): all of a matrix, or one matrix of a stacked
+ * tensor (row0 > 0 only on the host, without qparams: sqz__linear_slice checks). */
+static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_tensor *w, int64_t row0, int64_t n,
+                         const float *bias, float *y) {
+    const int64_t k = sqz_tensor_row_len(w);
+    const size_t off = (size_t)row0 * (w->nbytes / (size_t)sqz_tensor_nrows(w));
     if (m == 0) return SQZ_OK;
     SQZ_TRY(layer_input(s, w, x, m, k, &x));
     if (s->dcache) { /* a device backend */
@@ -164,7 +179,7 @@ static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_te
                          .acts = s->acts};
     if (!w->qp && sqz_backend_supports(s->be, SQZ_OP_MATMUL, w->dtype)) {
         SQZ_TRY(check_data(w));
-        a.w = sqz__resident(s, w, m);
+        a.w = (const uint8_t *)sqz__resident(s, w, m) + off;
         return s->be->ops->matmul(s->be->ctx, &a);
     }
     SQZ_RETURN_IF(!sqz_backend_supports(s->be, SQZ_OP_MATMUL, SQZ_DTYPE_F32), SQZ_ERR_UNSUPPORTED,
@@ -172,7 +187,7 @@ static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_te
     if (s->wmode == SQZ_WEIGHTS_CACHE) {
         const float *f = NULL;
         SQZ_TRY(cached_f32(s, w, &f));
-        a.w = f;
+        a.w = f + row0 * k;
         a.w_dtype = SQZ_DTYPE_F32;
         return s->be->ops->matmul(s->be->ctx, &a);
     }
@@ -182,7 +197,7 @@ static sqz_status linear(sqz_session *s, const float *x, int64_t m, const sqz_te
                   w->name, (long long)k);
     for (int64_t j0 = 0; j0 < n; j0 += SQZ__PANEL_ROWS) {
         int64_t nj = n - j0 < SQZ__PANEL_ROWS ? n - j0 : SQZ__PANEL_ROWS;
-        SQZ_TRY(rows_f32(w, j0, nj, s->panel));
+        SQZ_TRY(rows_f32(w, row0 + j0, nj, s->panel));
         sqz_matmul_args p = {.m = m, .n = nj, .k = k, .x = x, .w = s->panel, .w_dtype = SQZ_DTYPE_F32,
                              .bias = NULL, .y = s->panel_out};
         SQZ_TRY(s->be->ops->matmul(s->be->ctx, &p));

@@ -183,6 +183,8 @@ typedef struct sqz_family_info {
                               n_embd): head pruning is refused */
     bool hf_fused;         /* its HF files fuse q|k|v and gate|up into one tensor each (Phi-3): float ones are
                               fused again on write, sqz's int8/int4 layouts of them are refused */
+    bool experts;          /* its FFN is a mixture of experts: a router (FFN_GATE_INP) and the experts stacked in
+                              FFN_{GATE,UP,DOWN}_EXPS, hp.n_expert_used of layers[l].n_expert per token */
     const sqz_role *extra_global; /* global tensors it may carry beyond embeddings, norms and classifier
                                      (rope frequency factors) */
     int n_extra_global;

@@ -41,6 +41,8 @@ typedef enum sqz_family {
                               sqrt(d_model), GELU-tanh, sliding-window layers (Gemma 3) */
     SQZ_FAMILY_PHI3 = 4,  /* llama with fused qkv / gate_up in its files, partial rotary, longrope (Phi-3,
                              Phi-4-mini) */
+    SQZ_FAMILY_QWEN3MOE = 5, /* qwen3 with a mixture of experts in place of the FFN (Qwen3-30B-A3B) */
+    SQZ_FAMILY_MIXTRAL = 6, /* llama with a mixture of experts in place of the FFN (Mixtral; GGUF "llama") */
     SQZ_FAMILY_COUNT      /* the families of the table (core/family.c); ids from here on are
                              registered at run time (tests) */
 } sqz_family;
@@ -77,6 +79,7 @@ typedef struct sqz_layer_dims {
     int64_t d_ff;
     int64_t window;     /* sliding-window attention: a query sees this many positions (itself
                            included); 0: every earlier position (a global layer) */
+    int64_t n_expert;   /* experts of the layer's mixture (d_ff is each expert's width); 0: a dense FFN */
 } sqz_layer_dims;
 
 typedef struct sqz_hparams {
@@ -110,6 +113,11 @@ typedef struct sqz_hparams {
                               factors for contexts beyond it */
     float rope_attn_factor; /* cos and sin times this (LONGROPE's attention factor); 0: 1 */
     int64_t sliding_window; /* the sliding layers' window (layers[l].window says which layers); 0: none */
+    /* ---- mixtures of experts (0: a dense model) ---- */
+    int64_t n_expert;      /* default per-layer value (layers[l].n_expert) */
+    int64_t n_expert_used; /* experts each token is routed to (top-k) */
+    bool expert_norm_topk; /* the top-k routing weights are renormalised to sum to 1 (Mixtral; Qwen3-MoE's
+                              norm_topk_prob); false: the full softmax's probabilities */
 } sqz_hparams;
 
 typedef struct sqz_model_store sqz_model_store; /* internal: mappings and owned buffers */
@@ -161,6 +169,9 @@ SQZ_API sqz_status sqz_model_init_layers(sqz_model *m);
 
 /* Number of parameters (a tied classifier is absent, so nothing is counted twice). */
 SQZ_API int64_t sqz_model_param_count(const sqz_model *m);
+/* Parameters one token uses: all of them in a dense model; in a mixture of experts the router and
+ * hp.n_expert_used of each layer's experts (the others are counted out). */
+SQZ_API int64_t sqz_model_active_param_count(const sqz_model *m);
 /* Bytes of tensor data. */
 SQZ_API int64_t sqz_model_data_bytes(const sqz_model *m);
 

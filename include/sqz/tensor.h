@@ -56,7 +56,11 @@ extern "C" {
     X(ROPE_FREQS, "rope_freqs", 0)          /* (rope_dim/2) frequency divisors (llama 3 scaling) */ \
     X(ROPE_FACTORS_LONG, "rope_factors_long", 0)   /* (rope_dim/2) longrope, long contexts (phi3) */ \
     X(ROPE_FACTORS_SHORT, "rope_factors_short", 0) /* (rope_dim/2) longrope, short contexts */ \
-    X(ATTN_QKV, "attn_qkv", 1)              /* q, k, v rows fused (phi3 GGUF): split on read, never in a model */
+    X(ATTN_QKV, "attn_qkv", 1)              /* q, k, v rows fused (phi3 GGUF): split on read, never in a model */ \
+    X(FFN_GATE_INP, "ffn_gate_inp", 1)      /* (n_expert, d_model) the router of a mixture of experts */ \
+    X(FFN_GATE_EXPS, "ffn_gate_exps", 1)    /* (n_expert, d_ff, d_model) every expert's gate, stacked */ \
+    X(FFN_UP_EXPS, "ffn_up_exps", 1)        /* (n_expert, d_ff, d_model) */ \
+    X(FFN_DOWN_EXPS, "ffn_down_exps", 1)    /* (n_expert, d_model, d_ff) */
 
 typedef enum sqz_role {
 #define SQZ__ROLE_ENUM(name, gguf, per_layer) SQZ_ROLE_##name,

@@ -1,6 +1,6 @@
-/* tests/unit/test_families_ref.c - the four newer families (Llama 3.x, Qwen3, Gemma 3, Phi-3) on their
- * random-initialised test models (tests/data/families/, made by transformers with
- * tests/ref/make_family_models.py) against transformers' logits (ref.bin: dense rows of every position
+/* tests/unit/test_families_ref.c - the four newer families (Llama 3.x, Qwen3, Gemma 3, Phi-3) and the two
+ * mixtures of experts (Qwen3-MoE, Mixtral) on their random-initialised test models (tests/data/families/ and
+ * tests/data/moe/, made by transformers with tests/ref/make_family_models.py and make_moe_models.py) against transformers' logits (ref.bin: dense rows of every position
  * of a 96- and a 24-token case):
  *   - config.json as transformers 5 writes it and config.hub.json as hub checkpoints state it
  *     (rope_theta / rope_scaling / rope_local_base_freq) give the reference's logits within 1e-4 of the
@@ -22,12 +22,15 @@
 
 #define TOL 1e-4
 
+/* The mixtures of experts live in tests/data/moe/ (tests/ref/make_moe_models.py), the others in families/. */
 static const char *fam_path(const char *fam, const char *file) {
     static char bufs[4][4096];
     static int next;
     char *b = bufs[next++ % 4];
     const char *src = getenv("SQZ_SOURCE_DIR");
-    snprintf(b, 4096, "%s/tests/data/families/%s%s%s", src && *src ? src : ".", fam, file ? "/" : "", file ? file : "");
+    const bool moe = strcmp(fam, "qwen3moe") == 0 || strcmp(fam, "mixtral") == 0;
+    snprintf(b, 4096, "%s/tests/data/%s/%s%s%s", src && *src ? src : ".", moe ? "moe" : "families", fam,
+             file ? "/" : "", file ? file : "");
     return b;
 }
 
@@ -170,12 +173,24 @@ static void test_phi3(void **state) {
     check_family("phi3");
 }
 
+/* Mixtures of experts: 8 experts, top-2, in every one of 3 layers. */
+static void test_qwen3moe(void **state) {
+    (void)state;
+    check_family("qwen3moe");
+}
+static void test_mixtral(void **state) {
+    (void)state;
+    check_family("mixtral");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_gemma3),
         cmocka_unit_test(test_phi3),
+        cmocka_unit_test(test_qwen3moe),
+        cmocka_unit_test(test_mixtral),
     };
     return sqz_test_run(tests, NULL, NULL);
 }
