@@ -334,6 +334,7 @@ const char *sqz__model_beyond_llama(const sqz_model *m) {
     if (hp->sliding_window > 0) return "sliding-window layers";
     if (hp->act != SQZ_ACT_SILU) return "an FFN activation other than SiLU";
     if (fi && fi->embed_scale_sqrt_d) return "scaled embeddings";
+    if (fi && fi->experts) return "a mixture of experts";
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const sqz_role r = m->tensors[i].role;
         if (r == SQZ_ROLE_ATTN_Q_NORM || r == SQZ_ROLE_ATTN_K_NORM) return "q/k norms";

@@ -84,7 +84,8 @@ static void test_builtin_rows(void **state) {
     (void)state;
     static const char *names[SQZ_FAMILY_COUNT] = {[SQZ_FAMILY_LLAMA] = "llama", [SQZ_FAMILY_BERT] = "bert",
                                                   [SQZ_FAMILY_QWEN3] = "qwen3", [SQZ_FAMILY_GEMMA3] = "gemma3",
-                                                  [SQZ_FAMILY_PHI3] = "phi3"};
+                                                  [SQZ_FAMILY_PHI3] = "phi3", [SQZ_FAMILY_QWEN3MOE] = "qwen3moe",
+                                                  [SQZ_FAMILY_MIXTRAL] = "mixtral"};
     for (int f = 0; f < SQZ_FAMILY_COUNT; f++) {
         const sqz_family_info *fi = sqz_family_get((sqz_family)f);
         assert_non_null(fi);
@@ -100,6 +101,8 @@ static void test_builtin_rows(void **state) {
     }
     assert_true(sqz_family_get(SQZ_FAMILY_LLAMA)->prune_channels);
     assert_false(sqz_family_get(SQZ_FAMILY_BERT)->prune_channels);
+    assert_true(sqz_family_get(SQZ_FAMILY_MIXTRAL)->experts && sqz_family_get(SQZ_FAMILY_QWEN3MOE)->experts);
+    assert_false(sqz_family_get(SQZ_FAMILY_QWEN3)->experts);
     assert_null(sqz_family_get((sqz_family)99));
     assert_string_equal(sqz_family_name((sqz_family)99), "unknown");
     assert_string_equal(sqz_family_name(fam_id), "llama-test");
