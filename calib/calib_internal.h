@@ -29,6 +29,8 @@ typedef struct sqz__imatrix_entry {
     char name[256]; /* llama.cpp's tensor name: blk.0.attn_q.weight */
     int64_t n;      /* values (n_in times the matrices: 1 for a dense model) */
     float *v;       /* E[x^2] as llama-quantize computes it from the file (owned) */
+    int64_t n_mat;  /* the matrices (a mixture's experts) the GGUF layout states, 0 where unknown (.dat) */
+    float *counts;  /* (n_mat) tokens of each (GGUF layout), or NULL (owned) */
 } sqz__imatrix_entry;
 
 typedef struct sqz__imatrix {

@@ -27,17 +27,22 @@
 #define FAIL(...) (sqz__error(SQZ_ERR_FORMAT, __FILE__, __LINE__, __VA_ARGS__))
 #define MAX_ENTRIES (1 << 14) /* a 70B model's imatrix has about 560 */
 #define MAX_NAME 256
+#define MAX_VALUES ((int64_t)SQZ_CALIB_MAX_N_IN * 4096) /* n_in times up to 4096 experts (checked against the
+                                                         file's bytes first) */
 
 void sqz__imatrix_free(sqz__imatrix *im) {
     if (!im) return;
-    for (int64_t i = 0; i < im->n; i++) free(im->e[i].v);
+    for (int64_t i = 0; i < im->n; i++) {
+        free(im->e[i].v);
+        free(im->e[i].counts);
+    }
     free(im->e);
     memset(im, 0, sizeof *im);
 }
 
 static sqz_status add_entry(const char *path, sqz__imatrix *im, const char *name, size_t len, int64_t n) {
     if (len == 0 || len >= MAX_NAME) return FAIL("%s: entry %lld: name of %zu bytes", path, (long long)im->n, len);
-    if (n < 1 || n > SQZ_CALIB_MAX_N_IN) return FAIL("%s: '%.*s': %lld values", path, (int)len, name, (long long)n);
+    if (n < 1 || n > MAX_VALUES) return FAIL("%s: '%.*s': %lld values", path, (int)len, name, (long long)n);
     for (int64_t i = 0; i < im->n; i++)
         if (strlen(im->e[i].name) == len && !memcmp(im->e[i].name, name, len))
             return FAIL("%s: '%.*s' appears twice", path, (int)len, name);
@@ -198,11 +203,15 @@ static sqz_status gguf_entry(const char *path, sqz__imatrix *im, const gtensor *
         return FAIL("%s: '%.*s': tensor data runs past the end of the file", path, (int)stem, nm);
     SQZ_TRY(add_entry(path, im, nm, (size_t)stem, (int64_t)n));
     sqz__imatrix_entry *e = &im->e[im->n - 1];
+    e->n_mat = (int64_t)sum->ne1;
+    e->counts = sqz__malloc((size_t)sum->ne1 * sizeof(float));
+    if (!e->counts) return SQZ_ERROR(SQZ_ERR_NOMEM, "%s: no memory for the counts of '%s'", path, e->name);
     for (uint64_t m = 0; m < sum->ne1; m++) {
         const float c = sqz__rd_f32(data + cnt->offset + 4 * m);
         if (!isfinite(c) || c < 0 || c > 9.0e15f)
             return FAIL("%s: '%s': count %g of matrix %llu", path, e->name, (double)c, (unsigned long long)m);
         const float count = (float)llroundf(c);
+        e->counts[m] = count;
         for (uint64_t j = 0; j < sum->ne0; j++) {
             const float s = sqz__rd_f32(data + sum->offset + 4 * (m * sum->ne0 + j));
             e->v[m * sum->ne0 + j] = count > 0.0f ? s / count : 1.0f;
@@ -303,11 +312,14 @@ static bool parse_name(const char *name, int32_t *layer, sqz_role *role) {
     return sqz_role_from_name(r, role);
 }
 
+/* Entry e as the input of `role`, of n_in columns (a mixture's experts: e->n / n_in matrices one after another). */
 static sqz_status add_input(const char *path, sqz_calib_block *b, const sqz__imatrix_entry *e, sqz_role role,
-                            int64_t n_tokens) {
+                            int64_t n_tokens, int64_t n_in) {
+    const int64_t n_mat = e->n / n_in;
     if (sqz_calib_block_input(b, role)) return FAIL("%s: '%s' appears twice", path, e->name);
     for (int i = 0; i < b->n_inputs; i++) /* q/k/v, gate/up read one input: llama-imatrix sums it alike */
-        if (b->in[i].st.n_in == e->n && !memcmp(b->in[i].x2, e->v, (size_t)e->n * sizeof(float))) {
+        if (b->in[i].st.n_in == n_in && (b->in[i].n_mat ? b->in[i].n_mat : 1) == n_mat &&
+            !memcmp(b->in[i].x2, e->v, (size_t)e->n * sizeof(float))) {
             b->in[i].roles |= SQZ__ROLE_BIT(role);
             return SQZ_OK;
         }
@@ -321,9 +333,15 @@ static sqz_status add_input(const char *path, sqz_calib_block *b, const sqz__ima
     b->n_inputs++;
     in->roles = SQZ__ROLE_BIT(role);
     in->have = SQZ_QSTAT_X2;
-    in->st.n_in = e->n;
+    in->st.n_in = n_in;
     in->st.n_tokens = n_tokens;
     in->st.x2 = in->x2;
+    in->n_mat = n_mat;
+    if (e->counts && e->n_mat == n_mat) {
+        in->mat_tokens = sqz__malloc((size_t)n_mat * sizeof(float));
+        if (!in->mat_tokens) return SQZ_ERROR(SQZ_ERR_NOMEM, "%s: no memory for '%s'", path, e->name);
+        memcpy(in->mat_tokens, e->counts, (size_t)n_mat * sizeof(float));
+    }
     return SQZ_OK;
 }
 
@@ -341,13 +359,14 @@ static sqz_status fill_block(const char *path, const sqz__imatrix *im, const sqz
             return FAIL("%s: '%s' is not a tensor name sqz knows (blk.N.ROLE.weight, output.weight)", path, e->name);
         if (l != layer) continue;
         const sqz_tensor *t = sqz_model_get(m, role, layer, SQZ_PARAM_WEIGHT);
-        if (!t || t->ndim != 2)
+        if (!t || (t->ndim != 2 && t->ndim != 3))
             return FAIL("%s: '%s' names no matrix of the model (%lld blocks)", path, e->name,
                         (long long)m->hp.n_layers);
-        if (t->shape[1] != e->n)
-            return FAIL("%s: '%s': %lld values, the model's tensor has %lld columns (an imatrix of another model?)",
-                        path, e->name, (long long)e->n, (long long)t->shape[1]);
-        SQZ_TRY(add_input(path, b, e, role, n_tokens));
+        const int64_t cols = sqz_tensor_row_len(t), mats = t->ndim == 3 ? t->shape[0] : 1;
+        if (cols * mats != e->n)
+            return FAIL("%s: '%s': %lld values, the model's tensor has %lld columns%s (an imatrix of another model?)",
+                        path, e->name, (long long)e->n, (long long)cols, mats > 1 ? " in each expert" : "");
+        SQZ_TRY(add_input(path, b, e, role, n_tokens, cols));
     }
     return SQZ_OK;
 }

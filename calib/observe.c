@@ -296,6 +296,7 @@ void sqz_calib_block_free(sqz_calib_block *b) {
         free(in->absmean);
         free(in->mean);
         free(in->x);
+        free(in->mat_tokens);
         if (in->have & SQZ_QSTAT_HIST) sqz_act_hist_free(&in->hist);
     }
     memset(b, 0, sizeof *b);

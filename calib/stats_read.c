@@ -265,7 +265,9 @@ sqz_status sqz_calib_stats_check_model(const sqz_calib_stats *st, const sqz_mode
                 const sqz_tensor *t = sqz_model_get(m, (sqz_role)r, blk->layer, SQZ_PARAM_WEIGHT);
                 if (!t && r == SQZ_ROLE_OUTPUT && m->hp.tied_embeddings) /* the classifier is the embedding */
                     t = sqz_model_get(m, SQZ_ROLE_TOKEN_EMBD, -1, SQZ_PARAM_WEIGHT);
-                SQZ_RETURN_IF(!t || t->ndim != 2 || t->shape[1] != blk->in[i].st.n_in, SQZ_ERR_INVALID_ARG,
+                const bool mats_ok = t && (t->ndim == 2 ? blk->in[i].n_mat <= 1
+                                                        : t->ndim == 3 && blk->in[i].n_mat == t->shape[0]);
+                SQZ_RETURN_IF(!mats_ok || sqz_tensor_row_len(t) != blk->in[i].st.n_in, SQZ_ERR_INVALID_ARG,
                               "%s: block %d: the input of %s has %lld channels, the model's tensor %s", p,
                               (int)blk->layer, sqz_role_name((sqz_role)r), (long long)blk->in[i].st.n_in,
                               t ? "differs" : "is missing");

@@ -56,6 +56,13 @@ sqz_status sqz__recipe_link(const sqz_recipe *r, sqz_stage_link *links);
 sqz_status sqz__compress_block(sqz_model *m, int32_t layer, const sqz_calib_block *stats, const sqz_compress_opts *o,
                                const sqz_keep_float *keep, sqz_compress_report *rep);
 
+/* A mixture's experts in block `layer` (pass_quant_experts.c): each stacked FFN_*_EXPS tensor quantized one
+ * expert at a time onto its GGUF type, with per-expert importance where stats hold it; report rows added. */
+sqz_status sqz__compress_experts(sqz_model *m, int32_t layer, const sqz_calib_block *stats,
+                                 const sqz_compress_opts *o, const sqz_keep_float *keep, sqz_compress_report *rep);
+/* Refuses, before any work, a SPEC that cannot quantize a mixture's experts (sqz's own int8/int4 layouts). */
+sqz_status sqz__experts_check(const sqz_model *m, const sqz_compress_spec *sp);
+
 /* --sparsity's joint mode (sparsity_joint.c): SparseGPT with the following quant stage's
  * options q in one sweep for the n layers t[] (f32 copies in lin[]): every result is checked (the
  * zeros dequantize to exact zeros; N:M holds on every row), validated on the sample rows of `in`

@@ -601,6 +601,7 @@ sqz_status sqz__compress_block(sqz_model *m, int32_t layer, const sqz_calib_bloc
     for (int i = 0; i < ng && st == SQZ_OK; i++)
         if (owner[i] >= 0) st = sqz__share_group(m, layer, &g[i], owner[i], c.quantized, c.to_f16, &mine[i], rep);
     for (int i = 0; i < ng; i++) free(mine[i].layers);
+    if (st == SQZ_OK) st = sqz__compress_experts(m, layer, stats, o, keep, rep);
     /* weights a fold changed but that stay float */
     for (int r = 0; r < SQZ_ROLE_COUNT && st == SQZ_OK; r++)
         if (c.dirty[r]) st = sqz__tensor_set_f32(m, sqz_model_get(m, (sqz_role)r, layer, SQZ_PARAM_WEIGHT), c.w[r]);

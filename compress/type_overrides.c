@@ -125,7 +125,7 @@ sqz_status sqz__mix_type(const sqz_compress_spec *sp, const sqz_type_overrides *
     }
     if (!ov) {
         *wanted = sqz__qmix_wanted_at(sp->mix, m, t, imatrix, t->layer);
-        *out = sqz__qmix_fallback(*wanted, t->shape[1]);
+        *out = sqz__qmix_fallback(*wanted, sqz_tensor_row_len(t));
         return SQZ_OK;
     }
     sqz_dtype d = t->role == SQZ_ROLE_TOKEN_EMBD ? ov->token_embd : t->role == SQZ_ROLE_OUTPUT ? ov->output
@@ -139,7 +139,7 @@ sqz_status sqz__mix_type(const sqz_compress_spec *sp, const sqz_type_overrides *
         return SQZ_OK;
     }
     if ((d = pattern_type(ov, t)) != SQZ_DTYPE_COUNT) {
-        *out = sqz__qmix_fallback(*wanted = d, t->shape[1]);
+        *out = sqz__qmix_fallback(*wanted = d, sqz_tensor_row_len(t));
         return SQZ_OK;
     }
     if (t->role == SQZ_ROLE_TOKEN_EMBD && m->hp.tied_embeddings && ov->output != SQZ_DTYPE_COUNT) {
@@ -153,6 +153,6 @@ sqz_status sqz__mix_type(const sqz_compress_spec *sp, const sqz_type_overrides *
         if (e && sqz__qmix_quantizes(e) && pattern_type(ov, e) == SQZ_DTYPE_COUNT) i++;
     }
     *wanted = sqz__qmix_wanted_at(sp->mix, m, t, imatrix, t->layer >= 0 ? i : t->layer);
-    *out = sqz__qmix_fallback(*wanted, t->shape[1]);
+    *out = sqz__qmix_fallback(*wanted, sqz_tensor_row_len(t));
     return SQZ_OK;
 }

@@ -20,7 +20,10 @@ bool sqz_quant_policy_wants(const sqz_tensor *t, const sqz_qtarget *target, cons
         case SQZ_ROLE_ATTN_OUT:
         case SQZ_ROLE_FFN_GATE:
         case SQZ_ROLE_FFN_UP:
-        case SQZ_ROLE_FFN_DOWN: break;
+        case SQZ_ROLE_FFN_DOWN:
+        case SQZ_ROLE_FFN_GATE_EXPS: /* one expert's matrix (compress/pass_quant_experts.c) */
+        case SQZ_ROLE_FFN_UP_EXPS:
+        case SQZ_ROLE_FFN_DOWN_EXPS: break;
         case SQZ_ROLE_OUTPUT:
             if (!p || !p->quant_output) r = "the classifier stays float (quant_output)";
             break;

@@ -121,7 +121,9 @@ SQZ_API void sqz_calib_windows_free(sqz_calib_windows *w);
  * Statistics of one block
  * ====================================================================================== */
 
-#define SQZ_CALIB_MAX_INPUTS 4     /* distinct linear inputs per block (q|k|v, o, gate|up, down) */
+#define SQZ_CALIB_MAX_INPUTS 6     /* distinct linear inputs per block (q|k|v, o, gate|up, down; a mixture's
+                                      from an importance matrix: q|k|v, o, the router, the experts' gate|up,
+                                      their down) */
 #define SQZ_CALIB_MAX_N_IN (1 << 20) /* largest in_features accepted (also when reading files) */
 
 /* The statistics of one linear input. `st` is the view the methods of sqz/quant.h read; its
@@ -137,6 +139,9 @@ typedef struct sqz_calib_input {
     float *mean;       /* E[x] (SQZ_QSTAT_MEAN; live calibration only, never in a .sqzs file) */
     float *x;          /* (st.n_x, n_in) sample rows */
     sqz_act_hist hist; /* st.hist points here when HIST is present */
+    int64_t n_mat;     /* matrices whose E[x^2] x2 holds one after another, (n_mat, n_in): a mixture's experts
+                          (from an importance matrix); 0 or 1: one input */
+    float *mat_tokens; /* (n_mat) tokens each of them saw (the importance matrix's counts), or NULL */
 } sqz_calib_input;
 
 typedef struct sqz_calib_block {
