@@ -272,6 +272,8 @@ void sqz_cli_fallback_words(const sqz_compress_report *r, const sqz_cli_layer_co
 /* The layers quantized again from a block-quantized source: "210 matrices stored q4_1 in the source,
  * rounded again from their dequantized values (llama-quantize asks for --allow-requantize)"; "" when none. */
 void sqz_cli_requant_words(const sqz_compress_report *r, char *buf, size_t cap);
+/* "6 of 6 stacked expert tensors rounded by RTN: ..." for a mixture's experts, "" for a dense model. */
+void sqz_cli_experts_words(const sqz_compress_report *r, char *buf, size_t cap);
 /* Writes a whole file atomically. */
 sqz_status sqz_cli_write_file(const char *path, const void *data, size_t n);
 /* Warns on stderr ("sqz: warning: ...") about a model that is legal but probably not what the

@@ -225,6 +225,8 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
         if (hint[0]) printf("fallback     %s\n", hint);
         sqz_cli_requant_words(r, hint, sizeof hint);
         if (hint[0]) printf("requantized  %s\n", hint);
+        sqz_cli_experts_words(r, hint, sizeof hint);
+        if (hint[0]) printf("experts      %s\n", hint);
     }
     print_size(r, lc.quantized, a->out);
     if (n_err)

@@ -130,6 +130,27 @@ void sqz_cli_fallback_words(const sqz_compress_report *r, const sqz_cli_layer_co
         snprintf(buf + n, cap - n, " (width not a multiple of the block; llama-quantize falls back alike)");
 }
 
+void sqz_cli_experts_words(const sqz_compress_report *r, char *buf, size_t cap) {
+    int64_t n = 0, rtn = 0, im = 0;
+    buf[0] = 0;
+    for (int64_t i = 0; i < r->n_layers; i++) {
+        const sqz_layer_report *l = &r->layers[i];
+        if (l->role != SQZ_ROLE_FFN_GATE_EXPS && l->role != SQZ_ROLE_FFN_UP_EXPS && l->role != SQZ_ROLE_FFN_DOWN_EXPS)
+            continue;
+        n++;
+        rtn += l->quantized && !strncmp(l->why, "rtn: no per-expert", 18);
+        im += l->quantized && !strcmp(l->method, "imatrix");
+    }
+    if (!n) return;
+    if (rtn)
+        snprintf(buf, cap, "%lld of %lld stacked expert tensors rounded by RTN: sqz's calibration does not reach the "
+                 "experts yet (--imatrix FILE of llama-imatrix gives each expert its own importance)", (long long)rtn,
+                 (long long)n);
+    else if (im)
+        snprintf(buf, cap, "%lld of %lld stacked expert tensors weighed by each expert's own importance (tokens per "
+                 "expert in the report)", (long long)im, (long long)n);
+}
+
 void sqz_cli_requant_words(const sqz_compress_report *r, char *buf, size_t cap) {
     int64_t n = 0;
     char types[64] = "";

@@ -173,6 +173,9 @@ static sqz_status check_model(const sqz__prune_opts *a, const char *spec, const 
     /* the family row says whether it can (BERT cannot: post-LayerNorm re-centres the residual
      * stream over whatever channels are left after every residual add, and BertModel derives
      * head_dim from hidden_size, which would then disagree with the heads) */
+    SQZ_RETURN_IF(a->ffn > 0 && fi->structures[SQZ_STRUCT_NEURON].n_members == 0, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'ffn=%g': %s blocks have no dense FFN neurons (a mixture of experts; pruning "
+                  "whole experts is still to come): prune heads= instead", spec, a->ffn, sqz_family_name(m->hp.family));
     SQZ_RETURN_IF(a->channels > 0 && !fi->prune_channels, SQZ_ERR_INVALID_ARG,
                   "--prune '%s': part 'channels=%g': %s blocks cannot lose hidden channels (%s): prune heads= / "
                   "ffn= instead", spec, a->channels, sqz_family_name(m->hp.family),

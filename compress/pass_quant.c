@@ -391,6 +391,13 @@ static void quant_fini(void *state) {
 
 static const sqz_compress_spec *quant_spec(const void *args) { return &((const sqz__quant_args *)args)->spec; }
 
+/* What the model allows: a mixture's experts onto GGUF types only, and not by auto:bpw's plan yet. */
+static sqz_status quant_check_model(const sqz_stage *s, const sqz_model *m, int64_t *n_layers, bool have_windows) {
+    (void)n_layers;
+    (void)have_windows;
+    return sqz__experts_check(m, quant_spec(s->args));
+}
+
 /* Every layer's result depends on its own input only, unless the method folds smoothing vectors
  * into other layers (AWQ, SmoothQuant). */
 static bool quant_partitions(const void *args) { return !quant_spec(args)->method->smooths; }
@@ -400,7 +407,8 @@ const sqz_pass sqz__pass_quant = {
     .summary = "quantize the linear layers of every block (RTN, imatrix, GPTQ, AWQ, SmoothQuant)",
     .examples = "int8 w8a8:smoothquant int4:gptq:g128:act-order q4_0:imatrix q4_0:awq q4_1:gptq q4_k:gptq:gptaq",
     .opts = quant_opts, .n_opts = N_ROWS, .args_size = sizeof(sqz__quant_args), .state_size = sizeof(quant_state),
-    .init = quant_init, .check = quant_check, .needs = quant_needs, .quant_spec = quant_spec,
+    .init = quant_init, .check = quant_check, .check_model = quant_check_model, .needs = quant_needs,
+    .quant_spec = quant_spec,
     .partitions = quant_partitions, .model_step = quant_model_step, .steps = quant_steps, .run_block = quant_block,
     .run_head = quant_head, .fini = quant_fini,
 };

@@ -27,10 +27,13 @@ static bool is_exps(sqz_role r) {
 }
 
 sqz_status sqz__experts_check(const sqz_model *m, const sqz_compress_spec *sp) {
-    if (!sqz_family_get(m->hp.family)->experts || !sp->method) return SQZ_OK;
-    SQZ_RETURN_IF(!sp->mix && !sqz_qformat_is_gguf(sp->q.target.fmt), SQZ_ERR_UNSUPPORTED,
-                  "%s: a mixture of experts is quantized onto GGUF types only (q4_k_m, q8_0:mix, q4_k, ...), not %s",
-                  m->source_path ? m->source_path : "model", sqz_qformat_name(sp->q.target.fmt));
+    const sqz_family_info *fi = sqz_family_get(m->hp.family);
+    if (!fi || !fi->experts || !sp->method) return SQZ_OK;
+    SQZ_RETURN_IF(!sp->mix && !sqz_qformat_is_gguf(sp->q.target.fmt), SQZ_ERR_INVALID_ARG,
+                  "--quant '%s': %s is a mixture of experts: its experts are quantized onto GGUF types only (q4_k_m, "
+                  "q8_0:mix, q4_k, ...), not %s", sp->text, fi->name, sqz_qformat_name(sp->q.target.fmt));
+    SQZ_RETURN_IF(sp->auto_bpw > 0, SQZ_ERR_INVALID_ARG, "--quant '%s': %s is a mixture of experts: auto:bpw does "
+                  "not plan the experts yet (give a mix: q4_k_m, q3_k_m, ...)", sp->text, fi->name);
     return SQZ_OK;
 }
 

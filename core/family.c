@@ -105,6 +105,7 @@ static const sqz_linear_group moe_groups[] = {
     {{SQZ_ROLE_ATTN_OUT}, 1, SQZ_FOLD_LINEAR, SQZ_ROLE_ATTN_V, true},
     {{SQZ_ROLE_ATTN_Q, SQZ_ROLE_ATTN_K, SQZ_ROLE_ATTN_V}, 3, SQZ_FOLD_NORM, SQZ_ROLE_ATTN_NORM, false},
 };
+static const char moe_no_rotation[] = "the router and the experts read the residual stream and are not rotated yet";
 static const sqz_role mixtral_layer_roles[] = {SQZ_ROLE_ATTN_NORM,    SQZ_ROLE_ATTN_Q,        SQZ_ROLE_ATTN_K,
                                                SQZ_ROLE_ATTN_V,       SQZ_ROLE_ATTN_OUT,      SQZ_ROLE_FFN_NORM,
                                                SQZ_ROLE_FFN_GATE_INP, SQZ_ROLE_FFN_GATE_EXPS, SQZ_ROLE_FFN_UP_EXPS,
@@ -185,7 +186,7 @@ static const sqz_family_info families[] = {
         .layer_roles = qwen3moe_layer_roles, .n_layer_roles = N_OF(qwen3moe_layer_roles), .final_norm = true,
         .qkv_bias_by_hparam = true, .eval_ctx = 512, .prune_channels = false, .bias_siblings = true,
         .gguf_arch = "qwen3moe", .bundle = false, .hf_head_dim = true,
-        .experts = true,
+        .experts = true, .no_rotation = moe_no_rotation,
     },
     [SQZ_FAMILY_MIXTRAL] = {
         .family = SQZ_FAMILY_MIXTRAL, .norm = SQZ_NORM_RMS, .pre_norm = true, .gated_ffn = true,
@@ -196,7 +197,7 @@ static const sqz_family_info families[] = {
         .layer_roles = mixtral_layer_roles, .n_layer_roles = N_OF(mixtral_layer_roles), .final_norm = true,
         .qkv_bias_by_hparam = true, .eval_ctx = 512, .prune_channels = false, .bias_siblings = true,
         .gguf_arch = "llama", .bundle = false, .hf_head_dim = true,
-        .experts = true,
+        .experts = true, .no_rotation = moe_no_rotation,
     },
     /* BERT's head members are llama's: q/k/v rows and biases, o columns (n_kv_heads == n_heads) */
     [SQZ_FAMILY_BERT] = {
