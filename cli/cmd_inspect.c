@@ -144,6 +144,12 @@ static int print_json(const sqz_model *m, bool tensors, bool sparsity) {
     }
     cJSON_AddBoolToObject(o, "tied_embeddings", hp->tied_embeddings);
     cJSON_AddBoolToObject(o, "attn_bias", hp->attn_bias);
+    if (hp->n_expert > 0) { /* a mixture: d_ff is one expert's width */
+        cJSON_AddNumberToObject(o, "n_expert", (double)hp->n_expert);
+        cJSON_AddNumberToObject(o, "n_expert_used", (double)hp->n_expert_used);
+        cJSON_AddBoolToObject(o, "expert_norm_topk", hp->expert_norm_topk);
+        cJSON_AddNumberToObject(o, "params_active", (double)sqz_model_active_param_count(m));
+    }
     if (!layers_uniform(m)) {
         cJSON *ls = cJSON_AddArrayToObject(o, "layers");
         for (int64_t l = 0; l < hp->n_layers; l++) {
@@ -229,6 +235,13 @@ static void print_text(const sqz_model *m, bool tensors, bool sparsity) {
         for (int64_t l = 0; l < hp->n_layers; l++)
             printf(" %" PRId64 "/%" PRId64 "/%" PRId64, m->layers[l].n_heads, m->layers[l].n_kv_heads, m->layers[l].d_ff);
         printf("\n");
+    }
+    if (hp->n_expert > 0) {
+        char act[64];
+        human_count(sqz_model_active_param_count(m), act, sizeof act);
+        printf("  experts       %" PRId64 " per layer of d_ff %" PRId64 ", %" PRId64 " per token (top-k weights %s); "
+               "%s parameters active per token\n", hp->n_expert, hp->d_ff, hp->n_expert_used,
+               hp->expert_norm_topk ? "renormalised" : "as the softmax gives them", act);
     }
     if (m->vocab.kind != SQZ_VOCAB_NONE) {
         printf("  tokenizer     %s, %d tokens, %d merges, bos %d, eos %d%s%s\n", sqz_vocab_kind_name(m->vocab.kind),
