@@ -27,6 +27,7 @@ static void input_free(sqz_calib_observer *ob, obs_input *in) {
 void sqz_calib_observer_free(sqz_calib_observer *ob) {
     if (!ob) return;
     for (int i = 0; i < ob->n_inputs; i++) input_free(ob, &ob->in[i]);
+    sqz__calib_experts_free(ob);
     sqz__calib_xtx_free_scratch(ob);
     free(ob->dbuf);
     free(ob->blk_in);
@@ -176,7 +177,9 @@ sqz_status sqz_calib_observer_hook(void *observer, const sqz_hook_event *e) {
 
 static sqz_status hook(sqz_calib_observer *ob, const sqz_hook_event *e) {
     switch (e->point) {
-    case SQZ_HOOK_LINEAR_IN: return e->roles ? observe_linear(ob, e) : SQZ_OK;
+    case SQZ_HOOK_LINEAR_IN:
+        if (e->in_expert > 0) return e->roles ? sqz__calib_expert_add(ob, e) : SQZ_OK;
+        return e->roles ? observe_linear(ob, e) : SQZ_OK;
     case SQZ_HOOK_BLOCK_IN: return ob->o.block_io ? observe_block_in(ob, e) : SQZ_OK;
     case SQZ_HOOK_BLOCK_OUT: return ob->o.block_io ? observe_block_out(ob, e) : SQZ_OK;
     }
@@ -272,6 +275,7 @@ static sqz_status finish(sqz_calib_observer *ob, sqz_calib_block *out) {
         d->st.x = d->x;
         d->st.hist = (d->have & SQZ_QSTAT_HIST) ? &d->hist : NULL;
     }
+    if (sqz__calib_experts_finish(ob, out) != SQZ_OK) goto nomem;
     return SQZ_OK;
 nomem:
     sqz_calib_block_free(out);

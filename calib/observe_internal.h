@@ -36,6 +36,18 @@ typedef struct obs_input {
     double *dxxt;          /* (n_in, n_in) GPTAQ's sum (x - x~) x~^T, full (observe_dx.c) */
 } obs_input;
 
+/* One input of a mixture's experts (their gate|up input, or their down input), per expert
+ * (observe_experts.c). */
+typedef struct obs_experts {
+    uint32_t roles;
+    int64_t n_in;
+    int64_t n_mat;         /* experts seen so far: the largest index + 1 */
+    int64_t *n_tokens;     /* (n_mat) */
+    double **sum_x2;       /* (n_mat) of (n_in), NULL until the expert's first rows */
+    double **xtx;          /* (n_mat) of (n_in, n_in), upper triangle; NULL when X^T X is not collected */
+} obs_experts;
+enum { SQZ__MAX_EXPERT_INPUTS = 2 };
+
 /* GPTAQ: the rows of one linear input in the ORIGINAL model for the current window. */
 typedef struct sqz__calib_captured {
     uint32_t roles;
@@ -57,6 +69,10 @@ typedef struct sqz__calib_capture {
 
 struct sqz_calib_observer {
     int32_t layer;
+    obs_experts xin[SQZ__MAX_EXPERT_INPUTS]; /* a mixture's experts' inputs (observe_experts.c) */
+    int n_xin;
+    double *xbuf;          /* rows of an expert event in double, for dsyrk */
+    int64_t xbuf_n;
     sqz_calib_observe_opts o;
     int64_t stride;        /* sample every stride-th row */
     obs_input in[SQZ_CALIB_MAX_INPUTS];
@@ -163,5 +179,11 @@ void sqz__calib_capture_free(sqz__calib_capture *c);
 sqz_status sqz__calib_dxxt_add(sqz_calib_observer *ob, obs_input *in, const float *x, int64_t n);
 /* Pairs observer ob with the capture of the current window (NULL: none). */
 static inline void sqz__calib_observer_pair(sqz_calib_observer *ob, sqz__calib_capture *c) { ob->pair = c; }
+
+/* A mixture's expert event (in_expert > 0) into the observer's per-expert sums; finish appends one block input
+ * per expert input (n_mat experts); free releases them (observe_experts.c). */
+sqz_status sqz__calib_expert_add(sqz_calib_observer *ob, const sqz_hook_event *e);
+sqz_status sqz__calib_experts_finish(sqz_calib_observer *ob, sqz_calib_block *out);
+void sqz__calib_experts_free(sqz_calib_observer *ob);
 
 #endif

@@ -109,6 +109,8 @@ sqz_status sqz_stats_writer_open(const char *path, const sqz_model *m, const sqz
                                  int64_t sample_rows, sqz_stats_writer **out) {
     *out = NULL;
     SQZ_RETURN_IF(!path || !m || !win, SQZ_ERR_INVALID_ARG, "statistics file: missing arguments");
+    SQZ_RETURN_IF(m->hp.n_expert > 0, SQZ_ERR_UNSUPPORTED, "%s: a statistics file does not hold a mixture's "
+                  "per-expert statistics yet: calibrate within compress (--calib FILE)", path);
     sqz_stats_writer *w = sqz__calloc(1, sizeof *w);
     if (!w) return SQZ_ERR_NOMEM;
     w->have = have;

@@ -131,7 +131,7 @@ void sqz_cli_fallback_words(const sqz_compress_report *r, const sqz_cli_layer_co
 }
 
 void sqz_cli_experts_words(const sqz_compress_report *r, char *buf, size_t cap) {
-    int64_t n = 0, rtn = 0, im = 0;
+    int64_t n = 0, rtn = 0, by[3] = {0, 0, 0};
     buf[0] = 0;
     for (int64_t i = 0; i < r->n_layers; i++) {
         const sqz_layer_report *l = &r->layers[i];
@@ -139,16 +139,19 @@ void sqz_cli_experts_words(const sqz_compress_report *r, char *buf, size_t cap) 
             continue;
         n++;
         rtn += l->quantized && !strncmp(l->why, "rtn: no per-expert", 18);
-        im += l->quantized && !strcmp(l->method, "imatrix");
+        by[0] += l->quantized && !strcmp(l->method, "gptq");
+        by[1] += l->quantized && !strcmp(l->method, "imatrix");
+        by[2] += l->quantized && !strcmp(l->method, "rtn");
     }
     if (!n) return;
     if (rtn)
-        snprintf(buf, cap, "%lld of %lld stacked expert tensors rounded by RTN: sqz's calibration does not reach the "
-                 "experts yet (--imatrix FILE of llama-imatrix gives each expert its own importance)", (long long)rtn,
-                 (long long)n);
-    else if (im)
-        snprintf(buf, cap, "%lld of %lld stacked expert tensors weighed by each expert's own importance (tokens per "
-                 "expert in the report)", (long long)im, (long long)n);
+        snprintf(buf, cap, "%lld of %lld stacked expert tensors rounded by RTN: no per-expert statistics reached them "
+                 "(a mixture's experts take their statistics from --calib or an --imatrix of llama-imatrix)",
+                 (long long)rtn, (long long)n);
+    else
+        snprintf(buf, cap, "%lld stacked expert tensors, each expert by its own statistics (mostly gptq: %lld, "
+                 "imatrix: %lld, rtn: %lld; the rule per expert in docs/moe.md, the counts in each row)", (long long)n,
+                 (long long)by[0], (long long)by[1], (long long)by[2]);
 }
 
 void sqz_cli_requant_words(const sqz_compress_report *r, char *buf, size_t cap) {

@@ -20,6 +20,7 @@
 
 #include "compress/compress_internal.h"
 #include "quant/quant_internal.h"
+#include "sqz/dist.h"
 #include "sqz/edit.h"
 
 static bool is_exps(sqz_role r) {
@@ -32,6 +33,9 @@ sqz_status sqz__experts_check(const sqz_model *m, const sqz_compress_spec *sp) {
     SQZ_RETURN_IF(!sp->mix && !sqz_qformat_is_gguf(sp->q.target.fmt), SQZ_ERR_INVALID_ARG,
                   "--quant '%s': %s is a mixture of experts: its experts are quantized onto GGUF types only (q4_k_m, "
                   "q8_0:mix, q4_k, ...), not %s", sp->text, fi->name, sqz_qformat_name(sp->q.target.fmt));
+    SQZ_RETURN_IF(sqz_dist_size() > 1 && sp->method->needs, SQZ_ERR_INVALID_ARG, "--quant '%s': %s is a mixture of "
+                  "experts: an MPI job does not merge the per-expert statistics yet (run one process)", sp->text,
+                  fi->name);
     SQZ_RETURN_IF(sp->auto_bpw > 0, SQZ_ERR_INVALID_ARG, "--quant '%s': %s is a mixture of experts: auto:bpw does "
                   "not plan the experts yet (give a mix: q4_k_m, q3_k_m, ...)", sp->text, fi->name);
     return SQZ_OK;
@@ -49,10 +53,9 @@ static sqz_tensor expert_view(const sqz_tensor *t, int64_t e) {
     return v;
 }
 
-/* The type of t and the method its experts are rounded with; *why: a reason it stays as it is. */
+/* The type of t; *why: a reason it stays as it is. */
 static sqz_status plan_tensor(const sqz_model *m, const sqz_compress_opts *o, const sqz_keep_float *keep,
-                              const sqz_tensor *t, const sqz_calib_input *in, sqz_qtarget *target,
-                              const sqz_qmethod **method, const char **why) {
+                              const sqz_tensor *t, sqz_qtarget *target, const char **why) {
     const sqz_compress_spec *sp = &o->spec;
     *target = sp->q.target;
     *why = NULL;
@@ -69,18 +72,56 @@ static sqz_status plan_tensor(const sqz_model *m, const sqz_compress_opts *o, co
     if (sqz_keep_float_match(keep, t)) *why = "kept float (--keep-float)";
     else if (t->qp) *why = "already quantized by sqz";
     else (void)sqz_quant_policy_wants(&v, target, &o->policy, why); /* sets *why when it does not */
-    /* importance-weighted where the SPEC weighs by statistics and each expert has its own; a type the
-     * imatrix method does not produce is rounded as llama-quantize does it (Q8_0: plain) */
-    const sqz_qmethod *im = sqz_qmethod_find("imatrix");
-    const bool x2 = in && in->st.x2 && (in->n_mat ? in->n_mat : 1) == t->shape[0];
-    const bool weighs = sp->method->needs != 0 && im && (im->formats & (1u << target->fmt));
-    *method = weighs && x2 ? im : sqz_qmethod_find("rtn");
     return SQZ_OK;
+}
+
+/* How often each rule was taken over a tensor's experts, and the tokens they saw. */
+typedef struct expert_tally {
+    int64_t gptq, imatrix, ones, rtn;
+    float lo, hi; /* tokens per expert; lo > hi: not known */
+} expert_tally;
+
+/*
+ * The method expert e of input `in` is rounded with, and its statistics in *qs (the rule, docs/moe.md):
+ *   - the SPEC's method is RTN, or no statistics reach the experts: RTN;
+ *   - the expert saw no token: an all-ones importance, llama-quantize's rule for an expert llama-imatrix
+ *     never reached (plain weighted rounding; never a zero Hessian);
+ *   - GPTQ with X^T X of at least as many tokens as the expert has inputs: GPTQ on the expert's own X^T X;
+ *     fewer (a Hessian short of full rank, carried by the damping alone): its E[x^2] by imatrix;
+ *   - any other method that weighs by statistics (imatrix; AWQ, whose search rows the experts do not keep):
+ *     imatrix with the expert's E[x^2].
+ * A type the imatrix method does not produce (Q8_0) is rounded plainly, as llama-quantize does.
+ */
+static const sqz_qmethod *expert_method(const sqz_compress_spec *sp, const sqz_calib_input *in, int64_t e,
+                                        sqz_qformat fmt, int64_t n_in, sqz_qstats *qs, expert_tally *tl) {
+    const sqz_qmethod *im = sqz_qmethod_find("imatrix"), *rtn = sqz_qmethod_find("rtn");
+    *qs = (sqz_qstats){.n_in = n_in};
+    const bool have = in && in->st.x2 && e < (in->n_mat ? in->n_mat : 1);
+    if (!sp->method->needs || !have || !(im->formats & (1u << fmt))) {
+        tl->rtn++;
+        return rtn;
+    }
+    const float tok = in->mat_tokens ? in->mat_tokens[e] : -1.0f; /* -1: a file without counts */
+    tl->lo = tok >= 0 && tok < tl->lo ? tok : tl->lo;
+    tl->hi = tok > tl->hi ? tok : tl->hi;
+    qs->x2 = in->x2 + e * n_in;
+    qs->n_tokens = tok > 0 ? (int64_t)tok : in->st.n_tokens;
+    if (tok == 0) { /* E[x^2] holds ones there (llama-imatrix's files and sqz's calibration alike) */
+        tl->ones++;
+        return im;
+    }
+    if (!strcmp(sp->method->name, "gptq") && in->xtx && tok >= (float)n_in && (sp->method->formats & (1u << fmt))) {
+        qs->xtx = in->xtx + e * n_in * n_in;
+        tl->gptq++;
+        return sp->method;
+    }
+    tl->imatrix++;
+    return im;
 }
 
 /* Every expert of t onto target by method: one stacked tensor of blocks replaces t. */
 static sqz_status quantize_tensor(sqz_model *m, const sqz_compress_opts *o, sqz_tensor *t, const sqz_calib_input *in,
-                                  const sqz_qtarget *target, const sqz_qmethod *method, sqz_layer_report *row) {
+                                  const sqz_qtarget *target, expert_tally *tl, sqz_layer_report *row) {
     const int64_t E = t->shape[0], rows = t->shape[1], cols = t->shape[2];
     float *w = sqz__malloc((size_t)(rows * cols) * sizeof(float)), *deq = sqz__malloc((size_t)(rows * cols) * 4);
     float *smooth = sqz__malloc((size_t)cols * sizeof(float));
@@ -95,11 +136,8 @@ static sqz_status quantize_tensor(sqz_model *m, const sqz_compress_opts *o, sqz_
     for (int64_t e = 0; e < E && st == SQZ_OK; e++) {
         const sqz_tensor v = expert_view(t, e);
         st = sqz_tensor_to_f32(&v, w);
-        sqz_qstats qs = {.n_in = cols};
-        if (in && method == sqz_qmethod_find("imatrix")) {
-            qs.x2 = in->x2 + e * cols;
-            qs.n_tokens = in->mat_tokens ? (int64_t)in->mat_tokens[e] : in->st.n_tokens;
-        }
+        sqz_qstats qs;
+        const sqz_qmethod *method = expert_method(&o->spec, in, e, target->fmt, cols, &qs, tl);
         const sqz_qlinear lin = {w, rows, t->name, false};
         sqz_qmatrix q;
         memset(&q, 0, sizeof q);
@@ -138,21 +176,19 @@ static sqz_status quantize_tensor(sqz_model *m, const sqz_compress_opts *o, sqz_
     return st;
 }
 
-/* "per expert: 3..41 tokens, 2 of 8 none" into buf (an expert no token reached has the all-ones importance). */
-static void tokens_text(const sqz_calib_input *in, int64_t E, char *buf, size_t cap) {
-    if (!in || !in->mat_tokens) {
-        snprintf(buf, cap, "per-expert importance (no token counts)");
-        return;
-    }
-    float lo = INFINITY, hi = 0;
-    int64_t none = 0;
-    for (int64_t e = 0; e < E; e++) {
-        lo = fminf(lo, in->mat_tokens[e]);
-        hi = fmaxf(hi, in->mat_tokens[e]);
-        none += in->mat_tokens[e] <= 0;
-    }
-    snprintf(buf, cap, "per expert: %.0f..%.0f tokens, %lld of %lld none", (double)fmin(lo, 1e9),
-             (double)fmin(hi, 1e9), (long long)none % 100000, (long long)E % 100000);
+/* The row's method (the rule taken most) and why: "gptq 6 imatrix 1 ones 1; 0..340 tokens". */
+static void tally_text(const expert_tally *tl, sqz_layer_report *row) {
+    const int64_t c[4] = {tl->gptq, tl->imatrix, tl->ones, tl->rtn};
+    static const char *const name[4] = {"gptq", "imatrix", "imatrix", "rtn"};
+    int best = 0;
+    for (int k = 1; k < 4; k++) best = c[k] > c[best] ? k : best;
+    snprintf(row->method, sizeof row->method, "%s", name[best]);
+    char toks[32] = "";
+    if (tl->lo <= tl->hi) snprintf(toks, sizeof toks, "; %.0f..%.0f tokens", (double)fminf(tl->lo, 1e9f), (double)fminf(tl->hi, 1e9f));
+    if (c[best] == tl->rtn && tl->rtn && !tl->gptq && !tl->imatrix && !tl->ones) return;
+    snprintf(row->why, sizeof row->why, "experts: gptq %lld imatrix %lld ones %lld rtn %lld%s",
+             (long long)(tl->gptq % 10000), (long long)(tl->imatrix % 10000), (long long)(tl->ones % 10000),
+             (long long)(tl->rtn % 10000), toks);
 }
 
 sqz_status sqz__compress_experts(sqz_model *m, int32_t layer, const sqz_calib_block *stats,
@@ -166,19 +202,18 @@ sqz_status sqz__compress_experts(sqz_model *m, int32_t layer, const sqz_calib_bl
         row.n_out = t->shape[0] * t->shape[1];
         row.n_in = t->shape[2];
         sqz_qtarget target;
-        const sqz_qmethod *method = NULL;
         const char *why = NULL;
-        SQZ_TRY(plan_tensor(m, o, keep, t, in, &target, &method, &why));
+        SQZ_TRY(plan_tensor(m, o, keep, t, &target, &why));
         if (why) {
             snprintf(row.why, sizeof row.why, "%s", why);
             snprintf(row.method, sizeof row.method, "float");
             snprintf(row.format, sizeof row.format, "%s", sqz_dtype_name(t->dtype));
         } else {
-            snprintf(row.method, sizeof row.method, "%s", method->name);
-            if (method == sqz_qmethod_find("imatrix")) tokens_text(in, t->shape[0], row.why, sizeof row.why);
-            else if (o->spec.method->needs && sqz_qformat_is_gguf(target.fmt) && target.fmt != SQZ_QFMT_Q8_0)
-                snprintf(row.why, sizeof row.why, "rtn: no per-expert statistics (--imatrix has them)");
-            sqz_status st = quantize_tensor(m, o, t, in, &target, method, &row);
+            expert_tally tl = {.lo = INFINITY, .hi = -1};
+            sqz_status st = quantize_tensor(m, o, t, in, &target, &tl, &row);
+            tally_text(&tl, &row);
+            if (st == SQZ_OK && o->spec.method->needs && !in && target.fmt != SQZ_QFMT_Q8_0)
+                snprintf(row.why, sizeof row.why, "rtn: no per-expert statistics");
             if (st != SQZ_OK) {
                 sqz__error_prefix("block %d, %s", (int)layer, sqz_role_name((sqz_role)r));
                 return st;

@@ -86,15 +86,28 @@ static void route(float *p, int64_t E, int64_t K, bool norm, int32_t *sel, float
         for (int64_t k = 0; k < K; k++) w[k] /= wsum;
 }
 
+/* The session's hook on expert e's input x (cnt, dim) of the roles in bits (calibration per expert). */
+static sqz_status hook_expert(sqz_session *s, int32_t layer, uint32_t bits, const float *x, int64_t cnt, int64_t dim,
+                              int64_t e) {
+    if (!s->hook) return SQZ_OK;
+    const sqz_hook_event ev = {.point = SQZ_HOOK_LINEAR_IN, .layer = layer, .roles = bits, .x = x, .n_tokens = cnt,
+                               .dim = dim, .in_expert = (int32_t)e + 1};
+    return s->hook(s->hook_user, &ev);
+}
+
+#define BIT(r) (1u << (unsigned)(r))
+
 /* Expert e of the layer on its gathered tokens moe_x (cnt, d) -> moe_y (cnt, d). */
 static sqz_status expert(sqz_session *s, int32_t layer, int64_t e, int64_t cnt) {
     const int64_t ff = s->m->layers[layer].d_ff;
+    SQZ_TRY(hook_expert(s, layer, BIT(SQZ_ROLE_FFN_GATE_EXPS) | BIT(SQZ_ROLE_FFN_UP_EXPS), s->moe_x, cnt, s->d, e));
     SQZ_TRY(sqz__linear_slice(s, s->moe_x, cnt, sqz__st(s, SQZ_ROLE_FFN_GATE_EXPS, layer, SQZ_PARAM_WEIGHT), e,
                               s->ff_a));
     SQZ_TRY(sqz__linear_slice(s, s->moe_x, cnt, sqz__st(s, SQZ_ROLE_FFN_UP_EXPS, layer, SQZ_PARAM_WEIGHT), e,
                               s->ff_b));
     if (s->m->hp.act == SQZ_ACT_GELU_TANH) sqz__gelu_tanh_mul(s->pool, s->ff_a, s->ff_b, cnt, ff);
     else sqz__silu_mul(s->pool, s->ff_a, s->ff_b, cnt, ff);
+    SQZ_TRY(hook_expert(s, layer, BIT(SQZ_ROLE_FFN_DOWN_EXPS), s->ff_a, cnt, ff, e));
     return sqz__linear_slice(s, s->ff_a, cnt, sqz__st(s, SQZ_ROLE_FFN_DOWN_EXPS, layer, SQZ_PARAM_WEIGHT), e,
                              s->moe_y);
 }

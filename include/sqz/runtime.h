@@ -142,6 +142,9 @@ typedef struct sqz_hook_event {
     const float *x_dev; /* the same rows in `backend`'s memory when the session computed them there (a
                            device block: docs/device.md), else NULL; valid only during the call */
     const sqz_backend *backend; /* the session's backend when x_dev is set, else NULL */
+    int32_t in_expert;  /* LINEAR_IN of one expert of a mixture (roles: FFN_GATE_EXPS|FFN_UP_EXPS, or
+                           FFN_DOWN_EXPS): 1 + the expert's index, x the rows of the tokens routed to it
+                           (gathered: pos is 0); 0 for every other event */
 } sqz_hook_event;
 
 /* A hook returns SQZ_OK to continue; any other status aborts the forward pass, which returns

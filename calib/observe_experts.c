@@ -1,0 +1,145 @@
+/*
+ * calib/observe_experts.c - a mixture's experts observed one expert at a time: the runtime gathers the
+ * rows of the tokens routed to expert e and reports them (sqz_hook_event.in_expert = e + 1) for the
+ * experts' gate|up input and for their down input. Per expert: the tokens it saw, E[x^2] and, when
+ * the observer collects X^T X, that expert's X^T X, summed in double on the host (dsyrk).
+ *
+ * The block's statistics then hold one sqz_calib_input per input with n_mat experts one after another
+ * (x2 (n_mat, n_in), xtx (n_mat, n_in, n_in), mat_tokens (n_mat)); an expert no token reached has mat_tokens
+ * 0, a zero X^T X and, as llama-imatrix writes it, an all-ones E[x^2]: compress/pass_quant_experts.c applies
+ * its rule to it, never a zero Hessian.
+ * Sample rows, histograms and GPTAQ's dXX^T are not kept for experts.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/observe_internal.h"
+
+static void experts_free(obs_experts *x) {
+    for (int64_t e = 0; e < x->n_mat; e++) {
+        free(x->sum_x2[e]);
+        if (x->xtx) free(x->xtx[e]);
+    }
+    free(x->sum_x2);
+    free(x->xtx);
+    free(x->n_tokens);
+    memset(x, 0, sizeof *x);
+}
+
+void sqz__calib_experts_free(sqz_calib_observer *ob) {
+    for (int i = 0; i < ob->n_xin; i++) experts_free(&ob->xin[i]);
+    free(ob->xbuf);
+    ob->n_xin = 0;
+}
+
+/* Room for expert e (arrays grown to e + 1) and its sums allocated. */
+static sqz_status expert_slot(const sqz_calib_observer *ob, obs_experts *x, int64_t e) {
+    if (e >= x->n_mat) {
+        const size_t n = (size_t)e + 1;
+        double **s = sqz__realloc(x->sum_x2, n * sizeof *s);
+        if (s) x->sum_x2 = s;
+        int64_t *t = sqz__realloc(x->n_tokens, n * sizeof *t);
+        if (t) x->n_tokens = t;
+        double **h = (ob->o.needs & SQZ_QSTAT_XTX) ? sqz__realloc(x->xtx, n * sizeof *h) : NULL;
+        if (h) x->xtx = h;
+        if (!s || !t || ((ob->o.needs & SQZ_QSTAT_XTX) && !h)) return SQZ_ERR_NOMEM;
+        for (int64_t k = x->n_mat; k <= e; k++) {
+            x->sum_x2[k] = NULL;
+            x->n_tokens[k] = 0;
+            if (x->xtx) x->xtx[k] = NULL;
+        }
+        x->n_mat = e + 1;
+    }
+    if (!x->sum_x2[e] && !(x->sum_x2[e] = sqz__calloc((size_t)x->n_in, sizeof(double)))) return SQZ_ERR_NOMEM;
+    if (x->xtx && !x->xtx[e] && !(x->xtx[e] = sqz__calloc((size_t)(x->n_in * x->n_in), sizeof(double))))
+        return SQZ_ERROR(SQZ_ERR_NOMEM, "calibration: block %d: no memory for expert %lld's Hessian (%lld inputs)",
+                         (int)ob->layer, (long long)e, (long long)x->n_in);
+    return SQZ_OK;
+}
+
+static sqz_status find(sqz_calib_observer *ob, uint32_t roles, int64_t n_in, obs_experts **out) {
+    for (int i = 0; i < ob->n_xin; i++) {
+        if (ob->xin[i].roles != roles) continue;
+        SQZ_RETURN_IF(ob->xin[i].n_in != n_in, SQZ_ERR_INVALID_ARG, "calibration: block %d: an expert input changed "
+                      "width from %lld to %lld", (int)ob->layer, (long long)ob->xin[i].n_in, (long long)n_in);
+        *out = &ob->xin[i];
+        return SQZ_OK;
+    }
+    SQZ_RETURN_IF(ob->n_xin == SQZ__MAX_EXPERT_INPUTS || n_in < 1 || n_in > SQZ_CALIB_MAX_N_IN, SQZ_ERR_INVALID_ARG,
+                  "calibration: block %d: more than %d expert inputs, or a width of %lld", (int)ob->layer,
+                  SQZ__MAX_EXPERT_INPUTS, (long long)n_in);
+    obs_experts *x = &ob->xin[ob->n_xin++];
+    memset(x, 0, sizeof *x);
+    x->roles = roles;
+    x->n_in = n_in;
+    *out = x;
+    return SQZ_OK;
+}
+
+sqz_status sqz__calib_expert_add(sqz_calib_observer *ob, const sqz_hook_event *ev) {
+    obs_experts *x = NULL;
+    const int64_t k = ev->dim, e = ev->in_expert - 1;
+    SQZ_TRY(find(ob, ev->roles, k, &x));
+    SQZ_TRY(expert_slot(ob, x, e));
+    double *s = x->sum_x2[e];
+    for (int64_t t = 0; t < ev->n_tokens; t++)
+        for (int64_t j = 0; j < k; j++) s[j] += (double)ev->x[t * k + j] * (double)ev->x[t * k + j];
+    x->n_tokens[e] += ev->n_tokens;
+    if (!x->xtx) return SQZ_OK;
+    if (ob->xbuf_n < XTX_CHUNK * k) {
+        free(ob->xbuf);
+        ob->xbuf_n = 0;
+        if (!(ob->xbuf = sqz__malloc((size_t)(XTX_CHUNK * k) * sizeof(double)))) return SQZ_ERR_NOMEM;
+        ob->xbuf_n = XTX_CHUNK * k;
+    }
+    for (int64_t t0 = 0; t0 < ev->n_tokens; t0 += XTX_CHUNK) {
+        const int64_t r = ev->n_tokens - t0 < XTX_CHUNK ? ev->n_tokens - t0 : XTX_CHUNK;
+        for (int64_t i = 0; i < r * k; i++) ob->xbuf[i] = (double)ev->x[t0 * k + i];
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)k, (int)r, 1.0, ob->xbuf, (int)k, 1.0, x->xtx[e],
+                    (int)k);
+    }
+    return SQZ_OK;
+}
+
+/* x's sums as one block input of x->n_mat experts (the per-expert buffers freed on the way). */
+static sqz_status finish_one(obs_experts *x, sqz_calib_input *d) {
+    const int64_t E = x->n_mat, k = x->n_in;
+    d->roles = x->roles;
+    d->st.n_in = k;
+    d->n_mat = E;
+    d->x2 = sqz__calloc((size_t)(E * k), sizeof(float));
+    d->mat_tokens = sqz__calloc((size_t)E, sizeof(float));
+    if (x->xtx) d->xtx = sqz__calloc((size_t)E * (size_t)(k * k), sizeof(double));
+    if (!d->x2 || !d->mat_tokens || (x->xtx && !d->xtx)) return SQZ_ERR_NOMEM;
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t n = x->n_tokens[e];
+        d->mat_tokens[e] = (float)n;
+        d->st.n_tokens += n;
+        for (int64_t j = 0; j < k; j++) /* no token: llama-imatrix's all-ones importance */
+            d->x2[e * k + j] = n && x->sum_x2[e] ? (float)(x->sum_x2[e][j] / (double)n) : 1.0f;
+        double *h = x->xtx && x->xtx[e] ? x->xtx[e] : NULL, *o = d->xtx ? d->xtx + e * k * k : NULL;
+        for (int64_t r = 0; h && r < k; r++)
+            for (int64_t c = r; c < k; c++) o[r * k + c] = o[c * k + r] = h[r * k + c];
+        if (h) {
+            free(h);
+            x->xtx[e] = NULL;
+        }
+    }
+    d->have = SQZ_QSTAT_X2 | (d->xtx ? SQZ_QSTAT_XTX : 0u);
+    d->st.x2 = d->x2;
+    d->st.xtx = d->xtx;
+    return SQZ_OK;
+}
+
+sqz_status sqz__calib_experts_finish(sqz_calib_observer *ob, sqz_calib_block *out) {
+    for (int i = 0; i < ob->n_xin; i++) {
+        SQZ_RETURN_IF(out->n_inputs >= SQZ_CALIB_MAX_INPUTS, SQZ_ERR_INVALID_ARG,
+                      "calibration: block %d has more than %d distinct linear inputs", (int)ob->layer,
+                      SQZ_CALIB_MAX_INPUTS);
+        sqz_calib_input *d = &out->in[out->n_inputs++];
+        SQZ_TRY(finish_one(&ob->xin[i], d));
+        if (d->st.n_tokens > out->n_tokens) out->n_tokens = d->st.n_tokens;
+    }
+    return SQZ_OK;
+}
