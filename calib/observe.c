@@ -182,6 +182,7 @@ static sqz_status hook(sqz_calib_observer *ob, const sqz_hook_event *e) {
         return e->roles ? observe_linear(ob, e) : SQZ_OK;
     case SQZ_HOOK_BLOCK_IN: return ob->o.block_io ? observe_block_in(ob, e) : SQZ_OK;
     case SQZ_HOOK_BLOCK_OUT: return ob->o.block_io ? observe_block_out(ob, e) : SQZ_OK;
+    case SQZ_HOOK_EXPERT_OUT: return sqz__calib_expert_out(ob, e);
     }
     return SQZ_OK;
 }
@@ -301,6 +302,7 @@ void sqz_calib_block_free(sqz_calib_block *b) {
         free(in->mean);
         free(in->x);
         free(in->mat_tokens);
+        free(in->mat_reap);
         if (in->have & SQZ_QSTAT_HIST) sqz_act_hist_free(&in->hist);
     }
     memset(b, 0, sizeof *b);

@@ -51,7 +51,7 @@ static sqz_status slot(sqz__calib_capture *c, uint32_t roles, int64_t n_in, sqz_
 
 sqz_status sqz__calib_capture_hook(void *user, const sqz_hook_event *e) {
     sqz__calib_capture *c = user;
-    if (e->point != SQZ_HOOK_LINEAR_IN || !e->roles || e->layer != c->layer) return SQZ_OK;
+    if (e->point != SQZ_HOOK_LINEAR_IN || !e->roles || e->layer != c->layer || e->in_expert) return SQZ_OK;
     sqz__calib_captured *s = NULL;
     SQZ_TRY(slot(c, e->roles, e->dim, &s));
     size_t need;

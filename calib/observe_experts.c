@@ -8,9 +8,12 @@
  * (x2 (n_mat, n_in), xtx (n_mat, n_in, n_in), mat_tokens (n_mat)); an expert no token reached has mat_tokens
  * 0, a zero X^T X and, as llama-imatrix writes it, an all-ones E[x^2]: compress/pass_quant_experts.c applies
  * its rule to it, never a zero Hessian.
- * Sample rows, histograms and GPTAQ's dXX^T are not kept for experts.
+ * Sample rows, histograms and GPTAQ's dXX^T are not kept for experts. The experts' outputs (EXPERT_OUT events,
+ * with each row's routing weight) give REAP's score (Lasby et al., Cerebras 2025): per expert the mean over its
+ * tokens of g_e(x) ||f_e(x)||_2, for expert pruning.
  */
 #include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +33,35 @@ static void experts_free(obs_experts *x) {
 void sqz__calib_experts_free(sqz_calib_observer *ob) {
     for (int i = 0; i < ob->n_xin; i++) experts_free(&ob->xin[i]);
     free(ob->xbuf);
+    free(ob->reap);
     ob->n_xin = 0;
+}
+
+sqz_status sqz__calib_expert_out(sqz_calib_observer *ob, const sqz_hook_event *ev) {
+    const int64_t e = ev->in_expert - 1, d = ev->dim;
+    if (e < 0 || !ev->weights) return SQZ_OK;
+    if (e >= ob->n_reap) {
+        double *r = sqz__realloc(ob->reap, (size_t)(e + 1) * sizeof *r);
+        if (!r) return SQZ_ERR_NOMEM;
+        for (int64_t k = ob->n_reap; k <= e; k++) r[k] = 0;
+        ob->reap = r;
+        ob->n_reap = e + 1;
+    }
+    for (int64_t t = 0; t < ev->n_tokens; t++) { /* REAP: g_e(x) ||f_e(x)||_2 */
+        double s = 0;
+        for (int64_t j = 0; j < d; j++) s += (double)ev->x[t * d + j] * (double)ev->x[t * d + j];
+        ob->reap[e] += (double)ev->weights[t] * sqrt(s);
+    }
+    return SQZ_OK;
+}
+
+/* REAP's means onto the experts' gate|up input d (n_mat experts, mat_tokens set). */
+static sqz_status attach_reap(const sqz_calib_observer *ob, sqz_calib_input *d) {
+    if (!ob->reap || !(d->roles & (1u << SQZ_ROLE_FFN_GATE_EXPS))) return SQZ_OK;
+    if (!(d->mat_reap = sqz__calloc((size_t)d->n_mat, sizeof(float)))) return SQZ_ERR_NOMEM;
+    for (int64_t e = 0; e < d->n_mat && e < ob->n_reap; e++)
+        d->mat_reap[e] = d->mat_tokens[e] > 0 ? (float)(ob->reap[e] / (double)d->mat_tokens[e]) : 0.0f;
+    return SQZ_OK;
 }
 
 /* Room for expert e (arrays grown to e + 1) and its sums allocated. */
@@ -139,6 +170,7 @@ sqz_status sqz__calib_experts_finish(sqz_calib_observer *ob, sqz_calib_block *ou
                       SQZ_CALIB_MAX_INPUTS);
         sqz_calib_input *d = &out->in[out->n_inputs++];
         SQZ_TRY(finish_one(&ob->xin[i], d));
+        SQZ_TRY(attach_reap(ob, d));
         if (d->st.n_tokens > out->n_tokens) out->n_tokens = d->st.n_tokens;
     }
     return SQZ_OK;

@@ -73,6 +73,8 @@ struct sqz_calib_observer {
     int n_xin;
     double *xbuf;          /* rows of an expert event in double, for dsyrk */
     int64_t xbuf_n;
+    double *reap;          /* (n_reap) per expert: sum of routing weight x ||output|| (EXPERT_OUT events) */
+    int64_t n_reap;
     sqz_calib_observe_opts o;
     int64_t stride;        /* sample every stride-th row */
     obs_input in[SQZ_CALIB_MAX_INPUTS];
@@ -183,6 +185,7 @@ static inline void sqz__calib_observer_pair(sqz_calib_observer *ob, sqz__calib_c
 /* A mixture's expert event (in_expert > 0) into the observer's per-expert sums; finish appends one block input
  * per expert input (n_mat experts); free releases them (observe_experts.c). */
 sqz_status sqz__calib_expert_add(sqz_calib_observer *ob, const sqz_hook_event *e);
+sqz_status sqz__calib_expert_out(sqz_calib_observer *ob, const sqz_hook_event *e);
 sqz_status sqz__calib_experts_finish(sqz_calib_observer *ob, sqz_calib_block *out);
 void sqz__calib_experts_free(sqz_calib_observer *ob);
 

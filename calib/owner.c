@@ -71,7 +71,7 @@ static sqz_status capture_hook(void *user, const sqz_hook_event *e) {
     capture *c = user;
     if (e->layer != c->layer) return SQZ_OK;
     const size_t n = (size_t)e->n_tokens * (size_t)e->dim;
-    if (e->point == SQZ_HOOK_LINEAR_IN && e->roles) {
+    if (e->point == SQZ_HOOK_LINEAR_IN && e->roles && !e->in_expert) { /* a mixture: refused with MPI */
         SQZ_RETURN_IF(c->n_ev == CAP_MAX_EVENTS, SQZ_ERR_INVALID_ARG,
                       "calibration: block %d reports more than %d linear inputs per window", (int)c->layer,
                       CAP_MAX_EVENTS);

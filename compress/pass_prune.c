@@ -17,6 +17,8 @@
  *                                           quantized rows are blocks of 32; 1 = the exact ratio)
  *          | uniform                        heads=: the same number of heads and KV heads in every
  *                                           layer (a plain HF config.json holds the result)
+ *          | 'experts=' R                   fraction of each mixture layer's experts (router rows with them)
+ *          | reap | frequency | random       their score (default reap; prune/experts.c)
  *   e.g. ffn=0.3  heads=0.25:ffn=0.25:obs  ffn=0.3:flap:none  ffn=0.2:wanda:lsq  heads=0.34:uniform
  */
 #include <inttypes.h>
@@ -33,7 +35,8 @@
 static const int comp_values[] = {-1, SQZ_PRUNE_COMP_NONE, SQZ_PRUNE_COMP_BIAS, SQZ_PRUNE_COMP_LSQ,
                                   SQZ_PRUNE_COMP_BOTH};
 
-enum { R_HEADS, R_FFN, R_PARAMS, R_CHANNELS, R_SCORE, R_COMP, R_DAMP, R_ALIGN, R_UNIFORM, N_ROWS };
+enum { R_HEADS, R_FFN, R_PARAMS, R_CHANNELS, R_SCORE, R_COMP, R_DAMP, R_ALIGN, R_UNIFORM, R_EXPERTS, R_ESCORE,
+       N_ROWS };
 static const sqz_opt prune_opts[] = {
     [R_HEADS] = {.name = "heads", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_opts, heads), .min = 0,
                  .max = 1, .def = "0",
@@ -70,6 +73,14 @@ static const sqz_opt prune_opts[] = {
                    .help = "with heads=: remove the same number of heads and of KV heads in every layer, so a plain "
                            "HF config.json holds the result (--to safetensors); GQA: one more calibration pass picks "
                            "the KV split keeping the most score over all layers, each layer's scores its heads"},
+    [R_EXPERTS] = {.name = "experts", .type = SQZ_OPT_FLOAT, .offset = offsetof(sqz__prune_opts, experts), .min = 0,
+                   .max = 1, .def = "0",
+                   .help = "fraction of each mixture layer's experts to remove (the router's rows with them; the same "
+                           "count in every layer, at least top-k kept), scored on the calibration by reap / frequency"},
+    [R_ESCORE] = {.name = "expert-score", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__prune_opts, expert_score),
+                  .flags = SQZ_OPT_BARE, .choices = "reap|frequency|random", .def = "reap",
+                  .help = "experts=: REAP (routing weight x expert output norm over its tokens), routing frequency, or "
+                          "a seeded random draw (the baseline)"},
 };
 _Static_assert(sizeof prune_opts / sizeof prune_opts[0] == N_ROWS, "prune rows");
 
@@ -78,6 +89,7 @@ typedef struct prune_state {
     int32_t plan_heads[SQZ__PRUNE_MAX_LAYERS], plan_ffn[SQZ__PRUNE_MAX_LAYERS];
     int64_t h0, n0, d0;
     int64_t uni_kv, uni_per; /* uniform: the shape every layer keeps (KV groups x query heads), 0 until chosen */
+    int64_t e0;              /* the experts before the stage */
 } prune_state;
 
 sqz_prune_comp sqz__prune_comp_of(const sqz__prune_opts *a) {
@@ -104,9 +116,11 @@ static sqz_status prune_check(void *args, uint64_t given, const char *spec) {
     SQZ_RETURN_IF(a->uniform && a->heads <= 0, SQZ_ERR_INVALID_ARG,
                   "--prune '%s': part 'uniform' shapes heads=: give heads=R with it (ffn= and channels= are "
                   "uniform already; params= places per-layer widths)", spec);
-    SQZ_RETURN_IF(a->heads <= 0 && a->ffn <= 0 && a->params <= 0 && a->channels <= 0, SQZ_ERR_INVALID_ARG,
-                  "--prune '%s': nothing to remove (give heads=R and/or ffn=R, or params=R, and/or channels=R; R in "
-                  "(0, 1))", spec);
+    SQZ_RETURN_IF(a->experts >= 1, SQZ_ERR_INVALID_ARG,
+                  "--prune '%s': part 'experts=%g': a fraction below 1 (1 removes every expert)", spec, a->experts);
+    SQZ_RETURN_IF(a->heads <= 0 && a->ffn <= 0 && a->params <= 0 && a->channels <= 0 && a->experts <= 0,
+                  SQZ_ERR_INVALID_ARG, "--prune '%s': nothing to remove (give heads=R and/or ffn=R, or params=R, "
+                  "and/or channels=R, or experts=R; R in (0, 1))", spec);
     return SQZ_OK;
 }
 
@@ -114,6 +128,7 @@ static unsigned prune_needs(const void *args, unsigned *required) {
     const sqz__prune_opts *a = args;
     *required = sqz_prune_score_needs((sqz_prune_score)a->score) | sqz_prune_comp_needs(sqz__prune_comp_of(a));
     if (a->channels > 0 && a->score != SQZ_PRUNE_MAGNITUDE) *required |= SQZ_QSTAT_X2;
+    if (a->experts > 0 && a->expert_score != SQZ__EXPERTS_RANDOM) *required |= SQZ_QSTAT_X2; /* the observer's counts */
     return *required;
 }
 
@@ -137,9 +152,23 @@ static void totals(const sqz_model *m, int64_t *heads, int64_t *neurons) {
     }
 }
 
+static int64_t total_experts(const sqz_model *m) {
+    int64_t e = 0;
+    for (int64_t l = 0; l < m->hp.n_layers; l++) e += m->layers[l].n_expert;
+    return e;
+}
+
 static void write_note(sqz_pass_ctx *c, const sqz__prune_opts *a, int64_t h0, int64_t n0, int64_t d0) {
     int64_t h, n;
     totals(c->m, &h, &n);
+    if (a->experts > 0) {
+        const prune_state *ps = c->state;
+        snprintf(c->stage->note, sizeof c->stage->note, "experts %" PRId64 " -> %" PRId64 " (score %s), heads %" PRId64
+                 " -> %" PRId64, ps->e0, total_experts(c->m),
+                 a->expert_score == SQZ__EXPERTS_REAP ? "reap" : a->expert_score == SQZ__EXPERTS_FREQUENCY ? "frequency"
+                                                                                                   : "random", h0, h);
+        return;
+    }
     snprintf(c->stage->note, sizeof c->stage->note,
              "heads %" PRId64 " -> %" PRId64 ", FFN neurons %" PRId64 " -> %" PRId64 ", hidden %" PRId64 " -> %" PRId64
              " (score %s, compensation %s)",
@@ -173,6 +202,15 @@ static sqz_status check_model(const sqz__prune_opts *a, const char *spec, const 
     /* the family row says whether it can (BERT cannot: post-LayerNorm re-centres the residual
      * stream over whatever channels are left after every residual add, and BertModel derives
      * head_dim from hidden_size, which would then disagree with the heads) */
+    SQZ_RETURN_IF(a->experts > 0 && !fi->experts, SQZ_ERR_INVALID_ARG, "--prune '%s': part 'experts=%g': %s has "
+                  "no experts (a mixture's layers do)", spec, a->experts, sqz_family_name(m->hp.family));
+    for (int64_t l = 0; a->experts > 0 && l < m->hp.n_layers; l++) {
+        const int64_t e = m->layers[l].n_expert;
+        SQZ_RETURN_IF(e - to_remove(a->experts, e) < m->hp.n_expert_used, SQZ_ERR_INVALID_ARG,
+                      "--prune '%s': part 'experts=%g' keeps %" PRId64 " of layer %d's %" PRId64 " experts, fewer than "
+                      "the %" PRId64 " every token is routed to", spec, a->experts, e - to_remove(a->experts, e), (int)l,
+                      e, m->hp.n_expert_used);
+    }
     SQZ_RETURN_IF(a->ffn > 0 && fi->structures[SQZ_STRUCT_NEURON].n_members == 0, SQZ_ERR_INVALID_ARG,
                   "--prune '%s': part 'ffn=%g': %s blocks have no dense FFN neurons (a mixture of experts; pruning "
                   "whole experts is still to come): prune heads= instead", spec, a->ffn, sqz_family_name(m->hp.family));
@@ -254,6 +292,7 @@ static sqz_status prune_model_step(sqz_pass_ctx *c, const void *args) {
     int64_t h0, n0;
     totals(m, &h0, &n0);
     ps->h0 = h0, ps->n0 = n0, ps->d0 = d0;
+    ps->e0 = total_experts(m);
     write_note(c, a, h0, n0, d0);
     if (!c->rep) return SQZ_OK;
     if (!c->rep->prune) c->rep->prune = sqz__calloc(1, sizeof *c->rep->prune);
@@ -309,9 +348,26 @@ static sqz_status prune_ffn(sqz_pass_ctx *c, int32_t layer, const sqz_calib_bloc
     return rc;
 }
 
+/* The layer's experts scored and the lowest removed, the router's rows with them. */
+static sqz_status prune_experts(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats,
+                                const sqz__prune_opts *a) {
+    const int64_t n = c->m->layers[layer].n_expert, remove = to_remove(a->experts, n);
+    if (remove == 0) return SQZ_OK;
+    double *sc = sqz__malloc((size_t)n * sizeof(double));
+    int64_t *keep = sqz__malloc((size_t)n * sizeof(int64_t));
+    sqz_status rc = sc && keep ? SQZ_OK : SQZ_ERR_NOMEM;
+    if (rc == SQZ_OK) rc = sqz__prune_expert_scores(stats, layer, n, (sqz__expert_score)a->expert_score, sc);
+    if (rc == SQZ_OK) sqz_prune_choose_top(n, sc, remove, keep);
+    if (rc == SQZ_OK) rc = sqz_model_keep_experts(c->m, layer, keep, n - remove);
+    free(sc);
+    free(keep);
+    return rc;
+}
+
 static sqz_status prune_block(sqz_pass_ctx *c, int32_t layer, const sqz_calib_block *stats, const void *args) {
     const sqz__prune_opts *a = args;
     const prune_state *ps = c->state;
+    if (a->experts > 0) SQZ_TRY(prune_experts(c, layer, stats, a));
     if (a->heads > 0 || (a->params > 0 && ps->plan_heads[layer] > 0)) SQZ_TRY(prune_heads(c, layer, stats, a));
     if (a->ffn > 0 || a->params > 0) SQZ_TRY(prune_ffn(c, layer, stats, a));
     write_note(c, a, ps->h0, ps->n0, ps->d0);
@@ -322,7 +378,8 @@ const sqz_pass sqz__pass_prune = {
     .name = "prune", .metavar = "SPEC",
     .summary = "remove a fraction of every layer's attention heads / FFN neurons, scored and compensated from "
                "calibration statistics (docs/pruning.md)",
-    .examples = "ffn=0.3 heads=0.25:ffn=0.25:obs ffn=0.3:flap:none ffn=0.2:wanda:lsq heads=0.34:uniform",
+    .examples = "ffn=0.3 heads=0.25:ffn=0.25:obs ffn=0.3:flap:none ffn=0.2:wanda:lsq heads=0.34:uniform "
+                "experts=0.25 experts=0.5:frequency",
     .opts = prune_opts, .n_opts = N_ROWS, .args_size = sizeof(sqz__prune_opts), .state_size = sizeof(prune_state),
     .reshapes = true, .changes_widths = true, .check = prune_check, .check_model = prune_check_model,
     .check_uniform = prune_check_uniform,

@@ -36,7 +36,20 @@ typedef struct sqz__prune_opts {
     double damp;          /* relative damping of H (obs, lsq) */
     int64_t align;        /* kept FFN widths are a multiple of this (where d_ff is) */
     bool uniform;         /* heads=: every layer keeps the same heads and KV heads (one shape) */
+    double experts;       /* fraction of each mixture layer's experts to remove (experts.c) */
+    int expert_score;     /* sqz__expert_score */
 } sqz__prune_opts;
+
+/* ---- a mixture's experts (experts.c) ---------------------------------------------------------- */
+
+/* How experts are scored for removal: REAP (router-weighted expert activation norms, Lasby et al., Cerebras
+ * 2025), routing frequency (tokens routed to each), or a seeded random draw (the baseline). */
+typedef enum sqz__expert_score { SQZ__EXPERTS_REAP = 0, SQZ__EXPERTS_FREQUENCY = 1, SQZ__EXPERTS_RANDOM = 2 } sqz__expert_score;
+/* Scores sc[0..n_expert) of layer `layer`'s experts from its calibration statistics (the experts' gate|up
+ * input: mat_tokens, mat_reap); a higher score is kept. SQZ_ERR_INVALID_ARG naming the layer when the
+ * statistics lack what the score reads. */
+sqz_status sqz__prune_expert_scores(const sqz_calib_block *stats, int32_t layer, int64_t n_expert,
+                                    sqz__expert_score how, double *sc);
 
 /* Where the whole-model measurements run: calibration windows (NULL: none given), the sessions'
  * options, progress, and the stage's SPEC for messages. */

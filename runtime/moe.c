@@ -48,6 +48,7 @@ sqz_status sqz__moe_setup(sqz_session *s) {
     SQZ_TRY(alloc_bytes(s, T * E, sizeof(float), (void **)&s->moe_p));
     SQZ_TRY(alloc_bytes(s, T * K, sizeof(int32_t), (void **)&s->moe_sel));
     SQZ_TRY(alloc_bytes(s, T * K, sizeof(float), (void **)&s->moe_w));
+    SQZ_TRY(alloc_bytes(s, T, sizeof(float), (void **)&s->moe_rw));
     return alloc_bytes(s, T, sizeof(int32_t), (void **)&s->moe_rows);
 }
 
@@ -57,6 +58,7 @@ void sqz__moe_free(sqz_session *s) {
     free(s->moe_p);
     free(s->moe_sel);
     free(s->moe_w);
+    free(s->moe_rw);
     free(s->moe_rows);
 }
 
@@ -112,6 +114,15 @@ static sqz_status expert(sqz_session *s, int32_t layer, int64_t e, int64_t cnt) 
                              s->moe_y);
 }
 
+/* The session's hook on expert e's output moe_y (cnt, d) and its rows' routing weights (REAP's score). */
+static sqz_status hook_expert_out(sqz_session *s, int32_t layer, int64_t e, int64_t cnt) {
+    if (!s->hook) return SQZ_OK;
+    for (int64_t i = 0; i < cnt; i++) s->moe_rw[i] = s->moe_w[s->moe_rows[i]];
+    const sqz_hook_event ev = {.point = SQZ_HOOK_EXPERT_OUT, .layer = layer, .x = s->moe_y, .n_tokens = cnt,
+                               .dim = s->d, .in_expert = (int32_t)e + 1, .weights = s->moe_rw};
+    return s->hook(s->hook_user, &ev);
+}
+
 sqz_status sqz__moe_ffn(sqz_session *s, int32_t layer, const float *h, int64_t n, float *out) {
     const sqz_hparams *hp = &s->m->hp;
     const int64_t d = s->d, E = s->m->layers[layer].n_expert, K = hp->n_expert_used;
@@ -131,6 +142,7 @@ sqz_status sqz__moe_ffn(sqz_session *s, int32_t layer, const float *h, int64_t n
         }
         if (cnt == 0) continue;
         SQZ_TRY(expert(s, layer, e, cnt));
+        SQZ_TRY(hook_expert_out(s, layer, e, cnt));
         for (int64_t i = 0; i < cnt; i++) {
             const int64_t tk = s->moe_rows[i];
             const float w = s->moe_w[tk], *y = s->moe_y + i * d;

@@ -83,7 +83,8 @@ struct sqz_session {
     float *moe_p;                /* (T, max_expert): router probabilities */
     int32_t *moe_sel;            /* (T, n_expert_used): the experts each token goes to; moe_w their weights */
     float *moe_w;
-    int32_t *moe_rows;           /* (T): the tokens routed to one expert */
+    int32_t *moe_rows;           /* (T): the (token, slot) entries t * k + j routed to one expert */
+    float *moe_rw;               /* (T): their routing weights, for the hook */
     int64_t max_k;               /* the largest in_features among the matrices */
     /* a device backend (device.c): per tensor index its f32 copy in device memory, or NULL; the
      * input and output rows of one product */

@@ -27,7 +27,7 @@ sqz_status sqz__hook(sqz_session *s, sqz_hook_point pt, int32_t layer, uint32_t 
 sqz_status sqz__hook_dev(sqz_session *s, sqz_hook_point pt, int32_t layer, uint32_t roles, const float *x,
                          const float *x_dev, int64_t n, int64_t dim, int64_t pos) {
     if (!s->hook) return SQZ_OK;
-    sqz_hook_event e = {pt, layer, roles, x, n, dim, pos, x_dev, x_dev ? s->be : NULL, 0};
+    sqz_hook_event e = {pt, layer, roles, x, n, dim, pos, x_dev, x_dev ? s->be : NULL, 0, NULL};
     return s->hook(s->hook_user, &e);
 }
 

@@ -142,6 +142,8 @@ typedef struct sqz_calib_input {
     int64_t n_mat;     /* matrices whose E[x^2] x2 holds one after another, (n_mat, n_in): a mixture's experts
                           (from an importance matrix); 0 or 1: one input */
     float *mat_tokens; /* (n_mat) tokens each of them saw (the importance matrix's counts), or NULL */
+    float *mat_reap;   /* (n_mat) REAP's score of each expert (the experts' gate|up input of sqz's calibration):
+                          the mean over the tokens routed to it of routing weight x ||expert output||; or NULL */
 } sqz_calib_input;
 
 typedef struct sqz_calib_block {

@@ -224,6 +224,12 @@ SQZ_API sqz_status sqz_model_keep_heads(sqz_model *m, int32_t layer, const int64
  * Returns as sqz_model_keep_heads. */
 SQZ_API sqz_status sqz_model_keep_neurons(sqz_model *m, int32_t layer, const int64_t *keep, int64_t n);
 
+/* Keeps experts keep[0..n) of a mixture's layer `layer`: their matrices of the stacked FFN_*_EXPS tensors and
+ * their rows of the router (FFN_GATE_INP), in that order; layers[layer].n_expert becomes n (at least
+ * hp.n_expert_used). Float and GGUF block types alike (whole experts move); a whole edit (core/experts.c).
+ * Returns as sqz_model_keep_heads; SQZ_ERR_ARCH for a model without experts. */
+SQZ_API sqz_status sqz_model_keep_experts(sqz_model *m, int32_t layer, const int64_t *keep, int64_t n);
+
 /* Pads the FFN of layer `layer` with zero neurons up to d_ff (>= its width): zero rows in gate
  * and up (and their biases), zero columns in down, so the layer computes exactly what it did
  * (act(0) * 0 = 0) while down's input width becomes, e.g., a multiple of a quantization block.

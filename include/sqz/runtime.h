@@ -128,6 +128,9 @@ typedef enum sqz_hook_point {
     SQZ_HOOK_LINEAR_IN = 1, /* the input of the linear layers named in `roles` (of block `layer`,
                                or the classifier with layer -1): (n_tokens, in_features) */
     SQZ_HOOK_BLOCK_OUT = 2, /* the residual stream leaving block `layer`: (n_tokens, d_model) */
+    SQZ_HOOK_EXPERT_OUT = 3, /* one expert's output on the tokens routed to it (in_expert), before its routing
+                                weights (`weights`, one per row) scale it: (n_tokens, d_model) (expert pruning's
+                                REAP score) */
 } sqz_hook_point;
 
 typedef struct sqz_hook_event {
@@ -145,6 +148,7 @@ typedef struct sqz_hook_event {
     int32_t in_expert;  /* LINEAR_IN of one expert of a mixture (roles: FFN_GATE_EXPS|FFN_UP_EXPS, or
                            FFN_DOWN_EXPS): 1 + the expert's index, x the rows of the tokens routed to it
                            (gathered: pos is 0); 0 for every other event */
+    const float *weights; /* EXPERT_OUT: each row's routing weight; NULL otherwise */
 } sqz_hook_event;
 
 /* A hook returns SQZ_OK to continue; any other status aborts the forward pass, which returns

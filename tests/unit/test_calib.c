@@ -75,18 +75,18 @@ static sqz_calib_block observe(const float *x1, const float *x2, int64_t sample_
     SQZ_ASSERT_OK(sqz_calib_observer_new(3, &o, &ob));
     for (int64_t t0 = 0; t0 < T; t0 += 5) {
         int64_t n = T - t0 < 5 ? T - t0 : 5;
-        sqz_hook_event e = {SQZ_HOOK_BLOCK_IN, 3, 0, x1 + t0 * K1, n, K1, t0, NULL, NULL, 0};
+        sqz_hook_event e = {SQZ_HOOK_BLOCK_IN, 3, 0, x1 + t0 * K1, n, K1, t0, NULL, NULL, 0, NULL};
         SQZ_ASSERT_OK(sqz_calib_observer_hook(ob, &e));
-        e = (sqz_hook_event){SQZ_HOOK_LINEAR_IN, 3, QKV, x1 + t0 * K1, n, K1, t0, NULL, NULL, 0};
+        e = (sqz_hook_event){SQZ_HOOK_LINEAR_IN, 3, QKV, x1 + t0 * K1, n, K1, t0, NULL, NULL, 0, NULL};
         SQZ_ASSERT_OK(sqz_calib_observer_hook(ob, &e));
-        e = (sqz_hook_event){SQZ_HOOK_LINEAR_IN, 2, QKV, x2, 1, K2, t0, NULL, NULL, 0}; /* another layer: ignored */
+        e = (sqz_hook_event){SQZ_HOOK_LINEAR_IN, 2, QKV, x2, 1, K2, t0, NULL, NULL, 0, NULL}; /* another layer: ignored */
         SQZ_ASSERT_OK(sqz_calib_observer_hook(ob, &e));
-        e = (sqz_hook_event){SQZ_HOOK_LINEAR_IN, 3, DOWN, x2 + t0 * K2, n, K2, t0, NULL, NULL, 0};
+        e = (sqz_hook_event){SQZ_HOOK_LINEAR_IN, 3, DOWN, x2 + t0 * K2, n, K2, t0, NULL, NULL, 0, NULL};
         SQZ_ASSERT_OK(sqz_calib_observer_hook(ob, &e));
         /* the block output: the input scaled by 2 (cos 1) except one sign-flipped token (cos -1) */
         float out[5 * K1];
         for (int64_t i = 0; i < n * K1; i++) out[i] = 2 * x1[t0 * K1 + i] * (t0 + i / K1 == 11 ? -1 : 1);
-        e = (sqz_hook_event){SQZ_HOOK_BLOCK_OUT, 3, 0, out, n, K1, t0, NULL, NULL, 0};
+        e = (sqz_hook_event){SQZ_HOOK_BLOCK_OUT, 3, 0, out, n, K1, t0, NULL, NULL, 0, NULL};
         SQZ_ASSERT_OK(sqz_calib_observer_hook(ob, &e));
     }
     sqz_calib_block b;
@@ -143,7 +143,7 @@ static void test_observer(void **state) {
     sqz_calib_observe_opts o = {.needs = SQZ_QSTAT_X2};
     sqz_calib_observer *ob;
     SQZ_ASSERT_OK(sqz_calib_observer_new(0, &o, &ob));
-    sqz_hook_event e = {SQZ_HOOK_LINEAR_IN, 0, DOWN, x2, 2, K2, 0, NULL, NULL, 0};
+    sqz_hook_event e = {SQZ_HOOK_LINEAR_IN, 0, DOWN, x2, 2, K2, 0, NULL, NULL, 0, NULL};
     SQZ_ASSERT_OK(sqz_calib_observer_hook(ob, &e));
     e.dim = K1;
     assert_int_equal(sqz_calib_observer_hook(ob, &e), SQZ_ERR_INVALID_ARG);
