@@ -119,6 +119,43 @@ static sqz_status round_one(const sqz_qmethod *mt, const sqz_compress_spec *sp, 
     return st;
 }
 
+enum { STREAM_ROWS = 8192 };
+
+/* RTN onto GGUF blocks STREAM_ROWS rows at a time: a block type's rows are rounded alone, so the bytes are the
+ * whole matrix's, while memory holds one chunk in f32 instead of the matrix (151936 x 2048 floats are 1.2 GB)
+ * and the source's pages leave the resident set chunk by chunk. *err: the relative error of the whole. */
+static sqz_status rtn_streamed(const sqz__pool *pool, const sqz_tensor *t, const sqz_qtarget *target, sqz_qmatrix *q,
+                               double *err) {
+    const int64_t rows = t->shape[0], cols = t->shape[1], chunk = rows < STREAM_ROWS ? rows : STREAM_ROWS;
+    const size_t src_row = t->nbytes / (size_t)rows;
+    float *w = sqz__malloc((size_t)(chunk * cols) * sizeof(float)), *d = sqz__malloc((size_t)(chunk * cols) * 4);
+    sqz_status st = w && d ? sqz_qmatrix_alloc(q, target, rows, cols) : SQZ_ERR_NOMEM;
+    const size_t q_row = st == SQZ_OK ? q->nbytes / (size_t)rows : 0;
+    double num = 0, den = 0;
+    for (int64_t r0 = 0; r0 < rows && st == SQZ_OK; r0 += chunk) {
+        const int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;
+        const uint8_t *src = (const uint8_t *)t->data + (size_t)r0 * src_row;
+        st = sqz__rows_to_f32(t->dtype, src, (size_t)nr * src_row, nr, cols, w, sqz__pool_threads(pool));
+        sqz_qmatrix c;
+        memset(&c, 0, sizeof c);
+        if (st == SQZ_OK) st = sqz_quant_rtn_one(w, nr, cols, target, &c);
+        if (st == SQZ_OK) memcpy((uint8_t *)q->data + (size_t)r0 * q_row, c.data, (size_t)nr * q_row);
+        if (st == SQZ_OK) st = sqz_qmatrix_to_f32(&c, d);
+        for (int64_t i = 0; st == SQZ_OK && i < nr * cols; i++) {
+            num += ((double)d[i] - (double)w[i]) * ((double)d[i] - (double)w[i]);
+            den += (double)w[i] * (double)w[i];
+        }
+        q->seconds += c.seconds;
+        sqz_qmatrix_free(&c);
+        if (!t->owned) (void)sqz__mapping_release(src, (size_t)nr * src_row);
+    }
+    *err = den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
+    free(w);
+    free(d);
+    if (st != SQZ_OK) sqz_qmatrix_free(q);
+    return st;
+}
+
 static sqz_status one(sqz__pool *pool, sqz_model *m, sqz_tensor *t, const sqz_compress_spec *sp,
                       const sqz_type_overrides *ov, const sqz_calib_block *head, int threads,
                       sqz_compress_report *rep) {
@@ -130,6 +167,25 @@ static sqz_status one(sqz__pool *pool, sqz_model *m, sqz_tensor *t, const sqz_co
     if (want != SQZ_DTYPE_COUNT && want != d) snprintf(row.fallback_from, sizeof row.fallback_from, "%s", sqz_dtype_name(want));
     row.weight_err = 0.0; /* these rows have always reported 0 until measured */
     const int64_t n = sqz_tensor_nelements(t);
+    sqz_qtarget gt = {SQZ_QFMT_Q8_0, 0};
+    const sqz_calib_input *hin = head ? sqz_calib_block_input(head, t->role) : NULL;
+    if (!t->qp && sqz_qformat_from_dtype(d, &gt.fmt) && sqz_qtarget_check(&gt) == SQZ_OK &&
+        !strcmp(method_for(sp, t, hin, &gt)->name, "rtn")) { /* the usual case: streamed */
+        sqz_qmatrix q;
+        SQZ_TRY(rtn_streamed(pool, t, &gt, &q, &row.weight_err));
+        row.quantized = true;
+        snprintf(row.method, sizeof row.method, "rtn");
+        snprintf(row.format, sizeof row.format, "%s", sqz_qformat_name(gt.fmt));
+        row.bits_per_weight = sqz_qmatrix_bits_per_weight(&q);
+        row.seconds = q.seconds;
+        sqz_status st = sqz_qmatrix_attach(m, t, &q);
+        if (st != SQZ_OK) {
+            sqz_qmatrix_free(&q);
+            sqz__error_prefix("%s", t->name);
+            return st;
+        }
+        return sqz__report_add(rep, &row);
+    }
     float *w = sqz__malloc((size_t)n * sizeof(float));
     if (!w) return SQZ_ERR_NOMEM;
     sqz_status st = widen(pool, t, w);

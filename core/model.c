@@ -201,7 +201,11 @@ static int expected_shape(const sqz_model *m, sqz_role role, sqz_param param, in
 
 sqz_status sqz_model_check_finite(const sqz_model *m) {
     for (int64_t i = 0; i < m->n_tensors; i++) {
-        const sqz_status st = sqz_tensor_check_finite(&m->tensors[i]);
+        const sqz_tensor *t = &m->tensors[i];
+        const sqz_status st = sqz_tensor_check_finite(t);
+        /* a mapped tensor's pages leave the resident set again (they are the file's: a later read faults
+         * them in once more), so checking a model does not hold all of it in memory */
+        if (!t->owned && t->data) (void)sqz__mapping_release(t->data, t->nbytes);
         if (st != SQZ_OK && m->source_path) sqz__error_prefix("%s", m->source_path);
         if (st != SQZ_OK) return st;
     }
