@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes a random-initialised mixture of Qwen3-30B-A3B's real shapes, cut to a few blocks, as a GGUF of
 BF16 weights (qwen3moe): hidden 2048, 32 query heads and 4 KV heads of 128, 128 experts of width 768 with 8
-used per token, vocabulary 151936, untied output. For memory and speed measurements of the runtime and
+used per token, vocabulary 151936 (its first 256 tokens GPT-2's bytes, no merges: any text tokenizes, one token
+a byte), untied output. For memory and speed measurements of the runtime and
 compress (docs/moe.md); random weights, never an accuracy figure.
 
     python3 bench/moe_shapes.py OUT.gguf [--blocks 2] [--seed 30]
@@ -20,6 +21,21 @@ def bf16(a):
     """float32 -> bfloat16 bits (round to nearest even), as uint16."""
     u = a.astype(np.float32).view(np.uint32)
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def byte_tokens():
+    """GPT-2's byte-level alphabet: the 256 one-byte tokens, in byte order."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
+        list(range(ord("\xae"), ord("\xff") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    m = dict(zip(bs, cs))
+    return [chr(m[b]) for b in range(256)]
 
 
 def main():
@@ -45,7 +61,7 @@ def main():
     w.add_expert_feed_forward_length(FF)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen2")
-    toks = ["<%d>" % i for i in range(VOCAB)]
+    toks = byte_tokens() + ["<%d>" % i for i in range(256, VOCAB)]  # bytes first: any text tokenizes
     w.add_token_list(toks)
     w.add_token_types([1] * VOCAB)
     w.add_token_merges([])

@@ -96,6 +96,9 @@ char *sqz__hf_config_write_dtype(const sqz_model *m, sqz_dtype weight_dtype);
 /* llama.cpp's tokenizer.ggml.pre name of an HF Split pre-tokenizer regex ("llama-bpe", "qwen2", "gpt-4o"),
  * or NULL when sqz knows none for it. */
 const char *sqz__hf_pre_name(const char *split);
+/* The name of the pre-tokenizer made of single digits and GPT-2's ByteLevel split (SmolLM's; llama.cpp's "smollm",
+ * whose regex its starcoder, refact and others share): what a tokenizer.json of that shape is written as. */
+const char *sqz__hf_pre_name_digits(void);
 /* HF tokenizer.json (+ tokenizer_config.json text, may be NULL) into v; keeps the texts verbatim. */
 sqz_status sqz__tokenizer_json_read(const char *json, size_t len, const char *config_json, const char *path,
                                     sqz_vocab *v);

@@ -460,9 +460,14 @@ static sqz_status parse(tj *c, const char *json, size_t len, const char *config_
                                         (scheme && strcmp(scheme, "never") != 0)));
     }
     SQZ_TRY(read_chat_template(c));
-    const cJSON *split = NULL;
+    const cJSON *split = NULL, *digits = NULL, *bl = NULL;
     if (v->kind == SQZ_VOCAB_BPE && tree_has(pre, "Split", &split)) {
         const char *name = sqz__hf_pre_name(obj_str(cJSON_GetObjectItemCaseSensitive(split, "pattern"), "Regex"));
+        if (name && !(v->pre = sqz__strdup(name))) return SQZ_ERR_NOMEM;
+    } else if (v->kind == SQZ_VOCAB_BPE && tree_has(pre, "Digits", &digits) && tree_has(pre, "ByteLevel", &bl) &&
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(digits, "individual_digits")) &&
+               !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(bl, "use_regex"))) { /* SmolLM's */
+        const char *name = sqz__hf_pre_name_digits();
         if (name && !(v->pre = sqz__strdup(name))) return SQZ_ERR_NOMEM;
     }
     v->hf_json = sqz__strndup(json, len);

@@ -409,6 +409,12 @@ const char *sqz__hf_pre_name(const char *split) {
     return NULL;
 }
 
+const char *sqz__hf_pre_name_digits(void) {
+    for (size_t i = 0; i < sizeof pre_table / sizeof *pre_table; i++)
+        if (!pre_table[i].split && pre_table[i].digits) return pre_table[i].pre;
+    return NULL;
+}
+
 static sqz_status build_bpe(jb *b, cJSON *root, const sqz_vocab *v) {
     added_tokens(b, root, v);
     add_null(b, root, "normalizer");
