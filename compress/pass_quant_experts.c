@@ -186,9 +186,10 @@ static void tally_text(const expert_tally *tl, sqz_layer_report *row) {
     char toks[32] = "";
     if (tl->lo <= tl->hi) snprintf(toks, sizeof toks, "; %.0f..%.0f tokens", (double)fminf(tl->lo, 1e9f), (double)fminf(tl->hi, 1e9f));
     if (c[best] == tl->rtn && tl->rtn && !tl->gptq && !tl->imatrix && !tl->ones) return;
-    snprintf(row->why, sizeof row->why, "experts: gptq %lld imatrix %lld ones %lld rtn %lld%s",
-             (long long)(tl->gptq % 10000), (long long)(tl->imatrix % 10000), (long long)(tl->ones % 10000),
-             (long long)(tl->rtn % 10000), toks);
+    char buf[160];
+    snprintf(buf, sizeof buf, "experts: gptq %lld imatrix %lld ones %lld rtn %lld%s", (long long)tl->gptq,
+             (long long)tl->imatrix, (long long)tl->ones, (long long)tl->rtn, toks);
+    snprintf(row->why, sizeof row->why, "%.63s", buf);
 }
 
 sqz_status sqz__compress_experts(sqz_model *m, int32_t layer, const sqz_calib_block *stats,

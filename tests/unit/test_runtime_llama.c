@@ -148,6 +148,7 @@ static sqz_status record_hook(void *user, const sqz_hook_event *e) {
         if (e->roles & (1u << SQZ_ROLE_FFN_DOWN) && e->dim != h->ff) h->bad++;
         if (e->roles & (1u << SQZ_ROLE_ATTN_OUT) && e->dim != h->q) h->bad++;
         break;
+    case SQZ_HOOK_EXPERT_OUT: h->bad++; break; /* a dense model has no experts */
     }
     return SQZ_OK;
 }
