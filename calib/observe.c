@@ -301,6 +301,8 @@ void sqz_calib_block_free(sqz_calib_block *b) {
         free(in->absmean);
         free(in->mean);
         free(in->x);
+        for (int64_t e = 0; in->mat_xtx && e < in->n_mat; e++) free(in->mat_xtx[e]);
+        free(in->mat_xtx);
         free(in->mat_tokens);
         free(in->mat_reap);
         if (in->have & SQZ_QSTAT_HIST) sqz_act_hist_free(&in->hist);

@@ -44,7 +44,9 @@ typedef struct obs_experts {
     int64_t n_mat;         /* experts seen so far: the largest index + 1 */
     int64_t *n_tokens;     /* (n_mat) */
     double **sum_x2;       /* (n_mat) of (n_in), NULL until the expert's first rows */
-    double **xtx;          /* (n_mat) of (n_in, n_in), upper triangle; NULL when X^T X is not collected */
+    double **xtx;          /* (n_mat) of (n_in, n_in), upper triangle, from an expert's n_in-th token on; NULL
+                              when X^T X is not collected */
+    float **rows;          /* (n_mat) of (n_in, n_in): an expert's rows until it has seen n_in tokens */
 } obs_experts;
 enum { SQZ__MAX_EXPERT_INPUTS = 2 };
 

@@ -142,6 +142,8 @@ typedef struct sqz_calib_input {
     int64_t n_mat;     /* matrices whose E[x^2] x2 holds one after another, (n_mat, n_in): a mixture's experts
                           (from an importance matrix); 0 or 1: one input */
     float *mat_tokens; /* (n_mat) tokens each of them saw (the importance matrix's counts), or NULL */
+    double **mat_xtx;  /* (n_mat) each one's X^T X (n_in, n_in), both triangles, where sqz's calibration collects
+                          X^T X; NULL for an expert that saw fewer tokens than n_in (only E[x^2] is kept there) */
     float *mat_reap;   /* (n_mat) REAP's score of each expert (the experts' gate|up input of sqz's calibration):
                           the mean over the tokens routed to it of routing weight x ||expert output||; or NULL */
 } sqz_calib_input;

@@ -1,8 +1,9 @@
 /* tests/unit/test_moe.c - a mixture's experts in calibration and quantization (issue 49, docs/moe.md), on the
  * random-initialised Qwen3-MoE of tests/data/moe/ (3 layers, 8 experts of width 32, top-2):
  *   - the observer of a block sees each expert's own tokens: every token once per expert it is routed to
- *     (tokens x top-k in all), E[x^2] the mean of the rows it saw, X^T X's diagonal over its tokens the same,
- *     an expert that saw none the all-ones E[x^2] and a zero X^T X;
+ *     (tokens x top-k in all), E[x^2] the mean of the rows it saw, X^T X (symmetric; kept from the expert's
+ *     64th token on: it has 64 inputs) its diagonal over its tokens the same, an expert that saw none the
+ *     all-ones E[x^2] and no X^T X;
  *   - an expert no token reached is rounded by the documented rule (an all-ones importance, imatrix), those
  *     with at least as many tokens as inputs by GPTQ on their own X^T X, the others by imatrix on their
  *     E[x^2], and the report row counts each. */
@@ -60,17 +61,20 @@ static void test_observer_per_expert(void **state) {
     assert_true(gu->roles == (BIT(SQZ_ROLE_FFN_GATE_EXPS) | BIT(SQZ_ROLE_FFN_UP_EXPS)));
     assert_int_equal(gu->st.n_in, 64);
     assert_int_equal(dn->st.n_in, 32);
-    assert_true(gu->n_mat >= 1 && gu->n_mat <= 8 && gu->mat_tokens && gu->xtx);
+    assert_true(gu->n_mat >= 1 && gu->n_mat <= 8 && gu->mat_tokens && gu->mat_xtx);
     double sum = 0;
     for (int64_t e = 0; e < gu->n_mat; e++) {
         const float n = gu->mat_tokens[e];
         sum += n;
+        /* an X^T X from an expert's 64th token on (it has 64 inputs); before, its rows only */
+        assert_true((gu->mat_xtx[e] != NULL) == (n >= 64));
         for (int64_t j = 0; j < 64; j++) {
-            const double diag = gu->xtx[e * 64 * 64 + j * 64 + j], x2 = gu->x2[e * 64 + j];
-            if (n == 0) {
-                assert_true(x2 == 1.0 && diag == 0.0); /* llama-imatrix's all-ones importance, no Hessian */
-            } else {
-                assert_true(fabs(diag / n - x2) <= 1e-5 * fmax(1.0, x2));
+            const double x2 = gu->x2[e * 64 + j];
+            if (n == 0) assert_true(x2 == 1.0); /* llama-imatrix's all-ones importance, no Hessian */
+            if (gu->mat_xtx[e]) {
+                const double *h = gu->mat_xtx[e];
+                assert_true(fabs(h[j * 64 + j] / n - x2) <= 1e-5 * fmax(1.0, x2));
+                for (int64_t c = 0; c < 64; c++) assert_true(h[j * 64 + c] == h[c * 64 + j]);
             }
         }
     }
@@ -95,9 +99,10 @@ static void test_unreached_expert_rule(void **state) {
     int64_t gone = -1; /* the busiest expert loses its tokens, as if calibration had never reached it */
     for (int64_t e = 0; e < 8; e++) gone = gone < 0 || gu->mat_tokens[e] > gu->mat_tokens[gone] ? e : gone;
     gu->mat_tokens[gone] = 0;
+    free(gu->mat_xtx[gone]);
+    gu->mat_xtx[gone] = NULL;
     long want_gptq = 0; /* the rule: GPTQ where an expert saw at least as many tokens as it has inputs (64) */
     for (int64_t e = 0; e < 8; e++) want_gptq += gu->mat_tokens[e] >= 64.0f;
-    memset(gu->xtx + gone * 64 * 64, 0, 64 * 64 * sizeof(double));
     for (int64_t j = 0; j < 64; j++) gu->x2[gone * 64 + j] = 1.0f;
     sqz_compress_opts o = sqz_compress_default_opts();
     SQZ_ASSERT_OK(sqz_compress_spec_parse("q4_0:gptq:pure", &o.spec));
