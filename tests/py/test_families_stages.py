@@ -60,7 +60,7 @@ STAGES = {
     "sparsity": (["--sparsity", "2:4:sparsegpt"], True, False, "gguf", {}),
     "drop": (["--drop-layers", "1:bi"], True, False, "gguf", {}),
     "experts": (["--prune", "experts=0.25"], True, False, "gguf",
-                {f: [f, "no experts"] for f in ("llama3", "qwen3", "gemma3", "phi3")}),
+                {f: ["has no experts"] for f in ("llama3", "qwen3", "gemma3", "phi3")}),
     "int8-hf": (["--quant", "int8"], True, True, "hf", dict({"phi3": ["phi3", "fuse"]}, **moe(["GGUF types only"]))),
 }
 
