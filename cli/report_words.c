@@ -149,9 +149,9 @@ void sqz_cli_experts_words(const sqz_compress_report *r, char *buf, size_t cap) 
                  "(a mixture's experts take their statistics from --calib or an --imatrix of llama-imatrix)",
                  (long long)rtn, (long long)n);
     else
-        snprintf(buf, cap, "%lld stacked expert tensors, each expert by its own statistics (mostly gptq: %lld, "
-                 "imatrix: %lld, rtn: %lld; the rule per expert in docs/moe.md, the counts in each row)", (long long)n,
-                 (long long)by[0], (long long)by[1], (long long)by[2]);
+        snprintf(buf, cap, "%lld stacked expert tensors, each expert by its own statistics (by the rule most of a "
+                 "tensor's experts took: gptq %lld, imatrix %lld, rtn %lld; docs/moe.md; each row counts its experts)",
+                 (long long)n, (long long)by[0], (long long)by[1], (long long)by[2]);
 }
 
 void sqz_cli_requant_words(const sqz_compress_report *r, char *buf, size_t cap) {
