@@ -10,6 +10,8 @@ Needs numpy and gguf. 2 blocks: 3.7 GB (1.85 G parameters: 1.21 G in the experts
 embedding and the output).
 """
 import argparse
+import os
+import sys
 
 import numpy as np
 import gguf
@@ -24,18 +26,11 @@ def bf16(a):
 
 
 def byte_tokens():
-    """GPT-2's byte-level alphabet: the 256 one-byte tokens, in byte order."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
-        list(range(ord("\xae"), ord("\xff") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    m = dict(zip(bs, cs))
-    return [chr(m[b]) for b in range(256)]
+    """GPT-2's byte-level alphabet: the 256 one-byte tokens, in byte order (make_family_models' table)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref"))
+    from make_family_models import bytes_to_unicode
+    m = bytes_to_unicode()
+    return [m[b] for b in range(256)]
 
 
 def main():

@@ -71,24 +71,15 @@ static const hf_name_row phi3_layer[] = {
     {"self_attn.qkv_proj", SQZ_ROLE_ATTN_Q, SQZ__HF_FUSED_QKV},
     {"mlp.gate_up_proj", SQZ_ROLE_FFN_GATE, SQZ__HF_FUSED_GATE_UP},
 };
-/* The mixtures of experts: "*" in a base is the expert's index (its matrix of the stacked FFN_*_EXPS role). */
-static const hf_name_row qwen3moe_layer[] = {
-    {"input_layernorm", SQZ_ROLE_ATTN_NORM, SQZ__HF_TENSOR},     {"self_attn.q_proj", SQZ_ROLE_ATTN_Q, SQZ__HF_TENSOR},
-    {"self_attn.k_proj", SQZ_ROLE_ATTN_K, SQZ__HF_TENSOR},       {"self_attn.v_proj", SQZ_ROLE_ATTN_V, SQZ__HF_TENSOR},
-    {"self_attn.q_norm", SQZ_ROLE_ATTN_Q_NORM, SQZ__HF_TENSOR},  {"self_attn.k_norm", SQZ_ROLE_ATTN_K_NORM, SQZ__HF_TENSOR},
-    {"self_attn.o_proj", SQZ_ROLE_ATTN_OUT, SQZ__HF_TENSOR},     {"post_attention_layernorm", SQZ_ROLE_FFN_NORM, SQZ__HF_TENSOR},
+/* The mixtures of experts: their dense family's layer rows and these (the dense FFN's rows then never match);
+ * "*" in a base is the expert's index (its matrix of the stacked FFN_*_EXPS role). */
+static const hf_name_row qwen3moe_more[] = {
     {"mlp.gate", SQZ_ROLE_FFN_GATE_INP, SQZ__HF_TENSOR},
     {"mlp.experts.*.gate_proj", SQZ_ROLE_FFN_GATE_EXPS, SQZ__HF_EXPERT},
     {"mlp.experts.*.up_proj", SQZ_ROLE_FFN_UP_EXPS, SQZ__HF_EXPERT},
     {"mlp.experts.*.down_proj", SQZ_ROLE_FFN_DOWN_EXPS, SQZ__HF_EXPERT},
 };
-static const hf_name_row mixtral_layer[] = {
-    {"input_layernorm", SQZ_ROLE_ATTN_NORM, SQZ__HF_TENSOR},
-    {"self_attn.q_proj", SQZ_ROLE_ATTN_Q, SQZ__HF_TENSOR},
-    {"self_attn.k_proj", SQZ_ROLE_ATTN_K, SQZ__HF_TENSOR},
-    {"self_attn.v_proj", SQZ_ROLE_ATTN_V, SQZ__HF_TENSOR},
-    {"self_attn.o_proj", SQZ_ROLE_ATTN_OUT, SQZ__HF_TENSOR},
-    {"post_attention_layernorm", SQZ_ROLE_FFN_NORM, SQZ__HF_TENSOR},
+static const hf_name_row mixtral_more[] = {
     {"block_sparse_moe.gate", SQZ_ROLE_FFN_GATE_INP, SQZ__HF_TENSOR},
     {"block_sparse_moe.experts.*.w1", SQZ_ROLE_FFN_GATE_EXPS, SQZ__HF_EXPERT},
     {"block_sparse_moe.experts.*.w3", SQZ_ROLE_FFN_UP_EXPS, SQZ__HF_EXPERT},
@@ -121,6 +112,8 @@ typedef struct hf_family_names {
     size_t n_layer;
     const char *const *ignored_global; /* derived buffers (full names after the prefix) */
     const char *const *ignored_layer;  /* derived buffers (names after "<layer_prefix>N.") */
+    const hf_name_row *more;           /* further layer rows (a mixture's router and experts), or NULL */
+    size_t n_more;
 } hf_family_names;
 
 static const char *const no_prefixes[] = {NULL};
@@ -143,13 +136,21 @@ static const hf_family_names families[] = {
                            N_OF(gemma3_layer), llama_ignored_global, llama_ignored_layer},
     [SQZ_FAMILY_PHI3] = {no_prefixes, "model.layers.", llama_global, N_OF(llama_global), phi3_layer,
                          N_OF(phi3_layer), llama_ignored_global, llama_ignored_layer},
-    [SQZ_FAMILY_QWEN3MOE] = {no_prefixes, "model.layers.", llama_global, N_OF(llama_global), qwen3moe_layer,
-                             N_OF(qwen3moe_layer), llama_ignored_global, llama_ignored_layer},
-    [SQZ_FAMILY_MIXTRAL] = {no_prefixes, "model.layers.", llama_global, N_OF(llama_global), mixtral_layer,
-                            N_OF(mixtral_layer), llama_ignored_global, llama_ignored_layer},
+    [SQZ_FAMILY_QWEN3MOE] = {no_prefixes, "model.layers.", llama_global, N_OF(llama_global), qwen3_layer,
+                             N_OF(qwen3_layer), llama_ignored_global, llama_ignored_layer, qwen3moe_more,
+                             N_OF(qwen3moe_more)},
+    [SQZ_FAMILY_MIXTRAL] = {no_prefixes, "model.layers.", llama_global, N_OF(llama_global), llama_layer,
+                            N_OF(llama_layer), llama_ignored_global, llama_ignored_layer, mixtral_more,
+                            N_OF(mixtral_more)},
 };
 
 static bool starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+/* Layer row i of family f: its own rows, then the further ones. */
+static size_t n_layer_rows(const hf_family_names *f) { return f->n_layer + f->n_more; }
+static const hf_name_row *layer_row(const hf_family_names *f, size_t i) {
+    return i < f->n_layer ? &f->layer[i] : &f->more[i - f->n_layer];
+}
 
 static bool in_list(const char *const *list, const char *s) {
     for (; *list; list++) {
@@ -235,7 +236,9 @@ sqz__hf_name_kind sqz__hf_name_parse_expert(sqz_family family, const char *name,
         const char *rest = s + strlen(f->layer_prefix) + n;
         if (in_list(f->ignored_layer, rest)) return SQZ__HF_IGNORED;
         sqz__hf_name_kind kind;
-        if (!match_rows(f->layer, f->n_layer, rest, role, param, &kind, expert)) return SQZ__HF_UNKNOWN;
+        if (!match_rows(f->layer, f->n_layer, rest, role, param, &kind, expert) &&
+            !(f->more && match_rows(f->more, f->n_more, rest, role, param, &kind, expert)))
+            return SQZ__HF_UNKNOWN;
         *layer = l;
         return kind;
     }
@@ -252,12 +255,12 @@ bool sqz__hf_name_make(sqz_family family, sqz_role role, int32_t layer, sqz_para
     const char *suffix = param == SQZ_PARAM_BIAS ? "bias" : "weight";
     bool per_layer = sqz_role_per_layer(role);
     if (per_layer != (layer >= 0)) return false;
-    const hf_name_row *rows = per_layer ? f->layer : f->global;
-    size_t n = per_layer ? f->n_layer : f->n_global;
+    const size_t n = per_layer ? n_layer_rows(f) : f->n_global;
     for (size_t i = 0; i < n; i++) {
-        if (rows[i].role != role || rows[i].fused != SQZ__HF_TENSOR) continue;
-        int k = per_layer ? snprintf(buf, cap, "%s%d.%s.%s", f->layer_prefix, (int)layer, rows[i].base, suffix)
-                          : snprintf(buf, cap, "%s.%s", rows[i].base, suffix);
+        const hf_name_row *row = per_layer ? layer_row(f, i) : &f->global[i];
+        if (row->role != role || row->fused != SQZ__HF_TENSOR) continue;
+        int k = per_layer ? snprintf(buf, cap, "%s%d.%s.%s", f->layer_prefix, (int)layer, row->base, suffix)
+                          : snprintf(buf, cap, "%s.%s", row->base, suffix);
         return k > 0 && (size_t)k < cap;
     }
     return false;
@@ -267,11 +270,12 @@ bool sqz__hf_expert_name(sqz_family family, sqz_role role, int32_t layer, int32_
                          size_t cap) {
     if ((unsigned)family >= N_OF(families) || layer < 0 || e < 0 || cap == 0) return false;
     const hf_family_names *f = &families[family];
-    for (size_t i = 0; i < f->n_layer; i++) {
-        const char *star = strchr(f->layer[i].base, '*');
-        if (f->layer[i].role != role || f->layer[i].fused != SQZ__HF_EXPERT || !star) continue;
+    for (size_t i = 0; i < n_layer_rows(f); i++) {
+        const hf_name_row *row = layer_row(f, i);
+        const char *star = strchr(row->base, '*');
+        if (row->role != role || row->fused != SQZ__HF_EXPERT || !star) continue;
         const int k = snprintf(buf, cap, "%s%d.%.*s%d%s.%s", f->layer_prefix, (int)layer,
-                               (int)(star - f->layer[i].base), f->layer[i].base, (int)e, star + 1,
+                               (int)(star - row->base), row->base, (int)e, star + 1,
                                param == SQZ_PARAM_BIAS ? "bias" : "weight");
         return k > 0 && (size_t)k < cap;
     }
