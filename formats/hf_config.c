@@ -532,25 +532,31 @@ static bool check_moe(const sqz_model *m, const hf_arch *a) {
             return false;
         }
     }
-    if (m->hp.family == SQZ_FAMILY_MIXTRAL && !m->hp.expert_norm_topk) {
+    return check_llama(m, a);
+}
+
+static bool check_mixtral(const sqz_model *m, const hf_arch *a) {
+    if (!m->hp.expert_norm_topk) {
         SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: %s always renormalises the top-k routing weights", a->hf_class);
         return false;
     }
-    return check_llama(m, a);
+    return check_moe(m, a);
+}
+
+static void write_mixtral(jw *w, const sqz_model *m, const hf_arch *a) {
+    write_llama(w, m, a);
+    add_num(w, "num_experts_per_tok", (double)m->hp.n_expert_used);
+    add_num(w, "num_local_experts", (double)m->layers[0].n_expert);
+    add_item(w, "sliding_window", cJSON_CreateNull());
 }
 
 /* intermediate_size: Qwen3-MoE's dense width is not kept by sqz (no layer uses it); written as experts used x
  * expert width, llama.cpp's own fallback for a missing expert_feed_forward_length. */
-static void write_moe(jw *w, const sqz_model *m, const hf_arch *a) {
+static void write_qwen3moe(jw *w, const sqz_model *m, const hf_arch *a) {
     const sqz_hparams *hp = &m->hp;
     const sqz_layer_dims *l0 = &m->layers[0];
     write_llama(w, m, a);
     add_num(w, "num_experts_per_tok", (double)hp->n_expert_used);
-    if (hp->family == SQZ_FAMILY_MIXTRAL) {
-        add_num(w, "num_local_experts", (double)l0->n_expert);
-        add_item(w, "sliding_window", cJSON_CreateNull());
-        return;
-    }
     cJSON *ff = cJSON_CreateNumber((double)(l0->d_ff * hp->n_expert_used));
     if (!ff || !w->o || !cJSON_ReplaceItemInObject(w->o, "intermediate_size", ff)) { /* on failure ff is ours */
         cJSON_Delete(ff);
@@ -570,8 +576,8 @@ static const hf_family hf_families[] = {
     [SQZ_FAMILY_GEMMA3] = {131072, "gelu_pytorch_tanh", "hidden_activation", true, read_gemma3_keys, check_gemma3,
                            write_gemma3},
     [SQZ_FAMILY_PHI3] = {4096, "silu", NULL, false, read_phi3_keys, check_phi3, write_phi3},
-    [SQZ_FAMILY_QWEN3MOE] = {32768, "silu", NULL, true, read_qwen3moe_keys, check_moe, write_moe},
-    [SQZ_FAMILY_MIXTRAL] = {131072, "silu", NULL, true, read_mixtral_keys, check_moe, write_moe},
+    [SQZ_FAMILY_QWEN3MOE] = {32768, "silu", NULL, true, read_qwen3moe_keys, check_moe, write_qwen3moe},
+    [SQZ_FAMILY_MIXTRAL] = {131072, "silu", NULL, true, read_mixtral_keys, check_mixtral, write_mixtral},
 };
 
 static const hf_family *hf_family_of(sqz_family f) {
