@@ -82,6 +82,15 @@ int sqz_cmd_generate(int argc, char **argv);
 void sqz_cmd_generate_usage(FILE *out);
 int sqz_cmd_eval(int argc, char **argv);
 void sqz_cmd_eval_usage(FILE *out);
+/* `sqz eval MODEL --task KIND FILE` (cli/eval_tasks.c): task accuracy, with --base the delta. */
+typedef struct sqz_cli_task_args {
+    const char *model, *base, *file, *json, *tokpath;
+    int kind;                     /* sqz_task_kind */
+    int64_t limit, ctx, threads;  /* limit 0: every task; ctx 0: as long as the longest task */
+    int acts;                     /* sqz_activations */
+    bool stream, quiet;
+} sqz_cli_task_args;
+int sqz_cli_eval_tasks(const sqz_cli_task_args *a);
 /* `sqz bench eval` (cli/bench_eval.c), a row of the bench table; argv[0] is "eval". */
 int sqz_bench_eval(int argc, char **argv);
 void sqz_bench_eval_usage(FILE *out);

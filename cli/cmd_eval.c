@@ -8,11 +8,14 @@
 
 #include "cli/cli.h"
 #include "sqz/family.h"
+#include "sqz/tasks.h"
 #include "sqz/tokenizer.h"
 
 typedef struct eval_args {
     const char *path, *text, *base, *base_logits, *save_base, *json, *tokpath, *dump, *hold_out;
+    const char *task, *task_file; /* --task KIND FILE (FILE: the second word, or --text) */
     int64_t ctx, chunks, threads; /* ctx -1: sqz_eval_default_ctx; chunks 0: all */
+    int64_t tasks_limit;
     int64_t held_windows, held_ctx, held_seed; /* --hold-out N:T:SEED (held_windows 0: none) */
     int acts;                                  /* sqz_activations */
     bool stream, quiet;
@@ -22,9 +25,20 @@ static const sqz_opt eval_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, path),
      .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED | SQZ_OPT_INPUT, .metavar = "MODEL", .short_name = 'm',
      .help = "the model to evaluate"},
+    {.name = "file", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, task_file),
+     .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_INPUT, .metavar = "FILE", .help = "with --task: the task file"},
     {.name = "text", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, text),
-     .flags = SQZ_OPT_REQUIRED | SQZ_OPT_INPUT, .short_name = 'f', .alias = "file",
-     .metavar = "FILE", .help = "the text, e.g. wiki.test.raw"},
+     .flags = SQZ_OPT_INPUT, .short_name = 'f', .alias = "file",
+     .metavar = "FILE", .help = "the text, e.g. wiki.test.raw (with --task: the task file)"},
+    {.name = "task", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, task), .metavar = "KIND",
+     .help = "accuracy on tasks instead of perplexity: hellaswag (hellaswag_val_full.txt), winogrande "
+             "(winogrande-debiased-eval.csv), multiple-choice (llama.cpp's mmlu-/arc-/truthful-qa-validation.bin) or "
+             "jsonl ({\"context\", \"choices\", \"gold\"} a line: acc and acc_norm), scored as llama-perplexity "
+             "--hellaswag/--winogrande/--multiple-choice and lm-evaluation-harness score them; the file follows KIND "
+             "or comes with --text; with --base both models, the delta and McNemar's exact test"},
+    {.name = "tasks-limit", .type = SQZ_OPT_INT, .offset = offsetof(eval_args, tasks_limit), .min = 1,
+     .max = (int64_t)1 << 40, .metavar = "N",
+     .help = "with --task: the first N tasks only (llama-perplexity's --hellaswag-tasks N picks N at random)"},
     {.name = "ctx", .type = SQZ_OPT_INT, .offset = offsetof(eval_args, ctx), .min = 4, .max = 1 << 20,
      .short_name = 'c', .alias = "ctx-size",
      .help = "decoders: chunk length, 512 by default; encoders: longest sentence, 256 by default; a default is "
@@ -64,6 +78,7 @@ static const sqz_opt eval_rows[] = {
 
 static const char eval_head[] =
     "usage: sqz eval MODEL --text FILE [--ctx N] [--chunks K] [--hold-out N:T:SEED]\n"
+    "       sqz eval MODEL --task KIND FILE [--tasks-limit N] [--base BASE] [--json OUT] ...\n"
     "                [--base BASE | --base-logits F] [--save-base F] [--json OUT] [--threads N]\n"
     "                [--tokenizer FILE] [--dump-tokens F] [--activations f32|q8] [--stream-weights]\n\n"
     "Decoders: perplexity of FILE as llama.cpp's perplexity tool computes it (the text is\n"
@@ -96,6 +111,26 @@ static int parse_args(int argc, char **argv, eval_args *a) {
     const int bad = sqz_cli_parse("eval", g, 2, argc, argv, NULL);
     if (bad) return bad;
     if (a->base && a->base_logits) return sqz_cli_usage_error("eval", "--base and --base-logits exclude each other");
+    if (a->task) {
+        if (sqz_task_kind_from_name(a->task) < 0)
+            return sqz_cli_usage_error("eval", "--task '%s': expected hellaswag, winogrande, multiple-choice or jsonl",
+                                       a->task);
+        if (a->task_file && a->text)
+            return sqz_cli_usage_error("eval", "--task: the task file is given twice ('%s' and --text '%s')",
+                                       a->task_file, a->text);
+        if (!a->task_file && !a->text)
+            return sqz_cli_usage_error("eval", "--task %s needs its file: sqz eval MODEL --task %s FILE", a->task,
+                                       a->task);
+        const char *no = a->chunks ? "--chunks" : a->hold_out ? "--hold-out" : a->base_logits ? "--base-logits"
+                         : a->save_base ? "--save-base" : a->dump ? "--dump-tokens" : NULL;
+        if (no) return sqz_cli_usage_error("eval", "%s applies to perplexity, not to --task", no);
+        return 0;
+    }
+    if (a->task_file)
+        return sqz_cli_usage_error("eval", "unexpected '%s': the text comes with --text FILE (a task file with "
+                                   "--task KIND FILE)", a->task_file);
+    if (a->tasks_limit) return sqz_cli_usage_error("eval", "--tasks-limit applies to --task");
+    if (!a->text) return sqz_cli_usage_error("eval", "missing --text FILE (or --task KIND FILE)");
     if (a->hold_out) {
         long long n = 0, t = 0, seed = 0;
         int used = 0;
@@ -328,6 +363,13 @@ int sqz_cmd_eval(int argc, char **argv) {
     eval_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc;
+    if (a.task) {
+        const sqz_cli_task_args t = {.model = a.path, .base = a.base, .file = a.task_file ? a.task_file : a.text,
+                                     .json = a.json, .tokpath = a.tokpath, .kind = sqz_task_kind_from_name(a.task),
+                                     .limit = a.tasks_limit, .ctx = a.ctx > 0 ? a.ctx : 0, .threads = a.threads,
+                                     .acts = a.acts, .stream = a.stream, .quiet = a.quiet};
+        return sqz_cli_eval_tasks(&t);
+    }
     eval_ctx c;
     memset(&c, 0, sizeof c);
     sqz_open_opts oo = {.tokenizer_path = a.tokpath};

@@ -45,6 +45,7 @@
 #include "sqz/runtime.h"
 #include "sqz/sparse.h"
 #include "sqz/status.h"
+#include "sqz/tasks.h"
 #include "sqz/tensor.h"
 #include "sqz/tokenizer.h"
 #include "sqz/vocab.h"
