@@ -37,14 +37,14 @@ static sqz_status open_side(const sqz_cli_task_args *a, const char *path, sqz_ba
     if (st != SQZ_OK) return st;
     const int64_t need = sqz_tasks_max_tokens(x->t);
     if (a->ctx > 0 && a->ctx < need) {
-        sqz_cli_error("%s: a task needs %lld tokens with %s's tokenizer; --ctx %lld is shorter", a->file,
+        sqz_cli_error("%s: a task takes %lld tokens with %s's tokenizer; --ctx %lld is shorter", a->file,
                       (long long)need, path, (long long)a->ctx);
         *reported = true;
         return SQZ_ERR_INVALID_ARG;
     }
     sqz_session_opts so = sqz_session_default_opts();
     so.n_threads = (int)a->threads;
-    so.max_tokens = a->ctx > 0 ? a->ctx : need;
+    so.max_tokens = a->ctx > 0 ? a->ctx : sqz_tasks_window(x->t, x->m->hp.vocab_size);
     so.weights = a->stream ? SQZ_WEIGHTS_STREAM : SQZ_WEIGHTS_CACHE;
     so.backend = be;
     so.activations = (sqz_activations)a->acts;

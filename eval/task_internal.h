@@ -38,6 +38,33 @@ struct sqz_tasks {
     bool tokenized;
 };
 
+/* What scoring a task asks of the batch (task_batch.c): sequences seq[0..n), the log-probability
+ * lp[s][t] of each target t in [from[s], to[s]) (t >= 1: predicted by position t - 1), and, when
+ * quirk_tok >= 0, the log-probability of quirk_tok after seq 0's last token (quirk_lp). The
+ * batch fills lp and quirk_lp; the other fields are its plan. */
+enum { SQZ__MAX_CHOICES = 101 };
+typedef struct sqz__ask {
+    const sqz__tseq *seq;
+    int32_t n;
+    size_t from[SQZ__MAX_CHOICES], to[SQZ__MAX_CHOICES];
+    int32_t quirk_tok;
+    float quirk_lp;
+    float *lp[SQZ__MAX_CHOICES];
+    /* winogrande's scoring ranges (tasks.c) */
+    size_t nb[2], last[2];
+    /* the plan: shared prefix [0, k), its rows from position pf at row_pre; sequence s's rows
+     * from position first[s] at row_seq[s]; seq 0's last position at quirk_row */
+    size_t k, pf, first[SQZ__MAX_CHOICES];
+    int64_t row_pre, row_seq[SQZ__MAX_CHOICES], quirk_row;
+} sqz__ask;
+
+/* The tokens a's sequences take in one window: the shared prefix once, each rest after it. */
+int64_t sqz__ask_footprint(sqz__ask *a);
+/* Runs asks[0..n) in windows of the session's max_tokens (each ask fits: sqz__ask_footprint),
+ * filling their lp (malloc'd; sqz__asks_release frees them) and quirk_lp. *tokens: tokens run. */
+sqz_status sqz__asks_run(sqz_session *s, sqz__ask *asks, int64_t n, int64_t *tokens);
+void sqz__asks_release(sqz__ask *asks, int64_t n);
+
 /* Appends a task with n_seq empty sequences and n_choices choices; NULL on out of memory. */
 sqz__task *sqz__tasks_add(sqz_tasks *ts, int32_t n_choices, int32_t n_seq);
 /* Sets a sequence's text to the concatenation of up to three pieces (b, c may be NULL). */

@@ -20,7 +20,7 @@ void sqz__attention(sqz_session *s, int32_t layer, const float *q, int64_t ldq, 
                                   .pos = pos, .n_heads = ld->n_heads, .n_kv_heads = ld->n_kv_heads,
                                   .head_dim = s->hd, .causal = causal, .scale = s->m->hp.attn_scale,
                                   .window = ld->window};
-    const sqz__attn_scratch w = {s->scores, s->max_tokens, s->qg, s->dot};
+    const sqz__attn_scratch w = {s->scores, s->max_tokens, s->qg, s->dot, s->span_vis};
     sqz__attention_cpu(s->pool, &a, &w, few);
     sqz__prof_end(SQZ__PROF_FWD_ATTN, t0);
 }

@@ -65,8 +65,18 @@ static sqz_status qk_position(sqz_session *s, int32_t layer, float *q, float *k,
     const bool local = ld->window > 0 && s->rope_cos_l;
     const float *cs = local ? s->rope_cos_l : s->rope_cos, *sn = local ? s->rope_sin_l : s->rope_sin;
     const sqz_rope_layout lay = s->m->hp.rope_layout;
-    sqz__rope(s->pool, q, ld->n_heads * hd, n, ld->n_heads, hd, s->rope_dim, pos, lay, cs, sn);
-    sqz__rope(s->pool, k, ld->n_kv_heads * hd, n, ld->n_kv_heads, hd, s->rope_dim, pos, lay, cs, sn);
+    const int64_t qd = ld->n_heads * hd, kd = ld->n_kv_heads * hd;
+    if (s->spans) { /* batched sequences: each span from its own first position */
+        for (int64_t e = 0; e < s->n_spans; e++) {
+            const sqz_span *sp = &s->spans[e];
+            const int64_t p0 = sp->parent >= 0 ? s->spans[sp->parent].len : 0;
+            sqz__rope(s->pool, q + sp->start * qd, qd, sp->len, ld->n_heads, hd, s->rope_dim, p0, lay, cs, sn);
+            sqz__rope(s->pool, k + sp->start * kd, kd, sp->len, ld->n_kv_heads, hd, s->rope_dim, p0, lay, cs, sn);
+        }
+        return SQZ_OK;
+    }
+    sqz__rope(s->pool, q, qd, n, ld->n_heads, hd, s->rope_dim, pos, lay, cs, sn);
+    sqz__rope(s->pool, k, kd, n, ld->n_kv_heads, hd, s->rope_dim, pos, lay, cs, sn);
     return SQZ_OK;
 }
 
@@ -88,7 +98,7 @@ sqz_status sqz__llama_block(sqz_session *s, int32_t layer, float *x, int64_t n, 
     const sqz_layer_dims *ld = &s->m->layers[layer];
     int64_t d = s->d, hd = s->hd, qd = ld->n_heads * hd, kvd = ld->n_kv_heads * hd;
     float *kc = s->kcache + s->kv_off[layer] + pos * kvd, *vc = s->vcache + s->kv_off[layer] + pos * kvd;
-    if (sqz__dev_block_ok(s, layer, pos)) return sqz__dev_block_run(s, layer, x, n, pos);
+    if (!s->spans && sqz__dev_block_ok(s, layer, pos)) return sqz__dev_block_run(s, layer, x, n, pos);
 
     SQZ_TRY(sqz__hook(s, SQZ_HOOK_BLOCK_IN, layer, 0, x, n, d, pos));
 

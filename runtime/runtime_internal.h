@@ -65,6 +65,11 @@ struct sqz_session {
     float *kcache, *vcache;      /* per layer (max_tokens, kv_dim_l), at kv_off[l] */
     int64_t *kv_off;
     int64_t *kv_valid;           /* per layer: positions [0, kv_valid) hold keys/values */
+    /* sqz_forward_spans's window (NULL outside it): the spans, and per token its visible keys
+     * (3 slots: its parent's [lo, hi) and its own span's first slot) */
+    const sqz_span *spans;
+    int64_t n_spans;
+    const int64_t *span_vis;
 
     /* scratch, each for max_tokens rows */
     float *h;                    /* (T, d): normed input / block temporaries */

@@ -170,6 +170,28 @@ SQZ_API void sqz_session_set_hook(sqz_session *s, sqz_hook_fn fn, void *user);
 SQZ_API sqz_status sqz_forward(sqz_session *s, const int32_t *tokens, int64_t n, int64_t pos, int64_t logits_from,
                                float *logits);
 
+/* One sequence of a batched window (sqz_forward_spans): rows [start, start + len) of the window;
+ * parent: -1, or the index of an earlier span with parent -1 that this one continues. */
+typedef struct sqz_span {
+    int64_t start, len;
+    int32_t parent;
+} sqz_span;
+
+/* Several sequences in one window, as llama.cpp batches them with sequence ids: tokens[0..n) are
+ * the spans, back to back in order, covering [0, n). A span with parent -1 starts at position 0
+ * and attends to itself causally; a span with parent p sits at positions [len(p), len(p) + len)
+ * and attends to span p's tokens and to its own causally (e.g. a question once, then each of its
+ * answers after it). The window starts at cache slot 0 (as pos 0 does). logits (may be NULL)
+ * receives the classifier output of the tokens rows[0..n_rows), in that order (n_rows *
+ * vocab_size floats). Each sequence's results equal those of running it alone, up to float
+ * summation order.
+ * Errors: SQZ_ERR_INVALID_ARG (spans that do not tile [0, n), a parent that is not an earlier
+ * root, a row out of range, the window too long), SQZ_ERR_UNSUPPORTED (a sliding window shorter
+ * than n: run the sequences one at a time then), SQZ_ERR_ARCH (an encoder). The blocks run on the
+ * host (a device backend's whole-block path is not taken; its products still are). */
+SQZ_API sqz_status sqz_forward_spans(sqz_session *s, const int32_t *tokens, int64_t n, const sqz_span *spans,
+                                     int64_t n_spans, const int64_t *rows, int64_t n_rows, float *logits);
+
 /* The same pass in three steps, for block-by-block calibration (the caller owns x, n * d_model
  * floats, and may change it between blocks):
  *   embed:  x = token embedding (+ positions and token types, then the embedding LayerNorm, for BERT);

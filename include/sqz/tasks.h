@@ -27,14 +27,15 @@
  * Tokens: the model's tokenizer with its special tokens (BOS when the vocabulary adds one), as
  * llama.cpp's common_tokenize(.., true).
  *
- * Evaluation: each task's shared prefix is run once and its KV cache reused for every ending.
- * Log-probabilities are f32 logits' log-softmax in double.
+ * Evaluation: as llama-perplexity batches them, each task's shared prefix once and each ending
+ * after it in the same window (sqz_forward_spans), as many tasks to a window as the session's
+ * max_tokens holds. Log-probabilities are f32 logits' log-softmax in double.
  *
  *   sqz_tasks *t;
  *   sqz_tasks_read("hellaswag_val_full.txt", SQZ_TASK_HELLASWAG, 0, &t);
  *   sqz_tasks_tokenize(t, tok);
  *   sqz_task_result r;
- *   sqz_eval_tasks(session, t, NULL, &r);   // session max_tokens >= sqz_tasks_max_tokens(t)
+ *   sqz_eval_tasks(session, t, NULL, &r);   // session max_tokens = sqz_tasks_window(t, vocab)
  *   printf("%lld / %lld\n", (long long)r.correct, (long long)r.n);
  *   sqz_task_result_free(&r);
  */
@@ -87,9 +88,13 @@ SQZ_API sqz_task_kind sqz_tasks_kind(const sqz_tasks *t);
 /* Tokenizes every sequence the tasks will evaluate (again, if called twice). Errors: the
  * tokenizer's, SQZ_ERR_NOMEM. */
 SQZ_API sqz_status sqz_tasks_tokenize(sqz_tasks *t, const sqz_tokenizer *tok);
-/* The longest sequence in tokens (after sqz_tasks_tokenize; 0 before): the session's max_tokens
- * must reach it. */
+/* The most tokens one task takes in a window (its shared prefix once, then each sequence's rest;
+ * after sqz_tasks_tokenize, 0 before): the session's max_tokens must reach it. */
 SQZ_API int64_t sqz_tasks_max_tokens(const sqz_tasks *t);
+/* The window to give the session (max_tokens): tasks are packed into windows of this many
+ * tokens, each window one pass over the weights. 512, fewer when the window's logits (rows x
+ * vocab floats) would pass 256 MB, and never less than sqz_tasks_max_tokens. */
+SQZ_API int64_t sqz_tasks_window(const sqz_tasks *t, int64_t vocab);
 /* The tokens evaluated in all (shared prefixes once): the work, for progress and speed. */
 SQZ_API int64_t sqz_tasks_total_tokens(const sqz_tasks *t);
 

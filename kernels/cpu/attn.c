@@ -26,6 +26,7 @@
 
 typedef struct {
     float *scores;
+    const int64_t *vis; /* optional per-query visible keys (sqz__attn_scratch) */
     int64_t width;    /* columns of S for this block (keys visible to its last query) */
     int64_t first;    /* absolute position of the block's first query */
     int64_t mb;       /* queries per head in the block; row r is query r % mb */
@@ -41,12 +42,28 @@ static void softmax_window(float *row, int64_t len, int64_t width, float scale, 
     if (start > 0) memset(row, 0, (size_t)start * sizeof(float));
 }
 
+/* Hides the keys query q may not see (vis: [lo, hi) and [own, ...)) before its softmax. */
+static void mask_hide(float *row, const int64_t *vis) {
+    for (int64_t t = 0; t < vis[0]; t++) row[t] = -INFINITY;
+    for (int64_t t = vis[1]; t < vis[2]; t++) row[t] = -INFINITY;
+}
+
+/* ... and zeroes them after it (the clamped exponential leaves ~1e-38 there). */
+static void mask_zero(float *row, const int64_t *vis) {
+    if (vis[0] > 0) memset(row, 0, (size_t)vis[0] * sizeof(float));
+    if (vis[2] > vis[1]) memset(row + vis[1], 0, (size_t)(vis[2] - vis[1]) * sizeof(float));
+}
+
 static void softmax_rows(void *c, int64_t b, int64_t e, int t) {
     (void)t;
     const softmax_job *j = c;
     for (int64_t r = b; r < e; r++) {
         int64_t len = j->causal ? j->first + r % j->mb + 1 : j->width;
-        softmax_window(j->scores + r * j->width, len, j->width, j->scale, j->window);
+        float *row = j->scores + r * j->width;
+        const int64_t *vis = j->vis ? j->vis + 3 * (j->first + r % j->mb) : NULL;
+        if (vis) mask_hide(row, vis);
+        softmax_window(row, len, j->width, j->scale, j->window);
+        if (vis) mask_zero(row, vis);
     }
 }
 
@@ -69,7 +86,10 @@ static void heads_few(void *c, int64_t b, int64_t e, int thread) {
             const int64_t width = a->causal ? a->pos + i + 1 : a->pos + a->n;
             const float *qh = a->q + i * a->ldq + h * hd;
             for (int64_t t = 0; t < width; t++) sc[t] = j->w->dot(qh, kg + t * a->ldkv, hd);
+            const int64_t *vis = j->w->vis ? j->w->vis + 3 * (a->pos + i) : NULL;
+            if (vis) mask_hide(sc, vis);
             softmax_window(sc, width, width, j->scale, a->window);
+            if (vis) mask_zero(sc, vis);
             float *o = a->out + i * a->ldo + h * hd;
             memset(o, 0, (size_t)hd * sizeof(float));
             for (int64_t t = 0; t < width; t++) {
@@ -96,7 +116,7 @@ static void kv_head(sqz__pool *p, const sqz_attention_args *a, const sqz__attn_s
         /* S (rows, width) = Qg . K_g[0..width)^T */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)width, (int)hd, 1.0f, w->qg, (int)hd,
                     kg, (int)a->ldkv, 0.0f, w->scores, (int)width);
-        softmax_job sj = {w->scores, width, pos + i0, mb, a->causal, scale, a->window};
+        softmax_job sj = {w->scores, w->vis, width, pos + i0, mb, a->causal, scale, a->window};
         sqz__pool_for(p, rows, sqz__row_grain(width) / 4 + 1, softmax_rows, &sj); /* exp ~4x a FMA */
         /* Og (rows, hd) = P (rows, width) . V_g[0..width) (width, hd) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)hd, (int)width, 1.0f, w->scores,

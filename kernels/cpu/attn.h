@@ -23,6 +23,9 @@ typedef struct sqz__attn_scratch {
     int64_t few_ld;
     float *qg;
     sqz__dot_fn dot;
+    /* optional (NULL: plain causal): per query i, vis[3i..3i+2] = lo, hi, own: it sees keys
+     * [lo, hi) and [own, pos + i] only (sequences batched in one window; causal, no window) */
+    const int64_t *vis;
 } sqz__attn_scratch;
 
 /* a's attention (sqz/backend.h's definition) on host memory. few: split by query head over the

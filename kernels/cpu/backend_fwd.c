@@ -59,7 +59,7 @@ sqz_status sqz__cpu_attention(sqz__pool *p, sqz__dot_fn dot, const sqz_attention
     float *buf = sqz__malloc(nf * sizeof(float));
     if (!buf) return SQZ_ERR_NOMEM;
     const sqz__attn_scratch w = {buf, few_ld, buf + nf - (size_t)(a->n_heads / a->n_kv_heads * qb * a->head_dim),
-                                 dot};
+                                 dot, NULL};
     sqz__attention_cpu(p, a, &w, few);
     free(buf);
     return SQZ_OK;
