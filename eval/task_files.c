@@ -225,7 +225,9 @@ sqz_status sqz__tasks_parse_winogrande(sqz_tasks *ts, const char *data, size_t s
         long v;
         const char *last = l[i].p + l[i].n;
         while (last > l[i].p && last[-1] != ',') last--;
-        if (i == 0 && !lead_int(last, (size_t)(l[i].p + l[i].n - last), &v)) continue; /* a header line */
+        /* a header line ("index,sentence,option1,option2,answer"): neither end a number */
+        if (i == 0 && !lead_int(last, (size_t)(l[i].p + l[i].n - last), &v) && !lead_int(l[i].p, l[i].n, &v))
+            continue;
         bool blank = true;
         for (size_t j = 0; j < l[i].n && blank; j++) blank = l[i].p[j] == ' ' || l[i].p[j] == '\r';
         if (blank) continue;
