@@ -91,6 +91,15 @@ typedef struct sqz_cli_task_args {
     bool stream, quiet;
 } sqz_cli_task_args;
 int sqz_cli_eval_tasks(const sqz_cli_task_args *a);
+/* `sqz compress --eval-task KIND FILE` (cli/compress_tasks.c): argv with the option's two words
+ * joined into --eval-task=KIND:FILE (free with sqz_cli_join_eval_task_free); the spec parsed
+ * (0, or the usage error's status); the task file read before any work; the summary lines. */
+char **sqz_cli_join_eval_task(int argc, char **argv, int *out_argc);
+void sqz_cli_join_eval_task_free(int argc, char **orig, int n, char **v);
+int sqz_cli_eval_task_spec(const char *spec, int *kind, const char **file);
+sqz_status sqz_cli_eval_task_check(int kind, const char *file, int64_t limit);
+struct sqz_compress_tasks;
+void sqz_cli_print_tasks(const struct sqz_compress_tasks *t);
 /* `sqz bench eval` (cli/bench_eval.c), a row of the bench table; argv[0] is "eval". */
 int sqz_bench_eval(int argc, char **argv);
 void sqz_bench_eval_usage(FILE *out);

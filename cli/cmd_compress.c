@@ -23,6 +23,9 @@ typedef struct compress_opts {
     int hf_format;              /* sqz_hf_format */
     bool force, quiet;
     int64_t eval_ctx, eval_chunks;
+    const char *eval_task, *eval_task_file; /* --eval-task KIND FILE (joined KIND:FILE), its file */
+    int eval_task_kind;
+    int64_t eval_tasks_limit;
     sqz_recipe recipe;          /* stages in the order given */
     char recipe_error[512];     /* a --recipe FILE that could not be read: bad input (exit 1), not usage */
 } compress_opts;
@@ -80,6 +83,13 @@ static const sqz_opt compress_rows[] = {
     {.name = "eval-chunks", .type = SQZ_OPT_INT, .offset = offsetof(compress_opts, eval_chunks), .min = 0,
      .max = 1 << 30, .def = "32", .metavar = "K", .help = "evaluate the first K chunks (encoders: sentences) not "
      "held out; 0 = all of TEXT (wiki.test.raw: ~590 chunks of 512)"},
+    {.name = "eval-task", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, eval_task),
+     .metavar = "KIND FILE",
+     .help = "the result and the original on tasks, as `sqz eval --task KIND FILE --base`: hellaswag, winogrande, "
+             "multiple-choice or jsonl; both accuracies, the delta and McNemar's exact test, in the summary and "
+             "reports (docs/eval.md)"},
+    {.name = "eval-tasks-limit", .type = SQZ_OPT_INT, .offset = offsetof(compress_opts, eval_tasks_limit), .min = 0,
+     .max = (int64_t)1 << 40, .def = "0", .metavar = "N", .help = "--eval-task: the first N tasks; 0 = all"},
     {.name = "report", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, report), .flags = SQZ_OPT_OUTPUT,
      .metavar = "R.json",
      .help = "per-layer method, bits per weight, output error, time; stages; totals; evaluation"},
@@ -234,10 +244,12 @@ static void print_summary(const compress_opts *a, sqz_format fmt, const sqz_cli_
                worst_name);
     const sqz_compress_eval *e = &r->eval;
     print_accuracy(a, e);
+    sqz_cli_print_tasks(&r->tasks);
     /* the same numbers as the JSON (totals.seconds_*, eval.seconds) and the HTML page */
     printf("time         compress %.2f s (forward %.2f, methods %.2f, validation %.2f)", r->seconds_total,
            r->seconds_forward, r->seconds_quant, r->seconds_validate);
     if (e->done) printf("; evaluation %.2f s", e->seconds);
+    if (r->tasks.done) printf("; tasks %.2f s", r->tasks.seconds);
     printf("\n");
     printf("peak memory  %.1f MB\n", (double)ru.ru_maxrss / 1024.0);
     if (r->device[0]) {
@@ -394,6 +406,21 @@ static sqz_status evaluate(const compress_opts *a, const sqz_cli_calib *cc, cons
     return st;
 }
 
+/* --eval-task: the result and the original (reopened) on the tasks. */
+static sqz_status evaluate_tasks(const compress_opts *a, const sqz_cli_calib *cc, const sqz_model *m,
+                                 sqz_compress_report *rep) {
+    sqz_model *orig = NULL;
+    sqz_open_opts oo = {.tokenizer_path = cc->tokenizer};
+    sqz_status st = sqz_model_open(a->path, &oo, &orig);
+    if (st != SQZ_OK) return st;
+    sqz_progress *p = sqz_cli_progress(a->quiet, "tasks", 0, "tokens");
+    st = sqz_compress_eval_tasks(m, orig, a->eval_task_kind, a->eval_task_file, a->eval_tasks_limit, (int)cc->threads,
+                                 sqz_progress_cb, p, &rep->tasks);
+    sqz_progress_end(p);
+    sqz_model_free(orig);
+    return st;
+}
+
 /* Stages the reports, writes the model, then commits the reports: all or nothing. */
 static sqz_status write_all(const compress_opts *a, sqz_model *m, sqz_save_opts *so, const sqz_compress_report *rep) {
     sqz_outfile *fr = NULL, *fh = NULL;
@@ -478,6 +505,8 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
         st = sqz_opts_check_size("the logits of an evaluation chunk", t, 4, sqz_cli_memory_limit(), "the memory");
         *usage = st != SQZ_OK;
     }
+    if (st == SQZ_OK && a->eval_task) st = sqz_cli_eval_task_check(a->eval_task_kind, a->eval_task_file,
+                                                                a->eval_tasks_limit);
     if (st == SQZ_OK && a->stats) st = sqz_calib_stats_read(a->stats, &stats);
     if (st == SQZ_OK && a->imatrix) st = sqz_calib_stats_read_imatrix(a->imatrix, m, &stats);
     if (st == SQZ_OK && cc->text) {
@@ -505,6 +534,7 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
         rep->device_cap_bytes = (int64_t)mem.cap;
     }
     if (st == SQZ_OK && a->eval) st = evaluate(a, cc, m, &w, rep);
+    if (st == SQZ_OK && a->eval_task) st = evaluate_tasks(a, cc, m, rep);
     if (st == SQZ_OK) st = write_all(a, m, so, rep);
     sqz_calib_stats_free(stats);
     sqz_calib_windows_free(&w);
@@ -525,7 +555,13 @@ int sqz_cmd_compress(int argc, char **argv) {
                                {NULL, sqz_cli_calib_opts, sqz_cli_calib_n_opts, &cc},
                                {NULL, &sqz_cli_hf_format_opt, 1, &a.hf_format},
                                {NULL, &sqz_cli_quiet_opt, 1, &a.quiet}};
-    int rc = sqz_cli_parse("compress", g, 5, argc, argv, NULL);
+    int jargc = 0;
+    char **jargv = sqz_cli_join_eval_task(argc, argv, &jargc);
+    if (!jargv) return sqz_cli_fail(SQZ_ERR_NOMEM);
+    int rc = sqz_cli_parse("compress", g, 5, jargc, jargv, NULL);
+    if (rc == 0 && a.eval_task) rc = sqz_cli_eval_task_spec(a.eval_task, &a.eval_task_kind, &a.eval_task_file);
+    if (rc == 0 && a.eval_tasks_limit && !a.eval_task)
+        rc = sqz_cli_usage_error("compress", "--eval-tasks-limit applies to --eval-task");
     if (rc == 0 && a.recipe_error[0]) {
         fprintf(stderr, "sqz: error: %s\n", a.recipe_error);
         rc = 1;
@@ -549,6 +585,7 @@ int sqz_cmd_compress(int argc, char **argv) {
         rc = sqz_cli_usage_error("compress", "%s", sqz_last_error());
     if (rc != 0) {
         sqz_recipe_free(&a.recipe);
+        sqz_cli_join_eval_task_free(argc, argv, jargc, jargv);
         return rc;
     }
     sqz_compress_report rep;
@@ -560,5 +597,6 @@ int sqz_cmd_compress(int argc, char **argv) {
     if (st == SQZ_OK) print_summary(&a, so.format, &cc, &rep);
     sqz_compress_report_free(&rep);
     sqz_recipe_free(&a.recipe);
+    sqz_cli_join_eval_task_free(argc, argv, jargc, jargv);
     return usage ? rc : st == SQZ_OK ? 0 : sqz_cli_fail(st);
 }

@@ -19,6 +19,7 @@ typedef struct eval_args {
     int64_t held_windows, held_ctx, held_seed; /* --hold-out N:T:SEED (held_windows 0: none) */
     int acts;                                  /* sqz_activations */
     bool stream, quiet;
+    bool hellaswag, winogrande, multiple_choice; /* llama-perplexity's spellings of --task KIND */
 } eval_args;
 
 static const sqz_opt eval_rows[] = {
@@ -36,6 +37,12 @@ static const sqz_opt eval_rows[] = {
              "jsonl ({\"context\", \"choices\", \"gold\"} a line: acc and acc_norm), scored as llama-perplexity "
              "--hellaswag/--winogrande/--multiple-choice and lm-evaluation-harness score them; the file follows KIND "
              "or comes with --text; with --base both models, the delta and McNemar's exact test"},
+    {.name = "hellaswag", .type = SQZ_OPT_FLAG, .offset = offsetof(eval_args, hellaswag),
+     .help = "llama-perplexity's spelling of --task hellaswag (the file from -f)"},
+    {.name = "winogrande", .type = SQZ_OPT_FLAG, .offset = offsetof(eval_args, winogrande),
+     .help = "llama-perplexity's spelling of --task winogrande (the file from -f)"},
+    {.name = "multiple-choice", .type = SQZ_OPT_FLAG, .offset = offsetof(eval_args, multiple_choice),
+     .help = "llama-perplexity's spelling of --task multiple-choice (the file from -f)"},
     {.name = "tasks-limit", .type = SQZ_OPT_INT, .offset = offsetof(eval_args, tasks_limit), .min = 1,
      .max = (int64_t)1 << 40, .metavar = "N",
      .help = "with --task: the first N tasks only (llama-perplexity's --hellaswag-tasks N picks N at random)"},
@@ -111,6 +118,12 @@ static int parse_args(int argc, char **argv, eval_args *a) {
     const int bad = sqz_cli_parse("eval", g, 2, argc, argv, NULL);
     if (bad) return bad;
     if (a->base && a->base_logits) return sqz_cli_usage_error("eval", "--base and --base-logits exclude each other");
+    const char *spelt = a->hellaswag ? "hellaswag" : a->winogrande ? "winogrande" : a->multiple_choice ?
+                        "multiple-choice" : NULL;
+    if (a->hellaswag + a->winogrande + a->multiple_choice > 1 || (spelt && a->task && strcmp(spelt, a->task) != 0))
+        return sqz_cli_usage_error("eval", "one kind of task a run: --task KIND, --hellaswag, --winogrande or "
+                                   "--multiple-choice");
+    if (spelt) a->task = spelt;
     if (a->task) {
         if (sqz_task_kind_from_name(a->task) < 0)
             return sqz_cli_usage_error("eval", "--task '%s': expected hellaswag, winogrande, multiple-choice or jsonl",

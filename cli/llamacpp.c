@@ -31,9 +31,12 @@ static const sqz_opt eval_refused[] = {
     NO("--n-gpu-layers", GPU_WHY),
     NO("-fa", "llama.cpp's flash attention switch; not needed"),
     NO("--ppl-stride", "llama.cpp's strided perplexity; sqz: the chunked protocol only (--ctx, --chunks)"),
-    NO("--hellaswag", "llama.cpp's; not in sqz"),
-    NO("--winogrande", "llama.cpp's; not in sqz"),
-    NO("--multiple-choice", "llama.cpp's; not in sqz"),
+    NO("--hellaswag-tasks", "llama-perplexity's N tasks at random; sqz: --tasks-limit N takes the first N"),
+    NO("--winogrande-tasks", "llama-perplexity's N tasks at random; sqz: --tasks-limit N takes the first N"),
+    NO("--multiple-choice-tasks", "llama-perplexity's N tasks at random; sqz: --tasks-limit N takes the first N"),
+    NO("-bf", "llama.cpp's binary prompt file; sqz: -f FILE reads a multiple-choice .bin as it is"),
+    NO("--binary-file", "llama.cpp's binary prompt file; sqz: -f FILE reads a multiple-choice .bin as it is"),
+    NO("-np", "llama.cpp's parallel sequences; not needed: sqz packs as many tasks into a window as --ctx holds"),
 };
 
 static const sqz_opt compress_refused[] = {

@@ -111,6 +111,25 @@ static void accuracy(FILE *b, const sqz_compress_eval *e) {
     fprintf(b, "<tr><td>time</td><td>evaluation %.2f s</td></tr>\n</table>\n", e->seconds);
 }
 
+/* --eval-task: both models on the tasks, the delta and McNemar's test. */
+static void tasks_table(FILE *b, const sqz_compress_tasks *t) {
+    if (!t->done) return;
+    fprintf(b, "<h2>Tasks vs the original</h2>\n<table>\n<tr><td>tasks</td><td>");
+    hb_text(b, t->kind);
+    fprintf(b, " ");
+    hb_text(b, t->file);
+    fprintf(b, ", %lld tasks</td></tr>\n", (long long)t->n);
+    fprintf(b, "<tr><td>accuracy</td><td>%.2f%% &rarr; %.2f%% (%+.2f points), 95%% CI [%.2f%%, %.2f%%]</td></tr>\n",
+            100 * t->accuracy_base, 100 * t->accuracy, 100 * t->delta, 100 * t->ci_lo, 100 * t->ci_hi);
+    fprintf(b, "<tr><td>McNemar's exact test</td><td>p = %.3g (%s at 5%%)</td></tr>\n", t->p_value,
+            t->p_value < 0.05 ? "significant" : "not significant");
+    fprintf(b, "<tr><td>same choice</td><td>%.1f%% of the tasks</td></tr>\n", 100 * t->agree);
+    if (t->has_norm)
+        fprintf(b, "<tr><td>acc_norm</td><td>%lld &rarr; %lld right (%+.2f points, p = %.3g)</td></tr>\n",
+                (long long)t->correct_norm_base, (long long)t->correct_norm, 100 * t->delta_norm, t->p_norm);
+    fprintf(b, "<tr><td>time</td><td>%.2f s</td></tr>\n</table>\n", t->seconds);
+}
+
 /* One line under the title: how much smaller, how much worse. */
 static void headline(FILE *b, const sqz_compress_report *r) {
     const sqz_compress_eval *e = &r->eval;
@@ -336,6 +355,7 @@ char *sqz_cli_report_html(const sqz_compress_report *r, const char *model, const
     headline(b, r);
     totals(b, r, model, out);
     if (r->eval.done) accuracy(b, &r->eval);
+    tasks_table(b, &r->tasks);
     if (r->n_layers) {
         fprintf(b, "<h2>Per-layer output error</h2>\n<p>||Y<sub>q</sub> &minus; Y||<sub>F</sub> / ||Y||<sub>F</sub> "
                       "of each compressed layer, run as it would run, on calibration rows.</p>\n");

@@ -65,6 +65,31 @@ static bool add_eval(cJSON *o, const sqz_compress_eval *e, const char *model, co
     return ok;
 }
 
+/* "eval_task": the result and the original on tasks, when evaluated. */
+static bool add_tasks(cJSON *o, const sqz_compress_tasks *t) {
+    if (!t->done) return true;
+    cJSON *v = cJSON_AddObjectToObject(o, "eval_task");
+    if (!v) return false;
+    bool ok = cJSON_AddStringToObject(v, "task", t->kind) != NULL && cJSON_AddStringToObject(v, "file", t->file);
+    ok &= num(v, "n", (double)t->n);
+    ok &= num(v, "correct", (double)t->correct);
+    ok &= num(v, "accuracy", t->accuracy);
+    ok &= num(v, "correct_base", (double)t->correct_base);
+    ok &= num(v, "accuracy_base", t->accuracy_base);
+    ok &= num(v, "delta", t->delta);
+    ok &= num(v, "mcnemar_p", t->p_value);
+    ok &= num(v, "agree", t->agree);
+    ok &= num(v, "ties", (double)t->ties);
+    if (t->has_norm) {
+        ok &= num(v, "correct_norm", (double)t->correct_norm);
+        ok &= num(v, "correct_norm_base", (double)t->correct_norm_base);
+        ok &= num(v, "delta_norm", t->delta_norm);
+        ok &= num(v, "mcnemar_p_norm", t->p_norm);
+    }
+    ok &= num(v, "seconds", t->seconds);
+    return ok;
+}
+
 /* "layerdrop": the blocks' scores, the choice and the compensation maps, when a drop-layers
  * stage measured. */
 static bool add_layer_scores(cJSON *v, const sqz_layerdrop_result *d) {
@@ -270,6 +295,7 @@ char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, 
     }
     ok &= add_stages(o, r);
     ok &= add_eval(o, &r->eval, model, out);
+    ok &= add_tasks(o, &r->tasks);
     ok &= add_layerdrop(o, r->layerdrop);
     ok &= add_prune(o, r->prune);
     char *s = ok ? cJSON_Print(o) : NULL;

@@ -127,6 +127,20 @@ typedef struct sqz_compress_eval {
     double seconds;
 } sqz_compress_eval;
 
+/* The result against the original on tasks (`sqz compress --eval-task KIND FILE`,
+ * sqz_compress_eval_tasks; sqz/tasks.h): each model's accuracy, the delta and McNemar's test. */
+typedef struct sqz_compress_tasks {
+    bool done;
+    char kind[24], file[256];
+    int64_t n, correct, correct_base, ties;
+    double accuracy, ci_lo, ci_hi, accuracy_base, ci_base_lo, ci_base_hi;
+    double delta, p_value, agree; /* accuracy - accuracy_base, McNemar's exact p, same choices */
+    bool has_norm;                /* jsonl: acc_norm too */
+    int64_t correct_norm, correct_norm_base;
+    double delta_norm, p_norm;
+    double seconds;
+} sqz_compress_tasks;
+
 typedef struct sqz_compress_report {
     char spec[128];
     sqz_layer_report *layers;  /* n_layers entries (owned) */
@@ -163,6 +177,7 @@ typedef struct sqz_compress_report {
     char device[24];           /* the backend calibration ran on ("cpu", "cuda"), set by the caller */
     int64_t device_peak_bytes; /* its memory accounting (sqz_backend_mem): the most it held, and */
     int64_t device_cap_bytes;  /* the cap (0: none); both 0 on the CPU */
+    sqz_compress_tasks tasks;  /* the result against the original on tasks (tasks.done false: not run) */
 } sqz_compress_report;
 
 /* One stage of the recipe in the report. */
@@ -524,6 +539,17 @@ SQZ_API sqz_status sqz_compress_eval_run(const sqz_model *compressed, const sqz_
                                          const char *text_path, const char *text, size_t len,
                                          const sqz_calib_windows *held_out, const sqz_compress_eval_opts *o,
                                          sqz_compress_eval *out);
+
+/*
+ * The compressed model and the original on the tasks of `file` (sqz_tasks_read: kind, the first
+ * `limit` tasks, 0 all), tokenized with the original's tokenizer, each model in a session of
+ * `threads` threads (f32 activations), into *out. progress (may be NULL): tokens evaluated.
+ * Errors: the task file's (SQZ_ERR_FORMAT naming the place), SQZ_ERR_INVALID_ARG (vocabularies
+ * that differ), the sessions' and forward passes'. On error *out is zeroed.
+ */
+SQZ_API sqz_status sqz_compress_eval_tasks(const sqz_model *compressed, const sqz_model *original, int kind,
+                                           const char *file, int64_t limit, int threads, sqz_progress_fn progress,
+                                           void *progress_user, sqz_compress_tasks *out);
 
 #ifdef __cplusplus
 }
