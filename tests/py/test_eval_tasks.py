@@ -171,9 +171,11 @@ def f32_form(model, tmp):
 
 def main():
     models = ["smollm2", "qwen05"] if FULL else ["smollm2"]
+    if os.environ.get("SQZ_TASK_MODELS"):  # e.g. qwen05: record or check these only
+        models = os.environ["SQZ_TASK_MODELS"].split(",")
     paths = {m: os.path.join(PYMODELS, MODELS[m]) for m in models}
-    if not os.path.exists(paths["smollm2"]):
-        print("skipping: %s not found (scripts/setup.sh)" % paths["smollm2"])
+    if not os.path.exists(paths[models[0]]):
+        print("skipping: %s not found (scripts/setup.sh)" % paths[models[0]])
         return 77
     gold = json.load(open(GOLD)) if os.path.exists(GOLD) else {}
     tmp = tempfile.mkdtemp(prefix="sqz_tasks_")
@@ -184,7 +186,8 @@ def main():
                 continue
             for form in ("f32", "q8"):
                 model = f32_form(paths[m], tmp) if form == "f32" else paths[m]
-                for n in ([N_CI, 240] if FULL or RECORD else [N_CI]):
+                sizes = [N_CI, 240] if FULL or RECORD else [N_CI]
+                for n in (sizes if m == "smollm2" else [240]):
                     for kind in KINDS:
                         path, limit, ln = cut(kind, n, tmp)
                         key = "%s/%s/%s/%d" % (m, form, kind, n)
@@ -210,7 +213,8 @@ def main():
                 json.dump(gold, f, indent=1, sort_keys=True)
             print("wrote", GOLD)
             return 0
-        jsonl_reference(paths["smollm2"], tmp)
+        if "smollm2" in models:
+            jsonl_reference(paths["smollm2"], tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
