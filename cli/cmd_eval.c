@@ -49,7 +49,8 @@ static const sqz_opt eval_rows[] = {
     {.name = "ctx", .type = SQZ_OPT_INT, .offset = offsetof(eval_args, ctx), .min = 4, .max = 1 << 20,
      .short_name = 'c', .alias = "ctx-size",
      .help = "decoders: chunk length, 512 by default; encoders: longest sentence, 256 by default; a default is "
-             "capped by the model's trained context, a larger N given here is used with a warning"},
+             "capped by the model's trained context, a larger N given here is used with a warning; with --task: the "
+             "window tasks are packed into (512 tokens, fewer for a large vocabulary, at least the largest task)"},
     {.name = "chunks", .type = SQZ_OPT_INT, .offset = offsetof(eval_args, chunks), .min = 1, .max = 1 << 30,
      .metavar = "K", .help = "evaluate the first K chunks only (encoders: K lines); all by default"},
     {.name = "hold-out", .type = SQZ_OPT_STRING, .offset = offsetof(eval_args, hold_out), .metavar = "N:T:SEED",
