@@ -9,16 +9,11 @@
 #include "eval/eval_internal.h"
 #include "eval/task_internal.h"
 
-/* The longest prefix all of a's sequences share, kept below the shortest one's last token. */
+/* The prefix all of a's sequences share, kept below the shortest one's last token (so each has a
+ * token after it). */
 static size_t shared_prefix(const sqz__ask *a) {
-    size_t m = a->seq[0].n_ids, k = 0;
-    for (int32_t s = 1; s < a->n; s++) m = a->seq[s].n_ids < m ? a->seq[s].n_ids : m;
-    for (; k + 1 < m; k++) {
-        int32_t s = 1;
-        while (s < a->n && a->seq[s].ids[k] == a->seq[0].ids[k]) s++;
-        if (s < a->n) break;
-    }
-    return k;
+    size_t m, k = sqz__tseq_common_prefix(a->seq, a->n, &m);
+    return k < m ? k : m > 0 ? m - 1 : 0;
 }
 
 /* Rows at positions < end_of(s) are needed: the targets' predecessors (and seq 0's last token

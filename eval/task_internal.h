@@ -58,6 +58,9 @@ typedef struct sqz__ask {
     int64_t row_pre, row_seq[SQZ__MAX_CHOICES], quirk_row;
 } sqz__ask;
 
+/* The longest prefix of token ids seq[0..n) share (tasks.c), and their shortest length. */
+size_t sqz__tseq_common_prefix(const sqz__tseq *seq, int32_t n, size_t *min_len);
+
 /* The tokens a's sequences take in one window: the shared prefix once, each rest after it. */
 int64_t sqz__ask_footprint(sqz__ask *a);
 /* Runs asks[0..n) in windows of the session's max_tokens (each ask fits: sqz__ask_footprint),

@@ -8,7 +8,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "eval/eval_internal.h"
 #include "eval/task_internal.h"
@@ -27,8 +26,7 @@ sqz_status sqz_tasks_tokenize(sqz_tasks *ts, const sqz_tokenizer *tok) {
     return SQZ_OK;
 }
 
-/* The longest prefix seq[0..n) share, and their shortest length. */
-static size_t common_prefix(const sqz__tseq *seq, int32_t n, size_t *min_len) {
+size_t sqz__tseq_common_prefix(const sqz__tseq *seq, int32_t n, size_t *min_len) {
     size_t m = seq[0].n_ids;
     for (int32_t s = 1; s < n; s++) m = seq[s].n_ids < m ? seq[s].n_ids : m;
     size_t k = 0;
@@ -46,7 +44,7 @@ int64_t sqz_tasks_total_tokens(const sqz_tasks *ts) {
     for (int64_t i = 0; ts->tokenized && i < ts->n; i++) {
         const sqz__task *t = &ts->t[i];
         int32_t n = t->n_choices;
-        size_t ml, cp = common_prefix(t->seq, n, &ml);
+        size_t ml, cp = sqz__tseq_common_prefix(t->seq, n, &ml);
         tot += (int64_t)cp;
         for (int32_t s = 0; s < n; s++) tot += (int64_t)(t->seq[s].n_ids - cp);
     }
@@ -58,7 +56,7 @@ int64_t sqz_tasks_total_tokens(const sqz_tasks *ts) {
 /* hellaswag and multiple-choice: each sequence's tokens after the prefix all of them share (the
  * first predicted by the prefix's last logits). */
 static void ask_mean(const sqz__task *t, sqz__ask *a) {
-    size_t ml, cp = common_prefix(t->seq, t->n_choices, &ml);
+    size_t ml, cp = sqz__tseq_common_prefix(t->seq, t->n_choices, &ml);
     size_t from = cp < ml ? cp : ml - 1;
     for (int32_t s = 0; s < a->n; s++) a->from[s] = from < 1 ? 1 : from, a->to[s] = t->seq[s].n_ids;
 }
@@ -78,7 +76,7 @@ static void score_mean(const sqz__ask *a, double *score, bool f32_sum) {
 /* winogrande: llama-perplexity's partial scoring (see sqz/tasks.h). */
 static void ask_winogrande(const sqz__task *t, sqz__ask *a) {
     const sqz__tseq *q = t->seq;
-    size_t ml, cp = common_prefix(q, 2, &ml);
+    size_t ml, cp = sqz__tseq_common_prefix(q, 2, &ml);
     const size_t len[2] = {q[0].n_ids, q[1].n_ids};
     const bool skip = len[0] - cp > 3 && len[1] - cp > 3;
     a->n = 2;
@@ -196,12 +194,6 @@ static void outcome_of(sqz_task_kind k, const sqz__task *t, sqz__ask *a, sqz_tas
     o->correct_norm = k == SQZ_TASK_JSONL ? o->choice_norm == t->gold : o->correct;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void sqz_task_result_free(sqz_task_result *r) {
     if (!r) return;
     free(r->outcomes);
@@ -235,7 +227,7 @@ sqz_status sqz_eval_tasks(sqz_session *s, const sqz_tasks *ts, const sqz_task_op
     sqz_status st = asks && r->outcomes ? SQZ_OK : SQZ_ERR_NOMEM;
     const int64_t total = sqz_tasks_total_tokens(ts);
     int64_t tokens = 0;
-    double t0 = now_s();
+    double t0 = sqz__eval_now_s();
     for (int64_t i0 = 0; st == SQZ_OK && i0 < ts->n; i0 += CHUNK) {
         const int64_t m = ts->n - i0 < CHUNK ? ts->n - i0 : CHUNK;
         for (int64_t i = 0; i < m; i++) ask_of(ts->kind, &ts->t[i0 + i], &asks[i]);
@@ -254,7 +246,7 @@ sqz_status sqz_eval_tasks(sqz_session *s, const sqz_tasks *ts, const sqz_task_op
     }
     r->kind = ts->kind;
     r->n = ts->n;
-    r->seconds = now_s() - t0;
+    r->seconds = sqz__eval_now_s() - t0;
     r->tokens = tokens;
     r->activations = sqz_session_activations(s);
     fill_counts(r);
