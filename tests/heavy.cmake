@@ -16,3 +16,15 @@ foreach(t py_gguf_llamacpp py_gguf_oracle py_eval_ppl test_quant_gptq test_quant
     set_tests_properties(${t} PROPERTIES LABELS "${_labels};heavy")
   endif()
 endforeach()
+
+# Whole-model runs of what a small sibling test already checks on the tiny models (the same
+# script without its model argument): the label "full" as well. test.sh leaves them out unless
+# SQZ_FULL_TESTS=1 (they were 1,000 s of the Release run's test time and kept CI near its limit);
+# run them before resolving an issue that touches their stage.
+#   cli_sparsity_smollm2 (cli_sparsity), cli_try_rotate_smollm2 (cli_try_rotate)
+foreach(t cli_sparsity_smollm2 cli_try_rotate_smollm2)
+  if(TEST ${t})
+    get_test_property(${t} LABELS _labels)
+    set_tests_properties(${t} PROPERTIES LABELS "${_labels};full")
+  endif()
+endforeach()
