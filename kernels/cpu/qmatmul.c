@@ -206,76 +206,28 @@ static void *scratch(sqz__pool *pool, int slot, size_t n, void **owned) {
     return *owned = sqz__malloc(n);
 }
 
-static void add_bias(const sqz_matmul_args *a) {
-    if (!a->bias) return;
-    for (int64_t i = 0; i < a->m; i++) {
-        float *row = a->y + i * a->n;
-        for (int64_t j = 0; j < a->n; j++) row[j] += a->bias[j];
-    }
-}
-
-/* One thread: the whole product, dequantized panel by panel, each panel multiplied by sgemm on
- * OpenBLAS's own threads (no pool, or a pool of one). */
-static sqz_status panels_blas_threads(sqz__pool *pool, qmm_job *J) {
+static sqz_status panels_sgemm(sqz__pool *pool, qmm_job *J) {
     const sqz_matmul_args *a = J->a;
     const int64_t P = a->n < SQZ__QMM_PANEL ? a->n : SQZ__QMM_PANEL;
     void *owned;
     J->panel = scratch(pool, 0, (size_t)P * (size_t)a->k * sizeof(float), &owned);
     if (!J->panel) return SQZ_ERR_NOMEM;
+    const int64_t spin = sqz__pool_set_spin(pool, 0); /* sgemm's own threads take the cores */
     for (J->j0 = 0; J->j0 < a->n; J->j0 += P) {
         const int64_t nj = a->n - J->j0 < P ? a->n - J->j0 : P;
-        rows_dequant(J, 0, nj, 0);
+        run_inline(pool, nj, 8, rows_dequant, J);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->m, (int)nj, (int)a->k, 1.0f, a->x, (int)a->k,
                     J->panel, (int)a->k, 0.0f, a->y + J->j0, (int)a->n);
     }
+    sqz__pool_set_spin(pool, spin);
     free(owned);
+    if (a->bias) {
+        for (int64_t i = 0; i < a->m; i++) {
+            float *row = a->y + i * a->n;
+            for (int64_t j = 0; j < a->n; j++) row[j] += a->bias[j];
+        }
+    }
     return SQZ_OK;
-}
-
-/* Several threads: each takes whole panels, dequantizes one into its own buffer and multiplies it
- * with a one-threaded sgemm, with no hand-over between the pool's threads and OpenBLAS's in
- * between (that hand-over, dequantize on one set of threads then sgemm on another, cost 5-7% of
- * an eval). Each output element is still one sgemm kernel's sum over all of k. */
-typedef struct panel_job {
-    qmm_job *J;
-    int64_t P;     /* rows per panel */
-    float *panels; /* a (P, k) buffer per thread */
-} panel_job;
-
-static void panels_run(void *c, int64_t b, int64_t e, int thread) {
-    const panel_job *pj = c;
-    const sqz_matmul_args *a = pj->J->a;
-    qmm_job T = *pj->J;
-    T.panel = pj->panels + (size_t)thread * (size_t)pj->P * (size_t)a->k;
-    for (int64_t p = b; p < e; p++) {
-        T.j0 = p * pj->P;
-        const int64_t nj = a->n - T.j0 < pj->P ? a->n - T.j0 : pj->P;
-        rows_dequant(&T, 0, nj, thread);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->m, (int)nj, (int)a->k, 1.0f, a->x, (int)a->k,
-                    T.panel, (int)a->k, 0.0f, a->y + T.j0, (int)a->n);
-    }
-}
-
-static sqz_status panels_sgemm(sqz__pool *pool, qmm_job *J) {
-    const sqz_matmul_args *a = J->a;
-    const int nt = pool ? sqz__pool_threads(pool) : 1;
-    sqz_status st = SQZ_OK;
-    if (nt <= 1) {
-        st = panels_blas_threads(pool, J);
-    } else {
-        /* at least two panels per thread where the rows allow, in multiples of 16 rows */
-        int64_t P = (a->n + 2 * nt - 1) / (2 * nt);
-        P = (P + 15) / 16 * 16;
-        if (P > SQZ__QMM_PANEL) P = SQZ__QMM_PANEL;
-        panel_job pj = {J, P, sqz__pool_scratch(pool, 0, (size_t)nt * (size_t)P * (size_t)a->k * sizeof(float))};
-        if (!pj.panels) return SQZ_ERR_NOMEM;
-        const int blas_threads = openblas_get_num_threads();
-        openblas_set_num_threads(1);
-        sqz__pool_for(pool, (a->n + P - 1) / P, 1, panels_run, &pj);
-        openblas_set_num_threads(blas_threads);
-    }
-    if (st == SQZ_OK) add_bias(a);
-    return st;
 }
 
 /* ---- quantized activations (qidot.h) ------------------------------------------------------- */

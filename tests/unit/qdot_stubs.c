@@ -20,6 +20,3 @@ void cblas_sgemm(const enum CBLAS_ORDER o, const enum CBLAS_TRANSPOSE ta, const 
     (void)ldb, (void)beta, (void)c, (void)ldc;
     abort();
 }
-
-void openblas_set_num_threads(int n) { (void)n; abort(); }
-int openblas_get_num_threads(void) { abort(); }
