@@ -50,7 +50,7 @@
 
 #define SQZB_MAGIC "SQZB\r\n\x1a\n"
 #define SQZB_MAJOR 1
-#define SQZB_MINOR 0
+#define SQZB_MINOR 1 /* 1.1: dtype 64, q4_0 in 8-row groups */
 #define SQZB_HEADER_SIZE 64
 #define SQZB_ENTRY_SIZE 96
 #define SQZB_ALIGN 64
@@ -107,6 +107,12 @@ typedef enum sqzb_kind {
 #define SQZB_DT_Q4_0 2
 #define SQZB_DT_Q4_1 3
 #define SQZB_DT_Q8_0 8
+/* q4_0's blocks (fp16 d, 16 code bytes: element j in the low nibble of byte j, j + 16 in the
+ * high one), 8 rows at a time: rows 8g..8g+7 form group g, and for each block column b the group
+ * holds 144 bytes: the 8 rows' d (fp16, row order), then 64 bytes of the rows' code bytes 0..7
+ * (8 per row, row order), then 64 bytes of their code bytes 8..15. The same bytes as q4_0 in
+ * another order (rows a multiple of 8): a product reads one block column of 8 rows at once. */
+#define SQZB_DT_Q4_0_X8 64
 #define SQZB_DT_I8_ROW 100   /* sqz's int8: w = q * scale[row] (weight-only) */
 #define SQZB_DT_U4_GROUP 101 /* sqz's int4: w = scale[row][g] * (code - zero[row][g]), g = col / group */
 

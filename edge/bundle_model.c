@@ -11,7 +11,8 @@ uint64_t sqze_dtype_bytes(uint32_t dtype, uint64_t n) {
     case SQZB_DT_F32: return n <= UINT64_MAX / 4 ? n * 4 : 0;
     case SQZB_DT_F16: return n <= UINT64_MAX / 2 ? n * 2 : 0;
     case SQZB_DT_Q8_0: return n % 32 ? 0 : n / 32 * 34;
-    case SQZB_DT_Q4_0: return n % 32 ? 0 : n / 32 * 18;
+    case SQZB_DT_Q4_0:
+    case SQZB_DT_Q4_0_X8: return n % 32 ? 0 : n / 32 * 18;
     case SQZB_DT_Q4_1: return n % 32 ? 0 : n / 32 * 20;
     default: return 0;
     }
@@ -23,6 +24,7 @@ const char *sqze_dtype_name(uint32_t dtype) {
     case SQZB_DT_F16: return "f16";
     case SQZB_DT_Q8_0: return "q8_0";
     case SQZB_DT_Q4_0: return "q4_0";
+    case SQZB_DT_Q4_0_X8: return "q4_0 (8-row groups)";
     case SQZB_DT_Q4_1: return "q4_1";
     case SQZB_DT_I8_ROW: return "int8 (sqz, per row)";
     case SQZB_DT_U4_GROUP: return "int4 (sqz, per group)";

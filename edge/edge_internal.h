@@ -25,6 +25,15 @@ enum {
     SQZE_N_ROLES = 18
 };
 
+/* Where row r of a q4_0 / q4_1 / q4_0-x8 matrix with rows of k elements keeps its blocks: block b
+ * starts at base + b * stride, with its fp16 d at +d (q4_1: m at +m) and its 16 code bytes as two
+ * halves of 8 at +qa (bytes 0..7) and +qb (8..15). (edge/q4x8.c) */
+typedef struct sqze_q4row {
+    const uint8_t *base;
+    uint32_t stride, d, m, qa, qb;
+} sqze_q4row;
+sqze_q4row sqze__q4row(const uint8_t *data, uint32_t dtype, uint32_t r, uint32_t k);
+
 /* ---- kernels (edge/kernels.c): y = W x over every row of W ---- */
 /* W in a bundle dtype (edge/model.c checked its shape and sizes); x of w->cols floats. */
 void sqze__matvec(const sqze_w *w, const float *x, float *y);
@@ -44,6 +53,7 @@ typedef struct sqze_xin {
     int8_t *qs;         /* k codes (the model's scratch: one input at a time) */
     float *d, *s;       /* per block of 32: fp16's d, and s = d (unrounded) sum(qs) */
     int32_t *c;         /* k / 4: -8 x the sum of each 4 codes (q4_0's offset, lane by lane) */
+    int32_t *cb;        /* k / 32: -8 x the sum of each block's codes (q4_0's offset per block) */
     float *h;           /* x rounded to fp16 (f16 weights) */
 } sqze_xin;
 void sqze__xin_init(sqze_xin *in, const sqze_model *m, const float *x, uint32_t k);

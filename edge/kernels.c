@@ -78,6 +78,12 @@ float sqze__expf(float x) {
 #if USE_AVX2
 /* 8 int8 (low 8 bytes of v) as floats */
 static __m256 i8x8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+/* a q4 block's 16 code bytes (one load where they are contiguous) */
+static inline __m128i q4_codes(const uint8_t *w, const sqze_q4row *g) {
+    if (g->qb == g->qa + 8) return _mm_loadu_si128((const __m128i *)(const void *)(w + g->qa));
+    return _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(const void *)(w + g->qa)),
+                              _mm_loadl_epi64((const __m128i *)(const void *)(w + g->qb)));
+}
 #endif
 
 static float dot_f32(const uint8_t *w, const float *x, uint32_t k) {
@@ -163,15 +169,16 @@ static float dot_q8_0(const uint8_t *w, const float *x, uint32_t k) {
     return s;
 }
 
-/* q4_0 (offset 8, bytes 2..17) and q4_1 (bytes 4..19, plus m * sum(x)) share the nibble loop */
-static float dot_q4(const uint8_t *w, const float *x, uint32_t k, int with_min) {
-    const uint32_t bs = with_min ? 20 : 18, qo = with_min ? 4 : 2;
+/* q4_0 (offset 8) and q4_1 (plus m * sum(x)) share the nibble loop; g says where the row's blocks
+ * lie (plain rows, or q4_0's 8-row groups: the same arithmetic on the same values) */
+static float dot_q4(sqze_q4row g, const float *x, uint32_t k, int with_min) {
+    const uint8_t *w = g.base;
     float s = 0.0f;
 #if USE_AVX2
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     const __m128i mask = _mm_set1_epi8(0x0F), off = _mm_set1_epi8(with_min ? 0 : 8);
-    for (uint32_t b = 0; b < k / 32; b++, w += bs, x += 32) {
-        const __m128i raw = _mm_loadu_si128((const __m128i *)(w + qo));
+    for (uint32_t b = 0; b < k / 32; b++, w += g.stride, x += 32) {
+        const __m128i raw = q4_codes(w, &g);
         const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, mask), off);
         const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), off);
         const __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8), x2 = _mm256_loadu_ps(x + 16),
@@ -180,9 +187,9 @@ static float dot_q4(const uint8_t *w, const float *x, uint32_t k, int with_min) 
         t = _mm256_fmadd_ps(i8x8(_mm_srli_si128(lo, 8)), x1, t);
         t = _mm256_fmadd_ps(i8x8(hi), x2, t);
         t = _mm256_fmadd_ps(i8x8(_mm_srli_si128(hi, 8)), x3, t);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w)), t, acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w + g.d)), t, acc);
         if (with_min)
-            accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w + 2)),
+            accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w + g.m)),
                                    _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)), accm);
     }
     s = hsum(_mm256_add_ps(acc, accm));
@@ -190,8 +197,8 @@ static float dot_q4(const uint8_t *w, const float *x, uint32_t k, int with_min) 
     float32x4_t acc = vdupq_n_f32(0), accm = vdupq_n_f32(0);
     const uint8x16_t mask = vdupq_n_u8(0x0F);
     const int8x16_t off = vdupq_n_s8(with_min ? 0 : 8);
-    for (uint32_t b = 0; b < k / 32; b++, w += bs, x += 32) {
-        uint8x16_t raw = vld1q_u8(w + qo);
+    for (uint32_t b = 0; b < k / 32; b++, w += g.stride, x += 32) {
+        uint8x16_t raw = vcombine_u8(vld1_u8(w + g.qa), vld1_u8(w + g.qb));
         int8x16_t half[2] = {vsubq_s8(vreinterpretq_s8_u8(vandq_u8(raw, mask)), off),
                              vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), off)};
         float32x4_t t = vdupq_n_f32(0), sx = vdupq_n_f32(0);
@@ -205,21 +212,23 @@ static float dot_q4(const uint8_t *w, const float *x, uint32_t k, int with_min) 
             t = vfmaq_f32(t, vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), xd);
             sx = vaddq_f32(sx, vaddq_f32(vaddq_f32(xa, xb), vaddq_f32(xc, xd)));
         }
-        acc = vfmaq_n_f32(acc, t, h2f(w));
-        if (with_min) accm = vfmaq_n_f32(accm, sx, h2f(w + 2));
+        acc = vfmaq_n_f32(acc, t, h2f(w + g.d));
+        if (with_min) accm = vfmaq_n_f32(accm, sx, h2f(w + g.m));
     }
     s = vaddvq_f32(vaddq_f32(acc, accm));
 #else
     const int o = with_min ? 0 : 8;
-    for (uint32_t b = 0; b < k / 32; b++, w += bs, x += 32) {
-        const uint8_t *q = w + qo;
+    for (uint32_t b = 0; b < k / 32; b++, w += g.stride, x += 32) {
+        uint8_t q[16];
+        memcpy(q, w + g.qa, 8);
+        memcpy(q + 8, w + g.qb, 8);
         float t = 0.0f, sx = 0.0f;
         for (int i = 0; i < 16; i++) {
             t += (float)((q[i] & 0x0F) - o) * x[i] + (float)((q[i] >> 4) - o) * x[i + 16];
             sx += x[i] + x[i + 16];
         }
-        s += h2f(w) * t;
-        if (with_min) s += h2f(w + 2) * sx;
+        s += h2f(w + g.d) * t;
+        if (with_min) s += h2f(w + g.m) * sx;
     }
 #endif
     return s;
@@ -335,19 +344,19 @@ static float dot_q8_0_512(const uint8_t *w, const float *x, uint32_t k) {
 
 /* q4_0 / q4_1 with the offset or minimum factored out: sum w x = d (sum q x) + c (sum x) with the
  * codes q unsigned and c = -8 d (q4_0) or m (q4_1); xs[b] = the sum of x over block b. */
-static float dot_q4_512(const uint8_t *w, const float *x, const float *xs, uint32_t k, int with_min) {
-    const uint32_t bs = with_min ? 20 : 18, qo = with_min ? 4 : 2;
+static float dot_q4_512(sqze_q4row g, const float *x, const float *xs, uint32_t k, int with_min) {
+    const uint8_t *w = g.base;
     const __m512i m4 = _mm512_set1_epi32(15);
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     float c = 0.0f;
-    for (uint32_t b = 0; b < k / 32; b++, w += bs, x += 32) {
-        const __m512i r = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(w + qo)));
+    for (uint32_t b = 0; b < k / 32; b++, w += g.stride, x += 32) {
+        const __m512i r = _mm512_cvtepu8_epi32(q4_codes(w, &g));
         __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(r, m4)), _mm512_loadu_ps(x));
         t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(r, 4)), _mm512_loadu_ps(x + 16), t);
-        const float d = h2f(w);
+        const float d = h2f(w + g.d);
         if (b & 1) a1 = _mm512_fmadd_ps(_mm512_set1_ps(d), t, a1);
         else a0 = _mm512_fmadd_ps(_mm512_set1_ps(d), t, a0);
-        c += (with_min ? h2f(w + 2) : -8.0f * d) * xs[b];
+        c += (with_min ? h2f(w + g.m) : -8.0f * d) * xs[b];
     }
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + c;
 }
@@ -356,8 +365,8 @@ static float dot_q4_512(const uint8_t *w, const float *x, const float *xs, uint3
 static int matvec_512(const sqze_w *wt, const float *x, float *y) {
     enum { MAX_XS = 4096 }; /* rows of up to 131072 elements */
     const uint32_t dtype = wt->dtype, n_rows = wt->rows, k = wt->cols;
-    const int q4 = dtype == SQZB_DT_Q4_0 || dtype == SQZB_DT_Q4_1;
-    if (dtype > SQZB_DT_Q4_1 && dtype != SQZB_DT_Q8_0) return 0;
+    const int q4 = dtype == SQZB_DT_Q4_0 || dtype == SQZB_DT_Q4_1 || dtype == SQZB_DT_Q4_0_X8;
+    if (dtype > SQZB_DT_Q4_1 && dtype != SQZB_DT_Q8_0 && dtype != SQZB_DT_Q4_0_X8) return 0;
     if (q4 && k / 32 > MAX_XS) return 0;
     float xs[MAX_XS];
     for (uint32_t b = 0; q4 && b < k / 32; b++) { /* once for every row */
@@ -371,7 +380,7 @@ static int matvec_512(const sqze_w *wt, const float *x, float *y) {
         case SQZB_DT_F32: y[r] = dot_f32_512(w, x, k); break;
         case SQZB_DT_F16: y[r] = dot_f16_512(w, x, k); break;
         case SQZB_DT_Q8_0: y[r] = dot_q8_0_512(w, x, k); break;
-        default: y[r] = dot_q4_512(w, x, xs, k, dtype == SQZB_DT_Q4_1); break;
+        default: y[r] = dot_q4_512(sqze__q4row(wt->data, dtype, r, k), x, xs, k, dtype == SQZB_DT_Q4_1); break;
         }
     }
     return 1;
@@ -418,13 +427,30 @@ void sqze__matvec(const sqze_w *wt, const float *x, float *y) {
         case SQZB_DT_F32: y[r] = dot_f32(w, x, k); break;
         case SQZB_DT_F16: y[r] = dot_f16(w, x, k); break;
         case SQZB_DT_Q8_0: y[r] = dot_q8_0(w, x, k); break;
-        case SQZB_DT_Q4_0: y[r] = dot_q4(w, x, k, 0); break;
-        default: y[r] = dot_q4(w, x, k, 1); break; /* q4_1: model.c admits nothing else */
+        default: /* q4_0, its 8-row groups, q4_1: model.c admits nothing else */
+            y[r] = dot_q4(sqze__q4row(wt->data, dtype, r, k), x, k, dtype == SQZB_DT_Q4_1);
+            break;
         }
     }
 }
 
 void sqze__row_f32(const void *wv, uint32_t dtype, uint32_t r, uint32_t k, float *out) {
+    if (dtype != SQZB_DT_F32 && dtype != SQZB_DT_F16 && dtype != SQZB_DT_Q8_0) { /* q4_0, q4_1, q4_0 x8 */
+        const sqze_q4row g = sqze__q4row(wv, dtype, r, k);
+        const int m1 = dtype == SQZB_DT_Q4_1, o = m1 ? 0 : 8;
+        for (uint32_t b = 0; b < k / 32; b++, out += 32) {
+            const uint8_t *p = g.base + (size_t)b * g.stride;
+            uint8_t q[16];
+            memcpy(q, p + g.qa, 8);
+            memcpy(q + 8, p + g.qb, 8);
+            const float d = h2f(p + g.d), mn = m1 ? h2f(p + g.m) : 0.0f;
+            for (int i = 0; i < 16; i++) {
+                out[i] = (float)((q[i] & 0x0F) - o) * d + mn;
+                out[i + 16] = (float)((q[i] >> 4) - o) * d + mn;
+            }
+        }
+        return;
+    }
     const uint8_t *w = (const uint8_t *)wv + (size_t)r * (size_t)sqze_dtype_bytes(dtype, k);
     if (dtype == SQZB_DT_F32) {
         memcpy(out, w, (size_t)k * 4);
@@ -434,20 +460,9 @@ void sqze__row_f32(const void *wv, uint32_t dtype, uint32_t r, uint32_t k, float
         for (uint32_t i = 0; i < k; i++) out[i] = h2f(w + 2 * i);
         return;
     }
-    for (uint32_t b = 0; b < k / 32; b++, out += 32) {
-        if (dtype == SQZB_DT_Q8_0) {
-            const uint8_t *p = w + 34 * b;
-            float d = h2f(p);
-            for (int i = 0; i < 32; i++) out[i] = (float)(int8_t)p[2 + i] * d;
-        } else {
-            int m1 = dtype == SQZB_DT_Q4_1;
-            const uint8_t *p = w + (m1 ? 20 : 18) * b, *q = p + (m1 ? 4 : 2);
-            float d = h2f(p), mn = m1 ? h2f(p + 2) : 0.0f;
-            int o = m1 ? 0 : 8;
-            for (int i = 0; i < 16; i++) {
-                out[i] = (float)((q[i] & 0x0F) - o) * d + mn;
-                out[i + 16] = (float)((q[i] >> 4) - o) * d + mn;
-            }
-        }
+    for (uint32_t b = 0; b < k / 32; b++, out += 32) { /* q8_0 */
+        const uint8_t *p = w + 34 * b;
+        float d = h2f(p);
+        for (int i = 0; i < 32; i++) out[i] = (float)(int8_t)p[2 + i] * d;
     }
 }

@@ -183,6 +183,17 @@ static int read_key(const char *path, uint8_t key[32]) {
  * <|im_start|>assistant\n, as runtime/chat.c renders ChatML and sqz's tokenizer reads it: the
  * control tokens by their ids, the text between them tokenized as a whole, no BOS of the
  * vocabulary's (the template writes none; docs/generate.md). */
+/* This program's own peak resident memory where the system says it (Linux: VmHWM). A parent's
+ * wait4 cannot tell it: a forked child's ru_maxrss counts the parent's pages it held before exec. */
+static void print_peak(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) fprintf(stderr, "sqz-edge: peak RSS %lld kB\n", atoll(line + 6));
+    fclose(f);
+}
+
 static char chat_text[1 << 16]; /* one turn's text, static: the arena is the only allocation */
 
 static int chat_push(sqze_model *m, int32_t id, int64_t *n) {
@@ -309,9 +320,11 @@ static int run(const args *a, sqze_model *m, FILE *dump) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!a->ids) printf("\n");
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    if (getenv("SQZ_EDGE_STATS"))
+    if (getenv("SQZ_EDGE_STATS")) {
         fprintf(stderr, "sqz-edge: %lld prompt + %lld new tokens, %.2f s, %.1f tokens/s\n", (long long)n_prompt,
                 (long long)made, s, s > 0 ? (double)made / s : 0.0);
+        print_peak();
+    }
     return 0;
 }
 

@@ -10,7 +10,7 @@
 #define ALIGN 64
 
 typedef struct plan {
-    size_t layers, x, xb, xb2, q, att, xq, xq_c, xq_d, xq_s, xh, hb, hb2, scores, rope_cos, rope_sin, logits, kv, kv_bytes, tok, tok_bytes,
+    size_t layers, x, xb, xb2, q, att, xq, xq_c, xq_cb, xq_d, xq_s, xh, hb, hb2, scores, rope_cos, rope_sin, logits, kv, kv_bytes, tok, tok_bytes,
         probs, prob_ids, tokens, total;
 } plan;
 
@@ -47,6 +47,7 @@ static void make_plan(const sqze_hparams *hp, const sqze_vocab_view *v, uint32_t
     if (hp->d_model > max_k) max_k = hp->d_model;
     p->xq = take(&at, (size_t)max_k);
     p->xq_c = take(&at, (size_t)max_k);
+    p->xq_cb = take(&at, (size_t)max_k / 32 * 4);
     p->xq_d = take(&at, (size_t)max_k / 32 * 4);
     p->xq_s = take(&at, (size_t)max_k / 32 * 4);
     p->xh = take(&at, (size_t)max_k * 4);
@@ -128,6 +129,8 @@ static int bind(const sqze_bundle *b, uint32_t role, int32_t layer, uint32_t par
                               (unsigned)cols);
         if (vec && s.dtype != SQZB_DT_F32)
             return sqze__fail(err, cap, "%s: %s; norms and biases must be f32", lab, sqze_dtype_name(s.dtype));
+        if (s.dtype == SQZB_DT_Q4_0_X8 && rows % 8)
+            return sqze__fail(err, cap, "%s: q4_0 in 8-row groups with %u rows (a multiple of 8)", lab, (unsigned)rows);
         uint64_t nb = sqze_dtype_bytes(s.dtype, (uint64_t)rows * cols);
         if (!nb) return sqze__fail(err, cap, "%s: dtype %u (%s) with rows of %u elements cannot run", lab,
                                    (unsigned)s.dtype, sqze_dtype_name(s.dtype), (unsigned)cols);
@@ -233,6 +236,7 @@ int sqze_model_init(sqze_model *m, const sqze_bundle *b, uint32_t ctx, void *are
     m->acts = SQZE_ACTS_Q8;
     m->xq = (int8_t *)(a + p.xq);
     m->xq_c = (int32_t *)(a + p.xq_c);
+    m->xq_cb = (int32_t *)(a + p.xq_cb);
     m->xq_d = (float *)(a + p.xq_d);
     m->xq_s = (float *)(a + p.xq_s);
     m->xh = (float *)(a + p.xh);

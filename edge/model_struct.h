@@ -44,7 +44,7 @@ struct sqze_model {
      * offset per 4 codes; the widest input's) or rounded to fp16 */
     int acts;
     int8_t *xq;
-    int32_t *xq_c;
+    int32_t *xq_c, *xq_cb; /* q4_0's offset per 4 codes, and per block (the 8-row groups' kernels) */
     float *xq_d, *xq_s, *xh;
     /* tokenizer: each token's bytes, ids sorted by bytes, merges sorted by (a, b), the
      * <0xNN> / byte-level token of each byte, and the encoder's working space */

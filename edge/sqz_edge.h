@@ -96,6 +96,11 @@ int sqze_vocab_read(const sqze_bundle *b, sqze_vocab_view *v, char *err, size_t 
 /* Bytes of `n` elements of a bundle dtype, 0 for an unknown dtype or a partial block. */
 uint64_t sqze_dtype_bytes(uint32_t dtype, uint64_t n);
 const char *sqze_dtype_name(uint32_t dtype);
+/* q4_0 rows to and from dtype SQZB_DT_Q4_0_X8 (bundle_format.h), rows a multiple of 8, cols of
+ * 32: `plain` holds rows x cols/32 blocks of 18 bytes; `x8` the same bytes in 8-row groups. The two
+ * buffers do not overlap. (edge/q4x8.c) */
+void sqze_q4_0_to_x8(const uint8_t *plain, uint8_t *x8, uint64_t rows, uint64_t cols);
+void sqze_q4_0_from_x8(const uint8_t *x8, uint8_t *plain, uint64_t rows, uint64_t cols);
 
 /* ---- the model (edge/model.c, forward.c) ---- */
 

@@ -22,6 +22,7 @@ static const struct { sqz_dtype d; uint32_t code; } dtype_codes[] = {
 #define N_CODES (sizeof dtype_codes / sizeof dtype_codes[0])
 
 sqz_dtype sqz__bundle_dtype_of(uint32_t code) {
+    if (code == SQZB_DT_Q4_0_X8) return SQZ_DTYPE_Q4_0;
     if (code == SQZB_DT_I8_ROW) return SQZ_DTYPE_I8;
     if (code == SQZB_DT_U4_GROUP) return SQZ_DTYPE_U4;
     for (size_t i = 0; i < N_CODES; i++)
@@ -77,6 +78,9 @@ uint32_t sqz__bundle_dtype(const sqz_tensor *t, const sqz_save_opts *o) {
         if (scheme_unsupported(t->qp)) return UINT32_MAX;
         return t->qp->scheme == SQZ_QSCHEME_I8_ROW ? SQZB_DT_I8_ROW : SQZB_DT_U4_GROUP;
     }
+    /* q4_0 matrices in 8-row groups where the rows allow: sqz-edge's integer kernels read a block
+     * column of 8 rows at once (the same bytes in another order; sqz reads them back as q4_0) */
+    if (d == SQZ_DTYPE_Q4_0 && t->ndim == 2 && t->shape[0] % 8 == 0) return SQZB_DT_Q4_0_X8;
     return code_of(d);
 }
 

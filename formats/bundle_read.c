@@ -226,8 +226,21 @@ static sqz_status read_model(const char *path, const sqze_bundle *b, sqz_model *
         else snprintf(name, sizeof name, "%s.%s", sqz_role_name(t.role), s.param ? "bias" : "weight");
         SQZ_RETURN_IF(sqz_model_get(m, t.role, t.layer, t.param), SQZ_ERR_FORMAT, "%s: %s: a second %s", path, err,
                       name);
+        if (s.dtype == SQZB_DT_Q4_0_X8) { /* back to q4_0's rows, in memory the model owns */
+            SQZ_RETURN_IF(s.ndim != 2 || s.shape[0] % 8, SQZ_ERR_FORMAT,
+                          "%s: %s: q4_0 in 8-row groups with %" PRIu64 " rows (a multiple of 8)", path, err,
+                          s.shape[0]);
+            uint8_t *plain = sqz__malloc(t.nbytes ? t.nbytes : 1);
+            if (!plain) return SQZ_ERR_NOMEM;
+            sqze_q4_0_from_x8(s.data, plain, s.shape[0], s.shape[1]);
+            t.data = plain;
+            t.owned = true;
+        }
         t.name = name;
-        if (!sqz_model_add_tensor(m, &t)) return SQZ_ERR_NOMEM;
+        if (!sqz_model_add_tensor(m, &t)) {
+            if (t.owned) free(t.data);
+            return SQZ_ERR_NOMEM;
+        }
     }
     return SQZ_OK;
 }

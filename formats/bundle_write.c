@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "edge/crypto.h"
+#include "edge/sqz_edge.h"
 #include "formats/bundle_internal.h"
 
 typedef struct bsect {
@@ -53,6 +54,16 @@ static sqz_status section_bytes(const sqz_model *m, const bsect *s, bool deflate
             }
             raw = conv;
             rawn = nb;
+        }
+        if (s->dtype == SQZB_DT_Q4_0_X8) { /* the q4_0 bytes in 8-row groups */
+            uint8_t *x8 = sqz__malloc(rawn ? rawn : 1);
+            if (!x8) {
+                free(conv);
+                return SQZ_ERR_NOMEM;
+            }
+            sqze_q4_0_to_x8(raw, x8, (uint64_t)sqz_tensor_nrows(s->t), (uint64_t)sqz_tensor_row_len(s->t));
+            free(conv);
+            raw = conv = x8;
         }
     }
     if (!deflate) {

@@ -91,6 +91,9 @@ tens = [x for x in ents if x[1] == 4]
 b = bytearray(base); struct.pack_into("<QQ", b, tens[3][0] + 48, 1 << 40, 1 << 40); emit("tensor_shape_huge", fix(b, False), "reject", "shape")
 b = bytearray(base); struct.pack_into("<I", b, tens[3][0] + 36, 77); emit("tensor_dtype_unknown", fix(b, False), "reject", "dtype")
 b = bytearray(base); struct.pack_into("<I", b, tens[3][0] + 40, 4000); emit("tensor_layer_out_of_range", fix(b, False), "reject", "-")
+# q4_0 in 8-row groups (dtype 64) on a matrix of 172 rows (stories260K's ffn_gate)
+gate = next(x for x in tens if struct.unpack_from("<H", base, x[0] + 44)[0] == 14)
+b = bytearray(base); struct.pack_into("<I", b, gate[0] + 36, 64); emit("tensor_x8_rows", fix(b, False), "reject", "multiple of 8")
 # versions and kinds
 b = bytearray(base); struct.pack_into("<H", b, 8, 2); emit("major_2", fix(b, False), "reject", "version")
 b = bytearray(base); struct.pack_into("<H", b, 10, 7); emit("minor_7", fix(b, False), "accept")

@@ -45,11 +45,32 @@ for sys in "" "Answer in one word."; do
 done
 # q8 (the default, as llama.cpp): quantized activations amplify float order (docs/kernels.md),
 # so sqz-edge and `sqz generate --activations q8` (each its own kernels) part after a few tokens
-# here (measured: after 5 of 24 on both bundles); the first 4 must agree
+# (measured: after 5 of 24 with the 4-row kernels; after 2 on q40 with the 8-row groups' kernels,
+# where sqz-edge's logits put 378 at 16.12 and sqz's 198 at 16.02). So: they agree on the first
+# 2 tokens, and where they first part, sqz's token is within 0.5 of the top of sqz-edge's own
+# logits at that step (a near tie that the rounding of the activations decides).
 for b in q41 q40; do
-    got=$("$edge" "$tmp/$b.sqzb" -p "$prompt" -n 16 --ids 2>/dev/null | head -4 | ids)
-    want=$("$sqz" generate --activations q8 "$tmp/$b.sqzb" -p "$prompt" -n 16 --ids 2>/dev/null | head -4 | ids)
-    check "$b: q8: sqz-edge's first 4 tokens == sqz generate --activations q8's" '[ -n "$want" ] && [ "$got" = "$want" ]' ||
+    got=$("$edge" "$tmp/$b.sqzb" -p "$prompt" -n 16 --ids --dump-logits "$tmp/$b.logits" 2>/dev/null | ids)
+    want=$("$sqz" generate --activations q8 "$tmp/$b.sqzb" -p "$prompt" -n 16 --ids 2>/dev/null | ids)
+    verdict=$(${SQZ_PYTHON:-python3} - "$tmp/$b.logits" "$got" "$want" <<'PY'
+import sys
+import numpy as np
+got, want = [int(t) for t in sys.argv[2].split()], [int(t) for t in sys.argv[3].split()]
+L = np.fromfile(sys.argv[1], dtype=np.float32)
+n = min(len(got), len(want))
+# a row of logits per step; one more when generation stopped at an end-of-text token
+rows = next((r for r in (len(got), len(got) + 1) if r and L.size % r == 0 and L.size // r > max(got + want)), 0)
+if n < 2 or not rows or got[:2] != want[:2]:
+    print("no: the first 2 tokens differ (or no logits)"); sys.exit()
+L = L.reshape(rows, -1)
+i = next((i for i in range(n) if got[i] != want[i]), None)
+if i is None:
+    print(f"yes: all {n} equal"); sys.exit()
+gap = float(L[i, got[i]] - L[i, want[i]])
+print(("yes" if gap <= 0.5 else "no") + f": part at token {i + 1}, sqz's choice {gap:.3f} below sqz-edge's top")
+PY
+)
+    check "$b: q8: sqz-edge and sqz generate --activations q8 agree until a near tie ($verdict)" '[ "${verdict%%:*}" = yes ]' ||
         printf '  sqz:      %s\n  sqz-edge: %s\n' "$want" "$got"
 done
 /usr/bin/time -f "maxrss_kb %M" "$edge" "$tmp/q40.sqzb" -p "$prompt" -n 64 --ids > /dev/null 2> "$tmp/e"
