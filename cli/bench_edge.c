@@ -212,6 +212,55 @@ static const char *default_edge(char *buf, size_t cap) {
     return buf;
 }
 
+/* The stripped size of sqz-edge (and of the aarch64 build given), and the libraries each needs. */
+static void binary_rows(const edge_bench_opts *a, const char *edge, const char *tmpbin) {
+    char extra[512];
+    long long sz = stripped_size("strip", "readelf", edge, tmpbin, extra, sizeof extra);
+    printf("binary       x86-64  sqz-edge stripped %lld bytes (%.0f KB, budget 300 KB: %s); needs %s\n", sz,
+           (double)sz / 1024, sz > 0 && sz < 300 * 1024 ? "ok" : "OVER", extra);
+    if (a->arm) {
+        sz = stripped_size("aarch64-linux-gnu-strip", "aarch64-linux-gnu-readelf", a->arm, tmpbin, extra, sizeof extra);
+        printf("binary       aarch64 sqz-edge stripped %lld bytes (%.0f KB, budget 300 KB: %s); needs %s\n", sz,
+               (double)sz / 1024, sz > 0 && sz < 300 * 1024 ? "ok" : "OVER", extra);
+    } else {
+        printf("binary       aarch64 not measured (--arm FILE: an aarch64 build of edge/)\n");
+    }
+}
+
+/* llama.cpp's decode tokens/s on lpath, 1 thread (llama-bench's tgN, else llama-cli's eval time),
+ * printed beside sqz-edge's e_tps. */
+static void llama_row(const edge_bench_opts *a, const char *lpath, const char *lname, char *n_arg, double e_tps) {
+    child_run r;
+    char lc[4200], lb[4200];
+    struct stat ls;
+    snprintf(lc, sizeof lc, "%s/llama-cli", a->lcpp ? a->lcpp : "");
+    snprintf(lb, sizeof lb, "%s/llama-bench", a->lcpp ? a->lcpp : "");
+    if (a->lcpp && stat(lb, &ls) == 0) { /* llama-bench: tgN, 1 thread, 3 repetitions */
+        char *largv[] = {lb, "-m", (char *)lpath, "-t", "1", "-p", "0", "-n", n_arg, "-r", "3", NULL};
+        char tg[48];
+        snprintf(tg, sizeof tg, "tg%s", n_arg);
+        const char *p = run_child(largv, &r) == 0 && r.rc == 0 ? strstr(r.out, tg) : NULL;
+        p = p ? strchr(p, '|') : NULL;
+        if (p) printf("               llama.cpp llama-bench, 1 thread  %8.1f   (sqz-edge x%.2f; %s, %s)\n",
+                      atof(p + 1), atof(p + 1) > 0 ? e_tps / atof(p + 1) : 0, lname, tg);
+        else printf("               llama.cpp: llama-bench failed (status %d)\n", r.rc);
+    } else if (a->lcpp && stat(lc, &ls) == 0) {
+        char *largv[] = {lc, "-m", (char *)lpath, "-p", (char *)a->prompt, "-n", n_arg, "-t", "1", "--temp", "0",
+                         "-no-cnv", NULL};
+        if (run_child(largv, &r) == 0 && r.rc == 0) {
+            const char *p = strstr(r.err, "eval time");
+            const char *q = p ? strstr(p, "tokens per second") : NULL;
+            while (q && q > p && q[-1] != ',') q--;
+            printf("               llama.cpp llama-cli, 1 thread     %8.1f   (%s)\n", q ? atof(q + 1) : 0.0, lname);
+        } else {
+            printf("               llama.cpp: llama-cli failed (status %d)\n", r.rc);
+        }
+    } else {
+        printf("               llama.cpp: not measured (no llama-bench or llama-cli%s%s)\n",
+               a->lcpp ? " in " : "; --llama-cpp DIR", a->lcpp ? a->lcpp : "");
+    }
+}
+
 int sqz_bench_edge(int argc, char **argv) {
     edge_bench_opts a = {.dtype = -1};
     const sqz_opt_group g = {NULL, edge_bench_rows, SQZ_CLI_N(edge_bench_rows), &a};
@@ -251,18 +300,7 @@ int sqz_bench_edge(int argc, char **argv) {
     printf("model        %s -> bundle of %.1f MB (%s)\n", path, (double)bs.st_size / 1e6,
            a.dtype >= 0 ? sqz_dtype_name((sqz_dtype)a.dtype) : "dtypes as stored");
 
-    /* binary size and libraries */
-    char extra[512];
-    long long sz = stripped_size("strip", "readelf", edge, tmpbin, extra, sizeof extra);
-    printf("binary       x86-64  sqz-edge stripped %lld bytes (%.0f KB, budget 300 KB: %s); needs %s\n", sz,
-           (double)sz / 1024, sz > 0 && sz < 300 * 1024 ? "ok" : "OVER", extra);
-    if (a.arm) {
-        sz = stripped_size("aarch64-linux-gnu-strip", "aarch64-linux-gnu-readelf", a.arm, tmpbin, extra, sizeof extra);
-        printf("binary       aarch64 sqz-edge stripped %lld bytes (%.0f KB, budget 300 KB: %s); needs %s\n", sz,
-               (double)sz / 1024, sz > 0 && sz < 300 * 1024 ? "ok" : "OVER", extra);
-    } else {
-        printf("binary       aarch64 not measured (--arm FILE: an aarch64 build of edge/)\n");
-    }
+    binary_rows(&a, edge, tmpbin);
 
     /* native run: tokens/s, peak RSS against the announcement */
     char n_arg[32];
@@ -290,34 +328,7 @@ int sqz_bench_edge(int argc, char **argv) {
     printf("               sqz generate, 1 thread            %8.1f   (sqz-edge x%.2f)\n", s1, s1 > 0 ? e_tps / s1 : 0);
     printf("               sqz generate, %d thread%s           %8.1f   (sqz-edge x%.2f)\n", all, all == 1 ? " " : "s",
            sn, sn > 0 ? e_tps / sn : 0);
-    char lc[4200], lb[4200];
-    struct stat ls;
-    snprintf(lc, sizeof lc, "%s/llama-cli", a.lcpp ? a.lcpp : "");
-    snprintf(lb, sizeof lb, "%s/llama-bench", a.lcpp ? a.lcpp : "");
-    if (a.lcpp && stat(lb, &ls) == 0) { /* llama-bench: tgN, 1 thread, 3 repetitions */
-        char *largv[] = {lb, "-m", (char *)lpath, "-t", "1", "-p", "0", "-n", n_arg, "-r", "3", NULL};
-        char tg[48];
-        snprintf(tg, sizeof tg, "tg%s", n_arg);
-        const char *p = run_child(largv, &r) == 0 && r.rc == 0 ? strstr(r.out, tg) : NULL;
-        p = p ? strchr(p, '|') : NULL;
-        if (p) printf("               llama.cpp llama-bench, 1 thread  %8.1f   (sqz-edge x%.2f; %s, %s)\n",
-                      atof(p + 1), atof(p + 1) > 0 ? e_tps / atof(p + 1) : 0, lname, tg);
-        else printf("               llama.cpp: llama-bench failed (status %d)\n", r.rc);
-    } else if (a.lcpp && stat(lc, &ls) == 0) {
-        char *largv[] = {lc, "-m", (char *)lpath, "-p", (char *)a.prompt, "-n", n_arg, "-t", "1", "--temp", "0",
-                         "-no-cnv", NULL};
-        if (run_child(largv, &r) == 0 && r.rc == 0) {
-            const char *p = strstr(r.err, "eval time");
-            const char *q = p ? strstr(p, "tokens per second") : NULL;
-            while (q && q > p && q[-1] != ',') q--;
-            printf("               llama.cpp llama-cli, 1 thread     %8.1f   (%s)\n", q ? atof(q + 1) : 0.0, lname);
-        } else {
-            printf("               llama.cpp: llama-cli failed (status %d)\n", r.rc);
-        }
-    } else {
-        printf("               llama.cpp: not measured (no llama-bench or llama-cli%s%s)\n",
-               a.lcpp ? " in " : "; --llama-cpp DIR", a.lcpp ? a.lcpp : "");
-    }
+    llama_row(&a, lpath, lname, n_arg, e_tps);
     if (a.arm) { /* emulation is ~100x slower: 16 tokens say enough */
         char q_arg[32];
         snprintf(q_arg, sizeof q_arg, "%lld", (long long)(a.gen < 16 ? a.gen : 16));
