@@ -130,8 +130,6 @@ size_t sqz__calib_observer_bytes(const sqz_calib_observer *ob);
  * (realloc'd to *cap, *len updated): all its inputs (only < 0) or input `only` alone. */
 sqz_status sqz__calib_observer_pack(const sqz_calib_observer *ob, int only, uint8_t **buf, size_t *len,
                                     size_t *cap);
-/* Frees the statistics of input i (it stays, empty). */
-void sqz__calib_observer_drop_input(sqz_calib_observer *ob, int i);
 /* Moves input j of src to the end of dst's inputs (src keeps an empty slot). */
 sqz_status sqz__calib_observer_take_input(sqz_calib_observer *dst, sqz_calib_observer *src, int j);
 /* Appends to dst an input of width n_in read by `roles` with no statistics. */

@@ -111,22 +111,6 @@ sqz_status sqz__calib_observer_merge(sqz_calib_observer *dst, const sqz_calib_ob
     return SQZ_OK;
 }
 
-void sqz__calib_observer_drop_input(sqz_calib_observer *ob, int i) {
-    obs_input *in = &ob->in[i];
-    sqz__calib_xtx_free_input(ob, in);
-    free(in->xtx);
-    free(in->sum_x2);
-    free(in->sum_abs);
-    free(in->sum_x);
-    free(in->absmax);
-    free(in->x);
-    if (in->hist_init) sqz_act_hist_free(&in->hist);
-    in->xtx = in->sum_x2 = in->sum_abs = in->sum_x = NULL;
-    in->absmax = in->x = NULL;
-    in->hist_init = false;
-    in->n_x = in->x_cap = 0;
-}
-
 sqz_status sqz__calib_observer_take_input(sqz_calib_observer *dst, sqz_calib_observer *src, int j) {
     SQZ_RETURN_IF(dst->n_inputs >= SQZ_CALIB_MAX_INPUTS || j < 0 || j >= src->n_inputs, SQZ_ERR_INVALID_ARG,
                   "calibration: block %d: cannot join the inputs", (int)dst->layer);

@@ -154,9 +154,3 @@ sqz_status sqz__validate_quant(sqz_backend *be, const sqz_qmatrix *q, const floa
     if (st != SQZ_OK) sqz__error_prefix("validating on %s", be->ops->name);
     return st;
 }
-
-sqz_status sqz__validate_products(sqz_backend *be, const sqz_qmatrix *q, const float *w, const float *x,
-                                  const float *xs, int64_t n_x, float *yr, float *yq, char by[24]) {
-    SQZ_TRY(sqz__validate_float(be, w, q->n_out, q->n_in, x, n_x, yr));
-    return sqz__validate_quant(be, q, xs, n_x, NULL, yq, by);
-}

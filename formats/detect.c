@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,14 +50,6 @@ static const format_row *row_of(sqz_format f) {
 const char *sqz_format_name(sqz_format f) {
     const format_row *r = row_of(f);
     return r ? r->name : "unknown";
-}
-
-bool sqz_format_from_name(const char *name, sqz_format *out) {
-    for (int f = 1; f < N_FORMATS; f++) {
-        if (format_table[f].name && strcasecmp(name, format_table[f].name) == 0) { *out = (sqz_format)f; return true; }
-    }
-    if (strcasecmp(name, "hf") == 0) { *out = SQZ_FORMAT_SAFETENSORS; return true; }
-    return false;
 }
 
 sqz_status sqz__format_save(const sqz_model *m, const char *path, const sqz_save_opts *o) {

@@ -138,12 +138,6 @@ void sqz__qmix_names(char *buf, size_t cap) {
 
 int sqz_qmix_gguf_ftype(const sqz_qmix *mix) { return mix ? mix->ftype : -1; }
 
-sqz_qformat sqz_qmix_base(const sqz_qmix *mix) {
-    sqz_qformat f = SQZ_QFMT_Q4_0;
-    (void)sqz_qformat_from_dtype(mix->base, &f);
-    return f;
-}
-
 static bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 /* llama_hparams::n_gqa(0): layer 0's query heads per key/value head (integer division) */

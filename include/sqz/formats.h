@@ -30,8 +30,6 @@ typedef enum sqz_format {
 
 /* "safetensors", "gguf", "llama2c", "bundle", "unknown". */
 SQZ_API const char *sqz_format_name(sqz_format f);
-/* Parses a format name as printed above. */
-SQZ_API bool sqz_format_from_name(const char *name, sqz_format *out);
 
 /* Looks at the content of `path` (a file, or a directory holding config.json) and
  * says which format it is. SQZ_ERR_FORMAT with a reason if none matches. */

@@ -435,8 +435,6 @@ SQZ_API const char *sqz_qmix_name(const sqz_qmix *mix);
 /* llama.cpp's llama_ftype of the mix (15 for q4_k_m, 10 for q2_k:mix), which llama-quantize
  * writes as GGUF general.file_type whatever type holds the most weights; -1 for NULL. */
 SQZ_API int sqz_qmix_gguf_ftype(const sqz_qmix *mix);
-/* The mix's default format (the type of the tensors no rule names). */
-SQZ_API sqz_qformat sqz_qmix_base(const sqz_qmix *mix);
 
 /* The dtype the mix gives tensor t of model m, as llama-quantize chooses it for that ftype: the
  * role rules (attn_v / ffn_down promotion on the first, last and every third layer, output
