@@ -374,188 +374,233 @@ static sqz_status gptq_or_imatrix(sqz_backend *be, const sqz_qlinear *lin, const
     return st;
 }
 
-static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const sqz_calib_block *stats,
-                                 sqz_compress_report *rep, double *t_quant, double *t_valid) {
-    sqz_model *m = c->m;
-    const sqz_compress_opts *o = c->o;
-    const sqz_compress_spec *sp = &o->spec;
-    sqz_tensor *t[3] = {0};
+/* One group of linear layers sharing an input (q/k/v, gate/up, ...), on its way through
+ * compress_group: its members, what each becomes, and the smoothing vector. */
+typedef struct group_work {
+    sqz_tensor *t[3];
     sqz_layer_report rows[3];
     sqz_qlinear lin[3];
     sqz_qtarget tgt[3]; /* each quantized member's target: sp->q.target, or the mix's type for it */
-    int qidx[3], n_q = 0;
-    int64_t n_in = 0;
+    int qidx[3], n_q;   /* the quantized members' indices in g */
+    int64_t n_in;
+    const sqz_calib_input *in; /* the group's input statistics (NULL: none) */
+    const sqz_calib_input *own[3];
+    bool shared, aq, no_fold, smoothed, folded;
+    float *smooth;
+    sqz_qmatrix out[3];
+    const sqz_qmethod *used[3];
+    sample_products known[3]; /* a member's products on in's rows, when formed before validation */
+} group_work;
+
+/* Which members are quantized (lin, tgt, qidx) and why the others are not (their report rows). */
+static sqz_status select_members(block_ctx *c, const sqz_linear_group *g, group_work *w) {
+    sqz_model *m = c->m;
+    const sqz_compress_opts *o = c->o;
+    const sqz_compress_spec *sp = &o->spec;
     for (int i = 0; i < g->n; i++) {
-        t[i] = sqz_model_get(m, g->roles[i], c->layer, SQZ_PARAM_WEIGHT);
-        if (!t[i]) continue;
-        sqz__report_row_init(&rows[i], t[i]);
-        n_in = t[i]->shape[1];
+        sqz_tensor *ti = w->t[i] = sqz_model_get(m, g->roles[i], c->layer, SQZ_PARAM_WEIGHT);
+        if (!ti) continue;
+        sqz_layer_report *row = &w->rows[i];
+        sqz__report_row_init(row, ti);
+        w->n_in = ti->shape[1];
         const char *why = NULL;
         bool policy_refused = false, mix_f16 = false, copy = false;
         sqz_qtarget target = sp->q.target;
         if (sp->mix) { /* the plan's type (auto:bpw=), or llama.cpp's type in the mix (quant/mix.c) */
-            sqz_dtype d = sqz__qplan_type(sp->plan, t[i]), want = SQZ_DTYPE_COUNT;
-            if (d == SQZ_DTYPE_COUNT) SQZ_TRY(sqz__mix_type(sp, o->overrides, m, t[i], &d, &want));
+            sqz_dtype d = sqz__qplan_type(sp->plan, ti), want = SQZ_DTYPE_COUNT;
+            if (d == SQZ_DTYPE_COUNT) SQZ_TRY(sqz__mix_type(sp, o->overrides, m, ti, &d, &want));
             if (want != SQZ_DTYPE_COUNT && want != d) /* the width fallback took another type */
-                snprintf(rows[i].fallback_from, sizeof rows[i].fallback_from, "%s", sqz_dtype_name(want));
+                snprintf(row->fallback_from, sizeof row->fallback_from, "%s", sqz_dtype_name(want));
             if (!sqz_qformat_from_dtype(d, &target.fmt)) mix_f16 = true;
             else (void)sqz_qtarget_check(&target);
         }
-        if (sqz_keep_float_match(c->keep, t[i])) why = "kept float (--keep-float)";
+        if (sqz_keep_float_match(c->keep, ti)) why = "kept float (--keep-float)";
         else if (mix_f16) why = "no block of the mix's type or its fallback fits: f16", policy_refused = true;
-        else if (!sqz_quant_policy_wants(t[i], &target, &o->policy, &why)) policy_refused = true;
-        else if (t[i]->qp) why = "already quantized by sqz";
-        else if ((copy = same_type(sp, &target, t[i]))) why = "the source's own type: its bytes copied, not re-rounded";
+        else if (!sqz_quant_policy_wants(ti, &target, &o->policy, &why)) policy_refused = true;
+        else if (ti->qp) why = "already quantized by sqz";
+        else if ((copy = same_type(sp, &target, ti))) why = "the source's own type: its bytes copied, not re-rounded";
         if (why) {
-            snprintf(rows[i].why, sizeof rows[i].why, "%s", why);
-            snprintf(rows[i].method, sizeof rows[i].method, "%s", copy ? "copy" : "float");
-            sqz_dtype kept = t[i]->dtype;
-            if (policy_refused && (mix_f16 || f16_fallback(t[i], o, &sp->q.target))) {
+            snprintf(row->why, sizeof row->why, "%s", why);
+            snprintf(row->method, sizeof row->method, "%s", copy ? "copy" : "float");
+            sqz_dtype kept = ti->dtype;
+            if (policy_refused && (mix_f16 || f16_fallback(ti, o, &sp->q.target))) {
                 c->to_f16[g->roles[i]] = true;
                 kept = SQZ_DTYPE_F16;
-                snprintf(rows[i].why, sizeof rows[i].why, "%lld columns, not a multiple of %d: f16",
-                         (long long)(n_in % 1000000), mix_f16 ? 32 : (int)(sp->q.target.group % 10000));
+                snprintf(row->why, sizeof row->why, "%lld columns, not a multiple of %d: f16",
+                         (long long)(w->n_in % 1000000), mix_f16 ? 32 : (int)(sp->q.target.group % 10000));
             }
-            snprintf(rows[i].format, sizeof rows[i].format, "%s", sqz_dtype_name(kept));
+            snprintf(row->format, sizeof row->format, "%s", sqz_dtype_name(kept));
             const sqz_dtype_traits *tr = sqz_dtype_info(kept);
-            rows[i].bits_per_weight = 8.0 * (double)tr->type_size / (double)tr->block_size;
+            row->bits_per_weight = 8.0 * (double)tr->type_size / (double)tr->block_size;
             continue;
         }
-        float *w = NULL;
-        SQZ_TRY(weight_f32(c, g->roles[i], &w));
-        lin[n_q] = (sqz_qlinear){w, t[i]->shape[0], t[i]->name,
-                                 g->roles[i] == SQZ_ROLE_ATTN_Q || g->roles[i] == SQZ_ROLE_ATTN_K};
-        tgt[n_q] = target;
-        qidx[n_q++] = i;
+        float *wf = NULL;
+        SQZ_TRY(weight_f32(c, g->roles[i], &wf));
+        w->lin[w->n_q] = (sqz_qlinear){wf, ti->shape[0], ti->name,
+                                       g->roles[i] == SQZ_ROLE_ATTN_Q || g->roles[i] == SQZ_ROLE_ATTN_K};
+        w->tgt[w->n_q] = target;
+        w->qidx[w->n_q++] = i;
     }
-    const sqz_calib_input *in = stats ? sqz_calib_block_input(stats, g->roles[0]) : NULL;
+    return SQZ_OK;
+}
+
+/* The method on the quantized members: all at once where they share their statistics (and no mix
+ * gives each its own type), else one at a time, each judged GPTQ-or-imatrix under a mix. */
+static sqz_status quantize_members(block_ctx *c, const sqz_linear_group *g, const sqz_calib_block *stats,
+                                   group_work *w) {
+    const sqz_compress_spec *sp = &c->o->spec;
+    const int64_t n_in = w->n_in;
+    sqz_qstats qs = w->in ? w->in->st : (sqz_qstats){.n_in = n_in};
+    SQZ_RETURN_IF(qs.n_in != n_in, SQZ_ERR_SHAPE, "block %d: statistics of %lld channels for %s (%lld)",
+                  (int)c->layer, (long long)qs.n_in, w->t[w->qidx[0]]->name, (long long)n_in);
+    sqz_quant_opts qo = sp->q;
+    qo.backend = c->o->backend; /* --device: GPTQ's factor and updates */
+    qo.threads = c->o->threads;
+    /* whether GPTQ runs GPTAQ here (by default only where the statistics carry dXX^T) */
+    w->aq = qo.gptaq && (!qo.gptaq_optional || qs.dxxt);
+    const bool gguf = sqz_qformat_is_gguf(qo.target.fmt);
+    w->no_fold = g->fold == SQZ_FOLD_NONE ||
+                 (g->fold == SQZ_FOLD_LINEAR && !sqz_model_get(c->m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT));
+    if (sp->method->smooths && w->no_fold && gguf) qo.awq_grid = 1; /* alpha 0 only: s = 1 */
+    w->smooth = sqz__malloc((size_t)n_in * sizeof(float));
+    if (!w->smooth) return SQZ_ERR_NOMEM;
+    for (int k = 0; k < 3; k++) w->used[k] = sp->method;
+    /* each member's own statistics: an importance matrix of llama-imatrix names every layer, and
+     * members whose values differ do not share an input there (calib/imatrix_read.c) */
+    w->shared = true;
+    for (int k = 0; k < 3; k++) w->own[k] = w->in;
+    for (int k = 0; stats && k < w->n_q; k++) {
+        w->own[k] = sqz_calib_block_input(stats, g->roles[w->qidx[k]]);
+        w->shared = w->shared && w->own[k] == w->in;
+    }
+    const bool together = !sp->mix && (w->shared || sp->method->smooths);
     sqz_status st = SQZ_OK;
-    float *smooth = NULL;
-    sqz_qmatrix out[3];
-    memset(out, 0, sizeof out);
-    if (n_q > 0) {
-        sqz_qstats qs = in ? in->st : (sqz_qstats){.n_in = n_in};
-        SQZ_RETURN_IF(qs.n_in != n_in, SQZ_ERR_SHAPE, "block %d: statistics of %lld channels for %s (%lld)",
-                      (int)c->layer, (long long)qs.n_in, t[qidx[0]]->name, (long long)n_in);
-        sqz_quant_opts qo = sp->q;
-        qo.backend = c->o->backend; /* --device: GPTQ's factor and updates */
-        qo.threads = c->o->threads;
-        /* whether GPTQ runs GPTAQ here (by default only where the statistics carry dXX^T) */
-        const bool aq = qo.gptaq && (!qo.gptaq_optional || qs.dxxt);
-        const bool gguf = sqz_qformat_is_gguf(qo.target.fmt);
-        const bool no_fold = g->fold == SQZ_FOLD_NONE ||
-                             (g->fold == SQZ_FOLD_LINEAR && !sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT));
-        if (sp->method->smooths && no_fold && gguf) qo.awq_grid = 1; /* alpha 0 only: s = 1 */
-        smooth = sqz__malloc((size_t)n_in * sizeof(float));
-        if (!smooth) return SQZ_ERR_NOMEM;
-        const double t0 = sqz__calib_now();
-        const sqz_qmethod *used[3] = {sp->method, sp->method, sp->method};
-        /* each member's own statistics: an importance matrix of llama-imatrix names every layer, and
-         * members whose values differ do not share an input there (calib/imatrix_read.c) */
-        const sqz_calib_input *own[3] = {in, in, in};
-        bool shared = true;
-        for (int k = 0; stats && k < n_q; k++) {
-            own[k] = sqz_calib_block_input(stats, g->roles[qidx[k]]);
-            shared = shared && own[k] == in;
-        }
-        if (!sp->mix && (shared || sp->method->smooths)) st = sp->method->run(lin, n_q, &qs, &qo, out, smooth);
-        /* members of one input quantized one at a time: GPTQ factors its Hessian once for them */
-        qo.factors = n_q > 1 && shared ? sqz_gptq_factors_new() : NULL;
-        sample_products known[3]; /* a member's products on in's rows, when formed before validation */
-        memset(known, 0, sizeof known);
-        for (int k = 0; (sp->mix || !(shared || sp->method->smooths)) && k < n_q && st == SQZ_OK; k++) {
-            qo.target = sp->mix ? tgt[k] : sp->q.target; /* one type per layer; no smoothing */
-            /* a type the method does not produce is rounded as llama.cpp does it (Q8_0: no imatrix) */
-            if (!(sp->method->formats & (1u << qo.target.fmt))) used[k] = sqz_qmethod_find("rtn");
-            const sqz_qstats qk = own[k] ? own[k]->st : (sqz_qstats){.n_in = n_in};
-            st = qk.n_in == n_in ? used[k]->run(&lin[k], 1, &qk, &qo, &out[k], smooth)
-                                 : SQZ_ERROR(SQZ_ERR_SHAPE, "block %d: statistics of %lld channels for %s (%lld)",
-                                             (int)c->layer, (long long)qk.n_in, lin[k].name, (long long)n_in);
-            if (st == SQZ_OK && sp->mix)
-                st = gptq_or_imatrix(c->o->backend, &lin[k], own[k], &qo, &out[k], &used[k], &known[k],
-                                     &rows[qidx[k]]);
-            if (own[k] != in) sample_products_free(&known[k]); /* other rows than the validation's */
-        }
-        sqz_gptq_factors_free(qo.factors);
-        qo.factors = NULL;
-        *t_quant += sqz__calib_now() - t0;
-        if (st != SQZ_OK) sqz__error_prefix("block %d", (int)c->layer);
-        const bool smoothed = st == SQZ_OK && sp->method->smooths && !all_ones(smooth, n_in);
-        bool folded = false;
-        if (smoothed && no_fold) { /* keep s as the layers' in_scale */
-            for (int k = 0; k < n_q && st == SQZ_OK; k++) st = sqz_qmatrix_set_in_scale(&out[k], smooth);
-        } else if (smoothed && g->fold == SQZ_FOLD_NORM) {
-            folded = true;
-            sqz_tensor *nw = sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT);
-            sqz_tensor *nb = sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_BIAS);
-            st = fold_vector(m, nw, smooth, n_in);
-            if (st == SQZ_OK) st = fold_vector(m, nb, smooth, n_in);
-        } else if (smoothed && g->fold == SQZ_FOLD_LINEAR) {
-            folded = true;
-            float *wp = NULL;
-            sqz_tensor *tp = sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT);
-            st = tp->shape[0] == n_in ? weight_f32(c, g->fold_role, &wp)
-                                      : SQZ_ERROR(SQZ_ERR_SHAPE, "block %d: %s has %lld rows, %s reads %lld",
-                                                  (int)c->layer, tp->name, (long long)tp->shape[0],
-                                                  t[qidx[0]]->name, (long long)n_in);
-            if (st == SQZ_OK) {
-                sqz_fold_smooth_into_linear(wp, NULL, tp->shape[0], tp->shape[1], smooth);
-                c->dirty[g->fold_role] = true;
-                st = fold_vector(m, sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_BIAS), smooth, n_in);
-            }
-        }
-        /* members kept float read x / s too: W := W diag(s) */
-        for (int i = 0; folded && st == SQZ_OK && i < g->n; i++) {
-            bool q = false;
-            for (int k = 0; k < n_q; k++) q = q || qidx[k] == i;
-            if (!t[i] || q) continue;
-            float *w = NULL;
-            st = weight_f32(c, g->roles[i], &w);
-            if (st == SQZ_OK) {
-                sqz_scale_columns(w, t[i]->shape[0], n_in, smooth);
-                c->dirty[g->roles[i]] = true;
-            }
-        }
-        /* validation on the sample rows */
-        const double t1 = sqz__calib_now();
-        float *xs = NULL;
-        const int64_t n_x = in && in->x ? in->st.n_x : 0;
-        if (st == SQZ_OK && n_x && folded) {
-            xs = sqz__malloc((size_t)n_x * (size_t)n_in * sizeof(float));
-            if (!xs) st = SQZ_ERR_NOMEM;
-            for (int64_t r = 0; xs && r < n_x; r++)
-                for (int64_t j = 0; j < n_in; j++) xs[r * n_in + j] = in->x[r * n_in + j] / smooth[j];
-        }
-        for (int k = 0; k < n_q && st == SQZ_OK; k++) {
-            sqz_layer_report *r = &rows[qidx[k]];
-            r->quantized = true;
-            snprintf(r->method, sizeof r->method, "%s%s", used[k]->name,
-                     aq && !strcmp(used[k]->name, "gptq") ? "+gptaq" : "");
-            snprintf(r->format, sizeof r->format, "%s", sqz_qformat_name(out[k].target.fmt));
-            r->bits_per_weight = sqz_qmatrix_bits_per_weight(&out[k]);
-            r->seconds = out[k].seconds;
-            r->alpha = out[k].alpha;
-            r->act_scale = out[k].qp.act_scale;
-            st = validate(c->o->backend, &out[k], lin[k].w, n_x ? in->x : NULL, xs ? xs : (n_x ? in->x : NULL), n_x,
-                          smoothed ? smooth : NULL, xs ? NULL : &known[k], c->o->threads, r);
-        }
-        free(xs);
-        for (int k = 0; k < 3; k++) sample_products_free(&known[k]);
-        *t_valid += sqz__calib_now() - t1;
-        for (int k = 0; k < n_q && st == SQZ_OK; k++) {
-            const void *old = t[qidx[k]]->data;
-            const size_t old_n = t[qidx[k]]->nbytes;
-            const bool borrowed = !t[qidx[k]]->owned;
-            st = sqz_qmatrix_attach(m, t[qidx[k]], &out[k]);
-            if (st == SQZ_OK && borrowed) sqz__release_pages(old, old_n);
-            c->quantized[g->roles[qidx[k]]] = true;
-            c->dirty[g->roles[qidx[k]]] = false;
+    if (together) st = sp->method->run(w->lin, w->n_q, &qs, &qo, w->out, w->smooth);
+    /* members of one input quantized one at a time: GPTQ factors its Hessian once for them */
+    qo.factors = w->n_q > 1 && w->shared ? sqz_gptq_factors_new() : NULL;
+    for (int k = 0; !together && k < w->n_q && st == SQZ_OK; k++) {
+        qo.target = sp->mix ? w->tgt[k] : sp->q.target; /* one type per layer; no smoothing */
+        /* a type the method does not produce is rounded as llama.cpp does it (Q8_0: no imatrix) */
+        if (!(sp->method->formats & (1u << qo.target.fmt))) w->used[k] = sqz_qmethod_find("rtn");
+        const sqz_qstats qk = w->own[k] ? w->own[k]->st : (sqz_qstats){.n_in = n_in};
+        st = qk.n_in == n_in ? w->used[k]->run(&w->lin[k], 1, &qk, &qo, &w->out[k], w->smooth)
+                             : SQZ_ERROR(SQZ_ERR_SHAPE, "block %d: statistics of %lld channels for %s (%lld)",
+                                         (int)c->layer, (long long)qk.n_in, w->lin[k].name, (long long)n_in);
+        if (st == SQZ_OK && sp->mix)
+            st = gptq_or_imatrix(c->o->backend, &w->lin[k], w->own[k], &qo, &w->out[k], &w->used[k], &w->known[k],
+                                 &w->rows[w->qidx[k]]);
+        if (w->own[k] != w->in) sample_products_free(&w->known[k]); /* other rows than the validation's */
+    }
+    sqz_gptq_factors_free(qo.factors);
+    return st;
+}
+
+/* A smoothing vector s that is not all ones: kept as the layers' in_scale where nothing can take
+ * it, else folded into the norm or linear layer before them, and into the members kept float. */
+static sqz_status apply_smoothing(block_ctx *c, const sqz_linear_group *g, group_work *w) {
+    sqz_model *m = c->m;
+    const int64_t n_in = w->n_in;
+    const float *smooth = w->smooth;
+    sqz_status st = SQZ_OK;
+    w->smoothed = c->o->spec.method->smooths && !all_ones(smooth, n_in);
+    if (w->smoothed && w->no_fold) { /* keep s as the layers' in_scale */
+        for (int k = 0; k < w->n_q && st == SQZ_OK; k++) st = sqz_qmatrix_set_in_scale(&w->out[k], smooth);
+    } else if (w->smoothed && g->fold == SQZ_FOLD_NORM) {
+        w->folded = true;
+        sqz_tensor *nw = sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT);
+        sqz_tensor *nb = sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_BIAS);
+        st = fold_vector(m, nw, smooth, n_in);
+        if (st == SQZ_OK) st = fold_vector(m, nb, smooth, n_in);
+    } else if (w->smoothed && g->fold == SQZ_FOLD_LINEAR) {
+        w->folded = true;
+        float *wp = NULL;
+        sqz_tensor *tp = sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_WEIGHT);
+        st = tp->shape[0] == n_in ? weight_f32(c, g->fold_role, &wp)
+                                  : SQZ_ERROR(SQZ_ERR_SHAPE, "block %d: %s has %lld rows, %s reads %lld",
+                                              (int)c->layer, tp->name, (long long)tp->shape[0],
+                                              w->t[w->qidx[0]]->name, (long long)n_in);
+        if (st == SQZ_OK) {
+            sqz_fold_smooth_into_linear(wp, NULL, tp->shape[0], tp->shape[1], smooth);
+            c->dirty[g->fold_role] = true;
+            st = fold_vector(m, sqz_model_get(m, g->fold_role, c->layer, SQZ_PARAM_BIAS), smooth, n_in);
         }
     }
-    for (int k = 0; k < n_q; k++) sqz_qmatrix_free(&out[k]);
-    free(smooth);
+    /* members kept float read x / s too: W := W diag(s) */
+    for (int i = 0; w->folded && st == SQZ_OK && i < g->n; i++) {
+        bool q = false;
+        for (int k = 0; k < w->n_q; k++) q = q || w->qidx[k] == i;
+        if (!w->t[i] || q) continue;
+        float *wf = NULL;
+        st = weight_f32(c, g->roles[i], &wf);
+        if (st == SQZ_OK) {
+            sqz_scale_columns(wf, w->t[i]->shape[0], n_in, smooth);
+            c->dirty[g->roles[i]] = true;
+        }
+    }
+    return st;
+}
+
+/* Each quantized member's report row, and its validation on the sample rows. */
+static sqz_status validate_members(block_ctx *c, group_work *w) {
+    const sqz_calib_input *in = w->in;
+    const int64_t n_in = w->n_in, n_x = in && in->x ? in->st.n_x : 0;
+    sqz_status st = SQZ_OK;
+    float *xs = NULL;
+    if (n_x && w->folded) {
+        xs = sqz__malloc((size_t)n_x * (size_t)n_in * sizeof(float));
+        if (!xs) return SQZ_ERR_NOMEM;
+        for (int64_t r = 0; r < n_x; r++)
+            for (int64_t j = 0; j < n_in; j++) xs[r * n_in + j] = in->x[r * n_in + j] / w->smooth[j];
+    }
+    for (int k = 0; k < w->n_q && st == SQZ_OK; k++) {
+        sqz_layer_report *r = &w->rows[w->qidx[k]];
+        r->quantized = true;
+        snprintf(r->method, sizeof r->method, "%s%s", w->used[k]->name,
+                 w->aq && !strcmp(w->used[k]->name, "gptq") ? "+gptaq" : "");
+        snprintf(r->format, sizeof r->format, "%s", sqz_qformat_name(w->out[k].target.fmt));
+        r->bits_per_weight = sqz_qmatrix_bits_per_weight(&w->out[k]);
+        r->seconds = w->out[k].seconds;
+        r->alpha = w->out[k].alpha;
+        r->act_scale = w->out[k].qp.act_scale;
+        st = validate(c->o->backend, &w->out[k], w->lin[k].w, n_x ? in->x : NULL, xs ? xs : (n_x ? in->x : NULL),
+                      n_x, w->smoothed ? w->smooth : NULL, xs ? NULL : &w->known[k], c->o->threads, r);
+    }
+    free(xs);
+    return st;
+}
+
+static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const sqz_calib_block *stats,
+                                 sqz_compress_report *rep, double *t_quant, double *t_valid) {
+    group_work w;
+    memset(&w, 0, sizeof w);
+    SQZ_TRY(select_members(c, g, &w));
+    w.in = stats ? sqz_calib_block_input(stats, g->roles[0]) : NULL;
+    sqz_status st = SQZ_OK;
+    if (w.n_q > 0) {
+        const double t0 = sqz__calib_now();
+        st = quantize_members(c, g, stats, &w);
+        *t_quant += sqz__calib_now() - t0;
+        if (st != SQZ_OK && w.smooth) sqz__error_prefix("block %d", (int)c->layer);
+        if (st == SQZ_OK) st = apply_smoothing(c, g, &w);
+        const double t1 = sqz__calib_now();
+        if (st == SQZ_OK) st = validate_members(c, &w);
+        for (int k = 0; k < 3; k++) sample_products_free(&w.known[k]);
+        *t_valid += sqz__calib_now() - t1;
+        for (int k = 0; k < w.n_q && st == SQZ_OK; k++) {
+            sqz_tensor *tk = w.t[w.qidx[k]];
+            const void *old = tk->data;
+            const size_t old_n = tk->nbytes;
+            const bool borrowed = !tk->owned;
+            st = sqz_qmatrix_attach(c->m, tk, &w.out[k]);
+            if (st == SQZ_OK && borrowed) sqz__release_pages(old, old_n);
+            c->quantized[g->roles[w.qidx[k]]] = true;
+            c->dirty[g->roles[w.qidx[k]]] = false;
+        }
+    }
+    for (int k = 0; k < w.n_q; k++) sqz_qmatrix_free(&w.out[k]);
+    free(w.smooth);
     for (int i = 0; i < g->n && st == SQZ_OK; i++)
-        if (t[i]) st = sqz__report_add(rep, &rows[i]);
+        if (w.t[i]) st = sqz__report_add(rep, &w.rows[i]);
     return st;
 }
 
