@@ -124,6 +124,95 @@ sqz_status sqz__cuda_device_info_get(int device, sqz_cuda_device_info *out) {
     return SQZ_OK;
 }
 
+/* The activations (f16, or int8 codes with their scales, and f32 for the fused kernel), the weight
+ * scales and the output of one kernel's products, filled on the device. */
+typedef struct bench_bufs {
+    void *xf, *xh, *xq, *xs, *wsc, *y, *acc;
+} bench_bufs;
+
+static sqz_status bench_inputs(Arena &ar, sqz_cuda_ctx *c, sqz_bench_kernel kernel, bool is_w4, size_t M, size_t N,
+                               size_t K, bench_bufs *o) {
+    if (kernel == SQZ_BENCH_CUBLAS_F16 || is_w4) {
+        if (!(o->xh = ar.get(2 * M * K))) return SQZ_ERR_NOMEM;
+        fill_f16_kernel<<<fill_grid(M * K), 256, 0, c->stream>>>((__half *)o->xh, M * K, 7u);
+        SQZ_CUDA_LAUNCHED();
+    } else {
+        if (!(o->xq = ar.get(M * K)) || !(o->xs = ar.get(4 * M)) || !(o->wsc = ar.get(4 * N))) return SQZ_ERR_NOMEM;
+        fill_u8_kernel<<<fill_grid(M * K), 256, 0, c->stream>>>((uint8_t *)o->xq, M * K, 5u);
+        fill_f32_kernel<<<fill_grid(M), 256, 0, c->stream>>>((float *)o->xs, M, 6u, 0.001f, 0.01f);
+        fill_f32_kernel<<<fill_grid(N), 256, 0, c->stream>>>((float *)o->wsc, N, 8u, 0.001f, 0.01f);
+        SQZ_CUDA_LAUNCHED();
+        if (kernel == SQZ_BENCH_I8_MMA_FUSED) {
+            if (!(o->xf = ar.get(4 * M * K))) return SQZ_ERR_NOMEM;
+            fill_f32_kernel<<<fill_grid(M * K), 256, 0, c->stream>>>((float *)o->xf, M * K, 9u, -1.0f, 1.0f);
+            SQZ_CUDA_LAUNCHED();
+        }
+    }
+    if (kernel == SQZ_BENCH_CUBLASLT_I8) {
+        if (!(o->acc = ar.get(4 * M * N))) return SQZ_ERR_NOMEM;
+    } else if (!(o->y = ar.get(2 * M * N))) {
+        return SQZ_ERR_NOMEM;
+    }
+    return SQZ_OK;
+}
+
+/* Times call() on the stream: 3 warm-up calls, then batches of about 1 ms or more (the first batch
+ * calibrates) until min_seconds have passed and at least 3 batches (at most 1000); each batch's
+ * seconds per call into per_call, the calls timed into *calls. */
+template <typename Call>
+static sqz_status time_calls(sqz_backend *b, sqz_cuda_ctx *c, Call &call, double min_seconds,
+                             std::vector<double> &per_call, int *calls_out) {
+    int calls = 0;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    SQZ_CUDA_TRY(cudaEventCreate(&e0));
+    sqz_status s = cudaEventCreate(&e1) == cudaSuccess ? SQZ_OK : SQZ_ERROR(SQZ_ERR_DEVICE, "cudaEventCreate failed");
+    if (s == SQZ_OK) {
+        for (int i = 0; i < 3 && s == SQZ_OK; i++) s = call(); /* warm-up: plans, scratch, clocks */
+        if (s == SQZ_OK) s = b->ops->synchronize(b->ctx);
+    }
+    int batch = 1;
+    double spent = 0.0;
+    while (s == SQZ_OK && (spent < min_seconds || per_call.size() < 3) && per_call.size() < 1000) {
+        if (cudaEventRecord(e0, c->stream) != cudaSuccess) { s = SQZ_ERROR(SQZ_ERR_DEVICE, "cudaEventRecord failed"); break; }
+        for (int i = 0; i < batch && s == SQZ_OK; i++) s = call();
+        if (s != SQZ_OK) break;
+        float ms = 0.0f;
+        if (cudaEventRecord(e1, c->stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+            s = SQZ_ERROR(SQZ_ERR_DEVICE, "timing with CUDA events failed: %s", cudaGetErrorString(cudaGetLastError()));
+            break;
+        }
+        const double t = ms * 1e-3;
+        if (per_call.empty() && batch == 1 && t < 1e-3) { /* first batch calibrates: batches of >= ~1 ms */
+            batch = (int)std::min(1000.0, ceil(1e-3 / std::max(t, 1e-7)));
+            spent += t;
+            continue;
+        }
+        per_call.push_back(t / batch);
+        calls += batch;
+        spent += t;
+    }
+    cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (s == SQZ_OK) s = b->ops->synchronize(b->ctx);
+    if (s != SQZ_OK) return s;
+    *calls_out = calls;
+    return SQZ_OK;
+}
+
+/* Bytes one product moves (weights, activations, scales, output), for the GB/s column. */
+static double bench_bytes(sqz_bench_kernel kernel, int64_t m, int64_t n, int64_t k, size_t w4_total) {
+    const double mk = (double)m * k, nk = (double)n * k, mn = (double)m * n;
+    switch (kernel) {
+    case SQZ_BENCH_CUBLAS_F16: return 2 * mk + 2 * nk + 2 * mn;
+    case SQZ_BENCH_CUBLASLT_I8: return mk + nk + 4 * mn;
+    case SQZ_BENCH_I8_LT:
+    case SQZ_BENCH_I8_MMA: return mk + nk + 4.0 * (m + n) + 2 * mn;
+    case SQZ_BENCH_I8_MMA_FUSED: return 4 * mk + mk + nk + 4.0 * (m + n) + 2 * mn;
+    default: return 2 * mk + (double)w4_total + 2 * mn;
+    }
+}
+
 sqz_status sqz__cuda_bench_gemm(sqz_backend *b, sqz_bench_kernel kernel, int64_t m, int64_t n, int64_t k,
                                double min_seconds, sqz_bench_result *result) {
     memset(result, 0, sizeof *result);
@@ -181,29 +270,9 @@ sqz_status sqz__cuda_bench_gemm(sqz_backend *b, sqz_bench_kernel kernel, int64_t
             SQZ_CUDA_LAUNCHED();
         }
     }
-    /* activations and the rest */
-    void *xf = NULL, *xh = NULL, *xq = NULL, *xs = NULL, *wsc = NULL, *y = NULL, *acc = NULL;
-    if (kernel == SQZ_BENCH_CUBLAS_F16 || is_w4) {
-        if (!(xh = ar.get(2 * M * K))) return SQZ_ERR_NOMEM;
-        fill_f16_kernel<<<fill_grid(M * K), 256, 0, c->stream>>>((__half *)xh, M * K, 7u);
-        SQZ_CUDA_LAUNCHED();
-    } else {
-        if (!(xq = ar.get(M * K)) || !(xs = ar.get(4 * M)) || !(wsc = ar.get(4 * N))) return SQZ_ERR_NOMEM;
-        fill_u8_kernel<<<fill_grid(M * K), 256, 0, c->stream>>>((uint8_t *)xq, M * K, 5u);
-        fill_f32_kernel<<<fill_grid(M), 256, 0, c->stream>>>((float *)xs, M, 6u, 0.001f, 0.01f);
-        fill_f32_kernel<<<fill_grid(N), 256, 0, c->stream>>>((float *)wsc, N, 8u, 0.001f, 0.01f);
-        SQZ_CUDA_LAUNCHED();
-        if (kernel == SQZ_BENCH_I8_MMA_FUSED) {
-            if (!(xf = ar.get(4 * M * K))) return SQZ_ERR_NOMEM;
-            fill_f32_kernel<<<fill_grid(M * K), 256, 0, c->stream>>>((float *)xf, M * K, 9u, -1.0f, 1.0f);
-            SQZ_CUDA_LAUNCHED();
-        }
-    }
-    if (kernel == SQZ_BENCH_CUBLASLT_I8) {
-        if (!(acc = ar.get(4 * M * N))) return SQZ_ERR_NOMEM;
-    } else if (!(y = ar.get(2 * M * N))) {
-        return SQZ_ERR_NOMEM;
-    }
+    bench_bufs bb = {};
+    SQZ_TRY(bench_inputs(ar, c, kernel, is_w4, M, N, K, &bb));
+    void *xf = bb.xf, *xh = bb.xh, *xq = bb.xq, *xs = bb.xs, *wsc = bb.wsc, *y = bb.y, *acc = bb.acc;
 
     int turn = 0;
     auto call = [&]() -> sqz_status {
@@ -244,54 +313,14 @@ sqz_status sqz__cuda_bench_gemm(sqz_backend *b, sqz_bench_kernel kernel, int64_t
         }
     };
 
-    cudaEvent_t e0 = NULL, e1 = NULL;
-    SQZ_CUDA_TRY(cudaEventCreate(&e0));
-    sqz_status s = cudaEventCreate(&e1) == cudaSuccess ? SQZ_OK : SQZ_ERROR(SQZ_ERR_DEVICE, "cudaEventCreate failed");
     std::vector<double> per_call;
     int calls = 0;
-    if (s == SQZ_OK) {
-        for (int i = 0; i < 3 && s == SQZ_OK; i++) s = call(); /* warm-up: plans, scratch, clocks */
-        if (s == SQZ_OK) s = b->ops->synchronize(b->ctx);
-    }
-    int batch = 1;
-    double spent = 0.0;
-    while (s == SQZ_OK && (spent < min_seconds || per_call.size() < 3) && per_call.size() < 1000) {
-        if (cudaEventRecord(e0, c->stream) != cudaSuccess) { s = SQZ_ERROR(SQZ_ERR_DEVICE, "cudaEventRecord failed"); break; }
-        for (int i = 0; i < batch && s == SQZ_OK; i++) s = call();
-        if (s != SQZ_OK) break;
-        float ms = 0.0f;
-        if (cudaEventRecord(e1, c->stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
-            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
-            s = SQZ_ERROR(SQZ_ERR_DEVICE, "timing with CUDA events failed: %s", cudaGetErrorString(cudaGetLastError()));
-            break;
-        }
-        const double t = ms * 1e-3;
-        if (per_call.empty() && batch == 1 && t < 1e-3) { /* first batch calibrates: batches of >= ~1 ms */
-            batch = (int)std::min(1000.0, ceil(1e-3 / std::max(t, 1e-7)));
-            spent += t;
-            continue;
-        }
-        per_call.push_back(t / batch);
-        calls += batch;
-        spent += t;
-    }
-    cudaEventDestroy(e0);
-    if (e1) cudaEventDestroy(e1);
-    if (s == SQZ_OK) s = b->ops->synchronize(b->ctx);
-    if (s != SQZ_OK) return s;
+    SQZ_TRY(time_calls(b, c, call, min_seconds, per_call, &calls));
 
     std::sort(per_call.begin(), per_call.end());
     result->seconds = per_call[per_call.size() / 2];
     result->calls = calls;
     result->ops = 2.0 * (double)m * (double)n * (double)k;
-    const double mk = (double)m * k, nk = (double)n * k, mn = (double)m * n;
-    switch (kernel) {
-    case SQZ_BENCH_CUBLAS_F16: result->bytes = 2 * mk + 2 * nk + 2 * mn; break;
-    case SQZ_BENCH_CUBLASLT_I8: result->bytes = mk + nk + 4 * mn; break;
-    case SQZ_BENCH_I8_LT:
-    case SQZ_BENCH_I8_MMA: result->bytes = mk + nk + 4.0 * (m + n) + 2 * mn; break;
-    case SQZ_BENCH_I8_MMA_FUSED: result->bytes = 4 * mk + mk + nk + 4.0 * (m + n) + 2 * mn; break;
-    default: result->bytes = 2 * mk + (double)L.total + 2 * mn; break;
-    }
+    result->bytes = bench_bytes(kernel, m, n, k, L.total);
     return SQZ_OK;
 }
