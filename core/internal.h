@@ -194,4 +194,10 @@ bool sqz__is_rms_norm_role(int role);
 struct sqz_model;
 const char *sqz__model_beyond_llama(const struct sqz_model *m);
 
+/* A copy of qp and its arrays in one heap block (one free() frees it all; callers hand it to the
+ * model's store), for rows keep[0..n) of qp (keep NULL: all qp->n_out rows, n unused); column data
+ * (in_scale, g_idx) is copied whole. NULL when out of memory. core/qparams.c */
+struct sqz_qparams;
+struct sqz_qparams *sqz__qparams_clone(const struct sqz_qparams *qp, const int64_t *keep, int64_t n);
+
 #endif

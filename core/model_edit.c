@@ -78,36 +78,12 @@ static sqz_status copy_cols(const uint8_t *src, uint8_t *dst, int64_t rows, int6
     return SQZ_OK;
 }
 
-/* New quantization parameters for rows keep[0..n) of qp, in one heap block kept in m's store
- * (as quant/formats.c lays them out). Column data (g_idx, in_scale) is copied whole. */
+/* New quantization parameters for rows keep[0..n) of qp (sqz__qparams_clone), kept in m's store. */
 static sqz_status qp_keep_rows(sqz_model *m, const sqz_qparams *qp, const int64_t *keep, int64_t n,
                                const sqz_qparams **out) {
-    const size_t ng = (size_t)qp->n_groups, ns = (size_t)n * ng, n_in = (size_t)qp->n_in;
-    const size_t off_s = (sizeof(sqz_qparams) + 15) & ~(size_t)15;
-    const size_t off_i = off_s + ns * sizeof(float);
-    const size_t off_g = off_i + (qp->in_scale ? n_in * sizeof(float) : 0);
-    const size_t off_z = off_g + (qp->g_idx ? n_in * sizeof(int32_t) : 0);
-    uint8_t *b = sqz__malloc(off_z + (qp->zeros ? ns : 0));
-    if (!b) return SQZ_ERR_NOMEM;
-    sqz_qparams *c = (sqz_qparams *)(void *)b;
-    *c = *qp;
-    c->n_out = n;
-    float *sc = (float *)(void *)(b + off_s);
-    for (int64_t i = 0; i < n; i++) memcpy(sc + (size_t)i * ng, qp->scales + (size_t)keep[i] * ng, ng * sizeof *sc);
-    c->scales = sc;
-    if (qp->in_scale) {
-        memcpy(b + off_i, qp->in_scale, n_in * sizeof(float));
-        c->in_scale = (const float *)(void *)(b + off_i);
-    }
-    if (qp->g_idx) {
-        memcpy(b + off_g, qp->g_idx, n_in * sizeof(int32_t));
-        c->g_idx = (const int32_t *)(void *)(b + off_g);
-    }
-    if (qp->zeros) {
-        for (int64_t i = 0; i < n; i++) memcpy(b + off_z + (size_t)i * ng, qp->zeros + (size_t)keep[i] * ng, ng);
-        c->zeros = b + off_z;
-    }
-    SQZ_TRY(sqz_model_keep(m, b)); /* frees b on failure */
+    sqz_qparams *c = sqz__qparams_clone(qp, keep, n);
+    if (!c) return SQZ_ERR_NOMEM;
+    SQZ_TRY(sqz_model_keep(m, c)); /* frees c on failure */
     *out = c;
     return SQZ_OK;
 }

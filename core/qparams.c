@@ -1,6 +1,6 @@
 /*
  * core/qparams.c - sqz's quantized storage (sqz/qparams.h): qparams of I8-per-row and
- * U4-per-group weights, their checks and dequantizers, and U4 packing.
+ * U4-per-group weights, their checks, dequantizers and copies, and U4 packing.
  */
 #include <math.h>
 
@@ -122,4 +122,44 @@ sqz_status sqz_qparams_to_f32(const sqz_qparams *qp, sqz_dtype dtype, const void
     SQZ_TRY(sqz_qparams_check(qp, dtype, nbytes, NULL));
     sqz_qparams_rows_to_f32(qp, data, 0, qp->n_out, out);
     return SQZ_OK;
+}
+
+/* ---- copies ------------------------------------------------------------------------------ */
+
+sqz_qparams *sqz__qparams_clone(const sqz_qparams *qp, const int64_t *keep, int64_t n) {
+    if (!keep) n = qp->n_out;
+    const size_t ng = (size_t)qp->n_groups, ns = (size_t)n * ng, n_in = (size_t)qp->n_in;
+    const size_t off_s = (sizeof(sqz_qparams) + 15) & ~(size_t)15;
+    const size_t off_i = off_s + ns * sizeof(float);
+    const size_t off_g = off_i + (qp->in_scale ? n_in * sizeof(float) : 0);
+    const size_t off_z = off_g + (qp->g_idx ? n_in * sizeof(int32_t) : 0);
+    uint8_t *b = sqz__malloc(off_z + (qp->zeros ? ns : 0));
+    if (!b) return NULL;
+    sqz_qparams *c = (sqz_qparams *)(void *)b;
+    *c = *qp;
+    c->n_out = n;
+    float *sc = (float *)(void *)(b + off_s);
+    if (keep) {
+        for (int64_t i = 0; i < n; i++) memcpy(sc + (size_t)i * ng, qp->scales + (size_t)keep[i] * ng, ng * sizeof *sc);
+    } else {
+        memcpy(sc, qp->scales, ns * sizeof *sc);
+    }
+    c->scales = sc;
+    if (qp->in_scale) {
+        memcpy(b + off_i, qp->in_scale, n_in * sizeof(float));
+        c->in_scale = (const float *)(void *)(b + off_i);
+    }
+    if (qp->g_idx) {
+        memcpy(b + off_g, qp->g_idx, n_in * sizeof(int32_t));
+        c->g_idx = (const int32_t *)(void *)(b + off_g);
+    }
+    if (qp->zeros) {
+        if (keep) {
+            for (int64_t i = 0; i < n; i++) memcpy(b + off_z + (size_t)i * ng, qp->zeros + (size_t)keep[i] * ng, ng);
+        } else {
+            memcpy(b + off_z, qp->zeros, ns);
+        }
+        c->zeros = b + off_z;
+    }
+    return c;
 }

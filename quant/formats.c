@@ -160,36 +160,6 @@ sqz_status sqz_qmatrix_set_in_scale(sqz_qmatrix *q, const float *s) {
     return SQZ_OK;
 }
 
-/* One heap block holding the qparams and copies of its arrays (owned by the model). */
-static sqz_qparams *clone_qparams(const sqz_qparams *qp) {
-    const size_t ns = (size_t)qp->n_out * (size_t)qp->n_groups;
-    const size_t n_in = (size_t)qp->n_in;
-    size_t off_s = (sizeof(sqz_qparams) + 15) & ~(size_t)15;
-    size_t off_i = off_s + ns * sizeof(float);
-    size_t off_g = off_i + (qp->in_scale ? n_in * sizeof(float) : 0);
-    size_t off_z = off_g + (qp->g_idx ? n_in * sizeof(int32_t) : 0);
-    size_t total = off_z + (qp->zeros ? ns : 0);
-    uint8_t *b = sqz__malloc(total);
-    if (!b) return NULL;
-    sqz_qparams *c = (sqz_qparams *)(void *)b;
-    *c = *qp;
-    memcpy(b + off_s, qp->scales, ns * sizeof(float));
-    c->scales = (const float *)(void *)(b + off_s);
-    if (qp->in_scale) {
-        memcpy(b + off_i, qp->in_scale, n_in * sizeof(float));
-        c->in_scale = (const float *)(void *)(b + off_i);
-    }
-    if (qp->g_idx) {
-        memcpy(b + off_g, qp->g_idx, n_in * sizeof(int32_t));
-        c->g_idx = (const int32_t *)(void *)(b + off_g);
-    }
-    if (qp->zeros) {
-        memcpy(b + off_z, qp->zeros, ns);
-        c->zeros = b + off_z;
-    }
-    return c;
-}
-
 sqz_status sqz_qmatrix_attach(sqz_model *m, sqz_tensor *t, sqz_qmatrix *q) {
     SQZ_RETURN_IF(!q->data, SQZ_ERR_INVALID_ARG, "tensor '%s': nothing to attach", t->name);
     SQZ_RETURN_IF(t->ndim != 2 || t->shape[0] != q->n_out || t->shape[1] != q->n_in, SQZ_ERR_SHAPE,
@@ -200,7 +170,7 @@ sqz_status sqz_qmatrix_attach(sqz_model *m, sqz_tensor *t, sqz_qmatrix *q) {
     sqz_qparams *qp = NULL;
     if (q->qp.scheme != SQZ_QSCHEME_NONE) {
         SQZ_TRY(sqz_qparams_check(&q->qp, q->dtype, q->nbytes, t->name));
-        qp = clone_qparams(&q->qp);
+        qp = sqz__qparams_clone(&q->qp, NULL, 0);
         if (!qp) return SQZ_ERR_NOMEM;
         SQZ_TRY(sqz_model_keep(m, qp)); /* frees qp on failure */
     }
