@@ -293,13 +293,6 @@ static const sqz_compress_spec *quant_spec(const sqz_recipe *r, const char **tex
     return q;
 }
 
-/* --keep-float LIST: its grammar, before the model is opened (then, in run(), that it names
- * tensors of the model); 0 or exit status 2. */
-static int check_keep_float(const char *list) {
-    sqz_keep_float k;
-    return sqz_keep_float_parse(list, NULL, &k) == SQZ_OK ? 0 : sqz_cli_usage_error("compress", "%s", sqz_last_error());
-}
-
 /* The statistics a stage needs (SQZ_QSTAT_* bits). */
 static unsigned stage_needs(const sqz_stage *s) {
     unsigned req = 0;
@@ -487,14 +480,17 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     sqz_open_opts oo = {.tokenizer_path = cc->tokenizer};
     sqz_status st = sqz_model_open(a->path, &oo, &m);
     if (st == SQZ_OK) sqz_cli_model_warnings(a->path, m);
+    /* --keep-float parsed once, against the model, before any work (a malformed item or one that
+     * names no tensor of it: exit 2); the run uses these items */
+    sqz_keep_float keep;
+    if (st == SQZ_OK && (st = sqz_keep_float_parse(a->keep, m, &keep)) != SQZ_OK) *usage = true;
+    co.keep_parsed = &keep;
     if (st == SQZ_OK) st = sqz_model_check_finite(m); /* NaN / Inf weights never pass through */
     if (st == SQZ_OK && (st = sqz_recipe_check_model(&a->recipe, m, cc->text != NULL)) != SQZ_OK) *usage = true;
     /* an HF config.json holds one set of layer dims: refused now, not after the work */
     if (st == SQZ_OK && (so->format == SQZ_FORMAT_SAFETENSORS || sqz_family_get(m->hp.family)->gguf_uniform) &&
         (st = sqz_recipe_check_uniform(&a->recipe, m)) != SQZ_OK)
         *usage = true;
-    sqz_keep_float keep;
-    if (st == SQZ_OK && (st = sqz_keep_float_parse(a->keep, m, &keep)) != SQZ_OK) *usage = true;
     /* odd FFN widths are padded to the quant group (not with --stats / --imatrix: their statistics have the
      * old widths) */
     if (st == SQZ_OK && !a->stats && !a->imatrix) st = sqz_recipe_pad_for_quant(&a->recipe, m, NULL);
@@ -574,7 +570,6 @@ int sqz_cmd_compress(int argc, char **argv) {
         rc = sqz_cli_usage_error("compress", "--imatrix excludes %s (one source of statistics)",
                                  cc.text ? "--calib" : "--stats");
     sqz_save_opts so;
-    if (rc == 0) rc = check_keep_float(a.keep);
     if (rc == 0) rc = plan_output(&a, &cc, &so);
     sqz_type_overrides *ov = NULL;
     if (rc == 0 && a.n_tensor_types > MAX_TENSOR_TYPES)

@@ -1,9 +1,10 @@
 /*
- * compress/keep_float.c - `--keep-float LIST`, parsed once (the CLI checks it before any work,
- * the pipeline parses it once per run and every stage matches tensors against the result): a
- * role ("attn_v": in every block), "blk.N" (every tensor of block N) or "blk.N.ROLE". Against a
- * model, an item that names no tensor of it is an error naming the item: a typo must not keep
- * nothing float in silence.
+ * compress/keep_float.c - `--keep-float LIST`, parsed once (the CLI parses it against the model
+ * before any work and hands the items to the run, sqz_compress_opts.keep_parsed; a library caller
+ * that gives only the list has the pipeline parse it once per run), and every stage matches tensors
+ * against the result: a role ("attn_v": in every block), "blk.N" (every tensor of block N) or
+ * "blk.N.ROLE". Against a model, an item that names no tensor of it is an error naming the item: a
+ * typo must not keep nothing float in silence.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -246,7 +246,8 @@ static sqz_status stage_rows(const sqz_recipe *r, sqz_compress_report *rep) {
     return SQZ_OK;
 }
 
-/* The run's states (zeroed), links and --keep-float against the model. */
+/* The run's states (zeroed), links and --keep-float against the model (the caller's parse, or
+ * parsed here). */
 static sqz_status run_open(run_state *rs, sqz_model *m, const sqz_recipe *r, const sqz_compress_opts *o) {
     memset(rs, 0, sizeof *rs);
     rs->state = sqz__calloc((size_t)r->n, sizeof *rs->state);
@@ -256,7 +257,10 @@ static sqz_status run_open(run_state *rs, sqz_model *m, const sqz_recipe *r, con
         const size_t n = r->stages[k].pass->state_size;
         if (n && !(rs->state[k] = sqz__calloc(1, n))) return SQZ_ERR_NOMEM;
     }
-    SQZ_TRY(sqz_keep_float_parse(o->keep_float, m, &rs->keep));
+    if (o->keep_parsed)
+        rs->keep = *o->keep_parsed;
+    else
+        SQZ_TRY(sqz_keep_float_parse(o->keep_float, m, &rs->keep));
     return sqz__recipe_link(r, rs->links);
 }
 

@@ -224,6 +224,9 @@ typedef struct sqz_compress_opts {
                                 validation run (`--device`; docs/device.md); NULL or the CPU backend:
                                 the host's arithmetic */
     int threads;             /* the methods' threads (GPTQ's row sweep); 0 = all online cores */
+    const struct sqz_keep_float *keep_parsed; /* keep_float already parsed against the model by the
+                                                 caller (sqz_keep_float_parse), which sqz_compress_run
+                                                 then uses as is; NULL: the run parses keep_float */
 } sqz_compress_opts;
 
 /* --keep-float LIST parsed once: every item a role (attn_v, ffn_down, ... in every block),
