@@ -22,6 +22,9 @@ typedef struct sqz__lsm {
     int32_t argmax;  /* lowest index on ties */
 } sqz__lsm;
 sqz__lsm sqz__log_softmax(const float *x, int64_t n);
+/* out[r] = sqz__log_softmax(x + r n, n) for rows r < rows, split over up to `threads` threads (the
+ * caller one of them): the same values as one at a time. */
+void sqz__log_softmax_rows(const float *x, int64_t rows, int64_t n, int threads, sqz__lsm *out);
 
 /* KL(base || model) over n entries from full base and model rows (exact, double). */
 double sqz__kld_rows(const float *base, const sqz__lsm *lb, const float *model, const sqz__lsm *lm, int64_t n);

@@ -81,10 +81,10 @@ static float lp_at(const float *logits, const sqz__lsm *m, int64_t V, int64_t ro
 }
 
 /* Fills each ask's lp from the window's logits (each row's log-softmax once). */
-static sqz_status fill(sqz__ask *asks, int64_t n, const float *logits, int64_t n_rows, int64_t V) {
+static sqz_status fill(sqz__ask *asks, int64_t n, const float *logits, int64_t n_rows, int64_t V, int threads) {
     sqz__lsm *m = malloc((size_t)(n_rows ? n_rows : 1) * sizeof *m);
     if (!m) return SQZ_ERR_NOMEM;
-    for (int64_t r = 0; r < n_rows; r++) m[r] = sqz__log_softmax(logits + r * V, V);
+    sqz__log_softmax_rows(logits, n_rows, V, threads, m);
     sqz_status st = SQZ_OK;
     for (int64_t i = 0; i < n && st == SQZ_OK; i++) {
         sqz__ask *a = &asks[i];
@@ -133,7 +133,7 @@ sqz_status sqz__asks_run(sqz_session *s, sqz__ask *asks, int64_t n, int64_t *tok
         if (!l) st = SQZ_ERR_NOMEM;
         else logits = l;
         if (st == SQZ_OK && w.n > 0) st = sqz_forward_spans(s, w.tok, w.n, w.sp, w.n_sp, w.rows, w.n_rows, logits);
-        if (st == SQZ_OK) st = fill(asks + i0, i1 - i0, logits, w.n_rows, V);
+        if (st == SQZ_OK) st = fill(asks + i0, i1 - i0, logits, w.n_rows, V, sqz_session_threads(s));
         *tokens += w.n;
         i0 = i1;
     }

@@ -237,7 +237,10 @@ sqz_status sqz_eval_tasks(sqz_session *s, const sqz_tasks *ts, const sqz_task_op
             r->n_choices += ts->t[i0 + i].n_choices;
         }
         sqz__asks_release(asks, m);
-        if (st == SQZ_OK && o && o->progress) o->progress(o->progress_user, tokens < total ? tokens : total, total);
+        /* total counts every ending's last token, which no window feeds (its logits score nothing): the
+         * last chunk says all of it */
+        const int64_t done = i0 + m == ts->n || tokens > total ? total : tokens;
+        if (st == SQZ_OK && o && o->progress) o->progress(o->progress_user, done, total);
     }
     free(asks);
     if (st != SQZ_OK) {

@@ -38,6 +38,7 @@ void sqz_session_set_hook(sqz_session *s, sqz_hook_fn fn, void *user) {
 
 const sqz_model *sqz_session_model(const sqz_session *s) { return s->m; }
 int64_t sqz_session_max_tokens(const sqz_session *s) { return s->max_tokens; }
+int sqz_session_threads(const sqz_session *s) { return s->pool ? sqz__pool_threads(s->pool) : 1; }
 sqz_activations sqz_session_activations(const sqz_session *s) { return s->acts; }
 int64_t sqz_session_bytes(const sqz_session *s) { return s->scratch_bytes + s->wcache_bytes + s->wres_bytes; }
 

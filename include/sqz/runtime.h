@@ -93,6 +93,8 @@ SQZ_API void sqz_session_free(sqz_session *s);
 /* The model and the window limit the session was made with. */
 SQZ_API const sqz_model *sqz_session_model(const sqz_session *s);
 SQZ_API int64_t sqz_session_max_tokens(const sqz_session *s);
+/* The threads the session's element-wise work and attention run on (its pool, the caller counted). */
+SQZ_API int sqz_session_threads(const sqz_session *s);
 /* How the session's products take their input (sqz_session_opts.activations). */
 SQZ_API sqz_activations sqz_session_activations(const sqz_session *s);
 /* Bytes the session holds (scratch, caches, dequantized weights so far). */
