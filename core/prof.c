@@ -7,7 +7,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
 
 static const char *const kLabels[SQZ__PROF_COUNT] = {
 #define SQZ__PROF_LABEL(id, label) label,
@@ -29,17 +28,11 @@ bool sqz__prof_on(void) {
     return on;
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-double sqz__prof_begin(void) { return sqz__prof_on() ? now() : 0.0; }
+double sqz__prof_begin(void) { return sqz__prof_on() ? sqz_now_seconds() : 0.0; }
 
 void sqz__prof_end(sqz__prof_phase p, double t0) {
     if (t0 == 0.0 || (int)p < 0 || p >= SQZ__PROF_COUNT) return;
-    atomic_fetch_add_explicit(&g_ns[p], (int64_t)((now() - t0) * 1e9), memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_ns[p], (int64_t)((sqz_now_seconds() - t0) * 1e9), memory_order_relaxed);
     atomic_fetch_add_explicit(&g_n[p], 1, memory_order_relaxed);
 }
 

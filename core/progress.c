@@ -30,7 +30,7 @@ static double rate_of(const sqz_progress *p, double t) {
     return t > p->r0 ? (double)p->done / (t - p->r0) : 0;
 }
 
-static double now_s(void) {
+double sqz_now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -91,7 +91,7 @@ sqz_progress *sqz_progress_start_mode(const char *label, int64_t total, const ch
     snprintf(p->label, sizeof p->label, "%s", label);
     snprintf(p->unit, sizeof p->unit, "%s", unit ? unit : "");
     p->total = total;
-    p->t0 = p->last = p->r0 = now_s();
+    p->t0 = p->last = p->r0 = sqz_now_seconds();
     p->form = form_of(mode);
     if (p->form == FORM_LINES) print_start(p);
     return p;
@@ -117,7 +117,7 @@ static void draw(sqz_progress *p, double t) {
 
 void sqz_progress_update(sqz_progress *p, int64_t done) {
     if (!p) return;
-    double t = now_s();
+    double t = sqz_now_seconds();
     if (done < p->done) p->r0 = t; /* counting again from the start: the rate too */
     p->done = done;
     if (p->form == FORM_OFF) return;
@@ -130,10 +130,10 @@ void sqz_progress_update(sqz_progress *p, int64_t done) {
 void sqz_progress_end(sqz_progress *p) {
     if (!p) return;
     if (p->form == FORM_TERMINAL) {
-        draw(p, now_s());
+        draw(p, sqz_now_seconds());
         fputc('\n', stderr);
     } else if (p->form == FORM_LINES) {
-        print_line(p, now_s(), true);
+        print_line(p, sqz_now_seconds(), true);
     }
     free(p);
 }

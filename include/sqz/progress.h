@@ -43,6 +43,11 @@ SQZ_API void sqz_progress_end(sqz_progress *p);
 /* An sqz_progress_fn adapter: user is an sqz_progress*. */
 SQZ_API void sqz_progress_cb(void *user, int64_t done, int64_t total);
 
+/* Seconds on the monotonic clock (CLOCK_MONOTONIC: unaffected by changes to the wall time) from
+ * an arbitrary origin, as a double: only differences mean anything. The one clock the library and
+ * the CLI time their work with (t0 = sqz_now_seconds(); ...; sqz_now_seconds() - t0). */
+SQZ_API double sqz_now_seconds(void);
+
 /* When the environment sets SQZ_PROFILE=1: where this process's time went so far, phase by
  * phase (forward products, attention, observers, GPTQ's steps, ...), one line each
  * ("profile  <seconds> s  <count>x  <phase>") to f; nothing otherwise. Phases nest, so the
