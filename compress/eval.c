@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/internal.h"
 #include "sqz/compress.h"
@@ -24,12 +23,6 @@ sqz_compress_eval_opts sqz_compress_eval_default_opts(void) {
     sqz_compress_eval_opts o;
     memset(&o, 0, sizeof o);
     return o;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* One run's state, freed together (ev_free). */
@@ -298,7 +291,7 @@ sqz_status sqz_compress_eval_run(const sqz_model *compressed, const sqz_model *o
                   "compress eval: needs the compressed model, the original and a text");
     const sqz_compress_eval_opts o = opts ? *opts : sqz_compress_eval_default_opts();
     SQZ_TRY(check_args(compressed, original, held, &o));
-    const double t0 = now_s();
+    const double t0 = sqz_now_seconds();
     char *owned = NULL;
     if (!text) {
         SQZ_TRY(sqz_read_file(text_path, (size_t)1 << 31, &owned, &len));
@@ -315,7 +308,7 @@ sqz_status sqz_compress_eval_run(const sqz_model *compressed, const sqz_model *o
     out->done = true;
     snprintf(out->text, sizeof out->text, "%s", text_path ? text_path : "");
     snprintf(out->tokenizer, sizeof out->tokenizer, "%s", o.tokenizer ? o.tokenizer : "");
-    out->seconds = now_s() - t0;
+    out->seconds = sqz_now_seconds() - t0;
     return SQZ_OK;
 }
 

@@ -5,7 +5,6 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "compress/compress_internal.h"
 #include "sqz/tasks.h"
@@ -42,8 +41,7 @@ sqz_status sqz_compress_eval_tasks(const sqz_model *compressed, const sqz_model 
     SQZ_RETURN_IF(compressed->hp.vocab_size != original->hp.vocab_size, SQZ_ERR_INVALID_ARG,
                   "%s: the result's vocabulary (%lld) is not the original's (%lld)", file,
                   (long long)compressed->hp.vocab_size, (long long)original->hp.vocab_size);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = sqz_now_seconds();
     sqz_tasks *t = NULL;
     sqz_tokenizer *tok = NULL;
     sqz_task_result rm, rb;
@@ -62,8 +60,7 @@ sqz_status sqz_compress_eval_tasks(const sqz_model *compressed, const sqz_model 
         fill(&rm, &rb, &d, &dn, out);
         snprintf(out->kind, sizeof out->kind, "%s", sqz_task_kind_name((sqz_task_kind)kind));
         snprintf(out->file, sizeof out->file, "%s", file);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        out->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        out->seconds = sqz_now_seconds() - t0;
         out->done = true;
     }
     sqz_task_result_free(&rm);

@@ -94,9 +94,9 @@ sqz_status sqz__quant_auto_try_rotate(sqz_pass_ctx *pc, sqz_compress_spec *sp, s
     sqz_compress_spec s1 = *sp;
     s1.plan = NULL;
     if (!(s1.auto_params > 0)) s1.auto_params = (double)sqz_model_param_count(pc->m); /* the same bytes */
-    const double t0 = sqz__now();
+    const double t0 = sqz_now_seconds();
     st = sqz__rotate_all(pc->m);
-    const double t_rot = sqz__now() - t0;
+    const double t_rot = sqz_now_seconds() - t0;
     if (st == SQZ_OK) st = sqz__quant_auto_plan(pc, &s1, &k1);
     if (st != SQZ_OK) {
         snap_restore(pc->m, &s);

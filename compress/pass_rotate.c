@@ -273,13 +273,13 @@ sqz_status sqz__rotate_all(sqz_model *m) { return rotate_model(m, ROT_ALL, SQZ__
 static sqz_status rotate_model_step(sqz_pass_ctx *c, const void *args) {
     const rotate_args *a = args;
     sqz_model *m = c->m;
-    const double t0 = sqz__now();
+    const double t0 = sqz_now_seconds();
     const bool untied = (a->what & ROT_RESIDUAL) && m->hp.tied_embeddings;
     SQZ_TRY(rotate_model(m, a->what, a->seed, c->stage->spec));
     snprintf(c->stage->note, sizeof c->stage->note, "rotated %s%s%s (randomized Hadamard, seed %" PRId64 "; %.1f s)%s",
              a->what & ROT_RESIDUAL ? "the residual stream (R1, norms folded)" : "",
              a->what == ROT_ALL ? " and " : "", a->what & ROT_HEADS ? "each value head (R2)" : "", a->seed,
-             sqz__now() - t0, untied ? "; the tied classifier is now a tensor of its own" : "");
+             sqz_now_seconds() - t0, untied ? "; the tied classifier is now a tensor of its own" : "");
     return SQZ_OK;
 }
 

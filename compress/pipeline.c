@@ -99,12 +99,12 @@ static sqz_status loop_block(loop *L, int32_t layer, const sqz_calib_block *stat
         if (layer < 0 && !s->pass->run_head) continue;
         sqz_pass_ctx c = {L->m,           L->o,           L->rep, L->w, &L->stage_rep[k - L->first], L->session_opts,
                           L->run->state[k], L->run->links[k].joint, &L->run->keep, false};
-        const double t0 = sqz__calib_now();
+        const double t0 = sqz_now_seconds();
         const sqz_status st =
             layer < 0 ? s->pass->run_head(&c, stats, s->args) : s->pass->run_block(&c, layer, stats, s->args);
         if (st == SQZ_ERR_NOMEM) sqz__error_prefix("--%s '%s'", s->pass->name, s->spec); /* which stage ran out */
         if (st != SQZ_OK) return st;
-        c.stage->seconds += sqz__calib_now() - t0;
+        c.stage->seconds += sqz_now_seconds() - t0;
     }
     return SQZ_OK;
 }
@@ -173,7 +173,7 @@ static sqz_status loop_calibrated(loop *L, const sqz_compress_env *env, bool fre
     L->rep->n_windows = L->w->n_windows;
     L->rep->ctx = L->w->ctx;
     L->rep->activation_bytes = L->w->n_windows * L->w->ctx * L->m->hp.d_model * (int64_t)sizeof(float);
-    const double t0 = sqz__calib_now(), q0 = L->rep->seconds_quant + L->rep->seconds_validate;
+    const double t0 = sqz_now_seconds(), q0 = L->rep->seconds_quant + L->rep->seconds_validate;
     sqz_status st = sqz_calib_run(s, L->w, &ro);
     if (st == SQZ_OK && !L->head_done) st = loop_block(L, -1, NULL);
     L->rep->ranks = info.ranks;
@@ -181,7 +181,7 @@ static sqz_status loop_calibrated(loop *L, const sqz_compress_env *env, bool fre
     if (info.stats_peak_max_bytes > L->rep->stats_peak_max_bytes)
         L->rep->stats_peak_max_bytes = info.stats_peak_max_bytes;
     L->rep->bytes_sent = info.bytes_sent;
-    L->rep->seconds_forward += sqz__calib_now() - t0 - (L->rep->seconds_quant + L->rep->seconds_validate - q0);
+    L->rep->seconds_forward += sqz_now_seconds() - t0 - (L->rep->seconds_quant + L->rep->seconds_validate - q0);
     sqz_session_free(own);
     return st;
 }
@@ -290,9 +290,9 @@ static sqz_status run_stages(sqz_model *m, const sqz_recipe *r, const run_state 
         if (sqz__stage_steps(s)) {
             sqz_pass_ctx c = {m, o, rep, env->windows, &rep->stages[i], &env->session_opts,
                               rs->state[i], rs->links[i].joint, &rs->keep, false};
-            const double ts = sqz__calib_now();
+            const double ts = sqz_now_seconds();
             st = s->pass->model_step(&c, s->args);
-            rep->stages[i].seconds += sqz__calib_now() - ts;
+            rep->stages[i].seconds += sqz_now_seconds() - ts;
             if (st != SQZ_OK) break;
             changed = c.changed;
         }
@@ -319,7 +319,7 @@ sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compres
                             const sqz_compress_opts *o, sqz_compress_report *rep) {
     memset(rep, 0, sizeof *rep);
     SQZ_RETURN_IF(!m || !r || !env || !o || r->n < 1, SQZ_ERR_INVALID_ARG, "compress: no model or no stages");
-    const double t0 = sqz__calib_now();
+    const double t0 = sqz_now_seconds();
     run_state rs;
     sqz_status st = run_open(&rs, m, r, o);
     if (st == SQZ_OK) st = stage_rows(r, rep);
@@ -333,7 +333,7 @@ sqz_status sqz_compress_run(sqz_model *m, const sqz_recipe *r, const sqz_compres
         }
         st = run_stages(m, r, &rs, env, o, rep);
         totals(m, rep);
-        rep->seconds_total = sqz__calib_now() - t0;
+        rep->seconds_total = sqz_now_seconds() - t0;
     }
     run_close(&rs, r);
     return st;

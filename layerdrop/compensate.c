@@ -239,7 +239,7 @@ sqz_status sqz_layerdrop_compensate(sqz_model *m, const sqz_calib_windows *w, co
             st = SQZ_ERROR(SQZ_ERR_INVALID_ARG, "layerdrop: removed blocks must increase within 0..%d", (int)Lc - 1);
         else gone[removed[i]] = true;
     }
-    const double t0 = sqz__ld_now();
+    const double t0 = sqz_now_seconds();
     sqz_session *s = NULL;
     if (st == SQZ_OK) st = sqz__ld_session(m, w, so, &s);
     for (int32_t a = 0; a < Lc && st == SQZ_OK; a++) {
@@ -255,7 +255,7 @@ sqz_status sqz_layerdrop_compensate(sqz_model *m, const sqz_calib_windows *w, co
         fit_free(&F);
     }
     res->compensated = st == SQZ_OK && res->n_comp > 0;
-    res->seconds_comp += sqz__ld_now() - t0;
+    res->seconds_comp += sqz_now_seconds() - t0;
     sqz_session_free(s);
     free(gone);
     return st;

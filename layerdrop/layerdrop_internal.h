@@ -7,17 +7,10 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "core/internal.h"
 #include "sqz/layerdrop.h"
-
-/* Monotonic seconds. */
-static inline double sqz__ld_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "sqz/progress.h"
 
 /* Refuses models the scoring and compensation cannot run (encoders). `what` starts the message. */
 sqz_status sqz__ld_check_decoder(const sqz_model *m, const char *what);

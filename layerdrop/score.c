@@ -253,7 +253,7 @@ sqz_status sqz_layerdrop_score(sqz_session *s, const sqz_calib_windows *w, const
     SQZ_RETURN_IF(w->ctx > sqz_session_max_tokens(s) || w->ctx < 2, SQZ_ERR_INVALID_ARG,
                   "layerdrop: windows of %lld tokens, the session holds %lld", (long long)w->ctx,
                   (long long)sqz_session_max_tokens(s));
-    const double t0 = sqz__ld_now();
+    const double t0 = sqz_now_seconds();
     sqz_status st = active_blocks(m, o->skip, out);
     const int64_t kw = !o->kld ? 0 : o->kld_windows > 0 && o->kld_windows < w->n_windows ? o->kld_windows : w->n_windows;
     run R = {.s = s, .w = w, .o = o, .A = out->n_active, .active = out->active, .ctx = w->ctx,
@@ -268,6 +268,6 @@ sqz_status sqz_layerdrop_score(sqz_session *s, const sqz_calib_windows *w, const
     free(cos_adj);
     run_free(&R);
     if (st != SQZ_OK) sqz_layerdrop_scores_free(out);
-    else out->seconds = sqz__ld_now() - t0;
+    else out->seconds = sqz_now_seconds() - t0;
     return st;
 }
