@@ -3,7 +3,6 @@
  */
 #include <math.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "eval/eval_internal.h"
 #include "sqz/family.h"
@@ -21,8 +20,7 @@ sqz_status sqz_eval_embeddings(sqz_session *model, sqz_session *base, const int3
     float *em = sqz__malloc((size_t)d * sizeof(float)), *eb = sqz__malloc((size_t)d * sizeof(float));
     float *cos = sqz__malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     sqz_status st = em && eb && cos ? SQZ_OK : SQZ_ERR_NOMEM;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = sqz_now_seconds();
     int64_t k = 0, toks = 0;
     double sum = 0;
     for (int64_t i = 0; st == SQZ_OK && i < n; i++) {
@@ -45,7 +43,7 @@ sqz_status sqz_eval_embeddings(sqz_session *model, sqz_session *base, const int3
         sum += cs;
         toks += len;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double t1 = sqz_now_seconds();
     if (st == SQZ_OK && k == 0) st = SQZ_ERROR(SQZ_ERR_INVALID_ARG, "eval: no non-empty sentences to embed");
     if (st == SQZ_OK) {
         r->is_encoder = true;
@@ -55,7 +53,7 @@ sqz_status sqz_eval_embeddings(sqz_session *model, sqz_session *base, const int3
         r->cos_p1 = sqz__percentile(cos, k, 0.01);
         r->cos_min = sqz__percentile(cos, k, 0.0);
         r->n_tokens = toks;
-        r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        r->seconds = t1 - t0;
         r->tokens_per_s = r->seconds > 0 ? (double)toks / r->seconds : 0;
     }
     free(em);

@@ -11,9 +11,6 @@
 #include "sqz/eval.h"
 #include "sqz/io.h"
 
-/* Monotonic clock in seconds (perplexity.c), for the evaluations' timings. */
-double sqz__eval_now_s(void);
-
 /* ---- statistics (stats.c) ---- */
 
 /* Log-softmax summary of one row of logits: max and log(sum exp(x - max)), in double. */

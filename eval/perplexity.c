@@ -5,7 +5,6 @@
  */
 #include <math.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "eval/eval_internal.h"
 #include "sqz/family.h"
@@ -28,12 +27,6 @@ void sqz_eval_result_free(sqz_eval_result *r) {
     if (!r) return;
     free(r->kld_values);
     memset(r, 0, sizeof *r);
-}
-
-double sqz__eval_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Running sums over scored positions. */
@@ -247,7 +240,7 @@ sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_
                                 (uint32_t)add_bos, bos, (uint64_t)(n_chunks * o.ctx)};
         st = sqz__logits_writer_open(o.save_base, &h, sel, o.save_base_scratch, &R.wr);
     }
-    double t0 = sqz__eval_now_s();
+    double t0 = sqz_now_seconds();
     if (st == SQZ_OK) st = run_chunks(&R, sel, n_chunks, add_bos, bos);
     if (R.wr) {
         sqz_status ws = sqz__logits_writer_close(R.wr, st == SQZ_OK);
@@ -255,7 +248,7 @@ sqz_status sqz_eval_perplexity(sqz_session *model, const int32_t *tokens, int64_
     }
     if (st == SQZ_OK) {
         int64_t n = R.a.count;
-        r->seconds = sqz__eval_now_s() - t0;
+        r->seconds = sqz_now_seconds() - t0;
         r->ctx = o.ctx;
         r->activations = sqz_session_activations(model);
         r->n_chunks = n_chunks;

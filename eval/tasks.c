@@ -227,7 +227,7 @@ sqz_status sqz_eval_tasks(sqz_session *s, const sqz_tasks *ts, const sqz_task_op
     sqz_status st = asks && r->outcomes ? SQZ_OK : SQZ_ERR_NOMEM;
     const int64_t total = sqz_tasks_total_tokens(ts);
     int64_t tokens = 0;
-    double t0 = sqz__eval_now_s();
+    double t0 = sqz_now_seconds();
     for (int64_t i0 = 0; st == SQZ_OK && i0 < ts->n; i0 += CHUNK) {
         const int64_t m = ts->n - i0 < CHUNK ? ts->n - i0 : CHUNK;
         for (int64_t i = 0; i < m; i++) ask_of(ts->kind, &ts->t[i0 + i], &asks[i]);
@@ -249,7 +249,7 @@ sqz_status sqz_eval_tasks(sqz_session *s, const sqz_tasks *ts, const sqz_task_op
     }
     r->kind = ts->kind;
     r->n = ts->n;
-    r->seconds = sqz__eval_now_s() - t0;
+    r->seconds = sqz_now_seconds() - t0;
     r->tokens = tokens;
     r->activations = sqz_session_activations(s);
     fill_counts(r);
