@@ -21,6 +21,7 @@
 #include "core/dequant.h"
 #include "quant/gguf/quant_gguf.h"
 #include "quant/quant_internal.h"
+#include "sqz/progress.h"
 
 /* Quantize-dequantize one group of n values (n = the format's group) with the reference. */
 static void fake_group(sqz_qformat f, const float *w, int n, float *out) {
@@ -158,7 +159,7 @@ sqz_status sqz_quant_awq(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st
                          sqz_qmatrix *out, float *smooth) {
     SQZ_TRY(sqz__check_method_args("awq", lin, n_lin, st, o, SQZ_QSTAT_SAMPLE, smooth, true));
     SQZ_RETURN_IF(o->act_mode != SQZ_ACT_FLOAT, SQZ_ERR_UNSUPPORTED, "awq: weight-only (use smoothquant for W8A8)");
-    const double t0 = sqz__now();
+    const double t0 = sqz_now_seconds();
     float alpha = 0;
     SQZ_TRY(sqz_awq_search_scales(lin, n_lin, st, o, smooth, &alpha));
     const int64_t n = st->n_in;
@@ -170,11 +171,11 @@ sqz_status sqz_quant_awq(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st
     for (int64_t r = 0; r < nx; r++)
         for (int64_t j = 0; j < n; j++) xs[r * n + j] = x[r * n + j] / smooth[j];
     free(rows_owned);
-    const double t_search = sqz__now() - t0;
+    const double t_search = sqz_now_seconds() - t0;
     sqz_status s = SQZ_OK;
     int i = 0;
     for (; i < n_lin; i++) {
-        const double t1 = sqz__now();
+        const double t1 = sqz_now_seconds();
         float *ws = sqz__malloc((size_t)lin[i].n_out * (size_t)n * sizeof(float));
         if (!ws) { s = SQZ_ERR_NOMEM; break; }
         memcpy(ws, lin[i].w, (size_t)lin[i].n_out * (size_t)n * sizeof(float));
@@ -184,7 +185,7 @@ sqz_status sqz_quant_awq(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st
         free(ws);
         if (s != SQZ_OK) break;
         out[i].alpha = alpha;
-        out[i].seconds = sqz__now() - t1 + t_search / n_lin;
+        out[i].seconds = sqz_now_seconds() - t1 + t_search / n_lin;
     }
     free(xs);
     if (s != SQZ_OK) {

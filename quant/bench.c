@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "quant/quant_internal.h"
+#include "sqz/progress.h"
 
 static float *to_f32(const sqz_tensor *t) {
     const int64_t ne = sqz_tensor_nelements(t);
@@ -25,9 +26,9 @@ sqz_status sqz_quant_bench_rtn(const sqz_model *m, const sqz_qtarget *t, sqz_qua
         float *w = to_f32(x);
         if (!w) return SQZ_ERROR(SQZ_ERR_NOMEM, "bench: cannot read tensor '%s' as f32", x->name);
         sqz_qmatrix q;
-        const double t0 = sqz__now();
+        const double t0 = sqz_now_seconds();
         sqz_status s = sqz_quant_rtn_one(w, x->shape[0], x->shape[1], &tt, &q);
-        out->seconds += sqz__now() - t0;
+        out->seconds += sqz_now_seconds() - t0;
         free(w);
         SQZ_TRY(s);
         sqz_qmatrix_free(&q);
@@ -88,9 +89,9 @@ sqz_status sqz_quant_bench_gptq_block(const sqz_model *m, int32_t layer, const s
         sqz_qmatrix out[3];
         memset(out, 0, sizeof out);
         if (s == SQZ_OK) {
-            const double t0 = sqz__now();
+            const double t0 = sqz_now_seconds();
             s = sqz_quant_gptq(lin, n, st, o, out, NULL);
-            *seconds += sqz__now() - t0;
+            *seconds += sqz_now_seconds() - t0;
         }
         for (int k = 0; k < 3; k++) { free(w[k]); sqz_qmatrix_free(&out[k]); }
         sqz_qstats_buf_free(&buf);

@@ -52,6 +52,7 @@
 #include "quant/gguf/kquant_internal.h"
 #include "quant/gguf/quant_gguf.h"
 #include "quant/gptq_internal.h"
+#include "sqz/progress.h"
 
 /* argsort of diag(H) descending, ties by index (a stable order every libc agrees on). */
 typedef struct diag_key {
@@ -450,7 +451,7 @@ static sqz_status run_layers(const layers_job *L, sqz_qmatrix *out, float **valu
     sqz_status s = SQZ_OK;
     int done = 0;
     for (; done < L->n_lin; done++) {
-        const double t1 = sqz__now();
+        const double t1 = sqz_now_seconds();
         if (!quant) {
             if ((s = gptq_one(L->c, L->lin[done].w, L->lin[done].n_out, NULL, values[done])) != SQZ_OK) break;
             continue;
@@ -461,7 +462,7 @@ static sqz_status run_layers(const layers_job *L, sqz_qmatrix *out, float **valu
             if (L->lin[done].name) sqz__error_prefix("%s", L->lin[done].name);
             break;
         }
-        out[done].seconds = sqz__now() - t1 + L->t_prep / L->n_lin;
+        out[done].seconds = sqz_now_seconds() - t1 + L->t_prep / L->n_lin;
     }
     for (int j = 0; s != SQZ_OK && quant && j < done; j++) sqz_qmatrix_free(&out[j]);
     return s;
@@ -514,9 +515,9 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
                   .kdyn = kdyn, .sbn = sbn, .act_order = o->act_order, .mask = mask, .be = o->backend,
                   /* dynamic super-blocks start where a block does, so that each lies in one block */
                   .blocksize = kdyn ? (int32_t)((o->blocksize + sbn - 1) / sbn * sbn) : o->blocksize};
-    const double t0 = sqz__now();
+    const double t0 = sqz_now_seconds();
     sqz_status s = ctx_setup(&c, st, o, kq && quant);
-    const double t_prep = sqz__now() - t0;
+    const double t_prep = sqz_now_seconds() - t0;
     const layers_job L = {&c, lin, n_lin, o, &t, act_scale, t_prep, gguf};
     if (s == SQZ_OK) s = run_layers(&L, out, values);
     ctx_free(&c);

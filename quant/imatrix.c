@@ -20,6 +20,7 @@
 #include "quant/gguf/quant_gguf.h"
 #include "kernels/cpu/pool.h"
 #include "quant/quant_internal.h"
+#include "sqz/progress.h"
 
 
 /* sqz's IQ3_S search (sqz__iq3s_refine) over rows [b, e) of a matrix llama.cpp's quantizer wrote. */
@@ -133,7 +134,7 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
         SQZ_RETURN_IF(!(st->x2[j] >= 0.0f) || !isfinite(st->x2[j]), SQZ_ERR_INVALID_ARG,
                       "imatrix: E[x^2] of channel %lld is %g", (long long)j, (double)st->x2[j]);
     for (int i = 0; i < n_lin; i++) {
-        const double t0 = sqz__now();
+        const double t0 = sqz_now_seconds();
         sqz_status s = sqz_qmatrix_alloc(&out[i], &o->target, lin[i].n_out, n_in);
         if (s != SQZ_OK) {
             for (int j = 0; j < i; j++) sqz_qmatrix_free(&out[j]);
@@ -158,7 +159,7 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
             else if (f == SQZ_QFMT_Q5_0) row_q5_0(x, (sqz_block_q5_0 *)out[i].data + r * nb, n_in, st->x2);
             else row_q5_1(x, (sqz_block_q5_1 *)out[i].data + r * nb, n_in, st->x2);
         }
-        out[i].seconds = sqz__now() - t0;
+        out[i].seconds = sqz_now_seconds() - t0;
     }
     if (smooth)
         for (int64_t j = 0; j < n_in; j++) smooth[j] = 1.0f;

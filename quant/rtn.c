@@ -16,6 +16,7 @@
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cpu/pool.h"
 #include "quant/quant_internal.h"
+#include "sqz/progress.h"
 
 static void rtn_i4(const float *w, int64_t n_out, int64_t n_in, sqz_qmatrix *q) {
     const sqz_qformat f = q->target.fmt;
@@ -103,7 +104,7 @@ static sqz_status gguf_rows(const float *w, int64_t n_out, int64_t n_in, sqz_qma
 }
 
 sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const sqz_qtarget *t, sqz_qmatrix *out) {
-    const double t0 = sqz__now();
+    const double t0 = sqz_now_seconds();
     memset(out, 0, sizeof *out);
     for (int64_t i = 0; i < n_out * n_in; i++)
         SQZ_RETURN_IF(!isfinite(w[i]), SQZ_ERR_NUMERIC, "rtn: the weight holds a NaN or an infinity (row %lld)",
@@ -134,7 +135,7 @@ sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const 
             return SQZ_ERROR(SQZ_ERR_NUMERIC, "rtn: a scale overflows (weights beyond the fp16 range)");
         }
     }
-    out->seconds = sqz__now() - t0;
+    out->seconds = sqz_now_seconds() - t0;
     return SQZ_OK;
 }
 

@@ -17,6 +17,7 @@
 #include "kernels/cpu/gemm_i8.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "quant/quant_internal.h"
+#include "sqz/progress.h"
 
 void sqz_smoothquant_scales(const sqz_qlinear *lin, int n_lin, int64_t n_in, const float *absmax, float alpha,
                             float *s) {
@@ -87,7 +88,7 @@ sqz_status sqz_quant_smoothquant(const sqz_qlinear *lin, int n_lin, const sqz_qs
                                        (o->sq_alpha_max - o->sq_alpha_min) / o->sq_alpha_step < 10000),
                   SQZ_ERR_INVALID_ARG, "smoothquant: alpha grid [%g, %g] step %g", (double)o->sq_alpha_min,
                   (double)o->sq_alpha_max, (double)o->sq_alpha_step);
-    const double t0 = sqz__now();
+    const double t0 = sqz_now_seconds();
     const int64_t n = st->n_in;
     int64_t nx;
     float *rows_owned;
@@ -156,16 +157,16 @@ sqz_status sqz_quant_smoothquant(const sqz_qlinear *lin, int n_lin, const sqz_qs
     float act_scale = 0.0f;
     if (o->act_mode == SQZ_ACT_STATIC_TENSOR && (s = sqz__act_scale_for(st, o, smooth, &act_scale)) != SQZ_OK)
         goto cleanup;
-    const double t_search = sqz__now() - t0;
+    const double t_search = sqz_now_seconds() - t0;
     for (; done < n_lin; done++) {
-        const double t1 = sqz__now();
+        const double t1 = sqz_now_seconds();
         memcpy(b.ws, lin[done].w, (size_t)lin[done].n_out * (size_t)n * sizeof(float));
         sqz_scale_columns(b.ws, lin[done].n_out, n, smooth);
         if ((s = sqz_quant_rtn_one(b.ws, lin[done].n_out, n, &o->target, &out[done])) != SQZ_OK) goto cleanup;
         out[done].qp.act_mode = o->act_mode;
         out[done].qp.act_scale = act_scale;
         out[done].alpha = alpha;
-        out[done].seconds = sqz__now() - t1 + t_search / n_lin;
+        out[done].seconds = sqz_now_seconds() - t1 + t_search / n_lin;
     }
     s = SQZ_OK;
 cleanup:
