@@ -73,12 +73,12 @@ static void baselines(double bytes, double *memcpy_gbps, double *f16_gbps) {
     for (int kind = 0; kind < 2; kind++) {
         double best = 1e30;
         for (int rep = 0; rep < 3; rep++) {
-            double t0 = sqz_cli_now_s();
+            double t0 = sqz_now_seconds();
             for (double done = 0; done < bytes; done += chunk) {
                 if (kind == 0) memcpy(b, a, (size_t)chunk);
                 else (void)sqz_convert(SQZ_DTYPE_F32, a, SQZ_DTYPE_F16, b, BASE_FLOATS, NULL);
             }
-            double dt = sqz_cli_now_s() - t0;
+            double dt = sqz_now_seconds() - t0;
             if (dt < best) best = dt;
         }
         double gbps = ceil(bytes / chunk) * chunk / best / 1e9;
@@ -165,9 +165,9 @@ int sqz_bench_compress(int argc, char **argv) {
                 if (!w) { st = SQZ_ERR_NOMEM; break; }
                 st = sqz_tensor_to_f32(t, w);
                 sqz_qmatrix q;
-                double t0 = sqz_cli_now_s();
+                double t0 = sqz_now_seconds();
                 if (st == SQZ_OK) st = sqz_quant_rtn_one(w, t->shape[0], t->shape[1], &qo.target, &q);
-                r += sqz_cli_now_s() - t0;
+                r += sqz_now_seconds() - t0;
                 if (st == SQZ_OK) sqz_qmatrix_free(&q);
                 free(w);
             }
@@ -193,9 +193,9 @@ int sqz_bench_compress(int argc, char **argv) {
             if (fd >= 0) close(fd);
             double ckpt = 4.0 * (double)sqz_model_param_count(m) / 1e6;
             double act = (double)n * (double)ctx * (double)m->hp.d_model * 4.0 / 1e6;
-            double t0 = sqz_cli_now_s();
+            double t0 = sqz_now_seconds();
             double mb = fd >= 0 ? child_peak_mb(self, path, text, n, ctx, out) : -1;
-            double dt = sqz_cli_now_s() - t0;
+            double dt = sqz_now_seconds() - t0;
             if (fd >= 0) unlink(out);
             printf("\npeak memory of `sqz compress --quant q4_0:gptq --calib %s --calib-samples %lld --calib-ctx "
                    "%lld`\n", text, (long long)n, (long long)ctx);

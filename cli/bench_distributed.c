@@ -78,7 +78,7 @@ static void run_job(const bench_dist_opts *a, const char *model, const char *tex
              "--calib-samples %lld --calib-ctx %lld --threads 1 --stats-partition %s 2>&1",
              a->mpirun, j->ranks, (int)getpid(), model, out, a->spec, text, (long long)a->n, (long long)a->ctx,
              j->partition);
-    const double t0 = sqz_cli_now_s();
+    const double t0 = sqz_now_seconds();
     FILE *p = popen(cmd, "r");
     if (!p) return;
     char line[1024];
@@ -105,7 +105,7 @@ static void run_job(const bench_dist_opts *a, const char *model, const char *tex
         }
     }
     j->ok = pclose(p) == 0;
-    j->wall = sqz_cli_now_s() - t0;
+    j->wall = sqz_now_seconds() - t0;
 }
 
 int sqz_bench_distributed(int argc, char **argv) {

@@ -83,7 +83,7 @@ static int run_child(char *const argv[], child_run *r) {
     memset(r, 0, sizeof *r);
     int po[2], pe[2];
     if (pipe(po) || pipe(pe)) return -1;
-    double t0 = sqz_cli_now_s();
+    double t0 = sqz_now_seconds();
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
@@ -128,7 +128,7 @@ static int run_child(char *const argv[], child_run *r) {
     int status;
     struct rusage ru;
     if (wait4(pid, &status, 0, &ru) < 0) return -1;
-    r->wall_s = sqz_cli_now_s() - t0;
+    r->wall_s = sqz_now_seconds() - t0;
     r->maxrss_kb = ru.ru_maxrss;
     r->rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return 0;
@@ -186,14 +186,14 @@ static double sqz_tps(const sqz_model *m, const int32_t *prompt, int64_t np, int
     double tps = 0;
     if (logits && sqz_backend_cpu(threads, &be) == SQZ_OK && (so.backend = be, sqz_session_new(m, &so, &s)) == SQZ_OK &&
         sqz_forward(s, prompt, np, 0, np - 1, logits) == SQZ_OK) {
-        double t0 = sqz_cli_now_s();
+        double t0 = sqz_now_seconds();
         int64_t k = 0;
         for (; k < gen; k++) {
             int32_t next = sqz_sample(logits, m->hp.vocab_size, NULL, NULL);
             out[k] = next;
             if (k + 1 < gen && sqz_forward(s, &next, 1, np + k, 0, logits) != SQZ_OK) break;
         }
-        double dt = sqz_cli_now_s() - t0;
+        double dt = sqz_now_seconds() - t0;
         tps = dt > 0 ? (double)k / dt : 0;
     }
     free(logits);

@@ -155,23 +155,23 @@ int sqz_bench_eval(int argc, char **argv) {
     for (int64_t i = 0; i < ctx; i++) ids[i] = (int32_t)((i * 7919 + 13) % m->hp.vocab_size);
 
     /* The first pass touches every page of the mapping: timed apart. */
-    double t0 = sqz_cli_now_s();
+    double t0 = sqz_now_seconds();
     st = sqz_forward(s, ids, ctx, 0, 0, logits);
-    t_deq = sqz_cli_now_s() - t0;
+    t_deq = sqz_now_seconds() - t0;
     sgemm_case sq = {0};
     if (st == SQZ_OK) st = sgemm_setup(&sq, nsq);
     if (st == SQZ_OK) st = be->ops->matmul(be->ctx, &sq.a); /* warm-up */
     /* Alternate the two so that both see the same machine (other load, clocks); best of each. */
     t_sgemm = 1e30;
     for (int64_t r = 0; st == SQZ_OK && r < reps; r++) {
-        t0 = sqz_cli_now_s();
+        t0 = sqz_now_seconds();
         st = be->ops->matmul(be->ctx, &sq.a);
-        double t = sqz_cli_now_s() - t0;
+        double t = sqz_now_seconds() - t0;
         if (t < t_sgemm) t_sgemm = t;
         if (st != SQZ_OK) break;
-        t0 = sqz_cli_now_s();
+        t0 = sqz_now_seconds();
         st = sqz_forward(s, ids, ctx, 0, 0, logits);
-        t = sqz_cli_now_s() - t0;
+        t = sqz_now_seconds() - t0;
         total += t;
         if (t < best) best = t;
     }

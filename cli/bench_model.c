@@ -33,7 +33,7 @@ sqz_status sqz_cli_bench_model_open(sqz_cli_bench_model *H, const char *name, co
     H->calib = c->calib ? c->calib : sqz_cli_bench_text();
     H->eval = c->eval ? c->eval : H->calib;
     H->model = c->path ? c->path : sqz_cli_default_smollm2();
-    H->t0 = sqz_cli_now_s();
+    H->t0 = sqz_now_seconds();
     sqz_status st = H->have_base ? sqz_model_open(H->model, NULL, &H->orig) : SQZ_ERR_IO;
     if (st == SQZ_OK) st = sqz_backend_cpu((int)c->threads, &H->be);
     return st;
@@ -81,9 +81,9 @@ sqz_status sqz_cli_bench_compress(const sqz_cli_bench_model *H, const char *cons
     sqz_status st = sqz_model_open(H->model, NULL, &m);
     for (int i = 0; st == SQZ_OK && stages[i]; i += 2) st = sqz_recipe_add(&rc, stages[i], stages[i + 1]);
     if (st == SQZ_OK) st = sqz_recipe_check_model(&rc, m, true);
-    const double t0 = sqz_cli_now_s();
+    const double t0 = sqz_now_seconds();
     if (st == SQZ_OK) st = sqz_compress_run(m, &rc, &env, &co, &rep);
-    *seconds = sqz_cli_now_s() - t0;
+    *seconds = sqz_now_seconds() - t0;
     sqz_compress_report_free(&rep);
     sqz_recipe_free(&rc);
     if (st == SQZ_OK) *out = m;
@@ -100,7 +100,7 @@ void sqz_cli_bench_model_peak(const sqz_cli_bench_model *H) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("\npeak RSS %.1f MB (F32 checkpoint %.1f MB); %.1f s in all\n", (double)ru.ru_maxrss / 1024.0,
-           4.0 * (double)sqz_model_param_count(H->orig) / 1e6, sqz_cli_now_s() - H->t0);
+           4.0 * (double)sqz_model_param_count(H->orig) / 1e6, sqz_now_seconds() - H->t0);
 }
 
 void sqz_cli_bench_model_close(sqz_cli_bench_model *H) {

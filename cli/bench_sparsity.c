@@ -167,7 +167,7 @@ int sqz_bench_sparsity(int argc, char **argv) {
     const sqz_status st = bench(B);
     if (st == SQZ_OK)
         printf("\n%s: the papers' ordering (unquantized rows) %s; %.1f s in all\n", B->H.model,
-               B->fails ? "FAILS" : "holds", sqz_cli_now_s() - B->H.t0);
+               B->fails ? "FAILS" : "holds", sqz_now_seconds() - B->H.t0);
     const int fails = B->fails;
     sqz_cli_bench_model_close(&B->H);
     free(B);

@@ -54,9 +54,9 @@ sqz_status sqz_cli_gen_speed(const sqz_model *m, const sqz_session_opts *base, c
     st = out ? sqz_generate(s, ids, 16, 1, -1, &sp, NULL, NULL, out, &n_out) : SQZ_ERR_NOMEM;
     tps[0] = tps[1] = 0;
     for (int rep = 0; rep < 3 && st == SQZ_OK; rep++) {
-        const double t0 = sqz_cli_now_s(), c0 = sqz_cli_cpu_s();
+        const double t0 = sqz_now_seconds(), c0 = sqz_cli_cpu_s();
         st = sqz_generate(s, ids, 16, gen, -1, &sp, NULL, NULL, out, &n_out);
-        const double dt = sqz_cli_now_s() - t0, dc = sqz_cli_cpu_s() - c0;
+        const double dt = sqz_now_seconds() - t0, dc = sqz_cli_cpu_s() - c0;
         if (dt > 0 && (double)n_out / dt > tps[0]) tps[0] = (double)n_out / dt;
         if (dc > 0 && (double)n_out / dc > tps[1]) tps[1] = (double)n_out / dc;
     }

@@ -34,7 +34,7 @@ static void run_child(char *const argv[], child_run *r) {
     int fd = mkstemp(path);
     if (fd < 0) return;
     unlink(path);
-    double t0 = sqz_cli_now_s();
+    double t0 = sqz_now_seconds();
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fd, 1);
@@ -50,7 +50,7 @@ static void run_child(char *const argv[], child_run *r) {
     if (pid > 0) {
         while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
     }
-    r->wall_s = sqz_cli_now_s() - t0;
+    r->wall_s = sqz_now_seconds() - t0;
     r->rss_mb = (double)ru.ru_maxrss / 1024.0;
     r->ok = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     off_t n = lseek(fd, 0, SEEK_END);
@@ -107,12 +107,12 @@ static sqz_status sqz_gen_tps(const sqz_cli_vs_opts *o, sqz_activations acts, do
     if (st == SQZ_OK && !(logits = malloc((size_t)m->hp.vocab_size * sizeof *logits))) st = SQZ_ERR_NOMEM;
     int32_t tok = m && m->vocab.bos >= 0 ? m->vocab.bos : 1;
     if (st == SQZ_OK) st = sqz_forward(s, &tok, 1, 0, 0, logits);
-    double t0 = sqz_cli_now_s();
+    double t0 = sqz_now_seconds();
     for (int64_t i = 1; st == SQZ_OK && i <= o->gen; i++) {
         tok = (int32_t)((i * 7919 + 13) % m->hp.vocab_size);
         st = sqz_forward(s, &tok, 1, i, 0, logits);
     }
-    *tps = (double)o->gen / (sqz_cli_now_s() - t0);
+    *tps = (double)o->gen / (sqz_now_seconds() - t0);
     free(logits);
     sqz_session_free(s);
     sqz_model_free(m);

@@ -67,8 +67,6 @@ extern const sqz_opt sqz_cli_hf_format_opt;
 /* The progress of a long stage (sqz/progress.h: a line on a terminal, plain lines into a log);
  * NULL, which every sqz_progress function accepts, with --quiet and on MPI ranks other than 0. */
 sqz_progress *sqz_cli_progress(bool quiet, const char *label, int64_t total, const char *unit);
-/* Monotonic clock in seconds. */
-double sqz_cli_now_s(void);
 /* Where scripts/setup.sh puts SmolLM2-135M ($SQZ_PYMODELS or ~/.cache/sqz/pymodels); static buffer. */
 const char *sqz_cli_default_smollm2(void);
 

@@ -7,17 +7,10 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "sqz/dist.h"
-
-double sqz_cli_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static const int hf_format_values[] = {SQZ_HF_COMPRESSED_TENSORS, SQZ_HF_GPTQ, SQZ_HF_GPTQ_V2, SQZ_HF_SQZ,
                                        SQZ_HF_COMPRESSED_TENSORS_SP24};

@@ -328,12 +328,12 @@ static sqz_status cpu_time(sqz_backend *b, cpu_kind kind, cpu_bufs *u, double mi
     sqz_status s = cpu_call(b, kind, u); /* warm-up */
     if (s != SQZ_OK) return s;
     int calls = 0;
-    const double t0 = sqz_cli_now_s();
+    const double t0 = sqz_now_seconds();
     double t;
     do {
         if ((s = cpu_call(b, kind, u)) != SQZ_OK) return s;
         calls++;
-        t = sqz_cli_now_s() - t0;
+        t = sqz_now_seconds() - t0;
     } while (t < min_time);
     *sec = t / calls;
     return SQZ_OK;

@@ -82,7 +82,7 @@ int sqz_cmd_convert(int argc, char **argv) {
     if (a.dtype >= 0 && so.format == SQZ_FORMAT_SAFETENSORS && sqz_dtype_info((sqz_dtype)a.dtype)->is_quantized)
         return sqz_cli_usage_error("convert", "safetensors holds float dtypes only; use --to gguf for %s",
                                    sqz_dtype_name((sqz_dtype)a.dtype));
-    double t0 = sqz_cli_now_s();
+    double t0 = sqz_now_seconds();
     sqz_open_opts oo = {.tokenizer_path = a.tokenizer};
     sqz_model *m;
     sqz_status s = sqz_model_open(in, &oo, &m);
@@ -97,7 +97,7 @@ int sqz_cmd_convert(int argc, char **argv) {
         sqz_model_free(m);
         return sqz_cli_fail(s);
     }
-    double dt = sqz_cli_now_s() - t0;
+    double dt = sqz_now_seconds() - t0;
     fprintf(stderr, "sqz: wrote %s (%s, %" PRId64 " tensors, %.3f M params) in %.2f s\n", out,
             sqz_format_name(so.format), m->n_tensors, (double)sqz_model_param_count(m) / 1e6, dt);
     sqz_model_free(m);

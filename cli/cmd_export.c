@@ -112,7 +112,7 @@ int sqz_cmd_export(int argc, char **argv) {
         if (s != SQZ_OK) return sqz_cli_fail(s);
         so.provenance_json = report;
     }
-    double t0 = sqz_cli_now_s();
+    double t0 = sqz_now_seconds();
     sqz_open_opts oo = {.tokenizer_path = a.tokenizer};
     sqz_model *m = NULL;
     sqz_status s = sqz_model_open(a.in, &oo, &m);
@@ -137,7 +137,7 @@ int sqz_cmd_export(int argc, char **argv) {
     }
     fprintf(stderr, "sqz: wrote %s (%s%s%s, %" PRId64 " tensors, %.3f M params) in %.2f s\n", a.out,
             sqz_format_name(so.format), a.sign ? ", signed" : "", a.deflate ? ", deflated" : "", m->n_tensors,
-            (double)sqz_model_param_count(m) / 1e6, sqz_cli_now_s() - t0);
+            (double)sqz_model_param_count(m) / 1e6, sqz_now_seconds() - t0);
     sqz_model_free(m);
     return 0;
 }

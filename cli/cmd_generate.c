@@ -252,11 +252,10 @@ int sqz_cmd_generate(int argc, char **argv) {
     }
     sqz_sample_opts sa = {(float)a.temp, (float)a.top_p, seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL)};
     int64_t n_out = 0, n_start = g.n_ids;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = sqz_now_seconds();
     if (!a.quiet) g.progress = sqz_progress_start_mode("generate", n_new, "tokens", SQZ_PROGRESS_LINES_ONLY);
     st = sqz_generate(s, g.ids, g.n_ids, n_new, -1, &sa, on_token, &g, out, &n_out);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double t1 = sqz_now_seconds();
     /* a control token ends generation early: that is done, not stopped short */
     if (st == SQZ_OK && g.st == SQZ_OK) sqz_progress_cb(g.progress, g.n_new, g.n_new);
     sqz_progress_end(g.progress);
@@ -265,7 +264,7 @@ int sqz_cmd_generate(int argc, char **argv) {
     if (st != SQZ_OK) goto done;
     if (!print_ids) printf("\n");
     if (isatty(STDERR_FILENO)) {
-        double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        double sec = t1 - t0;
         fprintf(stderr, "sqz generate: %lld prompt + %lld new tokens in %.2f s (%.1f tokens/s), activations %s\n",
                 (long long)n_start, (long long)n_out, sec, sec > 0 ? (double)n_out / sec : 0.0, a.acts ? "q8" : "f32");
     }
