@@ -177,8 +177,9 @@ static bool mix_on(const sqz__quant_args *a, uint64_t given, const char *fmt_nam
 }
 
 /* Which options need which format or method. */
-static sqz_status check_applies(const sqz__quant_args *a, uint64_t given, const char *spec, const char *mn,
+static sqz_status check_applies(const sqz__quant_args *a, uint64_t given, const char *spec, const sqz_qmethod *me,
                                 bool mix) {
+    const char *mn = me->name;
     const bool w8a8 = a->format == F_W8A8, int4 = a->format == F_INT4;
     SQZ_RETURN_IF(GIVEN(R_ACT) && !w8a8, SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': '%s' calibrates activations, which only w8a8 quantizes", spec, act_name(a->act));
@@ -186,19 +187,19 @@ static sqz_status check_applies(const sqz__quant_args *a, uint64_t given, const 
                   "SPEC '%s': group size 'g%d' applies to int4 only (GGUF formats use blocks of 32)", spec, a->group);
     SQZ_RETURN_IF(GIVEN(R_SCHEME) && !int4, SQZ_ERR_INVALID_ARG, "SPEC '%s': '%s' applies to int4 only", spec,
                   a->asym ? "asym" : "sym");
-    SQZ_RETURN_IF(!strcmp(mn, "smoothquant") && !w8a8, SQZ_ERR_INVALID_ARG,
-                  "SPEC '%s': smoothquant quantizes activations: use w8a8:smoothquant", spec);
-    SQZ_RETURN_IF(!strcmp(mn, "awq") && w8a8, SQZ_ERR_INVALID_ARG,
-                  "SPEC '%s': awq is weight-only (for w8a8 use smoothquant)", spec);
-    SQZ_RETURN_IF((GIVEN(R_ORDER) || GIVEN(R_GROUPS) || GIVEN(R_DAMP) || GIVEN(R_SHRINK)) && strcmp(mn, "gptq"),
+    SQZ_RETURN_IF(me->quantizes_acts && !w8a8, SQZ_ERR_INVALID_ARG,
+                  "SPEC '%s': %s quantizes activations: use w8a8:%s", spec, mn, mn);
+    SQZ_RETURN_IF(me->weight_only && w8a8, SQZ_ERR_INVALID_ARG,
+                  "SPEC '%s': %s is weight-only (for w8a8 use smoothquant)", spec, mn);
+    SQZ_RETURN_IF((GIVEN(R_ORDER) || GIVEN(R_GROUPS) || GIVEN(R_DAMP) || GIVEN(R_SHRINK)) && !me->hessian,
                   SQZ_ERR_INVALID_ARG, "SPEC '%s': '%s' is a GPTQ option (add ':gptq')", spec,
                   GIVEN(R_ORDER) ? "act-order" : GIVEN(R_GROUPS) ? "static-groups" : GIVEN(R_DAMP) ? "damp=" : "shrink=");
-    SQZ_RETURN_IF((GIVEN(R_AQ) || GIVEN(R_AQ_ALPHA)) && strcmp(mn, "gptq"), SQZ_ERR_INVALID_ARG,
+    SQZ_RETURN_IF((GIVEN(R_AQ) || GIVEN(R_AQ_ALPHA)) && !me->hessian, SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': '%s' is a GPTQ option (add ':gptq')", spec,
                   GIVEN(R_AQ) ? (a->aq ? "gptaq" : "no-gptaq") : "gptaq-alpha=");
     SQZ_RETURN_IF(GIVEN(R_AQ_ALPHA) && GIVEN(R_AQ) && !a->aq, SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': 'gptaq-alpha=' with 'no-gptaq'", spec);
-    SQZ_RETURN_IF(GIVEN(R_ALPHA) && strcmp(mn, "smoothquant"), SQZ_ERR_INVALID_ARG,
+    SQZ_RETURN_IF(GIVEN(R_ALPHA) && !me->searches_alpha, SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': 'alpha=' is a SmoothQuant option", spec);
     SQZ_RETURN_IF(GIVEN(R_PCT) && !(GIVEN(R_ACT) && a->act == SQZ_ACT_CALIB_PERCENTILE), SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': 'pct=' needs the percentile activation calibration", spec);
@@ -207,7 +208,7 @@ static sqz_status check_applies(const sqz__quant_args *a, uint64_t given, const 
                       !mix,
                   SQZ_ERR_INVALID_ARG, "SPEC '%s': 'refine' searches IQ3_S blocks, and this SPEC writes none (use "
                   "iq3_s, a mix or auto)", spec);
-    SQZ_RETURN_IF(GIVEN(R_SEARCH) && a->search == 1 && strcmp(mn, "rtn") && strcmp(mn, "imatrix") && strcmp(mn, "gptq"),
+    SQZ_RETURN_IF(GIVEN(R_SEARCH) && a->search == 1 && !me->refines,
                   SQZ_ERR_INVALID_ARG, "SPEC '%s': 'refine' applies to rtn, imatrix and gptq", spec);
     SQZ_RETURN_IF(GIVEN(R_ROT) && a->rot && a->format != F_AUTO, SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': 'try-rotate' is an auto option (auto:bpw=X:try-rotate); for a fixed format put "
@@ -219,7 +220,7 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
     sqz__quant_args *a = args;
     int n_methods = 0;
     const sqz_qmethod *method = &sqz_qmethods(&n_methods)[a->method];
-    SQZ_TRY(check_applies(a, given, spec, method->name, mix_on(a, given, fmt_names[a->format])));
+    SQZ_TRY(check_applies(a, given, spec, method, mix_on(a, given, fmt_names[a->format])));
     sqz_quant_opts q = sqz_quant_default_opts();
     q.target.fmt = fmt[a->format];
     const sqz_qmix *mix = NULL;
@@ -263,10 +264,10 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
     /* GPTQ processes columns by decreasing Hessian diagonal unless told not to (on SmolLM2-135M
      * it cuts the mean KLD of q4_0 from 0.23 to 0.14), with groups built from the original
      * weights, so that int4 needs no g_idx (dynamic groups measured no better: docs/quantization.md) */
-    q.act_order = GIVEN(R_ORDER) ? a->order == 1 : !strcmp(method->name, "gptq");
+    q.act_order = GIVEN(R_ORDER) ? a->order == 1 : method->hessian;
     q.static_groups = a->groups != 0;
     q.refine = a->search == 1;
-    q.gptaq = !strcmp(method->name, "gptq") && (a->aq == 1 || GIVEN(R_AQ_ALPHA));
+    q.gptaq = method->hessian && (a->aq == 1 || GIVEN(R_AQ_ALPHA));
     q.gptaq_alpha = a->aq_alpha;
     /* GPTAQ by default (GPTAQ_DEFAULT "gptaq", not named): plain GPTQ where the statistics cannot
      * carry dXX^T (a statistics file); named, that is an error */
@@ -298,7 +299,7 @@ sqz_status sqz_compress_spec_parse(const char *spec, sqz_compress_spec *out) {
 
 unsigned sqz_compress_needs(const sqz_compress_spec *spec) {
     unsigned n = spec->method->needs | SQZ_QSTAT_SAMPLE;
-    if (!strcmp(spec->method->name, "awq")) n |= SQZ_QSTAT_ABSMEAN;
+    n |= spec->method->optional & SQZ_QSTAT_ABSMEAN; /* E|x| whenever the method can use it (awq) */
     if (spec->q.gptaq) n |= SQZ_QSTAT_DXXT;
     if (spec->q.act_mode == SQZ_ACT_STATIC_TENSOR)
         n |= spec->q.act_calib == SQZ_ACT_CALIB_MINMAX ? SQZ_QSTAT_ABSMAX : SQZ_QSTAT_HIST;

@@ -316,7 +316,7 @@ static sqz_status gptq_or_imatrix(sqz_backend *be, const sqz_qlinear *lin, const
                                   const sqz_quant_opts *qo, sqz_qmatrix *out, const sqz_qmethod **used,
                                   sample_products *kept, sqz_layer_report *row) {
     const sqz_qmethod *im = sqz_qmethod_find("imatrix");
-    if (strcmp((*used)->name, "gptq") || !in || !in->x || in->st.n_x < 1 || (!in->st.x2 && !in->st.xtx) || !im ||
+    if (!(*used)->hessian || !in || !in->x || in->st.n_x < 1 || (!in->st.x2 && !in->st.xtx) || !im ||
         !(im->formats & (1u << qo->target.fmt)))
         return SQZ_OK;
     /* GPTQ's statistics hold X^T X, whose diagonal over the tokens is E[x^2] */
@@ -556,7 +556,7 @@ static sqz_status validate_members(block_ctx *c, group_work *w) {
         sqz_layer_report *r = &w->rows[w->qidx[k]];
         r->quantized = true;
         snprintf(r->method, sizeof r->method, "%s%s", w->used[k]->name,
-                 w->aq && !strcmp(w->used[k]->name, "gptq") ? "+gptaq" : "");
+                 w->aq && w->used[k]->hessian ? "+gptaq" : "");
         snprintf(r->format, sizeof r->format, "%s", sqz_qformat_name(w->out[k].target.fmt));
         r->bits_per_weight = sqz_qmatrix_bits_per_weight(&w->out[k]);
         r->seconds = w->out[k].seconds;

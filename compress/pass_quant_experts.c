@@ -110,7 +110,7 @@ static const sqz_qmethod *expert_method(const sqz_compress_spec *sp, const sqz_c
         tl->ones++;
         return im;
     }
-    if (!strcmp(sp->method->name, "gptq") && in->mat_xtx && in->mat_xtx[e] && tok >= (float)n_in &&
+    if (sp->method->hessian && in->mat_xtx && in->mat_xtx[e] && tok >= (float)n_in &&
         (sp->method->formats & (1u << fmt))) {
         qs->xtx = in->mat_xtx[e];
         tl->gptq++;

@@ -106,7 +106,7 @@ static const sqz_qmethod *method_for(const sqz_compress_spec *sp, const sqz_tens
 /* q: w (t's values) rounded to target by method mt; the output's statistics in (or NULL). */
 static sqz_status round_one(const sqz_qmethod *mt, const sqz_compress_spec *sp, const sqz_tensor *t, const float *w,
                             const sqz_calib_input *in, const sqz_qtarget *target, int threads, sqz_qmatrix *q) {
-    if (!strcmp(mt->name, "rtn")) return sqz_quant_rtn_one(w, t->shape[0], t->shape[1], target, q);
+    if (mt->rowwise) return sqz_quant_rtn_one(w, t->shape[0], t->shape[1], target, q);
     sqz_quant_opts qo = sp->q;
     qo.target = *target;
     qo.threads = threads;
@@ -170,7 +170,7 @@ static sqz_status one(sqz__pool *pool, sqz_model *m, sqz_tensor *t, const sqz_co
     sqz_qtarget gt = {SQZ_QFMT_Q8_0, 0};
     const sqz_calib_input *hin = head ? sqz_calib_block_input(head, t->role) : NULL;
     if (!t->qp && sqz_qformat_from_dtype(d, &gt.fmt) && sqz_qtarget_check(&gt) == SQZ_OK &&
-        !strcmp(method_for(sp, t, hin, &gt)->name, "rtn")) { /* the usual case: streamed */
+        method_for(sp, t, hin, &gt)->rowwise) { /* the usual case: streamed */
         sqz_qmatrix q;
         SQZ_TRY(rtn_streamed(pool, t, &gt, &q, &row.weight_err));
         row.quantized = true;

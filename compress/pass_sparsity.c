@@ -249,13 +249,13 @@ static sqz_status sparsity_link(const sqz_recipe *r, int i, sqz_stage_link *link
                       "--sparsity '%s' with --quant '%s': q4_1 has no exact zero (d * code + m): use q4_0, int4 or "
                       "int8", spec, q->text);
         if (a->method == SQZ__SPARSE_SPARSEGPT) {
-            SQZ_RETURN_IF(strcmp(mn, "rtn") && strcmp(mn, "gptq"), SQZ_ERR_INVALID_ARG,
+            SQZ_RETURN_IF(!q->method->rowwise && !q->method->hessian, SQZ_ERR_INVALID_ARG,
                           "--sparsity '%s' with --quant '%s': sparsegpt quantizes jointly in GPTQ's sweep; give the "
                           "quant stage rtn or gptq, not %s", spec, q->text, mn);
             links[i].joint = &r->stages[k];
             links[k].absorbed = true;
         } else {
-            SQZ_RETURN_IF(!strcmp(mn, "gptq"), SQZ_ERR_INVALID_ARG,
+            SQZ_RETURN_IF(q->method->hessian, SQZ_ERR_INVALID_ARG,
                           "--sparsity '%s' with --quant '%s': GPTQ would move the zeros; use sparsegpt (joint with the "
                           "quantization) or another quant method", spec, q->text);
         }

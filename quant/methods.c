@@ -22,27 +22,27 @@ static const sqz_qmethod methods[] = {
      .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS,
      .summary = "round to nearest with each format's reference quantizer (W8A8: static or dynamic "
                 "activation scales from the statistics)",
-     .run = sqz_quant_rtn},
+     .run = sqz_quant_rtn, .refines = true, .rowwise = true},
     {.name = "imatrix", .needs = SQZ_QSTAT_X2, .optional = 0, .smooths = false,
      .formats = FMT(SQZ_QFMT_Q4_0) | FMT(SQZ_QFMT_Q4_1) | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS,
      .summary = "llama.cpp's importance-weighted Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K, IQ4_NL/IQ4_XS and IQ3_S (quant_weights = "
                 "E[x^2]), byte-exact",
-     .run = sqz_quant_imatrix},
+     .run = sqz_quant_imatrix, .refines = true},
     {.name = "gptq", .needs = SQZ_QSTAT_XTX, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
      .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS,
      .summary = "GPTQ: Hessian-based error feedback, blocked lazy updates, optional act-order and static "
                 "groups; GGUF targets (Q8_0, Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K, IQ4_NL/IQ4_XS, IQ3_S codewords) stay on llama.cpp's exact grids",
-     .run = sqz_quant_gptq},
+     .run = sqz_quant_gptq, .hessian = true, .refines = true},
     {.name = "awq", .needs = SQZ_QSTAT_SAMPLE, .optional = SQZ_QSTAT_ABSMEAN, .smooths = true,
      .formats = ALL_FORMATS,
      .summary = "AWQ: per-input-channel scales mean|x|^alpha (alpha searched), optional clipping search; "
                 "fold the returned scales into the previous op",
-     .run = sqz_quant_awq},
+     .run = sqz_quant_awq, .weight_only = true},
     {.name = "smoothquant", .needs = SQZ_QSTAT_SAMPLE | SQZ_QSTAT_ABSMAX, .optional = SQZ_QSTAT_HIST,
      .smooths = true, .formats = FMT(SQZ_QFMT_I8),
      .summary = "SmoothQuant W8A8: s = max|x|^alpha / max|w|^(1-alpha), alpha searched by the W8A8 output "
                 "error; fold the returned scales into the previous op",
-     .run = sqz_quant_smoothquant},
+     .run = sqz_quant_smoothquant, .quantizes_acts = true, .searches_alpha = true},
 };
 
 const sqz_qmethod *sqz_qmethods(int *n_out) {

@@ -333,6 +333,14 @@ typedef struct sqz_qmethod {
     unsigned formats;       /* bit (1u << sqz_qformat) for every target it supports */
     const char *summary;
     sqz_qmethod_fn run;
+    /* what the method is, for the options and the pipeline (so that nothing asks its name): */
+    bool quantizes_acts;    /* only with quantized activations (W8A8): smoothquant */
+    bool weight_only;       /* never with quantized activations: awq */
+    bool hessian;           /* solves against X^T X: act-order (on by default), static groups, damp, shrink and
+                             * GPTAQ apply, and a mix judges it against imatrix per matrix: gptq */
+    bool searches_alpha;    /* 'alpha=' sets its migration strength: smoothquant */
+    bool refines;           /* 'refine' searches its IQ3_S blocks further: rtn, imatrix, gptq */
+    bool rowwise;           /* needs no statistics and rounds each row alone, so a matrix streams: rtn */
 } sqz_qmethod;
 
 /* The table: n_out receives the number of rows. Static storage. */
