@@ -14,9 +14,6 @@
 
 #define SQZ__ROLE_BIT(r) (1u << (unsigned)(r))
 
-/* The old name of core's sqz_now_seconds, kept while compress/pass_quant_block.c still calls it. */
-static inline double sqz__calib_now(void) { return sqz_now_seconds(); }
-
 /* sqz_calib_stats_read's parser over a file's bytes (path names it in messages); the result
  * does not point into data. */
 sqz_status sqz__calib_stats_read_mem(const char *path, const uint8_t *data, size_t size, sqz_calib_stats **out);

@@ -577,15 +577,15 @@ static sqz_status compress_group(block_ctx *c, const sqz_linear_group *g, const 
     w.in = stats ? sqz_calib_block_input(stats, g->roles[0]) : NULL;
     sqz_status st = SQZ_OK;
     if (w.n_q > 0) {
-        const double t0 = sqz__calib_now();
+        const double t0 = sqz_now_seconds();
         st = quantize_members(c, g, stats, &w);
-        *t_quant += sqz__calib_now() - t0;
+        *t_quant += sqz_now_seconds() - t0;
         if (st != SQZ_OK && w.smooth) sqz__error_prefix("block %d", (int)c->layer);
         if (st == SQZ_OK) st = apply_smoothing(c, g, &w);
-        const double t1 = sqz__calib_now();
+        const double t1 = sqz_now_seconds();
         if (st == SQZ_OK) st = validate_members(c, &w);
         for (int k = 0; k < 3; k++) sample_products_free(&w.known[k]);
-        *t_valid += sqz__calib_now() - t1;
+        *t_valid += sqz_now_seconds() - t1;
         for (int k = 0; k < w.n_q && st == SQZ_OK; k++) {
             sqz_tensor *tk = w.t[w.qidx[k]];
             const void *old = tk->data;
@@ -616,7 +616,7 @@ sqz_status sqz__compress_block(sqz_model *m, int32_t layer, const sqz_calib_bloc
     SQZ_RETURN_IF(layer < 0 || layer >= m->hp.n_layers, SQZ_ERR_INVALID_ARG, "compress: block %d of %lld",
                   (int)layer, (long long)m->hp.n_layers);
     SQZ_RETURN_IF(!o->spec.method, SQZ_ERR_INVALID_ARG, "compress: no SPEC");
-    const double t0 = sqz__calib_now();
+    const double t0 = sqz_now_seconds();
     block_ctx c;
     memset(&c, 0, sizeof c);
     c.m = m;
@@ -662,7 +662,7 @@ sqz_status sqz__compress_block(sqz_model *m, int32_t layer, const sqz_calib_bloc
             rep->blocks = nb;
         }
         rep->blocks[rep->n_blocks++] = (sqz_block_report){layer, stats ? stats->cos_mean : NAN,
-                                                          stats ? stats->cos_min : NAN, sqz__calib_now() - t0};
+                                                          stats ? stats->cos_min : NAN, sqz_now_seconds() - t0};
     }
     return st;
 }

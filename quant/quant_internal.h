@@ -12,7 +12,6 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "core/dequant.h"
 #include "core/internal.h"
@@ -22,12 +21,6 @@
 
 /* v rounded to the nearest binary16, as a float (what a block or an fp16 scale stores). */
 static inline float sqz__fp16_round(float v) { return sqz_fp16_to_fp32(sqz_fp32_to_fp16(v)); }
-
-static inline double sqz__now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static inline int sqz__clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 

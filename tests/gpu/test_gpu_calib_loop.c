@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant/quant_internal.h" /* sqz__now */
+#include "quant/quant_internal.h"
+#include "sqz/progress.h" /* sqz_now_seconds */
 #include "unit/calib_backend_util.h"
 #include "unit/quant_fixture.h"
 
@@ -47,14 +48,14 @@ static void test_xtx(void **state) {
     double *hc = malloc(sizeof(double) * K * K), *hg = malloc(sizeof(double) * K * K);
     const sqz_xtx_args c0 = {.m = M / 2, .k = K, .x = x, .h = hc, .beta = 0.0};
     const sqz_xtx_args c1 = {.m = M - M / 2, .k = K, .x = x + (size_t)(M / 2) * K, .h = hc, .beta = 1.0};
-    double t = sqz__now();
+    double t = sqz_now_seconds();
     SQZ_ASSERT_OK(cpu->ops->xtx(cpu->ctx, &c0));
     SQZ_ASSERT_OK(cpu->ops->xtx(cpu->ctx, &c1));
-    const double t_cpu = sqz__now() - t;
+    const double t_cpu = sqz_now_seconds() - t;
     float *dx = up(x, sizeof(float) * M * K);
     double *dh = gpu->ops->alloc(gpu->ctx, sizeof(double) * K * K);
     assert_non_null(dh);
-    t = sqz__now();
+    t = sqz_now_seconds();
     sqz_xtx_args g0 = c0, g1 = c1;
     g0.x = dx;
     g0.h = dh;
@@ -63,7 +64,7 @@ static void test_xtx(void **state) {
     SQZ_ASSERT_OK(gpu->ops->xtx(gpu->ctx, &g0));
     SQZ_ASSERT_OK(gpu->ops->xtx(gpu->ctx, &g1));
     SQZ_ASSERT_OK(gpu->ops->synchronize(gpu->ctx));
-    const double t_gpu = sqz__now() - t;
+    const double t_gpu = sqz_now_seconds() - t;
     SQZ_ASSERT_OK(gpu->ops->download(gpu->ctx, hg, dh, sizeof(double) * K * K));
     double worst = 0;
     for (int i = 0; i < K; i++)
