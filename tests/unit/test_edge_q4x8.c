@@ -30,7 +30,7 @@ static void random_q4_0(uint8_t *w, uint32_t rows, uint32_t k, unsigned seed) {
     for (uint32_t r = 0; r < rows; r++)
         for (uint32_t b = 0; b < nb; b++) {
             uint8_t *p = w + ((size_t)r * nb + b) * 18;
-            const float d = (r == 3 && b == 1) ? 0.0f : ((float)rand() / RAND_MAX - 0.5f) * 0.02f;
+            const float d = (r == 3 && b == 1) ? 0.0f : ((float)((double)rand() / RAND_MAX) - 0.5f) * 0.02f;
             const uint16_t h = f2h(d);
             memcpy(p, &h, 2);
             for (int i = 0; i < 16; i++) p[2 + i] = (uint8_t)rand();
@@ -123,7 +123,7 @@ static void test_random(void **state) {
     random_q4_0(w, rows, k, 7);
     float x[256];
     srand(11);
-    for (uint32_t i = 0; i < k; i++) x[i] = i >= 64 && i < 96 ? 0.0f : ((float)rand() / RAND_MAX - 0.5f) * 4.0f;
+    for (uint32_t i = 0; i < k; i++) x[i] = i >= 64 && i < 96 ? 0.0f : ((float)((double)rand() / RAND_MAX) - 0.5f) * 4.0f;
     check_matrix(w, rows, k, x);
     free(w);
 }
