@@ -484,7 +484,7 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
      * names no tensor of it: exit 2); the run uses these items */
     sqz_keep_float keep;
     if (st == SQZ_OK && (st = sqz_keep_float_parse(a->keep, m, &keep)) != SQZ_OK) *usage = true;
-    co.keep_parsed = &keep;
+    if (st == SQZ_OK) co.keep_parsed = &keep;
     if (st == SQZ_OK) st = sqz_model_check_finite(m); /* NaN / Inf weights never pass through */
     if (st == SQZ_OK && (st = sqz_recipe_check_model(&a->recipe, m, cc->text != NULL)) != SQZ_OK) *usage = true;
     /* an HF config.json holds one set of layer dims: refused now, not after the work */

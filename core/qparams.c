@@ -139,11 +139,8 @@ sqz_qparams *sqz__qparams_clone(const sqz_qparams *qp, const int64_t *keep, int6
     *c = *qp;
     c->n_out = n;
     float *sc = (float *)(void *)(b + off_s);
-    if (keep) {
-        for (int64_t i = 0; i < n; i++) memcpy(sc + (size_t)i * ng, qp->scales + (size_t)keep[i] * ng, ng * sizeof *sc);
-    } else {
-        memcpy(sc, qp->scales, ns * sizeof *sc);
-    }
+    for (int64_t i = 0; i < n; i++) /* row i of the copy: row keep[i] (or i) of qp */
+        memcpy(sc + (size_t)i * ng, qp->scales + (size_t)(keep ? keep[i] : i) * ng, ng * sizeof *sc);
     c->scales = sc;
     if (qp->in_scale) {
         memcpy(b + off_i, qp->in_scale, n_in * sizeof(float));
@@ -154,11 +151,7 @@ sqz_qparams *sqz__qparams_clone(const sqz_qparams *qp, const int64_t *keep, int6
         c->g_idx = (const int32_t *)(void *)(b + off_g);
     }
     if (qp->zeros) {
-        if (keep) {
-            for (int64_t i = 0; i < n; i++) memcpy(b + off_z + (size_t)i * ng, qp->zeros + (size_t)keep[i] * ng, ng);
-        } else {
-            memcpy(b + off_z, qp->zeros, ns);
-        }
+        for (int64_t i = 0; i < n; i++) memcpy(b + off_z + (size_t)i * ng, qp->zeros + (size_t)(keep ? keep[i] : i) * ng, ng);
         c->zeros = b + off_z;
     }
     return c;

@@ -32,30 +32,27 @@ sqze_q4row sqze__q4row(const uint8_t *data, uint32_t dtype, uint32_t r, uint32_t
     return g;
 }
 
-void sqze_q4_0_to_x8(const uint8_t *plain, uint8_t *x8, uint64_t rows, uint64_t cols) {
+/* Each block of row 8g+i moved between the two layouts: its scale (2 bytes) and two halves of 8
+ * code bytes, at these offsets in the plain block and in the group's block column. */
+static void move_blocks(const uint8_t *src, uint8_t *dst, uint64_t rows, uint64_t cols, int to_x8) {
     const uint64_t nb = cols / 32;
+    static const size_t plain_at[3] = {0, 2, 10}, len[3] = {2, 8, 8};
     for (uint64_t g = 0; g < rows / 8; g++)
-        for (uint64_t b = 0; b < nb; b++) {
-            uint8_t *o = x8 + (g * nb + b) * 144;
+        for (uint64_t b = 0; b < nb; b++)
             for (uint64_t i = 0; i < 8; i++) {
-                const uint8_t *p = plain + ((8 * g + i) * nb + b) * 18;
-                memcpy(o + 2 * i, p, 2);
-                memcpy(o + 16 + 8 * i, p + 2, 8);
-                memcpy(o + 80 + 8 * i, p + 10, 8);
+                const size_t x8_at[3] = {2 * i, 16 + 8 * i, 80 + 8 * i};
+                const size_t xo = (g * nb + b) * 144, po = ((8 * g + i) * nb + b) * 18;
+                for (int k = 0; k < 3; k++) {
+                    if (to_x8) memcpy(dst + xo + x8_at[k], src + po + plain_at[k], len[k]);
+                    else memcpy(dst + po + plain_at[k], src + xo + x8_at[k], len[k]);
+                }
             }
-        }
+}
+
+void sqze_q4_0_to_x8(const uint8_t *plain, uint8_t *x8, uint64_t rows, uint64_t cols) {
+    move_blocks(plain, x8, rows, cols, 1);
 }
 
 void sqze_q4_0_from_x8(const uint8_t *x8, uint8_t *plain, uint64_t rows, uint64_t cols) {
-    const uint64_t nb = cols / 32;
-    for (uint64_t g = 0; g < rows / 8; g++)
-        for (uint64_t b = 0; b < nb; b++) {
-            const uint8_t *o = x8 + (g * nb + b) * 144;
-            for (uint64_t i = 0; i < 8; i++) {
-                uint8_t *p = plain + ((8 * g + i) * nb + b) * 18;
-                memcpy(p, o + 2 * i, 2);
-                memcpy(p + 2, o + 16 + 8 * i, 8);
-                memcpy(p + 10, o + 80 + 8 * i, 8);
-            }
-        }
+    move_blocks(x8, plain, rows, cols, 0);
 }
