@@ -13,11 +13,22 @@
 
 
 enum { F_INT8, F_W8A8, F_INT4, F_Q8_0, F_Q4_0, F_Q4_1, F_Q2_K, F_Q3_K, F_Q4_K, F_Q5_K, F_Q6_K, F_Q5_0, F_Q5_1,
-       F_IQ4_NL, F_IQ4_XS, F_IQ3_S, F_Q3_K_M, F_Q4_K_M, F_Q5_K_M, F_Q3_K_S, F_Q3_K_L, F_Q4_K_S, F_Q5_K_S, F_IQ3_M,
-       F_AUTO };
-#define FORMATS                                                                                                    \
-    "int8|w8a8|int4|q8_0|q4_0|q4_1|q2_k|q3_k|q4_k|q5_k|q6_k|q5_0|q5_1|iq4_nl|iq4_xs|iq3_s|q3_k_m|q4_k_m|q5_k_m|q3_k_s|" \
-    "q3_k_l|q4_k_s|q5_k_s|iq3_m|auto"
+       F_IQ4_NL, F_IQ4_XS, F_IQ3_S, F_MXFP4, F_Q3_K_M, F_Q4_K_M, F_Q5_K_M, F_Q3_K_S, F_Q3_K_L, F_Q4_K_S, F_Q5_K_S,
+       F_IQ3_M, F_AUTO, N_FORMATS };
+/* The format rows: the SPEC's name and the quantization format it writes (a mix: its base type's;
+ * auto: the type it measures from). The choices of the format option are these names, joined once. */
+static const struct { const char *name; sqz_qformat fmt; } formats[N_FORMATS] = {
+    [F_INT8] = {"int8", SQZ_QFMT_I8},        [F_W8A8] = {"w8a8", SQZ_QFMT_I8},     [F_INT4] = {"int4", SQZ_QFMT_I4_SYM},
+    [F_Q8_0] = {"q8_0", SQZ_QFMT_Q8_0},      [F_Q4_0] = {"q4_0", SQZ_QFMT_Q4_0},   [F_Q4_1] = {"q4_1", SQZ_QFMT_Q4_1},
+    [F_Q2_K] = {"q2_k", SQZ_QFMT_Q2_K},      [F_Q3_K] = {"q3_k", SQZ_QFMT_Q3_K},   [F_Q4_K] = {"q4_k", SQZ_QFMT_Q4_K},
+    [F_Q5_K] = {"q5_k", SQZ_QFMT_Q5_K},      [F_Q6_K] = {"q6_k", SQZ_QFMT_Q6_K},   [F_Q5_0] = {"q5_0", SQZ_QFMT_Q5_0},
+    [F_Q5_1] = {"q5_1", SQZ_QFMT_Q5_1},      [F_IQ4_NL] = {"iq4_nl", SQZ_QFMT_IQ4_NL},
+    [F_IQ4_XS] = {"iq4_xs", SQZ_QFMT_IQ4_XS}, [F_IQ3_S] = {"iq3_s", SQZ_QFMT_IQ3_S}, [F_MXFP4] = {"mxfp4", SQZ_QFMT_MXFP4},
+    [F_Q3_K_M] = {"q3_k_m", SQZ_QFMT_Q3_K},  [F_Q4_K_M] = {"q4_k_m", SQZ_QFMT_Q4_K}, [F_Q5_K_M] = {"q5_k_m", SQZ_QFMT_Q5_K},
+    [F_Q3_K_S] = {"q3_k_s", SQZ_QFMT_Q3_K},  [F_Q3_K_L] = {"q3_k_l", SQZ_QFMT_Q3_K}, [F_Q4_K_S] = {"q4_k_s", SQZ_QFMT_Q4_K},
+    [F_Q5_K_S] = {"q5_k_s", SQZ_QFMT_Q5_K},  [F_IQ3_M] = {"iq3_m", SQZ_QFMT_IQ3_S},   [F_AUTO] = {"auto", SQZ_QFMT_Q4_K},
+};
+static char format_choices[256];
 /* the formats that name a whole-model mix of quant/mix.c (llama.cpp's ftypes) */
 #define FIRST_MIX F_Q3_K_M
 #define ACT_DYNAMIC 3
@@ -35,6 +46,10 @@ static const int onoff_values[] = {1, 0};
 static char method_choices[256];
 static pthread_once_t method_once = PTHREAD_ONCE_INIT;
 static void method_init(void) {
+    for (int i = 0; i < N_FORMATS; i++) {
+        if (i) strncat(format_choices, "|", sizeof format_choices - strlen(format_choices) - 1);
+        strncat(format_choices, formats[i].name, sizeof format_choices - strlen(format_choices) - 1);
+    }
     int n = 0;
     const sqz_qmethod *m = sqz_qmethods(&n);
     for (int i = 0; i < n; i++) {
@@ -46,19 +61,21 @@ static void method_init(void) {
 #define ROW(...) {__VA_ARGS__}
 static sqz_opt quant_opts[] = {
     ROW(.name = "format", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, format),
-        .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .choices = FORMATS,
+        .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED, .choices = NULL /* format_choices */,
         .help = "int8 (W8A16 per channel), w8a8 (+ INT8 activations), int4 (per group), q8_0 / q4_0 / q4_1 "
                 "/ q5_0 / q5_1 (GGUF blocks of 32, llama.cpp's exact grids), q2_k ... q6_k (GGUF K-quants, "
                 "super-blocks of 256), iq4_nl / iq4_xs (GGUF 4-bit codes into llama.cpp's non-linear table: "
-                "blocks of 32, super-blocks of 256 with 6-bit block scales), iq3_s (GGUF 3.44-bit lattice codebook: groups "
+                "blocks of 32, super-blocks of 256 with 6-bit block scales), mxfp4 (GGUF MXFP4, OCP microscaling FP4: "
+                "E2M1 values times a power of two per 32, 4.25 bits; rtn is llama.cpp's bytes, imatrix searches the "
+                "scale, gptq), iq3_s (GGUF 3.44-bit lattice codebook: groups "
                 "of 4 weights, super-blocks of 256; rtn, imatrix and gptq), q3_k_s / q3_k_m / q3_k_l / q4_k_s / "
                 "q4_k_m / q5_k_s / q5_k_m / iq3_m (llama.cpp's whole-model mixes of those names; iq3_m: IQ3_S with "
                 "Q4_K attn_v, attn_output and the first eighth of ffn_down): a format that names one of llama-quantize's types writes its file (':pure' below), auto "
                 "(a type per matrix from its measured sensitivity, to the size bpw= asks)"),
     ROW(.name = "method", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, method), .flags = SQZ_OPT_BARE,
         .choices = NULL /* method_choices */, .def = "rtn",
-        .help = "imatrix: q4_0/q4_1/q5_0/q5_1/q2_k..q6_k/iq4_nl/iq4_xs/iq3_s; smoothquant: w8a8; gptq: every format "
-                "(iq3_s: codewords of 4 columns); awq: not the k-quants, q5_0/q5_1, iq4 or iq3_s"),
+        .help = "imatrix: q4_0/q4_1/q5_0/q5_1/q2_k..q6_k/iq4_nl/iq4_xs/iq3_s/mxfp4; smoothquant: w8a8; gptq: every format "
+                "(iq3_s: codewords of 4 columns); awq: not the k-quants, q5_0/q5_1, iq4, iq3_s or mxfp4"),
     ROW(.name = "act", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, act), .flags = SQZ_OPT_BARE,
         .choices = "minmax|percentile|entropy|dynamic", .values = act_values, .def = "minmax",
         .help = "w8a8: how activation scales are calibrated (dynamic: per token at run time)"),
@@ -119,6 +136,7 @@ _Static_assert(sizeof quant_opts / sizeof quant_opts[0] == N_ROWS, "quant rows")
 static void quant_init(void) {
     pthread_once(&method_once, method_init);
     quant_opts[R_METHOD].choices = method_choices;
+    quant_opts[R_FORMAT].choices = format_choices;
 }
 
 static const sqz_opt *rows(void) {
@@ -149,20 +167,6 @@ static const char *act_name(int act) {
         if (act_values[i] == act) return names[i];
     return "?";
 }
-
-/* Each format row's quantization format and name. */
-static const sqz_qformat fmt[] = {SQZ_QFMT_I8,   SQZ_QFMT_I8,   SQZ_QFMT_I4_SYM, SQZ_QFMT_Q8_0,
-                                  SQZ_QFMT_Q4_0, SQZ_QFMT_Q4_1, SQZ_QFMT_Q2_K,   SQZ_QFMT_Q3_K,
-                                  SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K, SQZ_QFMT_Q6_K,   SQZ_QFMT_Q5_0,
-                                  SQZ_QFMT_Q5_1, SQZ_QFMT_IQ4_NL, SQZ_QFMT_IQ4_XS, SQZ_QFMT_IQ3_S, SQZ_QFMT_Q3_K,
-                                  SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K,   SQZ_QFMT_Q3_K,   SQZ_QFMT_Q3_K,
-                                  SQZ_QFMT_Q4_K, SQZ_QFMT_Q5_K,   SQZ_QFMT_IQ3_S,  SQZ_QFMT_Q4_K};
-static const char *fmt_names[] = {"int8",   "w8a8",   "int4",   "q8_0",   "q4_0",   "q4_1",   "q2_k",
-                                  "q3_k",   "q4_k",   "q5_k",   "q6_k",   "q5_0",   "q5_1",   "iq4_nl",
-                                  "iq4_xs", "iq3_s",  "q3_k_m", "q4_k_m", "q5_k_m", "q3_k_s", "q3_k_l", "q4_k_s",
-                                  "q5_k_s", "iq3_m",  "auto"};
-_Static_assert(sizeof fmt / sizeof fmt[0] == F_AUTO + 1 && sizeof fmt_names / sizeof fmt_names[0] == F_AUTO + 1,
-               "format rows");
 
 /* The formats that llama-quantize reads as its *_k_m mix (its aliases Q3_K, Q4_K, Q5_K): ambiguous alone. */
 static bool k_alias(int format) { return format == F_Q3_K || format == F_Q4_K || format == F_Q5_K; }
@@ -220,34 +224,34 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
     sqz__quant_args *a = args;
     int n_methods = 0;
     const sqz_qmethod *method = &sqz_qmethods(&n_methods)[a->method];
-    SQZ_TRY(check_applies(a, given, spec, method, mix_on(a, given, fmt_names[a->format])));
+    SQZ_TRY(check_applies(a, given, spec, method, mix_on(a, given, formats[a->format].name)));
     sqz_quant_opts q = sqz_quant_default_opts();
-    q.target.fmt = fmt[a->format];
+    q.target.fmt = formats[a->format].fmt;
     const sqz_qmix *mix = NULL;
     SQZ_RETURN_IF((a->format == F_AUTO) != (GIVEN(R_BPW) != 0), SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': %s", spec, a->format == F_AUTO ? "auto needs the size: auto:bpw=4.5" : "'bpw=' needs auto");
     SQZ_RETURN_IF(k_alias(a->format) && !GIVEN(R_MIX), SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': llama-quantize reads %s as %s_m: say %s_m for that mix, or %s:pure for every block "
-                  "matrix in %s", spec, fmt_names[a->format], fmt_names[a->format], fmt_names[a->format],
-                  fmt_names[a->format], fmt_names[a->format]);
-    SQZ_RETURN_IF(!GIVEN(R_MIX) && method->smooths && sqz_qmix_find(fmt_names[a->format]), SQZ_ERR_INVALID_ARG,
+                  "matrix in %s", spec, formats[a->format].name, formats[a->format].name, formats[a->format].name,
+                  formats[a->format].name, formats[a->format].name);
+    SQZ_RETURN_IF(!GIVEN(R_MIX) && method->smooths && sqz_qmix_find(formats[a->format].name), SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': %s means llama-quantize's %s mix, whose layers of one input may differ in type, which "
                   "%s's smoothing cannot serve: add ':pure' (every block matrix %s, the embedding and output as "
-                  "they are)", spec, fmt_names[a->format], fmt_names[a->format], method->name, fmt_names[a->format]);
-    if (mix_on(a, given, fmt_names[a->format])) {
+                  "they are)", spec, formats[a->format].name, formats[a->format].name, method->name, formats[a->format].name);
+    if (mix_on(a, given, formats[a->format].name)) {
         /* auto: the embedding and output as Q4_K_M has them; the block matrices as planned */
-        mix = sqz_qmix_find(a->format == F_AUTO ? "q4_k_m" : fmt_names[a->format]);
+        mix = sqz_qmix_find(a->format == F_AUTO ? "q4_k_m" : formats[a->format].name);
         char names[256];
         if (!mix) sqz__qmix_names(names, sizeof names);
         SQZ_RETURN_IF(!mix, SQZ_ERR_INVALID_ARG, "SPEC '%s': llama.cpp has no whole-model mix for %s (mixes: %s)", spec,
-                      fmt_names[a->format], names);
+                      formats[a->format].name, names);
         SQZ_RETURN_IF(method->smooths, SQZ_ERR_INVALID_ARG,
                       "SPEC '%s': %s smooths the inputs of layers that a mix gives different types: use rtn, imatrix "
                       "or gptq", spec, method->name);
     }
     SQZ_RETURN_IF(GIVEN(R_MIX) && a->mix == 0 && a->format >= FIRST_MIX, SQZ_ERR_INVALID_ARG,
-                  "SPEC '%s': %s is a mix; for every matrix in one type use %.4s", spec, fmt_names[a->format],
-                  fmt_names[a->format]);
+                  "SPEC '%s': %s is a mix; for every matrix in one type use %.4s", spec, formats[a->format].name,
+                  formats[a->format].name);
     if (a->format == F_W8A8) q.act_mode = SQZ_ACT_STATIC_TENSOR;
     if (a->format == F_INT4) q.target = (sqz_qtarget){a->asym ? SQZ_QFMT_I4_ASYM : SQZ_QFMT_I4_SYM, a->group};
     if (GIVEN(R_ACT)) {
@@ -260,7 +264,7 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
     if (GIVEN(R_PCT)) q.act_percentile = a->pct;
     SQZ_RETURN_IF(!(method->formats & FMT_BIT(q.target.fmt)), SQZ_ERR_INVALID_ARG,
                   "SPEC '%s': method '%s' does not produce %s (it supports %s)", spec, method->name,
-                  fmt_names[a->format], format_list(method->formats));
+                  formats[a->format].name, format_list(method->formats));
     /* GPTQ processes columns by decreasing Hessian diagonal unless told not to (on SmolLM2-135M
      * it cuts the mean KLD of q4_0 from 0.23 to 0.14), with groups built from the original
      * weights, so that int4 needs no g_idx (dynamic groups measured no better: docs/quantization.md) */

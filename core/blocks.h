@@ -23,6 +23,7 @@
 #define SQZ_QK5_1 32
 #define SQZ_QK4_NL 32
 #define SQZ_QK_K 256
+#define SQZ_QK_MXFP4 32
 #define SQZ_K_SCALE_SIZE 12
 
 typedef struct {
@@ -113,6 +114,12 @@ typedef struct {
     uint8_t qs[SQZ_QK4_NL / 2];   /* nibbles index the non-linear table kvalues_iq4nl */
 } sqz_block_iq4_nl;
 SQZ__STATIC_ASSERT(sizeof(sqz_block_iq4_nl) == 2 + SQZ_QK4_NL / 2, "wrong iq4_nl block size");
+
+typedef struct {
+    uint8_t e;                      /* E8M0 scale: 2^(e - 127); 0xFF (NaN) is invalid */
+    uint8_t qs[SQZ_QK_MXFP4 / 2];   /* E2M1 codes, element j in the low nibble of byte j, j + 16 in the high */
+} sqz_block_mxfp4;
+SQZ__STATIC_ASSERT(sizeof(sqz_block_mxfp4) == 1 + SQZ_QK_MXFP4 / 2, "wrong mxfp4 block size");
 
 typedef struct {
     uint16_t d;

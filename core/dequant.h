@@ -27,6 +27,12 @@ void sqz_dequantize_iq4_nl(const void *x, float *y, int64_t n);
 void sqz_dequantize_iq4_xs(const void *x, float *y, int64_t n);
 extern const int8_t sqz__kvalues_iq4nl[16];
 
+/* core/dequant_fp4.c: MXFP4. kvalues_fp4 are E2M1's values doubled (ggml's kvalues_mxfp4);
+ * sqz__e8m0_half(e) = 2^(e - 128), the scale that goes with them. */
+void sqz_dequantize_mxfp4(const void *x, float *y, int64_t n);
+extern const int8_t sqz__kvalues_fp4[16];
+float sqz__e8m0_half(uint8_t e);
+
 /* core/dequant_iq3.c */
 void sqz_dequantize_iq3_s(const void *x, float *y, int64_t n);
 /* llama.cpp's iq3s_grid: byte j (little-endian) of entry i is magnitude j (1, 3, ..., 15) of

@@ -178,12 +178,13 @@ void sqz_dequantize_iq4_xs(const void *vx, float *y, int64_t n) {
     }
 }
 
-/* Where each block type keeps its fp16 scales: a block's weights are finite exactly when these
+/* Where each block type keeps its fp16 (or E8M0) scales: a block's weights are finite exactly when these
  * are (code times scale stays far below FLT_MAX for every type listed; Q8_K's f32 scale can
  * overflow, so it is not). */
 typedef struct f16_fields {
     bool listed;
     int16_t at[2]; /* byte offsets; -1: none */
+    int16_t e8m0;  /* byte offset of an E8M0 scale (0xFF is NaN), or 0: none (set with +1) */
 } f16_fields;
 
 static const f16_fields block_scales[SQZ_DTYPE_COUNT] = {
@@ -200,12 +201,14 @@ static const f16_fields block_scales[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_IQ4_NL] = {true, {offsetof(sqz_block_iq4_nl, d), -1}},
     [SQZ_DTYPE_IQ4_XS] = {true, {offsetof(sqz_block_iq4_xs, d), -1}},
     [SQZ_DTYPE_IQ3_S] = {true, {offsetof(sqz_block_iq3_s, d), -1}},
+    [SQZ_DTYPE_MXFP4] = {true, {-1, -1}, offsetof(sqz_block_mxfp4, e) + 1},
 };
 
 int64_t sqz__first_nonfinite_block(sqz_dtype t, const void *blocks, int64_t nblocks, size_t block_bytes) {
     if ((unsigned)t >= SQZ_DTYPE_COUNT || !block_scales[t].listed) return -2;
     const uint8_t *p = blocks;
     for (int64_t b = 0; b < nblocks; b++, p += block_bytes) {
+        if (block_scales[t].e8m0 && p[block_scales[t].e8m0 - 1] == 0xFF) return b;
         for (int f = 0; f < 2 && block_scales[t].at[f] >= 0; f++) {
             uint16_t h;
             memcpy(&h, p + block_scales[t].at[f], 2);

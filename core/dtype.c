@@ -65,7 +65,7 @@ enum {
     GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q5_0 = 6, GGML_Q5_1 = 7, GGML_Q8_0 = 8,
     GGML_Q2_K = 10, GGML_Q3_K = 11, GGML_Q4_K = 12, GGML_Q5_K = 13, GGML_Q6_K = 14, GGML_Q8_K = 15,
     GGML_IQ4_NL = 20, GGML_IQ3_S = 21, GGML_IQ4_XS = 23, GGML_I8 = 24, GGML_I16 = 25, GGML_I32 = 26, GGML_I64 = 27,
-    GGML_F64 = 28, GGML_BF16 = 30,
+    GGML_F64 = 28, GGML_BF16 = 30, GGML_MXFP4 = 39,
 };
 
 static const sqz_dtype_traits traits[SQZ_DTYPE_COUNT] = {
@@ -119,6 +119,8 @@ static const sqz_dtype_traits traits[SQZ_DTYPE_COUNT] = {
                       .to_f32 = u8_to_f32},
     [SQZ_DTYPE_IQ3_S] = {.name = "iq3_s", .block_size = SQZ_QK_K, .type_size = sizeof(sqz_block_iq3_s),
                          .gguf_type = GGML_IQ3_S, .is_quantized = true, .to_f32 = sqz_dequantize_iq3_s},
+    [SQZ_DTYPE_MXFP4] = {.name = "mxfp4", .block_size = SQZ_QK_MXFP4, .type_size = sizeof(sqz_block_mxfp4),
+                         .gguf_type = GGML_MXFP4, .is_quantized = true, .to_f32 = sqz_dequantize_mxfp4},
 };
 
 const sqz_dtype_traits *sqz__dtype_core(sqz_dtype t) {

@@ -73,6 +73,7 @@ int sqz__gguf_file_type(sqz_dtype dominant) {
     case SQZ_DTYPE_IQ4_NL: return 25; /* MOSTLY_IQ4_NL */
     case SQZ_DTYPE_IQ4_XS: return 30; /* MOSTLY_IQ4_XS */
     case SQZ_DTYPE_IQ3_S: return 26;  /* MOSTLY_IQ3_S */
+    case SQZ_DTYPE_MXFP4: return 38;  /* MOSTLY_MXFP4_MOE (llama.cpp's one MXFP4 ftype) */
     case SQZ_DTYPE_BF16: return 32; /* MOSTLY_BF16 */
     default: return -1;
     }

@@ -24,6 +24,7 @@ static const struct {
     [SQZ_QFMT_Q6_K] = {"q6_k", SQZ_DTYPE_Q6_K, 256},    [SQZ_QFMT_Q5_0] = {"q5_0", SQZ_DTYPE_Q5_0, 32},
     [SQZ_QFMT_Q5_1] = {"q5_1", SQZ_DTYPE_Q5_1, 32},    [SQZ_QFMT_IQ4_NL] = {"iq4_nl", SQZ_DTYPE_IQ4_NL, 32},
     [SQZ_QFMT_IQ4_XS] = {"iq4_xs", SQZ_DTYPE_IQ4_XS, 256}, [SQZ_QFMT_IQ3_S] = {"iq3_s", SQZ_DTYPE_IQ3_S, 256},
+    [SQZ_QFMT_MXFP4] = {"mxfp4", SQZ_DTYPE_MXFP4, 32},
 };
 
 bool sqz_qformat_from_dtype(sqz_dtype d, sqz_qformat *out) {

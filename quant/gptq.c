@@ -209,6 +209,9 @@ void sqz__gptq_kgrids(const gptq_ctx *c, const float *x, int64_t sb, uint8_t *bl
     } else if (sqz__qfmt_iq4(c->fmt)) {
         sqz_quantize_iq4(dt, x, blk, 1, sbn, qw);
         sqz__iq4_subscales(dt, blk, d);
+    } else if (c->fmt == SQZ_QFMT_MXFP4) { /* the reference's power of two, or the search's with H's diagonal */
+        sqz_quantize_mxfp4(x, blk, 1, sbn, qw);
+        d[0] = sqz__mxfp4_scale(blk);
     } else {
         sqz_quantize_k(dt, x, blk, 1, sbn, qw);
         sub = sqz__kquant_subgrids(dt, blk, d, m, &zero, &nmax);
@@ -238,6 +241,7 @@ static void kencode(const gptq_ctx *c, const int8_t *codes, int64_t n_out, uint8
             uint8_t *blk = kblk + ((size_t)r * (size_t)(c->n / sbn) + (size_t)sb) * bb;
             if (c->fmt == SQZ_QFMT_IQ3_S) sqz__iq3s_repack(codes + r * c->n + sb * sbn, blk); /* signed levels */
             else if (sqz__qfmt_iq4(c->fmt)) sqz__iq4_repack(dt, L, blk);
+            else if (c->fmt == SQZ_QFMT_MXFP4) sqz__mxfp4_repack(L, blk);
             else sqz__kquant_repack(dt, L, blk);
         }
     memcpy(q->data, kblk, q->nbytes);
@@ -484,7 +488,7 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
     const int64_t n = st->n_in;
     const bool kq = sqz__qfmt_blockgrid(t.fmt);
     /* K-quants and IQ4: a grid per sub-block (32 for Q4_K / Q5_K / IQ4, 16 for the others) */
-    const bool sub32 = t.fmt == SQZ_QFMT_Q4_K || t.fmt == SQZ_QFMT_Q5_K || sqz__qfmt_iq4(t.fmt) ||
+    const bool sub32 = t.fmt == SQZ_QFMT_Q4_K || t.fmt == SQZ_QFMT_Q5_K || sqz__qfmt_table(t.fmt) ||
                        t.fmt == SQZ_QFMT_IQ3_S;
     const int64_t gs = !kq ? sqz__group_cols(&t, n) : sub32 ? 32 : 16;
     const int64_t sbn = kq ? sqz_dtype_info(sqz_qformat_dtype(t.fmt))->block_size : 1;

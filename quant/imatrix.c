@@ -126,9 +126,10 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
     const sqz_qformat f = o->target.fmt;
     const bool kquant = sqz__qfmt_kquant(f);
     const bool iq4 = f == SQZ_QFMT_IQ4_NL || f == SQZ_QFMT_IQ4_XS, iq3 = f == SQZ_QFMT_IQ3_S;
-    SQZ_RETURN_IF(f != SQZ_QFMT_Q4_0 && f != SQZ_QFMT_Q4_1 && f != SQZ_QFMT_Q5_0 && f != SQZ_QFMT_Q5_1 && !kquant && !iq4 && !iq3,
-                  SQZ_ERR_UNSUPPORTED, "imatrix: target %s (q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k, iq4_nl, iq4_xs, iq3_s; "
-                  "llama.cpp ignores the importance matrix for q8_0)", sqz_qformat_name(f));
+    const bool fp4 = f == SQZ_QFMT_MXFP4, whole = kquant || iq4 || iq3 || fp4; /* whole matrices at once */
+    SQZ_RETURN_IF(f != SQZ_QFMT_Q4_0 && f != SQZ_QFMT_Q4_1 && f != SQZ_QFMT_Q5_0 && f != SQZ_QFMT_Q5_1 && !whole,
+                  SQZ_ERR_UNSUPPORTED, "imatrix: target %s (q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k, iq4_nl, iq4_xs, iq3_s, "
+                  "mxfp4; llama.cpp ignores the importance matrix for q8_0)", sqz_qformat_name(f));
     const int64_t n_in = st->n_in;
     for (int64_t j = 0; j < n_in; j++)
         SQZ_RETURN_IF(!(st->x2[j] >= 0.0f) || !isfinite(st->x2[j]), SQZ_ERR_INVALID_ARG,
@@ -147,12 +148,14 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
             sqz_quantize_iq4(out[i].dtype, lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
         if (iq3) /* quantize_iq3_s with quant_weights (quant/gguf/iq3.c) */
             sqz_quantize_iq3_s(lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
+        if (fp4) /* sqz's search of each block's exponent (quant/gguf/fp4.c; llama.cpp has none) */
+            sqz_quantize_mxfp4(lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
         if (iq3 && o->refine) s = sqz__iq3s_refine_rows(lin[i].w, lin[i].n_out, n_in, st->x2, out[i].data, o->threads);
         if (s != SQZ_OK) {
             for (int j = 0; j <= i; j++) sqz_qmatrix_free(&out[j]);
             return s;
         }
-        for (int64_t r = 0; !kquant && !iq4 && !iq3 && r < lin[i].n_out; r++) {
+        for (int64_t r = 0; !whole && r < lin[i].n_out; r++) {
             const float *x = lin[i].w + r * n_in;
             if (f == SQZ_QFMT_Q4_0) row_q4_0(x, (sqz_block_q4_0 *)out[i].data + r * nb, n_in, st->x2);
             else if (f == SQZ_QFMT_Q4_1) row_q4_1(x, (sqz_block_q4_1 *)out[i].data + r * nb, n_in, st->x2);

@@ -16,22 +16,23 @@
 #define Q5_FORMATS (FMT(SQZ_QFMT_Q5_0) | FMT(SQZ_QFMT_Q5_1)) /* the fallbacks of Q4_K/Q5_K in a mix */
 #define IQ4_FORMATS (FMT(SQZ_QFMT_IQ4_NL) | FMT(SQZ_QFMT_IQ4_XS)) /* the non-linear grids */
 #define IQ3_FORMATS FMT(SQZ_QFMT_IQ3_S) /* the lattice codebook (GPTQ: codewords of 4, not a mask) */
+#define FP4_FORMATS FMT(SQZ_QFMT_MXFP4)  /* E2M1 values under a power-of-two scale */
 
 static const sqz_qmethod methods[] = {
     {.name = "rtn", .needs = 0, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
-     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS,
+     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS,
      .summary = "round to nearest with each format's reference quantizer (W8A8: static or dynamic "
                 "activation scales from the statistics)",
      .run = sqz_quant_rtn, .refines = true, .rowwise = true},
     {.name = "imatrix", .needs = SQZ_QSTAT_X2, .optional = 0, .smooths = false,
-     .formats = FMT(SQZ_QFMT_Q4_0) | FMT(SQZ_QFMT_Q4_1) | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS,
+     .formats = FMT(SQZ_QFMT_Q4_0) | FMT(SQZ_QFMT_Q4_1) | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS,
      .summary = "llama.cpp's importance-weighted Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K, IQ4_NL/IQ4_XS and IQ3_S (quant_weights = "
-                "E[x^2]), byte-exact",
+                "E[x^2]), byte-exact; MXFP4: each block's power-of-two scale searched by the same weighted error",
      .run = sqz_quant_imatrix, .refines = true},
     {.name = "gptq", .needs = SQZ_QSTAT_XTX, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
-     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS,
+     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS,
      .summary = "GPTQ: Hessian-based error feedback, blocked lazy updates, optional act-order and static "
-                "groups; GGUF targets (Q8_0, Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K, IQ4_NL/IQ4_XS, IQ3_S codewords) stay on llama.cpp's exact grids",
+                "groups; GGUF targets (Q8_0, Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K, IQ4_NL/IQ4_XS, IQ3_S codewords, MXFP4) stay on llama.cpp's exact grids",
      .run = sqz_quant_gptq, .hessian = true, .refines = true},
     {.name = "awq", .needs = SQZ_QSTAT_SAMPLE, .optional = SQZ_QSTAT_ABSMEAN, .smooths = true,
      .formats = ALL_FORMATS,

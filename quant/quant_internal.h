@@ -79,13 +79,18 @@ static inline bool sqz__qfmt_kquant(sqz_qformat f) {
 /* IQ4_NL / IQ4_XS: codes index kvalues_iq4nl (a value is d * kvalues[code], d per 32-block),
  * static grids from the blocks llama.cpp's quantizer makes, as the K-quants. */
 static inline bool sqz__qfmt_iq4(sqz_qformat f) { return f == SQZ_QFMT_IQ4_NL || f == SQZ_QFMT_IQ4_XS; }
-/* Formats whose grids come from a whole block quantized once (sqz__qfmt_kquant or IQ4). */
+/* The formats whose value is d * table[code] for a 16-entry table, d per 32-block: IQ4 and MXFP4
+ * (E2M1 doubled, d a power of two). NULL for the others. */
+static inline const int8_t *sqz__qfmt_table(sqz_qformat f) {
+    return sqz__qfmt_iq4(f) ? sqz__kvalues_iq4nl : f == SQZ_QFMT_MXFP4 ? sqz__kvalues_fp4 : NULL;
+}
 /* Formats whose GPTQ grids come from the reference quantizer's blocks of the original row. */
 static inline bool sqz__qfmt_blockgrid(sqz_qformat f) {
-    return sqz__qfmt_kquant(f) || sqz__qfmt_iq4(f) || f == SQZ_QFMT_IQ3_S;
+    return sqz__qfmt_kquant(f) || sqz__qfmt_table(f) || f == SQZ_QFMT_IQ3_S;
 }
 /* The code of value v on grid g (nearest stored value, clamped to the code range). */
 static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
+    if (f == SQZ_QFMT_MXFP4) return g->d == 0.0f ? 0 : sqz__fp4_best_index(v, g->d); /* code 0 is +0 */
     if (g->d == 0.0f) return f == SQZ_QFMT_Q4_0 || f == SQZ_QFMT_I4_SYM || sqz__qfmt_iq4(f) ? 8 : g->zero;
     if (sqz__qfmt_iq4(f)) return sqz__iq4_best_index(v / g->d);
     int c;
@@ -97,6 +102,7 @@ static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
 /* The value the dequantizer produces for code c (bit-exact with the format's dequantizer). */
 static inline float sqz__grid_value(const sqz__grid *g, sqz_qformat f, int c) {
     if (sqz__qfmt_iq4(f)) return g->d * sqz__kvalues_iq4nl[c]; /* as sqz_dequantize_iq4_* */
+    if (f == SQZ_QFMT_MXFP4) return (float)sqz__kvalues_fp4[c] * g->d; /* as sqz_dequantize_mxfp4 */
     if (sqz__qfmt_affine(f)) {
         const float p = (float)c * g->d; /* exact: fp16 times a 4-bit integer */
         return p + g->m;                 /* one rounding, as (q & 15) * d + m in the dequantizer */

@@ -85,6 +85,7 @@ static void block_rows(void *ctx, int64_t b, int64_t e, int thread) {
     case SQZ_QFMT_IQ4_NL: /* quantize_iq4_nl / _xs without weights: what llama-quantize writes */
     case SQZ_QFMT_IQ4_XS: sqz_quantize_iq4(j->dt, w, d, e - b, j->n_in, NULL); break;
     case SQZ_QFMT_IQ3_S: sqz_quantize_iq3_s(w, d, e - b, j->n_in, NULL); break; /* quantize_iq3_s, no weights */
+    case SQZ_QFMT_MXFP4: sqz_quantize_mxfp4_ref(w, d, ne); break;
     default: sqz_quantize_k(j->dt, w, d, e - b, j->n_in, NULL); break; /* Q2_K .. Q6_K */
     }
 }
@@ -126,7 +127,8 @@ sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const 
     case SQZ_QFMT_Q6_K:
     case SQZ_QFMT_IQ4_NL:
     case SQZ_QFMT_IQ4_XS:
-    case SQZ_QFMT_IQ3_S: SQZ_TRY(gguf_rows(w, n_out, n_in, out)); break;
+    case SQZ_QFMT_IQ3_S:
+    case SQZ_QFMT_MXFP4: SQZ_TRY(gguf_rows(w, n_out, n_in, out)); break;
     default: sqz_qmatrix_free(out); return SQZ_ERROR(SQZ_ERR_INVALID_ARG, "rtn: unknown format");
     }
     for (int64_t r = 0; out->scales_buf && r < out->n_out * out->qp.n_groups; r++) {

@@ -49,6 +49,9 @@ typedef enum sqz_dtype {
     SQZ_DTYPE_U8 = 22,     /* unsigned bytes (safetensors U8: compressed-tensors' sparse-24 bitmasks) */
     SQZ_DTYPE_IQ3_S = 23,  /* 256-element super-blocks: groups of 4 magnitudes from a 512-point lattice
                               grid (9-bit index), a sign bit each, 4-bit sub-scales (3.4375 bits) */
+    SQZ_DTYPE_MXFP4 = 24,  /* OCP microscaling FP4: 32 x E2M1 (4-bit float: 0, 0.5, 1, 1.5, 2, 3, 4, 6
+                              and their negatives) + one E8M0 (power of two) scale (block_mxfp4,
+                              4.25 bits) */
     SQZ_DTYPE_COUNT
 } sqz_dtype;
 

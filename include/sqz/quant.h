@@ -96,6 +96,8 @@ typedef enum sqz_qformat {
     SQZ_QFMT_IQ4_XS = 14,
     SQZ_QFMT_IQ3_S = 15,  /* GGUF IQ3_S (super-blocks of 256): groups of 4 weights on a 512-point lattice
                            * codebook with sign bits and 4-bit sub-block scales; RTN and imatrix only */
+    SQZ_QFMT_MXFP4 = 16,  /* GGUF MXFP4 (blocks of 32): E2M1 values times a power-of-two scale (OCP
+                           * microscaling FP4, 4.25 bits) */
     SQZ_QFMT_COUNT
 } sqz_qformat;
 

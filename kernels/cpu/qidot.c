@@ -17,7 +17,7 @@ static const sqz__idot_fn ref_rows[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_Q2_K] = sqz__idot_q2_K_ref,     [SQZ_DTYPE_Q3_K] = sqz__idot_q3_K_ref,
     [SQZ_DTYPE_Q4_K] = sqz__idot_q4_K_ref,     [SQZ_DTYPE_Q5_K] = sqz__idot_q5_K_ref,
     [SQZ_DTYPE_Q6_K] = sqz__idot_q6_K_ref,     [SQZ_DTYPE_IQ4_XS] = sqz__idot_iq4_xs_ref,
-    [SQZ_DTYPE_IQ3_S] = sqz__idot_iq3_s_ref,
+    [SQZ_DTYPE_IQ3_S] = sqz__idot_iq3_s_ref,     [SQZ_DTYPE_MXFP4] = sqz__idot_mxfp4_ref,
 };
 
 #if SQZ__QMM_X86

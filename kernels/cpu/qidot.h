@@ -4,7 +4,7 @@
  *
  * ggml-cpu multiplies a quantized weight row by an activation row first quantized to the weight
  * type's "vec_dot_type", in integers. sqz does the same on request, with the same rounding:
- *   - Q8_0 (weights Q4_0, Q5_0, Q8_0, IQ4_NL): per 32 values, amax = max |x|, d = amax / 127
+ *   - Q8_0 (weights Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4): per 32 values, amax = max |x|, d = amax / 127
  *     stored as fp16, q = round-half-even(x * (127 / amax)) (ggml's x86 quantize_row_q8_0);
  *   - Q8_1 (Q4_1, Q5_1): Q8_0's d and q, and s = d * sum(q) with d before its fp16 rounding,
  *     kept in f32 (ggml stores s in fp16, which overflows on some models: llama.cpp PR #22571);
@@ -89,6 +89,7 @@ const char *sqz__qmm_idot_name(sqz_dtype t, sqz__qmm_isa isa);
 #define SQZ__IDOT_DECL(t, v) float sqz__idot_##t##_##v(const void *row, const void *xq, int64_t k);
 #define SQZ__IDOT_REF(t) SQZ__IDOT_DECL(t, ref)
 SQZ__IDOT_TYPES(SQZ__IDOT_REF)
+SQZ__IDOT_REF(mxfp4) /* the scalar kernel only: ggml_vec_dot_mxfp4_q8_0 */
 /* Asks for the n weight bytes SQZ__IDOT_AHEAD past p: a kernel calls it once per block it
  * reads. Generation reads each weight once, from DRAM for a model larger than the caches, and
  * the hardware prefetcher alone leaves part of the bandwidth unused: Q4_K rows of 1536 from

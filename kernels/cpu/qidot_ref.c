@@ -87,7 +87,8 @@ static void quantize_q8_K(const float *x, sqz__aq8_K *y, int64_t k) {
 
 sqz__aq_kind sqz__aq_kind_of(sqz_dtype t) {
     switch (t) {
-    case SQZ_DTYPE_Q8_0: case SQZ_DTYPE_Q4_0: case SQZ_DTYPE_Q5_0: case SQZ_DTYPE_IQ4_NL: return SQZ__AQ_Q8_0;
+    case SQZ_DTYPE_Q8_0: case SQZ_DTYPE_Q4_0: case SQZ_DTYPE_Q5_0: case SQZ_DTYPE_IQ4_NL:
+    case SQZ_DTYPE_MXFP4: return SQZ__AQ_Q8_0;
     case SQZ_DTYPE_Q4_1: case SQZ_DTYPE_Q5_1: return SQZ__AQ_Q8_1;
     case SQZ_DTYPE_Q2_K: case SQZ_DTYPE_Q3_K: case SQZ_DTYPE_Q4_K: case SQZ_DTYPE_Q5_K: case SQZ_DTYPE_Q6_K:
     case SQZ_DTYPE_IQ4_XS: case SQZ_DTYPE_IQ3_S: return SQZ__AQ_Q8_K;
@@ -174,6 +175,20 @@ float sqz__idot_iq4_nl_ref(const void *row, const void *xq, int64_t k) {
         int32_t s = 0;
         for (int j = 0; j < 32; j++) s += sqz__kvalues_iq4nl[nib(w[b].qs, j)] * a[b].qs[j];
         sum += (H2F(w[b].d) * a[b].d) * (float)s;
+    }
+    return sum;
+}
+
+/* MXFP4: w = 2^(e-128) kvalues_fp4[q] (E2M1 doubled); ggml_vec_dot_mxfp4_q8_0's order: dx times the
+ * block's power of two, times the integer sum. */
+float sqz__idot_mxfp4_ref(const void *row, const void *xq, int64_t k) {
+    const sqz_block_mxfp4 *w = row;
+    const sqz__aq8_0 *a = xq;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < k / 32; b++) {
+        int32_t s = 0;
+        for (int j = 0; j < 32; j++) s += sqz__kvalues_fp4[nib(w[b].qs, j)] * a[b].qs[j];
+        sum += (a[b].d * sqz__e8m0_half(w[b].e)) * (float)s;
     }
     return sum;
 }

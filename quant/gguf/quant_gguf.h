@@ -51,6 +51,20 @@ int sqz__iq4_subscales(sqz_dtype t, const void *block, float *d);
 /* Writes codes L (32 or 256, each 0..15) into the block's nibbles, keeping its scales. */
 void sqz__iq4_repack(sqz_dtype t, const uint8_t *L, void *block);
 
+/* quant/gguf/fp4.c: MXFP4. sqz_quantize_mxfp4_ref is llama.cpp's quantize_row_mxfp4_ref (the
+ * dtype table's from_f32, and what llama-quantize writes: its quantize_mxfp4 ignores an importance
+ * matrix). sqz_quantize_mxfp4: nrow rows of n_per_row (a multiple of 32); quant_weights NULL gives
+ * the reference's bytes, else sqz's search of each block's exponent among the reference's and its
+ * two neighbours by the error weighted as llama.cpp's IQ4_NL search weights it. */
+void sqz_quantize_mxfp4_ref(const float *x, void *y, int64_t n);
+void sqz_quantize_mxfp4(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *quant_weights);
+/* ggml's best_index_mxfp4: the code of the E2M1 value nearest x at scale d (kvalues_fp4[code] * d). */
+int sqz__fp4_best_index(float x, float d);
+/* A block's scale as the dequantizer computes it (2^(e - 128)), and its codes (32, each 0..15)
+ * written into its nibbles, keeping e. */
+float sqz__mxfp4_scale(const void *block);
+void sqz__mxfp4_repack(const uint8_t *L, void *block);
+
 /* quant/gguf/iq3.c: llama.cpp's IQ3_S quantizer. sqz_quantize_iq3_s is quantize_iq3_s: nrow
  * rows of n_per_row (a multiple of 256), quant_weights (n_per_row) or NULL, what llama-quantize
  * writes with and without --imatrix; the _ref one is quantize_row_iq3_s_ref (the same without

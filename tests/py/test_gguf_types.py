@@ -22,6 +22,9 @@ usage: test_gguf_types.py GGUF_TYPES_TOOL
    The IQ3_S quantizer (quantize_row_iq3_s_ref, quantize_iq3_s without and with an imatrix) the
    same way (tensors whose width is a multiple of 256 only).
    Without libggml (CI), sha256 goldens of libggml's bytes on the synthetic weights pin them all.
+5. MXFP4: llama.cpp's quantize_row_mxfp4_ref byte for byte against gguf-py's MXFP4 (always) and
+   libggml (when present), on synthetic, real (stories260K, Qwen rows) and SmolLM2 weights; rtn
+   writes the same bytes; sqz's imatrix exponent search never has a larger weighted error per row.
 Exits 77 when numpy or gguf is missing.
 """
 import ctypes
@@ -53,6 +56,7 @@ TYPES = {
     "q6_k": (QT.Q6_K, 256, 210, [208]), "q8_k": (QT.Q8_K, 256, 292, []),
     "iq4_nl": (QT.IQ4_NL, 32, 18, [0]), "iq4_xs": (QT.IQ4_XS, 256, 136, [0]),
     "iq3_s": (QT.IQ3_S, 256, 110, [0]),
+    "mxfp4": (QT.MXFP4, 32, 17, []),
 }
 KQUANTS = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
 # llama.cpp's importance-weighted quantizers of the 32-blocks (quantize_q4_0 ... with an imatrix)
@@ -120,6 +124,8 @@ def random_blocks(name, nblocks, rng):
     for off in f16:
         v = (rng.standard_normal(nblocks) * 0.02).astype(np.float16)
         raw[:, off:off + 2] = v.view(np.uint8).reshape(nblocks, 2)
+    if name == "mxfp4":  # E8M0 exponents near 2^0 (255 would overflow 12 * 2^127 to inf)
+        raw[:, 0] = rng.integers(100, 150, size=nblocks, dtype=np.uint8)
     if name == "q8_k":
         raw[:, 0:4] = (rng.standard_normal(nblocks) * 0.01).astype(np.float32).view(np.uint8).reshape(nblocks, 4)
     return raw
@@ -242,6 +248,7 @@ def libggml():
     for name in IQ3:
         fn = getattr(lib, "quantize_" + name)
         fn.restype, fn.argtypes = ctypes.c_size_t, [v, v, ctypes.c_int64, ctypes.c_int64, v]
+    lib.quantize_row_mxfp4_ref.restype, lib.quantize_row_mxfp4_ref.argtypes = None, [v, v, ctypes.c_int64]
     lib.ggml_quantize_init.restype, lib.ggml_quantize_init.argtypes = None, [ctypes.c_int]
     lib.ggml_quantize_init(GGML_TYPE_IQ3_S)
     return lib
@@ -488,6 +495,50 @@ def test_kquant_libggml(d, lib, qrows):
                (len(inputs), ", ".join(n for n, _ in inputs), len(KQUANTS), ", ".join(IMAT32)))
 
 
+# ---- 5. MXFP4: llama.cpp's quantizer (gguf-py and libggml), and sqz's imatrix search --------
+def mxfp4_inputs(qrows):
+    w = synthetic_weights()
+    w[7, 40:72] = 1e-30                  # a block of tiny values (the smallest exponents)
+    w[8, 64:96] = np.float32(2.0) ** np.arange(32, dtype=np.float32) * 1e-6  # a block across exponents
+    return [("synthetic", w)] + kquant_inputs(qrows) + smollm2_weights()
+
+
+def wsq_err(w, raw, imat):
+    """Per row: sum over the row of qw * sqrt(sigma2 + x^2) * (x - q)^2, sigma2 per block of 32
+    (what the search minimises), with q the dequantized values."""
+    q = np.asarray(gguf_dequantize(raw.reshape(-1, 17), QT.MXFP4), np.float64).reshape(w.shape)
+    x = w.astype(np.float64).reshape(w.shape[0], -1, 32)
+    sigma2 = (x * x).sum(axis=-1, keepdims=True) * (2.0 / 32)
+    wt = imat.astype(np.float64).reshape(1, -1, 32) * np.sqrt(sigma2 + x * x)
+    return (wt * (x - q.reshape(x.shape)) ** 2).sum(axis=(1, 2))
+
+
+def test_mxfp4(d, lib, qrows):
+    inputs = mxfp4_inputs(qrows)
+    for wname, w in inputs:
+        if w.shape[1] % 32:
+            continue
+        ref = np.asarray(gguf_quantize(w, QT.MXFP4), np.uint8).ravel()
+        mine = sqz_iq4(d, "mxfp4", "ref", w, None)
+        compare_bytes("%s mxfp4 ref (vs gguf-py)" % wname, mine, ref, 17, "gguf-py")
+        compare_bytes("%s mxfp4 rtn (vs gguf-py)" % wname, sqz_iq4(d, "mxfp4", "rtn", w, None), ref, 17, "gguf-py")
+        if lib is not None:
+            g = np.zeros(w.size // 32 * 17, dtype=np.uint8)
+            lib.quantize_row_mxfp4_ref(ptr(np.ascontiguousarray(w, np.float32)), ptr(g), w.size)
+            compare_bytes("%s mxfp4 ref" % wname, mine, g, 17)
+        imat = importance(w.shape[1], w.shape[1] + 3)
+        srch = sqz_kquant(d, "mxfp4", w, imat)
+        e_ref, e_srch = wsq_err(w, ref, imat), wsq_err(w, srch, imat)
+        check(bool(np.all(e_srch <= e_ref * (1 + 1e-6) + 1e-30)),
+              "%s mxfp4 imatrix: a row's weighted error %g above the reference's %g" %
+              (wname, float(np.max(e_srch - e_ref)), float(e_ref[np.argmax(e_srch - e_ref)])))
+        changed = np.mean(srch.reshape(-1, 17)[:, 0] != ref.reshape(-1, 17)[:, 0])
+        print("  %s mxfp4 imatrix: weighted error %.4g of the reference's, %.1f%% of exponents moved" %
+              (wname, float(e_srch.sum() / max(e_ref.sum(), 1e-30)), 100 * changed))
+    ran.append("MXFP4 quantizer vs gguf-py%s (%d inputs), imatrix search never worse" %
+               (" and libggml" if lib is not None else "", len(inputs)))
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         test_synthetic(d)
@@ -503,6 +554,7 @@ def main():
             test_iq4_libggml(d, lib, qrows)
         test_kquant_golden(d, lib)
         test_iq4_golden(d, lib)
+        test_mxfp4(d, lib, qrows)
     for r in ran:
         print("ran: " + r)
     if failures:
