@@ -57,6 +57,9 @@ static const char *no_exact_form(sqz_dtype d) {
         return "its 4-bit codes index a non-uniform table of 16 values, not an integer grid";
     case SQZ_DTYPE_IQ3_S:
         return "its groups of 4 weights index a 512-point lattice codebook, not an integer grid";
+    case SQZ_DTYPE_MXFP4:
+        return "its 4-bit codes are E2M1 floats (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives) under a "
+               "power-of-two scale, not an integer grid";
     default: return "it has no exact integer form sqz writes";
     }
 }

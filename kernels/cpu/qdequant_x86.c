@@ -1,6 +1,7 @@
 /*
  * kernels/cpu/qdequant_x86.c - AVX2 dequantizers of the stored weight types the matrix
- * products read most (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K, IQ4_NL, F16, BF16).
+ * products read most (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K, IQ4_NL, MXFP4, F16,
+ * BF16).
  *
  * Each gives bit for bit what core's scalar dequantizer (core/dequant*.c, llama.cpp's
  * dequantize_row_*) gives: the integer codes are formed exactly, converted to float (exact),
@@ -110,6 +111,18 @@ AVX2 void sqz__dequant_iq4_nl_avx2(const void *vx, float *y, int64_t n) {
         _mm256_storeu_si256((__m256i *)(void *)q, _mm256_shuffle_epi8(table, nibbles32(x[i].qs)));
         /* scalar: d * kvalue, the same product as kvalue * d */
         store32_mul(q, _mm256_set1_ps(H2F(x[i].d)), y);
+    }
+}
+
+/* MXFP4: the E2M1 table (doubled) looked up as IQ4_NL's, times the block's power of two. */
+AVX2 void sqz__dequant_mxfp4_avx2(const void *vx, float *y, int64_t n) {
+    const sqz_block_mxfp4 *x = vx;
+    const __m128i t = _mm_loadu_si128((const __m128i *)(const void *)sqz__kvalues_fp4);
+    const __m256i table = _mm256_set_m128i(t, t);
+    int8_t q[32];
+    for (int64_t i = 0; i < n / SQZ_QK_MXFP4; i++, y += SQZ_QK_MXFP4) {
+        _mm256_storeu_si256((__m256i *)(void *)q, _mm256_shuffle_epi8(table, nibbles32(x[i].qs)));
+        store32_mul(q, _mm256_set1_ps(sqz__e8m0_half(x[i].e)), y); /* scalar: kvalue * d */
     }
 }
 

@@ -303,6 +303,20 @@ AVX512 float sqz__qdot1_iq4_nl_avx512(const void *vx, const float *x, const floa
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
+/* MXFP4: w = 2^(e-128) kvalues_fp4[q]; IQ4_NL's kernel with the E2M1 table. */
+AVX512 float sqz__qdot1_mxfp4_avx512(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_mxfp4 *b = vx;
+    const __m512 lut = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(LD128(sqz__kvalues_fp4)));
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    for (int64_t i = 0; i < k / SQZ_QK_MXFP4; i++, x += SQZ_QK_MXFP4) {
+        const __m512 t = t32_iq4(b[i].qs, lut, x);
+        if (i & 1) a1 = _mm512_fmadd_ps(_mm512_set1_ps(sqz__e8m0_half(b[i].e)), t, a1);
+        else a0 = _mm512_fmadd_ps(_mm512_set1_ps(sqz__e8m0_half(b[i].e)), t, a0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
 /* IQ4_XS: w = d (ls_j - 32) kvalues[q] for sub-block j of 32 (6-bit ls_j: 4 low bits in
  * scales_l, 2 high in scales_h). */
 AVX512 float sqz__qdot1_iq4_xs_avx512(const void *vx, const float *x, const float *xs, int64_t k) {

@@ -329,6 +329,21 @@ float sqz__qdot1_iq4_nl_neon(const void *vx, const float *x, const float *xs, in
     return vaddvq_f32(vaddq_f32(a0, a1));
 }
 
+/* MXFP4: w = 2^(e-128) kvalues_fp4[q]; IQ4_NL's kernel with the E2M1 table. */
+float sqz__qdot1_mxfp4_neon(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_mxfp4 *b = vx;
+    const int8x16_t lut = vld1q_s8(sqz__kvalues_fp4);
+    float32x4_t a0 = vdupq_n_f32(0), a1 = a0;
+    const int64_t nb = k / SQZ_QK_MXFP4;
+    for (int64_t i = 0; i < nb; i += 2, x += 2 * SQZ_QK_MXFP4) { /* two blocks, two accumulators */
+        a0 = vfmaq_n_f32(a0, t32_iq4(b[i].qs, lut, x), sqz__e8m0_half(b[i].e));
+        if (i + 1 == nb) break;
+        a1 = vfmaq_n_f32(a1, t32_iq4(b[i + 1].qs, lut, x + 32), sqz__e8m0_half(b[i + 1].e));
+    }
+    return vaddvq_f32(vaddq_f32(a0, a1));
+}
+
 /* IQ4_XS: w = d (ls_j - 32) kvalues[q] for sub-block j of 32 (6-bit ls_j: 4 low bits in
  * scales_l, 2 high in scales_h). */
 float sqz__qdot1_iq4_xs_neon(const void *vx, const float *x, const float *xs, int64_t k) {

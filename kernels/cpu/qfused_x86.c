@@ -222,6 +222,19 @@ AVX2 float sqz__qdot1_iq4_nl_avx2(const void *vx, const float *x, const float *x
     return hsum(acc);
 }
 
+AVX2 float sqz__qdot1_mxfp4_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
+    (void)xs;
+    const sqz_block_mxfp4 *b = vx;
+    const __m128i t = _mm_loadu_si128((const __m128i *)(const void *)sqz__kvalues_fp4);
+    const __m256i lut = _mm256_set_m128i(t, t);
+    __m256 acc[4] = ACC0;
+    for (int64_t i = 0; i < k / SQZ_QK_MXFP4; i++, x += SQZ_QK_MXFP4) {
+        const __m256 d = _mm256_set1_ps(sqz__e8m0_half(b[i].e));
+        fma32_i8(_mm256_shuffle_epi8(lut, nibbles32(b[i].qs)), d, d, x, acc);
+    }
+    return hsum(acc);
+}
+
 AVX2 float sqz__qdot1_iq4_xs_avx2(const void *vx, const float *x, const float *xs, int64_t k) {
     (void)xs;
     const sqz_block_iq4_xs *b = vx;

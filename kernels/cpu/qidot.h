@@ -89,7 +89,7 @@ const char *sqz__qmm_idot_name(sqz_dtype t, sqz__qmm_isa isa);
 #define SQZ__IDOT_DECL(t, v) float sqz__idot_##t##_##v(const void *row, const void *xq, int64_t k);
 #define SQZ__IDOT_REF(t) SQZ__IDOT_DECL(t, ref)
 SQZ__IDOT_TYPES(SQZ__IDOT_REF)
-SQZ__IDOT_REF(mxfp4) /* the scalar kernel only: ggml_vec_dot_mxfp4_q8_0 */
+SQZ__IDOT_REF(mxfp4) /* ggml_vec_dot_mxfp4_q8_0: the scalar kernel and NEON's (qidot_neon.c) */
 /* Asks for the n weight bytes SQZ__IDOT_AHEAD past p: a kernel calls it once per block it
  * reads. Generation reads each weight once, from DRAM for a model larger than the caches, and
  * the hardware prefetcher alone leaves part of the bandwidth unused: Q4_K rows of 1536 from

@@ -41,6 +41,7 @@
 
 #define SQZ__IDOT_NEON(t) SQZ__IDOT_DECL(t, neon)
 SQZ__IDOT_TYPES(SQZ__IDOT_NEON)
+SQZ__IDOT_NEON(mxfp4)
 
 /* IEEE half bits to float (exact; NaN and Inf kept). */
 INLINE float h2f(uint16_t h) {
@@ -163,6 +164,22 @@ float sqz__idot_q5_1_neon(const void *row, const void *xq, int64_t k) {
 }
 float sqz__idot_iq4_nl_neon(const void *row, const void *xq, int64_t k) {
     return dot_blk32(B_IQ4_NL, row, sizeof(sqz_block_iq4_nl), xq, k);
+}
+
+/* MXFP4: the E2M1 table (doubled) looked up by TBL, dx times the block's power of two times the sum,
+ * block by block in the reference's order. */
+float sqz__idot_mxfp4_neon(const void *row, const void *xq, int64_t k) {
+    const sqz_block_mxfp4 *w = row;
+    const sqz__aq8_0 *a = xq;
+    const int8x16_t kv = vld1q_s8(sqz__kvalues_fp4);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < k / 32; i++) {
+        const uint8x16_t r = vld1q_u8(w[i].qs);
+        const int8x16_t w0 = vqtbl1q_s8(kv, vandq_u8(r, vdupq_n_u8(15))), w1 = vqtbl1q_s8(kv, vshrq_n_u8(r, 4));
+        const int32_t s = vaddvq_s32(dot32(vdupq_n_s32(0), w0, w1, a[i].qs));
+        sum += (a[i].d * sqz__e8m0_half(w[i].e)) * (float)s;
+    }
+    return sum;
 }
 
 /* ---- 256-element super-blocks against Q8_K ------------------------------------------------- */
@@ -376,6 +393,7 @@ const sqz__idot_fn sqz__idot_neon[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_Q8_0] = sqz__idot_q8_0_neon,     [SQZ_DTYPE_Q4_0] = sqz__idot_q4_0_neon,
     [SQZ_DTYPE_Q4_1] = sqz__idot_q4_1_neon,     [SQZ_DTYPE_Q5_0] = sqz__idot_q5_0_neon,
     [SQZ_DTYPE_Q5_1] = sqz__idot_q5_1_neon,     [SQZ_DTYPE_IQ4_NL] = sqz__idot_iq4_nl_neon,
+    [SQZ_DTYPE_MXFP4] = sqz__idot_mxfp4_neon,
     [SQZ_DTYPE_Q2_K] = sqz__idot_q2_K_neon,     [SQZ_DTYPE_Q3_K] = sqz__idot_q3_K_neon,
     [SQZ_DTYPE_Q4_K] = sqz__idot_q4_K_neon,     [SQZ_DTYPE_Q5_K] = sqz__idot_q5_K_neon,
     [SQZ_DTYPE_Q6_K] = sqz__idot_q6_K_neon,     [SQZ_DTYPE_IQ4_XS] = sqz__idot_iq4_xs_neon,

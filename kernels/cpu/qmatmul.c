@@ -58,6 +58,8 @@ static const qmm_row qmm_rows[SQZ_DTYPE_COUNT] = {
                                         sqz__qdot1_q5_1_neon),
     [SQZ_DTYPE_IQ4_NL] = ROW_X86_FUSED512(sqz__dequant_iq4_nl_avx2, sqz__qdot1_iq4_nl_avx2, sqz__qdot1_iq4_nl_avx512,
                                           sqz__qdot1_iq4_nl_neon),
+    [SQZ_DTYPE_MXFP4] = ROW_X86_FUSED512(sqz__dequant_mxfp4_avx2, sqz__qdot1_mxfp4_avx2, sqz__qdot1_mxfp4_avx512,
+                                         sqz__qdot1_mxfp4_neon),
     [SQZ_DTYPE_IQ4_XS] = FUSED_ONLY(sqz__qdot1_iq4_xs_avx2, sqz__qdot1_iq4_xs_avx512, sqz__qdot1_iq4_xs_neon),
     [SQZ_DTYPE_Q4_K] = ROW_X86_FUSED512(sqz__dequant_q4_K_avx2, sqz__qdot1_q4_K_avx2, sqz__qdot1_q4_K_avx512,
                                         sqz__qdot1_q4_K_neon),

@@ -9,7 +9,7 @@
  * whole f32 copy only by the order of the float sums.
  *   - few tokens (m < SQZ__QMM_TILE_M, generation): each thread takes a range of output rows;
  *     for one token, a fused dequantize-and-dot kernel reads the row's blocks into registers
- *     (Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ4_NL/XS on AVX2, AVX-512 and NEON); otherwise the row is dequantized
+ *     (Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ4_NL/XS, MXFP4 on AVX2, AVX-512 and NEON); otherwise the row is dequantized
  *     SQZ__QMM_CHUNK elements at a time into an L1 tile and dotted with every token (each
  *     weight block is read once per call);
  *   - many tokens: SQZ__QMM_PANEL rows at a time are dequantized (split over the threads)
@@ -109,6 +109,7 @@ void sqz__dequant_q4_1_avx2(const void *x, float *y, int64_t n);
 void sqz__dequant_q5_0_avx2(const void *x, float *y, int64_t n);
 void sqz__dequant_q5_1_avx2(const void *x, float *y, int64_t n);
 void sqz__dequant_iq4_nl_avx2(const void *x, float *y, int64_t n);
+void sqz__dequant_mxfp4_avx2(const void *x, float *y, int64_t n);
 void sqz__dequant_q4_K_avx2(const void *x, float *y, int64_t n);
 void sqz__dequant_q6_K_avx2(const void *x, float *y, int64_t n);
 void sqz__dequant_f16_avx2(const void *x, float *y, int64_t n);
@@ -124,6 +125,7 @@ float sqz__qdot1_q2_K_avx2(const void *row, const float *x, const float *xs, int
 float sqz__qdot1_q3_K_avx2(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_q5_K_avx2(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq4_nl_avx2(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_mxfp4_avx2(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq4_xs_avx2(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq3_s_avx2(const void *row, const float *x, const float *xs, int64_t k); /* also on AVX-512 */
 float sqz__qdot1_q8_0_avx512(const void *row, const float *x, const float *xs, int64_t k);
@@ -136,6 +138,7 @@ float sqz__qdot1_q5_K_avx512(const void *row, const float *x, const float *xs, i
 float sqz__qdot1_q2_K_avx512(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_q3_K_avx512(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq4_nl_avx512(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_mxfp4_avx512(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq4_xs_avx512(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_q6_K_avx512(const void *row, const float *x, const float *xs, int64_t k);
 #endif
@@ -152,6 +155,7 @@ float sqz__qdot1_q6_K_neon(const void *row, const float *x, const float *xs, int
 float sqz__qdot1_q2_K_neon(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_q3_K_neon(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq4_nl_neon(const void *row, const float *x, const float *xs, int64_t k);
+float sqz__qdot1_mxfp4_neon(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq4_xs_neon(const void *row, const float *x, const float *xs, int64_t k);
 float sqz__qdot1_iq3_s_neon(const void *row, const float *x, const float *xs, int64_t k);
 #endif

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sqz's quantized-activation products (kernels/cpu/qidot*.c) against ggml-cpu's own: the
 # activation codes of sqz --activations q8 equal ggml's from_float's, and every kernel variant
-# gives ggml's vec_dot within 1e-5 of sum |w x|, for the 13 types (tests/unit/ggml_oracle.c).
+# gives ggml's vec_dot within 1e-5 of sum |w x|, for the 14 types (tests/unit/ggml_oracle.c).
 # Needs a llama.cpp build: SQZ_LLAMA_CPP_BIN (its bin directory, with libggml-cpu.so) and its
 # headers (SQZ_LLAMA_CPP_SRC, default: two levels above the bin directory); skips (77) without.
 # Nothing of llama.cpp is committed: the program is linked against the user's build.
@@ -23,5 +23,5 @@ gcc -std=gnu11 -O2 -Wall -Wextra -Werror -ffp-contract=off -D_DEFAULT_SOURCE -I"
 out=$("$tmp/oracle") || { echo "$out"; echo "FAIL: sqz's products differ from ggml's"; exit 1; }
 echo "$out"
 n=$(echo "$out" | grep -c ": ok (k = ")
-[ "$n" -eq 26 ] || { echo "FAIL: $n of the 26 checks (13 types, 2 lengths) ran"; exit 1; }
-echo "ok: the 13 types' activation codes and products equal ggml-cpu's ($bin)"
+[ "$n" -eq 28 ] || { echo "FAIL: $n of the 28 checks (14 types, 2 lengths) ran"; exit 1; }
+echo "ok: the 14 types' activation codes and products equal ggml-cpu's ($bin)"

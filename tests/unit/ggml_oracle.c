@@ -1,7 +1,7 @@
 /* tests/unit/ggml_oracle.c - sqz's quantized-activation products against ggml-cpu's own, as a
  * plain program linked with llama.cpp's libggml-cpu / libggml-base (tests/cli/test_ggml_oracle.sh
  * builds it where SQZ_LLAMA_CPP_BIN names a llama.cpp build; nothing of llama.cpp is committed).
- * For each of the 13 weight types sqz multiplies in integers, on random rows (k = 1536, 4096) of
+ * For each of the 14 weight types sqz multiplies in integers, on random rows (k = 1536, 4096) of
  * weights quantized by ggml and activations with outliers:
  *   - the activation codes sqz__aq_quantize writes equal those of ggml's from_float of the
  *     weight type's vec_dot_type (Q8_0, Q8_1, Q8_K), code for code, and the scales;
@@ -32,7 +32,7 @@ static const struct { enum ggml_type g; sqz_dtype s; } kTypes[] = {
     {GGML_TYPE_Q5_0, SQZ_DTYPE_Q5_0}, {GGML_TYPE_Q5_1, SQZ_DTYPE_Q5_1},   {GGML_TYPE_IQ4_NL, SQZ_DTYPE_IQ4_NL},
     {GGML_TYPE_Q2_K, SQZ_DTYPE_Q2_K}, {GGML_TYPE_Q3_K, SQZ_DTYPE_Q3_K},   {GGML_TYPE_Q4_K, SQZ_DTYPE_Q4_K},
     {GGML_TYPE_Q5_K, SQZ_DTYPE_Q5_K}, {GGML_TYPE_Q6_K, SQZ_DTYPE_Q6_K},   {GGML_TYPE_IQ4_XS, SQZ_DTYPE_IQ4_XS},
-    {GGML_TYPE_IQ3_S, SQZ_DTYPE_IQ3_S},
+    {GGML_TYPE_IQ3_S, SQZ_DTYPE_IQ3_S}, {GGML_TYPE_MXFP4, SQZ_DTYPE_MXFP4},
 };
 
 /* ggml's activation block: its codes at qs, its scale (fp16, or f32 for Q8_K) and Q8_1's fp16 s. */

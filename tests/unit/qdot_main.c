@@ -21,6 +21,7 @@
 
 #define NEON_IDOT_DECL(t) SQZ__IDOT_DECL(t, neon) /* kernels/cpu/qidot_neon.c */
 SQZ__IDOT_TYPES(NEON_IDOT_DECL)
+NEON_IDOT_DECL(mxfp4)
 #endif
 
 static uint64_t state = 0x9E3779B97F4A7C15ull;
@@ -86,6 +87,9 @@ static const fused_case fused_cases[] = {
     CASE(q3_K, Q3_K, SQZ_QK_K, OFF(q3_K, d), -1),
     CASE(iq4_xs, IQ4_XS, SQZ_QK_K, OFF(iq4_xs, d), -1),
     CASE(iq3_s, IQ3_S, SQZ_QK_K, OFF(iq3_s, d), -1),
+    /* MXFP4: no fp16 field (random_blocks sets its E8M0 exponent) */
+    {"mxfp4", SQZ_DTYPE_MXFP4, sqz__qdot1_mxfp4_neon, sqz_dequantize_mxfp4, sqz_quantize_mxfp4_ref, SQZ_QK_MXFP4,
+     sizeof(sqz_block_mxfp4), {-1, -1}, sqz__idot_mxfp4_neon, sqz__idot_mxfp4_ref},
 };
 
 static uint8_t rndb(void) { return (uint8_t)((rndf() + 1.0f) * 128.0f); }
@@ -94,6 +98,8 @@ static uint8_t rndb(void) { return (uint8_t)((rndf() + 1.0f) * 128.0f); }
  * and subnormal to 40. */
 static void random_blocks(const fused_case *c, uint8_t *w, int64_t nb) {
     for (size_t i = 0; i < (size_t)nb * c->ts; i++) w[i] = rndb();
+    for (int64_t b = 0; c->dtype == SQZ_DTYPE_MXFP4 && b < nb; b++) /* exponents 2^-10 .. 2^5 */
+        w[(size_t)b * c->ts] = (uint8_t)(118 + rndb() % 16);
     for (int64_t b = 0; b < nb; b++) {
         for (int f = 0; f < 2; f++) {
             if (c->f16[f] < 0) continue;

@@ -34,7 +34,7 @@ static float rndf(void) { return (float)(rnd() & 0xFFFFFF) / 16777216.0f * 2.0f 
 
 static const sqz_dtype kTypes[] = {SQZ_DTYPE_Q8_0, SQZ_DTYPE_Q4_0, SQZ_DTYPE_Q4_1,  SQZ_DTYPE_Q5_0, SQZ_DTYPE_Q5_1,
                                    SQZ_DTYPE_IQ4_NL, SQZ_DTYPE_Q2_K, SQZ_DTYPE_Q3_K, SQZ_DTYPE_Q4_K, SQZ_DTYPE_Q5_K,
-                                   SQZ_DTYPE_Q6_K, SQZ_DTYPE_IQ4_XS, SQZ_DTYPE_IQ3_S};
+                                   SQZ_DTYPE_Q6_K, SQZ_DTYPE_IQ4_XS, SQZ_DTYPE_IQ3_S, SQZ_DTYPE_MXFP4};
 #define N_TYPES (sizeof kTypes / sizeof kTypes[0])
 
 /* ---- the quantizers ---------------------------------------------------------------------- */
@@ -192,6 +192,7 @@ static uint8_t *random_row(sqz_dtype t, int64_t k, bool unit) {
         switch (t) {
         case SQZ_DTYPE_Q2_K: memcpy(blk + tr->type_size - 4, &d, 2); memcpy(blk + tr->type_size - 2, &m, 2); break;
         case SQZ_DTYPE_Q3_K: case SQZ_DTYPE_Q6_K: memcpy(blk + tr->type_size - 2, &d, 2); break;
+        case SQZ_DTYPE_MXFP4: blk[0] = (uint8_t)(unit ? 128 : 118 + rnd() % 8); break; /* E8M0: 2^(e-128) */
         case SQZ_DTYPE_Q4_1: case SQZ_DTYPE_Q5_1: case SQZ_DTYPE_Q4_K: case SQZ_DTYPE_Q5_K:
             memcpy(blk, &d, 2);
             memcpy(blk + 2, &m, 2);

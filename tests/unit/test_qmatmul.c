@@ -28,7 +28,7 @@ static float rndf(void) { return (float)(rnd() & 0xFFFFFF) / 16777216.0f * 2.0f 
 static const sqz_dtype kTypes[] = {SQZ_DTYPE_F32,  SQZ_DTYPE_F16,  SQZ_DTYPE_BF16,   SQZ_DTYPE_Q8_0,  SQZ_DTYPE_Q4_0,
                                    SQZ_DTYPE_Q4_1, SQZ_DTYPE_Q5_0, SQZ_DTYPE_Q5_1,   SQZ_DTYPE_Q2_K,  SQZ_DTYPE_Q3_K,
                                    SQZ_DTYPE_Q4_K, SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q6_K,   SQZ_DTYPE_IQ4_NL, SQZ_DTYPE_IQ4_XS,
-                                   SQZ_DTYPE_IQ3_S};
+                                   SQZ_DTYPE_IQ3_S, SQZ_DTYPE_MXFP4};
 #define N_TYPES (sizeof kTypes / sizeof kTypes[0])
 
 /* n rows of k values of type t: quantized from `src` (n * k floats) when sqz writes t, else
