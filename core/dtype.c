@@ -14,6 +14,15 @@
 static void f32_to_f32(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
 static void f32_from_f32(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
 
+static void f8_to_f32(const void *src, float *dst, int64_t n) {
+    const uint8_t *s = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = sqz_fp8_e4m3_to_fp32(s[i]);
+}
+static void f8_from_f32(const float *src, void *dst, int64_t n) {
+    uint8_t *d = dst;
+    for (int64_t i = 0; i < n; i++) d[i] = sqz_fp32_to_fp8_e4m3(src[i]);
+}
+
 static void f16_to_f32(const void *src, float *dst, int64_t n) {
     const uint16_t *s = src;
     for (int64_t i = 0; i < n; i++) dst[i] = sqz_fp16_to_fp32(s[i]);
@@ -121,6 +130,9 @@ static const sqz_dtype_traits traits[SQZ_DTYPE_COUNT] = {
                          .gguf_type = GGML_IQ3_S, .is_quantized = true, .to_f32 = sqz_dequantize_iq3_s},
     [SQZ_DTYPE_MXFP4] = {.name = "mxfp4", .block_size = SQZ_QK_MXFP4, .type_size = sizeof(sqz_block_mxfp4),
                          .gguf_type = GGML_MXFP4, .is_quantized = true, .to_f32 = sqz_dequantize_mxfp4},
+    /* not is_float: FP8 values mean nothing without their scales (SQZ_QSCHEME_F8_ROW) */
+    [SQZ_DTYPE_F8_E4M3] = {.name = "f8_e4m3", .block_size = 1, .type_size = 1, .gguf_type = -1,
+                           .st_name = "F8_E4M3", .to_f32 = f8_to_f32, .from_f32 = f8_from_f32},
 };
 
 const sqz_dtype_traits *sqz__dtype_core(sqz_dtype t) {

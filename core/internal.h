@@ -30,6 +30,11 @@ sqz_status sqz__error(sqz_status s, const char *file, int line, const char *fmt,
 /* Prepends "prefix: " to the thread's current message (adds context on the way up). */
 void sqz__error_prefix(const char *fmt, ...) SQZ__PRINTF(1, 2);
 
+/* core/fp8.c: W8A8-FP8's activations (SQZ_ACT_GRID_FP8) in place, m rows of k: per row s = absmax / 448,
+ * each value fp8(clamp(x / s, -448, 448)) * s as compressed-tensors' dynamic per-token fake quantization
+ * computes it (0 where s is 0; a row holding a NaN or an infinity becomes NaN). */
+void sqz__fp8_act_rows(float *x, int64_t m, int64_t k);
+
 #define SQZ_ERROR(status, ...) sqz__error((status), __FILE__, __LINE__, __VA_ARGS__)
 
 #define SQZ_RETURN_IF(cond, status, ...)                                           \

@@ -49,6 +49,11 @@ sqz_status sqz_qparams_check(const sqz_qparams *qp, sqz_dtype dtype, size_t nbyt
                           qp->n_groups != qp->n_in / qp->group_size,
                       SQZ_ERR_INVALID_ARG, "%s: group size %d does not divide %lld columns into %lld groups", w,
                       (int)qp->group_size, (long long)qp->n_in, (long long)qp->n_groups);
+    } else if (qp->scheme == SQZ_QSCHEME_F8_ROW) {
+        SQZ_RETURN_IF(dtype != SQZ_DTYPE_F8_E4M3, SQZ_ERR_INVALID_ARG, "%s: scheme f8_row stores f8_e4m3, not %s", w,
+                      sqz_dtype_name(dtype));
+        SQZ_RETURN_IF(qp->group_size != qp->n_in || qp->n_groups != 1 || qp->zeros || qp->g_idx,
+                      SQZ_ERR_INVALID_ARG, "%s: f8_row has one scale per row and no zero points", w);
     } else {
         return SQZ_ERROR(SQZ_ERR_INVALID_ARG, "%s: unknown quantization scheme %d", w, (int)qp->scheme);
     }
@@ -80,9 +85,13 @@ sqz_status sqz_qparams_check(const sqz_qparams *qp, sqz_dtype dtype, size_t nbyt
         SQZ_RETURN_IF(qp->act_scale != 0.0f, SQZ_ERR_INVALID_ARG, "%s: activation scale set without static mode",
                       w);
     SQZ_RETURN_IF(qp->act_grid != SQZ_ACT_GRID_SYM127 &&
-                      (qp->act_grid != SQZ_ACT_GRID_CTENSORS || qp->act_mode == SQZ_ACT_FLOAT),
+                      (qp->act_grid != SQZ_ACT_GRID_CTENSORS || qp->act_mode == SQZ_ACT_FLOAT) &&
+                      (qp->act_grid != SQZ_ACT_GRID_FP8 || qp->act_mode != SQZ_ACT_DYNAMIC_TOKEN),
                   SQZ_ERR_INVALID_ARG, "%s: activation grid %d is unknown or set on a weight-only layer", w,
                   (int)qp->act_grid);
+    SQZ_RETURN_IF((qp->act_grid == SQZ_ACT_GRID_FP8) != (qp->scheme == SQZ_QSCHEME_F8_ROW && qp->act_mode != SQZ_ACT_FLOAT),
+                  SQZ_ERR_INVALID_ARG, "%s: FP8 activations go with FP8 weights (dynamic per token), and FP8 weights "
+                  "quantize activations to FP8 only", w);
     if (qp->in_scale)
         SQZ_RETURN_IF(!finite_nonneg_count(qp->in_scale, qp->n_in, true), SQZ_ERR_INVALID_ARG,
                       "%s: input scales must be finite and non-zero", w);
@@ -91,6 +100,16 @@ sqz_status sqz_qparams_check(const sqz_qparams *qp, sqz_dtype dtype, size_t nbyt
 
 void sqz_qparams_rows_to_f32(const sqz_qparams *qp, const void *data, int64_t row0, int64_t n_rows, float *out) {
     const int64_t n_in = qp->n_in;
+    if (qp->scheme == SQZ_QSCHEME_F8_ROW) {
+        const uint8_t *q = (const uint8_t *)data;
+        for (int64_t r = 0; r < n_rows; r++) {
+            const uint8_t *qr = q + (row0 + r) * n_in;
+            const float s = qp->scales[row0 + r];
+            float *o = out + r * n_in;
+            for (int64_t c = 0; c < n_in; c++) o[c] = sqz_fp8_e4m3_to_fp32(qr[c]) * s;
+        }
+        return;
+    }
     if (qp->scheme == SQZ_QSCHEME_I8_ROW) {
         const int8_t *q = (const int8_t *)data;
         for (int64_t r = 0; r < n_rows; r++) {

@@ -606,6 +606,10 @@ static sqz_status open_checkpoint(const char *path, sqz_model *m, st_set *s) {
     if (st == SQZ_OK) st = sqz__st_layout_detect(cfg, len, cfg_path, &L, &qc);
     if (st == SQZ_OK) st = add_tensors(s, m, L);
     if (st == SQZ_OK && L) st = attach_layout(s, m, L, qc);
+    for (int64_t i = 0; st == SQZ_OK && i < m->n_tensors; i++) /* FP8 values mean something only with their scale */
+        if (m->tensors[i].dtype == SQZ_DTYPE_F8_E4M3 && !m->tensors[i].qp)
+            st = SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': FP8 E4M3 values without a scale sqz reads (sqz reads "
+                           "compressed-tensors' float-quantized weight_scale)", cfg_path, m->tensors[i].name);
     sqz__st_layout_config_free(qc);
     if (st == SQZ_OK) st = read_tokenizer(dir, m);
     if (st == SQZ_OK && !m->name) {

@@ -21,6 +21,10 @@
  *     P.weight_scale F32 [n, k / 32], strategy "group", group_size 32.
  *   W8A8, format "int-quantized": P.weight I8 [n, k], P.weight_scale F32 [n, 1], and for a static
  *     activation scale P.input_scale F32 [1] (dynamic: per-token scales, no tensor).
+ *   FP8 E4M3 per channel, "naive-quantized" (W8A16-FP8; what compressed-tensors itself labels it) or
+ *     "float-quantized" (W8A8-FP8, dynamic per-token FP8 activations): P.weight F8_E4M3 [n, k],
+ *     P.weight_scale F32 [n, 1] (F32: compressed-tensors' decompressor multiplies in the scale's
+ *     dtype, and fp8 * f32 is exact, so it gives sqz's values).
  * config.json's quantization_config: one config group per distinct scheme (targets ["Linear"]
  * when there is one, else the module names), "ignore" naming every float linear layer
  * (lm_head included), format per group and "mixed-precision" when they differ.
@@ -145,13 +149,28 @@ static sqz_status ct_i8g_parts(const sqz__st_layout *L, const sqz_tensor *t, con
     return st;
 }
 
+/* FP8 per channel: P.weight F8_E4M3 [n, k] (sqz's bytes), P.weight_scale F32 [n, 1]; W8A8-FP8's
+ * activations are dynamic per token: no tensor. */
+static sqz_status fp8_parts(const sqz_tensor *t, sqz__st_part *p, int *n) {
+    const sqz_qparams *qp = t->qp;
+    sqz__st_part *w = sqz__st_part_new(p, n, "weight", SQZ_DTYPE_F8_E4M3, qp->n_out, qp->n_in);
+    w->data = t->data;
+    w->nbytes = t->nbytes;
+    sqz__st_part *s = sqz__st_part_new(p, n, "weight_scale", SQZ_DTYPE_F32, qp->n_out, 1);
+    SQZ_TRY(sqz__st_part_alloc(s));
+    for (int64_t r = 0; r < qp->n_out; r++) put_f32((uint8_t *)s->data + 4 * r, qp->scales[r]);
+    return SQZ_OK;
+}
+
 static sqz_status ct_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__st_part *p, int *n) {
     *n = 0;
     SQZ_TRY(sqz_qparams_check(t->qp, t->dtype, t->nbytes, t->name));
     if (t->qp->in_scale)
         return CT_FAIL("tensor '%s': an unfolded smoothing vector (input_smooth) has no place in compressed-tensors: "
                        "use --hf-format sqz", t->name);
-    sqz_status st = t->qp->scheme == SQZ_QSCHEME_U4_GROUP ? int4_parts(t, p, n) : int8_parts(L, t, p, n);
+    const sqz_qscheme sc = t->qp->scheme;
+    sqz_status st = sc == SQZ_QSCHEME_U4_GROUP ? int4_parts(t, p, n)
+                    : sc == SQZ_QSCHEME_F8_ROW ? fp8_parts(t, p, n) : int8_parts(L, t, p, n);
     if (st != SQZ_OK) sqz__st_parts_free(p, *n);
     return st;
 }
@@ -162,25 +181,33 @@ typedef struct ct_scheme { /* what one config group says */
     int bits, group;       /* group 0: per channel */
     bool sym, actorder;
     sqz_act_mode act;
+    bool fp;               /* type "float" (FP8 E4M3), else "int" */
 } ct_scheme;
 
 static ct_scheme scheme_of(const sqz_qparams *qp) {
-    ct_scheme s = {qp->scheme == SQZ_QSCHEME_U4_GROUP ? 4 : 8, 0, qp->zeros == NULL, qp->g_idx != NULL, qp->act_mode};
+    ct_scheme s = {qp->scheme == SQZ_QSCHEME_U4_GROUP ? 4 : 8, 0, qp->zeros == NULL, qp->g_idx != NULL, qp->act_mode,
+                   qp->scheme == SQZ_QSCHEME_F8_ROW};
     /* 8 bits with group_size < n_in: a GGUF Q8_0 / Q5_0 weight's descriptor (st_blocks.c) */
     if (qp->scheme == SQZ_QSCHEME_U4_GROUP || qp->group_size < qp->n_in) s.group = qp->group_size;
     return s;
 }
 
 static bool same_scheme(ct_scheme a, ct_scheme b) {
-    return a.bits == b.bits && a.group == b.group && a.sym == b.sym && a.actorder == b.actorder && a.act == b.act;
+    return a.bits == b.bits && a.group == b.group && a.sym == b.sym && a.actorder == b.actorder && a.act == b.act &&
+           a.fp == b.fp;
 }
 
-static const char *format_of(ct_scheme s) { return s.act == SQZ_ACT_FLOAT ? "pack-quantized" : "int-quantized"; }
+/* FP8: what compressed-tensors 0.20 itself writes, "naive-quantized" weight-only and "float-quantized" with
+ * FP8 activations (the two share one layout). */
+static const char *format_of(ct_scheme s) {
+    if (s.fp) return s.act == SQZ_ACT_FLOAT ? "naive-quantized" : "float-quantized";
+    return s.act == SQZ_ACT_FLOAT ? "pack-quantized" : "int-quantized";
+}
 
 static cJSON *weights_json(ct_scheme s) {
     cJSON *w = cJSON_CreateObject();
     cJSON_AddNumberToObject(w, "num_bits", s.bits);
-    cJSON_AddStringToObject(w, "type", "int");
+    cJSON_AddStringToObject(w, "type", s.fp ? "float" : "int");
     cJSON_AddBoolToObject(w, "symmetric", s.sym);
     cJSON_AddStringToObject(w, "strategy", s.group ? "group" : "channel");
     if (s.group) cJSON_AddNumberToObject(w, "group_size", s.group);
@@ -196,7 +223,7 @@ static cJSON *inputs_json(ct_scheme s) {
     if (s.act == SQZ_ACT_FLOAT) return cJSON_CreateNull();
     cJSON *a = cJSON_CreateObject();
     cJSON_AddNumberToObject(a, "num_bits", 8);
-    cJSON_AddStringToObject(a, "type", "int");
+    cJSON_AddStringToObject(a, "type", s.fp ? "float" : "int");
     cJSON_AddBoolToObject(a, "symmetric", true);
     cJSON_AddStringToObject(a, "strategy", s.act == SQZ_ACT_DYNAMIC_TOKEN ? "token" : "tensor");
     cJSON_AddBoolToObject(a, "dynamic", s.act == SQZ_ACT_DYNAMIC_TOKEN);

@@ -8,8 +8,10 @@
  * tensor (what sqz writes for a GGUF Q8_0 / Q5_0 weight, st_blocks.c),
  * value-exact against compressed-tensors' dequantization (w = scale * (q - zp), scale[:, g_idx]).
  * sparse-24-bitmask weights (st_sparse24.c) come back dense, bit for bit. What sqz cannot hold
- * exactly (8-bit groups or zero points, other bit widths, other sparsity formats, float8) is
- * refused naming the tensor.
+ * exactly (8-bit groups or zero points, other bit widths, other sparsity formats) is refused naming
+ * the tensor. "float-quantized" / "naive-quantized" FP8 E4M3 weights with per-channel or per-tensor
+ * scales become SQZ_QSCHEME_F8_ROW (W8A8-FP8 when the config quantizes the inputs dynamically:
+ * SQZ_ACT_GRID_FP8); a static FP8 input scale is refused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -258,6 +260,40 @@ static sqz_status attach_int8(sqz_model *m, sqz_tensor *t, const char *prefix, b
     return SQZ_OK;
 }
 
+/* A float-quantized (or naive-quantized) FP8 weight: t (F8_E4M3, added as it is) with P.weight_scale per
+ * channel [n, 1] or per tensor [1] (read as the same scale on every row); dyn: W8A8-FP8, activations
+ * quantized to FP8 per token. A static input_scale is refused (sqz runs FP8 activations per token). */
+static sqz_status attach_fp8(sqz_model *m, sqz_tensor *t, const char *prefix, bool dyn, const sqz__st_view *v,
+                             size_t n) {
+    const sqz__st_view *sc = sqz__st_view_find(v, n, prefix, "weight_scale");
+    SQZ_RETURN_IF(!sc, SQZ_ERR_FORMAT, "tensor '%s': FP8 E4M3 weight without '%s.weight_scale'", t->name, prefix);
+    const int64_t no = t->shape[0];
+    const bool per_row = sqz__st_view_is(sc, sc->dtype, no, 1), per_tensor = sqz__st_view_is(sc, sc->dtype, 1, 1);
+    if (t->ndim != 2 || !is_float_view(sc) || (!per_row && !per_tensor))
+        return CT_BAD("%s: tensor '%s.weight_scale': FP8 scales must be per channel [%lld, 1] or per tensor [1]",
+                      sc->file, prefix, (long long)no);
+    SQZ_RETURN_IF(sqz__st_view_find(v, n, prefix, "input_scale"), SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': a static FP8 "
+                  "activation scale (input_scale): sqz runs FP8 activations dynamic per token (FP8_DYNAMIC)", sc->file,
+                  t->name);
+    float *s = sqz__malloc((size_t)no * sizeof(float));
+    if (!s) return SQZ_ERR_NOMEM;
+    for (int64_t r = 0; r < no; r++) s[r] = sqz__st_view_f32(sc, per_row ? (size_t)r : 0);
+    const sqz__st_view one = {sc->name, SQZ_DTYPE_F32, 2, (const int64_t[2]){no, 1}, (const uint8_t *)s, sc->file};
+    sqz_qparams qp = {.scheme = SQZ_QSCHEME_F8_ROW, .n_out = no, .n_in = t->shape[1], .n_groups = 1,
+                      .group_size = (int32_t)t->shape[1], .act_mode = dyn ? SQZ_ACT_DYNAMIC_TOKEN : SQZ_ACT_FLOAT,
+                      .act_grid = dyn ? SQZ_ACT_GRID_FP8 : SQZ_ACT_GRID_SYM127};
+    const sqz_qparams *kept = NULL;
+    sqz_status st = make_qp(m, &qp, &one, NULL, NULL, &kept);
+    free(s);
+    SQZ_TRY(st);
+    if (sqz_qparams_check(kept, t->dtype, t->nbytes, t->name) != SQZ_OK) {
+        sqz__error_prefix("%s", sc->file);
+        return SQZ_ERR_FORMAT;
+    }
+    t->qp = kept;
+    return SQZ_OK;
+}
+
 sqz_status sqz__ct_attach(sqz_model *m, const void *qc, const sqz__st_view *v, size_t n) {
     const cJSON *root = qc;
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
@@ -268,10 +304,13 @@ sqz_status sqz__ct_attach(sqz_model *m, const void *qc, const sqz__st_view *v, s
                                                    strcmp(spf->valuestring, "dense") == 0)),
                   SQZ_ERR_UNSUPPORTED, "config.json: compressed-tensors sparsity_config format \"%.40s\" is not read by "
                   "sqz (it reads sparse-24-bitmask and dense)", cJSON_IsString(spf) ? spf->valuestring : "?");
-    if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "pack-quantized") && strcmp(fmt->valuestring, "int-quantized") &&
-        strcmp(fmt->valuestring, "mixed-precision") && strcmp(fmt->valuestring, "dense"))
+    static const char *const known[] = {"pack-quantized", "int-quantized", "float-quantized", "naive-quantized",
+                                        "mixed-precision", "dense"};
+    bool ok = !cJSON_IsString(fmt);
+    for (size_t i = 0; !ok && i < sizeof known / sizeof known[0]; i++) ok = strcmp(fmt->valuestring, known[i]) == 0;
+    if (!ok)
         return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: compressed-tensors format \"%.40s\" is not read by sqz (it "
-                         "reads pack-quantized and int-quantized)", fmt->valuestring);
+                         "reads pack-quantized, int-quantized, float-quantized and naive-quantized)", fmt->valuestring);
     for (size_t i = 0; i < n; i++) {
         const size_t len = strlen(v[i].name);
         if (len > 14 && strcmp(v[i].name + len - 14, ".weight_packed") == 0) SQZ_TRY(attach_packed(m, &v[i], v, n));
@@ -281,11 +320,12 @@ sqz_status sqz__ct_attach(sqz_model *m, const void *qc, const sqz__st_view *v, s
     for (int64_t i = 0; i < m->n_tensors; i++) {
         sqz_tensor *t = &m->tensors[i];
         const size_t len = strlen(t->name);
-        if (t->qp || t->dtype != SQZ_DTYPE_I8 || len < 8 || strcmp(t->name + len - 7, ".weight") != 0) continue;
+        const bool f8 = t->dtype == SQZ_DTYPE_F8_E4M3;
+        if (t->qp || (t->dtype != SQZ_DTYPE_I8 && !f8) || len < 8 || strcmp(t->name + len - 7, ".weight") != 0) continue;
         char prefix[256];
         if (len - 7 >= sizeof prefix) continue;
         snprintf(prefix, sizeof prefix, "%.*s", (int)(len - 7), t->name);
-        SQZ_TRY(attach_int8(m, t, prefix, dyn, v, n));
+        SQZ_TRY(f8 ? attach_fp8(m, t, prefix, dyn, v, n) : attach_int8(m, t, prefix, dyn, v, n));
     }
     for (size_t i = 0; i < n; i++) { /* every side tensor belongs to a quantized weight */
         if (!sqz__ct_is_part(v[i].name)) continue;

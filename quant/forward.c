@@ -54,6 +54,13 @@ sqz_status sqz_qmatrix_forward(const sqz_qmatrix *q, const float *x, int64_t m, 
         xin = xs;
     }
     sqz_status st = SQZ_OK;
+    if (q->qp.act_grid == SQZ_ACT_GRID_FP8) { /* W8A8-FP8: the inputs on their FP8 grid, then the float product */
+        float *xf = xs ? xs : sqz__malloc(xn * sizeof(float));
+        if (!xf) return SQZ_ERR_NOMEM;
+        if (!xs) memcpy(xf, x, xn * sizeof(float));
+        sqz__fp8_act_rows(xf, m, n_in);
+        xin = xs = xf;
+    }
     if (q->qp.act_mode == SQZ_ACT_FLOAT || q->qp.scheme != SQZ_QSCHEME_I8_ROW) {
         float *w = sqz__malloc(wn * sizeof(float));
         if (!w) { free(xs); return SQZ_ERR_NOMEM; }

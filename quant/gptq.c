@@ -446,6 +446,7 @@ static sqz_status layer_quant(const layers_job *L, int i, sqz_qmatrix *q) {
         q->qp.g_idx = q->g_idx_buf;
     }
     q->qp.act_mode = L->o->act_mode;
+    q->qp.act_grid = sqz__act_grid_for(L->o->target.fmt, L->o->act_mode);
     q->qp.act_scale = L->act_scale;
     return SQZ_OK;
 }
@@ -495,7 +496,7 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
     const bool quant = !mask || mask->quantize;
     SQZ_RETURN_IF(kq && n % sbn, SQZ_ERR_INVALID_ARG, "gptq: %s needs a width that is a multiple of %lld, not %lld",
                   sqz_qformat_name(t.fmt), (long long)sbn, (long long)n);
-    SQZ_RETURN_IF(o->blocksize < 1 || (quant && t.fmt != SQZ_QFMT_I8 && o->blocksize % gs != 0), SQZ_ERR_INVALID_ARG,
+    SQZ_RETURN_IF(o->blocksize < 1 || (quant && t.fmt != SQZ_QFMT_I8 && t.fmt != SQZ_QFMT_FP8 && o->blocksize % gs != 0), SQZ_ERR_INVALID_ARG,
                   "gptq: block size %d must be a positive multiple of the group (%lld)", (int)o->blocksize,
                   (long long)gs);
     SQZ_RETURN_IF(mask && mask->per_row && (mask->span < 1 || o->blocksize % mask->span), SQZ_ERR_INVALID_ARG,
@@ -515,7 +516,7 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
      * (GPTQ's dynamic groups); static from the original row under act-order, static-groups or a mask */
     const bool kdyn = kq && quant && !mask && !o->act_order && !o->static_groups;
     gptq_ctx c = {.n = n, .fmt = t.fmt, .gs = gs, .ng = n / gs,
-                  .static_grids = t.fmt == SQZ_QFMT_I8 || o->static_groups || (gguf && o->act_order) || (kq && !kdyn),
+                  .static_grids = t.fmt == SQZ_QFMT_I8 || t.fmt == SQZ_QFMT_FP8 || o->static_groups || (gguf && o->act_order) || (kq && !kdyn),
                   .kdyn = kdyn, .sbn = sbn, .act_order = o->act_order, .mask = mask, .be = o->backend,
                   /* dynamic super-blocks start where a block does, so that each lies in one block */
                   .blocksize = kdyn ? (int32_t)((o->blocksize + sbn - 1) / sbn * sbn) : o->blocksize};

@@ -27,6 +27,12 @@ void sqz__grid_make(sqz_qformat f, const float *x, int n, sqz__grid *g) {
         g->hi = 127;
         break;
     }
+    case SQZ_QFMT_FP8: { /* compressed-tensors' absmax / 448 in f32; an all-zero row keeps d 0 (codes +0) */
+        float amax = 0.0f;
+        for (int i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+        g->d = amax / 448.0f;
+        break;
+    }
     case SQZ_QFMT_I4_SYM:
     case SQZ_QFMT_Q4_0:
     case SQZ_QFMT_Q5_0: { /* the signed element of largest magnitude (first one) maps to -8 (-16) */
@@ -96,7 +102,7 @@ void sqz__grid_make(sqz_qformat f, const float *x, int n, sqz__grid *g) {
 void sqz__encode(sqz_qmatrix *q, const int8_t *codes, const sqz__grid *grids) {
     const sqz_qformat f = q->target.fmt;
     const int64_t n_in = q->n_in, n_out = q->n_out;
-    if (f == SQZ_QFMT_I8) {
+    if (f == SQZ_QFMT_I8 || f == SQZ_QFMT_FP8) { /* FP8: the codes are the E4M3 bytes */
         memcpy(q->data, codes, (size_t)(n_out * n_in));
         for (int64_t r = 0; r < n_out; r++) q->scales_buf[r] = grids[r].d;
         return;

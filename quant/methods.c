@@ -17,10 +17,11 @@
 #define IQ4_FORMATS (FMT(SQZ_QFMT_IQ4_NL) | FMT(SQZ_QFMT_IQ4_XS)) /* the non-linear grids */
 #define IQ3_FORMATS FMT(SQZ_QFMT_IQ3_S) /* the lattice codebook (GPTQ: codewords of 4, not a mask) */
 #define FP4_FORMATS FMT(SQZ_QFMT_MXFP4)  /* E2M1 values under a power-of-two scale */
+#define FP8_FORMATS FMT(SQZ_QFMT_FP8)    /* E4M3 values under a scale per row */
 
 static const sqz_qmethod methods[] = {
     {.name = "rtn", .needs = 0, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
-     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS,
+     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS | FP8_FORMATS,
      .summary = "round to nearest with each format's reference quantizer (W8A8: static or dynamic "
                 "activation scales from the statistics)",
      .run = sqz_quant_rtn, .refines = true, .rowwise = true},
@@ -30,7 +31,7 @@ static const sqz_qmethod methods[] = {
                 "E[x^2]), byte-exact; MXFP4: each block's power-of-two scale searched by the same weighted error",
      .run = sqz_quant_imatrix, .refines = true},
     {.name = "gptq", .needs = SQZ_QSTAT_XTX, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
-     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS,
+     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS | FP8_FORMATS,
      .summary = "GPTQ: Hessian-based error feedback, blocked lazy updates, optional act-order and static "
                 "groups; GGUF targets (Q8_0, Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K, IQ4_NL/IQ4_XS, IQ3_S codewords, MXFP4) stay on llama.cpp's exact grids",
      .run = sqz_quant_gptq, .hessian = true, .refines = true},
@@ -132,9 +133,10 @@ sqz_status sqz__check_method_args(const char *method, const sqz_qlinear *lin, in
     for (unsigned bit = 1; bit <= SQZ_QSTAT_DXXT; bit <<= 1)
         SQZ_RETURN_IF((needs & bit) && !has_stat(st, bit), SQZ_ERR_INVALID_ARG,
                       "%s: needs %s of the input", method, stat_name(bit));
-    SQZ_RETURN_IF(o->act_mode != SQZ_ACT_FLOAT && t.fmt != SQZ_QFMT_I8, SQZ_ERR_UNSUPPORTED,
-                  "%s: activation quantization (W8A8) needs the i8 target, not %s", method,
-                  sqz_qformat_name(t.fmt));
+    SQZ_RETURN_IF(o->act_mode != SQZ_ACT_FLOAT && t.fmt != SQZ_QFMT_I8 &&
+                      (t.fmt != SQZ_QFMT_FP8 || o->act_mode != SQZ_ACT_DYNAMIC_TOKEN),
+                  SQZ_ERR_UNSUPPORTED, "%s: activation quantization needs the i8 target (W8A8) or fp8 with dynamic "
+                  "per-token activations (W8A8-FP8), not %s", method, sqz_qformat_name(t.fmt));
     SQZ_RETURN_IF((unsigned)o->act_mode > SQZ_ACT_STATIC_TENSOR || (unsigned)o->act_calib > SQZ_ACT_CALIB_KL,
                   SQZ_ERR_INVALID_ARG, "%s: unknown activation mode or calibration", method);
     return SQZ_OK;

@@ -91,6 +91,8 @@ static inline bool sqz__qfmt_blockgrid(sqz_qformat f) {
 /* The code of value v on grid g (nearest stored value, clamped to the code range). */
 static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
     if (f == SQZ_QFMT_MXFP4) return g->d == 0.0f ? 0 : sqz__fp4_best_index(v, g->d); /* code 0 is +0 */
+    if (f == SQZ_QFMT_FP8) /* the E4M3 byte (stored in an int8 code): compressed-tensors' clamp, then RNE */
+        return g->d == 0.0f ? 0 : (int8_t)sqz_fp32_to_fp8_e4m3(fminf(fmaxf(v / g->d, -448.0f), 448.0f));
     if (g->d == 0.0f) return f == SQZ_QFMT_Q4_0 || f == SQZ_QFMT_I4_SYM || sqz__qfmt_iq4(f) ? 8 : g->zero;
     if (sqz__qfmt_iq4(f)) return sqz__iq4_best_index(v / g->d);
     int c;
@@ -103,6 +105,7 @@ static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
 static inline float sqz__grid_value(const sqz__grid *g, sqz_qformat f, int c) {
     if (sqz__qfmt_iq4(f)) return g->d * sqz__kvalues_iq4nl[c]; /* as sqz_dequantize_iq4_* */
     if (f == SQZ_QFMT_MXFP4) return (float)sqz__kvalues_fp4[c] * g->d; /* as sqz_dequantize_mxfp4 */
+    if (f == SQZ_QFMT_FP8) return sqz_fp8_e4m3_to_fp32((uint8_t)c) * g->d; /* as sqz_qparams_rows_to_f32 */
     if (sqz__qfmt_affine(f)) {
         const float p = (float)c * g->d; /* exact: fp16 times a 4-bit integer */
         return p + g->m;                 /* one rounding, as (q & 15) * d + m in the dequantizer */
@@ -114,9 +117,15 @@ static inline float sqz__grid_value(const sqz__grid *g, sqz_qformat f, int c) {
  * into q's storage (blocks, packed nibbles, scales, zeros). */
 void sqz__encode(sqz_qmatrix *q, const int8_t *codes, const sqz__grid *grids);
 
+/* The activation grid a layer of format f with act_mode declares: FP8 weights quantize their
+ * inputs to FP8 (W8A8-FP8), the others to sqz's int8 grid. */
+static inline sqz_act_grid sqz__act_grid_for(sqz_qformat f, sqz_act_mode mode) {
+    return f == SQZ_QFMT_FP8 && mode != SQZ_ACT_FLOAT ? SQZ_ACT_GRID_FP8 : SQZ_ACT_GRID_SYM127;
+}
+
 /* Group size of a target in columns (I8: n_in). */
 static inline int64_t sqz__group_cols(const sqz_qtarget *t, int64_t n_in) {
-    return t->fmt == SQZ_QFMT_I8 ? n_in : (int64_t)t->group;
+    return t->fmt == SQZ_QFMT_I8 || t->fmt == SQZ_QFMT_FP8 ? n_in : (int64_t)t->group;
 }
 
 /* Quantize-dequantize rows of w (n_out, n_in) with the target's reference quantizer into out

@@ -18,6 +18,18 @@
 #include "quant/quant_internal.h"
 #include "sqz/progress.h"
 
+/* FP8 per row, as compressed-tensors quantizes it: scale = absmax / 448 (f32), each value
+ * fp8(clamp(w / scale, -448, 448)) rounded half to even (quant/grid.c's FP8 grid). */
+static void rtn_fp8(const float *w, int64_t n_out, int64_t n_in, sqz_qmatrix *out) {
+    uint8_t *q = out->data;
+    for (int64_t r = 0; r < n_out; r++) {
+        sqz__grid g;
+        sqz__grid_make(SQZ_QFMT_FP8, w + r * n_in, (int)n_in, &g);
+        for (int64_t c = 0; c < n_in; c++) q[r * n_in + c] = (uint8_t)sqz__grid_code(&g, SQZ_QFMT_FP8, w[r * n_in + c]);
+        out->scales_buf[r] = g.d;
+    }
+}
+
 static void rtn_i4(const float *w, int64_t n_out, int64_t n_in, sqz_qmatrix *q) {
     const sqz_qformat f = q->target.fmt;
     const int64_t gs = q->qp.group_size, ng = q->qp.n_groups;
@@ -113,6 +125,7 @@ sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const 
     SQZ_TRY(sqz_qmatrix_alloc(out, t, n_out, n_in));
     switch (out->target.fmt) {
     case SQZ_QFMT_I8: sqz_quantize_rows_i8_ref(w, n_out, n_in, out->data, out->scales_buf); break;
+    case SQZ_QFMT_FP8: rtn_fp8(w, n_out, n_in, out); break;
     case SQZ_QFMT_I4_SYM:
     case SQZ_QFMT_I4_ASYM: rtn_i4(w, n_out, n_in, out); break;
     case SQZ_QFMT_Q8_0:
@@ -157,6 +170,7 @@ sqz_status sqz_quant_rtn(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st
             return s;
         }
         out[i].qp.act_mode = o->act_mode;
+        out[i].qp.act_grid = sqz__act_grid_for(o->target.fmt, o->act_mode);
         out[i].qp.act_scale = act_scale;
     }
     if (smooth)

@@ -2,7 +2,7 @@
  * runtime/weights.c - getting weights into a form the backend multiplies.
  *
  * Float weights the backend supports (f32/f16/bf16 on the CPU) go to it as they are,
- * straight from the mapping. Others (GGUF blocks, sqz's I8/U4 schemes of sqz/qparams.h) are
+ * straight from the mapping. Others (GGUF blocks, sqz's I8/U4/FP8 schemes of sqz/qparams.h) are
  * dequantized to f32: once per matrix and kept (SQZ_WEIGHTS_CACHE), or in panels of
  * SQZ__PANEL_ROWS rows at every use (SQZ_WEIGHTS_STREAM; memory bounded by one panel).
  *
@@ -10,8 +10,8 @@
  * vector divides the input (y = (x / in_scale) . W^T), and a W8A8 layer quantizes its input
  * to int8 first (per token: scale absmax / 127; static: the calibrated act_scale; values
  * clamp(rint(x / scale), -127, 127); on compressed-tensors' grid, which its files declare,
- * absmax / 127.5 and [-128, 127], sqz/qparams.h's sqz_act_grid). The integer product is computed in float on the
- * dequantized operands: x_q * scale and w_q * w_scale are exact in f32, so this equals the
+ * absmax / 127.5 and [-128, 127], sqz/qparams.h's sqz_act_grid; W8A8-FP8: to FP8 E4M3 per token, absmax / 448).
+ * The integer product is computed in float on the dequantized operands: x_q * scale and w_q * w_scale are exact in f32, so this equals the
  * backends' INT8 GEMM up to the rounding of the float accumulation.
  */
 #include <math.h>
@@ -118,6 +118,10 @@ static sqz_status layer_input(sqz_session *s, const sqz_tensor *w, const float *
         float *q = s->xq + i * k;
         for (int64_t c = 0; c < k; c++) q[c] = qp->in_scale ? xr[c] / qp->in_scale[c] : xr[c];
         if (qp->act_mode == SQZ_ACT_FLOAT) continue;
+        if (qp->act_grid == SQZ_ACT_GRID_FP8) {
+            sqz__fp8_act_rows(q, 1, k);
+            continue;
+        }
         /* the grid the layer's file declares: sqz's [-127, 127] and absmax / 127, or
          * compressed-tensors' [-128, 127] and absmax / 127.5 (x / s, clamp, round half to even) */
         const bool ct = qp->act_grid == SQZ_ACT_GRID_CTENSORS;

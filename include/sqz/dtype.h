@@ -52,6 +52,9 @@ typedef enum sqz_dtype {
     SQZ_DTYPE_MXFP4 = 24,  /* OCP microscaling FP4: 32 x E2M1 (4-bit float: 0, 0.5, 1, 1.5, 2, 3, 4, 6
                               and their negatives) + one E8M0 (power of two) scale (block_mxfp4,
                               4.25 bits) */
+    SQZ_DTYPE_F8_E4M3 = 25, /* FP8 E4M3 (OCP "fn": bias 7, no infinities, largest 448; safetensors
+                               F8_E4M3): compressed-tensors' FP8 weights, with their scales
+                               (sqz/qparams.h, SQZ_QSCHEME_F8_ROW) */
     SQZ_DTYPE_COUNT
 } sqz_dtype;
 
@@ -98,6 +101,10 @@ SQZ_API uint16_t sqz_fp32_to_fp16(float f);
 SQZ_API float sqz_fp16_to_fp32(uint16_t h);
 SQZ_API uint16_t sqz_fp32_to_bf16(float f);
 SQZ_API float sqz_bf16_to_fp32(uint16_t h);
+/* FP8 E4M3 (fn) to float (exact; 0x7F / 0xFF NaN), and from float: round half to even, saturating
+ * at +-448 (torch's cast of a value compressed-tensors clamped first), NaN to 0x7F. */
+SQZ_API float sqz_fp8_e4m3_to_fp32(uint8_t b);
+SQZ_API uint8_t sqz_fp32_to_fp8_e4m3(float f);
 
 #ifdef __cplusplus
 }

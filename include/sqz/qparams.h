@@ -26,7 +26,11 @@
  *                         only after GPTQ with act-order and dynamic groups (AutoGPTQ's
  *                         desc_act): groups are then runs of group_size columns in the
  *                         processing order, and g_idx maps each column to its group.
- * Activation metadata (both schemes): act_mode says whether the layer quantizes its input
+ *   SQZ_QSCHEME_F8_ROW    dtype SQZ_DTYPE_F8_E4M3, (n_out, n_in) FP8 E4M3 values (compressed-tensors'
+ *                         float-quantized weights); w[r][c] = fp8(q[r][c]) * scales[r] (f32 scale
+ *                         per row, exact in f32: a 4-bit significand times the scale's). A file's
+ *                         per-tensor scale is read as the same scale on every row.
+ * Activation metadata (every scheme): act_mode says whether the layer quantizes its input
  * (W8A8) and how; in_scale, when not NULL, is a smoothing vector that was NOT folded into
  * the previous operation: the layer computes y = (x / in_scale) . W^T with W as stored.
  *
@@ -53,6 +57,7 @@ typedef enum sqz_qscheme {
     SQZ_QSCHEME_NONE = 0,     /* not quantized by a scheme (plain dtype, e.g. Q4_0 blocks) */
     SQZ_QSCHEME_I8_ROW = 1,   /* dtype I8, one f32 scale per output row */
     SQZ_QSCHEME_U4_GROUP = 2, /* dtype U4, scale (+ zero point) per (row, group) */
+    SQZ_QSCHEME_F8_ROW = 3,   /* dtype F8_E4M3, one f32 scale per output row */
 } sqz_qscheme;
 
 /* How a layer quantizes its INPUT activations at run time. */
@@ -72,6 +77,9 @@ typedef enum sqz_act_grid {
     SQZ_ACT_GRID_CTENSORS = 1, /* compressed-tensors' (what its int-quantized files declare and
                                   its fake quantization computes): clamp(rint(x / s), -128, 127),
                                   dynamic s = absmax / 127.5 (docs/formats.md, W8A8) */
+    SQZ_ACT_GRID_FP8 = 2,      /* FP8 E4M3 activations (W8A8-FP8, SQZ_QSCHEME_F8_ROW only): per token
+                                  s = absmax / 448, x = fp8(clamp(x / s, -448, 448)) * s, as
+                                  compressed-tensors' float-quantized files declare and compute */
 } sqz_act_grid;
 
 typedef struct sqz_qparams {

@@ -98,6 +98,9 @@ typedef enum sqz_qformat {
                            * codebook with sign bits and 4-bit sub-block scales; RTN and imatrix only */
     SQZ_QFMT_MXFP4 = 16,  /* GGUF MXFP4 (blocks of 32): E2M1 values times a power-of-two scale (OCP
                            * microscaling FP4, 4.25 bits) */
+    SQZ_QFMT_FP8 = 17,    /* FP8 E4M3 per output channel (compressed-tensors' float-quantized): w = fp8 *
+                           * scale, scale = absmax / 448 per row (SQZ_QSCHEME_F8_ROW); W8A8-FP8 with
+                           * act_mode SQZ_ACT_DYNAMIC_TOKEN */
     SQZ_QFMT_COUNT
 } sqz_qformat;
 

@@ -43,7 +43,7 @@ for f in qfused_neon qidot_ref qidot_neon; do
 done
 "${cc[@]}" -D_DEFAULT_SOURCE $blas "$src/kernels/cpu/qdot.c" "$src/kernels/cpu/qmatmul.c" "$src/kernels/cpu/qidot.c" \
         "$src/kernels/cpu/pool.c" "$src/core/dtype.c" "$src/core/status.c" "$src/core/dequant.c" \
-        "$src/core/dequant_more.c" "$src/core/dequant_iq3.c" "$src/core/dequant_fp4.c" "$src/core/fp16.c" \
+        "$src/core/dequant_more.c" "$src/core/dequant_iq3.c" "$src/core/dequant_fp4.c" "$src/core/fp8.c" "$src/core/fp16.c" \
         "$src"/quant/gguf/{quant_ref,kquant,kquant_search,kquant_x8,iq4,iq3,fp4}.c \
         "$src/tests/unit/qdot_main.c" "$src/tests/unit/qdot_stubs.c" "$tmp"/{qfused_neon,qidot_ref,qidot_neon}.o -lm -lpthread \
         -o "$tmp/qdot" || { echo "FAIL: cross-build"; exit 1; }
