@@ -38,6 +38,18 @@ void sqz__fp8_act_rows(float *x, int64_t m, int64_t k) {
     }
 }
 
+static const float e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+float sqz__e2m1_value(int code) { return (code & 8) ? -e2m1[code & 7] : e2m1[code & 7]; }
+
+uint8_t sqz__e2m1_rne(float x) {
+    const float a = fminf(fabsf(x), 6.0f);
+    /* midpoints 0.25 .. 5: a tie goes to the even code (0, 1, 2, 4: codes 0, 2, 4, 6) */
+    const int m = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3 : a <= 2.5f ? 4 : a < 3.5f ? 5
+                  : a <= 5.0f ? 6 : 7;
+    return (uint8_t)((x < 0 ? 8 : 0) | m);
+}
+
 uint8_t sqz_fp32_to_fp8_e4m3(float f) {
     if (isnan(f)) return 0x7F;
     const uint8_t sign = signbit(f) ? 0x80 : 0;

@@ -34,6 +34,11 @@ void sqz__error_prefix(const char *fmt, ...) SQZ__PRINTF(1, 2);
  * each value fp8(clamp(x / s, -448, 448)) * s as compressed-tensors' dynamic per-token fake quantization
  * computes it (0 where s is 0; a row holding a NaN or an infinity becomes NaN). */
 void sqz__fp8_act_rows(float *x, int64_t m, int64_t k);
+/* E2M1 (FP4: bit 3 the sign, bits 0-2 index 0, 0.5, 1, 1.5, 2, 3, 4, 6): the value of a code, and the
+ * code of x rounded to the nearest value, ties to even (compressed-tensors' cast_to_fp4 on x clamped to
+ * +-6; a negative x that rounds to 0 keeps its sign bit, -0.0 does not). */
+float sqz__e2m1_value(int code);
+uint8_t sqz__e2m1_rne(float x);
 
 #define SQZ_ERROR(status, ...) sqz__error((status), __FILE__, __LINE__, __VA_ARGS__)
 

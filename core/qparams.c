@@ -49,6 +49,15 @@ sqz_status sqz_qparams_check(const sqz_qparams *qp, sqz_dtype dtype, size_t nbyt
                           qp->n_groups != qp->n_in / qp->group_size,
                       SQZ_ERR_INVALID_ARG, "%s: group size %d does not divide %lld columns into %lld groups", w,
                       (int)qp->group_size, (long long)qp->n_in, (long long)qp->n_groups);
+    } else if (qp->scheme == SQZ_QSCHEME_NVFP4) {
+        SQZ_RETURN_IF(dtype != SQZ_DTYPE_U4, SQZ_ERR_INVALID_ARG, "%s: scheme nvfp4 stores u4 codes, not %s", w,
+                      sqz_dtype_name(dtype));
+        SQZ_RETURN_IF(qp->group_size != 16 || qp->n_in % 16 || qp->n_groups != qp->n_in / 16 || qp->zeros || qp->g_idx,
+                      SQZ_ERR_INVALID_ARG, "%s: nvfp4 has groups of 16 columns and no zero points", w);
+        SQZ_RETURN_IF(!(qp->global_scale > 0.0f) || !isfinite(qp->global_scale), SQZ_ERR_INVALID_ARG,
+                      "%s: NVFP4 global scale %g must be positive and finite", w, (double)qp->global_scale);
+        SQZ_RETURN_IF(qp->act_mode != SQZ_ACT_FLOAT, SQZ_ERR_INVALID_ARG, "%s: NVFP4 weights with quantized "
+                      "activations (W4A4) are not run by sqz", w);
     } else if (qp->scheme == SQZ_QSCHEME_F8_ROW) {
         SQZ_RETURN_IF(dtype != SQZ_DTYPE_F8_E4M3, SQZ_ERR_INVALID_ARG, "%s: scheme f8_row stores f8_e4m3, not %s", w,
                       sqz_dtype_name(dtype));
@@ -64,6 +73,12 @@ sqz_status sqz_qparams_check(const sqz_qparams *qp, sqz_dtype dtype, size_t nbyt
     SQZ_RETURN_IF(!sqz__mul_i64(qp->n_out, qp->n_groups, &ns), SQZ_ERR_INVALID_ARG, "%s: groups overflow", w);
     SQZ_RETURN_IF(!qp->scales || !finite_nonneg_count(qp->scales, ns, false), SQZ_ERR_INVALID_ARG,
                   "%s: scales missing or not finite", w);
+    for (int64_t i = 0; qp->scheme == SQZ_QSCHEME_NVFP4 && i < ns; i++)
+        SQZ_RETURN_IF(!(qp->scales[i] >= 0.0f) || sqz_fp8_e4m3_to_fp32(sqz_fp32_to_fp8_e4m3(qp->scales[i])) != qp->scales[i],
+                      SQZ_ERR_INVALID_ARG, "%s: NVFP4 group scale %lld (%g) is not a non-negative FP8 E4M3 value", w,
+                      (long long)i, (double)qp->scales[i]);
+    SQZ_RETURN_IF(qp->scheme != SQZ_QSCHEME_NVFP4 && qp->global_scale != 0.0f, SQZ_ERR_INVALID_ARG,
+                  "%s: a global scale is NVFP4's only", w);
     if (qp->zeros) {
         for (int64_t i = 0; i < ns; i++)
             SQZ_RETURN_IF(qp->zeros[i] > 15, SQZ_ERR_INVALID_ARG, "%s: zero point %d at %lld exceeds 15", w,
@@ -107,6 +122,22 @@ void sqz_qparams_rows_to_f32(const sqz_qparams *qp, const void *data, int64_t ro
             const float s = qp->scales[row0 + r];
             float *o = out + r * n_in;
             for (int64_t c = 0; c < n_in; c++) o[c] = sqz_fp8_e4m3_to_fp32(qr[c]) * s;
+        }
+        return;
+    }
+    if (qp->scheme == SQZ_QSCHEME_NVFP4) {
+        const uint8_t *p = (const uint8_t *)data;
+        for (int64_t r = 0; r < n_rows; r++) {
+            const int64_t row = row0 + r;
+            const uint8_t *pr = p + row * (n_in / 2);
+            float *o = out + r * n_in;
+            for (int64_t g = 0; g < n_in / 16; g++) {
+                const float eff = qp->scales[row * (n_in / 16) + g] / qp->global_scale; /* f32 division */
+                for (int64_t c = 16 * g; c < 16 * g + 16; c++) {
+                    const int code = (c & 1) ? (pr[c >> 1] >> 4) : (pr[c >> 1] & 0x0F);
+                    o[c] = sqz_bf16_to_fp32(sqz_fp32_to_bf16(sqz__e2m1_value(code) * eff));
+                }
+            }
         }
         return;
     }

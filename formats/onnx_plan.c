@@ -44,6 +44,8 @@ static sqz_status quant_form(const sqz_tensor *t, sqz_dtype d, sqz__onnx_ops ops
                       "quantize without act-order, or export with --dtype f16", t->name);
         SQZ_RETURN_IF(qp->scheme == SQZ_QSCHEME_F8_ROW, SQZ_ERR_UNSUPPORTED, "tensor '%s': FP8 weights are not "
                       "written as ONNX (DequantizeLinear on FLOAT8E4M3FN) yet; export with --dtype f16", t->name);
+        SQZ_RETURN_IF(qp->scheme == SQZ_QSCHEME_NVFP4, SQZ_ERR_UNSUPPORTED, "tensor '%s': NVFP4 has no ONNX form "
+                      "onnxruntime runs (its CPU provider implements no FLOAT4E2M1); export with --dtype f16", t->name);
         SQZ_RETURN_IF(qp->in_scale || qp->act_mode != SQZ_ACT_FLOAT, SQZ_ERR_UNSUPPORTED, "tensor '%s': W8A8 "
                       "activations or an unfolded smoothing vector are not computed by the ONNX graph; quantize "
                       "weight-only, or export with --dtype f16", t->name);

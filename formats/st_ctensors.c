@@ -25,6 +25,9 @@
  *     "float-quantized" (W8A8-FP8, dynamic per-token FP8 activations): P.weight F8_E4M3 [n, k],
  *     P.weight_scale F32 [n, 1] (F32: compressed-tensors' decompressor multiplies in the scale's
  *     dtype, and fp8 * f32 is exact, so it gives sqz's values).
+ *   NVFP4 (weight-only, NVFP4A16), "nvfp4-pack-quantized": P.weight_packed U8 [n, k / 2] (two E2M1
+ *     codes a byte, the even element low), P.weight_scale F8_E4M3 [n, k / 16], P.weight_global_scale
+ *     F32 [1]; strategy "tensor_group", group_size 16, scale_dtype float8_e4m3fn.
  * config.json's quantization_config: one config group per distinct scheme (targets ["Linear"]
  * when there is one, else the module names), "ignore" naming every float linear layer
  * (lm_head included), format per group and "mixed-precision" when they differ.
@@ -162,6 +165,22 @@ static sqz_status fp8_parts(const sqz_tensor *t, sqz__st_part *p, int *n) {
     return SQZ_OK;
 }
 
+/* NVFP4: P.weight_packed U8 [n, k / 2] (sqz's U4 bytes: element 2i in the low nibble), P.weight_scale
+ * F8_E4M3 [n, k / 16], P.weight_global_scale F32 [1]. */
+static sqz_status nvfp4_parts(const sqz_tensor *t, sqz__st_part *p, int *n) {
+    const sqz_qparams *qp = t->qp;
+    sqz__st_part *w = sqz__st_part_new(p, n, "weight_packed", SQZ_DTYPE_U8, qp->n_out, qp->n_in / 2);
+    w->data = t->data;
+    w->nbytes = t->nbytes;
+    sqz__st_part *s = sqz__st_part_new(p, n, "weight_scale", SQZ_DTYPE_F8_E4M3, qp->n_out, qp->n_groups);
+    SQZ_TRY(sqz__st_part_alloc(s));
+    for (int64_t i = 0; i < qp->n_out * qp->n_groups; i++) ((uint8_t *)s->data)[i] = sqz_fp32_to_fp8_e4m3(qp->scales[i]);
+    sqz__st_part *g = sqz__st_part_new(p, n, "weight_global_scale", SQZ_DTYPE_F32, 1, 0);
+    SQZ_TRY(sqz__st_part_alloc(g));
+    put_f32(g->data, qp->global_scale);
+    return SQZ_OK;
+}
+
 static sqz_status ct_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__st_part *p, int *n) {
     *n = 0;
     SQZ_TRY(sqz_qparams_check(t->qp, t->dtype, t->nbytes, t->name));
@@ -170,7 +189,9 @@ static sqz_status ct_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz__st
                        "use --hf-format sqz", t->name);
     const sqz_qscheme sc = t->qp->scheme;
     sqz_status st = sc == SQZ_QSCHEME_U4_GROUP ? int4_parts(t, p, n)
-                    : sc == SQZ_QSCHEME_F8_ROW ? fp8_parts(t, p, n) : int8_parts(L, t, p, n);
+                    : sc == SQZ_QSCHEME_F8_ROW ? fp8_parts(t, p, n)
+                    : sc == SQZ_QSCHEME_NVFP4  ? nvfp4_parts(t, p, n)
+                                               : int8_parts(L, t, p, n);
     if (st != SQZ_OK) sqz__st_parts_free(p, *n);
     return st;
 }
@@ -185,10 +206,11 @@ typedef struct ct_scheme { /* what one config group says */
 } ct_scheme;
 
 static ct_scheme scheme_of(const sqz_qparams *qp) {
-    ct_scheme s = {qp->scheme == SQZ_QSCHEME_U4_GROUP ? 4 : 8, 0, qp->zeros == NULL, qp->g_idx != NULL, qp->act_mode,
-                   qp->scheme == SQZ_QSCHEME_F8_ROW};
+    const bool fp4 = qp->scheme == SQZ_QSCHEME_NVFP4;
+    ct_scheme s = {qp->scheme == SQZ_QSCHEME_U4_GROUP || fp4 ? 4 : 8, 0, qp->zeros == NULL, qp->g_idx != NULL,
+                   qp->act_mode, qp->scheme == SQZ_QSCHEME_F8_ROW || fp4};
     /* 8 bits with group_size < n_in: a GGUF Q8_0 / Q5_0 weight's descriptor (st_blocks.c) */
-    if (qp->scheme == SQZ_QSCHEME_U4_GROUP || qp->group_size < qp->n_in) s.group = qp->group_size;
+    if (qp->scheme == SQZ_QSCHEME_U4_GROUP || fp4 || qp->group_size < qp->n_in) s.group = qp->group_size;
     return s;
 }
 
@@ -200,6 +222,7 @@ static bool same_scheme(ct_scheme a, ct_scheme b) {
 /* FP8: what compressed-tensors 0.20 itself writes, "naive-quantized" weight-only and "float-quantized" with
  * FP8 activations (the two share one layout). */
 static const char *format_of(ct_scheme s) {
+    if (s.fp && s.bits == 4) return "nvfp4-pack-quantized";
     if (s.fp) return s.act == SQZ_ACT_FLOAT ? "naive-quantized" : "float-quantized";
     return s.act == SQZ_ACT_FLOAT ? "pack-quantized" : "int-quantized";
 }
@@ -209,7 +232,9 @@ static cJSON *weights_json(ct_scheme s) {
     cJSON_AddNumberToObject(w, "num_bits", s.bits);
     cJSON_AddStringToObject(w, "type", s.fp ? "float" : "int");
     cJSON_AddBoolToObject(w, "symmetric", s.sym);
-    cJSON_AddStringToObject(w, "strategy", s.group ? "group" : "channel");
+    const bool nvfp4 = s.fp && s.bits == 4; /* group scales under one global scale, stored as FP8 */
+    cJSON_AddStringToObject(w, "strategy", nvfp4 ? "tensor_group" : s.group ? "group" : "channel");
+    if (nvfp4) cJSON_AddStringToObject(w, "scale_dtype", "torch.float8_e4m3fn");
     if (s.group) cJSON_AddNumberToObject(w, "group_size", s.group);
     else cJSON_AddNullToObject(w, "group_size");
     if (s.actorder) cJSON_AddStringToObject(w, "actorder", "group");

@@ -11,7 +11,9 @@
  * exactly (8-bit groups or zero points, other bit widths, other sparsity formats) is refused naming
  * the tensor. "float-quantized" / "naive-quantized" FP8 E4M3 weights with per-channel or per-tensor
  * scales become SQZ_QSCHEME_F8_ROW (W8A8-FP8 when the config quantizes the inputs dynamically:
- * SQZ_ACT_GRID_FP8); a static FP8 input scale is refused.
+ * SQZ_ACT_GRID_FP8); a static FP8 input scale is refused. "nvfp4-pack-quantized" (U8 weight_packed,
+ * F8_E4M3 weight_scale per 16, weight_global_scale) becomes SQZ_QSCHEME_NVFP4; W4A4's
+ * input_global_scale is refused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +30,7 @@
 
 static const char *const CT_PART[] = {"weight_packed", "weight_scale", "weight_zero_point", "weight_g_idx",
                                       "weight_shape", "input_scale", "input_zero_point", "compressed", "bitmask",
-                                      "shape"};
+                                      "shape", "weight_global_scale", "input_global_scale"};
 
 bool sqz__ct_is_part(const char *name) {
     const char *dot = strrchr(name, '.');
@@ -114,6 +116,38 @@ static sqz_status linear_tensor(const sqz_model *m, const sqz__st_view *v, const
     return SQZ_OK;
 }
 
+/* nvfp4-pack-quantized: P.weight_packed U8 [n, k / 2], P.weight_scale F8_E4M3 [n, k / 16] and
+ * P.weight_global_scale [1] as an NVFP4 weight P.weight (W4A4's input_global_scale is refused). */
+static sqz_status attach_nvfp4(sqz_model *m, const sqz__st_view *w, const char *prefix, const sqz__st_view *v,
+                               size_t n) {
+    const sqz__st_view *sc = sqz__st_view_find(v, n, prefix, "weight_scale");
+    const sqz__st_view *gs = sqz__st_view_find(v, n, prefix, "weight_global_scale");
+    const int64_t no = w->shape[0], ni = w->ndim == 2 ? 2 * w->shape[1] : 0;
+    if (w->ndim != 2 || no < 1 || ni < 16 || ni % 16 || !sc || !gs || !sqz__st_view_is(sc, SQZ_DTYPE_F8_E4M3, no, ni / 16) ||
+        !is_float_view(gs) || !sqz__st_view_is(gs, gs->dtype, 1, 1))
+        return CT_BAD("%s: tensor '%s': NVFP4 needs U8 weight_packed [n, k / 2] with k a multiple of 16, F8_E4M3 "
+                      "weight_scale [n, k / 16] and a one-value weight_global_scale", w->file, w->name);
+    SQZ_RETURN_IF(sqz__st_view_find(v, n, prefix, "input_global_scale"), SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': NVFP4 "
+                  "activations (W4A4, input_global_scale) are not run by sqz; it reads NVFP4A16", w->file, w->name);
+    sqz_tensor t;
+    char name[272];
+    SQZ_TRY(linear_tensor(m, w, prefix, no, ni, name, &t));
+    t.dtype = SQZ_DTYPE_U4;
+    t.data = (void *)w->data; /* two E2M1 codes a byte, the even element low: sqz's U4 packing */
+    t.nbytes = (size_t)(no * ni / 2);
+    sqz_qparams qp = {.scheme = SQZ_QSCHEME_NVFP4, .n_out = no, .n_in = ni, .n_groups = ni / 16, .group_size = 16,
+                      .global_scale = sqz__st_view_f32(gs, 0)};
+    const sqz_qparams *kept = NULL;
+    sqz_status st = make_qp(m, &qp, sc, NULL, NULL, &kept);
+    if (st == SQZ_OK && sqz_qparams_check(kept, t.dtype, t.nbytes, name) != SQZ_OK) {
+        sqz__error_prefix("%s", w->file);
+        st = SQZ_ERR_FORMAT;
+    }
+    t.qp = kept;
+    if (st == SQZ_OK && !sqz_model_add_tensor(m, &t)) st = SQZ_ERR_NOMEM;
+    return st;
+}
+
 /* P.weight_packed (+ its side tensors) as the weight P.weight. */
 static sqz_status attach_packed(sqz_model *m, const sqz__st_view *w, const sqz__st_view *v, size_t n) {
     char prefix[256];
@@ -121,6 +155,7 @@ static sqz_status attach_packed(sqz_model *m, const sqz__st_view *w, const sqz__
     SQZ_RETURN_IF(pl >= sizeof prefix - 8, SQZ_ERR_FORMAT, "%s: tensor '%s': name too long", w->file, w->name);
     memcpy(prefix, w->name, pl);
     prefix[pl] = 0;
+    if (w->dtype == SQZ_DTYPE_U8) return attach_nvfp4(m, w, prefix, v, n);
     const sqz__st_view *sh = sqz__st_view_find(v, n, prefix, "weight_shape");
     const sqz__st_view *sc = sqz__st_view_find(v, n, prefix, "weight_scale");
     const sqz__st_view *zp = sqz__st_view_find(v, n, prefix, "weight_zero_point");
@@ -305,12 +340,13 @@ sqz_status sqz__ct_attach(sqz_model *m, const void *qc, const sqz__st_view *v, s
                   SQZ_ERR_UNSUPPORTED, "config.json: compressed-tensors sparsity_config format \"%.40s\" is not read by "
                   "sqz (it reads sparse-24-bitmask and dense)", cJSON_IsString(spf) ? spf->valuestring : "?");
     static const char *const known[] = {"pack-quantized", "int-quantized", "float-quantized", "naive-quantized",
-                                        "mixed-precision", "dense"};
+                                        "nvfp4-pack-quantized", "mixed-precision", "dense"};
     bool ok = !cJSON_IsString(fmt);
     for (size_t i = 0; !ok && i < sizeof known / sizeof known[0]; i++) ok = strcmp(fmt->valuestring, known[i]) == 0;
     if (!ok)
         return SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "config.json: compressed-tensors format \"%.40s\" is not read by sqz (it "
-                         "reads pack-quantized, int-quantized, float-quantized and naive-quantized)", fmt->valuestring);
+                         "reads pack-quantized, int-quantized, float-quantized, naive-quantized and nvfp4-pack-quantized)",
+                         fmt->valuestring);
     for (size_t i = 0; i < n; i++) {
         const size_t len = strlen(v[i].name);
         if (len > 14 && strcmp(v[i].name + len - 14, ".weight_packed") == 0) SQZ_TRY(attach_packed(m, &v[i], v, n));

@@ -42,8 +42,9 @@ static uint32_t zero_at(const sqz_qparams *qp, int64_t r, int64_t g) {
 
 static sqz_status gptq_check(const sqz__st_layout *L, const sqz_tensor *t) {
     const sqz_qparams *qp = t->qp;
-    SQZ_RETURN_IF(qp->scheme == SQZ_QSCHEME_F8_ROW, SQZ_ERR_UNSUPPORTED, "tensor '%s': FP8 weights have no GPTQ form "
-                  "(its codes are integers): use --hf-format compressed-tensors", t->name);
+    SQZ_RETURN_IF(qp->scheme == SQZ_QSCHEME_F8_ROW || qp->scheme == SQZ_QSCHEME_NVFP4, SQZ_ERR_UNSUPPORTED,
+                  "tensor '%s': %s weights have no GPTQ form (its codes are integers): use --hf-format compressed-tensors",
+                  t->name, qp->scheme == SQZ_QSCHEME_NVFP4 ? "NVFP4" : "FP8");
     const int bits = qp->scheme == SQZ_QSCHEME_U4_GROUP ? 4 : 8, p = 32 / bits;
     SQZ_TRY(sqz_qparams_check(qp, t->dtype, t->nbytes, t->name));
     if (qp->in_scale) return GQ_FAIL("tensor '%s': an unfolded smoothing vector has no place in GPTQ", t->name);

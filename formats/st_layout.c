@@ -113,6 +113,7 @@ float sqz__st_view_f32(const sqz__st_view *v, size_t i) {
     switch (v->dtype) {
     case SQZ_DTYPE_F16: return sqz_fp16_to_fp32(sqz__rd_u16(v->data + 2 * i));
     case SQZ_DTYPE_BF16: return sqz_bf16_to_fp32(sqz__rd_u16(v->data + 2 * i));
+    case SQZ_DTYPE_F8_E4M3: return sqz_fp8_e4m3_to_fp32(v->data[i]);
     default: return sqz__rd_f32(v->data + 4 * i);
     }
 }

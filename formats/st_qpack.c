@@ -65,8 +65,9 @@ static sqz_status qpack_parts(const sqz__st_layout *L, const sqz_tensor *t, sqz_
     const sqz_qparams *qp = t->qp;
     const int64_t no = qp->n_out, ni = qp->n_in, ng = qp->n_groups;
     SQZ_TRY(sqz_qparams_check(qp, t->dtype, t->nbytes, t->name));
-    SQZ_RETURN_IF(qp->scheme == SQZ_QSCHEME_F8_ROW, SQZ_ERR_UNSUPPORTED, "tensor '%s': FP8 weights have no place in "
-                  "sqz's layout: use --hf-format compressed-tensors", t->name);
+    SQZ_RETURN_IF(qp->scheme == SQZ_QSCHEME_F8_ROW || qp->scheme == SQZ_QSCHEME_NVFP4, SQZ_ERR_UNSUPPORTED,
+                  "tensor '%s': %s weights have no place in sqz's layout: use --hf-format compressed-tensors", t->name,
+                  qp->scheme == SQZ_QSCHEME_NVFP4 ? "NVFP4" : "FP8");
     SQZ_RETURN_IF(qp->act_grid != SQZ_ACT_GRID_SYM127, SQZ_ERR_UNSUPPORTED, "tensor '%s': W8A8 on compressed-tensors' "
                   "activation grid ([-128, 127], dynamic absmax / 127.5) has no place in sqz's layout: use "
                   "--hf-format compressed-tensors", t->name);

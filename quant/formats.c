@@ -25,6 +25,7 @@ static const struct {
     [SQZ_QFMT_Q5_1] = {"q5_1", SQZ_DTYPE_Q5_1, 32},    [SQZ_QFMT_IQ4_NL] = {"iq4_nl", SQZ_DTYPE_IQ4_NL, 32},
     [SQZ_QFMT_IQ4_XS] = {"iq4_xs", SQZ_DTYPE_IQ4_XS, 256}, [SQZ_QFMT_IQ3_S] = {"iq3_s", SQZ_DTYPE_IQ3_S, 256},
     [SQZ_QFMT_MXFP4] = {"mxfp4", SQZ_DTYPE_MXFP4, 32},  [SQZ_QFMT_FP8] = {"fp8", SQZ_DTYPE_F8_E4M3, 0},
+    [SQZ_QFMT_NVFP4] = {"nvfp4", SQZ_DTYPE_U4, 0},
 };
 
 bool sqz_qformat_from_dtype(sqz_dtype d, sqz_qformat *out) {
@@ -59,6 +60,8 @@ sqz_status sqz_qtarget_check(sqz_qtarget *t) {
                       "%s: group size %d (32, 64 or 128)", sqz_qformat_name(t->fmt), (int)t->group);
     } else if (t->fmt == SQZ_QFMT_I8 || t->fmt == SQZ_QFMT_FP8) {
         t->group = 0;
+    } else if (t->fmt == SQZ_QFMT_NVFP4) {
+        t->group = 16;
     } else {
         t->group = fmt_table[t->fmt].block;
     }
@@ -68,7 +71,8 @@ sqz_status sqz_qtarget_check(sqz_qtarget *t) {
 bool sqz_qtarget_fits(const sqz_qtarget *t, int64_t n_in) {
     if (n_in < 1 || (unsigned)t->fmt >= SQZ_QFMT_COUNT) return false;
     if (t->fmt == SQZ_QFMT_I8 || t->fmt == SQZ_QFMT_FP8) return true;
-    const int64_t g = t->fmt == SQZ_QFMT_I4_SYM || t->fmt == SQZ_QFMT_I4_ASYM ? t->group : fmt_table[t->fmt].block;
+    const int64_t g = t->fmt == SQZ_QFMT_I4_SYM || t->fmt == SQZ_QFMT_I4_ASYM ? t->group
+                      : t->fmt == SQZ_QFMT_NVFP4 ? 16 : fmt_table[t->fmt].block;
     return g > 0 && n_in % g == 0;
 }
 
@@ -104,9 +108,13 @@ sqz_status sqz_qmatrix_alloc(sqz_qmatrix *q, const sqz_qtarget *target, int64_t 
     if (!q->data) return SQZ_ERR_NOMEM;
     q->qp.n_out = n_out;
     q->qp.n_in = n_in;
-    if (t.fmt == SQZ_QFMT_I8 || t.fmt == SQZ_QFMT_FP8 || t.fmt == SQZ_QFMT_I4_SYM || t.fmt == SQZ_QFMT_I4_ASYM) {
+    if (t.fmt == SQZ_QFMT_I8 || t.fmt == SQZ_QFMT_FP8 || t.fmt == SQZ_QFMT_I4_SYM || t.fmt == SQZ_QFMT_I4_ASYM ||
+        t.fmt == SQZ_QFMT_NVFP4) {
         const bool i8 = t.fmt == SQZ_QFMT_I8 || t.fmt == SQZ_QFMT_FP8; /* one scale per row */
-        q->qp.scheme = t.fmt == SQZ_QFMT_FP8 ? SQZ_QSCHEME_F8_ROW : i8 ? SQZ_QSCHEME_I8_ROW : SQZ_QSCHEME_U4_GROUP;
+        q->qp.scheme = t.fmt == SQZ_QFMT_FP8     ? SQZ_QSCHEME_F8_ROW
+                       : t.fmt == SQZ_QFMT_NVFP4 ? SQZ_QSCHEME_NVFP4
+                       : i8                      ? SQZ_QSCHEME_I8_ROW
+                                                 : SQZ_QSCHEME_U4_GROUP;
         q->qp.group_size = i8 ? (int32_t)n_in : t.group;
         q->qp.n_groups = i8 ? 1 : n_in / t.group;
         const size_t ns = (size_t)n_out * (size_t)q->qp.n_groups; /* <= ne: no overflow */
@@ -137,6 +145,7 @@ double sqz_qmatrix_bits_per_weight(const sqz_qmatrix *q) {
     double bits = 8.0 * (double)q->nbytes;
     if (q->qp.scheme == SQZ_QSCHEME_I8_ROW || q->qp.scheme == SQZ_QSCHEME_F8_ROW)
         bits += 32.0 * (double)q->n_out; /* f32 scales */
+    if (q->qp.scheme == SQZ_QSCHEME_NVFP4) bits += 8.0 * (double)q->n_out * (double)q->qp.n_groups + 32.0;
     if (q->qp.scheme == SQZ_QSCHEME_U4_GROUP) {
         const double ng = (double)q->n_out * (double)q->qp.n_groups;
         bits += 16.0 * ng;                                 /* fp16-exact scales */

@@ -18,10 +18,12 @@
 #define IQ3_FORMATS FMT(SQZ_QFMT_IQ3_S) /* the lattice codebook (GPTQ: codewords of 4, not a mask) */
 #define FP4_FORMATS FMT(SQZ_QFMT_MXFP4)  /* E2M1 values under a power-of-two scale */
 #define FP8_FORMATS FMT(SQZ_QFMT_FP8)    /* E4M3 values under a scale per row */
+#define NVFP4_FORMAT FMT(SQZ_QFMT_NVFP4) /* E2M1 values, E4M3 scales per 16, a global scale: rtn only */
 
 static const sqz_qmethod methods[] = {
     {.name = "rtn", .needs = 0, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
-     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS | FP8_FORMATS,
+     .smooths = false,
+     .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS | FP8_FORMATS | NVFP4_FORMAT,
      .summary = "round to nearest with each format's reference quantizer (W8A8: static or dynamic "
                 "activation scales from the statistics)",
      .run = sqz_quant_rtn, .refines = true, .rowwise = true},

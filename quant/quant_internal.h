@@ -123,6 +123,14 @@ static inline sqz_act_grid sqz__act_grid_for(sqz_qformat f, sqz_act_mode mode) {
     return f == SQZ_QFMT_FP8 && mode != SQZ_ACT_FLOAT ? SQZ_ACT_GRID_FP8 : SQZ_ACT_GRID_SYM127;
 }
 
+/* quant/nvfp4.c: NVFP4 as compressed-tensors computes it. The global scale of matrices whose largest
+ * magnitude is amax (sqz__nvfp4_amax of each, the largest of those sharing an input), a group of 16's
+ * E4M3 scale under it, and rows quantized under gs into q (codes, scales, qp.global_scale). */
+float sqz__nvfp4_global_scale(float amax);
+float sqz__nvfp4_amax(const float *w, int64_t n);
+float sqz__nvfp4_group_scale(const float *x, float gs);
+void sqz__nvfp4_rows(const float *w, int64_t n_out, int64_t n_in, float gs, sqz_qmatrix *q);
+
 /* Group size of a target in columns (I8: n_in). */
 static inline int64_t sqz__group_cols(const sqz_qtarget *t, int64_t n_in) {
     return t->fmt == SQZ_QFMT_I8 || t->fmt == SQZ_QFMT_FP8 ? n_in : (int64_t)t->group;

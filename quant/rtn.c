@@ -126,6 +126,9 @@ sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const 
     switch (out->target.fmt) {
     case SQZ_QFMT_I8: sqz_quantize_rows_i8_ref(w, n_out, n_in, out->data, out->scales_buf); break;
     case SQZ_QFMT_FP8: rtn_fp8(w, n_out, n_in, out); break;
+    case SQZ_QFMT_NVFP4: /* alone: the matrix's own global scale (sqz_quant_rtn shares it among matrices) */
+        sqz__nvfp4_rows(w, n_out, n_in, sqz__nvfp4_global_scale(sqz__nvfp4_amax(w, n_out * n_in)), out);
+        break;
     case SQZ_QFMT_I4_SYM:
     case SQZ_QFMT_I4_ASYM: rtn_i4(w, n_out, n_in, out); break;
     case SQZ_QFMT_Q8_0:
@@ -159,8 +162,13 @@ sqz_status sqz_quant_rtn(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st
     SQZ_TRY(sqz__check_method_args("rtn", lin, n_lin, st, o, 0, smooth, false));
     float act_scale = 0.0f;
     if (o->act_mode == SQZ_ACT_STATIC_TENSOR) SQZ_TRY(sqz__act_scale_for(st, o, NULL, &act_scale));
+    float amax = 0.0f; /* NVFP4: one global scale for the matrices of this input (llm-compressor's fused one) */
+    for (int i = 0; o->target.fmt == SQZ_QFMT_NVFP4 && i < n_lin; i++)
+        amax = fmaxf(amax, sqz__nvfp4_amax(lin[i].w, lin[i].n_out * st->n_in));
     for (int i = 0; i < n_lin; i++) {
         sqz_status s = sqz_quant_rtn_one(lin[i].w, lin[i].n_out, st->n_in, &o->target, &out[i]);
+        if (s == SQZ_OK && o->target.fmt == SQZ_QFMT_NVFP4)
+            sqz__nvfp4_rows(lin[i].w, lin[i].n_out, st->n_in, sqz__nvfp4_global_scale(amax), &out[i]);
         if (s == SQZ_OK && o->refine && o->target.fmt == SQZ_QFMT_IQ3_S) /* sqz's search, llama.cpp's weights x^2 */
             s = sqz__iq3s_refine_rows(lin[i].w, lin[i].n_out, st->n_in, NULL, out[i].data, o->threads);
         if (s != SQZ_OK) {

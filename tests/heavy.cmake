@@ -10,7 +10,7 @@ foreach(t py_gguf_llamacpp py_gguf_oracle py_eval_ppl test_quant_gptq test_quant
           cli_prune_smollm2 cli_chat_smollm2
           py_onnx_export_smollm2 cli_rotate_smollm2 cli_rotate_llamacpp cli_rotate_qwen05 cli_rotate_transformers
           cli_try_rotate_smollm2
-          py_hf_transformers py_hf_fp8 py_hf_gptqmodel py_eval_tasks)
+          py_hf_transformers py_hf_float py_hf_gptqmodel py_eval_tasks)
   if(TEST ${t})
     get_test_property(${t} LABELS _labels)
     set_tests_properties(${t} PROPERTIES LABELS "${_labels};heavy")

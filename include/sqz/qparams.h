@@ -30,6 +30,13 @@
  *                         float-quantized weights); w[r][c] = fp8(q[r][c]) * scales[r] (f32 scale
  *                         per row, exact in f32: a 4-bit significand times the scale's). A file's
  *                         per-tensor scale is read as the same scale on every row.
+ *   SQZ_QSCHEME_NVFP4     dtype SQZ_DTYPE_U4 holding E2M1 codes (bit 3 the sign, bits 0-2 index 0, 0.5, 1,
+ *                         1.5, 2, 3, 4, 6), packed as U4; groups of 16 columns, each with an FP8 E4M3
+ *                         scale (held in scales as its exact f32 value), and one f32 global_scale per
+ *                         tensor (compressed-tensors' nvfp4-pack-quantized, NVIDIA's NVFP4):
+ *                         w[r][c] = bf16(e2m1(code) * (scales[r][g] / global_scale)), the division
+ *                         and the product in f32, the result rounded to bf16 (half to even): exactly
+ *                         what compressed-tensors' decompressor gives.
  * Activation metadata (every scheme): act_mode says whether the layer quantizes its input
  * (W8A8) and how; in_scale, when not NULL, is a smoothing vector that was NOT folded into
  * the previous operation: the layer computes y = (x / in_scale) . W^T with W as stored.
@@ -58,6 +65,7 @@ typedef enum sqz_qscheme {
     SQZ_QSCHEME_I8_ROW = 1,   /* dtype I8, one f32 scale per output row */
     SQZ_QSCHEME_U4_GROUP = 2, /* dtype U4, scale (+ zero point) per (row, group) */
     SQZ_QSCHEME_F8_ROW = 3,   /* dtype F8_E4M3, one f32 scale per output row */
+    SQZ_QSCHEME_NVFP4 = 4,    /* dtype U4 of E2M1 codes, an E4M3 scale per 16 columns, a global scale */
 } sqz_qscheme;
 
 /* How a layer quantizes its INPUT activations at run time. */
@@ -95,6 +103,7 @@ typedef struct sqz_qparams {
     float act_scale;        /* SQZ_ACT_STATIC_TENSOR: the activation scale (> 0); else 0 */
     const float *in_scale;  /* (n_in) unfolded smoothing vector: y = (x / in_scale) . W^T, or NULL */
     sqz_act_grid act_grid;  /* W8A8: the activations' integer grid (0: sqz's own) */
+    float global_scale;     /* NVFP4: the tensor's global scale (> 0, a divisor); else 0 */
 } sqz_qparams;
 
 /* Checks a qparams against a tensor's dtype and byte count: scheme vs dtype (I8_ROW needs I8,

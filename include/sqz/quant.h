@@ -101,6 +101,9 @@ typedef enum sqz_qformat {
     SQZ_QFMT_FP8 = 17,    /* FP8 E4M3 per output channel (compressed-tensors' float-quantized): w = fp8 *
                            * scale, scale = absmax / 448 per row (SQZ_QSCHEME_F8_ROW); W8A8-FP8 with
                            * act_mode SQZ_ACT_DYNAMIC_TOKEN */
+    SQZ_QFMT_NVFP4 = 18,  /* NVFP4 (compressed-tensors' nvfp4-pack-quantized): E2M1 values, an FP8 E4M3
+                           * scale per 16 columns and a global scale per tensor, shared by the matrices
+                           * of one input (q/k/v, gate/up) as llm-compressor shares it (SQZ_QSCHEME_NVFP4) */
     SQZ_QFMT_COUNT
 } sqz_qformat;
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Heavy (opt-in: SQZ_WITH_TORCH=1 in scripts/setup.sh): FP8 E4M3 in compressed-tensors
+"""Heavy (opt-in: SQZ_WITH_TORCH=1 in scripts/setup.sh): FP8 E4M3 and NVFP4 in compressed-tensors
 (issue 50), against the reference library and transformers.
 
   1. SmolLM2-135M (its GGUF's weights sit on Q4_1 grids) compressed by sqz to `fp8` (W8A16-FP8,
@@ -16,7 +16,14 @@
   2. A checkpoint written by compressed-tensors' compressor from tinystories-656K (FP8 per channel
      and per tensor, float32 scales, weight-only and dynamic): sqz reads it, its weights equal the
      package's decompression exactly, and `sqz eval` gives transformers' perplexity within 0.5%.
-  3. Hostile FP8 files: a weight_scale missing, NaN, or of the wrong shape, and FP8 values with no
+  3. NVFP4 (nvfp4-pack-quantized, NVFP4A16): SmolLM2 compressed by sqz to `nvfp4` has exactly the bytes
+     of compressed-tensors' NVFP4PackedCompressor on the same float weights with the package's own
+     calculate_qparams / generate_gparam (the global scale shared by q/k/v and by gate/up, as
+     llm-compressor shares it); its decompressor gives sqz's weights exactly; transformers generates
+     sqz's greedy tokens (through dequantize=True: its compressed path decompresses NVFP4 to bfloat16 and
+     then fails in a float32 model); a tinystories-656K checkpoint written by the package is read to its values
+     and sqz eval gives transformers' perplexity within 0.5%; W4A4's input_global_scale is refused.
+  4. Hostile FP8 files: a weight_scale missing, NaN, or of the wrong shape, and FP8 values with no
      quantization_config: one line naming the tensor, exit 1, nothing written.
 Exit 77 when torch/transformers/compressed-tensors or the models are missing.
 """
@@ -33,6 +40,8 @@ try:
     import transformers
     import compressed_tensors
     from compressed_tensors.compressors.naive_quantized.base import FloatQuantizationCompressor
+    from compressed_tensors.compressors.nvfp4.base import NVFP4PackedCompressor
+    from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam
     from compressed_tensors.quantization import QuantizationScheme
     from safetensors.torch import load_file, save_file
     from transformers import AutoModelForCausalLM
@@ -66,8 +75,8 @@ def load_tf(d, dequantize=False):
     return AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, **q).eval()
 
 
-def tf_greedy(d, bos, n):
-    m = load_tf(d)
+def tf_greedy(d, bos, n, dequantize=False):
+    m = load_tf(d, dequantize)
     with torch.no_grad():
         out = m.generate(torch.tensor([[bos]]), max_new_tokens=n, do_sample=False)
     theirs = out[0, 1:].tolist()
@@ -77,14 +86,14 @@ def tf_greedy(d, bos, n):
     return theirs
 
 
-def same_generation(d, label, n=32, strict=True):
+def same_generation(d, label, n=32, strict=True, dequantize=False):
     """strict: transformers (float32) generates sqz's greedy tokens; else the common prefix is printed
     (W8A8-FP8 from BOS on SmolLM2: its second token is a three-way near tie, 33.09 / 33.02 / 33.01 in
     transformers, and transformers' own cached generation and full forward pick differently)."""
     bos = json.load(open(os.path.join(d, "config.json")))["bos_token_id"]
     r = run("generate", d, "--activations", "f32", "-n", n, "--ids", "-q", "--threads", 2)
     ours = [int(x) for x in r.stdout.split()]
-    theirs = tf_greedy(d, bos, n)
+    theirs = tf_greedy(d, bos, n, dequantize)
     print("  sqz:          %s\n  transformers: %s" % (ours, theirs))
     if not strict:
         same = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
@@ -128,12 +137,50 @@ def decompress_all(d):
     """{module: float32 weight} through compressed-tensors' own decompressor."""
     qc = json.load(open(os.path.join(d, "config.json")))["quantization_config"]
     scheme = QuantizationScheme.model_validate(next(iter(qc["config_groups"].values())))
+    comp = NVFP4PackedCompressor if qc["format"] == "nvfp4-pack-quantized" else FloatQuantizationCompressor
     t = load_file(os.path.join(d, "model.safetensors"))
     out = {}
     for p in sorted({k[: k.rindex(".")] for k in t if k.endswith(".weight_scale")}):
         sd = {k[len(p) + 1:]: v for k, v in t.items() if k.startswith(p + ".")}
-        out[p] = FloatQuantizationCompressor.decompress(sd, scheme)["weight"].to(torch.float32)
+        out[p] = comp.decompress(sd, scheme)["weight"].to(torch.float32)
     return out
+
+
+NVFP4_ARGS = {"num_bits": 4, "type": "float", "symmetric": True, "strategy": "tensor_group", "group_size": 16,
+              "scale_dtype": "torch.float8_e4m3fn"}
+FUSED = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+def nvfp4_compress(src):
+    """{name: tensor} of compressed-tensors' NVFP4PackedCompressor on the float weights of src (a
+    state dict), scales from the package's calculate_qparams / generate_gparam, the global scale's
+    amax over q/k/v and over gate/up (llm-compressor's fused global scale)."""
+    scheme = QuantizationScheme(targets=["Linear"], weights=NVFP4_ARGS)
+    out = {}
+    for k, w in src.items():
+        if not (k.endswith("proj.weight") and w.dim() == 2):
+            out[k] = w.contiguous()
+            continue
+        p, leaf = k[: -len(".weight")], k.split(".")[-2]
+        sib = next((f for f in FUSED if leaf in f), (leaf,))
+        amax = max(src[k.replace(leaf, s)].float().abs().max() for s in sib)
+        gs = generate_gparam(-amax.reshape(1), amax.reshape(1))
+        g = w.float().unflatten(-1, (-1, 16))
+        scale, _ = calculate_qparams(g.amin(-1), g.amax(-1), scheme.weights, global_scale=gs)
+        sd = {"weight": w.float(), "weight_scale": scale, "weight_global_scale": gs}
+        for name, v in NVFP4PackedCompressor.compress(sd, scheme).items():
+            out[p + "." + name] = v.contiguous()
+    return out
+
+
+def same_nvfp4_bytes(d, src_dir, label):
+    mine = load_file(os.path.join(d, "model.safetensors"))
+    ref = nvfp4_compress(load_file(os.path.join(src_dir, "model.safetensors")))
+    keys = [k for k in ref if k.endswith(("weight_packed", "weight_scale", "weight_global_scale"))]
+    bad = [k for k in keys if k not in mine or mine[k].dtype != ref[k].dtype or mine[k].shape != ref[k].shape or
+           not torch.equal(mine[k].view(torch.uint8), ref[k].view(torch.uint8))]
+    check(len(keys) > 0 and not bad, "%s: the bytes of compressed-tensors' NVFP4 compressor (%d tensors%s)" %
+          (label, len(keys), ", differ: " + ", ".join(bad[:3]) if bad else ""))
 
 
 def sqz_f32(d, tmp):
@@ -167,6 +214,35 @@ def same_rtn(d, src_f32, label):
           (label, n, ", differ: " + ", ".join(bad[:3]) if bad else ""))
 
 
+def nvfp4_reference(tiny, out):
+    """tinystories-656K as NVFP4A16, compressed by compressed-tensors."""
+    os.makedirs(out)
+    save_file(nvfp4_compress(load_file(os.path.join(tiny, "model.safetensors"))), os.path.join(out, "model.safetensors"),
+              metadata={"format": "pt"})
+    cfg = json.load(open(os.path.join(tiny, "config.json")))
+    scheme = QuantizationScheme(targets=["Linear"], weights=NVFP4_ARGS)
+    fmt = "nvfp4-pack-quantized"
+    cfg["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": fmt, "quantization_status": "compressed",
+        "config_groups": {"group_0": dict(scheme.model_dump(mode="json"), format=fmt)}, "ignore": ["lm_head"]}
+    json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=2)
+    for f in os.listdir(tiny):
+        if f.startswith("tokenizer") or f in ("special_tokens_map.json", "generation_config.json"):
+            shutil.copy(os.path.join(tiny, f), out)
+
+
+def nvfp4_w4a4_refused(good, tmp):
+    d = os.path.join(tmp, "bad_w4a4")
+    shutil.copytree(good, d)
+    t = load_file(os.path.join(d, "model.safetensors"))
+    k = next(k for k in sorted(t) if k.endswith("q_proj.weight_global_scale"))
+    t[k.replace("weight_global_scale", "input_global_scale")] = torch.ones(1)
+    save_file(t, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    r = run("inspect", d)
+    check(r.returncode == 1 and r.stderr.count("\n") == 1 and "W4A4" in r.stderr,
+          "NVFP4 W4A4 (input_global_scale) refused in one line (%s)" % r.stderr.strip()[-200:])
+
+
 def reference_checkpoint(tiny, out, strategy, dynamic):
     """tinystories-656K quantized to FP8 and compressed by compressed-tensors (float32 scales)."""
     args = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": strategy}
@@ -197,14 +273,14 @@ def reference_checkpoint(tiny, out, strategy, dynamic):
             shutil.copy(os.path.join(tiny, f), out)
 
 
-def same_perplexity(d, label, tmp, text):
+def same_perplexity(d, label, tmp, text, dequantize=False):
     tok, js = os.path.join(tmp, "tok.bin"), os.path.join(tmp, "r.json")
     r = run("eval", d, "--text", text, "--ctx", 256, "--chunks", 8, "--dump-tokens", tok, "--json", js, "-q")
     if r.returncode != 0:
         check(False, "%s: sqz eval: %s" % (label, r.stderr.strip()[-300:]))
         return
     ours = json.load(open(js))["ppl"]
-    m = load_tf(d)
+    m = load_tf(d, dequantize)
     bos = json.load(open(os.path.join(d, "config.json")))["bos_token_id"]
     tc = os.path.join(d, "tokenizer_config.json")
     add_bos = json.load(open(tc)).get("add_bos_token", True) if os.path.exists(tc) else True
@@ -283,6 +359,23 @@ def main():
                 same_layers(d, "smol " + spec)
             if spec == "fp8":
                 hostile(d, tmp)
+        d = os.path.join(tmp, "smol_nvfp4")
+        r = run("compress", src, "-o", d, "--quant", "nvfp4", "-q")
+        check(r.returncode == 0, "nvfp4: sqz compress %s" % r.stderr.strip()[-300:])
+        if r.returncode == 0:
+            check(json.load(open(os.path.join(d, "config.json")))["quantization_config"]["format"] ==
+                  "nvfp4-pack-quantized", "nvfp4: format nvfp4-pack-quantized")
+            same_nvfp4_bytes(d, src, "smol nvfp4")
+            same_weights(d, "smol nvfp4", tmp)
+            # transformers' default (compressed) path decompresses NVFP4 to bfloat16 whatever the model's
+            # dtype and then fails in a float32 model's matmul (transformers 5.25): its dequantize=True path
+            same_generation(d, "smol nvfp4", dequantize=True)
+            nvfp4_w4a4_refused(d, tmp)
+        d = os.path.join(tmp, "ref_nvfp4")
+        nvfp4_reference(tiny, d)
+        label = "tinystories-656K NVFP4A16 (compressed-tensors' compressor)"
+        same_weights(d, label, tmp)
+        same_perplexity(d, label, tmp, text, dequantize=True)
         for strategy in ("channel", "tensor"):
             for dyn in (False, True):
                 label = "tinystories-656K FP8 %s%s (compressed-tensors' compressor)" % (strategy,

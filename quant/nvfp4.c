@@ -1,0 +1,52 @@
+/*
+ * quant/nvfp4.c - RTN onto NVFP4 (SQZ_QFMT_NVFP4, sqz/qparams.h's SQZ_QSCHEME_NVFP4) as
+ * compressed-tensors and llm-compressor compute it for a float32 weight, so that the bytes are
+ * theirs (tests/py/test_hf_float.py compares them with the package's own compressor):
+ *
+ *   global scale  gs = (1 / amax) * 2688 (448 * 6: the largest E4M3 scale times the largest E2M1
+ *                 value; torch's scalar-over-tensor division is a reciprocal and a product), amax
+ *                 over every matrix that shares the input (q/k/v, gate/up: llm-compressor's fused
+ *                 global scale, which vLLM's fused layers need), at least FLT_MIN; not finite: 1
+ *   group scale   s = fp8(clamp(gs * (amax16 / 6), +-448)) per 16 columns, 0.125 where it is 0
+ *   codes         e2m1(clamp(w / (s / gs), +-6)), round half to even
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "quant/quant_internal.h"
+
+float sqz__nvfp4_global_scale(float amax) {
+    if (!(amax >= FLT_MIN)) amax = FLT_MIN;
+    const float r = 1.0f / amax, gs = r * 2688.0f;
+    return isfinite(gs) ? gs : 1.0f;
+}
+
+float sqz__nvfp4_amax(const float *w, int64_t n) {
+    float a = 0.0f;
+    for (int64_t i = 0; i < n; i++) a = fabsf(w[i]) > a ? fabsf(w[i]) : a;
+    return a;
+}
+
+float sqz__nvfp4_group_scale(const float *x, float gs) {
+    float amax = 0.0f;
+    for (int j = 0; j < 16; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    const float s = sqz_fp8_e4m3_to_fp32(sqz_fp32_to_fp8_e4m3(fminf(fmaxf(gs * (amax / 6.0f), -448.0f), 448.0f)));
+    return s == 0.0f ? 0.125f : s;
+}
+
+void sqz__nvfp4_rows(const float *w, int64_t n_out, int64_t n_in, float gs, sqz_qmatrix *q) {
+    const int64_t ng = n_in / 16;
+    uint8_t *p = q->data;
+    for (int64_t r = 0; r < n_out; r++) {
+        const float *wr = w + r * n_in;
+        uint8_t *pr = p + r * (n_in / 2);
+        for (int64_t g = 0; g < ng; g++) {
+            const float s = sqz__nvfp4_group_scale(wr + 16 * g, gs), eff = s / gs;
+            q->scales_buf[r * ng + g] = s;
+            for (int64_t c = 16 * g; c < 16 * g + 16; c += 2)
+                pr[c / 2] = (uint8_t)(sqz__e2m1_rne(wr[c] / eff) | sqz__e2m1_rne(wr[c + 1] / eff) << 4);
+        }
+    }
+    q->qp.global_scale = gs;
+}
