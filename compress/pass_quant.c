@@ -72,7 +72,7 @@ static sqz_opt quant_opts[] = {
                 "scale, gptq), fp8 (FP8 E4M3 weights, a scale per output channel: compressed-tensors' float-quantized, "
                 "W8A16; rtn or gptq), fp8_dynamic (the same with activations quantized to FP8 per token at run time: "
                 "W8A8-FP8, llm-compressor's FP8_DYNAMIC), nvfp4 (E2M1 values, an FP8 scale per 16 columns and a global scale "
-                "shared by q/k/v and by gate/up: compressed-tensors' nvfp4-pack-quantized, NVFP4A16, 4.5 bits; rtn), iq3_s (GGUF 3.44-bit lattice codebook: groups "
+                "shared by q/k/v and by gate/up: compressed-tensors' nvfp4-pack-quantized, NVFP4A16, 4.5 bits; rtn or gptq), iq3_s (GGUF 3.44-bit lattice codebook: groups "
                 "of 4 weights, super-blocks of 256; rtn, imatrix and gptq), q3_k_s / q3_k_m / q3_k_l / q4_k_s / "
                 "q4_k_m / q5_k_s / q5_k_m / iq3_m (llama.cpp's whole-model mixes of those names; iq3_m: IQ3_S with "
                 "Q4_K attn_v, attn_output and the first eighth of ffn_down): a format that names one of llama-quantize's types writes its file (':pure' below), auto "
@@ -152,16 +152,16 @@ static const sqz_opt *rows(void) {
 #define GIVEN(r) (given & (1ull << (r)))
 #define FMT_BIT(f) (1u << (unsigned)(f))
 
+/* The SPEC names of a method's formats (the qformat table's names, sqz's own spelled as the SPEC does). */
 static const char *format_list(unsigned formats) {
-    static const char *names[SQZ_QFMT_COUNT] = {"int8/w8a8", "int4", "int4:asym", "q8_0", "q4_0",  "q4_1",  "q2_k",
-                                                "q3_k",      "q4_k", "q5_k",      "q6_k", "q5_0", "q5_1", "iq4_nl",
-                                                "iq4_xs",    "iq3_s"};
-    static _Thread_local char buf[128];
+    static _Thread_local char buf[320];
     buf[0] = 0;
     for (int f = 0; f < SQZ_QFMT_COUNT; f++) {
         if (!(formats & FMT_BIT(f)) || (f == SQZ_QFMT_I4_ASYM && (formats & FMT_BIT(SQZ_QFMT_I4_SYM)))) continue;
+        const char *name = f == SQZ_QFMT_I8 ? "int8/w8a8" : f == SQZ_QFMT_I4_SYM ? "int4" : f == SQZ_QFMT_I4_ASYM
+                           ? "int4:asym" : f == SQZ_QFMT_FP8 ? "fp8/fp8_dynamic" : sqz_qformat_name((sqz_qformat)f);
         if (buf[0]) strncat(buf, ", ", sizeof buf - strlen(buf) - 1);
-        strncat(buf, names[f], sizeof buf - strlen(buf) - 1);
+        strncat(buf, name, sizeof buf - strlen(buf) - 1);
     }
     return buf;
 }

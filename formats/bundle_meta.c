@@ -35,6 +35,8 @@ static const char *scheme_unsupported(const sqz_qparams *qp) {
     if (qp->act_mode != SQZ_ACT_FLOAT) return "W8A8 (quantized activations)";
     if (qp->in_scale) return "an unfolded smoothing vector";
     if (qp->g_idx) return "act-order groups (g_idx)";
+    if (qp->scheme == SQZ_QSCHEME_F8_ROW) return "FP8 E4M3 values (sqz-edge multiplies integers)";
+    if (qp->scheme == SQZ_QSCHEME_NVFP4) return "NVFP4 codes (sqz-edge multiplies integers)";
     if (qp->scheme != SQZ_QSCHEME_I8_ROW && qp->scheme != SQZ_QSCHEME_U4_GROUP) return "an unknown scheme";
     return NULL;
 }

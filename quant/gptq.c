@@ -268,8 +268,10 @@ static void sgrid_fn(void *ctx, int64_t begin, int64_t end, int thread) {
             kgrids_row(c, tmp, j->kblk + (size_t)r * j->row_bytes, &j->grids[r * c->ng]);
             continue;
         }
-        for (int64_t g = 0; g < c->ng; g++)
-            sqz__grid_make(c->fmt, tmp + g * c->gs, (int)c->gs, &j->grids[r * c->ng + g]);
+        for (int64_t g = 0; g < c->ng; g++) {
+            if (c->fmt == SQZ_QFMT_NVFP4) sqz__nvfp4_grid(tmp + g * c->gs, c->gscale, &j->grids[r * c->ng + g]);
+            else sqz__grid_make(c->fmt, tmp + g * c->gs, (int)c->gs, &j->grids[r * c->ng + g]);
+        }
     }
 }
 
@@ -445,6 +447,7 @@ static sqz_status layer_quant(const layers_job *L, int i, sqz_qmatrix *q) {
         for (int64_t p = 0; p < n; p++) q->g_idx_buf[c->perm[p]] = (int32_t)(p / c->gs);
         q->qp.g_idx = q->g_idx_buf;
     }
+    if (L->t->fmt == SQZ_QFMT_NVFP4) q->qp.global_scale = c->gscale;
     q->qp.act_mode = L->o->act_mode;
     q->qp.act_grid = sqz__act_grid_for(L->o->target.fmt, L->o->act_mode);
     q->qp.act_scale = L->act_scale;
@@ -516,10 +519,15 @@ static sqz_status gptq_run(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
      * (GPTQ's dynamic groups); static from the original row under act-order, static-groups or a mask */
     const bool kdyn = kq && quant && !mask && !o->act_order && !o->static_groups;
     gptq_ctx c = {.n = n, .fmt = t.fmt, .gs = gs, .ng = n / gs,
-                  .static_grids = t.fmt == SQZ_QFMT_I8 || t.fmt == SQZ_QFMT_FP8 || o->static_groups || (gguf && o->act_order) || (kq && !kdyn),
+                  .static_grids = t.fmt == SQZ_QFMT_I8 || t.fmt == SQZ_QFMT_FP8 || t.fmt == SQZ_QFMT_NVFP4 ||
+                                  o->static_groups || (gguf && o->act_order) || (kq && !kdyn),
                   .kdyn = kdyn, .sbn = sbn, .act_order = o->act_order, .mask = mask, .be = o->backend,
                   /* dynamic super-blocks start where a block does, so that each lies in one block */
                   .blocksize = kdyn ? (int32_t)((o->blocksize + sbn - 1) / sbn * sbn) : o->blocksize};
+    float amax = 0.0f; /* NVFP4: one global scale for the matrices of this input, as RTN (quant/nvfp4.c) */
+    for (int i = 0; t.fmt == SQZ_QFMT_NVFP4 && i < n_lin; i++)
+        amax = fmaxf(amax, sqz__nvfp4_amax(lin[i].w, lin[i].n_out * n));
+    c.gscale = sqz__nvfp4_global_scale(amax);
     const double t0 = sqz_now_seconds();
     sqz_status s = ctx_setup(&c, st, o, kq && quant);
     const double t_prep = sqz_now_seconds() - t0;

@@ -18,6 +18,7 @@ typedef struct gptq_ctx {
     sqz_qformat fmt;
     int64_t gs, ng;     /* group columns, groups per row */
     bool static_grids;
+    float gscale;       /* NVFP4: the global scale of the matrices being quantized (their shared amax) */
     bool kdyn;          /* K-quants / IQ: each super-block's grids made when the sweep reaches it,
                            from the values its row holds then (sqz__gptq_kgrids) */
     int64_t sbn;        /* K-quants / IQ: the super-block (256, or 32 for IQ4_NL) */

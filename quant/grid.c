@@ -107,6 +107,16 @@ void sqz__encode(sqz_qmatrix *q, const int8_t *codes, const sqz__grid *grids) {
         for (int64_t r = 0; r < n_out; r++) q->scales_buf[r] = grids[r].d;
         return;
     }
+    if (f == SQZ_QFMT_NVFP4) { /* E2M1 codes packed as U4, the E4M3 scales (the grids' m) */
+        const int64_t ng = q->qp.n_groups;
+        uint8_t *p = q->data;
+        for (int64_t r = 0; r < n_out; r++) {
+            for (int64_t i = 0; i < n_in / 2; i++)
+                p[r * (n_in / 2) + i] = (uint8_t)((codes[r * n_in + 2 * i] & 0x0F) | ((codes[r * n_in + 2 * i + 1] & 0x0F) << 4));
+            for (int64_t gi = 0; gi < ng; gi++) q->scales_buf[r * ng + gi] = grids[r * ng + gi].m;
+        }
+        return;
+    }
     if (f == SQZ_QFMT_I4_SYM || f == SQZ_QFMT_I4_ASYM) {
         const int64_t ng = q->qp.n_groups;
         uint8_t *p = q->data;

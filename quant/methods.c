@@ -18,7 +18,7 @@
 #define IQ3_FORMATS FMT(SQZ_QFMT_IQ3_S) /* the lattice codebook (GPTQ: codewords of 4, not a mask) */
 #define FP4_FORMATS FMT(SQZ_QFMT_MXFP4)  /* E2M1 values under a power-of-two scale */
 #define FP8_FORMATS FMT(SQZ_QFMT_FP8)    /* E4M3 values under a scale per row */
-#define NVFP4_FORMAT FMT(SQZ_QFMT_NVFP4) /* E2M1 values, E4M3 scales per 16, a global scale: rtn only */
+#define NVFP4_FORMAT FMT(SQZ_QFMT_NVFP4) /* E2M1 values, E4M3 scales per 16, a global scale */
 
 static const sqz_qmethod methods[] = {
     {.name = "rtn", .needs = 0, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
@@ -33,7 +33,8 @@ static const sqz_qmethod methods[] = {
                 "E[x^2]), byte-exact; MXFP4: each block's power-of-two scale searched by the same weighted error",
      .run = sqz_quant_imatrix, .refines = true},
     {.name = "gptq", .needs = SQZ_QSTAT_XTX, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
-     .smooths = false, .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS | FP8_FORMATS,
+     .smooths = false,
+     .formats = ALL_FORMATS | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS | FP8_FORMATS | NVFP4_FORMAT,
      .summary = "GPTQ: Hessian-based error feedback, blocked lazy updates, optional act-order and static "
                 "groups; GGUF targets (Q8_0, Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K, IQ4_NL/IQ4_XS, IQ3_S codewords, MXFP4) stay on llama.cpp's exact grids",
      .run = sqz_quant_gptq, .hessian = true, .refines = true},

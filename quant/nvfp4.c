@@ -35,6 +35,13 @@ float sqz__nvfp4_group_scale(const float *x, float gs) {
     return s == 0.0f ? 0.125f : s;
 }
 
+void sqz__nvfp4_grid(const float *x, float gs, sqz__grid *g) {
+    memset(g, 0, sizeof *g);
+    g->anchor[0] = g->anchor[1] = -1;
+    g->m = sqz__nvfp4_group_scale(x, gs);
+    g->d = g->m / gs;
+}
+
 void sqz__nvfp4_rows(const float *w, int64_t n_out, int64_t n_in, float gs, sqz_qmatrix *q) {
     const int64_t ng = n_in / 16;
     uint8_t *p = q->data;

@@ -91,6 +91,7 @@ static inline bool sqz__qfmt_blockgrid(sqz_qformat f) {
 /* The code of value v on grid g (nearest stored value, clamped to the code range). */
 static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
     if (f == SQZ_QFMT_MXFP4) return g->d == 0.0f ? 0 : sqz__fp4_best_index(v, g->d); /* code 0 is +0 */
+    if (f == SQZ_QFMT_NVFP4) return sqz__e2m1_rne(v / g->d); /* d = s / gs > 0 */
     if (f == SQZ_QFMT_FP8) /* the E4M3 byte (stored in an int8 code): compressed-tensors' clamp, then RNE */
         return g->d == 0.0f ? 0 : (int8_t)sqz_fp32_to_fp8_e4m3(fminf(fmaxf(v / g->d, -448.0f), 448.0f));
     if (g->d == 0.0f) return f == SQZ_QFMT_Q4_0 || f == SQZ_QFMT_I4_SYM || sqz__qfmt_iq4(f) ? 8 : g->zero;
@@ -106,6 +107,7 @@ static inline float sqz__grid_value(const sqz__grid *g, sqz_qformat f, int c) {
     if (sqz__qfmt_iq4(f)) return g->d * sqz__kvalues_iq4nl[c]; /* as sqz_dequantize_iq4_* */
     if (f == SQZ_QFMT_MXFP4) return (float)sqz__kvalues_fp4[c] * g->d; /* as sqz_dequantize_mxfp4 */
     if (f == SQZ_QFMT_FP8) return sqz_fp8_e4m3_to_fp32((uint8_t)c) * g->d; /* as sqz_qparams_rows_to_f32 */
+    if (f == SQZ_QFMT_NVFP4) return sqz_bf16_to_fp32(sqz_fp32_to_bf16(sqz__e2m1_value(c) * g->d)); /* idem */
     if (sqz__qfmt_affine(f)) {
         const float p = (float)c * g->d; /* exact: fp16 times a 4-bit integer */
         return p + g->m;                 /* one rounding, as (q & 15) * d + m in the dequantizer */
@@ -130,6 +132,9 @@ float sqz__nvfp4_global_scale(float amax);
 float sqz__nvfp4_amax(const float *w, int64_t n);
 float sqz__nvfp4_group_scale(const float *x, float gs);
 void sqz__nvfp4_rows(const float *w, int64_t n_out, int64_t n_in, float gs, sqz_qmatrix *q);
+/* GPTQ's grid of a group of 16 under global scale gs: d = s / gs (a value is bf16(e2m1 * d)), m the
+ * stored E4M3 scale s (NVFP4 is not affine: m is read by sqz__encode only). */
+void sqz__nvfp4_grid(const float *x, float gs, sqz__grid *g);
 
 /* Group size of a target in columns (I8: n_in). */
 static inline int64_t sqz__group_cols(const sqz_qtarget *t, int64_t n_in) {
