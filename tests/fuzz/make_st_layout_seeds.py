@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Seeds for fuzz_st_layout (tests/data/st_layout/): config.json + NUL + model.safetensors of a
 one-block llama (hidden 64, FFN 128, 2 heads, 1 KV head, vocab 64, random weights) in every quantized
-HF layout sqz writes: compressed-tensors int4 g32 (sym, asym), int8, GPTQ v1 / v2, sqz's own (written
+HF layout sqz writes: compressed-tensors int4 g32 (sym, asym), int8, FP8 (weight-only and W8A8-FP8),
+NVFP4, GPTQ v1 / v2, sqz's own (written
 by `sqz compress` / `sqz convert`), and W8A8 int-quantized with a static input scale and its 2:4
 sparse-24-bitmask form (built here with numpy: W8A8 needs calibration text the random model has no
 tokenizer for). Usage: SQZ_BIN=build/sqz python3 tests/fuzz/make_st_layout_seeds.py"""
@@ -97,7 +98,10 @@ def main():
         for name, spec, fmt in (("ct_int4_g32", "int4:rtn:g32", "compressed-tensors"),
                                 ("ct_int4_g32_asym", "int4:rtn:g32:asym", "compressed-tensors"),
                                 ("ct_int8", "int8", "compressed-tensors"), ("gptq_v1_g32", "int4:rtn:g32", "gptq"),
-                                ("gptq_v2_g32_asym", "int4:rtn:g32:asym", "gptq-v2"), ("sqz_int4", "int4:rtn:g32", "sqz")):
+                                ("gptq_v2_g32_asym", "int4:rtn:g32:asym", "gptq-v2"), ("sqz_int4", "int4:rtn:g32", "sqz"),
+                                ("ct_fp8", "fp8", "compressed-tensors"),
+                                ("ct_fp8_dynamic", "fp8_dynamic", "compressed-tensors"),
+                                ("ct_nvfp4", "nvfp4", "compressed-tensors")):
             d = os.path.join(tmp, name)
             run("compress", src, "-o", d, "--quant", spec, "--hf-format", fmt)
             seed(name, d)
