@@ -33,7 +33,7 @@ static const llama_type types[] = {
     {"IQ2_XXS", 19, NULL, NULL},        {"IQ2_XS", 20, NULL, NULL},      {"Q2_K_S", 21, NULL, NULL},
     {"IQ3_XS", 22, NULL, NULL},         {"IQ3_XXS", 23, NULL, NULL},     {"IQ1_S", 24, NULL, NULL},
     {"IQ2_S", 28, NULL, NULL},          {"IQ2_M", 29, NULL, NULL},       {"IQ1_M", 31, NULL, NULL},
-    {"TQ1_0", 36, NULL, NULL},          {"TQ2_0", 37, NULL, NULL},       {"MXFP4_MOE", 38, NULL, NULL},
+    {"TQ1_0", 36, NULL, NULL},          {"TQ2_0", 37, NULL, NULL},       {"MXFP4_MOE", 38, "mxfp4_moe", NULL},
     {"Q1_0", 40, NULL, NULL},           {"Q2_0", 41, NULL, NULL},
 };
 

@@ -14,7 +14,7 @@
 
 enum { F_INT8, F_W8A8, F_INT4, F_Q8_0, F_Q4_0, F_Q4_1, F_Q2_K, F_Q3_K, F_Q4_K, F_Q5_K, F_Q6_K, F_Q5_0, F_Q5_1,
        F_IQ4_NL, F_IQ4_XS, F_IQ3_S, F_MXFP4, F_FP8, F_FP8_DYNAMIC, F_NVFP4, F_Q3_K_M, F_Q4_K_M, F_Q5_K_M, F_Q3_K_S, F_Q3_K_L, F_Q4_K_S, F_Q5_K_S,
-       F_IQ3_M, F_AUTO, N_FORMATS };
+       F_IQ3_M, F_MXFP4_MOE, F_AUTO, N_FORMATS };
 /* The format rows: the SPEC's name and the quantization format it writes (a mix: its base type's;
  * auto: the type it measures from). The choices of the format option are these names, joined once. */
 static const struct { const char *name; sqz_qformat fmt; } formats[N_FORMATS] = {
@@ -28,7 +28,8 @@ static const struct { const char *name; sqz_qformat fmt; } formats[N_FORMATS] = 
     [F_NVFP4] = {"nvfp4", SQZ_QFMT_NVFP4},
     [F_Q3_K_M] = {"q3_k_m", SQZ_QFMT_Q3_K},  [F_Q4_K_M] = {"q4_k_m", SQZ_QFMT_Q4_K}, [F_Q5_K_M] = {"q5_k_m", SQZ_QFMT_Q5_K},
     [F_Q3_K_S] = {"q3_k_s", SQZ_QFMT_Q3_K},  [F_Q3_K_L] = {"q3_k_l", SQZ_QFMT_Q3_K}, [F_Q4_K_S] = {"q4_k_s", SQZ_QFMT_Q4_K},
-    [F_Q5_K_S] = {"q5_k_s", SQZ_QFMT_Q5_K},  [F_IQ3_M] = {"iq3_m", SQZ_QFMT_IQ3_S},   [F_AUTO] = {"auto", SQZ_QFMT_Q4_K},
+    [F_Q5_K_S] = {"q5_k_s", SQZ_QFMT_Q5_K},  [F_IQ3_M] = {"iq3_m", SQZ_QFMT_IQ3_S},
+    [F_MXFP4_MOE] = {"mxfp4_moe", SQZ_QFMT_MXFP4},   [F_AUTO] = {"auto", SQZ_QFMT_Q4_K},
 };
 static char format_choices[256];
 /* the formats that name a whole-model mix of quant/mix.c (llama.cpp's ftypes) */
@@ -75,7 +76,8 @@ static sqz_opt quant_opts[] = {
                 "shared by q/k/v and by gate/up: compressed-tensors' nvfp4-pack-quantized, NVFP4A16, 4.5 bits; rtn or gptq), iq3_s (GGUF 3.44-bit lattice codebook: groups "
                 "of 4 weights, super-blocks of 256; rtn, imatrix and gptq), q3_k_s / q3_k_m / q3_k_l / q4_k_s / "
                 "q4_k_m / q5_k_s / q5_k_m / iq3_m (llama.cpp's whole-model mixes of those names; iq3_m: IQ3_S with "
-                "Q4_K attn_v, attn_output and the first eighth of ffn_down): a format that names one of llama-quantize's types writes its file (':pure' below), auto "
+                "Q4_K attn_v, attn_output and the first eighth of ffn_down), mxfp4_moe (llama.cpp's MXFP4_MOE: a mixture's "
+                "experts MXFP4, every other matrix Q8_0): a format that names one of llama-quantize's types writes its file (':pure' below), auto "
                 "(a type per matrix from its measured sensitivity, to the size bpw= asks)"),
     ROW(.name = "method", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, method), .flags = SQZ_OPT_BARE,
         .choices = NULL /* method_choices */, .def = "rtn",

@@ -188,20 +188,20 @@ typedef struct f16_fields {
 } f16_fields;
 
 static const f16_fields block_scales[SQZ_DTYPE_COUNT] = {
-    [SQZ_DTYPE_Q8_0] = {true, {offsetof(sqz_block_q8_0, d), -1}},
-    [SQZ_DTYPE_Q4_0] = {true, {offsetof(sqz_block_q4_0, d), -1}},
-    [SQZ_DTYPE_Q4_1] = {true, {offsetof(sqz_block_q4_1, d), offsetof(sqz_block_q4_1, m)}},
-    [SQZ_DTYPE_Q5_0] = {true, {offsetof(sqz_block_q5_0, d), -1}},
-    [SQZ_DTYPE_Q5_1] = {true, {offsetof(sqz_block_q5_1, d), offsetof(sqz_block_q5_1, m)}},
-    [SQZ_DTYPE_Q2_K] = {true, {offsetof(sqz_block_q2_K, d), offsetof(sqz_block_q2_K, dmin)}},
-    [SQZ_DTYPE_Q3_K] = {true, {offsetof(sqz_block_q3_K, d), -1}},
-    [SQZ_DTYPE_Q4_K] = {true, {offsetof(sqz_block_q4_K, d), offsetof(sqz_block_q4_K, dmin)}},
-    [SQZ_DTYPE_Q5_K] = {true, {offsetof(sqz_block_q5_K, d), offsetof(sqz_block_q5_K, dmin)}},
-    [SQZ_DTYPE_Q6_K] = {true, {offsetof(sqz_block_q6_K, d), -1}},
-    [SQZ_DTYPE_IQ4_NL] = {true, {offsetof(sqz_block_iq4_nl, d), -1}},
-    [SQZ_DTYPE_IQ4_XS] = {true, {offsetof(sqz_block_iq4_xs, d), -1}},
-    [SQZ_DTYPE_IQ3_S] = {true, {offsetof(sqz_block_iq3_s, d), -1}},
-    [SQZ_DTYPE_MXFP4] = {true, {-1, -1}, offsetof(sqz_block_mxfp4, e) + 1},
+    [SQZ_DTYPE_Q8_0] = {.listed = true, .at = {offsetof(sqz_block_q8_0, d), -1}},
+    [SQZ_DTYPE_Q4_0] = {.listed = true, .at = {offsetof(sqz_block_q4_0, d), -1}},
+    [SQZ_DTYPE_Q4_1] = {.listed = true, .at = {offsetof(sqz_block_q4_1, d), offsetof(sqz_block_q4_1, m)}},
+    [SQZ_DTYPE_Q5_0] = {.listed = true, .at = {offsetof(sqz_block_q5_0, d), -1}},
+    [SQZ_DTYPE_Q5_1] = {.listed = true, .at = {offsetof(sqz_block_q5_1, d), offsetof(sqz_block_q5_1, m)}},
+    [SQZ_DTYPE_Q2_K] = {.listed = true, .at = {offsetof(sqz_block_q2_K, d), offsetof(sqz_block_q2_K, dmin)}},
+    [SQZ_DTYPE_Q3_K] = {.listed = true, .at = {offsetof(sqz_block_q3_K, d), -1}},
+    [SQZ_DTYPE_Q4_K] = {.listed = true, .at = {offsetof(sqz_block_q4_K, d), offsetof(sqz_block_q4_K, dmin)}},
+    [SQZ_DTYPE_Q5_K] = {.listed = true, .at = {offsetof(sqz_block_q5_K, d), offsetof(sqz_block_q5_K, dmin)}},
+    [SQZ_DTYPE_Q6_K] = {.listed = true, .at = {offsetof(sqz_block_q6_K, d), -1}},
+    [SQZ_DTYPE_IQ4_NL] = {.listed = true, .at = {offsetof(sqz_block_iq4_nl, d), -1}},
+    [SQZ_DTYPE_IQ4_XS] = {.listed = true, .at = {offsetof(sqz_block_iq4_xs, d), -1}},
+    [SQZ_DTYPE_IQ3_S] = {.listed = true, .at = {offsetof(sqz_block_iq3_s, d), -1}},
+    [SQZ_DTYPE_MXFP4] = {.listed = true, .at = {-1, -1}, .e8m0 = offsetof(sqz_block_mxfp4, e) + 1},
 };
 
 int64_t sqz__first_nonfinite_block(sqz_dtype t, const void *blocks, int64_t nblocks, size_t block_bytes) {

@@ -28,6 +28,8 @@
  * Q2_K, Q3_K_S, Q3_K_M, Q4_K_S, Q4_K_M, IQ3_S, IQ3_M, IQ4_NL, IQ4_XS and the base type for the others, IQ3_M's
  * ffn_down Q4_K also where use_more_bits. The experts (ffn_*_exps) take the rules of their category (ffn_down_exps
  * ffn_down's), their layer index from the name as llama.cpp's layer_info does; the router is never quantized.
+ * MXFP4_MOE (38, a row of its own: experts_only): the experts' tensors MXFP4, every other matrix, the
+ * output and the token embedding Q8_0.
  * The layer index of attn_v is llama.cpp's running count of attn_v tensors, which is the
  * block index for a model whose every block has one.
  */
@@ -63,6 +65,7 @@ struct sqz_qmix {
     sqz_dtype base;
     rule rules[R_N];
     rule rules8[R_N]; /* a mixture of exactly 8 experts (llama.cpp's n_expert == 8, Mixtral's count) */
+    bool experts_only; /* MXFP4_MOE: the experts' tensors in the base type, every other matrix Q8_0 */
 };
 
 #define BASE SQZ_DTYPE_COUNT
@@ -72,7 +75,7 @@ struct sqz_qmix {
  * Q8_0, attn_output OUT8, ffn_down DOWN8 */
 #define MIX(nm, ft, b, V, DOWN, OUT, OUT8, DOWN8)                                                       \
     {nm, ft, SQZ_DTYPE_##b, {[R_ATTN_V] = V, [R_FFN_DOWN] = DOWN, [R_ATTN_OUT] = OUT, [R_ATTN_K] = NO}, \
-     {[R_ATTN_V] = ALL(Q8_0), [R_FFN_DOWN] = DOWN8, [R_ATTN_OUT] = OUT8, [R_ATTN_K] = ALL(Q8_0)}}
+     {[R_ATTN_V] = ALL(Q8_0), [R_FFN_DOWN] = DOWN8, [R_ATTN_OUT] = OUT8, [R_ATTN_K] = ALL(Q8_0)}, false}
 static const struct sqz_qmix mixes[] = {
     MIX("q3_k_m", 12, Q3_K, ((rule){C_FIRST_2, SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q4_K}),
         ((rule){C_FIRST_16TH, SQZ_DTYPE_Q5_K, SQZ_DTYPE_Q4_K}), ALL(Q4_K), ALL(Q5_K),
@@ -106,6 +109,9 @@ static const struct sqz_qmix mixes[] = {
     MIX("iq4_xs", 30, IQ4_XS, ((rule){C_GQA_4, SQZ_DTYPE_Q5_K, BASE}),
         ((rule){C_FIRST_8TH_NO_IM, SQZ_DTYPE_Q5_K, BASE}), NO, ALL(Q5_K),
         ((rule){C_FIRST_8TH_NO_IM, SQZ_DTYPE_Q5_K, BASE})),
+    /* llama.cpp's MXFP4_MOE (38): a tensor with more than one matrix (the experts') MXFP4, the rest and
+     * the output Q8_0 */
+    {"mxfp4_moe", 38, SQZ_DTYPE_MXFP4, {NO, NO, NO, NO}, {NO, NO, NO, NO}, true},
 };
 #undef MIX
 
@@ -209,6 +215,9 @@ sqz_dtype sqz__qmix_wanted_at(const sqz_qmix *mix, const sqz_model *m, const sqz
                               int64_t i) {
     if (!mix || !sqz__qmix_quantizes(t)) return t ? t->dtype : SQZ_DTYPE_F32;
     const int64_t n_cols = t->shape[1];
+    if (mix->experts_only)
+        return t->role == SQZ_ROLE_FFN_GATE_EXPS || t->role == SQZ_ROLE_FFN_UP_EXPS || t->role == SQZ_ROLE_FFN_DOWN_EXPS
+                   ? mix->base : SQZ_DTYPE_Q8_0;
     const rule *rules = m->hp.n_expert == 8 ? mix->rules8 : mix->rules;
     sqz_dtype ty = mix->base;
     /* a tied embedding is quantized as the output */

@@ -42,11 +42,12 @@ DATA = os.environ.get("SQZ_TEST_DATA") or os.environ.get("SQZ_TEST_DATA_DEFAULT"
 LLAMA = os.environ.get("SQZ_LLAMA_CPP_BIN", "")
 GOLD = os.path.join(SRC, "tests", "data", "moe", "quant")
 HIDDEN, FF, LAYERS, HEADS, KV, HD, EXPERTS = 256, 256, 2, 4, 2, 64, 8
-PLAIN = ["Q4_K_M", "Q3_K_M", "Q2_K", "Q3_K_S", "Q3_K_L", "Q4_K_S", "Q5_K_M", "Q4_0", "Q8_0", "IQ3_M", "IQ4_XS"]
+PLAIN = ["Q4_K_M", "Q3_K_M", "Q2_K", "Q3_K_S", "Q3_K_L", "Q4_K_S", "Q5_K_M", "Q4_0", "Q8_0", "IQ3_M", "IQ4_XS",
+         "MXFP4_MOE"]
 WITH_IMATRIX = ["Q4_K_M", "Q3_K_M", "IQ4_XS", "Q4_0"]
 SPEC = {"Q4_K_M": "q4_k_m", "Q3_K_M": "q3_k_m", "Q2_K": "q2_k:mix", "Q3_K_S": "q3_k_s", "Q3_K_L": "q3_k_l",
         "Q4_K_S": "q4_k_s", "Q5_K_M": "q5_k_m", "Q4_0": "q4_0:mix", "Q8_0": "q8_0:mix", "IQ3_M": "iq3_m",
-        "IQ4_XS": "iq4_xs:mix"}
+        "IQ4_XS": "iq4_xs:mix", "MXFP4_MOE": "mxfp4_moe"}
 UNREACHED = ("blk.0", 5)  # the expert the recorded importance matrix gives no token
 
 failures = []
