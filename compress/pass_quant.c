@@ -73,7 +73,7 @@ static sqz_opt quant_opts[] = {
                 "scale, gptq), fp8 (FP8 E4M3 weights, a scale per output channel: compressed-tensors' float-quantized, "
                 "W8A16; rtn or gptq), fp8_dynamic (the same with activations quantized to FP8 per token at run time: "
                 "W8A8-FP8, llm-compressor's FP8_DYNAMIC), nvfp4 (E2M1 values, an FP8 scale per 16 columns and a global scale "
-                "shared by q/k/v and by gate/up: compressed-tensors' nvfp4-pack-quantized, NVFP4A16, 4.5 bits; rtn or gptq), iq3_s (GGUF 3.44-bit lattice codebook: groups "
+                "shared by q/k/v and by gate/up: compressed-tensors' nvfp4-pack-quantized, NVFP4A16, 4.5 bits; rtn, imatrix or gptq), iq3_s (GGUF 3.44-bit lattice codebook: groups "
                 "of 4 weights, super-blocks of 256; rtn, imatrix and gptq), q3_k_s / q3_k_m / q3_k_l / q4_k_s / "
                 "q4_k_m / q5_k_s / q5_k_m / iq3_m (llama.cpp's whole-model mixes of those names; iq3_m: IQ3_S with "
                 "Q4_K attn_v, attn_output and the first eighth of ffn_down), mxfp4_moe (llama.cpp's MXFP4_MOE: a mixture's "
@@ -81,7 +81,7 @@ static sqz_opt quant_opts[] = {
                 "(a type per matrix from its measured sensitivity, to the size bpw= asks)"),
     ROW(.name = "method", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, method), .flags = SQZ_OPT_BARE,
         .choices = NULL /* method_choices */, .def = "rtn",
-        .help = "imatrix: q4_0/q4_1/q5_0/q5_1/q2_k..q6_k/iq4_nl/iq4_xs/iq3_s/mxfp4; smoothquant: w8a8; gptq: every format "
+        .help = "imatrix: q4_0/q4_1/q5_0/q5_1/q2_k..q6_k/iq4_nl/iq4_xs/iq3_s/mxfp4/nvfp4; smoothquant: w8a8; gptq: every format "
                 "(iq3_s: codewords of 4 columns); awq: not the k-quants, q5_0/q5_1, iq4, iq3_s or mxfp4"),
     ROW(.name = "act", .type = SQZ_OPT_CHOICE, .offset = offsetof(sqz__quant_args, act), .flags = SQZ_OPT_BARE,
         .choices = "minmax|percentile|entropy|dynamic", .values = act_values, .def = "minmax",

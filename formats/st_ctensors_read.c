@@ -116,6 +116,22 @@ static sqz_status linear_tensor(const sqz_model *m, const sqz__st_view *v, const
     return SQZ_OK;
 }
 
+/* t (its data as read) with qparams qp made from the scale, zero point and g_idx views and checked,
+ * added to m; on failure t's own data is freed. file: for the message. */
+static sqz_status add_quantized(sqz_model *m, sqz_tensor *t, sqz_qparams *qp, const sqz__st_view *sc,
+                                const sqz__st_view *zp, const sqz__st_view *gi, const char *file) {
+    const sqz_qparams *kept = NULL;
+    sqz_status st = make_qp(m, qp, sc, zp, gi, &kept);
+    if (st == SQZ_OK && sqz_qparams_check(kept, t->dtype, t->nbytes, t->name) != SQZ_OK) {
+        sqz__error_prefix("%s", file);
+        st = SQZ_ERR_FORMAT;
+    }
+    t->qp = kept;
+    if (st == SQZ_OK && !sqz_model_add_tensor(m, t)) st = SQZ_ERR_NOMEM;
+    if (st != SQZ_OK && t->owned) free(t->data);
+    return st;
+}
+
 /* nvfp4-pack-quantized: P.weight_packed U8 [n, k / 2], P.weight_scale F8_E4M3 [n, k / 16] and
  * P.weight_global_scale [1] as an NVFP4 weight P.weight (W4A4's input_global_scale is refused). */
 static sqz_status attach_nvfp4(sqz_model *m, const sqz__st_view *w, const char *prefix, const sqz__st_view *v,
@@ -137,15 +153,7 @@ static sqz_status attach_nvfp4(sqz_model *m, const sqz__st_view *w, const char *
     t.nbytes = (size_t)(no * ni / 2);
     sqz_qparams qp = {.scheme = SQZ_QSCHEME_NVFP4, .n_out = no, .n_in = ni, .n_groups = ni / 16, .group_size = 16,
                       .global_scale = sqz__st_view_f32(gs, 0)};
-    const sqz_qparams *kept = NULL;
-    sqz_status st = make_qp(m, &qp, sc, NULL, NULL, &kept);
-    if (st == SQZ_OK && sqz_qparams_check(kept, t.dtype, t.nbytes, name) != SQZ_OK) {
-        sqz__error_prefix("%s", w->file);
-        st = SQZ_ERR_FORMAT;
-    }
-    t.qp = kept;
-    if (st == SQZ_OK && !sqz_model_add_tensor(m, &t)) st = SQZ_ERR_NOMEM;
-    return st;
+    return add_quantized(m, &t, &qp, sc, NULL, NULL, w->file);
 }
 
 /* P.weight_packed (+ its side tensors) as the weight P.weight. */
@@ -207,16 +215,7 @@ static sqz_status attach_packed(sqz_model *m, const sqz__st_view *w, const sqz__
         qp.scheme = SQZ_QSCHEME_I8_ROW;
         qp.group_size = (int32_t)ni;
     }
-    const sqz_qparams *kept = NULL;
-    sqz_status st = make_qp(m, &qp, sc, zp, gi, &kept);
-    if (st == SQZ_OK && sqz_qparams_check(kept, t.dtype, t.nbytes, name) != SQZ_OK) {
-        sqz__error_prefix("%s", w->file);
-        st = SQZ_ERR_FORMAT;
-    }
-    t.qp = kept;
-    if (st == SQZ_OK && !sqz_model_add_tensor(m, &t)) st = SQZ_ERR_NOMEM;
-    if (st != SQZ_OK && t.owned) free(t.data);
-    return st;
+    return add_quantized(m, &t, &qp, sc, zp, gi, w->file);
 }
 
 /* P.compressed + P.bitmask + P.shape (sparse-24-bitmask, st_sparse24.c) as the dense weight P.weight

@@ -126,14 +126,17 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
     const sqz_qformat f = o->target.fmt;
     const bool kquant = sqz__qfmt_kquant(f);
     const bool iq4 = f == SQZ_QFMT_IQ4_NL || f == SQZ_QFMT_IQ4_XS, iq3 = f == SQZ_QFMT_IQ3_S;
-    const bool fp4 = f == SQZ_QFMT_MXFP4, whole = kquant || iq4 || iq3 || fp4; /* whole matrices at once */
+    const bool fp4 = f == SQZ_QFMT_MXFP4, nv = f == SQZ_QFMT_NVFP4;
+    const bool whole = kquant || iq4 || iq3 || fp4 || nv; /* whole matrices at once */
     SQZ_RETURN_IF(f != SQZ_QFMT_Q4_0 && f != SQZ_QFMT_Q4_1 && f != SQZ_QFMT_Q5_0 && f != SQZ_QFMT_Q5_1 && !whole,
                   SQZ_ERR_UNSUPPORTED, "imatrix: target %s (q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k, iq4_nl, iq4_xs, iq3_s, "
-                  "mxfp4; llama.cpp ignores the importance matrix for q8_0)", sqz_qformat_name(f));
+                  "mxfp4, nvfp4; llama.cpp ignores the importance matrix for q8_0)", sqz_qformat_name(f));
     const int64_t n_in = st->n_in;
     for (int64_t j = 0; j < n_in; j++)
         SQZ_RETURN_IF(!(st->x2[j] >= 0.0f) || !isfinite(st->x2[j]), SQZ_ERR_INVALID_ARG,
                       "imatrix: E[x^2] of channel %lld is %g", (long long)j, (double)st->x2[j]);
+    float amax = 0.0f; /* NVFP4: the global scale shared by the matrices of this input, as RTN's */
+    for (int i = 0; nv && i < n_lin; i++) amax = fmaxf(amax, sqz__nvfp4_amax(lin[i].w, lin[i].n_out * n_in));
     for (int i = 0; i < n_lin; i++) {
         const double t0 = sqz_now_seconds();
         sqz_status s = sqz_qmatrix_alloc(&out[i], &o->target, lin[i].n_out, n_in);
@@ -148,6 +151,8 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
             sqz_quantize_iq4(out[i].dtype, lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
         if (iq3) /* quantize_iq3_s with quant_weights (quant/gguf/iq3.c) */
             sqz_quantize_iq3_s(lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
+        if (nv) /* each group's E4M3 scale searched (quant/nvfp4.c) */
+            sqz__nvfp4_rows_search(lin[i].w, lin[i].n_out, n_in, sqz__nvfp4_global_scale(amax), st->x2, &out[i]);
         if (fp4) /* sqz's search of each block's exponent (quant/gguf/fp4.c; llama.cpp has none) */
             sqz_quantize_mxfp4(lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
         if (iq3 && o->refine) s = sqz__iq3s_refine_rows(lin[i].w, lin[i].n_out, n_in, st->x2, out[i].data, o->threads);

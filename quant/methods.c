@@ -28,9 +28,10 @@ static const sqz_qmethod methods[] = {
                 "activation scales from the statistics)",
      .run = sqz_quant_rtn, .refines = true, .rowwise = true},
     {.name = "imatrix", .needs = SQZ_QSTAT_X2, .optional = 0, .smooths = false,
-     .formats = FMT(SQZ_QFMT_Q4_0) | FMT(SQZ_QFMT_Q4_1) | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS,
+     .formats = FMT(SQZ_QFMT_Q4_0) | FMT(SQZ_QFMT_Q4_1) | K_FORMATS | Q5_FORMATS | IQ4_FORMATS | IQ3_FORMATS | FP4_FORMATS |
+                NVFP4_FORMAT,
      .summary = "llama.cpp's importance-weighted Q4_0/Q4_1, Q5_0/Q5_1, Q2_K..Q6_K, IQ4_NL/IQ4_XS and IQ3_S (quant_weights = "
-                "E[x^2]), byte-exact; MXFP4: each block's power-of-two scale searched by the same weighted error",
+                "E[x^2]), byte-exact; MXFP4 / NVFP4: each block's power-of-two / E4M3 scale searched by the same weighted error",
      .run = sqz_quant_imatrix, .refines = true},
     {.name = "gptq", .needs = SQZ_QSTAT_XTX, .optional = SQZ_QSTAT_ABSMAX | SQZ_QSTAT_HIST | SQZ_QSTAT_SAMPLE,
      .smooths = false,

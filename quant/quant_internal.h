@@ -132,6 +132,8 @@ float sqz__nvfp4_global_scale(float amax);
 float sqz__nvfp4_amax(const float *w, int64_t n);
 float sqz__nvfp4_group_scale(const float *x, float gs);
 void sqz__nvfp4_rows(const float *w, int64_t n_out, int64_t n_in, float gs, sqz_qmatrix *q);
+/* The same with each group's scale searched by the weighted error (importance qw, n_in values). */
+void sqz__nvfp4_rows_search(const float *w, int64_t n_out, int64_t n_in, float gs, const float *qw, sqz_qmatrix *q);
 /* GPTQ's grid of a group of 16 under global scale gs: d = s / gs (a value is bf16(e2m1 * d)), m the
  * stored E4M3 scale s (NVFP4 is not affine: m is read by sqz__encode only). */
 void sqz__nvfp4_grid(const float *x, float gs, sqz__grid *g);

@@ -44,7 +44,7 @@ python3 -c "import sys; r, q, g = map(float, sys.argv[1:]); sys.exit(not (r > 1 
   echo "ok:   mxfp4 evaluates (f32 and q8 activations); gptq below rtn" || { echo "FAIL: mxfp4 perplexities"; fail=1; }
 
 # 2. FP8 and NVFP4 in compressed-tensors
-for spec in fp8 fp8_dynamic nvfp4 nvfp4:gptq fp8:gptq; do
+for spec in fp8 fp8_dynamic nvfp4 nvfp4:gptq fp8:gptq nvfp4:imatrix; do
   out=$tmp/$(echo "$spec" | tr ':' '_')
   expect 0 "wrote" -- "$SQZ" compress "$M" -o "$out" --quant "$spec" "${cal[@]}"
   expect 0 "wrote" -- "$SQZ" convert "$out" -o "${out}_f32" --dtype f32
@@ -70,7 +70,7 @@ expect 1 "FP8 weights are not written as ONNX" -- "$SQZ" export "$tmp/fp8" -o "$
 nothing "$tmp/r4"
 expect 1 "mxfp4 is not written to an HF directory quantized.*E2M1" -- "$SQZ" convert "$tmp/mxfp4.gguf" -o "$tmp/r5" --to safetensors
 nothing "$tmp/r5"
-expect 2 "method 'imatrix' does not produce nvfp4" -- "$SQZ" compress "$M" -o "$tmp/r6" --quant nvfp4:imatrix "${cal[@]}"
+expect 2 "method 'imatrix' does not produce fp8" -- "$SQZ" compress "$M" -o "$tmp/r6" --quant fp8:imatrix "${cal[@]}"
 expect 2 "method 'awq' does not produce fp8" -- "$SQZ" compress "$M" -o "$tmp/r7" --quant fp8:awq "${cal[@]}"
 nothing "$tmp/r6"
 exit $fail

@@ -30,60 +30,23 @@ Exit 77 when torch/transformers/compressed-tensors or the models are missing.
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 try:
-    import numpy as np
     import torch
-    import transformers
     import compressed_tensors
+    import transformers
     from compressed_tensors.compressors.naive_quantized.base import FloatQuantizationCompressor
     from compressed_tensors.compressors.nvfp4.base import NVFP4PackedCompressor
-    from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam
     from compressed_tensors.quantization import QuantizationScheme
+    from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam
     from safetensors.torch import load_file, save_file
-    from transformers import AutoModelForCausalLM
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from hf_util import DATA, PYM, check, failures, load_tf, prefix, run, same_perplexity, tf_greedy
 except Exception as e:  # pragma: no cover
     print("skipping: %s (scripts/setup.sh with SQZ_WITH_TORCH=1 installs torch, transformers, compressed-tensors)" % e)
     sys.exit(77)
-
-SRC = os.environ.get("SQZ_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-sys.path.insert(0, os.path.join(SRC, "tests", "ref"))
-import np_models  # noqa: E402
-
-SQZ = os.environ.get("SQZ_BIN") or sys.exit("SQZ_BIN is not set")
-DATA = os.environ.get("SQZ_TEST_DATA") or os.environ.get("SQZ_TEST_DATA_DEFAULT") or "../shared"
-PYM = os.environ.get("SQZ_PYMODELS") or os.path.expanduser("~/.cache/sqz/pymodels")
-failures = []
-torch.set_num_threads(2)
-
-
-def check(cond, msg):
-    print(("ok: " if cond else "FAIL: ") + msg, flush=True)
-    if not cond:
-        failures.append(msg)
-
-
-def run(*args):
-    return subprocess.run([SQZ, *map(str, args)], capture_output=True, text=True)
-
-
-def load_tf(d, dequantize=False):
-    q = {"quantization_config": transformers.CompressedTensorsConfig(dequantize=True)} if dequantize else {}
-    return AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, **q).eval()
-
-
-def tf_greedy(d, bos, n, dequantize=False):
-    m = load_tf(d, dequantize)
-    with torch.no_grad():
-        out = m.generate(torch.tensor([[bos]]), max_new_tokens=n, do_sample=False)
-    theirs = out[0, 1:].tolist()
-    eos = m.generation_config.eos_token_id
-    if len(theirs) < n and theirs and theirs[-1] in (eos if isinstance(eos, list) else [eos]):
-        theirs = theirs[:-1]
-    return theirs
 
 
 def same_generation(d, label, n=32, strict=True, dequantize=False):
@@ -93,11 +56,10 @@ def same_generation(d, label, n=32, strict=True, dequantize=False):
     bos = json.load(open(os.path.join(d, "config.json")))["bos_token_id"]
     r = run("generate", d, "--activations", "f32", "-n", n, "--ids", "-q", "--threads", 2)
     ours = [int(x) for x in r.stdout.split()]
-    theirs = tf_greedy(d, bos, n, dequantize)
+    theirs = tf_greedy(d, bos, n, dequantize=dequantize)
     print("  sqz:          %s\n  transformers: %s" % (ours, theirs))
     if not strict:
-        same = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
-        print("note: %s: sqz and transformers agree on the first %d of %d greedy tokens" % (label, same, n))
+        print("note: %s: sqz and transformers agree on the first %d of %d greedy tokens" % (label, prefix(ours, theirs), n))
         return
     check(r.returncode == 0 and len(ours) > 0 and ours == theirs,
           "%s: transformers (CPU, float32) generates sqz's %d greedy tokens" % (label, len(ours)))
@@ -214,14 +176,11 @@ def same_rtn(d, src_f32, label):
           (label, n, ", differ: " + ", ".join(bad[:3]) if bad else ""))
 
 
-def nvfp4_reference(tiny, out):
-    """tinystories-656K as NVFP4A16, compressed by compressed-tensors."""
+def write_reference(tiny, out, tensors, scheme, fmt):
+    """An HF directory of tiny's config and tokenizer with tensors and a compressed-tensors config."""
     os.makedirs(out)
-    save_file(nvfp4_compress(load_file(os.path.join(tiny, "model.safetensors"))), os.path.join(out, "model.safetensors"),
-              metadata={"format": "pt"})
+    save_file(tensors, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
     cfg = json.load(open(os.path.join(tiny, "config.json")))
-    scheme = QuantizationScheme(targets=["Linear"], weights=NVFP4_ARGS)
-    fmt = "nvfp4-pack-quantized"
     cfg["quantization_config"] = {
         "quant_method": "compressed-tensors", "format": fmt, "quantization_status": "compressed",
         "config_groups": {"group_0": dict(scheme.model_dump(mode="json"), format=fmt)}, "ignore": ["lm_head"]}
@@ -229,6 +188,13 @@ def nvfp4_reference(tiny, out):
     for f in os.listdir(tiny):
         if f.startswith("tokenizer") or f in ("special_tokens_map.json", "generation_config.json"):
             shutil.copy(os.path.join(tiny, f), out)
+
+
+def nvfp4_reference(tiny, out):
+    """tinystories-656K as NVFP4A16, compressed by compressed-tensors."""
+    scheme = QuantizationScheme(targets=["Linear"], weights=NVFP4_ARGS)
+    write_reference(tiny, out, nvfp4_compress(load_file(os.path.join(tiny, "model.safetensors"))), scheme,
+                    "nvfp4-pack-quantized")
 
 
 def nvfp4_w4a4_refused(good, tmp):
@@ -260,40 +226,7 @@ def reference_checkpoint(tiny, out, strategy, dynamic):
         p = k[: -len(".weight")]
         for name, v in FloatQuantizationCompressor.compress(sd, scheme).items():
             dst[p + "." + name] = v.contiguous()
-    os.makedirs(out)
-    save_file(dst, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
-    cfg = json.load(open(os.path.join(tiny, "config.json")))
-    fmt = "float-quantized" if dynamic else "naive-quantized"
-    cfg["quantization_config"] = {
-        "quant_method": "compressed-tensors", "format": fmt, "quantization_status": "compressed",
-        "config_groups": {"group_0": dict(scheme.model_dump(mode="json"), format=fmt)}, "ignore": ["lm_head"]}
-    json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=2)
-    for f in os.listdir(tiny):
-        if f.startswith("tokenizer") or f in ("special_tokens_map.json", "generation_config.json"):
-            shutil.copy(os.path.join(tiny, f), out)
-
-
-def same_perplexity(d, label, tmp, text, dequantize=False):
-    tok, js = os.path.join(tmp, "tok.bin"), os.path.join(tmp, "r.json")
-    r = run("eval", d, "--text", text, "--ctx", 256, "--chunks", 8, "--dump-tokens", tok, "--json", js, "-q")
-    if r.returncode != 0:
-        check(False, "%s: sqz eval: %s" % (label, r.stderr.strip()[-300:]))
-        return
-    ours = json.load(open(js))["ppl"]
-    m = load_tf(d, dequantize)
-    bos = json.load(open(os.path.join(d, "config.json")))["bos_token_id"]
-    tc = os.path.join(d, "tokenizer_config.json")
-    add_bos = json.load(open(tc)).get("add_bos_token", True) if os.path.exists(tc) else True
-
-    def logits(chunks):
-        with torch.no_grad():
-            return m(torch.tensor(chunks)).logits.numpy()
-
-    theirs, _, _ = np_models.perplexity(logits, np.fromfile(tok, dtype="<i4"), 256, bos=bos, add_bos=add_bos,
-                                        max_chunks=8)
-    rel = abs(ours - theirs) / theirs
-    print("  sqz eval ppl %.6f, transformers %.6f (relative difference %.2e)" % (ours, theirs, rel))
-    check(rel < 0.005, "%s: sqz eval's perplexity within 0.5%% of transformers'" % label)
+    write_reference(tiny, out, dst, scheme, "float-quantized" if dynamic else "naive-quantized")
 
 
 def hostile(good, tmp):

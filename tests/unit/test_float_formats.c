@@ -10,7 +10,7 @@
  *   - RTN onto FP8 and NVFP4 on stories260K's real matrices: every weight within half a step of
  *     its value, NVFP4's global scale shared by the matrices of one input; GPTQ onto FP8, NVFP4 and
  *     MXFP4 lowers the output error on held-out rows against RTN (the layer's own inputs: the
- *     embedding rows).
+ *     embedding rows); NVFP4's imatrix scale search never has a larger weighted error than RTN.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -163,6 +163,55 @@ static double out_err(const float *x, int64_t m, const float *w, const float *q,
     return e;
 }
 
+/* NVFP4's imatrix search: per row, its weighted error (qw * sqrt(sigma2 + x^2) per group of 16, as the
+ * search weighs it) is never above RTN's, whose scales it starts from. */
+static void test_nvfp4_imatrix(void **state) {
+    (void)state;
+    float *w = sqz_rw_need();
+    const int64_t n_in = 64, n_out = 172;
+    const float *wl = w + SQZ_RW_W1, *x = w + SQZ_RW_TOK_EMB;
+    float x2[64] = {0};
+    for (int64_t i = 0; i < 512; i++)
+        for (int64_t c = 0; c < n_in; c++) x2[c] += x[i * n_in + c] * x[i * n_in + c] / 512;
+    sqz_qlinear lin = {.w = wl, .n_out = n_out, .name = "w1"};
+    sqz_qstats st = {.n_in = n_in, .x2 = x2};
+    sqz_quant_opts o = sqz_quant_default_opts();
+    o.target = (sqz_qtarget){SQZ_QFMT_NVFP4, 0};
+    sqz_qmatrix q[2];
+    assert_int_equal(sqz_quant_rtn(&lin, 1, &st, &o, &q[0], NULL), SQZ_OK);
+    assert_int_equal(sqz_quant_imatrix(&lin, 1, &st, &o, &q[1], NULL), SQZ_OK);
+    assert_true(q[0].qp.global_scale == q[1].qp.global_scale);
+    float *d[2] = {malloc((size_t)(n_out * n_in) * sizeof(float)), malloc((size_t)(n_out * n_in) * sizeof(float))};
+    for (int k = 0; k < 2; k++) assert_int_equal(sqz_qmatrix_to_f32(&q[k], d[k]), SQZ_OK);
+    double tot[2] = {0, 0};
+    int moved = 0;
+    for (int64_t r = 0; r < n_out; r++) {
+        double e[2] = {0, 0};
+        for (int64_t g = 0; g < n_in / 16; g++) {
+            const float *xg = wl + r * n_in + 16 * g;
+            float s2 = 0;
+            for (int j = 0; j < 16; j++) s2 += xg[j] * xg[j];
+            for (int k = 0; k < 2; k++)
+                for (int j = 0; j < 16; j++) {
+                    const double rr = xg[j] - d[k][r * n_in + 16 * g + j];
+                    e[k] += x2[16 * g + j] * sqrt(s2 * 2.0 / 16 + (double)xg[j] * xg[j]) * rr * rr;
+                }
+            moved += q[0].qp.scales[r * (n_in / 16) + g] != q[1].qp.scales[r * (n_in / 16) + g];
+        }
+        if (e[1] > e[0] * (1 + 1e-5) + 1e-12) fail_msg("row %lld: imatrix's weighted error %g above rtn's %g", (long long)r, e[1], e[0]);
+        tot[0] += e[0];
+        tot[1] += e[1];
+    }
+    print_message("nvfp4 imatrix: weighted error %.3f of rtn's, %d of %lld group scales moved\n", tot[1] / tot[0], moved,
+                  (long long)(n_out * n_in / 16));
+    assert_true(tot[1] < tot[0] && moved > 0);
+    for (int k = 0; k < 2; k++) {
+        free(d[k]);
+        sqz_qmatrix_free(&q[k]);
+    }
+    free(w);
+}
+
 static void test_gptq_beats_rtn(void **state) {
     (void)state;
     float *w = sqz_rw_need();
@@ -204,7 +253,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp8_codes),        cmocka_unit_test(test_e2m1),
         cmocka_unit_test(test_qparams),          cmocka_unit_test(test_rtn_real),
-        cmocka_unit_test(test_gptq_beats_rtn),
+        cmocka_unit_test(test_nvfp4_imatrix),    cmocka_unit_test(test_gptq_beats_rtn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

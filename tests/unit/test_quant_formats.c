@@ -79,6 +79,48 @@ static void test_u4_pack(void **state) {
 
 /* Every format's RTN against its reference on real weights (stories260K wq: 5 x (64, 64) as one
  * (320, 64) matrix, and w1 (860, 64)), plus a block of synthetic values with zeros and ties. */
+/* FP8 per row as compressed-tensors computes it: s = absmax / 448, q = fp8(clamp(w / s)), w' = q * s. */
+static void oracle_fp8(const float *w, int64_t n_out, int64_t n_in, uint8_t *q, float *ref) {
+    for (int64_t r = 0; r < n_out; r++) {
+        float amax = 0;
+        for (int64_t c = 0; c < n_in; c++) amax = fmaxf(amax, fabsf(w[r * n_in + c]));
+        const float sc = amax / 448.0f;
+        for (int64_t c = 0; c < n_in; c++) {
+            const int64_t i = r * n_in + c;
+            q[i] = sc > 0 ? sqz_fp32_to_fp8_e4m3(fminf(fmaxf(w[i] / sc, -448.0f), 448.0f)) : 0;
+            ref[i] = sqz_fp8_e4m3_to_fp32(q[i]) * sc;
+        }
+    }
+}
+
+/* NVFP4 as compressed-tensors computes it for one f32 matrix: gs = (1 / amax) * 2688; per 16,
+ * s = fp8(clamp(gs * amax16 / 6)) (0.125 for 0); codes e2m1(w / (s / gs)); w' = bf16(e2m1 * (s / gs)). */
+static void oracle_nvfp4(const float *w, int64_t n_out, int64_t n_in, uint8_t *packed, float *ref) {
+    float amax = 0;
+    for (int64_t i = 0; i < n_out * n_in; i++) amax = fmaxf(amax, fabsf(w[i]));
+    const float rcp = 1.0f / amax, gs = rcp * 2688.0f;
+    static const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    memset(packed, 0, (size_t)(n_out * n_in / 2));
+    for (int64_t i0 = 0; i0 < n_out * n_in; i0 += 16) {
+        float a16 = 0;
+        for (int j = 0; j < 16; j++) a16 = fmaxf(a16, fabsf(w[i0 + j]));
+        float sc = sqz_fp8_e4m3_to_fp32(sqz_fp32_to_fp8_e4m3(fminf(gs * (a16 / 6.0f), 448.0f)));
+        sc = sc == 0 ? 0.125f : sc;
+        const float eff = sc / gs;
+        for (int j = 0; j < 16; j++) {
+            const float y = fminf(fabsf(w[i0 + j] / eff), 6.0f);
+            int best = 0; /* nearest E2M1 magnitude, ties to the even index */
+            for (int k = 1; k < 8; k++) {
+                const float dk = fabsf(y - e2m1[k]), db = fabsf(y - e2m1[best]);
+                if (dk < db || (dk == db && k % 2 == 0)) best = k;
+            }
+            const int code = best | (w[i0 + j] / eff < 0 ? 8 : 0);
+            packed[(i0 + j) / 2] |= (uint8_t)(code << (4 * ((i0 + j) % 2)));
+            ref[i0 + j] = sqz_bf16_to_fp32(sqz_fp32_to_bf16((code & 8 ? -e2m1[best] : e2m1[best]) * eff));
+        }
+    }
+}
+
 static void check_rtn_formats(const float *w, int64_t n_out, int64_t n_in) {
     const int64_t ne = n_out * n_in;
     float *deq = malloc((size_t)ne * 4), *ref = malloc((size_t)ne * 4);
@@ -117,6 +159,9 @@ static void check_rtn_formats(const float *w, int64_t n_out, int64_t n_in) {
                 sqz_quantize_iq3_s(w, rb, n_out, n_in, NULL);
                 sqz_dtype_info(q.dtype)->to_f32(rb, ref, ne);
                 break;
+            case SQZ_QFMT_MXFP4: sqz_quantize_mxfp4_ref(w, rb, ne); sqz_dequantize_mxfp4(rb, ref, ne); break;
+            case SQZ_QFMT_FP8: oracle_fp8(w, n_out, n_in, rb, ref); break;
+            case SQZ_QFMT_NVFP4: oracle_nvfp4(w, n_out, n_in, rb, ref); break;
             default: {
                 const int asym = f == SQZ_QFMT_I4_ASYM;
                 const int64_t ng = n_in / t.group;
@@ -141,7 +186,8 @@ static void check_rtn_formats(const float *w, int64_t n_out, int64_t n_in) {
             const double bpw = sqz_qmatrix_bits_per_weight(&q);
             const double want[SQZ_QFMT_COUNT] = {8.0 + 32.0 / n_in, 4.0 + 16.0 / t.group, 4.0 + 20.0 / t.group,
                                                  8.5, 4.5, 5.0, 2.625, 3.4375, 4.5, 5.5, 6.5625, 5.5, 6.0,
-                                                 4.5, 4.25};
+                                                 4.5, 4.25, 3.4375, 4.25, 8.0 + 32.0 / n_in,
+                                                 4.5 + 32.0 / (double)ne};
             assert_true(fabs(bpw - want[f]) < 1e-9);
             free(rb);
             sqz_qmatrix_free(&q);
