@@ -116,6 +116,7 @@ sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa);
 #if SQZ__QMM_X86
 extern const sqz__idot_fn sqz__idot_avx2[SQZ_DTYPE_COUNT]; /* qidot_avx2.c */
 extern const sqz__idot_fn sqz__idot_vnni[SQZ_DTYPE_COUNT]; /* qidot_vnni.c: AVX-512F/BW/VL + VNNI */
+float sqz__idot_mxfp4_avx2(const void *row, const void *xq, int64_t k); /* qidot_avx2.c, in both tables */
 extern const sqz__idot4_fn sqz__idot4_vnni[SQZ_DTYPE_COUNT]; /* qidot4_vnni.c: 4 tokens at a time */
 extern const sqz__idot4_fn sqz__idot8_vnni[SQZ_DTYPE_COUNT]; /* qidot4_vnni.c: 8 tokens at a time */
 extern const sqz__aq_quantize_fn sqz__aq_quantize_avx512; /* aquant_avx512.c: AVX-512F/BW */

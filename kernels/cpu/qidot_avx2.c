@@ -96,9 +96,13 @@ AVX2 static inline __m256i pair16(int j) {
 
 /* The row loop of a 32-element type: BLK(w, a) is the block's 8 int32 partial sums, MIN(i) the
  * block's minimum term (Q4_1, Q5_1) or 0. Two accumulators, blocks in pairs. */
-#define BLKFMA(BLK, i, acc) \
-    _mm256_fmadd_ps(_mm256_set1_ps(H2F(w[i].d) * a[i].d), _mm256_cvtepi32_ps(BLK(&w[i], &a[i])), acc)
-#define DOT32(WT, AT, BLK, MIN)                                  \
+#define BLKFMA(BLK, SC, i, acc) \
+    _mm256_fmadd_ps(_mm256_set1_ps(SC(i) * a[i].d), _mm256_cvtepi32_ps(BLK(&w[i], &a[i])), acc)
+/* the weight block's scale: an fp16 d, or MXFP4's E8M0 exponent as 2^(e - 128) */
+#define D16(i) H2F(w[i].d)
+#define DE8(i) sqz__e8m0_half(w[i].e)
+#define DOT32(WT, AT, BLK, MIN) DOT32S(WT, AT, BLK, MIN, D16)
+#define DOT32S(WT, AT, BLK, MIN, SC)                             \
     const WT *w = row;                                           \
     const AT *a = xq;                                            \
     const int64_t nb = k / 32;                                   \
@@ -107,13 +111,13 @@ AVX2 static inline __m256i pair16(int j) {
     int64_t b = 0;                                               \
     for (; b + 1 < nb; b += 2) {                                 \
         sqz__idot_ahead(&w[b], 2 * sizeof *w);                   \
-        acc0 = BLKFMA(BLK, b, acc0);                             \
-        acc1 = BLKFMA(BLK, b + 1, acc1);                         \
+        acc0 = BLKFMA(BLK, SC, b, acc0);                         \
+        acc1 = BLKFMA(BLK, SC, b + 1, acc1);                     \
         MIN(b);                                                  \
         MIN(b + 1);                                              \
     }                                                            \
     if (b < nb) {                                                \
-        acc0 = BLKFMA(BLK, b, acc0);                             \
+        acc0 = BLKFMA(BLK, SC, b, acc0);                         \
         MIN(b);                                                  \
     }                                                            \
     return hsum_ps(_mm256_add_ps(acc0, acc1)) + ms
@@ -151,6 +155,15 @@ AVX2 static inline __m256i iq4_table(void) {
 
 AVX2 static inline __m256i blk_iq4_nl(const sqz_block_iq4_nl *w, const sqz__aq8_0 *a) {
     return dot_i8i8(_mm256_shuffle_epi8(iq4_table(), nib32(w->qs)), LD(a->qs));
+}
+
+/* MXFP4: IQ4_NL's lookup with the E2M1 table (doubled: |w| <= 12, the sign trick holds). */
+AVX2 static inline __m256i blk_mxfp4(const sqz_block_mxfp4 *w, const sqz__aq8_0 *a) {
+    return dot_i8i8(_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(LD128(sqz__kvalues_fp4)), nib32(w->qs)), LD(a->qs));
+}
+
+AVX2 float sqz__idot_mxfp4_avx2(const void *row, const void *xq, int64_t k) {
+    DOT32S(sqz_block_mxfp4, sqz__aq8_0, blk_mxfp4, NOMIN, DE8);
 }
 
 AVX2 float sqz__idot_q8_0_avx2(const void *row, const void *xq, int64_t k) {
@@ -469,6 +482,7 @@ const sqz__idot_fn sqz__idot_avx2[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_Q8_0] = sqz__idot_q8_0_avx2,     [SQZ_DTYPE_Q4_0] = sqz__idot_q4_0_avx2,
     [SQZ_DTYPE_Q4_1] = sqz__idot_q4_1_avx2,     [SQZ_DTYPE_Q5_0] = sqz__idot_q5_0_avx2,
     [SQZ_DTYPE_Q5_1] = sqz__idot_q5_1_avx2,     [SQZ_DTYPE_IQ4_NL] = sqz__idot_iq4_nl_avx2,
+    [SQZ_DTYPE_MXFP4] = sqz__idot_mxfp4_avx2,
     [SQZ_DTYPE_Q2_K] = sqz__idot_q2_K_avx2,     [SQZ_DTYPE_Q3_K] = sqz__idot_q3_K_avx2,
     [SQZ_DTYPE_Q4_K] = sqz__idot_q4_K_avx2,     [SQZ_DTYPE_Q5_K] = sqz__idot_q5_K_avx2,
     [SQZ_DTYPE_Q6_K] = sqz__idot_q6_K_avx2,     [SQZ_DTYPE_IQ4_XS] = sqz__idot_iq4_xs_avx2,

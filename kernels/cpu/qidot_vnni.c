@@ -426,6 +426,7 @@ const sqz__idot_fn sqz__idot_vnni[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_Q2_K] = idot_q2_K,   [SQZ_DTYPE_Q3_K] = idot_q3_K,     [SQZ_DTYPE_Q4_K] = idot_q4_K,
     [SQZ_DTYPE_Q5_K] = idot_q5_K,   [SQZ_DTYPE_Q6_K] = idot_q6_K,     [SQZ_DTYPE_IQ4_XS] = idot_iq4_xs,
     [SQZ_DTYPE_IQ3_S] = idot_iq3_s,
+    [SQZ_DTYPE_MXFP4] = sqz__idot_mxfp4_avx2, /* the AVX2 kernel (maddubs): no dpbusd form of its own */
 };
 #else
 typedef int sqz__qidot_vnni_empty; /* ISO C: a translation unit is not empty */
