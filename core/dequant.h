@@ -31,7 +31,15 @@ extern const int8_t sqz__kvalues_iq4nl[16];
  * sqz__e8m0_half(e) = 2^(e - 128), the scale that goes with them. */
 void sqz_dequantize_mxfp4(const void *x, float *y, int64_t n);
 extern const int8_t sqz__kvalues_fp4[16];
-float sqz__e8m0_half(uint8_t e);
+/* inline: the MXFP4 kernels take it once per block of 32 (an out-of-line call cost the integer
+ * product 40% of its speed) */
+static inline float sqz__e8m0_half(uint8_t e) {
+    /* 2^(e - 128): a subnormal for e < 2 (0x00200000 = 2^-128), else exponent field e - 1 */
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 /* core/dequant_iq3.c */
 void sqz_dequantize_iq3_s(const void *x, float *y, int64_t n);

@@ -15,14 +15,6 @@
 
 const int8_t sqz__kvalues_fp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-float sqz__e8m0_half(uint8_t e) {
-    /* 2^(e - 128): a subnormal for e < 2 (0x00200000 = 2^-128), else exponent field e - 1 */
-    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 void sqz_dequantize_mxfp4(const void *vx, float *y, int64_t n) {
     const sqz_block_mxfp4 *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK_MXFP4; i++) {

@@ -89,7 +89,7 @@ const char *sqz__qmm_idot_name(sqz_dtype t, sqz__qmm_isa isa);
 #define SQZ__IDOT_DECL(t, v) float sqz__idot_##t##_##v(const void *row, const void *xq, int64_t k);
 #define SQZ__IDOT_REF(t) SQZ__IDOT_DECL(t, ref)
 SQZ__IDOT_TYPES(SQZ__IDOT_REF)
-SQZ__IDOT_REF(mxfp4) /* ggml_vec_dot_mxfp4_q8_0: the scalar kernel and NEON's (qidot_neon.c) */
+SQZ__IDOT_REF(mxfp4) /* ggml_vec_dot_mxfp4_q8_0 (its AVX2, VNNI and NEON kernels: static in their files) */
 /* Asks for the n weight bytes SQZ__IDOT_AHEAD past p: a kernel calls it once per block it
  * reads. Generation reads each weight once, from DRAM for a model larger than the caches, and
  * the hardware prefetcher alone leaves part of the bandwidth unused: Q4_K rows of 1536 from
@@ -116,7 +116,6 @@ sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa);
 #if SQZ__QMM_X86
 extern const sqz__idot_fn sqz__idot_avx2[SQZ_DTYPE_COUNT]; /* qidot_avx2.c */
 extern const sqz__idot_fn sqz__idot_vnni[SQZ_DTYPE_COUNT]; /* qidot_vnni.c: AVX-512F/BW/VL + VNNI */
-float sqz__idot_mxfp4_avx2(const void *row, const void *xq, int64_t k); /* qidot_avx2.c, in both tables */
 extern const sqz__idot4_fn sqz__idot4_vnni[SQZ_DTYPE_COUNT]; /* qidot4_vnni.c: 4 tokens at a time */
 extern const sqz__idot4_fn sqz__idot8_vnni[SQZ_DTYPE_COUNT]; /* qidot4_vnni.c: 8 tokens at a time */
 extern const sqz__aq_quantize_fn sqz__aq_quantize_avx512; /* aquant_avx512.c: AVX-512F/BW */

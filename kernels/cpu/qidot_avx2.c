@@ -162,7 +162,7 @@ AVX2 static inline __m256i blk_mxfp4(const sqz_block_mxfp4 *w, const sqz__aq8_0 
     return dot_i8i8(_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(LD128(sqz__kvalues_fp4)), nib32(w->qs)), LD(a->qs));
 }
 
-AVX2 float sqz__idot_mxfp4_avx2(const void *row, const void *xq, int64_t k) {
+AVX2 static float idot_mxfp4_avx2(const void *row, const void *xq, int64_t k) {
     DOT32S(sqz_block_mxfp4, sqz__aq8_0, blk_mxfp4, NOMIN, DE8);
 }
 
@@ -482,7 +482,7 @@ const sqz__idot_fn sqz__idot_avx2[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_Q8_0] = sqz__idot_q8_0_avx2,     [SQZ_DTYPE_Q4_0] = sqz__idot_q4_0_avx2,
     [SQZ_DTYPE_Q4_1] = sqz__idot_q4_1_avx2,     [SQZ_DTYPE_Q5_0] = sqz__idot_q5_0_avx2,
     [SQZ_DTYPE_Q5_1] = sqz__idot_q5_1_avx2,     [SQZ_DTYPE_IQ4_NL] = sqz__idot_iq4_nl_avx2,
-    [SQZ_DTYPE_MXFP4] = sqz__idot_mxfp4_avx2,
+    [SQZ_DTYPE_MXFP4] = idot_mxfp4_avx2,
     [SQZ_DTYPE_Q2_K] = sqz__idot_q2_K_avx2,     [SQZ_DTYPE_Q3_K] = sqz__idot_q3_K_avx2,
     [SQZ_DTYPE_Q4_K] = sqz__idot_q4_K_avx2,     [SQZ_DTYPE_Q5_K] = sqz__idot_q5_K_avx2,
     [SQZ_DTYPE_Q6_K] = sqz__idot_q6_K_avx2,     [SQZ_DTYPE_IQ4_XS] = sqz__idot_iq4_xs_avx2,

@@ -46,7 +46,7 @@ VNNI static inline float hsum8f(__m256 v) {
 
 /* ---- 32-element blocks: one per 256-bit register ----------------------------------------- */
 
-enum t32 { T_Q8_0, T_Q4_0, T_Q5_0, T_IQ4_NL, T_Q4_1, T_Q5_1 };
+enum t32 { T_Q8_0, T_Q4_0, T_Q5_0, T_IQ4_NL, T_MXFP4, T_Q4_1, T_Q5_1 };
 
 /* The 32 nibbles at p (low nibbles elements 0..15, high 16..31) as bytes in element order. */
 VNNI static inline __m256i nib32(const uint8_t *p) {
@@ -84,6 +84,7 @@ VNNI static inline __m256i blk32(enum t32 t, const uint8_t *w, const int8_t *x, 
         return dot_off(_mm256_mask_add_epi8(u, bits5(w + 2), u, _mm256_set1_epi8(16)), xv, _mm256_set1_epi8(16));
     }
     case T_IQ4_NL: return dot_off(_mm256_shuffle_epi8(lut, nib32(w + 2)), xv, _mm256_set1_epi8((char)0x80));
+    case T_MXFP4: return dot_off(_mm256_shuffle_epi8(lut, nib32(w + 1)), xv, _mm256_set1_epi8((char)0x80));
     case T_Q4_1: return _mm256_dpbusd_epi32(_mm256_setzero_si256(), nib32(w + 4), xv);
     default: { /* T_Q5_1 */
         const __m256i u = nib32(w + 8);
@@ -103,6 +104,8 @@ VNNI static inline __m256 fma1(enum t32 t, const uint8_t *w, const uint8_t *a, _
     memcpy(&da, a, 4);
     const size_t qo = mins ? offsetof(sqz__aq8_1, qs) : offsetof(sqz__aq8_0, qs);
     const __m256i s = blk32(t, w, (const int8_t *)(a + qo), lut);
+    if (t == T_MXFP4) /* the E8M0 exponent: 2^(e - 128) with the doubled E2M1 table */
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(sqz__e8m0_half(w[0]) * da), acc);
     if (mins) {
         float sa;
         memcpy(&h, w + 2, 2);
@@ -116,11 +119,13 @@ VNNI static inline __m256 fma1(enum t32 t, const uint8_t *w, const uint8_t *a, _
 /* sum over nb blocks of (d_w d_a) s_b (+ m_w s_a: Q4_1, Q5_1): one block per 256-bit register
  * (as llama.cpp), two blocks a step into two accumulators, reduced once. */
 VNNI static inline float dot32(enum t32 t, const uint8_t *w, const uint8_t *a, int64_t nb) {
-    static const size_t sizes[] = {sizeof(sqz_block_q8_0), sizeof(sqz_block_q4_0), sizeof(sqz_block_q5_0),
-                                   sizeof(sqz_block_iq4_nl), sizeof(sqz_block_q4_1), sizeof(sqz_block_q5_1)};
+    static const size_t sizes[] = {sizeof(sqz_block_q8_0),   sizeof(sqz_block_q4_0),  sizeof(sqz_block_q5_0),
+                                   sizeof(sqz_block_iq4_nl), sizeof(sqz_block_mxfp4), sizeof(sqz_block_q4_1),
+                                   sizeof(sqz_block_q5_1)};
     const size_t bs = sizes[t], as = t >= T_Q4_1 ? sizeof(sqz__aq8_1) : sizeof(sqz__aq8_0);
-    const __m128i t16 = _mm_xor_si128(LD128(sqz__kvalues_iq4nl), _mm_set1_epi8((char)0x80));
-    const __m256i lut = _mm256_broadcastsi128_si256(t16); /* IQ4_NL's table + 128 (unsigned), both halves */
+    const int8_t *table = t == T_MXFP4 ? sqz__kvalues_fp4 : sqz__kvalues_iq4nl;
+    const __m128i t16 = _mm_xor_si128(LD128(table), _mm_set1_epi8((char)0x80));
+    const __m256i lut = _mm256_broadcastsi128_si256(t16); /* IQ4_NL's / MXFP4's table + 128 (unsigned), both halves */
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     float ms0 = 0.0f, ms1 = 0.0f;
     int64_t b = 0;
@@ -138,6 +143,7 @@ VNNI static float idot_q4_0(const void *row, const void *xq, int64_t k) { return
 VNNI static float idot_q5_0(const void *row, const void *xq, int64_t k) { return dot32(T_Q5_0, row, xq, k / 32); }
 VNNI static float idot_iq4_nl(const void *row, const void *xq, int64_t k) { return dot32(T_IQ4_NL, row, xq, k / 32); }
 VNNI static float idot_q4_1(const void *row, const void *xq, int64_t k) { return dot32(T_Q4_1, row, xq, k / 32); }
+VNNI static float idot_mxfp4(const void *row, const void *xq, int64_t k) { return dot32(T_MXFP4, row, xq, k / 32); }
 VNNI static float idot_q5_1(const void *row, const void *xq, int64_t k) { return dot32(T_Q5_1, row, xq, k / 32); }
 
 /* ---- 256-element super-blocks against Q8_K ------------------------------------------------ */
@@ -426,7 +432,7 @@ const sqz__idot_fn sqz__idot_vnni[SQZ_DTYPE_COUNT] = {
     [SQZ_DTYPE_Q2_K] = idot_q2_K,   [SQZ_DTYPE_Q3_K] = idot_q3_K,     [SQZ_DTYPE_Q4_K] = idot_q4_K,
     [SQZ_DTYPE_Q5_K] = idot_q5_K,   [SQZ_DTYPE_Q6_K] = idot_q6_K,     [SQZ_DTYPE_IQ4_XS] = idot_iq4_xs,
     [SQZ_DTYPE_IQ3_S] = idot_iq3_s,
-    [SQZ_DTYPE_MXFP4] = sqz__idot_mxfp4_avx2, /* the AVX2 kernel (maddubs): no dpbusd form of its own */
+    [SQZ_DTYPE_MXFP4] = idot_mxfp4,
 };
 #else
 typedef int sqz__qidot_vnni_empty; /* ISO C: a translation unit is not empty */
