@@ -172,6 +172,26 @@ static const char *rmsnorm(gb *b, char *out, const char *x, sqz_role r, int32_t 
     return OP(b, fresh(b, out), "Mul", nx, weight(b, r, layer, SQZ_PARAM_WEIGHT));
 }
 
+/* W8A8-FP8's input, as core/fp8.c rounds it: per token s = absmax / 448, x_q = fp8(clamp(x / s, +-448)) * s
+ * (Cast's saturate clamps, rounding to nearest even); s is raised to the least subnormal only where it is 0,
+ * where x is 0 too and stays so. */
+static const char *fp8_act(gb *b, char *out, const char *x) {
+    static const int64_t last[1] = {-1};
+    nm ax, am, s0, s, xs, x8, xf;
+    const attr keep[] = {{.name = "keepdims", .type = ATTR_INT, .i = 1}};
+    const attr to8[] = {{.name = "to", .type = ATTR_INT, .i = SQZ__ONNX_FLOAT8E4M3FN},
+                        {.name = "saturate", .type = ATTR_INT, .i = 1}};
+    const attr to32[] = {{.name = "to", .type = ATTR_INT, .i = SQZ__ONNX_FLOAT}};
+    OP(b, fresh(b, ax), "Abs", x);
+    OPA(b, fresh(b, am), "ReduceMax", keep, ax, const_i64s(b, last, 1));
+    OP(b, fresh(b, s0), "Div", am, const_f32(b, "c_fp8_max", 448.0f));
+    OP(b, fresh(b, s), "Max", s0, const_f32(b, "c_fp8_tiny", 1.40129846e-45f));
+    OP(b, fresh(b, xs), "Div", x, s);
+    OPA(b, fresh(b, x8), "Cast", to8, xs);
+    OPA(b, fresh(b, xf), "Cast", to32, x8);
+    return OP(b, fresh(b, out), "Mul", xf, s);
+}
+
 /* y = x W^T (+ b) for the linear layer (role, layer), into `out` (or a fresh name). */
 static const char *linear(gb *b, char *out, const char *x, sqz_role r, int32_t layer, const char *final_name) {
     const sqz__onnx_entry *e = sqz__onnx_plan_find(b->p, r, layer, SQZ_PARAM_WEIGHT);
@@ -188,7 +208,12 @@ static const char *linear(gb *b, char *out, const char *x, sqz_role r, int32_t l
              e->n_parts > 2 ? e->part[2].name : NULL, (const char *)NULL);
     } else {
         const char *wt = e->part[0].name;
-        if (e->lin == SQZ__LIN_QDQ) {
+        nm xq;
+        if (e->lin == SQZ__LIN_FP8) {
+            const attr a[] = {{.name = "axis", .type = ATTR_INT, .i = 1}};
+            wt = OPA(b, fresh(b, w), "DequantizeLinear", a, e->part[0].name, e->part[1].name);
+            if (e->act_fp8) x = fp8_act(b, xq, x);
+        } else if (e->lin == SQZ__LIN_QDQ) {
             const attr a[] = {{.name = "axis", .type = ATTR_INT, .i = 0},
                               {.name = "block_size", .type = ATTR_INT, .i = e->block}};
             wt = node(b, fresh(b, w), "DequantizeLinear", NULL, a, 2, e->part[0].name, e->part[1].name,

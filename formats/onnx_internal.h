@@ -27,7 +27,8 @@ void sqz__pb_msg_take(sqz__bytebuf *b, int field, sqz__bytebuf *sub);
 /* TensorProto.DataType values used here */
 enum {
     SQZ__ONNX_FLOAT = 1, SQZ__ONNX_UINT8 = 2, SQZ__ONNX_INT8 = 3, SQZ__ONNX_INT32 = 6, SQZ__ONNX_INT64 = 7,
-    SQZ__ONNX_BOOL = 9, SQZ__ONNX_FLOAT16 = 10, SQZ__ONNX_UINT4 = 21, SQZ__ONNX_INT4 = 22,
+    SQZ__ONNX_BOOL = 9, SQZ__ONNX_FLOAT16 = 10, SQZ__ONNX_FLOAT8E4M3FN = 17, SQZ__ONNX_UINT4 = 21,
+    SQZ__ONNX_INT4 = 22,
 };
 
 /* ---- the plan of initializers (onnx_plan.c) ---- */
@@ -38,6 +39,7 @@ typedef enum sqz__onnx_lin {
     SQZ__LIN_FLOAT = 0, /* part 0: W^T (in, out) f32 or f16 (then Cast), MatMul */
     SQZ__LIN_NBITS,     /* parts: B (out, k_blocks, block*bits/8) u8, scales (out*k_blocks) f32, [zero points] */
     SQZ__LIN_QDQ,       /* parts: W^T (in, out) int4/uint4/int8/uint8, scales (in/block, out) f32, [zero points] */
+    SQZ__LIN_FP8,       /* parts: W^T (in, out) FLOAT8E4M3FN, scales (out) f32: DequantizeLinear along axis 1 */
 } sqz__onnx_lin;
 
 #define SQZ__ONNX_NAME 96
@@ -59,6 +61,7 @@ typedef struct sqz__onnx_entry {
     sqz_dtype dtype;     /* linear weights: the dtype whose values are written (the tensor's, or --dtype) */
     int bits, block;     /* NBITS / QDQ */
     bool zp_float;       /* NBITS zero points in f32 (Q4_1/Q5_1 minimums) */
+    bool act_fp8;        /* FP8: W8A8-FP8, the input rounded to FP8 per token first (core/fp8.c's semantics) */
     int n_parts;
     sqz__onnx_part part[SQZ__ONNX_MAX_PARTS];
 } sqz__onnx_entry;

@@ -6,7 +6,9 @@
  *     scales (N * K/block) f32, zero points (u8, packed for 4 bits) or none (the default 2^(bits-1));
  *     w = (code - zp) * scale;
  *   QDQ (opset 21 DequantizeLinear, block_size along K): W^T (K, N) int4/uint4/int8/uint8, scales and
- *     zero points (K/block, N).
+ *     zero points (K/block, N);
+ *   FP8 (sqz's f8_row scheme, whatever --onnx-ops says): W^T (K, N) FLOAT8E4M3FN as stored, the row scales
+ *     (N) f32, DequantizeLinear along axis 1: w = fp8 * s exactly as the runtime dequantizes it.
  * Every quantized form goes through one intermediate: codes (N, K) 0..255, scales (N, kb) and zero
  * points (N, kb), which each source type fills so that (code - zp) * scale is its dequantized value:
  *   Q4_0 d*(q-8): codes q, zp 8 · Q5_0 d*(q-16): zp 16, 8 bits · Q8_0 d*q: code q+128, zp 128 ·
@@ -42,8 +44,6 @@ static sqz_status quant_form(const sqz_tensor *t, sqz_dtype d, sqz__onnx_ops ops
     if (qp) {
         SQZ_RETURN_IF(qp->g_idx, SQZ_ERR_UNSUPPORTED, "tensor '%s': act-order groups (g_idx) have no ONNX form here; "
                       "quantize without act-order, or export with --dtype f16", t->name);
-        SQZ_RETURN_IF(qp->scheme == SQZ_QSCHEME_F8_ROW, SQZ_ERR_UNSUPPORTED, "tensor '%s': FP8 weights are not "
-                      "written as ONNX (DequantizeLinear on FLOAT8E4M3FN) yet; export with --dtype f16", t->name);
         SQZ_RETURN_IF(qp->scheme == SQZ_QSCHEME_NVFP4, SQZ_ERR_UNSUPPORTED, "tensor '%s': NVFP4 has no ONNX form "
                       "onnxruntime runs (its CPU provider implements no FLOAT4E2M1); export with --dtype f16", t->name);
         SQZ_RETURN_IF(qp->in_scale || qp->act_mode != SQZ_ACT_FLOAT, SQZ_ERR_UNSUPPORTED, "tensor '%s': W8A8 "
@@ -82,12 +82,29 @@ static sqz_status quant_form(const sqz_tensor *t, sqz_dtype d, sqz__onnx_ops ops
     }
 }
 
+/* FP8 E4M3 rows with a scale each: W8A16-FP8, or W8A8-FP8 with dynamic per-token FP8 activations. */
+static sqz_status plan_fp8(const sqz_tensor *t, const char *stem, sqz__onnx_entry *e) {
+    const sqz_qparams *qp = t->qp;
+    const int64_t N = t->shape[0], K = t->shape[1];
+    const bool dyn8 = qp->act_mode == SQZ_ACT_DYNAMIC_TOKEN && qp->act_grid == SQZ_ACT_GRID_FP8;
+    SQZ_RETURN_IF(qp->in_scale || (qp->act_mode != SQZ_ACT_FLOAT && !dyn8), SQZ_ERR_UNSUPPORTED, "tensor '%s': "
+                  "only weight-only FP8 and dynamic per-token FP8 activations have an ONNX form here; export with "
+                  "--dtype f16", t->name);
+    e->lin = SQZ__LIN_FP8;
+    e->act_fp8 = dyn8;
+    e->n_parts = 2;
+    set_part(&e->part[0], stem, "_Q", SQZ__ONNX_FLOAT8E4M3FN, 2, K, N, 0, (uint64_t)(K * N));
+    set_part(&e->part[1], stem, "_scales", SQZ__ONNX_FLOAT, 1, N, 0, 0, (uint64_t)N * 4u);
+    return SQZ_OK;
+}
+
 /* The parts of a linear weight (out N, in K) stored as `d`. */
 static sqz_status plan_linear(const sqz_tensor *t, sqz_dtype d, sqz__onnx_ops ops, const char *stem,
                               sqz__onnx_entry *e) {
     const int64_t N = t->shape[0], K = t->shape[1];
     e->is_linear = true;
     e->dtype = d;
+    if (d == SQZ_DTYPE_F8_E4M3 && t->qp && t->qp->scheme == SQZ_QSCHEME_F8_ROW) return plan_fp8(t, stem, e);
     if (sqz_dtype_info(d)->is_float) {
         e->lin = SQZ__LIN_FLOAT;
         e->n_parts = 1;
@@ -397,6 +414,20 @@ static sqz_status float_linear(const sqz_model *m, const sqz__onnx_entry *e, uin
     return st;
 }
 
+/* FP8 rows (rotate-half order for q/k) transposed to (K, N) as stored; their scales (N) follow the rows. */
+static sqz_status fp8_linear(const sqz_model *m, const sqz__onnx_entry *e, uint8_t *const bufs[]) {
+    const sqz_tensor *t = e->t;
+    const int64_t N = t->shape[0], K = t->shape[1];
+    uint8_t *tmp = sqz__malloc((size_t)(N * K));
+    if (!tmp) return SQZ_ERR_NOMEM;
+    rows_half(m, t, t->data, tmp, (size_t)K);
+    for (int64_t r = 0; r < N; r++)
+        for (int64_t c = 0; c < K; c++) bufs[0][c * N + r] = tmp[r * K + c];
+    rows_half(m, t, t->qp->scales, bufs[1], sizeof(float));
+    free(tmp);
+    return SQZ_OK;
+}
+
 /* A tensor stored in f32 with the values of e->dtype (--dtype applied to the embedding). */
 static sqz_status via_dtype(const sqz_model *m, const sqz__onnx_entry *e, uint8_t *dst) {
     const int64_t n = sqz_tensor_nelements(e->t);
@@ -421,6 +452,7 @@ sqz_status sqz__onnx_entry_bytes(const sqz_model *m, const sqz__onnx_plan *p, co
     if (!e->is_linear && e->dtype != t->dtype && e->dtype != SQZ_DTYPE_F32) return via_dtype(m, e, bufs[0]);
     if (!e->is_linear) return sqz__tensor_export(m, t, SQZ_DTYPE_F32, SQZ_ROPE_HALF, bufs[0], e->part[0].nbytes, NULL);
     if (e->lin == SQZ__LIN_FLOAT) return float_linear(m, e, bufs[0]);
+    if (e->lin == SQZ__LIN_FP8) return fp8_linear(m, e, bufs);
     qint q = {0};
     sqz_status st = to_qint(m, e, e->dtype, &q);
     if (st == SQZ_OK && e->lin == SQZ__LIN_NBITS) pack_nbits(e, t->shape[0], t->shape[1], &q, bufs);
