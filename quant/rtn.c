@@ -116,7 +116,9 @@ static sqz_status gguf_rows(const float *w, int64_t n_out, int64_t n_in, sqz_qma
     return SQZ_OK;
 }
 
-sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const sqz_qtarget *t, sqz_qmatrix *out) {
+/* One matrix; gs > 0: NVFP4's global scale shared with the other matrices of the input, else its own. */
+static sqz_status rtn_one(const float *w, int64_t n_out, int64_t n_in, const sqz_qtarget *t, float gs,
+                          sqz_qmatrix *out) {
     const double t0 = sqz_now_seconds();
     memset(out, 0, sizeof *out);
     for (int64_t i = 0; i < n_out * n_in; i++)
@@ -126,8 +128,8 @@ sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const 
     switch (out->target.fmt) {
     case SQZ_QFMT_I8: sqz_quantize_rows_i8_ref(w, n_out, n_in, out->data, out->scales_buf); break;
     case SQZ_QFMT_FP8: rtn_fp8(w, n_out, n_in, out); break;
-    case SQZ_QFMT_NVFP4: /* alone: the matrix's own global scale (sqz_quant_rtn shares it among matrices) */
-        sqz__nvfp4_rows(w, n_out, n_in, sqz__nvfp4_global_scale(sqz__nvfp4_amax(w, n_out * n_in)), out);
+    case SQZ_QFMT_NVFP4:
+        sqz__nvfp4_rows(w, n_out, n_in, gs > 0 ? gs : sqz__nvfp4_global_scale(sqz__nvfp4_amax(w, n_out * n_in)), out);
         break;
     case SQZ_QFMT_I4_SYM:
     case SQZ_QFMT_I4_ASYM: rtn_i4(w, n_out, n_in, out); break;
@@ -157,6 +159,10 @@ sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const 
     return SQZ_OK;
 }
 
+sqz_status sqz_quant_rtn_one(const float *w, int64_t n_out, int64_t n_in, const sqz_qtarget *t, sqz_qmatrix *out) {
+    return rtn_one(w, n_out, n_in, t, 0.0f, out); /* NVFP4 alone: the matrix's own global scale */
+}
+
 sqz_status sqz_quant_rtn(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st, const sqz_quant_opts *o,
                          sqz_qmatrix *out, float *smooth) {
     SQZ_TRY(sqz__check_method_args("rtn", lin, n_lin, st, o, 0, smooth, false));
@@ -166,9 +172,8 @@ sqz_status sqz_quant_rtn(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st
     for (int i = 0; o->target.fmt == SQZ_QFMT_NVFP4 && i < n_lin; i++)
         amax = fmaxf(amax, sqz__nvfp4_amax(lin[i].w, lin[i].n_out * st->n_in));
     for (int i = 0; i < n_lin; i++) {
-        sqz_status s = sqz_quant_rtn_one(lin[i].w, lin[i].n_out, st->n_in, &o->target, &out[i]);
-        if (s == SQZ_OK && o->target.fmt == SQZ_QFMT_NVFP4)
-            sqz__nvfp4_rows(lin[i].w, lin[i].n_out, st->n_in, sqz__nvfp4_global_scale(amax), &out[i]);
+        const float gs = o->target.fmt == SQZ_QFMT_NVFP4 ? sqz__nvfp4_global_scale(amax) : 0.0f;
+        sqz_status s = rtn_one(lin[i].w, lin[i].n_out, st->n_in, &o->target, gs, &out[i]);
         if (s == SQZ_OK && o->refine && o->target.fmt == SQZ_QFMT_IQ3_S) /* sqz's search, llama.cpp's weights x^2 */
             s = sqz__iq3s_refine_rows(lin[i].w, lin[i].n_out, st->n_in, NULL, out[i].data, o->threads);
         if (s != SQZ_OK) {

@@ -6,7 +6,7 @@
 #   2. --quant fp8, fp8_dynamic and nvfp4 (rtn, gptq) write compressed-tensors directories that sqz
 #      reads back (eval, convert --dtype f32); fp8_dynamic's quantized activations change the result;
 #   3. what cannot hold them refuses in one line naming the tensor, nothing written: NVFP4 / FP8 in
-#      GPTQ and sqz's layouts, a bundle, ONNX; MXFP4 in compressed-tensors; methods that do not
+#      GPTQ and sqz's layouts, a bundle; NVFP4 in ONNX; MXFP4 in compressed-tensors; methods that do not
 #      produce a format are usage errors (exit 2).
 # Exit 77 when the model or the text is missing.
 set -uo pipefail
@@ -66,7 +66,7 @@ expect 1 "FP8 weights have no place in sqz's layout" -- "$SQZ" convert "$tmp/fp8
 nothing "$tmp/r2"
 expect 1 "NVFP4 codes" -- "$SQZ" export "$tmp/nvfp4" -o "$tmp/r3.sqzb" --to bundle
 nothing "$tmp/r3.sqzb"
-expect 1 "FP8 weights are not written as ONNX" -- "$SQZ" export "$tmp/fp8" -o "$tmp/r4" --to onnx
+expect 1 "NVFP4 has no ONNX form" -- "$SQZ" export "$tmp/nvfp4" -o "$tmp/r4" --to onnx
 nothing "$tmp/r4"
 expect 1 "mxfp4 is not written to an HF directory quantized.*E2M1" -- "$SQZ" convert "$tmp/mxfp4.gguf" -o "$tmp/r5" --to safetensors
 nothing "$tmp/r5"
