@@ -153,15 +153,5 @@ sqz_status sqz__quant_mix_globals(sqz_model *m, const sqz_compress_spec *sp, con
  * output does not fit its width. *wanted (may be NULL): the type before the width fallback. */
 sqz_status sqz__mix_type(const sqz_compress_spec *sp, const sqz_type_overrides *ov, const sqz_model *m,
                          const sqz_tensor *t, sqz_dtype *out, sqz_dtype *wanted);
-/* The validation products of a compressed layer on the sample rows (validate_dev.c), on the host
- * (be NULL or host memory) or through be's kernels: yr (n_x, no) = x . w^T (w (no, ni) f32: the
- * float layer), and yq = q as it would run on xs (x / smooth when folded); by receives the kernel's
- * name ("cpu:sgemm", "cuda:gemm_i8", ...); deq, when not NULL, is q dequantized, which a device
- * without q's kernel then multiplies instead of dequantizing again. A caller that compares
- * candidates forms yr once. */
-sqz_status sqz__validate_float(sqz_backend *be, const float *w, int64_t no, int64_t ni, const float *x, int64_t n_x,
-                               float *yr);
-sqz_status sqz__validate_quant(sqz_backend *be, const sqz_qmatrix *q, const float *xs, int64_t n_x, const float *deq,
-                               float *yq, char by[24]);
 
 #endif

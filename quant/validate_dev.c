@@ -1,5 +1,5 @@
 /*
- * compress/validate_dev.c - the products that validate a compressed layer on the calibration
+ * quant/validate_dev.c - the products that validate a compressed layer on the calibration
  * sample rows: the float layer (yr = x . W^T) and the compressed one as it would run (yq), on
  * the host (the backend NULL or host memory: sgemm and the CPU INT8 GEMM, as always) or on a
  * device backend (`--device cuda`): the float layer by the device's f32 matmul, the compressed
@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/compress_internal.h"
-#include "quant/quant_internal.h"
+#include "quant/judge.h"
 
 typedef struct dev {
     sqz_backend *be;
