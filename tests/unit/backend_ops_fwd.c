@@ -118,19 +118,23 @@ void bo_run_rope(const bo_row *r, const sqz_backend *b, bo_res *res) {
 typedef struct attn_shape {
     int64_t n, pos;
     bool causal;
+    float scale;    /* 0: 1 / sqrt(head_dim) */
+    int64_t window; /* 0: all keys */
 } attn_shape;
 
 /* out (n, heads * hd) of one case against the double softmax. */
 static void attn_check(bo_res *res, const attn_shape *s, const float *q, const float *k, const float *v,
-                       const float *out, int64_t ldq, int64_t ldkv, int64_t ldo, int64_t heads, int64_t kvh, int64_t hd) {
-    const double scale = 1.0 / sqrt((double)hd);
+                       const float *out, int64_t ldq, int64_t ldkv, int64_t ldo, int64_t heads, int64_t kvh,
+                       int64_t hd) {
+    const double scale = s->scale != 0 ? s->scale : 1.0 / sqrt((double)hd);
     double p[64];
     for (int64_t i = 0; i < s->n; i++) {
         const int64_t keys = s->causal ? s->pos + i + 1 : s->pos + s->n;
+        const int64_t first = s->window > 0 && keys > s->window ? keys - s->window : 0;
         for (int64_t h = 0; h < heads; h++) {
             const int64_t g = h / (heads / kvh);
             double mx = -INFINITY, sum = 0, ds = 0;
-            for (int64_t j = 0; j < keys; j++) {
+            for (int64_t j = first; j < keys; j++) {
                 double dot = 0, mag = 0;
                 for (int64_t c = 0; c < hd; c++) {
                     dot += (double)q[i * ldq + h * hd + c] * k[j * ldkv + g * hd + c];
@@ -140,29 +144,35 @@ static void attn_check(bo_res *res, const attn_shape *s, const float *q, const f
                 mx = fmax(mx, p[j]);
                 ds = fmax(ds, (hd + 2) * EPS * scale * mag);
             }
-            for (int64_t j = 0; j < keys; j++) p[j] = exp(p[j] - mx), sum += p[j];
+            for (int64_t j = first; j < keys; j++) p[j] = exp(p[j] - mx), sum += p[j];
             for (int64_t c = 0; c < hd; c++) {
                 double ref = 0, mag = 0;
-                for (int64_t j = 0; j < keys; j++) {
+                for (int64_t j = first; j < keys; j++) {
                     ref += p[j] / sum * v[j * ldkv + g * hd + c];
                     mag += p[j] / sum * fabs(v[j * ldkv + g * hd + c]);
                 }
-                const double bound = mag * (2 * ds + 1e-6 + 2 * keys * EPS) + 1e-30;
-                bo_check(res, s->causal ? "out(causal)" : "out", i * ldo + h * hd + c, out[i * ldo + h * hd + c], ref,
-                         bound);
+                const double bound = mag * (2 * ds + 1e-6 + 2 * (keys - first) * EPS) + 1e-30;
+                const int64_t e = i * ldo + h * hd + c;
+                bo_check(res, s->window ? "out(window)" : s->causal ? "out(causal)" : "out", e, out[e], ref, bound);
             }
         }
     }
 }
 
 void bo_run_attention(const bo_row *r, const sqz_backend *b, bo_res *res) {
-    (void)r;
     enum { H = 4, KVH = 2, HD = 16, LDQ = H * HD + 3, LDKV = KVH * HD + 5, LDO = H * HD + 2, MAXKEYS = 11 };
-    /* few queries (the CPU's dot path) and as many as its tile (the other), causal or not */
-    const attn_shape shapes[] = {{3, 4, true}, {3, 4, false}, {9, 2, true}, {9, 2, false}};
+    /* few queries (the CPU's dot path) and as many as its tile (the other), causal or not; r->arg 1:
+     * the CPU's own options, a given scale and a sliding window */
+    const attn_shape common[] = {{.n = 3, .pos = 4, .causal = true}, {.n = 3, .pos = 4},
+                                 {.n = 9, .pos = 2, .causal = true}, {.n = 9, .pos = 2}};
+    const attn_shape cpu_own[] = {{.n = 3, .pos = 4, .causal = true, .scale = 0.3f, .window = 3},
+                                  {.n = 9, .pos = 2, .causal = true, .scale = 0.3f, .window = 4},
+                                  {.n = 9, .pos = 2, .causal = true, .window = 20}};
+    const attn_shape *shapes = r->arg ? cpu_own : common;
+    const size_t n_shapes = r->arg ? sizeof cpu_own / sizeof cpu_own[0] : sizeof common / sizeof common[0];
     float *q = bo_rand(9 * LDQ, 2.0f), *k = bo_rand(MAXKEYS * LDKV, 2.0f), *v = bo_rand(MAXKEYS * LDKV, 1.0f);
     float *out = bo_malloc(9 * LDO * 4);
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0] && !res->fail; si++) {
+    for (size_t si = 0; si < n_shapes && !res->fail; si++) {
         const attn_shape *s = &shapes[si];
         const int64_t keys = s->pos + s->n;
         bo_dev d;
@@ -172,7 +182,7 @@ void bo_run_attention(const bo_row *r, const sqz_backend *b, bo_res *res) {
         float *dout = bo_put(&d, NULL, (size_t)(s->n * LDO) * 4);
         const sqz_attention_args a = {.q = dq, .ldq = LDQ, .k = dk, .v = dv, .ldkv = LDKV, .out = dout, .ldo = LDO,
                                       .n = s->n, .pos = s->pos, .n_heads = H, .n_kv_heads = KVH, .head_dim = HD,
-                                      .causal = s->causal};
+                                      .causal = s->causal, .scale = s->scale, .window = s->window};
         if (bo_dev_ok(&d)) bo_call(&d, "attention", b->ops->attention(b->ctx, &a));
         bo_get(&d, out, dout, (size_t)(s->n * LDO) * 4);
         if (bo_dev_ok(&d)) attn_check(res, s, q, k, v, out, LDQ, LDKV, LDO, H, KVH, HD);

@@ -160,7 +160,8 @@ static void i8_run(const i8_case *c, const sqz_backend *b, bo_res *res, bool fus
     float *xs = bo_malloc((size_t)m * 4);
     bo_get(&d, y, dy, (size_t)(m * n) * ysz);
     if (fused) bo_get(&d, xq, dxq, (size_t)(m * k)), bo_get(&d, xs, dxs, (size_t)m * 4);
-    const char *what = fused ? (yt == SQZ_DTYPE_F16 ? "y(x_f32, f16)" : "y(x_f32)") : (yt == SQZ_DTYPE_F16 ? "y(f16)" : "y");
+    const bool f16 = yt == SQZ_DTYPE_F16;
+    const char *what = fused ? (f16 ? "y(x_f32, f16)" : "y(x_f32)") : (f16 ? "y(f16)" : "y");
     for (int64_t i = 0; bo_dev_ok(&d) && i < m * n; i++) {
         if (yt == SQZ_DTYPE_F16) {
             uint16_t h;
@@ -319,7 +320,8 @@ void bo_run_to_f32(const bo_row *r, const sqz_backend *b, bo_res *res) {
             uint16_t h = (uint16_t)bo_rnd();
             const int exp_shift = r->dtype == SQZ_DTYPE_F16 ? 10 : 7, exp_max = r->dtype == SQZ_DTYPE_F16 ? 31 : 255;
             if (((h >> exp_shift) & exp_max) == exp_max) h &= (uint16_t)~(1u << exp_shift); /* no NaN */
-            if (i < 4) h = (uint16_t)(i == 0 ? 0 : i == 1 ? 0x8000 : i == 2 ? 1 : (exp_max << exp_shift)); /* 0 -0 sub inf */
+            if (i < 4) /* 0, -0, the smallest subnormal, infinity */
+                h = (uint16_t)(i == 0 ? 0 : i == 1 ? 0x8000 : i == 2 ? 1 : (exp_max << exp_shift));
             memcpy(src + 2 * i, &h, 2);
             uint32_t u = (uint32_t)h << 16;
             float bf;

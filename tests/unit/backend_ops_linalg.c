@@ -16,6 +16,38 @@ static double *rand_d(int64_t n) {
 
 /* ---- xtx: beta 0 and 1; the strictly lower triangle is not written ---- */
 
+/* A row panel: rows [R0, K) of the upper triangle (beta 1 onto h0), row R0 + i at h + i * LDH from
+ * column R0 on; what lies left of the diagonal and past column K stays. */
+static void xtx_panel(const sqz_backend *b, bo_res *res, const float *x, int64_t m, int64_t k) {
+    enum { R0 = SQZ_XTX_PANEL_ALIGN };
+    const int64_t rows = k - R0, ldh = rows + 2;
+    double *h0 = rand_d(rows * ldh), *h = bo_malloc((size_t)(rows * ldh) * sizeof(double));
+    bo_dev d;
+    bo_dev_begin(&d, b, res);
+    const float *dx = bo_put(&d, x, (size_t)(m * k) * sizeof(float));
+    double *dh = bo_put(&d, h0, (size_t)(rows * ldh) * sizeof(double));
+    const sqz_xtx_args a = {.m = m, .k = k, .x = dx, .h = dh, .beta = 1, .r0 = R0, .r1 = k, .ldh = ldh};
+    if (bo_dev_ok(&d)) bo_call(&d, "xtx (panel)", b->ops->xtx(b->ctx, &a));
+    bo_get(&d, h, dh, (size_t)(rows * ldh) * sizeof(double));
+    for (int64_t i = 0; bo_dev_ok(&d) && i < rows; i++) {
+        for (int64_t o = 0; o < ldh; o++) {
+            const int64_t row = R0 + i, col = R0 + o;
+            if (col < row || col >= k) {
+                bo_check(res, "h panel (untouched)", i * ldh + o, h[i * ldh + o], h0[i * ldh + o], 0);
+                continue;
+            }
+            double ref = h0[i * ldh + o], mag = fabs(ref);
+            for (int64_t t = 0; t < m; t++) {
+                ref += (double)x[t * k + row] * x[t * k + col];
+                mag += fabs((double)x[t * k + row] * x[t * k + col]);
+            }
+            bo_check(res, "h panel", i * ldh + o, h[i * ldh + o], ref, 1e-13 * mag);
+        }
+    }
+    bo_dev_end(&d);
+    free(h0), free(h);
+}
+
 void bo_run_xtx(const bo_row *r, const sqz_backend *b, bo_res *res) {
     (void)r;
     enum { M = 300, K = 150 };
@@ -45,6 +77,7 @@ void bo_run_xtx(const bo_row *r, const sqz_backend *b, bo_res *res) {
         }
         bo_dev_end(&d);
     }
+    if (!res->fail) xtx_panel(b, res, x, M, K);
     free(x), free(h0), free(h);
 }
 
@@ -129,7 +162,8 @@ static void tiles_dgemm(const sqz_backend *b, bo_res *res) {
         const double alpha = -0.5, beta = 1.0;
         bo_dev d;
         bo_dev_begin(&d, b, res);
-        const double *da = bo_put(&d, a, (size_t)((ta ? K : M) * lda) * 8), *db = bo_put(&d, bm, (size_t)((tb ? N : K) * ldb) * 8);
+        const double *da = bo_put(&d, a, (size_t)((ta ? K : M) * lda) * 8);
+        const double *db = bo_put(&d, bm, (size_t)((tb ? N : K) * ldb) * 8);
         double *dc = bo_put(&d, c0, M * ldc * 8);
         const sqz_dgemm_args g = {.trans_a = ta, .trans_b = tb, .m = M, .n = N, .k = K, .alpha = alpha, .a = da,
                                   .lda = lda, .b = db, .ldb = ldb, .beta = beta, .c = dc, .ldc = ldc};
@@ -167,7 +201,8 @@ static void tiles_dtrsm(const sqz_backend *b, bo_res *res) {
     for (int v = 0; v < 4 && !res->fail; v++) {
         const bool right = v & 1, trans = v & 2;
         const int64_t na = right ? N : M, lda = na + 1, ldb = N + 2;
-        double *a = lower_tri(na, lda), *b0 = rand_d(M * ldb), *x = bo_malloc(M * ldb * 8), *got = bo_malloc(M * ldb * 8);
+        double *a = lower_tri(na, lda), *b0 = rand_d(M * ldb);
+        double *x = bo_malloc(M * ldb * 8), *got = bo_malloc(M * ldb * 8);
         const double alpha = 1.5;
         bo_dev d;
         bo_dev_begin(&d, b, res);

@@ -56,7 +56,8 @@ static const bo_op_meta kOps[SQZ_OP_COUNT] = {
 
 #define MM_SHAPES "n 37, k 768; m 1 (fused dot), 3 with bias (tiles), 9 (panels + sgemm)"
 #define MM_BOUND "1e-5 of sum|w x| (f32 sums over k)"
-#define MM_Q8_BOUND "x's q8 rounding: sum |w| (amax256(x) (1/254 + 2^-11) + 2^-8|x|) + max|w| 2^-10 |x|, + 1e-5 sum|w x|"
+#define MM_Q8_BOUND \
+    "x's q8 rounding: sum |w| (amax256(x) (1/254 + 2^-11) + 2^-8|x|) + max|w| 2^-10 |x|, + 1e-5 sum|w x|"
 #define MATMUL(t)                                                                                          \
     {.op = SQZ_OP_MATMUL, .dtype = t, .shapes = MM_SHAPES, .bound = MM_BOUND, .run = bo_run_matmul,        \
      .arg = SQZ_ACTIVATIONS_F32},                                                                          \
@@ -75,17 +76,21 @@ static const bo_row kRows[] = {
     MATMUL(SQZ_DTYPE_Q2_K), MATMUL(SQZ_DTYPE_Q3_K), MATMUL(SQZ_DTYPE_Q4_K), MATMUL(SQZ_DTYPE_Q5_K),
     MATMUL(SQZ_DTYPE_Q6_K), MATMUL(SQZ_DTYPE_Q8_K), MATMUL(SQZ_DTYPE_IQ4_NL), MATMUL(SQZ_DTYPE_IQ4_XS),
     MATMUL(SQZ_DTYPE_IQ3_S), MATMUL(SQZ_DTYPE_MXFP4),
-    {.op = SQZ_OP_GEMM_I8, .dtype = SQZ_DTYPE_I8, .shapes = "m 5 (a zero row), n 37, k 100; x given / x_f32; f32, f16 out",
+    {.op = SQZ_OP_GEMM_I8, .dtype = SQZ_DTYPE_I8,
+     .shapes = "m 5 (a zero row), n 37, k 100; x given / x_f32; f32, f16 out",
      .bound = I8_EXACT, .run = bo_run_gemm_i8},
     {.op = SQZ_OP_GEMM_W4A16, .dtype = SQZ_DTYPE_Q4_0, .shapes = "m 1, 5; n 37, k 320; f32, f16 out",
      .bound = W4_BOUND, .run = bo_run_gemm_w4},
     {.op = SQZ_OP_GEMM_W4A16, .dtype = SQZ_DTYPE_Q4_1, .shapes = "m 1, 5; n 37, k 320; f32, f16 out",
      .bound = W4_BOUND, .run = bo_run_gemm_w4},
-    {.op = SQZ_OP_GEMM_I8_SP24, .dtype = SQZ_DTYPE_I8, .shapes = "m 5 (a zero row), n 37, k 96; x given / x_f32; f32, f16 out",
+    {.op = SQZ_OP_GEMM_I8_SP24, .dtype = SQZ_DTYPE_I8,
+     .shapes = "m 5 (a zero row), n 37, k 96; x given / x_f32; f32, f16 out",
      .bound = I8_EXACT " on the unpacked W", .run = bo_run_gemm_i8_sp24},
-    {.op = SQZ_OP_SGEMM, .dtype = F32, .shapes = "(13, 37, 70), the 4 transposes, padded lda/ldb/ldc, beta 0 (C NaN) and 1",
+    {.op = SQZ_OP_SGEMM, .dtype = F32,
+     .shapes = "(13, 37, 70), the 4 transposes, padded lda/ldb/ldc, beta 0 (C NaN) and 1",
      .bound = "1e-5 of |alpha| sum|a b| + |beta c|", .run = bo_run_sgemm},
-    {.op = SQZ_OP_XTX, .dtype = F32, .shapes = "m 300 (two chunks), k 150 (two column panels); beta 0 and 1",
+    {.op = SQZ_OP_XTX, .dtype = F32,
+     .shapes = "m 300 (two chunks), k 150 (two column panels); beta 0 and 1; row panel [128, 150)",
      .bound = "1e-13 of sum|x x| (exact products, f64 sums); lower triangle untouched", .run = bo_run_xtx},
     {.op = SQZ_OP_CHOL, .dtype = F32, .shapes = "n 40, H = X^T X / 80 + 0.1 I",
      .bound = "1e-10 of max|U|; strictly lower 0 exactly", .run = bo_run_chol},
@@ -98,6 +103,9 @@ static const bo_row kRows[] = {
      .bound = "2 eps_f32 (|x0| + |x1|); the padding untouched", .run = bo_run_rope},
     {.op = SQZ_OP_ATTENTION, .dtype = F32, .shapes = "n 3 at pos 4, 4 q heads / 2 kv heads of 16, strided; causal, not",
      .bound = "sum p|v| (2 ds + 1e-6 + keys eps), ds = (hd + 2) eps scale sum|q k|", .run = bo_run_attention},
+    {.op = SQZ_OP_ATTENTION, .dtype = F32, .shapes = "as above, causal, scale 0.3 and sliding windows 3, 4, 20",
+     .bound = "sum p|v| (2 ds + 1e-6 + keys eps), ds = (hd + 2) eps scale sum|q k|", .run = bo_run_attention,
+     .arg = 1, .cpu_only = true},
     {.op = SQZ_OP_SILU_MUL, .dtype = F32, .shapes = "n 1003 in [-12, 12]", .bound = "1e-6 |y| (the exp) + 1e-30",
      .run = bo_run_eltwise, .arg = SQZ_OP_SILU_MUL},
     {.op = SQZ_OP_ADD, .dtype = F32, .shapes = "n 1003", .bound = "exact: the f32 sum's bits", .run = bo_run_eltwise,
@@ -250,7 +258,8 @@ void bo_get(bo_dev *d, void *host, const void *p, size_t bytes) {
     bo_call(d, "download", o->download(d->b->ctx, tmp, p, bytes + BO_GUARD));
     memcpy(host, tmp, bytes);
     for (size_t i = 0; i < BO_GUARD && bo_dev_ok(d); i++)
-        if (tmp[bytes + i] != kSentinel) bo_fail(d->res, "a write %zu bytes past the end of a %zu-byte output", i, bytes);
+        if (tmp[bytes + i] != kSentinel)
+            bo_fail(d->res, "a write %zu bytes past the end of a %zu-byte output", i, bytes);
     free(tmp);
 }
 
@@ -299,7 +308,8 @@ static void print_line(const char *label, const bo_row *r, const bo_res *res) {
     printf("%s %-12s %-12s %-8s max err %-9.3g worst err %-9.3g bound %-9.3g (%lld checked) %s\n",
            res->fail ? "FAIL" : "ok  ", label, op_name(r->op), sqz_dtype_name(r->dtype), res->max_err,
            res->worst_err, res->worst_bound, (long long)res->checked, r->shapes);
-    if (res->fail) printf("     %s %s %s [%s]: %s\n", label, op_name(r->op), sqz_dtype_name(r->dtype), r->bound, res->why);
+    if (res->fail)
+        printf("     %s %s %s [%s]: %s\n", label, op_name(r->op), sqz_dtype_name(r->dtype), r->bound, res->why);
 }
 
 /* Every row on b; returns the failures. */
