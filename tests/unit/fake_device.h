@@ -3,8 +3,9 @@
  * (upload, the slots on backend memory, download), which is how CI checks those paths without a
  * GPU (issue 26). Its memory is malloc'd and filled with 0xff bytes (NaN as f32 and f64), so
  * that a path reading memory it never wrote shows; copies are memcpy. It counts live
- * allocations and the slot calls (fake_calls_chol: the factors, chol_inv_upper or the tiles'
- * dpotrf). */
+ * allocations (prepare_w4's prepared weights included) and the slot calls (fake_calls_chol: the
+ * factors, chol_inv_upper or the tiles' dpotrf). Every other slot is the CPU backend's own, so the
+ * fake device runs every op the CPU does (test_backend_ops runs them all on it). */
 #ifndef SQZ_TESTS_FAKE_DEVICE_H
 #define SQZ_TESTS_FAKE_DEVICE_H
 
@@ -75,6 +76,14 @@ static sqz_status fake_cosine(void *ctx, const sqz_cosine_args *a) {
     return fake_cpu_ops->cosine(ctx, a);
 }
 
+/* The CPU's prepared int4 weights live in the CPU's memory; counted here as the fake's own, since
+ * callers free them with the fake's free(). */
+static sqz_status fake_prepare_w4(void *ctx, const void *src, sqz_dtype t, int64_t n, int64_t k, void **prepared) {
+    const sqz_status st = fake_cpu_ops->prepare_w4(ctx, src, t, n, k, prepared);
+    if (st == SQZ_OK && *prepared) fake_live++;
+    return st;
+}
+
 /* Builds f on a CPU backend of n_threads (0: all cores, OpenBLAS left as it is). */
 static inline void fake_device_init(fake_device *f, int n_threads) {
     memset(f, 0, sizeof *f);
@@ -93,6 +102,7 @@ static inline void fake_device_init(fake_device *f, int n_threads) {
     f->ops.dpotrf = fake_dpotrf;
     f->ops.colstats = fake_colstats;
     f->ops.cosine = fake_cosine;
+    f->ops.prepare_w4 = fake_prepare_w4;
     f->ops.destroy = NULL;
     f->b.ops = &f->ops;
     f->b.ctx = f->cpu->ctx;
