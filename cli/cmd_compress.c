@@ -114,9 +114,11 @@ static const sqz_opt compress_rows[] = {
 static int stage_rows(sqz_opt *rows, int cap) {
     int n = 0;
     const sqz_pass *const *p = sqz_passes(&n);
-    for (int i = 0; i < n && i < cap; i++)
-        rows[i] = (sqz_opt){.name = p[i]->name, .type = SQZ_OPT_STRING, .flags = SQZ_OPT_REPEAT,
-                            .metavar = p[i]->metavar, .help = p[i]->summary, .set = add_stage};
+    for (int i = 0; i < n && i < cap; i++) {
+        const sqz_pass_help h = sqz_pass_describe(p[i]);
+        rows[i] = (sqz_opt){.name = h.name, .type = SQZ_OPT_STRING, .flags = SQZ_OPT_REPEAT, .metavar = h.metavar,
+                            .help = h.summary, .set = add_stage};
+    }
     return n < cap ? n : cap;
 }
 
@@ -149,9 +151,10 @@ void sqz_cmd_compress_usage(FILE *out) {
     int n = 0;
     const sqz_pass *const *p = sqz_passes(&n);
     for (int i = 0; i < n; i++) {
-        char *parts = sqz_opts_help_spec(p[i]->opts, p[i]->n_opts, 4);
-        fprintf(out, "\n--%s %s: %s\n  parts (separated by ':'):\n%s  e.g. %s\n", p[i]->name, p[i]->metavar,
-                p[i]->summary, parts ? parts : "", p[i]->examples);
+        const sqz_pass_help h = sqz_pass_describe(p[i]);
+        char *parts = sqz_opts_help_spec(h.opts, h.n_opts, 4);
+        fprintf(out, "\n--%s %s: %s\n  parts (separated by ':'):\n%s  e.g. %s\n", h.name, h.metavar, h.summary,
+                parts ? parts : "", h.examples);
         free(parts);
     }
     fprintf(out, "\nMore: docs/compress.md (passes, recipes), docs/quantization.md (methods, formats).\n");
@@ -296,7 +299,7 @@ static const sqz_compress_spec *quant_spec(const sqz_recipe *r, const char **tex
 /* The statistics a stage needs (SQZ_QSTAT_* bits). */
 static unsigned stage_needs(const sqz_stage *s) {
     unsigned req = 0;
-    if (s->pass->needs) (void)s->pass->needs(s->args, &req);
+    (void)sqz_stage_needs(s, &req);
     return req;
 }
 
@@ -342,14 +345,14 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
         if (a->imatrix && (req & ~(unsigned)SQZ_QSTAT_X2))
             return sqz_cli_usage_error("compress", "--%s '%s' needs more than the E[x^2] of an importance matrix: "
                                        "--imatrix serves the imatrix method (e.g. q4_k_m:imatrix); give --calib FILE",
-                                       s->pass->name, s->spec);
+                                       sqz_pass_describe(s->pass).name, s->spec);
         if (req && !cc->text && !a->stats && !a->imatrix)
             return sqz_cli_usage_error("compress", "--%s '%s' needs calibration: give --calib FILE (or --stats FILE, "
-                                       "or --imatrix FILE for imatrix)", s->pass->name, s->spec);
+                                       "or --imatrix FILE for imatrix)", sqz_pass_describe(s->pass).name, s->spec);
         const sqz_compress_spec *qs = sqz_stage_quant_spec(s);
         if (qs && qs->auto_bpw > 0 && !cc->text) /* it runs the model: statistics from a file are not enough */
             return sqz_cli_usage_error("compress", "--%s '%s' measures every layer's sensitivity and its plans on "
-                                       "calibration text: give --calib FILE", s->pass->name, s->spec);
+                                       "calibration text: give --calib FILE", sqz_pass_describe(s->pass).name, s->spec);
     }
     if (a->imatrix && !(all_req & SQZ_QSTAT_X2)) /* llama-quantize would use it: never ignore it silently */
         return sqz_cli_usage_error("compress", "--imatrix is for the imatrix method, which no stage uses: add "

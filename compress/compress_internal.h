@@ -6,6 +6,7 @@
 
 #include "calib/calib_internal.h"
 #include "sparse/sparse_internal.h"
+#include "compress/pass.h"
 #include "sqz/compress.h"
 #include "sqz/family.h"
 

@@ -40,3 +40,14 @@ const sqz_pass *sqz_pass_find(const char *name) {
         if (!strcmp(p[i]->name, name)) return p[i];
     return NULL;
 }
+
+sqz_pass_help sqz_pass_describe(const sqz_pass *p) {
+    return (sqz_pass_help){.name = p->name, .metavar = p->metavar, .summary = p->summary, .examples = p->examples,
+                           .opts = p->opts, .n_opts = p->n_opts};
+}
+
+unsigned sqz_stage_needs(const sqz_stage *s, unsigned *required) {
+    unsigned req = 0, got = s->pass->needs ? s->pass->needs(s->args, &req) : 0;
+    if (required) *required = req;
+    return got;
+}

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress/pass.h"
 #include "test_util.h"
 
 static void test_table(void **state) {
