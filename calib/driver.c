@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "calib/reduce_internal.h"
 #include "sqz/dist.h"
 #include "sqz/family.h"

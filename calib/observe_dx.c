@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "calib/observe_internal.h"
 
 void sqz__calib_capture_reset(sqz__calib_capture *c, int32_t layer) {

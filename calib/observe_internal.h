@@ -5,6 +5,7 @@
 #ifndef SQZ_CALIB_OBSERVE_INTERNAL_H
 #define SQZ_CALIB_OBSERVE_INTERNAL_H
 
+#include "kernels/cpu/backend_impl.h"
 #include "calib/calib_internal.h"
 #include "kernels/cpu/linalg.h"
 

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "calib/observe_internal.h"
 
 enum { DEV_PANEL = 4 * SQZ_XTX_PANEL_ALIGN }; /* rows per device panel (fixed: the bits depend on it) */

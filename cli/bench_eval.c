@@ -160,12 +160,12 @@ int sqz_bench_eval(int argc, char **argv) {
     t_deq = sqz_now_seconds() - t0;
     sgemm_case sq = {0};
     if (st == SQZ_OK) st = sgemm_setup(&sq, nsq);
-    if (st == SQZ_OK) st = be->ops->matmul(be->ctx, &sq.a); /* warm-up */
+    if (st == SQZ_OK) st = sqz_backend_matmul(be, &sq.a); /* warm-up */
     /* Alternate the two so that both see the same machine (other load, clocks); best of each. */
     t_sgemm = 1e30;
     for (int64_t r = 0; st == SQZ_OK && r < reps; r++) {
         t0 = sqz_now_seconds();
-        st = be->ops->matmul(be->ctx, &sq.a);
+        st = sqz_backend_matmul(be, &sq.a);
         double t = sqz_now_seconds() - t0;
         if (t < t_sgemm) t_sgemm = t;
         if (st != SQZ_OK) break;

@@ -306,21 +306,21 @@ typedef struct cpu_bufs {
 static sqz_status cpu_call(sqz_backend *b, cpu_kind kind, cpu_bufs *u) {
     if (kind == CPU_SGEMM) {
         sqz_matmul_args a = {.m = u->m, .n = u->n, .k = u->k, .x = u->xf, .w = u->wf, .w_dtype = SQZ_DTYPE_F32, .y = u->y};
-        return b->ops->matmul(b->ctx, &a);
+        return sqz_backend_matmul(b, &a);
     }
     if (kind == CPU_I8) {
         sqz_gemm_i8_args a = {.m = u->m, .n = u->n, .k = u->k, .x_f32 = u->xf, .x = u->xq, .x_scale = u->xs,
                               .w = u->wq, .w_scale = u->ws, .y = u->y, .y_dtype = SQZ_DTYPE_F32};
-        return b->ops->gemm_i8(b->ctx, &a);
+        return sqz_backend_gemm_i8(b, &a);
     }
     if (kind == CPU_I8_SP24) {
         sqz_gemm_i8_sp24_args a = {.m = u->m, .n = u->n, .k = u->k, .x_f32 = u->xf, .x = u->xq, .x_scale = u->xs,
                                    .values = u->sv, .meta = u->sm, .w_scale = u->ws, .y = u->y,
                                    .y_dtype = SQZ_DTYPE_F32};
-        return b->ops->gemm_i8_sp24(b->ctx, &a);
+        return sqz_backend_gemm_i8_sp24(b, &a);
     }
     sqz_gemm_w4_args a = {.m = u->m, .n = u->n, .k = u->k, .x = u->xh, .w = u->w4, .y = u->y, .y_dtype = SQZ_DTYPE_F32};
-    return b->ops->gemm_w4(b->ctx, &a);
+    return sqz_backend_gemm_w4(b, &a);
 }
 
 /* CPU timing: calls until min_time has passed; mean seconds per call. */
@@ -392,7 +392,7 @@ static int bench_cpu(const kopts *o) {
         blocks[i * 18] = 0x00;
         blocks[i * 18 + 1] = 0x1C;
     }
-    if ((s = b->ops->prepare_w4(b->ctx, blocks, SQZ_DTYPE_Q4_0, n, k, &u.w4)) != SQZ_OK) goto done;
+    if ((s = sqz_backend_prepare_w4(b, blocks, SQZ_DTYPE_Q4_0, n, k, &u.w4)) != SQZ_OK) goto done;
     if ((s = sp24_weights(&u)) != SQZ_OK) goto done;
     printf("\nCPU: W8A8 (exact int32, AVX2 when present) and W4A16 (prepared layout -> sgemm) vs OpenBLAS sgemm, "
            "n = k = %lld; w8a8 2:4: the exact scalar reference on the compressed 2:4 weight (sqz/sparse.h)\n",
@@ -416,7 +416,7 @@ static int bench_cpu(const kopts *o) {
 done:
     free(u.sv);
     free(u.sm);
-    if (u.w4) b->ops->free(b->ctx, u.w4);
+    sqz_backend_release(b, u.w4);
     free(u.xf); free(u.wf); free(u.y); free(u.xs); free(u.ws); free(u.xq); free(u.wq); free(u.xh); free(blocks);
     sqz_backend_free(b);
     return s == SQZ_OK ? 0 : sqz_cli_fail(s);

@@ -528,7 +528,7 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     if (be && cc->device != SQZ_CLI_DEVICE_CPU) {
         sqz_backend_mem mem;
         sqz_backend_mem_stats(be, &mem);
-        snprintf(rep->device, sizeof rep->device, "%s", be->ops->name);
+        snprintf(rep->device, sizeof rep->device, "%s", sqz_backend_name(be));
         rep->device_peak_bytes = (int64_t)mem.peak;
         rep->device_cap_bytes = (int64_t)mem.cap;
     }

@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cpu/linalg.h"
 #include "quant/chol_tiles.h"
 #include "quant/gguf/kquant_internal.h"

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "quant/gptq_internal.h"
 
 struct sqz_gptq_factors {

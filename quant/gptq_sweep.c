@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cpu/linalg.h"
 #include "quant/gguf/quant_gguf.h"
 #include "quant/gptq_internal.h"

@@ -5,6 +5,7 @@
  * Few queries (generation: n < SQZ__QMM_TILE_M) are split over the session's pool by query head
  * when the scores scratch has a row for every thread; otherwise the gathered products run.
  */
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cpu/attn.h"
 #include "runtime/runtime_internal.h"
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "runtime/runtime_internal.h"
 
 #define ROLE_BIT(r) (1u << (unsigned)(r))

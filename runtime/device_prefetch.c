@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cpu/widen.h"
 #include "runtime/runtime_internal.h"
 

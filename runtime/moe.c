@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "runtime/runtime_internal.h"
 
 static sqz_status alloc_bytes(sqz_session *s, int64_t n, size_t each, void **out) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "runtime/runtime_internal.h"
 
 sqz_session_opts sqz_session_default_opts(void) {

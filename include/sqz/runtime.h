@@ -112,7 +112,7 @@ SQZ_API int64_t sqz_session_bytes(const sqz_session *s);
  * dequantized operands (equal to the INT8 GEMM up to float rounding of the sums). */
 SQZ_API void sqz_session_invalidate(sqz_session *s, int32_t layer);
 
-/* On a session with a device backend that copies beside its computation (sqz_backend_ops'
+/* On a session with a device backend that copies beside its computation (the backend's
  * upload_async), starts copying layer `layer`'s weights, norms and biases to the device as the
  * block would upload them on first use (block types dequantized now, on the session's pool), so
  * that the layer's next block finds them there; the copies overlap whatever runs meanwhile. The

@@ -21,6 +21,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cpu/attn.h"
 #include "kernels/cpu/fwd_ops.h"
 

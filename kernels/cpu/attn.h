@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/qmatmul.h"
 #include "sqz/backend.h"

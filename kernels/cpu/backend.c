@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "sqz/backend.h"
+#include "kernels/cpu/backend_impl.h"
 
 void sqz_backend_free(sqz_backend *b) {
     if (!b) return;
@@ -35,6 +35,42 @@ bool sqz_backend_supports(const sqz_backend *b, sqz_op op, sqz_dtype w_dtype) {
     default: return false;
     }
     return b->ops->supports(b->ctx, op, w_dtype);
+}
+
+const char *sqz_backend_name(const sqz_backend *b) { return b && b->ops ? b->ops->name : "(none)"; }
+
+#define SLOT_OR_UNSUPPORTED(b, slot)                                                                             \
+    SQZ_RETURN_IF(!(b) || !(b)->ops || !(b)->ops->slot, SQZ_ERR_UNSUPPORTED, "backend %s has no %s",            \
+                  sqz_backend_name(b), #slot)
+
+sqz_status sqz_backend_matmul(sqz_backend *b, const sqz_matmul_args *a) {
+    SLOT_OR_UNSUPPORTED(b, matmul);
+    return b->ops->matmul(b->ctx, a);
+}
+
+sqz_status sqz_backend_gemm_i8(sqz_backend *b, const sqz_gemm_i8_args *a) {
+    SLOT_OR_UNSUPPORTED(b, gemm_i8);
+    return b->ops->gemm_i8(b->ctx, a);
+}
+
+sqz_status sqz_backend_gemm_i8_sp24(sqz_backend *b, const sqz_gemm_i8_sp24_args *a) {
+    SLOT_OR_UNSUPPORTED(b, gemm_i8_sp24);
+    return b->ops->gemm_i8_sp24(b->ctx, a);
+}
+
+sqz_status sqz_backend_prepare_w4(sqz_backend *b, const void *src_host, sqz_dtype src_dtype, int64_t n, int64_t k,
+                                  void **prepared) {
+    SLOT_OR_UNSUPPORTED(b, prepare_w4);
+    return b->ops->prepare_w4(b->ctx, src_host, src_dtype, n, k, prepared);
+}
+
+sqz_status sqz_backend_gemm_w4(sqz_backend *b, const sqz_gemm_w4_args *a) {
+    SLOT_OR_UNSUPPORTED(b, gemm_w4);
+    return b->ops->gemm_w4(b->ctx, a);
+}
+
+void sqz_backend_release(sqz_backend *b, void *p) {
+    if (b && b->ops && b->ops->free && p) b->ops->free(b->ctx, p);
 }
 
 bool sqz_backend_host_memory(const sqz_backend *b) { return b && b->ops && b->ops->host_memory; }

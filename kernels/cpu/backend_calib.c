@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "core/internal.h"
 #include "kernels/cpu/linalg.h"
 

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "core/internal.h"
 #include "kernels/cpu/backend_fwd.h"
 #include "kernels/cpu/gemm_i8.h"
@@ -291,6 +292,8 @@ FWD_SLOT(gelu, sqz_eltwise_args, sqz__cpu_gelu(p, a))
 #undef FWD_SLOT
 
 static const sqz_backend_ops cpu_ops = {
+    /* .version = */ SQZ__BACKEND_OPS_VERSION,
+    /* .size = */ sizeof(sqz_backend_ops),
     /* .name = */ "cpu",
     /* .supports = */ cpu_supports,
     /* .alloc = */ cpu_alloc,

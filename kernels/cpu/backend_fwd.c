@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "core/internal.h"
 #include "kernels/cpu/attn.h"
 #include "kernels/cpu/backend_fwd.h"

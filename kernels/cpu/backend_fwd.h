@@ -5,6 +5,7 @@
 #ifndef SQZ_KERNELS_CPU_BACKEND_FWD_H
 #define SQZ_KERNELS_CPU_BACKEND_FWD_H
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/qmatmul.h"
 #include "sqz/backend.h"

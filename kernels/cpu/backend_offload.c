@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "core/internal.h"
 #include "kernels/cpu/linalg.h"
 
@@ -142,7 +143,7 @@ static sqz_status off_copies_wait(void *ctx) {
 
 static void offload_init(void) {
     offload_ops = (sqz_backend_ops){
-        "cpu-offload", off_supports, off_alloc, off_free, off_copy, off_copy, off_sync, off_matmul, off_gemm_i8,
+        SQZ__BACKEND_OPS_VERSION, sizeof(sqz_backend_ops), "cpu-offload", off_supports, off_alloc, off_free, off_copy, off_copy, off_sync, off_matmul, off_gemm_i8,
         off_prepare_w4, off_gemm_w4, off_destroy, off_gemm_i8_sp24, false, off_sgemm, off_xtx, off_chol,
         off_to_f32, off_stats, off_set_cap, NULL, NULL, off_rmsnorm, off_rope, off_attention, off_silu_mul,
         off_add, off_layernorm, off_gelu, off_copy, off_copies_wait, off_dgemm, off_dtrsm, off_dpotrf,

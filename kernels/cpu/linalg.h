@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "sqz/backend.h"
 #include "sqz/status.h"
 

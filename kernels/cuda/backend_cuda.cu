@@ -7,6 +7,7 @@
  */
 #include <limits.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cuda/backend_cuda.cuh"
 #include "kernels/cuda/calib_cuda.cuh"
 #include "kernels/cuda/fwd_cuda.cuh"
@@ -434,6 +435,8 @@ static sqz_status cuda_gemm_i8_sp24(void *ctx, const sqz_gemm_i8_sp24_args *a) {
 }
 
 static const sqz_backend_ops cuda_ops = {
+    /* .version = */ SQZ__BACKEND_OPS_VERSION,
+    /* .size = */ sizeof(sqz_backend_ops),
     /* .name = */ "cuda",
     /* .supports = */ cuda_supports,
     /* .alloc = */ cuda_alloc,

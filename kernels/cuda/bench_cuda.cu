@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <vector>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cuda/backend_cuda.cuh"
 #include "kernels/cuda/gemm_i8_lt.cuh"
 #include "kernels/cuda/gemm_w4.cuh"

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <math.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cuda/calib_cuda.cuh"
 
 /* Scratch panels: the widened weights of matmul and the f64 rows of xtx stay near this size. */

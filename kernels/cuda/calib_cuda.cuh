@@ -9,6 +9,7 @@
 #ifndef SQZ_KERNELS_CUDA_CALIB_CUDA_CUH
 #define SQZ_KERNELS_CUDA_CALIB_CUDA_CUH
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cuda/backend_cuda.cuh"
 
 /* Y = X . W^T (+ bias), W f32 as is, f16/bf16 widened to f32 in scratch panels of rows. */

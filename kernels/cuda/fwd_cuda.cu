@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <math.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cuda/fwd_cuda.cuh"
 
 namespace {

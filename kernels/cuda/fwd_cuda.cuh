@@ -9,6 +9,7 @@
 #ifndef SQZ_KERNELS_CUDA_FWD_CUDA_CUH
 #define SQZ_KERNELS_CUDA_FWD_CUDA_CUH
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cuda/backend_cuda.cuh"
 
 enum { SQZ__CUDA_ATTN_MAX_HD = 512 }; /* the largest head_dim the attention kernel's registers hold */

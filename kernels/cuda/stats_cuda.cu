@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <math.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cuda/calib_cuda.cuh"
 
 __global__ void colstats_kernel(const float *x, int64_t n, int64_t k, double *x2, double *ab, double *sx,

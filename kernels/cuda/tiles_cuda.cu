@@ -15,6 +15,7 @@
 #include <cusolverDn.h>
 #include <limits.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cuda/calib_cuda.cuh"
 
 static bool dim_ok(int64_t v) { return v >= 0 && v <= INT_MAX; }

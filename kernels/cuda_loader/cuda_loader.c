@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "core/internal.h"
 #include "kernels/cuda_loader/cuda_module.h"
 #include "sqz/backend.h"
@@ -166,7 +167,12 @@ sqz_status sqz_backend_cuda(int device, sqz_backend **out) {
     const sqz__cuda_module *m;
     *out = NULL;
     SQZ_TRY(module(&m));
-    return m->backend_create(device, out);
+    SQZ_TRY(m->backend_create(device, out));
+    if (sqz__backend_ops_ok((*out)->ops)) return SQZ_OK;
+    sqz_backend_free(*out);
+    *out = NULL;
+    return SQZ_ERROR(SQZ_ERR_DEVICE, "CUDA backend unavailable: its operations table is of another build (version or "
+                     "size differs from this libsqz's); install libsqz_cuda.so from the same build");
 }
 
 int sqz_cuda_device_count(void) {

@@ -23,14 +23,14 @@
 #include <stdint.h>
 
 #include "kernels/cpu/w4_pack.h"
-#include "sqz/backend.h"
+#include "kernels/cpu/backend_impl.h"
 #include "sqz/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SQZ__CUDA_MODULE_ABI 2u
+#define SQZ__CUDA_MODULE_ABI 3u
 /* The symbol the module exports: const sqz__cuda_module *ENTRY(const sqz__cuda_host *host). */
 #define SQZ__CUDA_MODULE_ENTRY "sqz_cuda_module_entry"
 /* The module's file name, looked for next to the library (or program) holding the loader. */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "gpu_open.h"
 #include "test_util.h"
 #include "unit/real_weights.h"

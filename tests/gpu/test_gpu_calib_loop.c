@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "quant/quant_internal.h"
 #include "sqz/progress.h" /* sqz_now_seconds */
 #include "unit/calib_backend_util.h"

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "gpu_open.h"
 #include "test_util.h"
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "core/internal.h"
 #include "quant/gguf/quant_gguf.h"
 #include "kernels/cpu/gemm_ref.h"

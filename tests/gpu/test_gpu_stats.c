@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "unit/real_weights.h"
 #include "gpu_open.h"
 #include "sqz/backend.h"

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cpu/linalg.h"
 #include "quant/chol_tiles.h"
 #include "gpu_open.h"

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "backend_ops.h"
 
 #define EPS ((double)FLT_EPSILON)

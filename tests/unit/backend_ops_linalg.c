@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "backend_ops.h"
 
 static double *rand_d(int64_t n) {

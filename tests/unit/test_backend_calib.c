@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "calib/observe_internal.h"
 #include "quant/quant_internal.h"
 #include "calib_backend_util.h"

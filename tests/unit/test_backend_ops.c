@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "backend_ops.h"
 #include "fake_device.h"
 #include "kernels/cpu/qmatmul.h"

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "fake_device.h"
 #include "kernels/cpu/linalg.h"
 #include "quant/chol_tiles.h"

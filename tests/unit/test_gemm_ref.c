@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "core/blocks.h"
 #include "core/internal.h"
 #include "core/dequant.h"

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "core/internal.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cpu/qmatmul.h"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/backend_impl.h"
 #include "kernels/cpu/gemm_i8.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "real_weights.h"
