@@ -320,17 +320,18 @@ static int plan_output(const compress_opts *a, const sqz_cli_calib *cc, sqz_save
                                    cc->device == SQZ_CLI_DEVICE_CUDA ? "cuda" : "cpu-offload");
     if (q && q->mix && !(q->auto_bpw > 0)) /* MOSTLY_Q4_K_M for q4_k_m; auto: the dominant type */
         so->gguf_file_type = sqz_qmix_gguf_ftype(q->mix);
-    if (q && so->format == SQZ_FORMAT_GGUF && !gguf_native)
+    const sqz_format_traits *fi = sqz_format_info(so->format);
+    if (q && !fi->hf_layouts && !gguf_native)
         return sqz_cli_usage_error("compress", "SPEC '%s' stores sqz's %s layout, which GGUF cannot hold: use --to "
                                    "safetensors (an HF directory), or a GGUF format (q8_0, q4_0, q4_1, q*_k, iq4_nl, iq4_xs, iq3_s)",
                                    spec, sqz_qformat_name(qf));
-    if (q && so->format == SQZ_FORMAT_SAFETENSORS && q->method && q->method->smooths &&
+    if (q && fi->hf_layouts && q->method && q->method->smooths &&
         so->hf_format != SQZ_HF_SQZ)
         return sqz_cli_usage_error("compress", "SPEC '%s': %s keeps unfolded smoothing vectors (o_proj's input), "
                                    "which %s cannot hold: give --hf-format sqz (read by sqz only), or a method that "
                                    "does not smooth (rtn, gptq)", spec, q->method->name,
                                    sqz_hf_format_name(so->hf_format));
-    if (q && so->format == SQZ_FORMAT_SAFETENSORS && gguf_native)
+    if (q && !fi->block_types && gguf_native)
         return sqz_cli_usage_error("compress", "SPEC '%s' is a GGUF block format: write it with --to gguf (or an OUT "
                                    "ending in .gguf); for safetensors use int8 or int4", spec);
     if ((a->embd_type || a->output_type || a->n_tensor_types) && (!q || !q->mix || q->auto_bpw > 0))
@@ -490,8 +491,9 @@ static sqz_status run(compress_opts *a, const sqz_cli_calib *cc, sqz_save_opts *
     if (st == SQZ_OK) co.keep_parsed = &keep;
     if (st == SQZ_OK) st = sqz_model_check_finite(m); /* NaN / Inf weights never pass through */
     if (st == SQZ_OK && (st = sqz_recipe_check_model(&a->recipe, m, cc->text != NULL)) != SQZ_OK) *usage = true;
-    /* an HF config.json holds one set of layer dims: refused now, not after the work */
-    if (st == SQZ_OK && (so->format == SQZ_FORMAT_SAFETENSORS || sqz_family_get(m->hp.family)->gguf_uniform) &&
+    /* an HF config.json holds one set of layer dims (so does llama.cpp's GGUF loader for some families): refused
+     * now, not after the work */
+    if (st == SQZ_OK && (sqz_format_info(so->format)->one_layer_shape || sqz_family_get(m->hp.family)->gguf_uniform) &&
         (st = sqz_recipe_check_uniform(&a->recipe, m)) != SQZ_OK)
         *usage = true;
     /* odd FFN widths are padded to the quant group (not with --stats / --imatrix: their statistics have the

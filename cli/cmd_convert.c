@@ -79,8 +79,9 @@ int sqz_cmd_convert(int argc, char **argv) {
     so.dtype = a.dtype;
     so.replace = a.force;
     so.hf_format = (sqz_hf_format)hf_format;
-    if (a.dtype >= 0 && so.format == SQZ_FORMAT_SAFETENSORS && sqz_dtype_info((sqz_dtype)a.dtype)->is_quantized)
-        return sqz_cli_usage_error("convert", "safetensors holds float dtypes only; use --to gguf for %s",
+    const sqz_format_traits *fi = sqz_format_info(so.format);
+    if (a.dtype >= 0 && !fi->block_types && sqz_dtype_info((sqz_dtype)a.dtype)->is_quantized)
+        return sqz_cli_usage_error("convert", "%s holds float dtypes only; use --to gguf for %s", fi->name,
                                    sqz_dtype_name((sqz_dtype)a.dtype));
     double t0 = sqz_now_seconds();
     sqz_open_opts oo = {.tokenizer_path = a.tokenizer};

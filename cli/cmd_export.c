@@ -101,10 +101,11 @@ int sqz_cmd_export(int argc, char **argv) {
                         .dtype = a.dtype, .replace = a.force, .sign_key = a.sign, .deflate = a.deflate,
                         .hf_format = (sqz_hf_format)hf_format};
     if (a.to >= 0) so.format = (sqz_format)a.to;
-    if (a.onnx_ops >= 0 && so.format != SQZ_FORMAT_ONNX)
+    const sqz_format_traits *fi = sqz_format_info(so.format);
+    if (a.onnx_ops >= 0 && !fi->onnx_opts)
         return sqz_cli_usage_error("export", "--onnx-ops is for --to onnx");
     so.onnx_ops = a.onnx_ops > 0 ? a.onnx_ops : 0;
-    if (so.format != SQZ_FORMAT_BUNDLE && (a.sign || a.deflate || a.report))
+    if (!fi->bundle_opts && (a.sign || a.deflate || a.report))
         return sqz_cli_usage_error("export", "--sign, --deflate and --report are for --to bundle");
     char *report = NULL;
     if (a.report) {

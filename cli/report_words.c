@@ -54,38 +54,30 @@ void sqz_cli_size_words(int64_t before, int64_t after, char *buf, size_t cap) {
     else snprintf(buf, cap, "the same size");
 }
 
-/* The format (first part) of the recipe's last quant stage's SPEC, into buf; "" if none. Whether
- * that SPEC said ':pure' (a K-quant alone; without it a K-quant name means llama.cpp's mix). */
-static bool quant_format(const sqz_compress_report *r, char *buf, size_t cap) {
-    buf[0] = 0;
-    bool pure = false;
-    for (int64_t i = 0; i < r->n_stages; i++) {
-        if (strcmp(r->stages[i].pass, "quant") != 0) continue;
-        const char *spec = r->stages[i].spec;
-        const size_t n = strcspn(spec, ":");
-        snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), spec);
-        pure = strstr(spec, ":pure") != NULL;
-    }
-    for (char *p = buf; *p; p++)
-        if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
-    return pure;
+/* The recipe's last quant stage's row of the report, or NULL. */
+static const sqz_stage_report *last_quant_stage(const sqz_compress_report *r) {
+    const sqz_stage_report *q = NULL;
+    for (int64_t i = 0; i < r->n_stages; i++)
+        if (r->stages[i].quantizes) q = &r->stages[i];
+    return q;
 }
 
 void sqz_cli_kquant_hint(const sqz_compress_report *r, const sqz_cli_layer_counts *c, char *buf, size_t cap) {
-    static const struct { const char *single, *mix; } mixes[] = {
-        {"q2_k", "q2_k"}, {"q3_k", "q3_k_m"}, {"q4_k", "q4_k_m"}, {"q5_k", "q5_k_m"}, {"q6_k", "q6_k"}};
-    char fmt[32];
+    /* a single K-quant (a ':pure' SPEC: without it a K-quant name means llama.cpp's mix) and that mix */
+    static const struct { sqz_qformat single; const char *mix; } mixes[] = {
+        {SQZ_QFMT_Q2_K, "q2_k"}, {SQZ_QFMT_Q3_K, "q3_k_m"}, {SQZ_QFMT_Q4_K, "q4_k_m"}, {SQZ_QFMT_Q5_K, "q5_k_m"},
+        {SQZ_QFMT_Q6_K, "q6_k"}};
     buf[0] = 0;
     int64_t narrow = 0; /* kept because of their width (not --keep-float) */
     for (int64_t i = 0; i < r->n_layers; i++)
         narrow += !r->layers[i].quantized && strstr(r->layers[i].why, "multiple") != NULL;
     if (!narrow) return;
-    const bool pure = quant_format(r, fmt, sizeof fmt);
-    for (size_t i = 0; pure && i < sizeof mixes / sizeof mixes[0]; i++)
-        if (!strcmp(fmt, mixes[i].single))
+    const sqz_stage_report *q = last_quant_stage(r);
+    for (size_t i = 0; q && !q->qmix && i < sizeof mixes / sizeof mixes[0]; i++)
+        if (q->qtarget.fmt == mixes[i].single)
             snprintf(buf, cap, "%s left %lld of %lld layers as they were (a K-quant needs an input width that is a "
                      "multiple of 256); llama.cpp's mix --quant %s quantizes those too, with the fallback types "
-                     "llama-quantize uses (docs/quantization.md)", fmt, (long long)narrow,
+                     "llama-quantize uses (docs/quantization.md)", sqz_qformat_name(q->qtarget.fmt), (long long)narrow,
                      (long long)(c->quantized + c->kept_float + c->kept_stored), mixes[i].mix);
     for (int64_t i = 0; !buf[0] && i < r->n_layers; i++) /* not a K-quant: say why, naming a layer */
         if (!r->layers[i].quantized && strstr(r->layers[i].why, "multiple") != NULL)
@@ -130,6 +122,13 @@ void sqz_cli_fallback_words(const sqz_compress_report *r, const sqz_cli_layer_co
         snprintf(buf + n, cap - n, " (width not a multiple of the block; llama-quantize falls back alike)");
 }
 
+/* The row of sqz_qmethods()' table at index i, or NULL. */
+static const sqz_qmethod *method_row(int32_t i) {
+    int n = 0;
+    const sqz_qmethod *t = sqz_qmethods(&n);
+    return i >= 0 && i < n ? &t[i] : NULL;
+}
+
 void sqz_cli_experts_words(const sqz_compress_report *r, char *buf, size_t cap) {
     int64_t n = 0, rtn = 0, by[3] = {0, 0, 0};
     buf[0] = 0;
@@ -139,9 +138,12 @@ void sqz_cli_experts_words(const sqz_compress_report *r, char *buf, size_t cap) 
             continue;
         n++;
         rtn += l->quantized && !strncmp(l->why, "rtn: no per-expert", 18);
-        by[0] += l->quantized && !strcmp(l->method, "gptq");
-        by[1] += l->quantized && !strcmp(l->method, "imatrix");
-        by[2] += l->quantized && !strcmp(l->method, "rtn");
+        /* the method rows an expert's rule takes (compress/pass_quant_experts.c): the SPEC's Hessian method
+         * (gptq), the one weighing by E[x^2] (imatrix), the row-wise one (rtn) */
+        const sqz_qmethod *mt = l->quantized ? method_row(l->qmethod) : NULL;
+        by[0] += mt && mt->hessian;
+        by[1] += mt && !mt->hessian && (mt->needs & SQZ_QSTAT_X2);
+        by[2] += mt && mt->rowwise;
     }
     if (!n) return;
     if (rtn)

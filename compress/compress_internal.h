@@ -16,6 +16,8 @@
 /* The report's layer rows (compress/pass_quant_block.c): a row for 2-D tensor t with nothing measured
  * yet (errors NAN), and its append to rep->layers. */
 void sqz__report_row_init(sqz_layer_report *r, const sqz_tensor *t);
+/* The row's method: its name (+ suffix, e.g. "+gptaq") and its index in the method table. */
+void sqz__report_row_method(sqz_layer_report *r, const sqz_qmethod *mt, const char *suffix);
 sqz_status sqz__report_add(sqz_compress_report *rep, const sqz_layer_report *row);
 
 /* Gives the pages of a borrowed (mapped) tensor's old bytes back to the kernel. */

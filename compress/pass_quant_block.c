@@ -68,9 +68,14 @@ void sqz__report_row_init(sqz_layer_report *r, const sqz_tensor *t) {
     r->out_err = NAN;
     r->weight_err = NAN;
     r->heldout_gptq = r->heldout_imatrix = NAN;
+    r->qmethod = -1;
     snprintf(r->source_format, sizeof r->source_format, "%s", sqz_dtype_name(t->dtype));
 }
 
+void sqz__report_row_method(sqz_layer_report *r, const sqz_qmethod *mt, const char *suffix) {
+    snprintf(r->method, sizeof r->method, "%s%s", mt->name, suffix);
+    r->qmethod = (int32_t)(mt - sqz_qmethods(NULL));
+}
 
 
 /* The block's working state: f32 copies of the weights that a fold may change before they
@@ -346,8 +351,7 @@ static sqz_status validate_members(block_ctx *c, group_work *w) {
     for (int k = 0; k < w->n_q && st == SQZ_OK; k++) {
         sqz_layer_report *r = &w->rows[w->qidx[k]];
         r->quantized = true;
-        snprintf(r->method, sizeof r->method, "%s%s", w->used[k]->name,
-                 w->aq && w->used[k]->hessian ? "+gptaq" : "");
+        sqz__report_row_method(r, w->used[k], w->aq && w->used[k]->hessian ? "+gptaq" : "");
         snprintf(r->format, sizeof r->format, "%s", sqz_qformat_name(w->out[k].target.fmt));
         r->bits_per_weight = sqz_qmatrix_bits_per_weight(&w->out[k]);
         r->seconds = w->out[k].seconds;

@@ -177,13 +177,15 @@ static sqz_status quantize_tensor(sqz_model *m, const sqz_compress_opts *o, sqz_
     return st;
 }
 
-/* The row's method (the rule taken most) and why: "gptq 6 imatrix 1 ones 1; 0..340 tokens". */
-static void tally_text(const expert_tally *tl, sqz_layer_report *row) {
+/* The row's method (the rule taken most: the SPEC's Hessian method, imatrix, imatrix of ones, rtn, as
+ * expert_method takes them) and why: "gptq 6 imatrix 1 ones 1; 0..340 tokens". */
+static void tally_text(const expert_tally *tl, const sqz_qmethod *spec_method, sqz_layer_report *row) {
     const int64_t c[4] = {tl->gptq, tl->imatrix, tl->ones, tl->rtn};
-    static const char *const name[4] = {"gptq", "imatrix", "imatrix", "rtn"};
+    const sqz_qmethod *im = sqz_qmethod_find("imatrix"), *rtn = sqz_qmethod_find("rtn");
+    const sqz_qmethod *const rule[4] = {spec_method, im, im, rtn};
     int best = 0;
     for (int k = 1; k < 4; k++) best = c[k] > c[best] ? k : best;
-    snprintf(row->method, sizeof row->method, "%s", name[best]);
+    sqz__report_row_method(row, rule[best], "");
     char toks[32] = "";
     if (tl->lo <= tl->hi) snprintf(toks, sizeof toks, "; %.0f..%.0f tokens", (double)fminf(tl->lo, 1e9f), (double)fminf(tl->hi, 1e9f));
     if (c[best] == tl->rtn && tl->rtn && !tl->gptq && !tl->imatrix && !tl->ones) return;
@@ -213,7 +215,7 @@ sqz_status sqz__compress_experts(sqz_model *m, int32_t layer, const sqz_calib_bl
         } else {
             expert_tally tl = {.lo = INFINITY, .hi = -1};
             sqz_status st = quantize_tensor(m, o, t, in, &target, &tl, &row);
-            tally_text(&tl, &row);
+            tally_text(&tl, o->spec.method, &row);
             if (st == SQZ_OK && o->spec.method->needs && !in && target.fmt != SQZ_QFMT_Q8_0)
                 snprintf(row.why, sizeof row.why, "rtn: no per-expert statistics");
             if (st != SQZ_OK) {

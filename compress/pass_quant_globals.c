@@ -169,12 +169,13 @@ static sqz_status one(sqz__pool *pool, sqz_model *m, sqz_tensor *t, const sqz_co
     const int64_t n = sqz_tensor_nelements(t);
     sqz_qtarget gt = {SQZ_QFMT_Q8_0, 0};
     const sqz_calib_input *hin = head ? sqz_calib_block_input(head, t->role) : NULL;
+    const sqz_qmethod *hm = NULL;
     if (!t->qp && sqz_qformat_from_dtype(d, &gt.fmt) && sqz_qtarget_check(&gt) == SQZ_OK &&
-        method_for(sp, t, hin, &gt)->rowwise) { /* the usual case: streamed */
+        (hm = method_for(sp, t, hin, &gt))->rowwise) { /* the usual case: streamed */
         sqz_qmatrix q;
         SQZ_TRY(rtn_streamed(pool, t, &gt, &q, &row.weight_err));
         row.quantized = true;
-        snprintf(row.method, sizeof row.method, "rtn");
+        sqz__report_row_method(&row, hm, ""); /* rtn */
         snprintf(row.format, sizeof row.format, "%s", sqz_qformat_name(gt.fmt));
         row.bits_per_weight = sqz_qmatrix_bits_per_weight(&q);
         row.seconds = q.seconds;
@@ -209,7 +210,7 @@ static sqz_status one(sqz__pool *pool, sqz_model *m, sqz_tensor *t, const sqz_co
         st = round_one(mt, sp, t, w, in, &target, threads, &q);
         if (st == SQZ_OK) {
             row.quantized = true;
-            snprintf(row.method, sizeof row.method, "%s", mt->name);
+            sqz__report_row_method(&row, mt, "");
             snprintf(row.format, sizeof row.format, "%s", sqz_qformat_name(target.fmt));
             row.bits_per_weight = sqz_qmatrix_bits_per_weight(&q);
             row.seconds = q.seconds;

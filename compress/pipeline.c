@@ -242,6 +242,11 @@ static sqz_status stage_rows(const sqz_recipe *r, sqz_compress_report *rep) {
         if (w > 0 && (size_t)w < sizeof rep->recipe - k) k += (size_t)w;
         const sqz_compress_spec *qs = sqz_stage_quant_spec(&r->stages[i]);
         if (qs && !rep->spec[0]) snprintf(rep->spec, sizeof rep->spec, "%s", qs->text);
+        if (qs) { /* what the report's words ask of a quant stage, without reading its SPEC again */
+            rep->stages[i].quantizes = true;
+            rep->stages[i].qtarget = qs->q.target;
+            rep->stages[i].qmix = qs->mix != NULL;
+        }
     }
     return SQZ_OK;
 }

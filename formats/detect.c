@@ -1,4 +1,6 @@
-/* formats/detect.c - format detection by content, and the public open entry point. */
+/* formats/detect.c - the format table (one row per format: its name, sniffer, reader, writer, check and
+ * the columns the writers and the CLI ask instead of naming formats), format detection by content, and
+ * the public open entry point. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,15 +8,7 @@
 #include <unistd.h>
 
 #include "formats/bundle_internal.h"
-
-/* Every format sqz reads or writes, one row each: its name, how its first bytes look (NULL:
- * found another way: an HF directory), its reader and its writer (NULL: read only). */
-typedef struct format_row {
-    const char *name;
-    bool (*looks)(const uint8_t *p, size_t n, uint64_t file_size);
-    sqz_status (*open)(const char *path, const sqz_open_opts *o, sqz_model *m);
-    sqz_status (*save)(const sqz_model *m, const char *path, const sqz_save_opts *o);
-} format_row;
+#include "formats/gguf_internal.h"
 
 static bool looks_gguf(const uint8_t *p, size_t n, uint64_t size) { (void)size; return sqz__looks_gguf(p, n); }
 static bool looks_bundle(const uint8_t *p, size_t n, uint64_t size) { (void)size; return sqz__looks_bundle(p, n); }
@@ -31,29 +25,55 @@ static sqz_status open_bundle(const char *path, const sqz_open_opts *o, sqz_mode
     return sqz__bundle_open(path, m);
 }
 
+static bool st_has_dtype(sqz_dtype d) { return sqz_dtype_info(d)->st_name != NULL; }
+static bool gguf_has_dtype(sqz_dtype d) { return sqz_dtype_info(d)->gguf_type >= 0; }
+/* HF keeps q/k in rotate_half order */
+static sqz_rope_layout rope_hf(const sqz_model *m) {
+    (void)m;
+    return SQZ_ROPE_HALF;
+}
+/* GGUF: the architecture row's order (llama.cpp: "llama" uses LLAMA_ROPE_TYPE_NORM, interleaved, q/k
+ * permuted by convert_hf_to_gguf.py; qwen2, qwen3, gemma3, phi3 use NEOX, HF's order) */
+static sqz_rope_layout rope_gguf(const sqz_model *m) {
+    const sqz__gguf_arch *a = sqz__gguf_arch_for_model(m);
+    return a && a->rope != SQZ_ROPE_NONE ? a->rope : SQZ_ROPE_INTERLEAVED;
+}
+
 /* Sniffing order: the rows with a magic first, llama2.c's plausible header last. */
-static const format_row format_table[] = {
-    [SQZ_FORMAT_GGUF] = {"gguf", looks_gguf, open_gguf, sqz__gguf_save},
-    [SQZ_FORMAT_BUNDLE] = {"bundle", looks_bundle, open_bundle, sqz__bundle_save},
-    [SQZ_FORMAT_SAFETENSORS] = {"safetensors", sqz__looks_safetensors, open_st, sqz__st_save},
-    [SQZ_FORMAT_LLAMA2C] = {"llama2c", sqz__looks_llama2c, open_llama2c, NULL},
-    [SQZ_FORMAT_ONNX] = {"onnx", NULL, NULL, sqz__onnx_save}, /* written only: formats/onnx_write.c */
+static const sqz__format_row format_table[] = {
+    [SQZ_FORMAT_GGUF] = {.info = {.name = "gguf", .block_types = true},
+                         .looks = looks_gguf, .open = open_gguf, .save = sqz__gguf_save, .check = sqz__tensors_check,
+                         .has_dtype = gguf_has_dtype, .rope = rope_gguf},
+    [SQZ_FORMAT_BUNDLE] = {.info = {.name = "bundle", .block_types = true, .bundle_opts = true},
+                           .looks = looks_bundle, .open = open_bundle, .save = sqz__bundle_save,
+                           .check = sqz__bundle_check},
+    [SQZ_FORMAT_SAFETENSORS] = {.info = {.name = "safetensors", .hf_layouts = true, .one_layer_shape = true},
+                                .looks = sqz__looks_safetensors, .open = open_st, .save = sqz__st_save,
+                                .check = sqz__tensors_check, .dtype_every_tensor = true, .has_dtype = st_has_dtype,
+                                .rope = rope_hf},
+    [SQZ_FORMAT_LLAMA2C] = {.info = {.name = "llama2c"}, .looks = sqz__looks_llama2c, .open = open_llama2c},
+    /* written only: formats/onnx_write.c */
+    [SQZ_FORMAT_ONNX] = {.info = {.name = "onnx", .block_types = true, .onnx_opts = true},
+                         .save = sqz__onnx_save, .check = sqz__onnx_check},
 };
 static const sqz_format sniff_order[] = {SQZ_FORMAT_GGUF, SQZ_FORMAT_BUNDLE, SQZ_FORMAT_SAFETENSORS,
                                          SQZ_FORMAT_LLAMA2C};
 #define N_FORMATS ((int)(sizeof format_table / sizeof format_table[0]))
 
-static const format_row *row_of(sqz_format f) {
-    return (int)f > 0 && (int)f < N_FORMATS && format_table[f].name ? &format_table[f] : NULL;
+const sqz__format_row *sqz__format_get(sqz_format f) {
+    return (int)f > 0 && (int)f < N_FORMATS && format_table[f].info.name ? &format_table[f] : NULL;
 }
 
-const char *sqz_format_name(sqz_format f) {
-    const format_row *r = row_of(f);
-    return r ? r->name : "unknown";
+const sqz_format_traits *sqz_format_info(sqz_format f) {
+    static const sqz_format_traits unknown = {.name = "unknown"};
+    const sqz__format_row *r = sqz__format_get(f);
+    return r ? &r->info : &unknown;
 }
+
+const char *sqz_format_name(sqz_format f) { return sqz_format_info(f)->name; }
 
 sqz_status sqz__format_save(const sqz_model *m, const char *path, const sqz_save_opts *o) {
-    const format_row *r = row_of(o->format);
+    const sqz__format_row *r = sqz__format_get(o->format);
     SQZ_RETURN_IF(!r || !r->save, SQZ_ERR_UNSUPPORTED, "%s: sqz cannot write the %s format", path,
                   sqz_format_name(o->format));
     return r->save(m, path, o);
@@ -133,7 +153,7 @@ sqz_status sqz_model_open(const char *path, const sqz_open_opts *opts, sqz_model
     m->source_format = fmt;
     sqz_status s = m->source_path ? SQZ_OK : SQZ_ERR_NOMEM;
     if (s == SQZ_OK) {
-        const format_row *r = row_of(fmt);
+        const sqz__format_row *r = sqz__format_get(fmt);
         s = r ? r->open(path, opts, m) : SQZ_ERROR(SQZ_ERR_FORMAT, "%s: unknown format", path);
     }
     if (s == SQZ_OK) s = sqz_model_validate(m);

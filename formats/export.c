@@ -18,11 +18,14 @@ sqz_status sqz_model_save(const sqz_model *m, const char *path, const sqz_save_o
 
 sqz_status sqz_model_check_target(const sqz_model *m, const sqz_save_opts *o) {
     SQZ_RETURN_IF(!m || !o, SQZ_ERR_INVALID_ARG, "sqz_model_check_target: NULL argument");
-    if (o->format == SQZ_FORMAT_BUNDLE) return sqz__bundle_check(m, o);
-    if (o->format == SQZ_FORMAT_ONNX) return sqz__onnx_check(m, o);
-    SQZ_RETURN_IF(o->format != SQZ_FORMAT_GGUF && o->format != SQZ_FORMAT_SAFETENSORS, SQZ_ERR_UNSUPPORTED,
-                  "sqz cannot write the %s format", sqz_format_name(o->format));
-    const bool fused = o->format == SQZ_FORMAT_SAFETENSORS && sqz_family_get(m->hp.family)->hf_fused &&
+    const sqz__format_row *r = sqz__format_get(o->format); /* the format table's check (detect.c) */
+    SQZ_RETURN_IF(!r || !r->check, SQZ_ERR_UNSUPPORTED, "sqz cannot write the %s format", sqz_format_name(o->format));
+    return r->check(m, o);
+}
+
+sqz_status sqz__tensors_check(const sqz_model *m, const sqz_save_opts *o) {
+    const bool hf = sqz_format_info(o->format)->hf_layouts;
+    const bool fused = hf && sqz_family_get(m->hp.family)->hf_fused &&
                        !(o->dtype >= 0 && sqz_dtype_info((sqz_dtype)o->dtype)->is_float);
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const sqz_tensor *t = &m->tensors[i];
@@ -35,8 +38,8 @@ sqz_status sqz_model_check_target(const sqz_model *m, const sqz_save_opts *o) {
         sqz_dtype d = sqz__export_dtype(t, o, o->format);
         bool asked = o->dtype >= 0 && d == (sqz_dtype)o->dtype;
         if (d == t->dtype && !t->qp) continue;
-        if (t->qp && o->format == SQZ_FORMAT_SAFETENSORS && o->dtype < 0) continue; /* the hf_format layout */
-        if (o->format == SQZ_FORMAT_SAFETENSORS && o->dtype < 0 && sqz_dtype_info(t->dtype)->is_quantized) {
+        if (t->qp && hf && o->dtype < 0) continue; /* the hf_format layout */
+        if (hf && o->dtype < 0 && sqz_dtype_info(t->dtype)->is_quantized) {
             /* a GGUF block linear in the layout exactly or refused (st_blocks.c); the embedding and
              * the classifier stay float, dequantized exactly to f32 */
             if (sqz__st_block_linear(t) && !o->gguf_blocks_float)
@@ -56,28 +59,24 @@ sqz_status sqz_model_check_target(const sqz_model *m, const sqz_save_opts *o) {
 sqz_rope_layout sqz__target_rope(const sqz_model *m, sqz_format target) {
     const sqz_family_info *fi = sqz_family_get(m->hp.family);
     if (!fi || fi->positions != SQZ_POS_ROTARY) return SQZ_ROPE_NONE;
-    if (target == SQZ_FORMAT_SAFETENSORS) return SQZ_ROPE_HALF;
-    /* GGUF: the architecture row's order (llama.cpp: "llama" uses LLAMA_ROPE_TYPE_NORM, interleaved, q/k
-     * permuted by convert_hf_to_gguf.py; qwen2, qwen3, gemma3, phi3 use NEOX, HF's order) */
-    const sqz__gguf_arch *a = target == SQZ_FORMAT_GGUF ? sqz__gguf_arch_for_model(m) : NULL;
-    return a && a->rope != SQZ_ROPE_NONE ? a->rope : SQZ_ROPE_INTERLEAVED;
+    const sqz__format_row *r = sqz__format_get(target); /* the format table's order (detect.c) */
+    return r && r->rope ? r->rope(m) : SQZ_ROPE_INTERLEAVED;
 }
 
 static bool is_matrix_role(const sqz_tensor *t) { return t->param == SQZ_PARAM_WEIGHT && t->ndim == 2; }
 
 sqz_dtype sqz__export_dtype(const sqz_tensor *t, const sqz_save_opts *o, sqz_format target) {
+    const sqz__format_row *r = sqz__format_get(target);
+    const bool every = r && r->dtype_every_tensor;
     /* sqz's INT8/INT4 schemes (t->qp) have no dtype of their own elsewhere: their dequantized values */
     sqz_dtype d = t->qp ? SQZ_DTYPE_F32 : t->dtype;
     if (o->dtype >= 0) {
         const sqz_dtype_traits *want = sqz_dtype_info((sqz_dtype)o->dtype);
-        bool applies = target == SQZ_FORMAT_SAFETENSORS ? sqz_dtype_info(d)->is_float || sqz_dtype_info(d)->is_quantized
-                                                        : is_matrix_role(t);
+        bool applies = every ? sqz_dtype_info(d)->is_float || sqz_dtype_info(d)->is_quantized : is_matrix_role(t);
         if (applies && sqz_tensor_row_len(t) % want->block_size == 0) d = (sqz_dtype)o->dtype;
-        else if (target == SQZ_FORMAT_GGUF && !is_matrix_role(t)) d = SQZ_DTYPE_F32;
+        else if (!every && !is_matrix_role(t)) d = SQZ_DTYPE_F32;
     }
-    const sqz_dtype_traits *tr = sqz_dtype_info(d);
-    if (target == SQZ_FORMAT_SAFETENSORS && !tr->st_name) d = SQZ_DTYPE_F32;
-    if (target == SQZ_FORMAT_GGUF && tr->gguf_type < 0) d = SQZ_DTYPE_F32;
+    if (r && r->has_dtype && !r->has_dtype(d)) d = SQZ_DTYPE_F32;
     return d;
 }
 

@@ -22,6 +22,31 @@
 #define SQZ__MAX_JSON ((size_t)1 << 28)     /* bytes of a JSON file or safetensors header */
 #define SQZ__MAX_VOCAB (1 << 22)            /* tokens */
 
+/* ---- the format table (detect.c): one row per format ---- */
+/* Every format sqz reads or writes: its public columns (sqz_format_info), how its first bytes look
+ * (NULL: found another way: an HF directory), its reader, its writer and its check (NULL: not
+ * written), and how the writers shared by GGUF and safetensors (export.c) treat it. */
+typedef struct sqz__format_row {
+    sqz_format_traits info;
+    bool (*looks)(const uint8_t *p, size_t n, uint64_t file_size);
+    sqz_status (*open)(const char *path, const sqz_open_opts *o, sqz_model *m);
+    sqz_status (*save)(const sqz_model *m, const char *path, const sqz_save_opts *o);
+    /* sqz_model_check_target's check of m against the target and the options */
+    sqz_status (*check)(const sqz_model *m, const sqz_save_opts *o);
+    /* sqz__export_dtype: true: a --dtype applies to every float or quantized tensor; false: to the
+     * weight matrices, and the other tensors become f32 */
+    bool dtype_every_tensor;
+    /* sqz__export_dtype: whether the format has a code for dtype d (what it has not is written f32);
+     * NULL: every dtype kept */
+    bool (*has_dtype)(sqz_dtype d);
+    /* sqz__target_rope: the q/k row order of a rotary model in the format; NULL: interleaved */
+    sqz_rope_layout (*rope)(const sqz_model *m);
+} sqz__format_row;
+/* The row of f, or NULL when f has none. */
+const sqz__format_row *sqz__format_get(sqz_format f);
+/* The check of GGUF and safetensors (export.c): every tensor held as it is or in o->dtype. */
+sqz_status sqz__tensors_check(const sqz_model *m, const sqz_save_opts *o);
+
 /* ---- detection (detect.c): look at the first bytes of a file ---- */
 bool sqz__looks_gguf(const uint8_t *p, size_t n);
 bool sqz__looks_safetensors(const uint8_t *p, size_t n, uint64_t file_size);

@@ -81,6 +81,10 @@ typedef struct sqz_layer_report {
     sqz_role role;
     bool quantized;
     char method[16];        /* "gptq", "awq", ...; "float" when kept */
+    int32_t qmethod;        /* the index in sqz_qmethods()' table of the method that rounded it (a mixture's stacked
+                               experts: the one most of its experts took), for callers that ask the method's
+                               columns (hessian, rowwise, needs) rather than its name; -1 when no method row did
+                               (kept, copied, sparsegpt) */
     char format[16];        /* sqz_qformat_name, or the kept dtype's name */
     char why[64];           /* why it stayed float, or "" */
     int64_t n_out, n_in;
@@ -186,6 +190,12 @@ typedef struct sqz_stage_report {
     char spec[256];            /* its SPEC as given */
     double seconds;            /* its whole-model step and its share of the block loop */
     char note[512];            /* what the stage did, in words ("removed blocks 2 (5 -> 4)") */
+    /* a quantization stage (one whose SPEC sqz_stage_quant_spec gives), as that SPEC parsed; false and zero
+     * for a stage of another pass: */
+    bool quantizes;            /* the stage quantizes: qtarget and qmix below say to what */
+    sqz_qtarget qtarget;       /* the SPEC's format and group (a mix: its base type's) */
+    bool qmix;                 /* the SPEC names a whole-model type mix (q4_k_m, q4_0:mix, auto:bpw=); false: every
+                                  block matrix in qtarget (a ':pure' K-quant, int4, ...) */
 } sqz_stage_report;
 
 SQZ_API void sqz_compress_report_free(sqz_compress_report *r);

@@ -31,6 +31,26 @@ typedef enum sqz_format {
 /* "safetensors", "gguf", "llama2c", "bundle", "unknown". */
 SQZ_API const char *sqz_format_name(sqz_format f);
 
+/* What a format holds and which save options apply to it: the public columns of its row in the
+ * format table (formats/detect.c), for callers that pick a target or check their options against it
+ * instead of naming formats. */
+typedef struct sqz_format_traits {
+    const char *name;     /* "gguf", "safetensors", ... (sqz_format_name) */
+    bool hf_layouts;      /* an HF directory: sqz's INT8/INT4 scheme-quantized weights (and GGUF Q4_0 / Q8_0 /
+                             Q5_0 linear layers of the blocks) are written in an sqz_hf_format layout, q|k|v and
+                             gate|up fused where the family's HF files fuse them (sqz_save_opts.hf_format) */
+    bool block_types;     /* holds GGUF block-quantized dtypes (q8_0, q4_0, q4_k, ...): a quantized --dtype,
+                             the output of a GGUF SPEC */
+    bool one_layer_shape; /* states one set of layer dimensions for every block (an HF config.json): a model
+                             with per-layer head counts or FFN widths cannot be written */
+    bool bundle_opts;     /* sqz_save_opts.sign_key, deflate and provenance_json apply */
+    bool onnx_opts;       /* sqz_save_opts.onnx_ops applies */
+} sqz_format_traits;
+
+/* The row of f; never NULL: a value without a row gives SQZ_FORMAT_UNKNOWN's ("unknown", nothing
+ * applies). Static storage. */
+SQZ_API const sqz_format_traits *sqz_format_info(sqz_format f);
+
 /* Looks at the content of `path` (a file, or a directory holding config.json) and
  * says which format it is. SQZ_ERR_FORMAT with a reason if none matches. */
 SQZ_API sqz_status sqz_detect_format(const char *path, sqz_format *out);
