@@ -10,7 +10,7 @@
 
 #define FP16(x) sqz_fp16_to_fp32(x)
 
-void sqz_dequantize_q8_0(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_q8_0(const void *vx, float *y, int64_t n) {
     const sqz_block_q8_0 *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK8_0; i++) {
         const float d = FP16(x[i].d);
@@ -18,7 +18,7 @@ void sqz_dequantize_q8_0(const void *vx, float *y, int64_t n) {
     }
 }
 
-void sqz_dequantize_q4_0(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_q4_0(const void *vx, float *y, int64_t n) {
     const sqz_block_q4_0 *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK4_0; i++) {
         const float d = FP16(x[i].d);
@@ -29,7 +29,7 @@ void sqz_dequantize_q4_0(const void *vx, float *y, int64_t n) {
     }
 }
 
-void sqz_dequantize_q4_1(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_q4_1(const void *vx, float *y, int64_t n) {
     const sqz_block_q4_1 *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK4_1; i++) {
         const float d = FP16(x[i].d), m = FP16(x[i].m);
@@ -40,7 +40,7 @@ void sqz_dequantize_q4_1(const void *vx, float *y, int64_t n) {
     }
 }
 
-void sqz_dequantize_q4_K(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_q4_K(const void *vx, float *y, int64_t n) {
     const sqz_block_q4_K *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK_K; i++) {
         const uint8_t *q = x[i].qs;
@@ -60,7 +60,7 @@ void sqz_dequantize_q4_K(const void *vx, float *y, int64_t n) {
     }
 }
 
-void sqz_dequantize_q6_K(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_q6_K(const void *vx, float *y, int64_t n) {
     const sqz_block_q6_K *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK_K; i++) {
         const float d = FP16(x[i].d);

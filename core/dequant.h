@@ -10,26 +10,26 @@
 #include "sqz/dtype.h"
 
 /* core/dequant.c */
-void sqz_dequantize_q8_0(const void *x, float *y, int64_t n);
-void sqz_dequantize_q4_0(const void *x, float *y, int64_t n);
-void sqz_dequantize_q4_1(const void *x, float *y, int64_t n);
-void sqz_dequantize_q4_K(const void *x, float *y, int64_t n);
-void sqz_dequantize_q6_K(const void *x, float *y, int64_t n);
+void sqz__dequantize_q8_0(const void *x, float *y, int64_t n);
+void sqz__dequantize_q4_0(const void *x, float *y, int64_t n);
+void sqz__dequantize_q4_1(const void *x, float *y, int64_t n);
+void sqz__dequantize_q4_K(const void *x, float *y, int64_t n);
+void sqz__dequantize_q6_K(const void *x, float *y, int64_t n);
 
 /* core/dequant_more.c */
-void sqz_dequantize_q5_0(const void *x, float *y, int64_t n);
-void sqz_dequantize_q5_1(const void *x, float *y, int64_t n);
-void sqz_dequantize_q2_K(const void *x, float *y, int64_t n);
-void sqz_dequantize_q3_K(const void *x, float *y, int64_t n);
-void sqz_dequantize_q5_K(const void *x, float *y, int64_t n);
-void sqz_dequantize_q8_K(const void *x, float *y, int64_t n);
-void sqz_dequantize_iq4_nl(const void *x, float *y, int64_t n);
-void sqz_dequantize_iq4_xs(const void *x, float *y, int64_t n);
+void sqz__dequantize_q5_0(const void *x, float *y, int64_t n);
+void sqz__dequantize_q5_1(const void *x, float *y, int64_t n);
+void sqz__dequantize_q2_K(const void *x, float *y, int64_t n);
+void sqz__dequantize_q3_K(const void *x, float *y, int64_t n);
+void sqz__dequantize_q5_K(const void *x, float *y, int64_t n);
+void sqz__dequantize_q8_K(const void *x, float *y, int64_t n);
+void sqz__dequantize_iq4_nl(const void *x, float *y, int64_t n);
+void sqz__dequantize_iq4_xs(const void *x, float *y, int64_t n);
 extern const int8_t sqz__kvalues_iq4nl[16];
 
 /* core/dequant_fp4.c: MXFP4. kvalues_fp4 are E2M1's values doubled (ggml's kvalues_mxfp4);
  * sqz__e8m0_half(e) = 2^(e - 128), the scale that goes with them. */
-void sqz_dequantize_mxfp4(const void *x, float *y, int64_t n);
+void sqz__dequantize_mxfp4(const void *x, float *y, int64_t n);
 extern const int8_t sqz__kvalues_fp4[16];
 /* inline: the MXFP4 kernels take it once per block of 32 (an out-of-line call cost the integer
  * product 40% of its speed) */
@@ -42,7 +42,7 @@ static inline float sqz__e8m0_half(uint8_t e) {
 }
 
 /* core/dequant_iq3.c */
-void sqz_dequantize_iq3_s(const void *x, float *y, int64_t n);
+void sqz__dequantize_iq3_s(const void *x, float *y, int64_t n);
 /* llama.cpp's iq3s_grid: byte j (little-endian) of entry i is magnitude j (1, 3, ..., 15) of
  * IQ3_S codeword i. */
 extern const uint32_t sqz__iq3s_grid[512];

@@ -15,7 +15,7 @@
 
 const int8_t sqz__kvalues_fp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-void sqz_dequantize_mxfp4(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_mxfp4(const void *vx, float *y, int64_t n) {
     const sqz_block_mxfp4 *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK_MXFP4; i++) {
         const float d = sqz__e8m0_half(x[i].e);

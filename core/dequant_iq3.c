@@ -99,7 +99,7 @@ static void iq3s_pair(float *y, const uint8_t *qs, uint8_t qh, int l, uint8_t si
     }
 }
 
-void sqz_dequantize_iq3_s(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_iq3_s(const void *vx, float *y, int64_t n) {
     const sqz_block_iq3_s *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK_K; i++) {
         const float d = sqz_fp16_to_fp32(x[i].d);

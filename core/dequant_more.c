@@ -22,7 +22,7 @@ static uint32_t load_u32le(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
-void sqz_dequantize_q5_0(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_q5_0(const void *vx, float *y, int64_t n) {
     const sqz_block_q5_0 *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK5_0; i++) {
         const float d = FP16(x[i].d);
@@ -38,7 +38,7 @@ void sqz_dequantize_q5_0(const void *vx, float *y, int64_t n) {
     }
 }
 
-void sqz_dequantize_q5_1(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_q5_1(const void *vx, float *y, int64_t n) {
     const sqz_block_q5_1 *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK5_1; i++) {
         const float d = FP16(x[i].d), m = FP16(x[i].m);
@@ -54,7 +54,7 @@ void sqz_dequantize_q5_1(const void *vx, float *y, int64_t n) {
     }
 }
 
-void sqz_dequantize_q2_K(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_q2_K(const void *vx, float *y, int64_t n) {
     const sqz_block_q2_K *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK_K; i++) {
         const float d = FP16(x[i].d), min = FP16(x[i].dmin);
@@ -90,7 +90,7 @@ void sqz__q3_K_scales(const uint8_t packed[12], int8_t scales[16]) {
     memcpy(scales, aux, 16);
 }
 
-void sqz_dequantize_q3_K(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_q3_K(const void *vx, float *y, int64_t n) {
     const sqz_block_q3_K *x = vx;
     int8_t scales[16];
     for (int64_t i = 0; i < n / SQZ_QK_K; i++) {
@@ -116,7 +116,7 @@ void sqz_dequantize_q3_K(const void *vx, float *y, int64_t n) {
     }
 }
 
-void sqz_dequantize_q5_K(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_q5_K(const void *vx, float *y, int64_t n) {
     const sqz_block_q5_K *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK_K; i++) {
         const uint8_t *ql = x[i].qs, *qh = x[i].qh;
@@ -138,7 +138,7 @@ void sqz_dequantize_q5_K(const void *vx, float *y, int64_t n) {
     }
 }
 
-void sqz_dequantize_q8_K(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_q8_K(const void *vx, float *y, int64_t n) {
     const sqz_block_q8_K *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK_K; i++) {
         float d;
@@ -147,7 +147,7 @@ void sqz_dequantize_q8_K(const void *vx, float *y, int64_t n) {
     }
 }
 
-void sqz_dequantize_iq4_nl(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_iq4_nl(const void *vx, float *y, int64_t n) {
     const sqz_block_iq4_nl *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK4_NL; i++) {
         const uint8_t *qs = x[i].qs;
@@ -160,7 +160,7 @@ void sqz_dequantize_iq4_nl(const void *vx, float *y, int64_t n) {
     }
 }
 
-void sqz_dequantize_iq4_xs(const void *vx, float *y, int64_t n) {
+void sqz__dequantize_iq4_xs(const void *vx, float *y, int64_t n) {
     const sqz_block_iq4_xs *x = vx;
     for (int64_t i = 0; i < n / SQZ_QK_K; i++) {
         const uint8_t *qs = x[i].qs;

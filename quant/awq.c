@@ -26,9 +26,9 @@
 /* Quantize-dequantize one group of n values (n = the format's group) with the reference. */
 static void fake_group(sqz_qformat f, const float *w, int n, float *out) {
     switch (f) {
-    case SQZ_QFMT_Q8_0: { sqz_block_q8_0 b; sqz_quantize_q8_0_ref(w, &b, 32); sqz_dequantize_q8_0(&b, out, 32); break; }
-    case SQZ_QFMT_Q4_0: { sqz_block_q4_0 b; sqz_quantize_q4_0_ref(w, &b, 32); sqz_dequantize_q4_0(&b, out, 32); break; }
-    case SQZ_QFMT_Q4_1: { sqz_block_q4_1 b; sqz_quantize_q4_1_ref(w, &b, 32); sqz_dequantize_q4_1(&b, out, 32); break; }
+    case SQZ_QFMT_Q8_0: { sqz_block_q8_0 b; sqz__quantize_q8_0_ref(w, &b, 32); sqz__dequantize_q8_0(&b, out, 32); break; }
+    case SQZ_QFMT_Q4_0: { sqz_block_q4_0 b; sqz__quantize_q4_0_ref(w, &b, 32); sqz__dequantize_q4_0(&b, out, 32); break; }
+    case SQZ_QFMT_Q4_1: { sqz_block_q4_1 b; sqz__quantize_q4_1_ref(w, &b, 32); sqz__dequantize_q4_1(&b, out, 32); break; }
     default: {
         sqz__grid g;
         sqz__grid_make(f, w, n, &g);

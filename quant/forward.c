@@ -74,12 +74,12 @@ sqz_status sqz_qmatrix_forward(const sqz_qmatrix *q, const float *x, int64_t m, 
         float *xsc = sqz__malloc((size_t)m * sizeof(float));
         if (!xq || !xsc) { free(xq); free(xsc); free(xs); return SQZ_ERR_NOMEM; }
         if (q->qp.act_mode == SQZ_ACT_DYNAMIC_TOKEN) {
-            sqz_quantize_rows_i8_ref(xin, m, n_in, xq, xsc);
+            sqz__quantize_rows_i8_ref(xin, m, n_in, xq, xsc);
         } else {
             sqz_quantize_act_static(xin, m, n_in, q->qp.act_scale, xq);
             for (int64_t i = 0; i < m; i++) xsc[i] = q->qp.act_scale;
         }
-        st = sqz_gemm_i8_cpu(SQZ_I8_PATH_AUTO, m, n_out, n_in, xq, xsc, q->data, q->qp.scales, y, SQZ_DTYPE_F32);
+        st = sqz__gemm_i8_cpu(SQZ_I8_PATH_AUTO, m, n_out, n_in, xq, xsc, q->data, q->qp.scales, y, SQZ_DTYPE_F32);
         free(xsc);
         free(xq);
     }

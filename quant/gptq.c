@@ -205,16 +205,16 @@ void sqz__gptq_kgrids(const gptq_ctx *c, const float *x, int64_t sb, uint8_t *bl
     int zero = 0, nmax = 15, sub = 32;
     const float *qw = c->hdiag ? c->hdiag + sb * sbn : NULL;
     if (c->fmt == SQZ_QFMT_IQ3_S) { /* a grid is the sub-block's scale; the codebook is the sweep's */
-        sqz_quantize_iq3_s(x, blk, 1, sbn, qw);
+        sqz__quantize_iq3_s(x, blk, 1, sbn, qw);
         sqz__iq3s_subscales(blk, d);
     } else if (sqz__qfmt_iq4(c->fmt)) {
-        sqz_quantize_iq4(dt, x, blk, 1, sbn, qw);
+        sqz__quantize_iq4(dt, x, blk, 1, sbn, qw);
         sqz__iq4_subscales(dt, blk, d);
     } else if (c->fmt == SQZ_QFMT_MXFP4) { /* the reference's power of two, or the search's with H's diagonal */
-        sqz_quantize_mxfp4(x, blk, 1, sbn, qw);
+        sqz__quantize_mxfp4(x, blk, 1, sbn, qw);
         d[0] = sqz__mxfp4_scale(blk);
     } else {
-        sqz_quantize_k(dt, x, blk, 1, sbn, qw);
+        sqz__quantize_k(dt, x, blk, 1, sbn, qw);
         sub = sqz__kquant_subgrids(dt, blk, d, m, &zero, &nmax);
     }
     for (int j = 0; j < sbn / sub; j++)

@@ -19,7 +19,7 @@ void sqz__grid_make(sqz_qformat f, const float *x, int n, sqz__grid *g) {
     memset(g, 0, sizeof *g);
     g->anchor[0] = g->anchor[1] = -1;
     switch (f) {
-    case SQZ_QFMT_I8: { /* sqz_quantize_rows_i8_ref: absmax / 127 in f32 */
+    case SQZ_QFMT_I8: { /* sqz__quantize_rows_i8_ref: absmax / 127 in f32 */
         float amax = 0.0f;
         for (int i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
         g->d = amax / 127.0f;

@@ -8,7 +8,7 @@
  * Per row: sigma2 = mean(w^2); per 32-block the weights are qw[j] * sqrt(sigma2 + w[j]^2);
  * Q4_0 searches the scale among 19 candidates around -8/max (make_qx_quants, rmse_type 1),
  * Q4_1 the scale and minimum over 37 candidate ranges (make_qkx3_quants), each minimising the
- * weighted squared error. The K-quants (Q2_K ... Q6_K) are core's sqz_quantize_k, llama.cpp's
+ * weighted squared error. The K-quants (Q2_K ... Q6_K) are core's sqz__quantize_k, llama.cpp's
  * quantize_q*_K with the same quant_weights, IQ4_NL / IQ4_XS quant/gguf/iq4.c's quantize_iq4_nl /
  * quantize_iq4_xs.
  */
@@ -146,15 +146,15 @@ sqz_status sqz_quant_imatrix(const sqz_qlinear *lin, int n_lin, const sqz_qstats
         }
         const int64_t nb = n_in / 32;
         if (kquant) /* llama.cpp's quantize_q*_K with quant_weights (quant/gguf/kquant.c) */
-            sqz_quantize_k(out[i].dtype, lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
+            sqz__quantize_k(out[i].dtype, lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
         if (iq4) /* quantize_iq4_nl / quantize_iq4_xs with quant_weights (quant/gguf/iq4.c) */
-            sqz_quantize_iq4(out[i].dtype, lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
+            sqz__quantize_iq4(out[i].dtype, lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
         if (iq3) /* quantize_iq3_s with quant_weights (quant/gguf/iq3.c) */
-            sqz_quantize_iq3_s(lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
+            sqz__quantize_iq3_s(lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
         if (nv) /* each group's E4M3 scale searched (quant/nvfp4.c) */
             sqz__nvfp4_rows_search(lin[i].w, lin[i].n_out, n_in, sqz__nvfp4_global_scale(amax), st->x2, &out[i]);
         if (fp4) /* sqz's search of each block's exponent (quant/gguf/fp4.c; llama.cpp has none) */
-            sqz_quantize_mxfp4(lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
+            sqz__quantize_mxfp4(lin[i].w, out[i].data, lin[i].n_out, n_in, st->x2);
         if (iq3 && o->refine) s = sqz__iq3s_refine_rows(lin[i].w, lin[i].n_out, n_in, st->x2, out[i].data, o->threads);
         if (s != SQZ_OK) {
             for (int j = 0; j <= i; j++) sqz_qmatrix_free(&out[j]);

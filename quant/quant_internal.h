@@ -48,7 +48,7 @@ sqz_status sqz__qauto_quantize(const float *w, int64_t n_out, int64_t n_in, cons
 sqz_status sqz__qauto_measure(const float *w, int64_t n_out, int64_t n_in, const float *x2, bool imatrix, bool refine,
                               sqz_qformat f, float *deq, double *bytes, double *err);
 /* sqz's IQ3_S search (sqz__iq3s_refine) over every block of the (n_out, n_in) matrix w that
- * sqz_quantize_iq3_s wrote into data with the same importance qw (n_in, or NULL), on threads
+ * sqz__quantize_iq3_s wrote into data with the same importance qw (n_in, or NULL), on threads
  * (0: all cores) (quant/imatrix.c). */
 sqz_status sqz__iq3s_refine_rows(const float *w, int64_t n_out, int64_t n_in, const float *qw, void *data,
                                  int threads);
@@ -105,7 +105,7 @@ static inline int sqz__grid_code(const sqz__grid *g, sqz_qformat f, float v) {
 /* The value the dequantizer produces for code c (bit-exact with the format's dequantizer). */
 static inline float sqz__grid_value(const sqz__grid *g, sqz_qformat f, int c) {
     if (sqz__qfmt_iq4(f)) return g->d * sqz__kvalues_iq4nl[c]; /* as sqz_dequantize_iq4_* */
-    if (f == SQZ_QFMT_MXFP4) return (float)sqz__kvalues_fp4[c] * g->d; /* as sqz_dequantize_mxfp4 */
+    if (f == SQZ_QFMT_MXFP4) return (float)sqz__kvalues_fp4[c] * g->d; /* as sqz__dequantize_mxfp4 */
     if (f == SQZ_QFMT_FP8) return sqz_fp8_e4m3_to_fp32((uint8_t)c) * g->d; /* as sqz_qparams_rows_to_f32 */
     if (f == SQZ_QFMT_NVFP4) return sqz_bf16_to_fp32(sqz_fp32_to_bf16(sqz__e2m1_value(c) * g->d)); /* idem */
     if (sqz__qfmt_affine(f)) {

@@ -5,7 +5,7 @@
  * Q8_0/Q4_0/Q4_1 and the K-quants call llama.cpp's reference quantizers
  * (quant/gguf/quant_ref.c, quant/gguf/kquant.c) so the bytes are exactly what llama-quantize
  * writes without an importance matrix (IQ4_NL / IQ4_XS: quantize_iq4_nl / _xs with no weights,
- * quant/gguf/iq4.c, which is what llama-quantize calls for them); I8 is sqz_quantize_rows_i8_ref, the weight quantizer of
+ * quant/gguf/iq4.c, which is what llama-quantize calls for them); I8 is sqz__quantize_rows_i8_ref, the weight quantizer of
  * the W8A8 GEMM; I4 groups follow the grids of grid.c (documented in sqz/quant.h).
  */
 #include <stdlib.h>
@@ -90,15 +90,15 @@ static void block_rows(void *ctx, int64_t b, int64_t e, int thread) {
     const int64_t ne = (e - b) * j->n_in;
     switch (j->fmt) {
     case SQZ_QFMT_Q8_0: q8_0_rows(w, d, ne); break;
-    case SQZ_QFMT_Q4_0: sqz_quantize_q4_0_ref(w, d, ne); break;
-    case SQZ_QFMT_Q4_1: sqz_quantize_q4_1_ref(w, d, ne); break;
-    case SQZ_QFMT_Q5_0: sqz_quantize_q5_0_ref(w, d, ne); break;
-    case SQZ_QFMT_Q5_1: sqz_quantize_q5_1_ref(w, d, ne); break;
+    case SQZ_QFMT_Q4_0: sqz__quantize_q4_0_ref(w, d, ne); break;
+    case SQZ_QFMT_Q4_1: sqz__quantize_q4_1_ref(w, d, ne); break;
+    case SQZ_QFMT_Q5_0: sqz__quantize_q5_0_ref(w, d, ne); break;
+    case SQZ_QFMT_Q5_1: sqz__quantize_q5_1_ref(w, d, ne); break;
     case SQZ_QFMT_IQ4_NL: /* quantize_iq4_nl / _xs without weights: what llama-quantize writes */
-    case SQZ_QFMT_IQ4_XS: sqz_quantize_iq4(j->dt, w, d, e - b, j->n_in, NULL); break;
-    case SQZ_QFMT_IQ3_S: sqz_quantize_iq3_s(w, d, e - b, j->n_in, NULL); break; /* quantize_iq3_s, no weights */
-    case SQZ_QFMT_MXFP4: sqz_quantize_mxfp4_ref(w, d, ne); break;
-    default: sqz_quantize_k(j->dt, w, d, e - b, j->n_in, NULL); break; /* Q2_K .. Q6_K */
+    case SQZ_QFMT_IQ4_XS: sqz__quantize_iq4(j->dt, w, d, e - b, j->n_in, NULL); break;
+    case SQZ_QFMT_IQ3_S: sqz__quantize_iq3_s(w, d, e - b, j->n_in, NULL); break; /* quantize_iq3_s, no weights */
+    case SQZ_QFMT_MXFP4: sqz__quantize_mxfp4_ref(w, d, ne); break;
+    default: sqz__quantize_k(j->dt, w, d, e - b, j->n_in, NULL); break; /* Q2_K .. Q6_K */
     }
 }
 
@@ -126,7 +126,7 @@ static sqz_status rtn_one(const float *w, int64_t n_out, int64_t n_in, const sqz
                       (long long)(n_in > 0 ? i / n_in : 0));
     SQZ_TRY(sqz_qmatrix_alloc(out, t, n_out, n_in));
     switch (out->target.fmt) {
-    case SQZ_QFMT_I8: sqz_quantize_rows_i8_ref(w, n_out, n_in, out->data, out->scales_buf); break;
+    case SQZ_QFMT_I8: sqz__quantize_rows_i8_ref(w, n_out, n_in, out->data, out->scales_buf); break;
     case SQZ_QFMT_FP8: rtn_fp8(w, n_out, n_in, out); break;
     case SQZ_QFMT_NVFP4:
         sqz__nvfp4_rows(w, n_out, n_in, gs > 0 ? gs : sqz__nvfp4_global_scale(sqz__nvfp4_amax(w, n_out * n_in)), out);

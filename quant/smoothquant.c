@@ -53,7 +53,7 @@ static sqz_status w8a8_err(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
     for (int64_t r = 0; r < nx; r++)
         for (int64_t j = 0; j < n; j++) b->xs[r * n + j] = s ? x[r * n + j] / s[j] : x[r * n + j];
     if (o->act_mode == SQZ_ACT_DYNAMIC_TOKEN) {
-        sqz_quantize_rows_i8_ref(b->xs, nx, n, b->xq, b->xsc);
+        sqz__quantize_rows_i8_ref(b->xs, nx, n, b->xq, b->xsc);
     } else {
         float sc;
         SQZ_TRY(sqz__act_scale_for(st, o, s, &sc));
@@ -65,8 +65,8 @@ static sqz_status w8a8_err(const sqz_qlinear *lin, int n_lin, const sqz_qstats *
         const int64_t no = lin[i].n_out;
         memcpy(b->ws, lin[i].w, (size_t)no * (size_t)n * sizeof(float));
         if (s) sqz_scale_columns(b->ws, no, n, s);
-        sqz_quantize_rows_i8_ref(b->ws, no, n, b->wq, b->wsc);
-        SQZ_TRY(sqz_gemm_i8_cpu(SQZ_I8_PATH_AUTO, nx, no, n, b->xq, b->xsc, b->wq, b->wsc, b->y, SQZ_DTYPE_F32));
+        sqz__quantize_rows_i8_ref(b->ws, no, n, b->wq, b->wsc);
+        SQZ_TRY(sqz__gemm_i8_cpu(SQZ_I8_PATH_AUTO, nx, no, n, b->xq, b->xsc, b->wq, b->wsc, b->y, SQZ_DTYPE_F32));
         for (int64_t t = 0; t < nx * no; t++) {
             const double d = (double)b->y[t] - (double)yref[i][t];
             e += d * d;

@@ -22,10 +22,10 @@ static sqz_status sparse_check(const sqz_qmatrix *q, const float *x, int64_t m) 
     sqz_status st = vals && xq && meta && xs && ys && yd ? SQZ_OK : SQZ_ERR_NOMEM;
     if (st == SQZ_OK) st = sqz_sp24_pack_i8(q->data, n, k, vals, meta);
     if (st == SQZ_OK) {
-        sqz_quantize_rows_i8_ref(x, m, k, xq, xs);
+        sqz__quantize_rows_i8_ref(x, m, k, xq, xs);
         st = sqz_gemm_i8_sp24_ref(m, n, k, xq, xs, vals, meta, q->qp.scales, ys, SQZ_DTYPE_F32);
     }
-    if (st == SQZ_OK) st = sqz_gemm_i8_ref(m, n, k, xq, xs, q->data, q->qp.scales, yd, SQZ_DTYPE_F32);
+    if (st == SQZ_OK) st = sqz__gemm_i8_ref(m, n, k, xq, xs, q->data, q->qp.scales, yd, SQZ_DTYPE_F32);
     if (st == SQZ_OK && memcmp(ys, yd, (size_t)(m * n) * sizeof(float)))
         st = SQZ_ERROR(SQZ_ERR_NUMERIC, "the 2:4 sparse INT8 kernel differs from the dense one");
     free(vals);

@@ -1,5 +1,5 @@
 /*
- * sqz/dist.h - the few collectives distributed calibration needs (dist/), over MPI when sqz is
+ * sqz/dist.h - the few collectives distributed calibration needs (mpi/), over MPI when sqz is
  * built with SQZ_MPI and started by an MPI launcher (`mpirun -np N sqz ...`), otherwise one
  * process of rank 0 in a world of size 1, where every call below is a copy or nothing.
  *

@@ -27,7 +27,7 @@
  *
  * ---- Grids (what every method reproduces) -------------------------------------------------
  *   I8      scale = absmax(row) / 127 (f32), q = clamp(rint(w / scale), -127, 127): exactly
- *           sqz_quantize_rows_i8_ref (kernels/cpu/gemm_ref.h); a zero row has scale 0.
+ *           sqz__quantize_rows_i8_ref (kernels/cpu/gemm_ref.h); a zero row has scale 0.
  *   I4_SYM  per (row, group): m = the element of largest magnitude (the first one, keeping its
  *           sign, as GGUF Q4_0), scale = fp16(m / -8), code = clamp(rint(w / scale) + 8, 0, 15);
  *           scale 0 -> all codes 8.
@@ -46,7 +46,7 @@
  * them, quantizes every column to the nearest code of that stored grid, and forces the
  * element that defined the grid (Q4_0/Q8_0: the largest magnitude; Q4_1: the minimum and the
  * maximum) onto the extreme code. Hence:
- *   1. the blocks dequantize (sqz_dequantize_q4_0 etc., gguf-py, llama.cpp) exactly to the
+ *   1. the blocks dequantize (sqz__dequantize_q4_0 etc., gguf-py, llama.cpp) exactly to the
  *      values GPTQ used for its error feedback (sqz_qmatrix_to_f32 == GPTQ's Q);
  *   2. re-quantizing those dequantized values with the reference quantizer gives back the same
  *      bytes (Q8_0, Q4_0: always; Q4_1: whenever a block's |m| < 2^12 * 15 * d, i.e. for any

@@ -99,9 +99,9 @@ static sqz_status cpu_gemm_i8(void *ctx, const sqz_gemm_i8_args *a) {
     SQZ_TRY(check_out_dtype("gemm_i8", a->y_dtype));
     SQZ_RETURN_IF(a->m > 0 && (!a->x || !a->x_scale || (a->n > 0 && (!a->w || !a->w_scale || !a->y))),
                   SQZ_ERR_INVALID_ARG, "CPU gemm_i8: a NULL buffer");
-    if (a->x_f32) sqz_quantize_rows_i8_ref(a->x_f32, a->m, a->k, a->x, a->x_scale);
-    /* AVX2 when the CPU has it, bit-identical to sqz_gemm_i8_ref (kernels/cpu/gemm_i8.h) */
-    return sqz_gemm_i8_cpu(SQZ_I8_PATH_AUTO, a->m, a->n, a->k, a->x, a->x_scale, a->w, a->w_scale, a->y,
+    if (a->x_f32) sqz__quantize_rows_i8_ref(a->x_f32, a->m, a->k, a->x, a->x_scale);
+    /* AVX2 when the CPU has it, bit-identical to sqz__gemm_i8_ref (kernels/cpu/gemm_i8.h) */
+    return sqz__gemm_i8_cpu(SQZ_I8_PATH_AUTO, a->m, a->n, a->k, a->x, a->x_scale, a->w, a->w_scale, a->y,
                            a->y_dtype);
 }
 
@@ -110,7 +110,7 @@ static sqz_status cpu_gemm_i8_sp24(void *ctx, const sqz_gemm_i8_sp24_args *a) {
     (void)ctx;
     SQZ_RETURN_IF(a->m > 0 && a->n > 0 && (!a->x || !a->x_scale || !a->values || !a->meta || !a->w_scale || !a->y),
                   SQZ_ERR_INVALID_ARG, "CPU gemm_i8_sp24: a NULL buffer");
-    if (a->x_f32 && a->m > 0 && a->k > 0) sqz_quantize_rows_i8_ref(a->x_f32, a->m, a->k, a->x, a->x_scale);
+    if (a->x_f32 && a->m > 0 && a->k > 0) sqz__quantize_rows_i8_ref(a->x_f32, a->m, a->k, a->x, a->x_scale);
     return sqz_gemm_i8_sp24_ref(a->m, a->n, a->k, a->x, a->x_scale, a->values, a->meta, a->w_scale, a->y, a->y_dtype);
 }
 
@@ -121,7 +121,7 @@ static const char w4_magic[8] = {'S', 'Q', 'Z', 'W', '4', 'C', 'P', 'U'};
 static sqz_status cpu_prepare_w4(void *ctx, const void *src, sqz_dtype t, int64_t n, int64_t k, void **prepared) {
     *prepared = NULL;
     sqz_w4_layout L;
-    SQZ_TRY(sqz_w4_layout_init(t, n, k, &L));
+    SQZ_TRY(sqz__w4_layout_init(t, n, k, &L));
     size_t bytes;
     SQZ_RETURN_IF(!sqz__add_size(L.total, W4_HEADER, &bytes), SQZ_ERR_INVALID_ARG, "prepare_w4: size overflows");
     uint8_t *p = cpu_alloc(ctx, bytes);
@@ -131,7 +131,7 @@ static sqz_status cpu_prepare_w4(void *ctx, const void *src, sqz_dtype t, int64_
     sqz__wr_u32(p + 8, (uint32_t)t);
     sqz__wr_u64(p + 16, (uint64_t)n);
     sqz__wr_u64(p + 24, (uint64_t)k);
-    sqz_w4_pack(&L, src, p + W4_HEADER);
+    sqz__w4_pack(&L, src, p + W4_HEADER);
     *prepared = p;
     return SQZ_OK;
 }
@@ -157,7 +157,7 @@ static sqz_status cpu_gemm_w4(void *ctx, const sqz_gemm_w4_args *a) {
     if (a->m == 0) return SQZ_OK;
     SQZ_RETURN_IF(!a->x || !a->y, SQZ_ERR_INVALID_ARG, "CPU gemm_w4: a NULL buffer");
     sqz_w4_layout L;
-    SQZ_TRY(sqz_w4_layout_init(t, n, k, &L));
+    SQZ_TRY(sqz__w4_layout_init(t, n, k, &L));
     size_t xn, yn, panel_n, total;
     SQZ_RETURN_IF(!sqz__mul_size((size_t)a->m, (size_t)k, &xn) || !sqz__mul_size((size_t)a->m, (size_t)n, &yn) ||
                       !sqz__mul_size(W4_PANEL, (size_t)k, &panel_n) || !sqz__add_size(xn, panel_n, &total) ||
@@ -171,7 +171,7 @@ static sqz_status cpu_gemm_w4(void *ctx, const sqz_gemm_w4_args *a) {
     for (size_t i = 0; i < xn; i++) xf[i] = sqz_fp16_to_fp32(a->x[i]);
     for (int64_t j0 = 0; j0 < n; j0 += W4_PANEL) {
         const int64_t nj = n - j0 < W4_PANEL ? n - j0 : W4_PANEL;
-        sqz_w4_dequant_rows(&L, p + W4_HEADER, j0, nj, panel);
+        sqz__w4_dequant_rows(&L, p + W4_HEADER, j0, nj, panel);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->m, (int)nj, (int)k, 1.0f, xf, (int)k, panel,
                     (int)k, 0.0f, yf + j0, (int)n);
     }

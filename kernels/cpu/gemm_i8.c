@@ -27,7 +27,7 @@ static int32_t dot_i8(const int8_t *a, const int8_t *b, int64_t k) {
     return acc;
 }
 
-bool sqz_gemm_i8_has_avx2(void) {
+bool sqz__gemm_i8_has_avx2(void) {
 #ifdef SQZ_I8_X86
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") != 0;
@@ -96,7 +96,7 @@ static sqz_status pick(sqz_i8_path path, bool *avx2) {
     if (path == SQZ_I8_PATH_SCALAR) return SQZ_OK;
     SQZ_RETURN_IF(path != SQZ_I8_PATH_AUTO && path != SQZ_I8_PATH_AVX2, SQZ_ERR_INVALID_ARG,
                   "gemm_i8: unknown path %d", (int)path);
-    *avx2 = sqz_gemm_i8_has_avx2();
+    *avx2 = sqz__gemm_i8_has_avx2();
     SQZ_RETURN_IF(path == SQZ_I8_PATH_AVX2 && !*avx2, SQZ_ERR_UNSUPPORTED, "gemm_i8: this CPU has no AVX2");
     return SQZ_OK;
 }
@@ -167,7 +167,7 @@ static void run(bool avx2, int64_t m, int64_t n, int64_t k, const int8_t *x, con
     (void)avx2;
 }
 
-sqz_status sqz_gemm_i8_acc(sqz_i8_path path, int64_t m, int64_t n, int64_t k, const int8_t *x, const int8_t *w,
+sqz_status sqz__gemm_i8_acc(sqz_i8_path path, int64_t m, int64_t n, int64_t k, const int8_t *x, const int8_t *w,
                            int32_t *acc) {
     SQZ_TRY(check_args(m, n, k));
     bool avx2;
@@ -177,7 +177,7 @@ sqz_status sqz_gemm_i8_acc(sqz_i8_path path, int64_t m, int64_t n, int64_t k, co
     return SQZ_OK;
 }
 
-sqz_status sqz_gemm_i8_cpu(sqz_i8_path path, int64_t m, int64_t n, int64_t k, const int8_t *x,
+sqz_status sqz__gemm_i8_cpu(sqz_i8_path path, int64_t m, int64_t n, int64_t k, const int8_t *x,
                            const float *x_scale, const int8_t *w, const float *w_scale, void *y, sqz_dtype y_dtype) {
     SQZ_TRY(check_args(m, n, k));
     SQZ_RETURN_IF(y_dtype != SQZ_DTYPE_F32 && y_dtype != SQZ_DTYPE_F16, SQZ_ERR_INVALID_ARG,

@@ -1,7 +1,7 @@
 /*
  * kernels/cpu/gemm_i8.h - the CPU's exact INT8 x INT8 -> INT32 GEMM (W8A8), vectorized.
  *
- * Same contract and the same bits as the scalar reference sqz_gemm_i8_ref (gemm_ref.h):
+ * Same contract and the same bits as the scalar reference sqz__gemm_i8_ref (gemm_ref.h):
  * Y(m, n) = X(m, k) . W(n, k)^T accumulated exactly in int32, then
  * y = ((float)acc * x_scale[i]) * w_scale[j] (f32, or rounded to f16 RNE). Integer sums are
  * exact whatever their order, so the vector path agrees with the reference bit for bit on
@@ -31,14 +31,14 @@ typedef enum sqz_i8_path {
 } sqz_i8_path;
 
 /* True if the AVX2 path can run here. */
-bool sqz_gemm_i8_has_avx2(void);
+bool sqz__gemm_i8_has_avx2(void);
 
 /* acc (m, n) = X (m, k) . W (n, k)^T in int32 (k <= SQZ_GEMM_I8_MAX_K). */
-sqz_status sqz_gemm_i8_acc(sqz_i8_path path, int64_t m, int64_t n, int64_t k, const int8_t *x, const int8_t *w,
+sqz_status sqz__gemm_i8_acc(sqz_i8_path path, int64_t m, int64_t n, int64_t k, const int8_t *x, const int8_t *w,
                            int32_t *acc);
 
-/* The full W8A8 GEMM with scales (the contract of sqz_gemm_i8_ref). */
-sqz_status sqz_gemm_i8_cpu(sqz_i8_path path, int64_t m, int64_t n, int64_t k, const int8_t *x,
+/* The full W8A8 GEMM with scales (the contract of sqz__gemm_i8_ref). */
+sqz_status sqz__gemm_i8_cpu(sqz_i8_path path, int64_t m, int64_t n, int64_t k, const int8_t *x,
                            const float *x_scale, const int8_t *w, const float *w_scale, void *y, sqz_dtype y_dtype);
 
 #ifdef __cplusplus

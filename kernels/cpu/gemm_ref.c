@@ -11,7 +11,7 @@
 #include "core/dequant.h"
 #include "kernels/cpu/gemm_ref.h"
 
-void sqz_quantize_rows_i8_ref(const float *x, int64_t m, int64_t k, int8_t *q, float *scale) {
+void sqz__quantize_rows_i8_ref(const float *x, int64_t m, int64_t k, int8_t *q, float *scale) {
     for (int64_t i = 0; i < m; i++) {
         const float *row = x + i * k;
         int8_t *qrow = q + i * k;
@@ -42,7 +42,7 @@ static void store_out(void *y, sqz_dtype y_dtype, int64_t idx, float v) {
     else ((uint16_t *)y)[idx] = sqz_fp32_to_fp16(v);
 }
 
-sqz_status sqz_gemm_i8_ref(int64_t m, int64_t n, int64_t k, const int8_t *x, const float *x_scale,
+sqz_status sqz__gemm_i8_ref(int64_t m, int64_t n, int64_t k, const int8_t *x, const float *x_scale,
                            const int8_t *w, const float *w_scale, void *y, sqz_dtype y_dtype) {
     SQZ_RETURN_IF(m < 0 || n < 0 || k < 0, SQZ_ERR_INVALID_ARG, "gemm_i8: negative dimension (%lld, %lld, %lld)",
                   (long long)m, (long long)n, (long long)k);
@@ -64,7 +64,7 @@ sqz_status sqz_gemm_i8_ref(int64_t m, int64_t n, int64_t k, const int8_t *x, con
     return SQZ_OK;
 }
 
-sqz_status sqz_gemm_w4a16_ref(int64_t m, int64_t n, int64_t k, const uint16_t *x, const void *w,
+sqz_status sqz__gemm_w4a16_ref(int64_t m, int64_t n, int64_t k, const uint16_t *x, const void *w,
                               sqz_dtype w_dtype, void *y, sqz_dtype y_dtype) {
     SQZ_RETURN_IF(m < 0 || n < 0 || k < 0, SQZ_ERR_INVALID_ARG, "gemm_w4: negative dimension");
     SQZ_RETURN_IF(k % 32 != 0, SQZ_ERR_INVALID_ARG, "gemm_w4: k = %lld is not a multiple of 32", (long long)k);
@@ -84,8 +84,8 @@ sqz_status sqz_gemm_w4a16_ref(int64_t m, int64_t n, int64_t k, const uint16_t *x
     for (size_t t = 0; t < (size_t)m * (size_t)k; t++) xf[t] = sqz_fp16_to_fp32(x[t]);
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *src = (const uint8_t *)w + (size_t)j * row_bytes;
-        if (w_dtype == SQZ_DTYPE_Q4_0) sqz_dequantize_q4_0(src, wrow, k);
-        else sqz_dequantize_q4_1(src, wrow, k);
+        if (w_dtype == SQZ_DTYPE_Q4_0) sqz__dequantize_q4_0(src, wrow, k);
+        else sqz__dequantize_q4_1(src, wrow, k);
         for (int64_t i = 0; i < m; i++) {
             const float *xr = xf + i * k;
             double acc = 0.0;
@@ -97,7 +97,7 @@ sqz_status sqz_gemm_w4a16_ref(int64_t m, int64_t n, int64_t k, const uint16_t *x
     return SQZ_OK;
 }
 
-sqz_status sqz_matmul_ref(const sqz_matmul_args *a) {
+sqz_status sqz__matmul_ref(const sqz_matmul_args *a) {
     const sqz_dtype_traits *tr = sqz_dtype_info(a->w_dtype);
     SQZ_RETURN_IF(!tr || !tr->to_f32, SQZ_ERR_UNSUPPORTED, "matmul reference: weights of dtype %s",
                   sqz_dtype_name(a->w_dtype));

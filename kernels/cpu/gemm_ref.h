@@ -31,17 +31,17 @@ extern "C" {
  * scale[i] = absmax / 127; q = clamp(rint(x / scale), -127, 127); a zero row gets scale 0
  * and q = 0; a row holding a NaN or an infinity gets scale NaN and q = 0.
  * Also the per-channel weight quantizer (rows of W). */
-void sqz_quantize_rows_i8_ref(const float *x, int64_t m, int64_t k, int8_t *q, float *scale);
+void sqz__quantize_rows_i8_ref(const float *x, int64_t m, int64_t k, int8_t *q, float *scale);
 
 /* y (m, n) of y_dtype (F32 or F16) = W8A8 GEMM of q x (m, k) and w (n, k) with their
  * scales. SQZ_ERR_INVALID_ARG on negative sizes, k > SQZ_GEMM_I8_MAX_K or another y_dtype. */
-sqz_status sqz_gemm_i8_ref(int64_t m, int64_t n, int64_t k, const int8_t *x, const float *x_scale,
+sqz_status sqz__gemm_i8_ref(int64_t m, int64_t n, int64_t k, const int8_t *x, const float *x_scale,
                            const int8_t *w, const float *w_scale, void *y, sqz_dtype y_dtype);
 
 /* y (m, n) of y_dtype (F32 or F16) = x (m, k) fp16 . dequant(w)^T, w (n, k) Q4_0 or Q4_1
  * blocks (each row k / 32 blocks), double accumulation. SQZ_ERR_INVALID_ARG when k is not
  * a multiple of 32 or a dtype is not supported; SQZ_ERR_NOMEM. */
-sqz_status sqz_gemm_w4a16_ref(int64_t m, int64_t n, int64_t k, const uint16_t *x, const void *w,
+sqz_status sqz__gemm_w4a16_ref(int64_t m, int64_t n, int64_t k, const uint16_t *x, const void *w,
                               sqz_dtype w_dtype, void *y, sqz_dtype y_dtype);
 
 /* The matmul op's reference (SQZ_OP_MATMUL): y = x . dequant(W)^T + bias for weights of any dtype
@@ -49,7 +49,7 @@ sqz_status sqz_gemm_w4a16_ref(int64_t m, int64_t n, int64_t k, const uint16_t *x
  * defines it) and every dot product summed in double, then rounded to f32. The stored-weight
  * kernels (qmatmul.h) must match it within float summation error. SQZ_ERR_UNSUPPORTED for a dtype
  * without a float view, SQZ_ERR_INVALID_ARG for k not a multiple of the block size, SQZ_ERR_NOMEM. */
-sqz_status sqz_matmul_ref(const sqz_matmul_args *a);
+sqz_status sqz__matmul_ref(const sqz_matmul_args *a);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,7 @@
  * of five, and the same dot product as the scalar dequantizer's weights up to float rounding
  * (another order and grouping of the same sums). The 16-element sub-blocks (Q2_K, Q3_K, Q6_K)
  * form each weight as the scalar dequantizer does (code times scale, minus the minimum) and FMA
- * it. tests/unit/test_qmatmul.c checks every kernel against sqz_matmul_ref within 1e-5 of the
+ * it. tests/unit/test_qmatmul.c checks every kernel against sqz__matmul_ref within 1e-5 of the
  * sum of |w x|.
  */
 #include "kernels/cpu/qmatmul.h"

@@ -7,7 +7,7 @@
  * float, times the scale, plus the minimum: separate roundings, no fusion - this file is
  * compiled with -ffp-contract=off) and only then multiplied into the sum with an FMA, so the
  * result is the dot product of the GGUF-defined weights with x, summed in another order (four
- * 8-lane accumulators). tests/unit/test_qmatmul.c checks each against sqz_matmul_ref.
+ * 8-lane accumulators). tests/unit/test_qmatmul.c checks each against sqz__matmul_ref.
  */
 #include "kernels/cpu/qmatmul.h"
 

@@ -8,7 +8,7 @@
 #include "core/internal.h"
 #include "kernels/cpu/w4_pack.h"
 
-sqz_status sqz_w4_layout_init(sqz_dtype dtype, int64_t n, int64_t k, sqz_w4_layout *out) {
+sqz_status sqz__w4_layout_init(sqz_dtype dtype, int64_t n, int64_t k, sqz_w4_layout *out) {
     memset(out, 0, sizeof *out);
     SQZ_RETURN_IF(dtype != SQZ_DTYPE_Q4_0 && dtype != SQZ_DTYPE_Q4_1, SQZ_ERR_INVALID_ARG,
                   "prepare_w4: weights of dtype %s (q4_0 or q4_1 expected)", sqz_dtype_name(dtype));
@@ -57,7 +57,7 @@ static size_t lane_off(const sqz_w4_layout *L, int64_t tile, int64_t step, int l
     return L->q_offset + ((size_t)(tile * L->k_steps + step) * 32 + (size_t)lane) * 16;
 }
 
-void sqz_w4_pack(const sqz_w4_layout *L, const void *vsrc, void *vdst) {
+void sqz__w4_pack(const sqz_w4_layout *L, const void *vsrc, void *vdst) {
     const uint8_t *src = vsrc;
     uint8_t *dst = vdst;
     const size_t qs_off = qs_offset(L->dtype);
@@ -100,7 +100,7 @@ void sqz_w4_pack(const sqz_w4_layout *L, const void *vsrc, void *vdst) {
     }
 }
 
-void sqz_w4_unpack(const sqz_w4_layout *L, const void *vprep, void *vdst) {
+void sqz__w4_unpack(const sqz_w4_layout *L, const void *vprep, void *vdst) {
     const uint8_t *prep = vprep;
     uint8_t *dst = vdst;
     memset(dst, 0, (size_t)L->n * L->src_row_bytes);
@@ -141,7 +141,7 @@ void sqz_w4_unpack(const sqz_w4_layout *L, const void *vprep, void *vdst) {
     }
 }
 
-void sqz_w4_dequant_rows(const sqz_w4_layout *L, const void *vprep, int64_t row0, int64_t rows, float *out) {
+void sqz__w4_dequant_rows(const sqz_w4_layout *L, const void *vprep, int64_t row0, int64_t rows, float *out) {
     const uint8_t *prep = vprep;
     const int64_t t0 = row0 / SQZ_W4_TILE_N, t1 = (row0 + rows - 1) / SQZ_W4_TILE_N;
     const int q41 = L->dtype == SQZ_DTYPE_Q4_1;

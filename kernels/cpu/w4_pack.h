@@ -71,7 +71,7 @@ typedef struct sqz_w4_layout {
 
 /* Fills *out for a (n, k) weight of dtype. SQZ_ERR_INVALID_ARG when n < 1, k < 32, k is not a
  * multiple of 32, the dtype is not Q4_0 / Q4_1 or a size overflows. */
-sqz_status sqz_w4_layout_init(sqz_dtype dtype, int64_t n, int64_t k, sqz_w4_layout *out);
+sqz_status sqz__w4_layout_init(sqz_dtype dtype, int64_t n, int64_t k, sqz_w4_layout *out);
 
 /* Where nibble p (0..7) of word w (0..3) of lane (0..31) lands in its (tile, k step):
  * *kk in 0..15, *nn in 0..63. */
@@ -85,13 +85,13 @@ SQZ__HD void sqz_w4_nibble_coord(int lane, int w, int p, int *kk, int *nn) {
 SQZ__HD int sqz_w4_scale_pos(int c) { return (c & 7) * 8 + (c >> 3); }
 
 /* Packs src (n rows of k / 32 GGUF blocks, host memory) into dst (L->total bytes). */
-void sqz_w4_pack(const sqz_w4_layout *L, const void *src, void *dst);
+void sqz__w4_pack(const sqz_w4_layout *L, const void *src, void *dst);
 /* The inverse: dst receives n rows of GGUF blocks (n * src_row_bytes bytes); padding
  * columns are dropped. unpack(pack(x)) == x byte for byte. */
-void sqz_w4_unpack(const sqz_w4_layout *L, const void *prepared, void *dst);
+void sqz__w4_unpack(const sqz_w4_layout *L, const void *prepared, void *dst);
 /* Dequantizes rows [row0, row0 + rows) of the prepared weight into out (rows, k) f32,
  * with the GGUF reference's arithmetic (d * (q - 8) or d * q + m in f32). */
-void sqz_w4_dequant_rows(const sqz_w4_layout *L, const void *prepared, int64_t row0, int64_t rows, float *out);
+void sqz__w4_dequant_rows(const sqz_w4_layout *L, const void *prepared, int64_t row0, int64_t rows, float *out);
 
 #ifdef __cplusplus
 }

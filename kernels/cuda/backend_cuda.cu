@@ -357,12 +357,12 @@ static sqz_status cuda_prepare_w4(void *ctx, const void *src, sqz_dtype t, int64
     sqz_cuda_ctx *c = (sqz_cuda_ctx *)ctx;
     *prepared = NULL;
     sqz_w4_layout L;
-    SQZ_TRY(sqz_w4_layout_init(t, n, k, &L));
+    SQZ_TRY(sqz__w4_layout_init(t, n, k, &L));
     SQZ_RETURN_IF(n > INT_MAX || L.n_tiles * L.k_steps > INT_MAX / 32, SQZ_ERR_INVALID_ARG,
                   "prepare_w4: weight (%lld, %lld) too large for the CUDA kernels", (long long)n, (long long)k);
     uint8_t *host = (uint8_t *)sqz__malloc(L.total);
     if (!host) return SQZ_ERR_NOMEM;
-    sqz_w4_pack(&L, src, host);
+    sqz__w4_pack(&L, src, host);
     void *dev = cuda_alloc(c, L.total);
     sqz_status s = dev ? cuda_upload(c, dev, host, L.total) : SQZ_ERR_NOMEM;
     free(host);

@@ -235,7 +235,7 @@ sqz_status sqz__cuda_bench_gemm(sqz_backend *b, sqz_bench_kernel kernel, int64_t
     const sqz_dtype wq = kernel == SQZ_BENCH_W4_Q4_1 ? SQZ_DTYPE_Q4_1 : SQZ_DTYPE_Q4_0;
     sqz_w4_layout L;
     memset(&L, 0, sizeof L);
-    if (is_w4) SQZ_TRY(sqz_w4_layout_init(wq, n, k, &L));
+    if (is_w4) SQZ_TRY(sqz__w4_layout_init(wq, n, k, &L));
     const size_t w_bytes = kernel == SQZ_BENCH_CUBLAS_F16 ? 2 * N * K : is_w4 ? L.total : N * K;
     /* bytes besides the weight copies: activations, scales, output, scratch */
     size_t other = 4 * M * K + 2 * M * K + 4 * M + 4 * N + 4 * M * N + 64 * ((size_t)1 << 20);
@@ -259,7 +259,7 @@ sqz_status sqz__cuda_bench_gemm(sqz_backend *b, sqz_bench_kernel kernel, int64_t
     if (is_w4) {
         std::vector<uint8_t> blocks, packed(L.total);
         random_q4_blocks(blocks, wq, n, k);
-        sqz_w4_pack(&L, blocks.data(), packed.data());
+        sqz__w4_pack(&L, blocks.data(), packed.data());
         for (int i = 0; i < copies; i++) {
             SQZ_TRY(b->ops->upload(b->ctx, w[i], packed.data(), L.total));
             SQZ_TRY(sqz__cuda_w4_register(c, w[i], &L));

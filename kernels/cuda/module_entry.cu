@@ -1,6 +1,6 @@
 /*
  * kernels/cuda/module_entry.cu - the entry of the CUDA module libsqz_cuda.so
- * (kernels/cuda_loader/cuda_module.h): libsqz's loader calls sqz_cuda_module_entry with its host
+ * (kernels/cuda_loader/cuda_module.h): libsqz's loader calls sqz__cuda_module_entry with its host
  * table and gets the entry points of this backend. The libsqz internals the CUDA code calls
  * (error recording, allocation, dtype names, the int4 packer) are defined here as forwarders
  * to the host table: one error state per thread on both sides, and no undefined sqz symbol in
@@ -41,10 +41,10 @@ void *sqz__calloc(size_t count, size_t size) { return host->calloc(count, size);
 void *sqz__realloc(void *p, size_t n) { return host->realloc(p, n); }
 const char *sqz_dtype_name(sqz_dtype t) { return host->dtype_name(t); }
 uint16_t sqz_fp32_to_fp16(float f) { return host->fp32_to_fp16(f); }
-sqz_status sqz_w4_layout_init(sqz_dtype dtype, int64_t n, int64_t k, sqz_w4_layout *out) {
+sqz_status sqz__w4_layout_init(sqz_dtype dtype, int64_t n, int64_t k, sqz_w4_layout *out) {
     return host->w4_layout_init(dtype, n, k, out);
 }
-void sqz_w4_pack(const sqz_w4_layout *L, const void *src, void *dst) { host->w4_pack(L, src, dst); }
+void sqz__w4_pack(const sqz_w4_layout *L, const void *src, void *dst) { host->w4_pack(L, src, dst); }
 
 /* ---- the entry ---------------------------------------------------------------------- */
 static const sqz__cuda_module module_table = {
@@ -56,7 +56,7 @@ static const sqz__cuda_module module_table = {
     /* .bench_gemm = */ sqz__cuda_bench_gemm,
 };
 
-extern "C" __attribute__((visibility("default"))) const sqz__cuda_module *sqz_cuda_module_entry(
+extern "C" __attribute__((visibility("default"))) const sqz__cuda_module *sqz__cuda_module_entry(
     const sqz__cuda_host *h) {
     if (!h || h->abi != SQZ__CUDA_MODULE_ABI || h->size != sizeof *h) return NULL;
     host = h;

@@ -1,6 +1,6 @@
 /*
  * kernels/cuda/quantize_i8.cuh - per-token int8 quantization of activations, bit-identical
- * to sqz_quantize_rows_i8_ref (kernels/cpu/gemm_ref.h): scale = absmax / 127, q =
+ * to sqz__quantize_rows_i8_ref (kernels/cpu/gemm_ref.h): scale = absmax / 127, q =
  * clamp(rint(x / scale), -127, 127) with IEEE division (__fdiv_rn) and round half to
  * even; zero (or underflowing) rows get scale 0, rows with a NaN / infinity scale NaN,
  * both with q = 0.

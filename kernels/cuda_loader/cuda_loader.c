@@ -48,8 +48,8 @@ static const sqz__cuda_host host = {
     .realloc = sqz__realloc,
     .dtype_name = sqz_dtype_name,
     .fp32_to_fp16 = sqz_fp32_to_fp16,
-    .w4_layout_init = sqz_w4_layout_init,
-    .w4_pack = sqz_w4_pack,
+    .w4_layout_init = sqz__w4_layout_init,
+    .w4_pack = sqz__w4_pack,
 };
 
 /* ---- loading, once ------------------------------------------------------------------- */

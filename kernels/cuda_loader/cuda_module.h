@@ -32,7 +32,7 @@ extern "C" {
 
 #define SQZ__CUDA_MODULE_ABI 3u
 /* The symbol the module exports: const sqz__cuda_module *ENTRY(const sqz__cuda_host *host). */
-#define SQZ__CUDA_MODULE_ENTRY "sqz_cuda_module_entry"
+#define SQZ__CUDA_MODULE_ENTRY "sqz__cuda_module_entry"
 /* The module's file name, looked for next to the library (or program) holding the loader. */
 #define SQZ__CUDA_MODULE_FILE "libsqz_cuda.so"
 

@@ -13,13 +13,13 @@
 
 /* The reference quantizer of each block type sqz writes (llama.cpp's quantize_row_*_ref). */
 static const sqz_from_f32_fn quantizers[SQZ_DTYPE_COUNT] = {
-    [SQZ_DTYPE_Q8_0] = sqz_quantize_q8_0_ref, [SQZ_DTYPE_Q4_0] = sqz_quantize_q4_0_ref,
-    [SQZ_DTYPE_Q4_1] = sqz_quantize_q4_1_ref, [SQZ_DTYPE_Q5_0] = sqz_quantize_q5_0_ref,
-    [SQZ_DTYPE_Q5_1] = sqz_quantize_q5_1_ref, [SQZ_DTYPE_Q2_K] = sqz_quantize_q2_K_ref,
-    [SQZ_DTYPE_Q3_K] = sqz_quantize_q3_K_ref, [SQZ_DTYPE_Q4_K] = sqz_quantize_q4_K_ref,
-    [SQZ_DTYPE_Q5_K] = sqz_quantize_q5_K_ref, [SQZ_DTYPE_Q6_K] = sqz_quantize_q6_K_ref,
-    [SQZ_DTYPE_IQ4_NL] = sqz_quantize_iq4_nl_ref, [SQZ_DTYPE_IQ4_XS] = sqz_quantize_iq4_xs_ref,
-    [SQZ_DTYPE_IQ3_S] = sqz_quantize_iq3_s_ref, [SQZ_DTYPE_MXFP4] = sqz_quantize_mxfp4_ref,
+    [SQZ_DTYPE_Q8_0] = sqz__quantize_q8_0_ref, [SQZ_DTYPE_Q4_0] = sqz__quantize_q4_0_ref,
+    [SQZ_DTYPE_Q4_1] = sqz__quantize_q4_1_ref, [SQZ_DTYPE_Q5_0] = sqz__quantize_q5_0_ref,
+    [SQZ_DTYPE_Q5_1] = sqz__quantize_q5_1_ref, [SQZ_DTYPE_Q2_K] = sqz__quantize_q2_K_ref,
+    [SQZ_DTYPE_Q3_K] = sqz__quantize_q3_K_ref, [SQZ_DTYPE_Q4_K] = sqz__quantize_q4_K_ref,
+    [SQZ_DTYPE_Q5_K] = sqz__quantize_q5_K_ref, [SQZ_DTYPE_Q6_K] = sqz__quantize_q6_K_ref,
+    [SQZ_DTYPE_IQ4_NL] = sqz__quantize_iq4_nl_ref, [SQZ_DTYPE_IQ4_XS] = sqz__quantize_iq4_xs_ref,
+    [SQZ_DTYPE_IQ3_S] = sqz__quantize_iq3_s_ref, [SQZ_DTYPE_MXFP4] = sqz__quantize_mxfp4_ref,
 };
 
 sqz_from_f32_fn sqz__dtype_from_f32(sqz_dtype t) {

@@ -1,13 +1,13 @@
 /*
  * quant/gguf/fp4.c - the MXFP4 quantizers (OCP microscaling FP4, llama.cpp's GGML_TYPE_MXFP4).
  *
- *   sqz_quantize_mxfp4_ref   llama.cpp's quantize_row_mxfp4_ref, operation for operation (the
+ *   sqz__quantize_mxfp4_ref   llama.cpp's quantize_row_mxfp4_ref, operation for operation (the
  *                            bytes are identical: tests/py/test_gguf_types.py): the scale is the
  *                            power of two e = floor(log2 amax) - 2 (so that amax / 2^e lies in
  *                            [4, 8), and 6 is the largest E2M1 value), each value the nearest
  *                            E2M1 value at that scale. It is also quantize_mxfp4, which ignores
  *                            an importance matrix: what llama-quantize writes.
- *   sqz_quantize_mxfp4       with an importance matrix: sqz's own scale search (llama.cpp has
+ *   sqz__quantize_mxfp4       with an importance matrix: sqz's own scale search (llama.cpp has
  *                            none), the exponent among e - 1 (clipping the largest values), e and
  *                            e + 1 whose block has the least error weighted as llama.cpp weights
  *                            IQ4_NL's search, qw * sqrt(sigma2 + x^2); the reference's block
@@ -66,7 +66,7 @@ static float block_codes(const float *x, int e, const float *w, uint8_t *L) {
     return err;
 }
 
-void sqz_quantize_mxfp4_ref(const float *x, void *vy, int64_t n) {
+void sqz__quantize_mxfp4_ref(const float *x, void *vy, int64_t n) {
     sqz_block_mxfp4 *y = vy;
     uint8_t L[QK];
     for (int64_t i = 0; i < n / QK; i++) {
@@ -107,13 +107,13 @@ static void search_block(const float *xb, const float *qw, sqz_block_mxfp4 *y) {
     pack(best_L, y->qs);
 }
 
-void sqz_quantize_mxfp4(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *quant_weights) {
+void sqz__quantize_mxfp4(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *quant_weights) {
     sqz_block_mxfp4 *y = dst;
     const int64_t nb = n_per_row / QK;
     for (int64_t r = 0; r < nrow; ++r) {
         const float *x = src + r * n_per_row;
         if (!quant_weights) {
-            sqz_quantize_mxfp4_ref(x, y + r * nb, n_per_row);
+            sqz__quantize_mxfp4_ref(x, y + r * nb, n_per_row);
             continue;
         }
         for (int64_t i = 0; i < nb; ++i) search_block(x + i * QK, quant_weights + i * QK, y + r * nb + i);

@@ -272,7 +272,7 @@ static void iq3s_superblock(const float *xbl, sqz_block_iq3_s *y, const float *q
     }
 }
 
-void sqz_quantize_iq3_s(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *quant_weights) {
+void sqz__quantize_iq3_s(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *quant_weights) {
     pthread_once(&tables_once, tables_build);
     for (int64_t r = 0; r < nrow; ++r) {
         const float *x = src + r * n_per_row;
@@ -282,7 +282,7 @@ void sqz_quantize_iq3_s(const float *src, void *dst, int64_t nrow, int64_t n_per
     }
 }
 
-void sqz_quantize_iq3_s_ref(const float *x, void *y, int64_t n) { sqz_quantize_iq3_s(x, y, 1, n, NULL); }
+void sqz__quantize_iq3_s_ref(const float *x, void *y, int64_t n) { sqz__quantize_iq3_s(x, y, 1, n, NULL); }
 
 /* ---- GPTQ onto the codebook (quant/gptq.c) ------------------------------------------------- */
 
@@ -391,7 +391,7 @@ void sqz__iq3s_refine(const float *x, const float *qw, void *block) {
         }
     }
     float deq[QK_K];
-    sqz_dequantize_iq3_s(y, deq, QK_K);
+    sqz__dequantize_iq3_s(y, deq, QK_K);
     double orig = 0;
     for (int i = 0; i < QK_K; i++) orig += (double)w[i] * (double)(x[i] - deq[i]) * (x[i] - deq[i]);
     if (!(best >= 0) || orig <= best) return; /* llama.cpp's block was no worse: kept */

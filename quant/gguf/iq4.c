@@ -149,18 +149,18 @@ static void iq4_xs_block(const float *x, sqz_block_iq4_xs *y, const float *qw) {
     iq4_pack(L, y->qs, QK_K);
 }
 
-void sqz_quantize_iq4_nl_ref(const float *x, void *vy, int64_t n) {
+void sqz__quantize_iq4_nl_ref(const float *x, void *vy, int64_t n) {
     sqz_block_iq4_nl *y = vy;
     uint8_t L[32] = {0};
     for (int64_t i = 0; i < n / 32; ++i) iq4_nl_block(x + 32 * i, &y[i], NULL, L, -1);
 }
 
-void sqz_quantize_iq4_xs_ref(const float *x, void *vy, int64_t n) {
+void sqz__quantize_iq4_xs_ref(const float *x, void *vy, int64_t n) {
     sqz_block_iq4_xs *y = vy;
     for (int64_t i = 0; i < n / QK_K; ++i) iq4_xs_block(x + QK_K * i, &y[i], NULL);
 }
 
-void sqz_quantize_iq4(sqz_dtype t, const float *src, void *dst, int64_t nrow, int64_t n_per_row,
+void sqz__quantize_iq4(sqz_dtype t, const float *src, void *dst, int64_t nrow, int64_t n_per_row,
                       const float *quant_weights) {
     uint8_t L[32] = {0};
     for (int64_t r = 0; r < nrow; ++r) {
@@ -187,7 +187,7 @@ int sqz__iq4_subscales(sqz_dtype t, const void *block, float *d) {
     const float dh = sqz_fp16_to_fp32(x->d);
     for (int ib = 0; ib < QK_K / 32; ++ib) {
         const int ls = ((x->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x->scales_h >> 2 * ib) & 3) << 4);
-        d[ib] = dh * (float)(ls - 32); /* as sqz_dequantize_iq4_xs */
+        d[ib] = dh * (float)(ls - 32); /* as sqz__dequantize_iq4_xs */
     }
     return QK_K / 32;
 }

@@ -143,7 +143,7 @@ static void q2_K_finish(const float *x, sqz_block_q2_K *y, uint8_t *L) {
     pack_2bit(L, y->qs);
 }
 
-void sqz_quantize_q2_K_ref(const float *x, void *vy, int64_t k) {
+void sqz__quantize_q2_K_ref(const float *x, void *vy, int64_t k) {
     sqz_block_q2_K *y = vy;
     uint8_t L[QK_K], Laux[16];
     float weights[16], mins[QK_K / 16], scales[QK_K / 16];
@@ -203,7 +203,7 @@ static void q2_K_row_impl(const float *x, sqz_block_q2_K *y, int64_t n_per_row, 
 
 /* ---- Q3_K ---------------------------------------------------------------------------------- */
 
-void sqz_quantize_q3_K_ref(const float *x, void *vy, int64_t k) {
+void sqz__quantize_q3_K_ref(const float *x, void *vy, int64_t k) {
     sqz_block_q3_K *y = vy;
     int8_t L[QK_K];
     float scales[QK_K / 16];
@@ -324,7 +324,7 @@ static void k45_impl_block(const float *x, const float *qw_block, int nmax, bool
     k4_codes(x, *d, *dmin, scales_out, nmax, L);
 }
 
-void sqz_quantize_q4_K_ref(const float *x, void *vy, int64_t k) {
+void sqz__quantize_q4_K_ref(const float *x, void *vy, int64_t k) {
     sqz_block_q4_K *y = vy;
     uint8_t L[QK_K];
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
@@ -333,7 +333,7 @@ void sqz_quantize_q4_K_ref(const float *x, void *vy, int64_t k) {
     }
 }
 
-void sqz_quantize_q5_K_ref(const float *x, void *vy, int64_t k) {
+void sqz__quantize_q5_K_ref(const float *x, void *vy, int64_t k) {
     sqz_block_q5_K *y = vy;
     uint8_t L[QK_K];
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
@@ -400,14 +400,14 @@ static void q6_K_block(const float *x, sqz_block_q6_K *y, const float *qw_block)
     q6_K_pack((const uint8_t *)L, y);
 }
 
-void sqz_quantize_q6_K_ref(const float *x, void *vy, int64_t k) {
+void sqz__quantize_q6_K_ref(const float *x, void *vy, int64_t k) {
     sqz_block_q6_K *y = vy;
     for (int64_t i = 0; i < k / QK_K; i++) q6_K_block(x + i * QK_K, &y[i], NULL);
 }
 
 /* ---- importance-weighted, per row (llama.cpp's quantize_q*_K) --------------------------------- */
 
-void sqz_quantize_k(sqz_dtype t, const float *src, void *dst, int64_t nrow, int64_t n_per_row,
+void sqz__quantize_k(sqz_dtype t, const float *src, void *dst, int64_t nrow, int64_t n_per_row,
                     const float *quant_weights) {
     const sqz_dtype_traits *tr = sqz_dtype_info(t);
     if (!quant_weights) {

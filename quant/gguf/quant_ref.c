@@ -10,7 +10,7 @@
 #include "quant/gguf/quant_gguf.h"
 #include "sqz/dtype.h"
 
-void sqz_quantize_q8_0_ref(const float *x, void *vy, int64_t n) {
+void sqz__quantize_q8_0_ref(const float *x, void *vy, int64_t n) {
     sqz_block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / SQZ_QK8_0; i++) {
         float amax = 0.0f;
@@ -22,7 +22,7 @@ void sqz_quantize_q8_0_ref(const float *x, void *vy, int64_t n) {
     }
 }
 
-void sqz_quantize_q4_0_ref(const float *x, void *vy, int64_t n) {
+void sqz__quantize_q4_0_ref(const float *x, void *vy, int64_t n) {
     sqz_block_q4_0 *y = vy;
     for (int64_t i = 0; i < n / SQZ_QK4_0; i++) {
         const float *xb = x + i * SQZ_QK4_0;
@@ -43,7 +43,7 @@ void sqz_quantize_q4_0_ref(const float *x, void *vy, int64_t n) {
     }
 }
 
-void sqz_quantize_q4_1_ref(const float *x, void *vy, int64_t n) {
+void sqz__quantize_q4_1_ref(const float *x, void *vy, int64_t n) {
     sqz_block_q4_1 *y = vy;
     for (int64_t i = 0; i < n / SQZ_QK4_1; i++) {
         const float *xb = x + i * SQZ_QK4_1;
@@ -77,7 +77,7 @@ void sqz__pack_q5(const uint8_t *L, uint8_t *qs, uint8_t *qh) {
     for (int b = 0; b < 4; b++) qh[b] = (uint8_t)(h >> (8 * b));
 }
 
-void sqz_quantize_q5_0_ref(const float *x, void *vy, int64_t n) {
+void sqz__quantize_q5_0_ref(const float *x, void *vy, int64_t n) {
     sqz_block_q5_0 *y = vy;
     for (int64_t i = 0; i < n / SQZ_QK5_0; i++) {
         const float *xb = x + i * SQZ_QK5_0;
@@ -97,7 +97,7 @@ void sqz_quantize_q5_0_ref(const float *x, void *vy, int64_t n) {
     }
 }
 
-void sqz_quantize_q5_1_ref(const float *x, void *vy, int64_t n) {
+void sqz__quantize_q5_1_ref(const float *x, void *vy, int64_t n) {
     sqz_block_q5_1 *y = vy;
     for (int64_t i = 0; i < n / SQZ_QK5_1; i++) {
         const float *xb = x + i * SQZ_QK5_1;

@@ -32,7 +32,7 @@ mod_deps=$(needed "$module" | tr '\n' ' ')
 check "the module needs cudart, cuBLAS, cuBLASLt, cuSOLVER ($mod_deps)" \
   '[[ "$mod_deps" == *libcudart.so* && "$mod_deps" == *libcublas.so* && "$mod_deps" == *libcublasLt.so* && "$mod_deps" == *libcusolver.so* ]]'
 exported=$(nm -D --defined-only "$module" | awk '{print $NF}' | grep -v '^_' | tr '\n' ' ')
-check "the module exports its entry only ($exported)" '[ "$exported" = "sqz_cuda_module_entry " ]'
+check "the module exports its entry only ($exported)" '[ "$exported" = "sqz__cuda_module_entry " ]'
 
 # ---- 2. inspect pays nothing for CUDA
 LD_DEBUG=files "$sqz" inspect "$model" > /dev/null 2> "$tmp/ld"
@@ -52,7 +52,7 @@ fi
 # runtime looks like to the loader).
 mkdir -p "$tmp/gone" "$tmp/mod"
 echo 'int sqz_test_gone(void) { return 0; }' > "$tmp/gone.c"
-echo 'int sqz_test_gone(void); int sqz_cuda_module_entry(void) { return sqz_test_gone(); }' > "$tmp/mod.c"
+echo 'int sqz_test_gone(void); int sqz__cuda_module_entry(void) { return sqz_test_gone(); }' > "$tmp/mod.c"
 cc -shared -fPIC -o "$tmp/gone/libsqz_test_gone.so" "$tmp/gone.c" &&
   cc -shared -fPIC -o "$tmp/mod/libsqz_cuda.so" "$tmp/mod.c" -L"$tmp/gone" -lsqz_test_gone &&
   rm "$tmp/gone/libsqz_test_gone.so" || { echo "FAIL: cannot build the unloadable module"; fails=$((fails + 1)); }

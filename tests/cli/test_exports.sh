@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# tests/cli/test_exports.sh LIBSQZ_SO - the shared library exports the public API and nothing
-# else (objects are compiled with hidden visibility; SQZ_API, sqz/api.h, marks what is public):
+# tests/cli/test_exports.sh LIBSQZ_SO [ARCHIVE...] - the shared library exports the public API and
+# nothing else (objects are compiled with hidden visibility; SQZ_API, sqz/api.h, marks what is public):
 #   1. no sqz__ internal is exported: `nm -D --defined-only libsqz.so | grep -c sqz__` is 0;
 #   2. every function declared in include/sqz/*.h is exported;
 #   3. every one of those declarations carries SQZ_API (so a new one cannot be missed);
-#   4. no other sqz_ function is exported (internal headers' names stay inside).
+#   4. no other sqz_ function is exported (internal headers' names stay inside);
+#   5. the naming rule: every external symbol the ARCHIVEs (libsqz.a, the CUDA module's objects)
+#      define with the public prefix sqz_ is public; what modules share internally is sqz__
+#      (hidden visibility keeps a misnamed internal out of 4, so 4 alone cannot see it).
 # The declarations are listed by gcc -aux-info; without gcc, 2 and 4 use the SQZ_API lines and
 # 3 is not checked.
 set -euo pipefail
-lib=${1:?usage: test_exports.sh LIBSQZ_SO}
+lib=${1:?usage: test_exports.sh LIBSQZ_SO [ARCHIVE...]}
+shift
 src=${SQZ_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -49,5 +53,13 @@ if [ -n "$missing" ]; then
 fi
 extra=$(grep '^sqz_' "$tmp/exported" | comm -13 "$tmp/public" - || true)
 if [ -n "$extra" ]; then echo "FAIL: exported but not in include/sqz/:"; echo "$extra"; fail=1; fi
+for a in "$@"; do
+  misnamed=$(nm --defined-only -g "$a" | awk 'NF == 3 && $2 ~ /^[TDBRVWG]$/ {print $3}' | grep '^sqz_[^_]' |
+    sort -u | comm -23 - "$tmp/public" || true)
+  if [ -n "$misnamed" ]; then
+    echo "FAIL: $(basename "$a") defines sqz_ names that are not public API (internal: sqz__):"
+    echo "$misnamed"; fail=1
+  fi
+done
 [ "$fail" = 0 ] && echo "libsqz.so exports exactly the $n_public public functions"
 exit "$fail"

@@ -106,10 +106,10 @@ static void i8_case(int64_t m, int64_t n, int64_t k, const float *wf, sqz_kernel
         xf[1 * K + 3] = NAN;
         xf[2 * K + 5] = -INFINITY;
     }
-    sqz_quantize_rows_i8_ref(wf, n, k, wq, ws);
+    sqz__quantize_rows_i8_ref(wf, n, k, wq, ws);
     if (inject && n > 1) ws[n - 1] = NAN; /* a NaN channel */
-    sqz_quantize_rows_i8_ref(xf, m, k, xq, xs);
-    SQZ_ASSERT_OK(sqz_gemm_i8_ref(m, n, k, xq, xs, wq, ws, y_ref, yt));
+    sqz__quantize_rows_i8_ref(xf, m, k, xq, xs);
+    SQZ_ASSERT_OK(sqz__gemm_i8_ref(m, n, k, xq, xs, wq, ws, y_ref, yt));
 
     gbuf dxf = gnew(4 * M * K, xf), dxq = gnew(M * K, give_f32 ? NULL : xq), dxs = gnew(4 * M, give_f32 ? NULL : xs);
     gbuf dwq = gnew(N * K, wq), dws = gnew(4 * N, ws), dy = gnew(ys * M * N, NULL);
@@ -193,7 +193,7 @@ static void w4_case(int64_t m, int64_t n, int64_t k, const uint8_t *blocks, sqz_
     if (inject && m > 1) x[1 * K + 7] = 0x7E00; /* NaN: row 1 of y becomes NaN */
     float *yr32 = malloc(4 * M * N);
     uint8_t *y_ref = malloc(ys * M * N), *y_got = malloc(ys * M * N), *y_again = malloc(ys * M * N);
-    SQZ_ASSERT_OK(sqz_gemm_w4a16_ref(m, n, k, x, blocks, wt, yr32, SQZ_DTYPE_F32));
+    SQZ_ASSERT_OK(sqz__gemm_w4a16_ref(m, n, k, x, blocks, wt, yr32, SQZ_DTYPE_F32));
     for (size_t i = 0; i < M * N; i++) {
         if (yt == SQZ_DTYPE_F32) ((float *)y_ref)[i] = yr32[i];
         else ((uint16_t *)y_ref)[i] = sqz_fp32_to_fp16(yr32[i]);
@@ -223,8 +223,8 @@ static void w4_case(int64_t m, int64_t n, int64_t k, const uint8_t *blocks, sqz_
 
 static uint8_t *quantize_q4(const float *w, int64_t n, int64_t k, sqz_dtype t) {
     uint8_t *b = malloc((size_t)(n * (k / 32)) * 20);
-    if (t == SQZ_DTYPE_Q4_0) sqz_quantize_q4_0_ref(w, b, n * k);
-    else sqz_quantize_q4_1_ref(w, b, n * k);
+    if (t == SQZ_DTYPE_Q4_0) sqz__quantize_q4_0_ref(w, b, n * k);
+    else sqz__quantize_q4_1_ref(w, b, n * k);
     return b;
 }
 

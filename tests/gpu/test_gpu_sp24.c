@@ -41,7 +41,7 @@ static void one(int64_t m, int64_t n, int64_t k) {
     for (int64_t i = 0; i < m * k; i++) xf[i] = (float)(int32_t)(rnd() % 2001 - 1000) / 997.0f;
     for (int64_t j = 0; j < n; j++) ws[j] = (float)(rnd() % 1000 + 1) * 1e-4f;
     assert_int_equal(sqz_sp24_pack_i8(w, n, k, vals, meta), SQZ_OK);
-    sqz_quantize_rows_i8_ref(xf, m, k, xq, xs);
+    sqz__quantize_rows_i8_ref(xf, m, k, xq, xs);
     for (int f16 = 0; f16 < 2; f16++) {
         const size_t yb = (size_t)(m * n) * (f16 ? 2 : 4);
         uint8_t *yr = malloc(yb), *yg = malloc(yb + 64);

@@ -9,7 +9,7 @@ src = sys.argv[1]
 limit = int(sys.argv[2]) if len(sys.argv) > 2 else 120
 extra = sys.argv[3:]
 dirs = ["core", "formats", "quant", "calib", "compress", "prune", "sparse", "layerdrop", "eval", "runtime",
-        "kernels", "dist", "cli", "edge", "bench"]
+        "kernels", "mpi", "cli", "edge", "bench"]
 start = re.compile(r"^[A-Za-z_][^;=]*\)\s*(__attribute__\(\(.*\)\)\s*)?\{\s*(/\*.*\*/)?\s*$")
 over = []
 paths = [os.path.join(root, f) for d in dirs for root, _, files in os.walk(os.path.join(src, d)) for f in files

@@ -69,7 +69,7 @@ typedef struct fused_case {
 } fused_case;
 
 #define CASE(t, T, n, f0, f1)                                                                     \
-    {#t, SQZ_DTYPE_##T, sqz__qdot1_##t##_neon, sqz_dequantize_##t, sqz_quantize_##t##_ref, n,          \
+    {#t, SQZ_DTYPE_##T, sqz__qdot1_##t##_neon, sqz__dequantize_##t, sqz__quantize_##t##_ref, n,   \
      sizeof(sqz_block_##t), {f0, f1}, sqz__idot_##t##_neon, sqz__idot_##t##_ref}
 #define OFF(t, f) (int)offsetof(sqz_block_##t, f)
 
@@ -88,7 +88,7 @@ static const fused_case fused_cases[] = {
     CASE(iq4_xs, IQ4_XS, SQZ_QK_K, OFF(iq4_xs, d), -1),
     CASE(iq3_s, IQ3_S, SQZ_QK_K, OFF(iq3_s, d), -1),
     /* MXFP4: no fp16 field (random_blocks sets its E8M0 exponent) */
-    {"mxfp4", SQZ_DTYPE_MXFP4, sqz__qdot1_mxfp4_neon, sqz_dequantize_mxfp4, sqz_quantize_mxfp4_ref, SQZ_QK_MXFP4,
+    {"mxfp4", SQZ_DTYPE_MXFP4, sqz__qdot1_mxfp4_neon, sqz__dequantize_mxfp4, sqz__quantize_mxfp4_ref, SQZ_QK_MXFP4,
      sizeof(sqz_block_mxfp4), {-1, -1}, sqz__idot_mxfp4_neon, sqz__idot_mxfp4_ref},
 };
 

@@ -35,7 +35,7 @@ static void test_quantize_rows(void **state) {
     };
     int8_t q[3][8];
     float s[3];
-    sqz_quantize_rows_i8_ref(&x[0][0], 3, 8, &q[0][0], s);
+    sqz__quantize_rows_i8_ref(&x[0][0], 3, 8, &q[0][0], s);
     const int8_t want[8] = {127, 2, 4, -2, 0, 0, 2, -127};
     assert_memory_equal(q[0], want, 8);
     assert_true(s[0] == 1.0f);
@@ -45,9 +45,9 @@ static void test_quantize_rows(void **state) {
 
     const float inf_row[4] = {1.0f, -INFINITY, 0.0f, 3.0f};
     const float tiny_row[4] = {1e-45f, -1e-45f, 0.0f, 0.0f}; /* absmax / 127 underflows to 0 */
-    sqz_quantize_rows_i8_ref(inf_row, 1, 4, q[0], s);
+    sqz__quantize_rows_i8_ref(inf_row, 1, 4, q[0], s);
     assert_true(isnan(s[0]));
-    sqz_quantize_rows_i8_ref(tiny_row, 1, 4, q[0], s);
+    sqz__quantize_rows_i8_ref(tiny_row, 1, 4, q[0], s);
     assert_true(s[0] == 0.0f);
     for (int j = 0; j < 4; j++) assert_int_equal(q[0][j], 0);
 
@@ -57,7 +57,7 @@ static void test_quantize_rows(void **state) {
     int8_t *qr = malloc(M * K);
     float sr[M];
     for (int i = 0; i < M * K; i++) xr[i] = rndf() * (float)(1 + i / K);
-    sqz_quantize_rows_i8_ref(xr, M, K, qr, sr);
+    sqz__quantize_rows_i8_ref(xr, M, K, qr, sr);
     for (int i = 0; i < M; i++) {
         int maxq = 0;
         for (int j = 0; j < K; j++) {
@@ -78,16 +78,16 @@ static void test_gemm_i8_ref(void **state) {
     const int8_t w[3 * 4] = {2, 2, 2, 2, -1, 0, 1, 0, 127, -128, 1, -1};
     const float xs[2] = {0.5f, 2.0f}, ws[3] = {1.0f, 0.25f, 0.001f};
     float y[6];
-    SQZ_ASSERT_OK(sqz_gemm_i8_ref(2, 3, 4, x, xs, w, ws, y, SQZ_DTYPE_F32));
+    SQZ_ASSERT_OK(sqz__gemm_i8_ref(2, 3, 4, x, xs, w, ws, y, SQZ_DTYPE_F32));
     const int acc[6] = {12, 2, 127 + 256 + 3 - 4, 8, 128, -128 * 127 - 127 * 128 - 5};
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 3; j++) assert_true(y[i * 3 + j] == ((float)acc[i * 3 + j] * xs[i]) * ws[j]);
     uint16_t yh[6];
-    SQZ_ASSERT_OK(sqz_gemm_i8_ref(2, 3, 4, x, xs, w, ws, yh, SQZ_DTYPE_F16));
+    SQZ_ASSERT_OK(sqz__gemm_i8_ref(2, 3, 4, x, xs, w, ws, yh, SQZ_DTYPE_F16));
     for (int i = 0; i < 6; i++) assert_int_equal(yh[i], sqz_fp32_to_fp16(y[i]));
-    assert_int_equal(sqz_gemm_i8_ref(1, 1, SQZ_GEMM_I8_MAX_K + 1, x, xs, w, ws, y, SQZ_DTYPE_F32), SQZ_ERR_INVALID_ARG);
-    assert_int_equal(sqz_gemm_i8_ref(1, 1, 4, x, xs, w, ws, y, SQZ_DTYPE_BF16), SQZ_ERR_INVALID_ARG);
-    assert_int_equal(sqz_gemm_i8_ref(-1, 1, 4, x, xs, w, ws, y, SQZ_DTYPE_F32), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__gemm_i8_ref(1, 1, SQZ_GEMM_I8_MAX_K + 1, x, xs, w, ws, y, SQZ_DTYPE_F32), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__gemm_i8_ref(1, 1, 4, x, xs, w, ws, y, SQZ_DTYPE_BF16), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__gemm_i8_ref(-1, 1, 4, x, xs, w, ws, y, SQZ_DTYPE_F32), SQZ_ERR_INVALID_ARG);
 
     /* random int8 at odd sizes against 64-bit sums */
     enum { M = 7, N = 9, K = 333 };
@@ -97,7 +97,7 @@ static void test_gemm_i8_ref(void **state) {
     for (int i = 0; i < N * K; i++) wa[i] = (int8_t)(rnd() & 0xFF);
     for (int i = 0; i < M; i++) xsa[i] = 0.01f * (float)(i + 1);
     for (int j = 0; j < N; j++) wsa[j] = 0.003f * (float)(j + 1);
-    SQZ_ASSERT_OK(sqz_gemm_i8_ref(M, N, K, xa, xsa, wa, wsa, ya, SQZ_DTYPE_F32));
+    SQZ_ASSERT_OK(sqz__gemm_i8_ref(M, N, K, xa, xsa, wa, wsa, ya, SQZ_DTYPE_F32));
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             long long s = 0;
@@ -123,14 +123,14 @@ static void test_cpu_gemm_i8(void **state) {
     for (int i = 0; i < N * K; i++) wf[i] = 0.1f * rndf();
     int8_t xq[M * K], xq2[M * K], wq[N * K];
     float xs[M], xs2[M], ws[N], y[M * N], y2[M * N];
-    sqz_quantize_rows_i8_ref(wf, N, K, wq, ws);
+    sqz__quantize_rows_i8_ref(wf, N, K, wq, ws);
     sqz_gemm_i8_args a = {.m = M, .n = N, .k = K, .x_f32 = xf, .x = xq, .x_scale = xs, .w = wq, .w_scale = ws,
                           .y = y, .y_dtype = SQZ_DTYPE_F32};
     SQZ_ASSERT_OK(b->ops->gemm_i8(b->ctx, &a));
-    sqz_quantize_rows_i8_ref(xf, M, K, xq2, xs2);
+    sqz__quantize_rows_i8_ref(xf, M, K, xq2, xs2);
     assert_memory_equal(xq, xq2, sizeof xq);
     assert_memory_equal(xs, xs2, sizeof xs);
-    SQZ_ASSERT_OK(sqz_gemm_i8_ref(M, N, K, xq2, xs2, wq, ws, y2, SQZ_DTYPE_F32));
+    SQZ_ASSERT_OK(sqz__gemm_i8_ref(M, N, K, xq2, xs2, wq, ws, y2, SQZ_DTYPE_F32));
     assert_memory_equal(y, y2, sizeof y);
     /* the W8A8 result approximates the float GEMM */
     for (int i = 0; i < M; i++)
@@ -153,11 +153,11 @@ static void test_cpu_gemm_i8(void **state) {
 static void test_w4_layout(void **state) {
     (void)state;
     sqz_w4_layout L;
-    assert_int_equal(sqz_w4_layout_init(SQZ_DTYPE_Q4_0, 10, 48, &L), SQZ_ERR_INVALID_ARG);
-    assert_int_equal(sqz_w4_layout_init(SQZ_DTYPE_Q4_0, 0, 64, &L), SQZ_ERR_INVALID_ARG);
-    assert_int_equal(sqz_w4_layout_init(SQZ_DTYPE_F32, 10, 64, &L), SQZ_ERR_INVALID_ARG);
-    assert_int_equal(sqz_w4_layout_init(SQZ_DTYPE_Q4_0, INT64_MAX / 2, 1LL << 40, &L), SQZ_ERR_INVALID_ARG);
-    SQZ_ASSERT_OK(sqz_w4_layout_init(SQZ_DTYPE_Q4_1, 65, 96, &L));
+    assert_int_equal(sqz__w4_layout_init(SQZ_DTYPE_Q4_0, 10, 48, &L), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__w4_layout_init(SQZ_DTYPE_Q4_0, 0, 64, &L), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__w4_layout_init(SQZ_DTYPE_F32, 10, 64, &L), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__w4_layout_init(SQZ_DTYPE_Q4_0, INT64_MAX / 2, 1LL << 40, &L), SQZ_ERR_INVALID_ARG);
+    SQZ_ASSERT_OK(sqz__w4_layout_init(SQZ_DTYPE_Q4_1, 65, 96, &L));
     assert_int_equal(L.n_tiles, 2);
     assert_int_equal(L.k_steps, 6);
     assert_int_equal(L.groups, 3);
@@ -187,11 +187,11 @@ static void test_w4_layout(void **state) {
  * dequant_rows == the GGUF reference dequantizer, bit for bit. */
 static void check_roundtrip(sqz_dtype t, int64_t n, int64_t k, const uint8_t *src) {
     sqz_w4_layout L;
-    SQZ_ASSERT_OK(sqz_w4_layout_init(t, n, k, &L));
+    SQZ_ASSERT_OK(sqz__w4_layout_init(t, n, k, &L));
     uint8_t *prep = malloc(L.total), *back = malloc(n * L.src_row_bytes);
     memset(prep, 0xA5, L.total);
-    sqz_w4_pack(&L, src, prep);
-    sqz_w4_unpack(&L, prep, back);
+    sqz__w4_pack(&L, src, prep);
+    sqz__w4_unpack(&L, prep, back);
     assert_memory_equal(back, src, (size_t)n * L.src_row_bytes);
     /* padding */
     for (int64_t tile = 0; tile < L.n_tiles; tile++)
@@ -204,9 +204,9 @@ static void check_roundtrip(sqz_dtype t, int64_t n, int64_t k, const uint8_t *sr
     /* dequantization of a row range straddling tiles */
     const int64_t row0 = n > 3 ? 3 : 0, rows = n - row0;
     float *ref = malloc(sizeof(float) * n * k), *got = malloc(sizeof(float) * rows * k);
-    if (t == SQZ_DTYPE_Q4_0) sqz_dequantize_q4_0(src, ref, n * k);
-    else sqz_dequantize_q4_1(src, ref, n * k);
-    sqz_w4_dequant_rows(&L, prep, row0, rows, got);
+    if (t == SQZ_DTYPE_Q4_0) sqz__dequantize_q4_0(src, ref, n * k);
+    else sqz__dequantize_q4_1(src, ref, n * k);
+    sqz__w4_dequant_rows(&L, prep, row0, rows, got);
     assert_memory_equal(got, ref + row0 * k, sizeof(float) * rows * k);
     free(ref);
     free(got);
@@ -244,8 +244,8 @@ static void test_w4_roundtrip_real(void **state) {
         const int64_t n = mats[i][0], k = mats[i][1];
         const float *w = wts + mats[i][2];
         uint8_t *q0 = malloc((size_t)n * (k / 32) * 18), *q1 = malloc((size_t)n * (k / 32) * 20);
-        sqz_quantize_q4_0_ref(w, q0, n * k);
-        sqz_quantize_q4_1_ref(w, q1, n * k);
+        sqz__quantize_q4_0_ref(w, q0, n * k);
+        sqz__quantize_q4_1_ref(w, q1, n * k);
         check_roundtrip(SQZ_DTYPE_Q4_0, n, k, q0);
         check_roundtrip(SQZ_DTYPE_Q4_1, n, k, q1);
         free(q0);
@@ -273,7 +273,7 @@ static void test_gemm_w4(void **state) {
     for (int q41 = 0; q41 < 2; q41++) {
         const sqz_dtype t = q41 ? SQZ_DTYPE_Q4_1 : SQZ_DTYPE_Q4_0;
         uint8_t *blocks = malloc((size_t)n * (k / 32) * 20);
-        (q41 ? sqz_quantize_q4_1_ref : sqz_quantize_q4_0_ref)(wts + SQZ_RW_W1, blocks, n * k);
+        (q41 ? sqz__quantize_q4_1_ref : sqz__quantize_q4_0_ref)(wts + SQZ_RW_W1, blocks, n * k);
         void *prep;
         SQZ_ASSERT_OK(b->ops->prepare_w4(b->ctx, blocks, t, n, k, &prep));
         const int64_t ms[] = {1, 3, 17};
@@ -283,10 +283,10 @@ static void test_gemm_w4(void **state) {
             for (int64_t i = 0; i < m * k; i++) x[i] = sqz_fp32_to_fp16(rndf());
             float *y = malloc(sizeof(float) * m * n), *yr = malloc(sizeof(float) * m * n);
             uint16_t *yh = malloc(sizeof(uint16_t) * m * n);
-            SQZ_ASSERT_OK(sqz_gemm_w4a16_ref(m, n, k, x, blocks, t, yr, SQZ_DTYPE_F32));
+            SQZ_ASSERT_OK(sqz__gemm_w4a16_ref(m, n, k, x, blocks, t, yr, SQZ_DTYPE_F32));
             /* the reference against a direct double sum */
             float *wd = malloc(sizeof(float) * n * k);
-            (q41 ? sqz_dequantize_q4_1 : sqz_dequantize_q4_0)(blocks, wd, n * k);
+            (q41 ? sqz__dequantize_q4_1 : sqz__dequantize_q4_0)(blocks, wd, n * k);
             for (int64_t i = 0; i < m; i++)
                 for (int64_t j = 0; j < n; j += 37) {
                     double s = 0;
@@ -321,8 +321,8 @@ static void test_gemm_w4(void **state) {
     assert_null(prep);
     uint16_t x1[32] = {0};
     float y1[1];
-    assert_int_equal(sqz_gemm_w4a16_ref(1, 1, 48, x1, dummy, SQZ_DTYPE_Q4_0, y1, SQZ_DTYPE_F32), SQZ_ERR_INVALID_ARG);
-    assert_int_equal(sqz_gemm_w4a16_ref(1, 1, 32, x1, dummy, SQZ_DTYPE_Q8_0, y1, SQZ_DTYPE_F32), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__gemm_w4a16_ref(1, 1, 48, x1, dummy, SQZ_DTYPE_Q4_0, y1, SQZ_DTYPE_F32), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__gemm_w4a16_ref(1, 1, 32, x1, dummy, SQZ_DTYPE_Q8_0, y1, SQZ_DTYPE_F32), SQZ_ERR_INVALID_ARG);
     sqz_backend_free(b);
     free(wts);
 }

@@ -288,11 +288,11 @@ static void test_w4_kernel_emulated(void **state) {
             const sqz_dtype t = q41 ? SQZ_DTYPE_Q4_1 : SQZ_DTYPE_Q4_0;
             const int64_t n = mats[mi][0], k = mats[mi][1];
             uint8_t *blocks = malloc((size_t)n * (k / 32) * 20);
-            (q41 ? sqz_quantize_q4_1_ref : sqz_quantize_q4_0_ref)(wts + mats[mi][2], blocks, n * k);
+            (q41 ? sqz__quantize_q4_1_ref : sqz__quantize_q4_0_ref)(wts + mats[mi][2], blocks, n * k);
             sqz_w4_layout L;
-            SQZ_ASSERT_OK(sqz_w4_layout_init(t, n, k, &L));
+            SQZ_ASSERT_OK(sqz__w4_layout_init(t, n, k, &L));
             uint8_t *prep = malloc(L.total);
-            sqz_w4_pack(&L, blocks, prep);
+            sqz__w4_pack(&L, blocks, prep);
             const int m = 3;
             uint16_t *x = malloc(sizeof(uint16_t) * m * k);
             for (int64_t i = 0; i < m * k; i++) {
@@ -317,7 +317,7 @@ static void test_w4_kernel_emulated(void **state) {
                 }
             assert_memory_equal(wdec, wref, sizeof(float) * n * k);
             /* and the emulated GEMM matches the scalar reference */
-            SQZ_ASSERT_OK(sqz_gemm_w4a16_ref(m, n, k, x, blocks, t, yr, SQZ_DTYPE_F32));
+            SQZ_ASSERT_OK(sqz__gemm_w4a16_ref(m, n, k, x, blocks, t, yr, SQZ_DTYPE_F32));
             double num = 0, den = 0;
             for (int64_t i = 0; i < m * n; i++) {
                 num += ((double)y[i] - yr[i]) * ((double)y[i] - yr[i]);

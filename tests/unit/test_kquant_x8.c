@@ -8,7 +8,7 @@
  *   - adversarial blocks: constant sub-blocks (the early return), all zero, all positive (min
  *     clamped to 0), one huge value, denormals, alternating signs, a zero weight, a NaN;
  * the whole reference and importance-weighted Q4_K, Q5_K and Q6_K quantization of stories260K's
- * weights (sqz_quantize_k, rows of 256) gives the same bytes with the 8-lane searches and without;
+ * weights (sqz__quantize_k, rows of 256) gives the same bytes with the 8-lane searches and without;
  * and prints the time of both over the real weights (informational: no threshold). Skips (77) where
  * the CPU has no AVX2 (the 8-lane search then never runs). */
 #include <math.h>
@@ -164,10 +164,10 @@ static void test_rows(void **state) {
             const size_t bytes = (size_t)rows * sqz_dtype_info(types[t])->type_size;
             uint8_t *a = malloc(bytes), *b = malloc(bytes);
             double t0 = now();
-            sqz_quantize_k(types[t], all, a, rows, 256, weighted ? qw : NULL);
+            sqz__quantize_k(types[t], all, a, rows, 256, weighted ? qw : NULL);
             const double t1 = now();
             sqz__kquant_x8_set(false);
-            sqz_quantize_k(types[t], all, b, rows, 256, weighted ? qw : NULL);
+            sqz__quantize_k(types[t], all, b, rows, 256, weighted ? qw : NULL);
             sqz__kquant_x8_set(true);
             const double t2 = now();
             print_message("%s %s: %lld rows of 256, the same bytes: %s; 8 lanes %.3f s, scalar %.3f s\n",

@@ -1,7 +1,7 @@
 /* tests/unit/test_qmatmul.c - the stored-weight kernels (kernels/cpu/qmatmul.h) against their
  * scalar references: every dequantizer variant bit for bit against core's scalar dequantizer,
  * and the product (few tokens: tiled dots; many: panels + sgemm; every instruction set this
- * CPU runs, 1 and 2 threads) within float summation error of sqz_matmul_ref (rows dequantized
+ * CPU runs, 1 and 2 threads) within float summation error of sqz__matmul_ref (rows dequantized
  * by core, sums in double). On random blocks of every dtype, on real stories260K weights
  * quantized to every type sqz writes, on SmolLM2-135M's own Q4_1 and Q8_0 tensors and on
  * Qwen2.5-Coder-0.5B's Q8_0, Q5_0, Q6_K and Q4_K tensors (when fetched). */
@@ -79,7 +79,7 @@ static void check_matmul(sqz_dtype t, const uint8_t *w, int64_t n, int64_t k, in
     assert_non_null(y);
     assert_non_null(row);
     sqz_matmul_args a = {.m = m, .n = n, .k = k, .x = x, .w = w, .w_dtype = t, .bias = bias, .y = ref};
-    SQZ_ASSERT_OK(sqz_matmul_ref(&a));
+    SQZ_ASSERT_OK(sqz__matmul_ref(&a));
     const sqz_dtype_traits *tr = sqz_dtype_info(t);
     const size_t row_bytes = (size_t)(k / tr->block_size) * tr->type_size;
     for (int isa = 0; isa < SQZ__ISA_COUNT; isa++) {
@@ -189,7 +189,7 @@ static void check_real_file(const char *path, const char *const *names, const sq
         sqz_matmul_args a = {.m = 1, .n = n, .k = k, .x = x, .w = t->data, .w_dtype = t->dtype, .y = y};
         SQZ_ASSERT_OK(be->ops->matmul(be->ctx, &a));
         a.y = ref;
-        SQZ_ASSERT_OK(sqz_matmul_ref(&a));
+        SQZ_ASSERT_OK(sqz__matmul_ref(&a));
         for (int64_t j = 0; j < n; j++) assert_true(fabsf(y[j] - ref[j]) <= 1e-3f * (1.0f + fabsf(ref[j])));
         free(y);
         free(ref);

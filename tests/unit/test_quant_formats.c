@@ -139,27 +139,27 @@ static void check_rtn_formats(const float *w, int64_t n_out, int64_t n_in) {
             switch (f) {
             case SQZ_QFMT_I8: {
                 float *sc = malloc((size_t)n_out * 4);
-                sqz_quantize_rows_i8_ref(w, n_out, n_in, rb, sc);
+                sqz__quantize_rows_i8_ref(w, n_out, n_in, rb, sc);
                 assert_memory_equal(q.qp.scales, sc, (size_t)n_out * 4);
                 for (int64_t i = 0; i < ne; i++) ref[i] = (float)((int8_t *)rb)[i] * sc[i / n_in];
                 free(sc);
                 break;
             }
-            case SQZ_QFMT_Q8_0: sqz_quantize_q8_0_ref(w, rb, ne); sqz_dequantize_q8_0(rb, ref, ne); break;
-            case SQZ_QFMT_Q4_0: sqz_quantize_q4_0_ref(w, rb, ne); sqz_dequantize_q4_0(rb, ref, ne); break;
-            case SQZ_QFMT_Q4_1: sqz_quantize_q4_1_ref(w, rb, ne); sqz_dequantize_q4_1(rb, ref, ne); break;
-            case SQZ_QFMT_Q5_0: sqz_quantize_q5_0_ref(w, rb, ne); sqz_dequantize_q5_0(rb, ref, ne); break;
-            case SQZ_QFMT_Q5_1: sqz_quantize_q5_1_ref(w, rb, ne); sqz_dequantize_q5_1(rb, ref, ne); break;
+            case SQZ_QFMT_Q8_0: sqz__quantize_q8_0_ref(w, rb, ne); sqz__dequantize_q8_0(rb, ref, ne); break;
+            case SQZ_QFMT_Q4_0: sqz__quantize_q4_0_ref(w, rb, ne); sqz__dequantize_q4_0(rb, ref, ne); break;
+            case SQZ_QFMT_Q4_1: sqz__quantize_q4_1_ref(w, rb, ne); sqz__dequantize_q4_1(rb, ref, ne); break;
+            case SQZ_QFMT_Q5_0: sqz__quantize_q5_0_ref(w, rb, ne); sqz__dequantize_q5_0(rb, ref, ne); break;
+            case SQZ_QFMT_Q5_1: sqz__quantize_q5_1_ref(w, rb, ne); sqz__dequantize_q5_1(rb, ref, ne); break;
             case SQZ_QFMT_IQ4_NL: /* llama-quantize's quantize_iq4_nl / _xs without weights */
             case SQZ_QFMT_IQ4_XS:
-                sqz_quantize_iq4(q.dtype, w, rb, n_out, n_in, NULL);
+                sqz__quantize_iq4(q.dtype, w, rb, n_out, n_in, NULL);
                 sqz_dtype_info(q.dtype)->to_f32(rb, ref, ne);
                 break;
             case SQZ_QFMT_IQ3_S: /* quantize_iq3_s without weights */
-                sqz_quantize_iq3_s(w, rb, n_out, n_in, NULL);
+                sqz__quantize_iq3_s(w, rb, n_out, n_in, NULL);
                 sqz_dtype_info(q.dtype)->to_f32(rb, ref, ne);
                 break;
-            case SQZ_QFMT_MXFP4: sqz_quantize_mxfp4_ref(w, rb, ne); sqz_dequantize_mxfp4(rb, ref, ne); break;
+            case SQZ_QFMT_MXFP4: sqz__quantize_mxfp4_ref(w, rb, ne); sqz__dequantize_mxfp4(rb, ref, ne); break;
             case SQZ_QFMT_FP8: oracle_fp8(w, n_out, n_in, rb, ref); break;
             case SQZ_QFMT_NVFP4: oracle_nvfp4(w, n_out, n_in, rb, ref); break;
             default: {
@@ -403,7 +403,7 @@ static void test_method_table(void **state) {
 /* llama.cpp's weighted error of one IQ3_S super-block (weights qw * sqrt(sigma2 + x^2)). */
 static double iq3_werr(const float *x, const float *qw, const void *blk) {
     float y[256], sumx2 = 0;
-    sqz_dequantize_iq3_s(blk, y, 256);
+    sqz__dequantize_iq3_s(blk, y, 256);
     for (int i = 0; i < 256; i++) sumx2 += x[i] * x[i];
     const float sigma2 = 2 * sumx2 / 256;
     double e = 0;
@@ -426,7 +426,7 @@ static void test_iq3s_refine(void **state) {
     int changed = 0;
     for (int b = 0; b < nsb; b++) {
         sqz_block_iq3_s q, r;
-        sqz_quantize_iq3_s(x + 256 * b, &q, 1, 256, qw);
+        sqz__quantize_iq3_s(x + 256 * b, &q, 1, 256, qw);
         r = q;
         sqz__iq3s_refine(x + 256 * b, qw, &r);
         const double e0 = iq3_werr(x + 256 * b, qw, &q), e1 = iq3_werr(x + 256 * b, qw, &r);
@@ -452,7 +452,7 @@ static void test_iq3s_refine(void **state) {
     sqz_qmatrix qe = {0}, qr = {0};
     SQZ_ASSERT_OK(sqz_quant_imatrix(&lin, 1, &st, &o, &qe, NULL));
     uint8_t *ref = malloc(qe.nbytes);
-    sqz_quantize_iq3_s(x, ref, nsb, 256, x2);
+    sqz__quantize_iq3_s(x, ref, nsb, 256, x2);
     assert_memory_equal(qe.data, ref, qe.nbytes);
     o.refine = true;
     SQZ_ASSERT_OK(sqz_quant_imatrix(&lin, 1, &st, &o, &qr, NULL));

@@ -37,8 +37,8 @@ static void check_shape(int64_t m, int64_t n, int64_t k, int extremes) {
     fill_i8(w, (size_t)(n * k), extremes);
     for (int64_t i = 0; i < m; i++) xs[i] = (float)(rnd() % 1000 + 1) * 1e-4f;
     for (int64_t j = 0; j < n; j++) ws[j] = (float)(rnd() % 1000 + 1) * 3e-5f;
-    SQZ_ASSERT_OK(sqz_gemm_i8_acc(SQZ_I8_PATH_SCALAR, m, n, k, x, w, a));
-    SQZ_ASSERT_OK(sqz_gemm_i8_acc(SQZ_I8_PATH_AUTO, m, n, k, x, w, b));
+    SQZ_ASSERT_OK(sqz__gemm_i8_acc(SQZ_I8_PATH_SCALAR, m, n, k, x, w, a));
+    SQZ_ASSERT_OK(sqz__gemm_i8_acc(SQZ_I8_PATH_AUTO, m, n, k, x, w, b));
     assert_memory_equal(a, b, (size_t)(m * n) * 4);
     /* the scalar path is the reference loop itself */
     for (int64_t i = 0; i < m; i++)
@@ -47,14 +47,14 @@ static void check_shape(int64_t m, int64_t n, int64_t k, int extremes) {
             for (int64_t t = 0; t < k; t++) s += (int64_t)x[i * k + t] * w[j * k + t];
             assert_int_equal(s, a[i * n + j]);
         }
-    SQZ_ASSERT_OK(sqz_gemm_i8_ref(m, n, k, x, xs, w, ws, y0, SQZ_DTYPE_F32));
-    SQZ_ASSERT_OK(sqz_gemm_i8_cpu(SQZ_I8_PATH_AUTO, m, n, k, x, xs, w, ws, y1, SQZ_DTYPE_F32));
+    SQZ_ASSERT_OK(sqz__gemm_i8_ref(m, n, k, x, xs, w, ws, y0, SQZ_DTYPE_F32));
+    SQZ_ASSERT_OK(sqz__gemm_i8_cpu(SQZ_I8_PATH_AUTO, m, n, k, x, xs, w, ws, y1, SQZ_DTYPE_F32));
     assert_memory_equal(y0, y1, (size_t)(m * n) * 4);
-    SQZ_ASSERT_OK(sqz_gemm_i8_ref(m, n, k, x, xs, w, ws, h0, SQZ_DTYPE_F16));
-    SQZ_ASSERT_OK(sqz_gemm_i8_cpu(SQZ_I8_PATH_AUTO, m, n, k, x, xs, w, ws, h1, SQZ_DTYPE_F16));
+    SQZ_ASSERT_OK(sqz__gemm_i8_ref(m, n, k, x, xs, w, ws, h0, SQZ_DTYPE_F16));
+    SQZ_ASSERT_OK(sqz__gemm_i8_cpu(SQZ_I8_PATH_AUTO, m, n, k, x, xs, w, ws, h1, SQZ_DTYPE_F16));
     assert_memory_equal(h0, h1, (size_t)(m * n) * 2);
-    if (sqz_gemm_i8_has_avx2()) {
-        SQZ_ASSERT_OK(sqz_gemm_i8_acc(SQZ_I8_PATH_AVX2, m, n, k, x, w, b));
+    if (sqz__gemm_i8_has_avx2()) {
+        SQZ_ASSERT_OK(sqz__gemm_i8_acc(SQZ_I8_PATH_AVX2, m, n, k, x, w, b));
         assert_memory_equal(a, b, (size_t)(m * n) * 4);
     }
     free(x); free(w); free(a); free(b); free(xs); free(ws); free(y0); free(y1); free(h0); free(h1);
@@ -62,7 +62,7 @@ static void check_shape(int64_t m, int64_t n, int64_t k, int extremes) {
 
 static void test_odd_shapes(void **state) {
     (void)state;
-    print_message("avx2: %s\n", sqz_gemm_i8_has_avx2() ? "yes" : "no (scalar only)");
+    print_message("avx2: %s\n", sqz__gemm_i8_has_avx2() ? "yes" : "no (scalar only)");
     const int64_t ms[] = {1, 2, 3, 17};
     const int64_t ns[] = {1, 3, 4, 5, 33};
     const int64_t ks[] = {1, 15, 16, 17, 31, 33, 100, 577};
@@ -78,7 +78,7 @@ static void test_odd_shapes(void **state) {
     memset(x, 0x80, 3 * 4099);
     memset(w, 0x80, 2 * 4099);
     int32_t acc[6];
-    SQZ_ASSERT_OK(sqz_gemm_i8_acc(SQZ_I8_PATH_AUTO, 3, 2, 4099, x, w, acc));
+    SQZ_ASSERT_OK(sqz__gemm_i8_acc(SQZ_I8_PATH_AUTO, 3, 2, 4099, x, w, acc));
     for (int i = 0; i < 6; i++) assert_int_equal(acc[i], 4099 * 16384);
     free(x);
     free(w);
@@ -89,10 +89,10 @@ static void test_errors(void **state) {
     int8_t x[4] = {0}, w[4] = {0};
     int32_t a[1];
     float s[1] = {1}, y[1];
-    assert_int_equal(sqz_gemm_i8_acc(SQZ_I8_PATH_AUTO, -1, 1, 1, x, w, a), SQZ_ERR_INVALID_ARG);
-    assert_int_equal(sqz_gemm_i8_acc(SQZ_I8_PATH_AUTO, 1, 1, SQZ_GEMM_I8_MAX_K + 1, x, w, a), SQZ_ERR_INVALID_ARG);
-    assert_int_equal(sqz_gemm_i8_cpu(SQZ_I8_PATH_AUTO, 1, 1, 4, x, s, w, s, y, SQZ_DTYPE_BF16), SQZ_ERR_INVALID_ARG);
-    assert_int_equal(sqz_gemm_i8_acc((sqz_i8_path)9, 1, 1, 4, x, w, a), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__gemm_i8_acc(SQZ_I8_PATH_AUTO, -1, 1, 1, x, w, a), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__gemm_i8_acc(SQZ_I8_PATH_AUTO, 1, 1, SQZ_GEMM_I8_MAX_K + 1, x, w, a), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__gemm_i8_cpu(SQZ_I8_PATH_AUTO, 1, 1, 4, x, s, w, s, y, SQZ_DTYPE_BF16), SQZ_ERR_INVALID_ARG);
+    assert_int_equal(sqz__gemm_i8_acc((sqz_i8_path)9, 1, 1, 4, x, w, a), SQZ_ERR_INVALID_ARG);
 }
 
 /* Real weights (stories260K w1, 860 x 64) and real-valued inputs (token embeddings), quantized
@@ -105,9 +105,9 @@ static void test_real_backend(void **state) {
     int8_t *wq = malloc((size_t)(n * k)), *xq = malloc((size_t)(m * k)), *xq2 = malloc((size_t)(m * k));
     float *wsc = malloc((size_t)n * 4), *xsc = malloc((size_t)m * 4), *xsc2 = malloc((size_t)m * 4);
     float *y0 = malloc((size_t)(m * n) * 4), *y1 = malloc((size_t)(m * n) * 4);
-    sqz_quantize_rows_i8_ref(wf, n, k, wq, wsc);
-    sqz_quantize_rows_i8_ref(xf, m, k, xq, xsc);
-    SQZ_ASSERT_OK(sqz_gemm_i8_ref(m, n, k, xq, xsc, wq, wsc, y0, SQZ_DTYPE_F32));
+    sqz__quantize_rows_i8_ref(wf, n, k, wq, wsc);
+    sqz__quantize_rows_i8_ref(xf, m, k, xq, xsc);
+    SQZ_ASSERT_OK(sqz__gemm_i8_ref(m, n, k, xq, xsc, wq, wsc, y0, SQZ_DTYPE_F32));
     sqz_backend *be;
     SQZ_ASSERT_OK(sqz_backend_cpu(0, &be));
     assert_true(sqz_backend_supports(be, SQZ_OP_GEMM_I8, SQZ_DTYPE_I8));

@@ -69,7 +69,7 @@ static void check_iq4grids(const sqz_qmatrix *q, const float *w, const float *im
     const size_t bb = sqz_dtype_info(q->dtype)->type_size;
     uint8_t *ref = malloc((size_t)nb * bb);
     for (int64_t r = 0; r < q->n_out; r++) {
-        sqz_quantize_iq4(q->dtype, w + r * n, ref, 1, n, imp);
+        sqz__quantize_iq4(q->dtype, w + r * n, ref, 1, n, imp);
         for (int64_t b = 0; b < nb; b++) {
             float d0[8], d1[8];
             const int k = sqz__iq4_subscales(q->dtype, ref + b * bb, d0);
@@ -88,7 +88,7 @@ static void check_kgrids(const sqz_qmatrix *q, const float *w, const sqz_qstats 
     for (int64_t j = 0; j < n; j++) imp[j] = (float)st->xtx[j * n + j];
     if (q->dtype == SQZ_DTYPE_IQ3_S) { /* the super-block's d and the 8 sub-block scales */
         for (int64_t r = 0; r < q->n_out; r++) {
-            sqz_quantize_iq3_s(w + r * n, ref, 1, n, imp);
+            sqz__quantize_iq3_s(w + r * n, ref, 1, n, imp);
             for (int64_t b = 0; b < nb; b++) {
                 float d0[8], d1[8];
                 sqz__iq3s_subscales(ref + b * bb, d0);
@@ -104,7 +104,7 @@ static void check_kgrids(const sqz_qmatrix *q, const float *w, const sqz_qstats 
         return;
     }
     for (int64_t r = 0; r < q->n_out; r++) {
-        sqz_quantize_k(q->dtype, w + r * n, ref, 1, n, imp);
+        sqz__quantize_k(q->dtype, w + r * n, ref, 1, n, imp);
         for (int64_t b = 0; b < nb; b++) {
             float d0[16], m0[16], d1[16], m1[16];
             int z0, z1, x0, x1;
@@ -125,11 +125,11 @@ static void check_invariant(const sqz_qmatrix *q) {
     float *deq = malloc((size_t)ne * sizeof(float));
     void *re = malloc(q->nbytes);
     SQZ_ASSERT_OK(sqz_qmatrix_to_f32(q, deq));
-    if (q->dtype == SQZ_DTYPE_Q4_0) sqz_quantize_q4_0_ref(deq, re, ne);
-    else if (q->dtype == SQZ_DTYPE_Q4_1) sqz_quantize_q4_1_ref(deq, re, ne);
-    else if (q->dtype == SQZ_DTYPE_Q5_0) sqz_quantize_q5_0_ref(deq, re, ne);
-    else if (q->dtype == SQZ_DTYPE_Q5_1) sqz_quantize_q5_1_ref(deq, re, ne);
-    else sqz_quantize_q8_0_ref(deq, re, ne);
+    if (q->dtype == SQZ_DTYPE_Q4_0) sqz__quantize_q4_0_ref(deq, re, ne);
+    else if (q->dtype == SQZ_DTYPE_Q4_1) sqz__quantize_q4_1_ref(deq, re, ne);
+    else if (q->dtype == SQZ_DTYPE_Q5_0) sqz__quantize_q5_0_ref(deq, re, ne);
+    else if (q->dtype == SQZ_DTYPE_Q5_1) sqz__quantize_q5_1_ref(deq, re, ne);
+    else sqz__quantize_q8_0_ref(deq, re, ne);
     assert_memory_equal(re, q->data, q->nbytes);
     free(deq);
     free(re);

@@ -108,8 +108,8 @@ static void test_kernel_emulated(void **state) {
     int8_t *wq = malloc(N * K), *vals = malloc(N * K / 2), *xq = malloc(M * K);
     uint32_t *meta = malloc(sizeof(uint32_t) * N * K / 32);
     float ws[N], xs[M], *yref = malloc(sizeof(float) * M * N), *yemu = malloc(sizeof(float) * M * N);
-    sqz_quantize_rows_i8_ref(w, N, K, wq, ws);
-    sqz_quantize_rows_i8_ref(xf, M, K, xq, xs);
+    sqz__quantize_rows_i8_ref(w, N, K, wq, ws);
+    sqz__quantize_rows_i8_ref(xf, M, K, xq, xs);
     assert_int_equal(sqz_sp24_pack_i8(wq, N, K, vals, meta), SQZ_OK);
     assert_int_equal(sqz_gemm_i8_sp24_ref(M, N, K, xq, xs, vals, meta, ws, yref, SQZ_DTYPE_F32), SQZ_OK);
     regs *g = malloc(sizeof *g);

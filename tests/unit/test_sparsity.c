@@ -168,7 +168,7 @@ static void test_sp24_gemm(void **state) {
     float *ys = malloc(sizeof(float) * NX * NO), *yd = malloc(sizeof(float) * NX * NO);
     uint16_t *hs = malloc(2 * NX * NO), *hd = malloc(2 * NX * NO);
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 0) sqz_quantize_rows_i8_ref(w, NO, NI, wq, ws);
+        if (pass == 0) sqz__quantize_rows_i8_ref(w, NO, NI, wq, ws);
         else /* every int8 value, -128 included, at random 2 of 4 positions */
             for (int g = 0; g < NO * NI / 4; g++) {
                 memset(wq + 4 * g, 0, 4);
@@ -184,13 +184,13 @@ static void test_sp24_gemm(void **state) {
             }
         assert_int_equal(sqz_sp24_unpack_i8(vals, meta, NO, NI, back), SQZ_OK);
         assert_memory_equal(back, wq, NO * NI);
-        sqz_quantize_rows_i8_ref(xs(rw), NX, NI, xq, xsc);
+        sqz__quantize_rows_i8_ref(xs(rw), NX, NI, xq, xsc);
         if (pass == 1) xq[5] = -128; /* the one activation the per-token quantizer never makes */
         assert_int_equal(sqz_gemm_i8_sp24_ref(NX, NO, NI, xq, xsc, vals, meta, ws, ys, SQZ_DTYPE_F32), SQZ_OK);
-        assert_int_equal(sqz_gemm_i8_ref(NX, NO, NI, xq, xsc, wq, ws, yd, SQZ_DTYPE_F32), SQZ_OK);
+        assert_int_equal(sqz__gemm_i8_ref(NX, NO, NI, xq, xsc, wq, ws, yd, SQZ_DTYPE_F32), SQZ_OK);
         assert_memory_equal(ys, yd, sizeof(float) * NX * NO);
         assert_int_equal(sqz_gemm_i8_sp24_ref(NX, NO, NI, xq, xsc, vals, meta, ws, hs, SQZ_DTYPE_F16), SQZ_OK);
-        assert_int_equal(sqz_gemm_i8_ref(NX, NO, NI, xq, xsc, wq, ws, hd, SQZ_DTYPE_F16), SQZ_OK);
+        assert_int_equal(sqz__gemm_i8_ref(NX, NO, NI, xq, xsc, wq, ws, hd, SQZ_DTYPE_F16), SQZ_OK);
         assert_memory_equal(hs, hd, 2 * NX * NO);
     }
     /* refused: three non-zeros in a group, a bad metadata field, k not a multiple of 32 */

@@ -1,5 +1,5 @@
 /*
- * dist/dist_mpi.c - sqz/dist.h over MPI (SQZ_MPI). MPI is started only when an MPI launcher
+ * mpi/dist_mpi.c - sqz/dist.h over MPI (SQZ_MPI). MPI is started only when an MPI launcher
  * started this process; otherwise every call behaves as dist_none.c does (rank 0 of 1), so
  * `sqz` built with MPI runs alone exactly as without.
  *

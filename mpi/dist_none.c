@@ -1,5 +1,5 @@
 /*
- * dist/dist_none.c - sqz/dist.h without MPI: one process, rank 0 of 1. Every collective is
+ * mpi/dist_none.c - sqz/dist.h without MPI: one process, rank 0 of 1. Every collective is
  * the identity (a gather is a copy of the caller's own bytes).
  */
 #include <stdlib.h>
