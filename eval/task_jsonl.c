@@ -7,6 +7,7 @@
  * tokens begin).
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,9 +56,11 @@ static const char *check_doc(const cJSON *d, const cJSON **ctx, const cJSON **ch
         if (!cJSON_IsString(e)) return "\"choices\" holds something other than a string";
         if (!e->valuestring[0]) return "\"choices\" holds an empty string";
     }
-    if (!cJSON_IsNumber(g) || g->valuedouble != (double)(int)g->valuedouble) return "\"gold\" is not an integer";
+    if (!cJSON_IsNumber(g) || g->valuedouble != floor(g->valuedouble)) return "\"gold\" is not an integer";
+    /* range first: converting a double outside int's range is undefined (fuzz_tasks: 8.9e120) */
+    if (!(g->valuedouble >= 0 && g->valuedouble < (double)cJSON_GetArraySize(*ch)))
+        return "\"gold\" is not the index of one of the choices";
     *gold = (int)g->valuedouble;
-    if (*gold < 0 || *gold >= cJSON_GetArraySize(*ch)) return "\"gold\" is not the index of one of the choices";
     if (!context_len((*ctx)->valuestring)) return "\"context\" is empty (nothing to condition the choices on)";
     return NULL;
 }

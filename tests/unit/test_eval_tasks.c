@@ -179,6 +179,11 @@ static void test_jsonl_file(void **state) {
     sqz_tasks_free(t);
     const char *g = "{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 2}\n";
     refused(SQZ_TASK_JSONL, g, strlen(g), "f.txt:1: \"gold\" is not the index");
+    /* beyond int's range: refused before any conversion (fuzz_tasks found 8.9e120 converted to int) */
+    const char *huge = "{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 8.9e120}\n";
+    refused(SQZ_TASK_JSONL, huge, strlen(huge), "f.txt:1: \"gold\" is not the index");
+    const char *neg = "{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": -3e10}\n";
+    refused(SQZ_TASK_JSONL, neg, strlen(neg), "f.txt:1: \"gold\" is not the index");
     const char *c = "{\"context\": \"a\", \"gold\": 0}\n";
     refused(SQZ_TASK_JSONL, c, strlen(c), "f.txt:1: \"choices\" is not an array");
     const char *bad = "{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 0}\n{\"context\": \n";

@@ -44,6 +44,7 @@ def main():
         "jl_gold.jsonl": b'{"context": "The sky is", "choices": ["blue", "green"], "gold": 2}\n',
         "jl_broken.jsonl": b'{"context": "The sky is", "choices": ["blue", "green"], "gold": 0}\n{"context": \n',
         "jl_choices.jsonl": b'{"context": "The sky is", "choices": ["blue"], "gold": 0}\n',
+        "jl_gold_huge.jsonl": b'{"context": "The sky is", "choices": ["blue", "green"], "gold": 8.9e120}\n',
     }
     for name, data in files.items():
         with open(os.path.join(OUT, name), "wb") as f:
