@@ -36,7 +36,7 @@ static const sqz_opt export_rows[] = {
      "directory for onnxruntime(-genai) (docs/onnx.md)"},
     {.name = "onnx-ops", .type = SQZ_OPT_CHOICE, .offset = offsetof(export_opts, onnx_ops), .choices = "matmulnbits|qdq",
      .values = onnx_ops_values, .help = "onnx: quantized weights as com.microsoft MatMulNBits (default) or as "
-     "DequantizeLinear + MatMul (QDQ, opset 21 blocks)"},
+     "DequantizeLinear + MatMul (QDQ, opset 21 blocks); FP8 weights are always DequantizeLinear on FLOAT8E4M3FN"},
     {.name = "dtype", .type = SQZ_OPT_CHOICE, .offset = offsetof(export_opts, dtype),
      .choices = "f32|f16|bf16|q8_0|q4_0|q4_1", .values = dtype_values,
      .help = "dtype of the weight matrices (default: each keeps its own, refused when the target cannot hold it)"},
