@@ -43,6 +43,7 @@ typedef struct gb {
     char (*consts)[48]; /* names of the constants already emitted */
     int n_consts;
     bool nbits;       /* a com.microsoft operator was used */
+    nm fp8_in, fp8_out; /* the last input fp8_act rounded and its result: q/k/v and gate/up share one */
 } gb;
 
 static const char *fresh(gb *b, char *out) {
@@ -174,8 +175,9 @@ static const char *rmsnorm(gb *b, char *out, const char *x, sqz_role r, int32_t 
 
 /* W8A8-FP8's input, as core/fp8.c rounds it: per token s = absmax / 448, x_q = fp8(clamp(x / s, +-448)) * s
  * (Cast's saturate clamps, rounding to nearest even); s is raised to the least subnormal only where it is 0,
- * where x is 0 too and stays so. */
-static const char *fp8_act(gb *b, char *out, const char *x) {
+ * where x is 0 too and stays so. The layers that read one input share its rounding. */
+static const char *fp8_act(gb *b, const char *x) {
+    if (strcmp(x, b->fp8_in) == 0) return b->fp8_out;
     static const int64_t last[1] = {-1};
     nm ax, am, s0, s, xs, x8, xf;
     const attr keep[] = {{.name = "keepdims", .type = ATTR_INT, .i = 1}};
@@ -189,7 +191,8 @@ static const char *fp8_act(gb *b, char *out, const char *x) {
     OP(b, fresh(b, xs), "Div", x, s);
     OPA(b, fresh(b, x8), "Cast", to8, xs);
     OPA(b, fresh(b, xf), "Cast", to32, x8);
-    return OP(b, fresh(b, out), "Mul", xf, s);
+    snprintf(b->fp8_in, sizeof b->fp8_in, "%s", x);
+    return OP(b, fresh(b, b->fp8_out), "Mul", xf, s);
 }
 
 /* y = x W^T (+ b) for the linear layer (role, layer), into `out` (or a fresh name). */
@@ -208,11 +211,10 @@ static const char *linear(gb *b, char *out, const char *x, sqz_role r, int32_t l
              e->n_parts > 2 ? e->part[2].name : NULL, (const char *)NULL);
     } else {
         const char *wt = e->part[0].name;
-        nm xq;
         if (e->lin == SQZ__LIN_FP8) {
             const attr a[] = {{.name = "axis", .type = ATTR_INT, .i = 1}};
             wt = OPA(b, fresh(b, w), "DequantizeLinear", a, e->part[0].name, e->part[1].name);
-            if (e->act_fp8) x = fp8_act(b, xq, x);
+            if (e->act_fp8) x = fp8_act(b, x);
         } else if (e->lin == SQZ__LIN_QDQ) {
             const attr a[] = {{.name = "axis", .type = ATTR_INT, .i = 0},
                               {.name = "block_size", .type = ATTR_INT, .i = e->block}};

@@ -171,8 +171,8 @@ sqz_status sqz_quant_rtn(const sqz_qlinear *lin, int n_lin, const sqz_qstats *st
     float amax = 0.0f; /* NVFP4: one global scale for the matrices of this input (llm-compressor's fused one) */
     for (int i = 0; o->target.fmt == SQZ_QFMT_NVFP4 && i < n_lin; i++)
         amax = fmaxf(amax, sqz__nvfp4_amax(lin[i].w, lin[i].n_out * st->n_in));
+    const float gs = o->target.fmt == SQZ_QFMT_NVFP4 ? sqz__nvfp4_global_scale(amax) : 0.0f;
     for (int i = 0; i < n_lin; i++) {
-        const float gs = o->target.fmt == SQZ_QFMT_NVFP4 ? sqz__nvfp4_global_scale(amax) : 0.0f;
         sqz_status s = rtn_one(lin[i].w, lin[i].n_out, st->n_in, &o->target, gs, &out[i]);
         if (s == SQZ_OK && o->refine && o->target.fmt == SQZ_QFMT_IQ3_S) /* sqz's search, llama.cpp's weights x^2 */
             s = sqz__iq3s_refine_rows(lin[i].w, lin[i].n_out, st->n_in, NULL, out[i].data, o->threads);
