@@ -86,6 +86,16 @@ static sqz__idot4_fn wide(sqz_dtype t, sqz__qmm_isa isa, bool eight) {
     return NULL;
 }
 
+bool sqz__qmm_qgemm(sqz_dtype t, sqz__qmm_isa isa) {
+    const char *name;
+    if ((unsigned)t >= SQZ_DTYPE_COUNT || !ref_rows[t]) return false;
+#if SQZ__QMM_X86
+    if (variant(isa, &name) == sqz__idot_vnni) return sqz__qgemm_vnni_has(t);
+#endif
+    (void)isa, (void)name;
+    return false;
+}
+
 sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa) { return wide(t, isa, false); }
 sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa) { return wide(t, isa, true); }
 

@@ -112,6 +112,35 @@ sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa);
  * (the K and IQ types with AVX-512 VNNI have one). */
 sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa);
 
+/* Whether isa multiplies many tokens of t through the panel GEMM below (VNNI, 32-blocks). */
+bool sqz__qmm_qgemm(sqz_dtype t, sqz__qmm_isa isa);
+/* Many tokens against the 32-element block types with AVX-512 VNNI (qidot_gemm_vnni.c): 16 weight
+ * rows packed once per call, interleaved 4 bytes a lane, against every token. y (m x n, rows of
+ * n) = the products of the m activation rows at xq (xq_bytes apart, quantized for w's type)
+ * with the n weight rows at w (row_bytes apart), plus bias (or NULL). xs: -128 times each
+ * block's sum of codes (sqz__qgemm_xsums; m x k/32), for the types against Q8_0; NULL for
+ * Q4_1 / Q5_1. Each product has the scalar reference's integer block sums; the float order
+ * may differ. */
+typedef struct sqz__qgemm_args {
+    const void *w;
+    size_t row_bytes;
+    int64_t m, n, k;
+    const uint8_t *xq;
+    size_t xq_bytes;
+    const int32_t *xs;
+    float *y;
+    const float *bias;
+} sqz__qgemm_args;
+#if SQZ__QMM_X86
+/* Whether t has the panel GEMM (Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q5_1). */
+bool sqz__qgemm_vnni_has(sqz_dtype t);
+/* Output rows [j0, j1) of every token; scratch: sqz__qgemm_scratch_bytes(k) bytes. Needs VNNI. */
+void sqz__qgemm_vnni_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int64_t j1, void *scratch);
+size_t sqz__qgemm_scratch_bytes(int64_t k);
+/* xs[t k/32 + b] = -128 sum of token t's block b (Q8_0 activation rows), tokens [t0, t1). */
+void sqz__qgemm_xsums(const uint8_t *xq, size_t xq_bytes, int64_t t0, int64_t t1, int64_t k, int32_t *xs);
+#endif
+
 /* Each variant file's table: the kernel of each weight type it has, NULL elsewhere. */
 #if SQZ__QMM_X86
 extern const sqz__idot_fn sqz__idot_avx2[SQZ_DTYPE_COUNT]; /* qidot_avx2.c */

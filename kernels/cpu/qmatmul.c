@@ -283,6 +283,59 @@ static void rows_idot(void *c, int64_t b, int64_t e, int thread) {
     for (int64_t i0 = 0; i0 < m; i0 += tt) tile_idot(J, b, e, i0, m - i0 < tt ? m : i0 + tt);
 }
 
+/* Many tokens of a 32-block type with VNNI: panels of 16 rows packed once, against every token
+ * (qidot_gemm_vnni.c). Below this many tokens the one-row kernels (4 or 8 tokens a row) serve. */
+enum { SQZ__QGEMM_MIN_TOKENS = 16 };
+#if SQZ__QMM_X86
+typedef struct qgemm_job {
+    sqz_dtype t;
+    sqz__qgemm_args g;
+    const qmm_ijob *J;
+    sqz_status st;
+} qgemm_job;
+
+static void rows_xsums(void *c, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    qgemm_job *Q = c;
+    sqz__qgemm_xsums(Q->g.xq, Q->g.xq_bytes, b, e, Q->g.k, (int32_t *)(void *)Q->g.xs);
+}
+
+/* Panels [b, e) of 16 rows. */
+static void panels_qgemm(void *c, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    qgemm_job *Q = c;
+    void *s = sqz__malloc(sqz__qgemm_scratch_bytes(Q->g.k));
+    if (!s) {
+        __atomic_store_n(&Q->st, SQZ_ERR_NOMEM, __ATOMIC_RELAXED);
+        return;
+    }
+    sqz__qgemm_vnni_rows(Q->t, &Q->g, b * 16, e * 16 < Q->g.n ? e * 16 : Q->g.n, s);
+    free(s);
+}
+#endif
+
+static sqz_status qgemm(sqz__pool *pool, const qmm_ijob *J) {
+#if SQZ__QMM_X86
+    const sqz_matmul_args *a = J->a;
+    qgemm_job Q = {.t = a->w_dtype, .J = J, .st = SQZ_OK,
+                   .g = {.w = a->w, .row_bytes = J->row_bytes, .m = a->m, .n = a->n, .k = a->k, .xq = J->xq,
+                         .xq_bytes = J->xq_bytes, .y = a->y, .bias = a->bias}};
+    void *owned = NULL;
+    if (J->kind == SQZ__AQ_Q8_0) {
+        Q.g.xs = scratch(pool, 0, (size_t)a->m * (size_t)(a->k / 32) * sizeof(int32_t), &owned);
+        if (!Q.g.xs) return SQZ_ERR_NOMEM;
+        run_inline(pool, a->m, 8, rows_xsums, &Q);
+    }
+    /* each chunk of panels packs its own: ~1M multiply-adds at least */
+    run_inline(pool, (a->n + 15) / 16, 1048576 / (16 * a->k * a->m) + 1, panels_qgemm, &Q);
+    free(owned);
+    return Q.st;
+#else
+    (void)pool, (void)J;
+    return SQZ_ERR_UNSUPPORTED;
+#endif
+}
+
 /* Y = X . W^T with X quantized as ggml-cpu quantizes it for W's type (F16/BF16: X rounded, then
  * the float product; F32 and types without integer kernels: the float product). */
 static sqz_status qmatmul_q8(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args *a) {
@@ -305,8 +358,10 @@ static sqz_status qmatmul_q8(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul
     } else {
         const sqz_dtype_traits *tr = sqz_dtype_info(a->w_dtype);
         J.row_bytes = (size_t)(a->k / tr->block_size) * tr->type_size;
-        /* ~64k multiply-adds per chunk of rows: enough to be worth waking a thread */
-        run_inline(pool, a->n, 65536 / (a->k * a->m) + 1, rows_idot, &J);
+        if (a->m >= SQZ__QGEMM_MIN_TOKENS && sqz__qmm_qgemm(a->w_dtype, isa))
+            st = qgemm(pool, &J);
+        else /* ~64k multiply-adds per chunk of rows: enough to be worth waking a thread */
+            run_inline(pool, a->n, 65536 / (a->k * a->m) + 1, rows_idot, &J);
     }
     free(owned);
     return st;

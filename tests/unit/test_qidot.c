@@ -330,6 +330,87 @@ static void test_kernels_x4(void **state) {
     if (sqz__qmm_idot8(SQZ_DTYPE_Q4_K, SQZ__ISA_AVX512)) assert_int_equal(n8, 7); /* the seven K and IQ types */
 }
 
+/* The panel GEMM (qidot_gemm_vnni.c) against the scalar kernel on every token and row: bit for bit with
+ * unit scales, within 1e-5 of sum |w x| with real ones; panels cut short (n not a multiple of 16),
+ * token counts taking the 8-, 4- and 1-token paths, a bias; and through sqz__qmatmul with 2
+ * threads, where many tokens of these types take it. */
+static void check_qgemm(sqz_dtype t, int64_t m, int64_t n, int64_t k, int unit) {
+    const sqz__aq_kind kind = sqz__aq_kind_of(t);
+    const size_t ab = sqz__aq_row_bytes(kind, k), rb = (size_t)(k / 32) * sqz_dtype_info(t)->type_size;
+    uint8_t *w = random_row(t, n * k, unit), *xq = malloc((size_t)m * ab);
+    float *y = malloc((size_t)(m * n) * sizeof(float)), *bias = malloc((size_t)n * sizeof(float));
+    int32_t *xs = malloc((size_t)(m * (k / 32)) * sizeof(int32_t));
+    void *scr = malloc(sqz__qgemm_scratch_bytes(k));
+    assert_true(xq && y && bias && xs && scr);
+    for (int64_t i = 0; i < m; i++) {
+        void *x = activation_row(t, k, unit);
+        memcpy(xq + i * ab, x, ab);
+        free(x);
+    }
+    for (int64_t j = 0; j < n; j++) bias[j] = unit ? (float)(j % 5) : 0.25f * rndf();
+    if (kind == SQZ__AQ_Q8_0) sqz__qgemm_xsums(xq, ab, 0, m, k, xs);
+    const sqz__qgemm_args a = {.w = w, .row_bytes = rb, .m = m, .n = n, .k = k, .xq = xq, .xq_bytes = ab,
+                               .xs = kind == SQZ__AQ_Q8_0 ? xs : NULL, .y = y, .bias = bias};
+    sqz__qgemm_vnni_rows(t, &a, 0, n, scr);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            const float ref = sqz__qmm_idot(t, SQZ__ISA_SCALAR)(w + j * rb, xq + i * ab, k) + bias[j];
+            double mag;
+            exact_dot(t, w + j * rb, xq + i * ab, k, &mag);
+            const float got = y[i * n + j];
+            const bool ok = unit && mag < 16777216.0 ? got == ref : fabs(got - ref) <= 1e-5 * (mag + 1.0);
+            if (!ok)
+                fail_msg("qgemm %s m %lld n %lld k %lld %s y[%lld][%lld] %.9g vs scalar %.9g (sum |w x| %g)",
+                         sqz_dtype_name(t), (long long)m, (long long)n, (long long)k, unit ? "unit" : "real",
+                         (long long)i, (long long)j, got, ref, mag);
+        }
+    free(w), free(xq), free(y), free(bias), free(xs), free(scr);
+}
+
+static void test_qgemm(void **state) {
+    (void)state;
+    if (!sqz__qmm_isa_runs(SQZ__ISA_AVX512) || !sqz__qmm_qgemm(SQZ_DTYPE_Q4_0, SQZ__ISA_AVX512)) skip();
+    static const int64_t shapes[][3] = {{16, 16, 32}, {21, 37, 288}, {37, 5, 896}, {13, 48, 4352}, {1, 17, 64}};
+    int types = 0;
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const sqz_dtype t = kTypes[ti];
+        if (!sqz__qmm_qgemm(t, SQZ__ISA_AVX512)) continue;
+        types++;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int unit = 0; unit < 2; unit++) check_qgemm(t, shapes[si][0], shapes[si][1], shapes[si][2], unit);
+    }
+    assert_int_equal(types, 6); /* Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q5_1 */
+    /* through sqz__qmatmul: 40 tokens, 2 threads, against the one-row kernel */
+    const int64_t m = 40, n = 70, k = 576;
+    float *x = malloc(m * k * sizeof(float)), *y = malloc(m * n * sizeof(float));
+    assert_true(x && y);
+    for (int64_t i = 0; i < m * k; i++) x[i] = rndf();
+    sqz__pool *pool = NULL;
+    assert_int_equal(sqz__pool_new(2, &pool), SQZ_OK);
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const sqz_dtype t = kTypes[ti];
+        if (!sqz__qmm_qgemm(t, SQZ__ISA_AVX512)) continue;
+        const sqz__aq_kind kind = sqz__aq_kind_of(t);
+        const size_t ab = sqz__aq_row_bytes(kind, k), rb = (size_t)(k / 32) * sqz_dtype_info(t)->type_size;
+        uint8_t *w = random_row(t, n * k, false), *xq = malloc(ab);
+        assert_non_null(xq);
+        sqz_matmul_args a = {.m = m, .n = n, .k = k, .x = x, .w = w, .w_dtype = t, .y = y, .acts = SQZ_ACTIVATIONS_Q8};
+        assert_int_equal(sqz__qmatmul(pool, SQZ__ISA_AVX512, &a), SQZ_OK);
+        for (int64_t i = 0; i < m; i++) {
+            sqz__aq_quantize(kind, x + i * k, xq, k);
+            for (int64_t j = 0; j < n; j++) {
+                double mag;
+                exact_dot(t, w + j * rb, xq, k, &mag);
+                const float want = sqz__qmm_idot(t, SQZ__ISA_SCALAR)(w + j * rb, xq, k);
+                assert_true(fabs(y[i * n + j] - want) <= 1e-5 * (mag + 1.0));
+            }
+        }
+        free(w), free(xq);
+    }
+    sqz__pool_free(pool);
+    free(x), free(y);
+}
+
 /* Real weights: stories260K's w1 (860 rows of 64 as 215 rows of 256) quantized to each type sqz
  * writes, against real-looking activations. */
 static void test_kernels_real(void **state) {
@@ -437,6 +518,7 @@ int main(void) {
         cmocka_unit_test(test_kernels_random),
         cmocka_unit_test(test_kernels_x4),
         cmocka_unit_test(test_kernels_real),
+        cmocka_unit_test(test_qgemm),
         cmocka_unit_test(test_qmatmul_q8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
