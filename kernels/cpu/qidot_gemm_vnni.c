@@ -148,11 +148,137 @@ VNNI static void panel_tokens(const sqz__qgemm_args *a, const panel *p, bool q81
     for (; t < a->m; t++) tokens(a, p, q81, t, 1, j0, mask);
 }
 
-size_t sqz__qgemm_scratch_bytes(int64_t k) { return (size_t)(k / 32) * (8 * 64 + 2 * PR * sizeof(float)) + 64; }
+/* ---- 256-element super-blocks against Q8_K: Q4_K, Q5_K (8 sub-blocks of 32, scale and minimum
+ * each), Q6_K (16 sub-blocks of 16, signed scales, codes q - 32) ---------------------------------
+ * A sub-block's 16 row sums come whole out of its dpbusds as for the 32-blocks; they are multiplied
+ * by the rows' integer scales (vpmulld) and summed in int32 over the super-block, as the reference
+ * forms isum; Q4_K / Q5_K's minimums take the Q8_K's 16-element sums in pairs (vpdpwssd: m_j times
+ * bsum[2j] and bsum[2j + 1]); Q6_K's offset 32 starts each sub-block at -32 bsum. Per super-block
+ * and panel: codes[64][64 bytes], sc[16][16] int32, mn[8][16] (m_j twice as int16), d[16], dmin[16]. */
+enum { KB_CODES = 4096, KB_SC = 16 * PR * 4, KB_MN = 8 * PR * 4, KB_F = 2 * PR * 4 };
+enum { KB_BYTES = KB_CODES + KB_SC + KB_MN + KB_F };
+
+/* One row's super-block: its 256 codes (unsigned), 16 scales (Q4_K/Q5_K: each twice), 8 minimums. */
+VNNI static void kdecode(sqz_dtype t, const uint8_t *blk, uint8_t c[256], int32_t sc[16], int32_t mn[8], float *d,
+                    float *dmin) {
+    uint16_t h;
+    if (t == SQZ_DTYPE_Q6_K) {
+        const sqz_block_q6_K *w = (const sqz_block_q6_K *)(const void *)blk;
+        for (int e = 0; e < 256; e++) {
+            const int hh = e / 128, j = (e % 128) / 32, l = e % 32;
+            const uint8_t ql = w->ql[64 * hh + 32 * (j % 2) + l];
+            c[e] = (uint8_t)((j < 2 ? ql & 15 : ql >> 4) | ((w->qh[32 * hh + l] >> (2 * j)) & 3) << 4);
+        }
+        for (int s = 0; s < 16; s++) sc[s] = w->scales[s];
+        memcpy(&h, &w->d, 2);
+        *d = _cvtsh_ss(h);
+        *dmin = 0.0f;
+        return;
+    }
+    const sqz_block_q4_K *w4 = (const sqz_block_q4_K *)(const void *)blk;
+    const sqz_block_q5_K *w5 = (const sqz_block_q5_K *)(const void *)blk;
+    const uint8_t *qs = t == SQZ_DTYPE_Q4_K ? w4->qs : w5->qs, *scales = t == SQZ_DTYPE_Q4_K ? w4->scales : w5->scales;
+    for (int e = 0; e < 256; e++) {
+        const int s = e / 32, l = e % 32;
+        int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
+        if (t == SQZ_DTYPE_Q5_K) q |= ((w5->qh[l] >> s) & 1) << 4;
+        c[e] = (uint8_t)q;
+    }
+    for (int s = 0; s < 8; s++) {
+        uint8_t a, m;
+        sqz__get_scale_min_k4(s, scales, &a, &m);
+        sc[2 * s] = sc[2 * s + 1] = a;
+        mn[s] = m | m << 16;
+    }
+    memcpy(&h, &w4->d, 2);
+    *d = _cvtsh_ss(h);
+    memcpy(&h, &w4->dmin, 2);
+    *dmin = _cvtsh_ss(h);
+}
+
+VNNI static void kpack(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int rows, uint8_t *p) {
+    const int64_t nb = a->k / 256;
+    const size_t bs = sqz_dtype_info(t)->type_size;
+    if (rows < PR) memset(p, 0, (size_t)nb * KB_BYTES);
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *w = (const uint8_t *)a->w + (size_t)(j0 + r) * a->row_bytes;
+        for (int64_t b = 0; b < nb; b++, w += bs) {
+            uint8_t *P = p + (size_t)b * KB_BYTES, c[256];
+            int32_t sc[16], mn[8] = {0};
+            float *f = (float *)(void *)(P + KB_CODES + KB_SC + KB_MN);
+            kdecode(t, w, c, sc, mn, &f[r], &f[PR + r]);
+            for (int g = 0; g < 64; g++) memcpy(P + 64 * g + 4 * r, c + 4 * g, 4);
+            for (int s = 0; s < 16; s++) memcpy(P + KB_CODES + 4 * (PR * s + r), &sc[s], 4);
+            for (int s = 0; s < 8; s++) memcpy(P + KB_CODES + KB_SC + 4 * (PR * s + r), &mn[s], 4);
+        }
+    }
+}
+
+/* T tokens from t0 against a super-block panel (q6: Q6_K's layout of sub-blocks and offset). */
+INL void ktokens(const sqz__qgemm_args *a, const uint8_t *p, bool q6, int64_t t0, int T, int64_t j0,
+                 __mmask16 mask) {
+    const int64_t nb = a->k / 256;
+    const sqz__aq8_K *x[8];
+    __m512 acc[8];
+    for (int i = 0; i < T; i++) {
+        x[i] = (const sqz__aq8_K *)(const void *)(a->xq + (size_t)(t0 + i) * a->xq_bytes);
+        acc[i] = _mm512_setzero_ps();
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *P = p + (size_t)b * KB_BYTES;
+        __m512i isum[8], msum[8];
+        for (int i = 0; i < T; i++) isum[i] = msum[i] = _mm512_setzero_si512();
+        for (int s = 0; s < 16; s++) { /* sub-blocks of 16: 4 groups of 4 codes */
+            const __m512i sc = _mm512_loadu_si512((const void *)(P + KB_CODES + 64 * s));
+            __m512i t[8];
+            for (int i = 0; i < T; i++) t[i] = q6 ? _mm512_set1_epi32(-32 * x[i][b].bsums[s]) : _mm512_setzero_si512();
+            for (int g = 0; g < 4; g++) {
+                const __m512i w = _mm512_loadu_si512((const void *)(P + 64 * (4 * s + g)));
+                for (int i = 0; i < T; i++) {
+                    int32_t q4;
+                    memcpy(&q4, x[i][b].qs + 16 * s + 4 * g, 4);
+                    t[i] = _mm512_dpbusd_epi32(t[i], w, _mm512_set1_epi32(q4));
+                }
+            }
+            for (int i = 0; i < T; i++) isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(t[i], sc));
+        }
+        const float *f = (const float *)(const void *)(P + KB_CODES + KB_SC + KB_MN);
+        const __m512 d = _mm512_loadu_ps(f), dmin = _mm512_loadu_ps(f + PR);
+        for (int j = 0; !q6 && j < 8; j++) {
+            const __m512i mn = _mm512_loadu_si512((const void *)(P + KB_CODES + KB_SC + 64 * j));
+            for (int i = 0; i < T; i++) {
+                int32_t bs2;
+                memcpy(&bs2, &x[i][b].bsums[2 * j], 4);
+                msum[i] = _mm512_dpwssd_epi32(msum[i], mn, _mm512_set1_epi32(bs2));
+            }
+        }
+        for (int i = 0; i < T; i++) {
+            const __m512 da = _mm512_set1_ps(x[i][b].d);
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(d, da), acc[i]);
+            if (!q6) acc[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[i]), _mm512_mul_ps(dmin, da), acc[i]);
+        }
+    }
+    const __m512 bias = a->bias ? _mm512_maskz_loadu_ps(mask, a->bias + j0) : _mm512_setzero_ps();
+    for (int i = 0; i < T; i++) _mm512_mask_storeu_ps(a->y + (t0 + i) * a->n + j0, mask, _mm512_add_ps(acc[i], bias));
+}
+
+VNNI static void kpanel_tokens(const sqz__qgemm_args *a, const uint8_t *p, bool q6, int64_t j0, __mmask16 mask) {
+    int64_t t = 0;
+    for (; t + 8 <= a->m; t += 8) ktokens(a, p, q6, t, 8, j0, mask);
+    for (; t + 4 <= a->m; t += 4) ktokens(a, p, q6, t, 4, j0, mask);
+    for (; t < a->m; t++) ktokens(a, p, q6, t, 1, j0, mask);
+}
+
+static bool is_k(sqz_dtype t) { return t == SQZ_DTYPE_Q4_K || t == SQZ_DTYPE_Q5_K || t == SQZ_DTYPE_Q6_K; }
+
+size_t sqz__qgemm_scratch_bytes(int64_t k) {
+    const size_t b32 = (size_t)(k / 32) * (8 * 64 + 2 * PR * sizeof(float)), bk = (size_t)(k / 256) * KB_BYTES;
+    return (b32 > bk ? b32 : bk) + 64;
+}
 
 bool sqz__qgemm_vnni_has(sqz_dtype t) {
     return t == SQZ_DTYPE_Q8_0 || t == SQZ_DTYPE_Q4_0 || t == SQZ_DTYPE_Q5_0 || t == SQZ_DTYPE_IQ4_NL ||
-           t == SQZ_DTYPE_Q4_1 || t == SQZ_DTYPE_Q5_1;
+           t == SQZ_DTYPE_Q4_1 || t == SQZ_DTYPE_Q5_1 || is_k(t);
 }
 
 void sqz__qgemm_vnni_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int64_t j1, void *scratch) {
@@ -161,7 +287,12 @@ void sqz__qgemm_vnni_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int
     const panel p = {.codes = base, .dw = (float *)(void *)(base + (size_t)nb * 512),
                      .mw = (float *)(void *)(base + (size_t)nb * 512) + nb * PR};
     const bool q81 = t == SQZ_DTYPE_Q4_1 || t == SQZ_DTYPE_Q5_1;
-    for (int64_t j = j0; j < j1; j += PR) {
+    for (int64_t j = j0; j < j1 && is_k(t); j += PR) {
+        const int rows = j1 - j < PR ? (int)(j1 - j) : PR;
+        kpack(t, a, j, rows, base);
+        kpanel_tokens(a, base, t == SQZ_DTYPE_Q6_K, j, (__mmask16)((1u << rows) - 1u));
+    }
+    for (int64_t j = j0; j < j1 && !is_k(t); j += PR) {
         const int rows = j1 - j < PR ? (int)(j1 - j) : PR;
         pack(t, a, j, rows, &p);
         panel_tokens(a, &p, q81, j, (__mmask16)((1u << rows) - 1u));

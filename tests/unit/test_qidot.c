@@ -336,7 +336,8 @@ static void test_kernels_x4(void **state) {
  * threads, where many tokens of these types take it. */
 static void check_qgemm(sqz_dtype t, int64_t m, int64_t n, int64_t k, int unit) {
     const sqz__aq_kind kind = sqz__aq_kind_of(t);
-    const size_t ab = sqz__aq_row_bytes(kind, k), rb = (size_t)(k / 32) * sqz_dtype_info(t)->type_size;
+    const size_t ab = sqz__aq_row_bytes(kind, k),
+                 rb = (size_t)(k / sqz_dtype_info(t)->block_size) * sqz_dtype_info(t)->type_size;
     uint8_t *w = random_row(t, n * k, unit), *xq = malloc((size_t)m * ab);
     float *y = malloc((size_t)(m * n) * sizeof(float)), *bias = malloc((size_t)n * sizeof(float));
     int32_t *xs = malloc((size_t)(m * (k / 32)) * sizeof(int32_t));
@@ -370,18 +371,21 @@ static void check_qgemm(sqz_dtype t, int64_t m, int64_t n, int64_t k, int unit) 
 static void test_qgemm(void **state) {
     (void)state;
     if (!sqz__qmm_isa_runs(SQZ__ISA_AVX512) || !sqz__qmm_qgemm(SQZ_DTYPE_Q4_0, SQZ__ISA_AVX512)) skip();
-    static const int64_t shapes[][3] = {{16, 16, 32}, {21, 37, 288}, {37, 5, 896}, {13, 48, 4352}, {1, 17, 64}};
+    static const int64_t shapes[][3] = {{16, 16, 32}, {21, 37, 288}, {37, 5, 896}, {13, 48, 4352}, {1, 17, 64},
+                                        {19, 33, 256}, {9, 16, 512}, {24, 20, 2304}};
     int types = 0;
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         const sqz_dtype t = kTypes[ti];
         if (!sqz__qmm_qgemm(t, SQZ__ISA_AVX512)) continue;
         types++;
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-            for (int unit = 0; unit < 2; unit++) check_qgemm(t, shapes[si][0], shapes[si][1], shapes[si][2], unit);
+            for (int unit = 0; unit < 2; unit++)
+                if (shapes[si][2] % sqz_dtype_info(t)->block_size == 0)
+                    check_qgemm(t, shapes[si][0], shapes[si][1], shapes[si][2], unit);
     }
-    assert_int_equal(types, 6); /* Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q5_1 */
+    assert_int_equal(types, 9); /* Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K */
     /* through sqz__qmatmul: 40 tokens, 2 threads, against the one-row kernel */
-    const int64_t m = 40, n = 70, k = 576;
+    const int64_t m = 40, n = 70, k = 768;
     float *x = malloc(m * k * sizeof(float)), *y = malloc(m * n * sizeof(float));
     assert_true(x && y);
     for (int64_t i = 0; i < m * k; i++) x[i] = rndf();
@@ -391,7 +395,8 @@ static void test_qgemm(void **state) {
         const sqz_dtype t = kTypes[ti];
         if (!sqz__qmm_qgemm(t, SQZ__ISA_AVX512)) continue;
         const sqz__aq_kind kind = sqz__aq_kind_of(t);
-        const size_t ab = sqz__aq_row_bytes(kind, k), rb = (size_t)(k / 32) * sqz_dtype_info(t)->type_size;
+        const size_t ab = sqz__aq_row_bytes(kind, k),
+                     rb = (size_t)(k / sqz_dtype_info(t)->block_size) * sqz_dtype_info(t)->type_size;
         uint8_t *w = random_row(t, n * k, false), *xq = malloc(ab);
         assert_non_null(xq);
         sqz_matmul_args a = {.m = m, .n = n, .k = k, .x = x, .w = w, .w_dtype = t, .y = y, .acts = SQZ_ACTIVATIONS_Q8};
