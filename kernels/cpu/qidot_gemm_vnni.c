@@ -160,14 +160,20 @@ enum { KB_BYTES = KB_CODES + KB_SC + KB_MN + KB_F };
 
 /* One row's super-block: its 256 codes (unsigned), 16 scales (Q4_K/Q5_K: each twice), 8 minimums. */
 VNNI static void kdecode(sqz_dtype t, const uint8_t *blk, uint8_t c[256], int32_t sc[16], int32_t mn[8], float *d,
-                    float *dmin) {
+                         float *dmin) {
+    const __m256i f = _mm256_set1_epi8(15);
     uint16_t h;
-    if (t == SQZ_DTYPE_Q6_K) {
+    if (t == SQZ_DTYPE_Q6_K) { /* element 128 hh + 32 j + l: ql[64 hh + 32 (j % 2) + l] nibble j / 2, qh bits 2j */
         const sqz_block_q6_K *w = (const sqz_block_q6_K *)(const void *)blk;
-        for (int e = 0; e < 256; e++) {
-            const int hh = e / 128, j = (e % 128) / 32, l = e % 32;
-            const uint8_t ql = w->ql[64 * hh + 32 * (j % 2) + l];
-            c[e] = (uint8_t)((j < 2 ? ql & 15 : ql >> 4) | ((w->qh[32 * hh + l] >> (2 * j)) & 3) << 4);
+        for (int hh = 0; hh < 2; hh++) {
+            const __m256i qh = LD256(w->qh + 32 * hh), l0 = LD256(w->ql + 64 * hh), l1 = LD256(w->ql + 64 * hh + 32);
+            for (int j = 0; j < 4; j++) {
+                const __m256i ql = j % 2 ? l1 : l0;
+                const __m256i lo = j < 2 ? _mm256_and_si256(ql, f) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), f);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), _mm256_set1_epi8(3));
+                _mm256_storeu_si256((__m256i *)(void *)(c + 128 * hh + 32 * j),
+                                    _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+            }
         }
         for (int s = 0; s < 16; s++) sc[s] = w->scales[s];
         memcpy(&h, &w->d, 2);
@@ -177,12 +183,20 @@ VNNI static void kdecode(sqz_dtype t, const uint8_t *blk, uint8_t c[256], int32_
     }
     const sqz_block_q4_K *w4 = (const sqz_block_q4_K *)(const void *)blk;
     const sqz_block_q5_K *w5 = (const sqz_block_q5_K *)(const void *)blk;
-    const uint8_t *qs = t == SQZ_DTYPE_Q4_K ? w4->qs : w5->qs, *scales = t == SQZ_DTYPE_Q4_K ? w4->scales : w5->scales;
-    for (int e = 0; e < 256; e++) {
-        const int s = e / 32, l = e % 32;
-        int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
-        if (t == SQZ_DTYPE_Q5_K) q |= ((w5->qh[l] >> s) & 1) << 4;
-        c[e] = (uint8_t)q;
+    const bool five = t == SQZ_DTYPE_Q5_K;
+    const uint8_t *qs = five ? w5->qs : w4->qs, *scales = five ? w5->scales : w4->scales;
+    const __m256i qh = five ? LD256(w5->qh) : _mm256_setzero_si256();
+    for (int p = 0; p < 4; p++) { /* sub-blocks 2p (low nibbles) and 2p + 1 (high) */
+        const __m256i q = LD256(qs + 32 * p);
+        __m256i lo = _mm256_and_si256(q, f), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), f);
+        if (five) {
+            const __mmask32 b0 = _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << (2 * p))));
+            const __mmask32 b1 = _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << (2 * p + 1))));
+            lo = _mm256_mask_add_epi8(lo, b0, lo, _mm256_set1_epi8(16));
+            hi = _mm256_mask_add_epi8(hi, b1, hi, _mm256_set1_epi8(16));
+        }
+        _mm256_storeu_si256((__m256i *)(void *)(c + 64 * p), lo);
+        _mm256_storeu_si256((__m256i *)(void *)(c + 64 * p + 32), hi);
     }
     for (int s = 0; s < 8; s++) {
         uint8_t a, m;
