@@ -49,8 +49,8 @@ struct sqz__pool {
     void *ctx;
     int64_t n, chunk;
     atomic_int_fast64_t next;
-    void *scratch[2]; /* sqz__pool_scratch */
-    size_t scratch_bytes[2];
+    void *scratch[3]; /* sqz__pool_scratch */
+    size_t scratch_bytes[3];
 };
 
 typedef struct {
@@ -172,15 +172,14 @@ void sqz__pool_free(sqz__pool *p) {
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
     free(p->threads);
-    free(p->scratch[0]);
-    free(p->scratch[1]);
+    for (int i = 0; i < 3; i++) free(p->scratch[i]);
     free(p);
 }
 
 int sqz__pool_threads(const sqz__pool *p) { return p ? p->n_threads : 1; }
 
 void *sqz__pool_scratch(sqz__pool *p, int slot, size_t bytes) {
-    if (!p || slot < 0 || slot > 1) return NULL;
+    if (!p || slot < 0 || slot > 2) return NULL;
     if (p->scratch_bytes[slot] < bytes) {
         free(p->scratch[slot]);
         p->scratch[slot] = sqz__malloc(bytes);

@@ -28,7 +28,7 @@ void sqz__pool_free(sqz__pool *p);
 int64_t sqz__pool_set_spin(sqz__pool *p, int64_t ns);
 /* Threads including the caller. */
 int sqz__pool_threads(const sqz__pool *p);
-/* A buffer of at least `bytes` owned by the pool (slot 0 or 1; its contents are not kept when it
+/* A buffer of at least `bytes` owned by the pool (slot 0, 1 or 2; its contents are not kept when it
  * grows), kept until sqz__pool_free: the products' panels and quantized activations, which a
  * fresh allocation per product paid for in page faults (36 MB panels of the 1.5 B's ffn_down
  * zeroed again for each product). NULL when out of memory. The pool's caller only (not reentrant). */

@@ -291,7 +291,8 @@ typedef struct qgemm_job {
     sqz_dtype t;
     sqz__qgemm_args g;
     const qmm_ijob *J;
-    sqz_status st;
+    uint8_t *panels; /* each thread's panel: `each` bytes */
+    size_t each;
 } qgemm_job;
 
 static void rows_xsums(void *c, int64_t b, int64_t e, int thread) {
@@ -300,24 +301,17 @@ static void rows_xsums(void *c, int64_t b, int64_t e, int thread) {
     sqz__qgemm_xsums(Q->g.xq, Q->g.xq_bytes, b, e, Q->g.k, (int32_t *)(void *)Q->g.xs);
 }
 
-/* Panels [b, e) of 16 rows. */
+/* Panels [b, e) of 16 rows, packed into the thread's part of the scratch. */
 static void panels_qgemm(void *c, int64_t b, int64_t e, int thread) {
-    (void)thread;
     qgemm_job *Q = c;
-    void *s = sqz__malloc(sqz__qgemm_scratch_bytes(Q->g.k));
-    if (!s) {
-        __atomic_store_n(&Q->st, SQZ_ERR_NOMEM, __ATOMIC_RELAXED);
-        return;
-    }
-    sqz__qgemm_vnni_rows(Q->t, &Q->g, b * 16, e * 16 < Q->g.n ? e * 16 : Q->g.n, s);
-    free(s);
+    sqz__qgemm_vnni_rows(Q->t, &Q->g, b * 16, e * 16 < Q->g.n ? e * 16 : Q->g.n, Q->panels + (size_t)thread * Q->each);
 }
 #endif
 
 static sqz_status qgemm(sqz__pool *pool, const qmm_ijob *J) {
 #if SQZ__QMM_X86
     const sqz_matmul_args *a = J->a;
-    qgemm_job Q = {.t = a->w_dtype, .J = J, .st = SQZ_OK,
+    qgemm_job Q = {.t = a->w_dtype, .J = J, .each = (sqz__qgemm_scratch_bytes(a->k) + 63) / 64 * 64,
                    .g = {.w = a->w, .row_bytes = J->row_bytes, .m = a->m, .n = a->n, .k = a->k, .xq = J->xq,
                          .xq_bytes = J->xq_bytes, .y = a->y, .bias = a->bias}};
     void *owned = NULL;
@@ -326,10 +320,17 @@ static sqz_status qgemm(sqz__pool *pool, const qmm_ijob *J) {
         if (!Q.g.xs) return SQZ_ERR_NOMEM;
         run_inline(pool, a->m, 8, rows_xsums, &Q);
     }
-    /* each chunk of panels packs its own: ~1M multiply-adds at least */
+    void *owned2;
+    Q.panels = scratch(pool, 2, (size_t)sqz__pool_threads(pool) * Q.each, &owned2);
+    if (!Q.panels) {
+        free(owned);
+        return SQZ_ERR_NOMEM;
+    }
+    /* ~1M multiply-adds at least per chunk of panels */
     run_inline(pool, (a->n + 15) / 16, 1048576 / (16 * a->k * a->m) + 1, panels_qgemm, &Q);
     free(owned);
-    return Q.st;
+    free(owned2);
+    return SQZ_OK;
 #else
     (void)pool, (void)J;
     return SQZ_ERR_UNSUPPORTED;
