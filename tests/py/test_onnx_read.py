@@ -5,7 +5,7 @@ usage: test_onnx_read.py REF_TOOL
 
 For stories260K (llama2.c: interleaved rotary rows) and tinystories-656K (HF), in every form
 test_onnx_export.py exports (f32; q4_0 as MatMulNBits and as QDQ; int4:g32:asym; f16; q8_0, q5_0, q4_1;
-int4:g64 sym; int8 per row; fp8; fp8_dynamic):
+int4:g64 sym; int8 per row; fp8; fp8_dynamic; and q5_1, which MatMulNBits holds as 8 bits with float zero points):
   (and `export --dtype q4_0` of stories260K, against `sqz convert --dtype q4_0` of it)
   1. sqz's logits (REF_TOOL: libsqz's sqz_forward, a 64-token prompt) on the exported directory against
      sqz's logits on the source model: equal bit for bit where the source keeps q/k rows in HF's
@@ -137,7 +137,8 @@ def main():
         ids = [1] + np.random.default_rng(25).integers(3, 512 if name == "stories260K" else 2048,
                                                       size=N_PROMPT - 1).tolist()
         forms = [("f32", None), ("q4_0", "q4_0"), ("q4_0 qdq", "q4_0"), ("int4:g32:asym", "int4:g32:asym"),
-                 ("f16", "convert"), ("q8_0", "q8_0"), ("q5_0", "q5_0"), ("q4_1", "q4_1"), ("int4:g64", "int4:g64"),
+                 ("f16", "convert"), ("q8_0", "q8_0"), ("q5_0", "q5_0"), ("q4_1", "q4_1"), ("q5_1", "q5_1"),
+                 ("int4:g64", "int4:g64"),
                  ("int8", "int8"), ("fp8", "fp8"), ("fp8_dynamic", "fp8_dynamic")]
         made = {}
         for form, spec in forms:
@@ -152,7 +153,7 @@ def main():
                     if spec == "convert":
                         sqz("convert", src, "--dtype", "f16", "-o", model)
                     else:
-                        pure = spec in ("q4_0", "q4_1", "q5_0", "q8_0")
+                        pure = spec in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0")
                         sqz("compress", src, "--quant", spec + ":pure" if pure else spec, "-o", model)
                     made[base] = model
             interleaved = is_gguf or (spec is None and src_interleaved)
