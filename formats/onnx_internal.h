@@ -73,6 +73,7 @@ typedef struct sqz__onnx_node {
 
 typedef struct sqz__onnx_proto {
     int64_t ir_version;
+    sqz__pb_span producer;     /* producer_name ("sqz" for sqz's exports) */
     sqz__onnx_init *init;
     int64_t n_init;
     sqz__onnx_node *node;

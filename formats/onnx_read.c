@@ -331,6 +331,16 @@ static sqz_status open_dir(const char *dir, const char *onnx, sqz_model *m) {
         sqz_unmap(pm);
         return st;
     }
+    if (!sqz__pb_is(pb.producer, "sqz")) {
+        const sqz__pb_span p = pb.producer;
+        const bool text = p.p && p.n <= 64 && !memchr(p.p, 0, p.n) && sqz__utf8_valid(p.p, p.n);
+        st = SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: written by %s%.*s%s, not by sqz: sqz reads back the ONNX models it "
+                       "exports (sqz export MODEL --to onnx); open the checkpoint it was made from instead", onnx,
+                       text ? "'" : "another tool", text ? (int)p.n : 0, text ? p.p : "", text ? "'" : "");
+        sqz__onnx_proto_free(&pb);
+        sqz_unmap(pm);
+        return st;
+    }
     sqz__onnx_rd r = {.file = onnx, .pb = &pb, .m = m};
     const sqz_mapping *data = NULL;
     char *data_path = NULL;

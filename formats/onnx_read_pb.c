@@ -5,6 +5,8 @@
  * data_location (14); NodeProto input (1), output (2), op_type (4), domain (7), attribute (5:
  * AttributeProto name 1, i 3, type 20). Every other field is skipped by its wire type.
  *
+ * ModelProto.producer_name (2) is kept too: the reader refuses another tool's model by it.
+ *
  * The wire format (protobuf's encoding guide): a tag varint (field << 3 | wire type), then a varint
  * (0), 8 bytes (1), a varint length and that many bytes (2) or 4 bytes (5); groups (3, 4) are
  * refused (ONNX never uses them). Every varint is at most 10 bytes, every length is checked against
@@ -325,6 +327,8 @@ sqz_status sqz__onnx_proto_read(const uint8_t *bytes, size_t n, const char *file
         st = next_field(&c, &r, &f, "the ModelProto");
         if (st == SQZ_OK && f.num == 1) st = want_wire(&c, &r, &f, W_VARINT, "the ModelProto");
         if (st == SQZ_OK && f.num == 1) out->ir_version = (int64_t)f.v;
+        if (st == SQZ_OK && f.num == 2) st = want_wire(&c, &r, &f, W_LEN, "the ModelProto");
+        if (st == SQZ_OK && f.num == 2) out->producer = span(&f);
         if (st != SQZ_OK || f.num != 7) continue;
         st = want_wire(&c, &r, &f, W_LEN, "the ModelProto");
         if (st == SQZ_OK && has_graph) st = SQZ_ERROR(SQZ_ERR_FORMAT, "%s: two graphs in one ModelProto", file);

@@ -4,7 +4,7 @@
 # From a q4_0 export of stories260K (MatMulNBits, scales, the rest f32): model.onnx truncated, a bad varint, a
 # length past the end, an external offset past model.onnx.data, model.onnx.data missing, a config.json whose
 # sizes the initializers do not have, an unknown initializer name, a NaN scale, no config.json (an ONNX model
-# sqz did not write), and a model.onnx that is not protobuf. Exit 77 when the model is missing.
+# sqz did not write), a model.onnx that is not protobuf, and another tool's model (its producer_name). Exit 77 when the model is missing.
 set -uo pipefail
 SQZ=${SQZ_BIN:-sqz}
 DATA=${SQZ_TEST_DATA:-${SQZ_TEST_DATA_DEFAULT:-}}
@@ -82,4 +82,9 @@ expect 1 "model.onnx: no config.json beside it" -- "$SQZ" inspect "$tmp/nocfg/mo
 fresh text
 echo "not a protobuf" > "$tmp/text/model.onnx"
 expect 1 "model.onnx: " -- "$SQZ" inspect "$tmp/text"
+
+# another tool's model (producer_name 'pytorch'; config.json beside it, as optimum writes one)
+fresh other
+py "import sys; p=sys.argv[1]; b=open(p,'rb').read(); i=b.index(b'\x12\x03sqz'); open(p,'wb').write(b[:i]+b'\x12\x07pytorch'+b[i+5:])" "$tmp/other/model.onnx"
+expect 1 "model.onnx: written by 'pytorch', not by sqz" -- "$SQZ" inspect "$tmp/other"
 exit $fail
