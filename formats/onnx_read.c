@@ -209,6 +209,7 @@ static sqz_status restore_dtype(const sqz__onnx_init *x, sqz_tensor *t) {
         if (st == SQZ_OK) sqz_clear_error();
         return st;
     }
+    if (t->owned) free(t->data);
     t->dtype = d;
     t->data = q;
     t->nbytes = nb;
@@ -256,8 +257,18 @@ static sqz_status add_init(sqz__onnx_rd *r, int64_t i) {
     t.ndim = x->ndim;
     for (int d = 0; d < SQZ_MAX_DIMS; d++) t.shape[d] = d < x->ndim ? x->dims[d] : 1;
     t.nbytes = (size_t)r->nbytes[i];
-    t.data = (void *)r->data[i]; /* 64-byte aligned in the mapping */
-    SQZ_TRY(restore_dtype(x, &t));
+    t.data = (void *)r->data[i]; /* sqz's writer aligns every part to 64 bytes */
+    if ((uintptr_t)t.data % sizeof(float) != 0) { /* another offset: an aligned copy, as the safetensors reader */
+        t.data = sqz__malloc(t.nbytes ? t.nbytes : 1);
+        if (!t.data) return SQZ_ERR_NOMEM;
+        memcpy(t.data, r->data[i], t.nbytes);
+        t.owned = true;
+    }
+    sqz_status st = restore_dtype(x, &t);
+    if (st != SQZ_OK) {
+        if (t.owned) free(t.data);
+        return st;
+    }
     if (sqz_model_add_tensor(r->m, &t)) return SQZ_OK;
     if (t.owned) free(t.data);
     return SQZ_ERR_NOMEM;
