@@ -57,7 +57,7 @@ static sqz_status add_tensor_type(void *dst, const sqz_opt *o, const char *value
 static const sqz_opt compress_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, path),
      .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED | SQZ_OPT_INPUT, .metavar = "MODEL", .short_name = 'm',
-     .help = "HF directory, .safetensors, .gguf or llama2.c .bin"},
+     .help = "HF directory, .safetensors, .gguf, llama2.c .bin or an ONNX directory sqz wrote"},
     {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(compress_opts, out),
      .flags = SQZ_OPT_REQUIRED | SQZ_OPT_OUTPUT | SQZ_OPT_OUTPUT_DIR, .short_name = 'o', .metavar = "OUT",
      .help = "a .gguf file or an HF directory"},

@@ -24,7 +24,7 @@ static const int dtype_values[] = {SQZ_DTYPE_F32,  SQZ_DTYPE_F16,  SQZ_DTYPE_BF1
 static const sqz_opt convert_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(convert_opts, in),
      .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED | SQZ_OPT_INPUT, .metavar = "MODEL",
-     .help = "an HF directory, a .safetensors, a .gguf or a llama2.c .bin"},
+     .help = "an HF directory, a .safetensors, a .gguf, a llama2.c .bin or an ONNX directory sqz wrote"},
     {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(convert_opts, out),
      .flags = SQZ_OPT_REQUIRED | SQZ_OPT_OUTPUT | SQZ_OPT_OUTPUT_DIR,
      .metavar = "OUT", .short_name = 'o', .help = "a .gguf file or an HF directory"},
@@ -43,7 +43,8 @@ static const sqz_opt convert_rows[] = {
 static const char convert_head[] =
     "usage: sqz convert MODEL -o OUT [--to " TO_CHOICES "]\n"
     "                   [--dtype " DTYPE_CHOICES "] [--hf-format LAYOUT] [--tokenizer FILE]\n\n"
-    "Converts between llama2.c, GGUF and HF safetensors. OUT is a .gguf file or an HF\n"
+    "Converts between llama2.c, GGUF and HF safetensors (and from the ONNX directories sqz\n"
+    "writes: docs/onnx.md, \"Reading back\"). OUT is a .gguf file or an HF\n"
     "directory (model.safetensors + config.json + tokenizer.json). The format defaults to\n"
     "gguf when OUT ends in .gguf, safetensors otherwise. Without --dtype every tensor keeps\n"
     "its dtype; in safetensors sqz's int8/int4 weights and GGUF q4_0, q8_0 and q5_0 linear\n"

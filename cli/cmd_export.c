@@ -27,7 +27,7 @@ static const int dtype_values[] = {SQZ_DTYPE_F32,  SQZ_DTYPE_F16,  SQZ_DTYPE_BF1
 static const sqz_opt export_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(export_opts, in),
      .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_INPUT, .metavar = "MODEL",
-     .help = "any checkpoint sqz opens: HF directory, .safetensors, .gguf, llama2.c .bin, .sqzb"},
+     .help = "any checkpoint sqz opens: HF directory, .safetensors, .gguf, llama2.c .bin, .sqzb, sqz's ONNX directory"},
     {.name = "output", .type = SQZ_OPT_STRING, .offset = offsetof(export_opts, out),
      .flags = SQZ_OPT_OUTPUT | SQZ_OPT_OUTPUT_DIR, .metavar = "OUT", .short_name = 'o',
      .help = "a .gguf file, an HF directory, a .sqzb bundle or an ONNX directory"},

@@ -44,7 +44,7 @@ static void print_rope_extras(const sqz_model *m) {
 static const sqz_opt inspect_rows[] = {
     {.name = "model", .type = SQZ_OPT_STRING, .offset = offsetof(inspect_opts, path),
      .flags = SQZ_OPT_POSITIONAL | SQZ_OPT_REQUIRED | SQZ_OPT_INPUT, .metavar = "MODEL",
-     .help = "an HF directory, a .safetensors, a .gguf or a llama2.c .bin"},
+     .help = "an HF directory, a .safetensors, a .gguf, a llama2.c .bin or an ONNX directory sqz wrote"},
     {.name = "json", .type = SQZ_OPT_FLAG, .offset = offsetof(inspect_opts, json),
      .help = "print one JSON object instead of text"},
     {.name = "no-tensors", .type = SQZ_OPT_FLAG, .offset = offsetof(inspect_opts, no_tensors),
@@ -61,8 +61,8 @@ static const char inspect_head[] =
     "usage: sqz inspect MODEL [--json] [--no-tensors] [--sparsity] [--tokenizer FILE]\n\n"
     "Shows a checkpoint's architecture and hyperparameters, its parameter count (tied\n"
     "weights counted once), the bytes per dtype and every tensor (name, role, dtype,\n"
-    "shape, bytes). MODEL is an HF directory, a .safetensors, a .gguf or a llama2.c .bin,\n"
-    "detected by content. Only headers are read, unless --sparsity asks for every tensor's\n"
+    "shape, bytes). MODEL is an HF directory, a .safetensors, a .gguf, a llama2.c .bin or\n"
+    "an ONNX directory sqz wrote (its model.onnx), detected by content. Only headers are read, unless --sparsity asks for every tensor's\n"
     "zeros and N:M patterns (docs/sparsity.md).\n";
 
 void sqz_cmd_inspect_usage(FILE *out) {

@@ -13,7 +13,7 @@
 static const sqz_cmd commands[] = {
     {.name = "inspect", .summary = "show a checkpoint's architecture, parameters and tensors", .run = sqz_cmd_inspect,
      .usage = sqz_cmd_inspect_usage},
-    {.name = "convert", .summary = "convert between llama2.c, GGUF and HF safetensors", .run = sqz_cmd_convert,
+    {.name = "convert", .summary = "convert between llama2.c, GGUF and HF safetensors (and from sqz's ONNX)", .run = sqz_cmd_convert,
      .usage = sqz_cmd_convert_usage, .outputs_together = true},
     {.name = "export", .summary = "export for deployment: GGUF, HF safetensors, or a signed checksummed bundle "
      "for sqz-edge", .run = sqz_cmd_export, .usage = sqz_cmd_export_usage, .outputs_together = true},

@@ -20,6 +20,24 @@ static sqz_status open_gguf(const char *path, const sqz_open_opts *o, sqz_model 
 static sqz_status open_llama2c(const char *path, const sqz_open_opts *o, sqz_model *m) {
     return sqz__llama2c_open(path, o ? o->tokenizer_path : NULL, m);
 }
+static sqz_status open_onnx(const char *path, const sqz_open_opts *o, sqz_model *m) {
+    (void)o;
+    return sqz__onnx_open(path, m);
+}
+static bool has_file(const char *dir, const char *name) {
+    char *p = sqz__path_join(dir, name);
+    bool has = p && sqz__is_file(p);
+    free(p);
+    return has;
+}
+/* an HF checkpoint: config.json (its reader says which weight files are missing) */
+static bool looks_st_dir(const char *dir) { return has_file(dir, "config.json"); }
+/* sqz's ONNX export: model.onnx, unless safetensors weights are there too (an HF directory that carries an
+ * ONNX copy is read as the HF checkpoint) */
+static bool looks_onnx_dir(const char *dir) {
+    return has_file(dir, "model.onnx") && !has_file(dir, "model.safetensors") &&
+           !has_file(dir, "model.safetensors.index.json");
+}
 static sqz_status open_bundle(const char *path, const sqz_open_opts *o, sqz_model *m) {
     (void)o;
     return sqz__bundle_open(path, m);
@@ -39,7 +57,7 @@ static sqz_rope_layout rope_gguf(const sqz_model *m) {
     return a && a->rope != SQZ_ROPE_NONE ? a->rope : SQZ_ROPE_INTERLEAVED;
 }
 
-/* Sniffing order: the rows with a magic first, llama2.c's plausible header last. */
+/* Sniffing order: the rows with a magic first, ONNX's first protobuf bytes, llama2.c's plausible header last. */
 static const sqz__format_row format_table[] = {
     [SQZ_FORMAT_GGUF] = {.info = {.name = "gguf", .block_types = true},
                          .looks = looks_gguf, .open = open_gguf, .save = sqz__gguf_save, .check = sqz__tensors_check,
@@ -48,16 +66,19 @@ static const sqz__format_row format_table[] = {
                            .looks = looks_bundle, .open = open_bundle, .save = sqz__bundle_save,
                            .check = sqz__bundle_check},
     [SQZ_FORMAT_SAFETENSORS] = {.info = {.name = "safetensors", .hf_layouts = true, .one_layer_shape = true},
-                                .looks = sqz__looks_safetensors, .open = open_st, .save = sqz__st_save,
+                                .looks = sqz__looks_safetensors, .looks_dir = looks_st_dir, .open = open_st, .save = sqz__st_save,
                                 .check = sqz__tensors_check, .dtype_every_tensor = true, .has_dtype = st_has_dtype,
                                 .rope = rope_hf},
     [SQZ_FORMAT_LLAMA2C] = {.info = {.name = "llama2c"}, .looks = sqz__looks_llama2c, .open = open_llama2c},
-    /* written only: formats/onnx_write.c */
+    /* formats/onnx_write.c; read back: formats/onnx_read.c (the directories sqz writes, config.json in them) */
     [SQZ_FORMAT_ONNX] = {.info = {.name = "onnx", .block_types = true, .onnx_opts = true},
+                         .looks = sqz__looks_onnx, .looks_dir = looks_onnx_dir, .open = open_onnx,
                          .save = sqz__onnx_save, .check = sqz__onnx_check},
 };
 static const sqz_format sniff_order[] = {SQZ_FORMAT_GGUF, SQZ_FORMAT_BUNDLE, SQZ_FORMAT_SAFETENSORS,
-                                         SQZ_FORMAT_LLAMA2C};
+                                         SQZ_FORMAT_ONNX, SQZ_FORMAT_LLAMA2C};
+/* Directories: an ONNX export before an HF checkpoint (both have config.json). */
+static const sqz_format dir_order[] = {SQZ_FORMAT_ONNX, SQZ_FORMAT_SAFETENSORS};
 #define N_FORMATS ((int)(sizeof format_table / sizeof format_table[0]))
 
 const sqz__format_row *sqz__format_get(sqz_format f) {
@@ -125,20 +146,21 @@ static sqz_status sniff_file(const char *path, sqz_format *out) {
             return SQZ_OK;
         }
     }
-    return SQZ_ERROR(SQZ_ERR_FORMAT, "%s: not a GGUF, safetensors, sqz bundle or llama2.c checkpoint (first bytes "
+    return SQZ_ERROR(SQZ_ERR_FORMAT, "%s: not a GGUF, safetensors, sqz bundle, ONNX or llama2.c checkpoint (first bytes "
                      "%02x %02x %02x %02x)", path, head[0], head[1], head[2], head[3]);
 }
 
 sqz_status sqz_detect_format(const char *path, sqz_format *out) {
     *out = SQZ_FORMAT_UNKNOWN;
     if (sqz__is_dir(path)) {
-        char *cfg = sqz__path_join(path, "config.json");
-        if (!cfg) return SQZ_ERR_NOMEM;
-        bool has = sqz__is_file(cfg);
-        free(cfg);
-        SQZ_RETURN_IF(!has, SQZ_ERR_FORMAT, "%s: a directory without config.json is not an HF checkpoint", path);
-        *out = SQZ_FORMAT_SAFETENSORS;
-        return SQZ_OK;
+        for (size_t i = 0; i < sizeof dir_order / sizeof dir_order[0]; i++) {
+            if (format_table[dir_order[i]].looks_dir(path)) {
+                *out = dir_order[i];
+                return SQZ_OK;
+            }
+        }
+        return SQZ_ERROR(SQZ_ERR_FORMAT, "%s: a directory without config.json is not an HF checkpoint, and one without "
+                         "model.onnx not an ONNX export", path);
     }
     return sniff_file(path, out);
 }

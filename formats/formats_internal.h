@@ -24,11 +24,13 @@
 
 /* ---- the format table (detect.c): one row per format ---- */
 /* Every format sqz reads or writes: its public columns (sqz_format_info), how its first bytes look
- * (NULL: found another way: an HF directory), its reader, its writer and its check (NULL: not
+ * and how its directory looks, its reader, its writer and its check (NULL: not
  * written), and how the writers shared by GGUF and safetensors (export.c) treat it. */
 typedef struct sqz__format_row {
     sqz_format_traits info;
     bool (*looks)(const uint8_t *p, size_t n, uint64_t file_size);
+    /* whether a directory is one of this format's (NULL: the format is a single file) */
+    bool (*looks_dir)(const char *dir);
     sqz_status (*open)(const char *path, const sqz_open_opts *o, sqz_model *m);
     sqz_status (*save)(const sqz_model *m, const char *path, const sqz_save_opts *o);
     /* sqz_model_check_target's check of m against the target and the options */
@@ -51,12 +53,20 @@ sqz_status sqz__tensors_check(const sqz_model *m, const sqz_save_opts *o);
 bool sqz__looks_gguf(const uint8_t *p, size_t n);
 bool sqz__looks_safetensors(const uint8_t *p, size_t n, uint64_t file_size);
 bool sqz__looks_llama2c(const uint8_t *p, size_t n, uint64_t file_size);
+/* A ModelProto's first bytes (onnx_read.c). */
+bool sqz__looks_onnx(const uint8_t *p, size_t n, uint64_t file_size);
 
 /* ---- readers: fill an empty model (m->source_path is set by the caller) ---- */
 /* path: an HF directory, or a .safetensors file (config.json and tokenizer files beside it). */
 sqz_status sqz__st_open(const char *path, sqz_model *m);
 sqz_status sqz__gguf_open(const char *path, sqz_model *m);
 sqz_status sqz__llama2c_open(const char *path, const char *tokenizer_path, sqz_model *m);
+/* path: a directory sqz's ONNX writer made (model.onnx, model.onnx.data, config.json, tokenizer files), or
+ * its model.onnx (onnx_read.c). */
+sqz_status sqz__onnx_open(const char *path, sqz_model *m);
+/* tokenizer.json (+ tokenizer_config.json) of an HF-style directory into m->vocab when present, the special
+ * ids config.json gave kept as the fallback (safetensors_read.c; the ONNX reader's too). */
+sqz_status sqz__hf_tokenizer_read(const char *dir, sqz_model *m);
 
 /* ---- writers ---- */
 sqz_status sqz__st_save(const sqz_model *m, const char *path, const sqz_save_opts *o);

@@ -117,11 +117,18 @@ static const char *const_f32(gb *b, const char *name, float v) {
     return constant(b, name, SQZ__ONNX_FLOAT, &v, 4, 1, true);
 }
 
-static void ext_initializer(gb *b, const sqz__onnx_part *p) {
+/* dtype: a tensor stored in f32 with another dtype's values (the embedding under --dtype, f16 / bf16
+ * norms): "sqz dtype NAME" in its doc_string, so that the reader gives it that dtype again (onnx_read.c). */
+static void ext_initializer(gb *b, const sqz__onnx_part *p, const char *dtype) {
     sqz__bytebuf t = {0};
     for (int d = 0; d < p->ndim; d++) sqz__pb_int(&t, 1, p->dims[d]);
     sqz__pb_int(&t, 2, p->onnx_type);
     sqz__pb_str(&t, 8, p->name);
+    if (dtype) {
+        char doc[48];
+        snprintf(doc, sizeof doc, "sqz dtype %s", dtype);
+        sqz__pb_str(&t, 12, doc);
+    }
     char num[32];
     const char *keys[3] = {"location", "offset", "length"};
     for (int k = 0; k < 3; k++) {
@@ -401,8 +408,11 @@ sqz_status sqz__onnx_model_proto(const sqz_model *m, const sqz__onnx_plan *p, co
     b.consts = sqz__calloc(MAX_CONSTS, sizeof *b.consts);
     if (!b.consts) return SQZ_ERR_NOMEM;
     sqz__pb_str(&b.g, 2, "sqz_decoder");
-    for (int64_t i = 0; i < p->n; i++)
-        for (int k = 0; k < p->e[i].n_parts; k++) ext_initializer(&b, &p->e[i].part[k]);
+    for (int64_t i = 0; i < p->n; i++) {
+        const sqz__onnx_entry *e = &p->e[i];
+        const char *dt = e->t && !e->is_linear && e->dtype != SQZ_DTYPE_F32 ? sqz_dtype_name(e->dtype) : NULL;
+        for (int k = 0; k < e->n_parts; k++) ext_initializer(&b, &e->part[k], dt);
+    }
     graph_io(&b);
     graph_body(&b);
     free(b.consts);

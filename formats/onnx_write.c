@@ -2,6 +2,8 @@
  *   model.onnx        the ModelProto (graph, no weight bytes: onnx_graph.c)
  *   model.onnx.data   every initializer's bytes, 64-byte aligned, streamed one tensor at a time
  *   genai_config.json the decoder's inputs, outputs and sizes, greedy search defaults
+ *   config.json       the model's HF config (hf_config.c, as the HF writer's; optimum's exports carry one too):
+ *                     what sqz reads the directory back with (onnx_read.c)
  *   tokenizer.json, tokenizer_config.json (when the model has a vocabulary)
  * Memory: one tensor's parts (plus its intermediate codes) beyond the mappings; the ModelProto
  * holds names and shapes only (docs/onnx.md). */
@@ -127,6 +129,13 @@ static sqz_status write_all(const sqz_model *m, const sqz_save_opts *o, const sq
     if (st == SQZ_OK) st = write_bytes(d, "model.onnx", proto.p, proto.n);
     free(proto.p);
     if (st == SQZ_OK) st = write_owned_text(d, "genai_config.json", genai_config(m, p));
+    if (st == SQZ_OK) {
+        /* a model an HF config cannot state (per-layer head counts or widths: pruned) is written without it,
+         * and cannot be read back (onnx_read.c says why) */
+        char *cfg = sqz__hf_config_write(m);
+        if (cfg) st = write_owned_text(d, "config.json", cfg);
+        else sqz_clear_error();
+    }
     if (st == SQZ_OK && (m->vocab.n_tokens > 0 || m->vocab.hf_json)) {
         st = write_owned_text(d, "tokenizer.json", sqz__tokenizer_json_write(&m->vocab));
         if (st == SQZ_OK) st = write_owned_text(d, "tokenizer_config.json", sqz__tokenizer_config_write(&m->vocab));

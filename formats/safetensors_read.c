@@ -531,8 +531,7 @@ static sqz_status attach_layout(const st_set *s, sqz_model *m, const sqz__st_lay
     return st;
 }
 
-/* tokenizer.json (+ tokenizer_config.json) from dir, if present. */
-static sqz_status read_tokenizer(const char *dir, sqz_model *m) {
+sqz_status sqz__hf_tokenizer_read(const char *dir, sqz_model *m) {
     char *tpath = sqz__path_join(dir, "tokenizer.json");
     char *cpath = sqz__path_join(dir, "tokenizer_config.json");
     char *tjson = NULL, *cjson = NULL;
@@ -611,7 +610,7 @@ static sqz_status open_checkpoint(const char *path, sqz_model *m, st_set *s) {
             st = SQZ_ERROR(SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': FP8 E4M3 values without a scale sqz reads (sqz reads "
                            "compressed-tensors' float-quantized weight_scale)", cfg_path, m->tensors[i].name);
     sqz__st_layout_config_free(qc);
-    if (st == SQZ_OK) st = read_tokenizer(dir, m);
+    if (st == SQZ_OK) st = sqz__hf_tokenizer_read(dir, m);
     if (st == SQZ_OK && !m->name) {
         m->name = sqz__strdup(sqz__basename(is_dir ? dir : path));
         if (!m->name) st = SQZ_ERR_NOMEM;
