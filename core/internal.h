@@ -169,6 +169,14 @@ const char *sqz__mapping_at(const void *addr);
  * read faults them in again from the file, unchanged. False (nothing done) for memory that is
  * not a mapping's (heap data must never be dropped). */
 bool sqz__mapping_release(const void *addr, size_t n);
+/* A writable mapping of `size` bytes backed by an unlinked scratch file in $TMPDIR (or /tmp), its
+ * blocks reserved first (posix_fallocate: no SIGBUS for a full disk later), registered as the
+ * read-only mappings are, so that sqz__mapping_release drops its pages from this process while the
+ * file keeps them: data a reader must assemble (an HF mixture's stacked experts) without holding it
+ * all in memory. Freed by sqz_unmap (or with the model that keeps it). Writes go through a cast of
+ * ->data. */
+struct sqz_mapping;
+sqz_status sqz__map_spill(size_t size, struct sqz_mapping **out);
 /* sqz_outfile_open for a scratch file a step reads back at once (auto's trial logits): its
  * commit puts it in place even while a program defers its commits (sqz_io_defer_begin). */
 struct sqz_outfile;

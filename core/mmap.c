@@ -128,7 +128,8 @@ bool sqz__mapping_release(const void *addr, size_t n) {
     if (!path || path != sqz__mapping_at((const uint8_t *)addr + n - 1)) return false;
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     const uintptr_t a = ((uintptr_t)addr + pg - 1) & ~(pg - 1), e = ((uintptr_t)addr + n) & ~(pg - 1);
-    if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED); /* read-only, private: the file's pages again */
+    if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED); /* private: the file's pages again; shared
+                                                                 * (spill): the file keeps what was written */
     return true;
 }
 
@@ -178,6 +179,37 @@ sqz_status sqz_map(const char *path, sqz_mapping **out) {
     }
     close(fd);
     if (!m->path) { sqz_unmap(m); return SQZ_ERR_NOMEM; }
+    if (m->data) map_register(m);
+    *out = m;
+    return SQZ_OK;
+}
+
+sqz_status sqz__map_spill(size_t size, sqz_mapping **out) {
+    *out = NULL;
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    char path[4096];
+    SQZ_RETURN_IF((size_t)snprintf(path, sizeof path, "%s/sqz-spill-XXXXXX", dir) >= sizeof path, SQZ_ERR_IO,
+                  "TMPDIR is too long");
+    int fd = mkstemp(path);
+    SQZ_RETURN_IF(fd < 0, SQZ_ERR_IO, "%s: cannot create a scratch file: %s", path, strerror(errno));
+    (void)unlink(path); /* gone when unmapped, whatever happens to this process */
+    int e = size ? posix_fallocate(fd, 0, (off_t)size) : 0;
+    void *p = e == 0 && size ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
+    if (e == 0 && p == MAP_FAILED) e = errno;
+    close(fd);
+    SQZ_RETURN_IF(e != 0, SQZ_ERR_IO, "%s: cannot reserve %zu bytes of scratch: %s", path, size, strerror(e));
+    sqz_mapping *m = sqz__calloc(1, sizeof *m);
+    char *name = sqz__strdup(path);
+    if (!m || !name) {
+        if (p) munmap(p, size);
+        free(m);
+        free(name);
+        return SQZ_ERR_NOMEM;
+    }
+    m->data = p;
+    m->size = size;
+    m->path = name;
     if (m->data) map_register(m);
     *out = m;
     return SQZ_OK;

@@ -4,9 +4,11 @@
  * model, which holds each layer's experts stacked in one (n_expert, rows, cols) tensor per role, as GGUF's
  * ffn_*_exps and llama.cpp do.
  *
- * Reading copies each expert's matrix into its stacked tensor (heap memory owned by the model: an HF
- * mixture is held in memory once, where a GGUF one stays mapped); every expert of every stacked role
- * must be present, in one float dtype and one shape.
+ * Reading copies each expert's matrix into its stacked tensor, a scratch file's mapping kept by the model
+ * (core's sqz__map_spill): each expert's pages, source and copy, are dropped from memory once copied, so
+ * an HF mixture is assembled one expert at a time and then paged in block by block like a GGUF one
+ * (heap memory instead where no scratch file can be made); every expert of every stacked role must be
+ * present, in one float dtype and one shape.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -36,11 +38,18 @@ sqz_status sqz__st_add_expert(sqz_model *m, const sqz__st_view *v, sqz_role role
         SQZ_RETURN_IF(!sqz__mul_size(one, (size_t)ld->n_expert, &all), SQZ_ERR_SHAPE,
                       "%s: tensor '%s': %" PRId64 " experts overflow", v->file, v->name, ld->n_expert);
         sqz_tensor nt = {.name = name, .role = role, .layer = layer, .param = param, .dtype = v->dtype, .ndim = 3,
-                         .shape = {ld->n_expert, v->shape[0], v->shape[1], 1}, .nbytes = all, .owned = true};
-        nt.data = sqz__calloc(1, all ? all : 1);
-        if (!nt.data) return SQZ_ERR_NOMEM;
+                         .shape = {ld->n_expert, v->shape[0], v->shape[1], 1}, .nbytes = all};
+        sqz_mapping *spill = NULL;
+        if (all && sqz__map_spill(all, &spill) == SQZ_OK) {
+            SQZ_TRY(sqz_model_keep_mapping(m, spill));
+            nt.data = (void *)(uintptr_t)spill->data;
+        } else {
+            sqz_clear_error();
+            nt.owned = true;
+            if (!(nt.data = sqz__calloc(1, all ? all : 1))) return SQZ_ERR_NOMEM;
+        }
         if (!(t = sqz_model_add_tensor(m, &nt))) {
-            free(nt.data);
+            if (nt.owned) free(nt.data);
             return SQZ_ERR_NOMEM;
         }
     }
@@ -48,7 +57,10 @@ sqz_status sqz__st_add_expert(sqz_model *m, const sqz__st_view *v, sqz_role role
                   "%s: tensor '%s': %" PRId64 " x %" PRId64 " %s, where the layer's other experts are %" PRId64
                   " x %" PRId64 " %s", v->file, v->name, v->shape[0], v->shape[1], sqz_dtype_name(v->dtype),
                   t->shape[1], t->shape[2], sqz_dtype_name(t->dtype));
-    memcpy((uint8_t *)t->data + (size_t)x * one, v->data, one);
+    uint8_t *dst = (uint8_t *)t->data + (size_t)x * one;
+    memcpy(dst, v->data, one);
+    (void)sqz__mapping_release(v->data, one); /* both are file pages again (not heap: nothing done) */
+    (void)sqz__mapping_release(dst, one);
     counts[t - m->tensors]++;
     return SQZ_OK;
 }

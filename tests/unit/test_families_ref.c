@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/internal.h"
 #include "runtime_fixture.h"
 #include "test_util.h"
 
@@ -117,11 +118,23 @@ static const char *hub_dir(const char *fam) {
     return dir;
 }
 
+/* An HF mixture's stacked experts: a scratch file's mapping (core's sqz__map_spill, pages dropped as they
+ * are copied), or heap memory where no scratch file can be made. */
+static void check_experts_held(const sqz_model *m, bool spilled) {
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const sqz_tensor *t = &m->tensors[i];
+        if (t->ndim != 3) continue;
+        assert_int_equal(t->owned, !spilled);
+        assert_int_equal(sqz__mapping_at(t->data) != NULL, spilled);
+    }
+}
+
 static void check_family(const char *fam) {
     ref_file f;
     if (!ref_load(fam_path(fam, "ref.bin"), &f)) fail_msg("cannot read %s", fam_path(fam, "ref.bin"));
     sqz_model *m = NULL;
     SQZ_ASSERT_OK(sqz_model_open(fam_path(fam, NULL), NULL, &m));
+    check_experts_held(m, true);
     char what[128];
     snprintf(what, sizeof what, "%s (config.json)", fam);
     check_model(what, m, &f);
@@ -130,6 +143,19 @@ static void check_family(const char *fam) {
     sqz_model *h = NULL;
     SQZ_ASSERT_OK(sqz_model_open(hub_dir(fam), NULL, &h));
     snprintf(what, sizeof what, "%s (config.hub.json)", fam);
+    check_model(what, h, &f);
+    sqz_model_free(h);
+
+    /* no scratch file possible: the experts in heap memory, the same model */
+    const char *tmp = getenv("TMPDIR");
+    char *saved = tmp ? strdup(tmp) : NULL;
+    setenv("TMPDIR", "/nonexistent/sqz-no-scratch", 1);
+    SQZ_ASSERT_OK(sqz_model_open(fam_path(fam, NULL), NULL, &h));
+    if (saved) setenv("TMPDIR", saved, 1);
+    else unsetenv("TMPDIR");
+    free(saved);
+    check_experts_held(h, false);
+    snprintf(what, sizeof what, "%s (experts in heap memory)", fam);
     check_model(what, h, &f);
     sqz_model_free(h);
 
