@@ -4,6 +4,8 @@
  * it was stored in), and the hint towards llama.cpp's mixes when a single K-quant had to keep
  * layers. The JSON holds the same facts as data (totals.bytes_*, each layer's quantized and
  * format). */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,6 +124,25 @@ void sqz_cli_fallback_words(const sqz_compress_report *r, const sqz_cli_layer_co
         snprintf(buf + n, cap - n, " (width not a multiple of the block; llama-quantize falls back alike)");
 }
 
+/* "; tokens per expert: 0 experts got none, fewest 12, most 3,409 (the JSON report lists each)" */
+static const char *expert_tokens_words(const sqz_compress_report *r) {
+    static _Thread_local char buf[256];
+    double lo = INFINITY, hi = -INFINITY;
+    int64_t none = 0, n = 0;
+    for (int64_t b = 0; b < r->n_blocks; b++)
+        for (int64_t e = 0; e < r->blocks[b].n_expert; e++) {
+            const double t = r->blocks[b].expert_tokens[e];
+            lo = t < lo ? t : lo;
+            hi = t > hi ? t : hi;
+            none += t == 0;
+            n++;
+        }
+    if (!n) return "";
+    snprintf(buf, sizeof buf, "; tokens per expert: %lld of %lld got none, fewest %.0f, most %.0f (the JSON report "
+             "lists each, blocks[].expert_tokens)", (long long)none, (long long)n, lo, hi);
+    return buf;
+}
+
 /* The row of sqz_qmethods()' table at index i, or NULL. */
 static const sqz_qmethod *method_row(int32_t i) {
     int n = 0;
@@ -152,8 +173,8 @@ void sqz_cli_experts_words(const sqz_compress_report *r, char *buf, size_t cap) 
                  (long long)rtn, (long long)n);
     else
         snprintf(buf, cap, "%lld stacked expert tensors, each expert by its own statistics (by the rule most of a "
-                 "tensor's experts took: gptq %lld, imatrix %lld, rtn %lld; docs/moe.md; each row counts its experts)",
-                 (long long)n, (long long)by[0], (long long)by[1], (long long)by[2]);
+                 "tensor's experts took: gptq %lld, imatrix %lld, rtn %lld; docs/moe.md; each row counts its experts)%s",
+                 (long long)n, (long long)by[0], (long long)by[1], (long long)by[2], expert_tokens_words(r));
 }
 
 void sqz_cli_requant_words(const sqz_compress_report *r, char *buf, size_t cap) {

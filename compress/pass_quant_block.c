@@ -336,6 +336,19 @@ static sqz_status apply_smoothing(block_ctx *c, const sqz_linear_group *g, group
     return st;
 }
 
+/* A mixture's block: the tokens each expert saw (the stacked experts' first input with counts). */
+static sqz_status expert_tokens(const sqz_calib_block *stats, sqz_block_report *b) {
+    for (int r = 0; stats && r < SQZ_ROLE_COUNT; r++) {
+        const sqz_calib_input *in = sqz_calib_block_input(stats, (sqz_role)r);
+        if (!in || in->n_mat < 2 || !in->mat_tokens) continue;
+        if (!(b->expert_tokens = sqz__malloc((size_t)in->n_mat * sizeof(float)))) return SQZ_ERR_NOMEM;
+        memcpy(b->expert_tokens, in->mat_tokens, (size_t)in->n_mat * sizeof(float));
+        b->n_expert = in->n_mat;
+        return SQZ_OK;
+    }
+    return SQZ_OK;
+}
+
 /* Each quantized member's report row, and its validation on the sample rows. */
 static sqz_status validate_members(block_ctx *c, group_work *w) {
     const sqz_calib_input *in = w->in;
@@ -461,8 +474,10 @@ sqz_status sqz__compress_block(sqz_model *m, int32_t layer, const sqz_calib_bloc
             if (!nb) return SQZ_ERR_NOMEM;
             rep->blocks = nb;
         }
-        rep->blocks[rep->n_blocks++] = (sqz_block_report){layer, stats ? stats->cos_mean : NAN,
-                                                          stats ? stats->cos_min : NAN, sqz_now_seconds() - t0};
+        rep->blocks[rep->n_blocks] = (sqz_block_report){layer, stats ? stats->cos_mean : NAN,
+                                                        stats ? stats->cos_min : NAN, sqz_now_seconds() - t0, 0, NULL};
+        st = expert_tokens(stats, &rep->blocks[rep->n_blocks]);
+        rep->n_blocks++;
     }
     return st;
 }

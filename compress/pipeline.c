@@ -21,6 +21,7 @@ sqz_compress_opts sqz_compress_default_opts(void) {
 void sqz_compress_report_free(sqz_compress_report *r) {
     if (!r) return;
     free(r->layers);
+    for (int64_t i = 0; r->blocks && i < r->n_blocks; i++) free(r->blocks[i].expert_tokens);
     free(r->blocks);
     free(r->stages);
     sqz_layerdrop_result_free(r->layerdrop);

@@ -292,6 +292,10 @@ char *sqz_compress_report_json(const sqz_compress_report *r, const char *model, 
         ok &= num(e, "cos_mean", b->cos_mean);
         ok &= num(e, "cos_min", b->cos_min);
         ok &= num(e, "seconds", b->seconds);
+        if (b->expert_tokens) { /* tokens routed to each expert, in expert order */
+            cJSON *et = cJSON_CreateFloatArray(b->expert_tokens, (int)b->n_expert);
+            ok &= et && cJSON_AddItemToObject(e, "expert_tokens", et);
+        }
     }
     ok &= add_stages(o, r);
     ok &= add_eval(o, &r->eval, model, out);

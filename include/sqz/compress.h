@@ -109,6 +109,9 @@ typedef struct sqz_block_report {
     int32_t layer;
     double cos_mean, cos_min;  /* block input/output similarity on the calibration windows */
     double seconds;            /* compressing this block (methods, folding, validation) */
+    int64_t n_expert;          /* a mixture's block with statistics: its experts, and the tokens the */
+    float *expert_tokens;      /* router sent each on the calibration (or llama-imatrix's counts), owned;
+                                  0 and NULL otherwise */
 } sqz_block_report;
 
 /* What the compressed model cost, measured against the original on held-out text

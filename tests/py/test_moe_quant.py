@@ -206,6 +206,10 @@ def main():
             check(row["method"] == "imatrix" and "imatrix 7 ones 1" in row.get("why", ""),
                   "%s %s: the report's experts row counts the unreached expert: %s %r" %
                   (fam, ft, row["method"], row.get("why")))
+            blk = [b for b in rep["blocks"] if b["layer"] == int(UNREACHED[0].split(".")[1])]
+            toks = blk[0].get("expert_tokens", []) if blk else []
+            check(len(toks) == 8 and toks[UNREACHED[1]] == 0 and all(t > 0 for i, t in enumerate(toks) if i != UNREACHED[1]),
+                  "%s %s: the report lists the tokens of each expert, none for the unreached one: %s" % (fam, ft, toks))
         if live and ft == "Q4_K_M":
             ref_now = os.path.join(tmp, "ref.gguf")
             run([os.path.join(LLAMA, "llama-quantize")] + (["--imatrix", im] if im else []) + [f32s[fam], ref_now, ft],
