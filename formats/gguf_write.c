@@ -510,6 +510,10 @@ static sqz_status stream_tensors(writer *wr, sqz_outfile *f) {
         }
         s = sqz_outfile_write(f, buf, w->nbytes);
         if (s == SQZ_OK) s = sqz_outfile_pad(f, SQZ__GGUF_DEFAULT_ALIGNMENT);
+        /* the source pages just read are the file's again: a conversion holds one tensor, not the model
+         * (a mapping's pages only; heap data is never touched) */
+        if (w->src_nbytes > 0) (void)sqz__mapping_release(w->t->data, w->t->nbytes);
+        if (w->first) (void)sqz__mapping_release(w->first->data, w->first->nbytes);
         done += w->nbytes;
         if (s == SQZ_OK && wr->o->progress) {
             wr->o->progress(wr->o->progress_user, (int64_t)done, (int64_t)wr->data_size);
