@@ -125,8 +125,7 @@ void sqz_cli_fallback_words(const sqz_compress_report *r, const sqz_cli_layer_co
 }
 
 /* "; tokens per expert: 0 experts got none, fewest 12, most 3,409 (the JSON report lists each)" */
-static const char *expert_tokens_words(const sqz_compress_report *r) {
-    static _Thread_local char buf[256];
+static const char *expert_tokens_words(const sqz_compress_report *r, char *buf, size_t cap) {
     double lo = INFINITY, hi = -INFINITY;
     int64_t none = 0, n = 0;
     for (int64_t b = 0; b < r->n_blocks; b++)
@@ -138,7 +137,7 @@ static const char *expert_tokens_words(const sqz_compress_report *r) {
             n++;
         }
     if (!n) return "";
-    snprintf(buf, sizeof buf, "; tokens per expert: %lld of %lld got none, fewest %.0f, most %.0f (the JSON report "
+    snprintf(buf, cap, "; tokens per expert: %lld of %lld got none, fewest %.0f, most %.0f (the JSON report "
              "lists each, blocks[].expert_tokens)", (long long)none, (long long)n, lo, hi);
     return buf;
 }
@@ -167,14 +166,16 @@ void sqz_cli_experts_words(const sqz_compress_report *r, char *buf, size_t cap) 
         by[2] += mt && mt->rowwise;
     }
     if (!n) return;
+    char toks[256];
     if (rtn)
         snprintf(buf, cap, "%lld of %lld stacked expert tensors rounded by RTN: no per-expert statistics reached them "
                  "(a mixture's experts take their statistics from --calib or an --imatrix of llama-imatrix)",
                  (long long)rtn, (long long)n);
     else
         snprintf(buf, cap, "%lld stacked expert tensors, each expert by its own statistics (by the rule most of a "
-                 "tensor's experts took: gptq %lld, imatrix %lld, rtn %lld; docs/moe.md; each row counts its experts)%s",
-                 (long long)n, (long long)by[0], (long long)by[1], (long long)by[2], expert_tokens_words(r));
+                 "tensor's experts took: gptq %lld, imatrix %lld, rtn %lld; docs/moe.md; each row counts its "
+                 "experts)%s", (long long)n, (long long)by[0], (long long)by[1], (long long)by[2],
+                 expert_tokens_words(r, toks, sizeof toks));
 }
 
 void sqz_cli_requant_words(const sqz_compress_report *r, char *buf, size_t cap) {

@@ -301,15 +301,16 @@ void sqz__qgemm_vnni_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int
     const panel p = {.codes = base, .dw = (float *)(void *)(base + (size_t)nb * 512),
                      .mw = (float *)(void *)(base + (size_t)nb * 512) + nb * PR};
     const bool q81 = t == SQZ_DTYPE_Q4_1 || t == SQZ_DTYPE_Q5_1;
-    for (int64_t j = j0; j < j1 && is_k(t); j += PR) {
+    for (int64_t j = j0; j < j1; j += PR) {
         const int rows = j1 - j < PR ? (int)(j1 - j) : PR;
-        kpack(t, a, j, rows, base);
-        kpanel_tokens(a, base, t == SQZ_DTYPE_Q6_K, j, (__mmask16)((1u << rows) - 1u));
-    }
-    for (int64_t j = j0; j < j1 && !is_k(t); j += PR) {
-        const int rows = j1 - j < PR ? (int)(j1 - j) : PR;
-        pack(t, a, j, rows, &p);
-        panel_tokens(a, &p, q81, j, (__mmask16)((1u << rows) - 1u));
+        const __mmask16 mask = (__mmask16)((1u << rows) - 1u);
+        if (is_k(t)) {
+            kpack(t, a, j, rows, base);
+            kpanel_tokens(a, base, t == SQZ_DTYPE_Q6_K, j, mask);
+        } else {
+            pack(t, a, j, rows, &p);
+            panel_tokens(a, &p, q81, j, mask);
+        }
     }
 }
 

@@ -291,7 +291,6 @@ enum { SQZ__QGEMM_MIN_TOKENS = 16 };
 typedef struct qgemm_job {
     sqz_dtype t;
     sqz__qgemm_args g;
-    const qmm_ijob *J;
     uint8_t *panels; /* each thread's panel: `each` bytes */
     size_t each;
 } qgemm_job;
@@ -312,7 +311,7 @@ static void panels_qgemm(void *c, int64_t b, int64_t e, int thread) {
 static sqz_status qgemm(sqz__pool *pool, const qmm_ijob *J) {
 #if SQZ__QMM_X86
     const sqz_matmul_args *a = J->a;
-    qgemm_job Q = {.t = a->w_dtype, .J = J, .each = (sqz__qgemm_scratch_bytes(a->k) + 63) / 64 * 64,
+    qgemm_job Q = {.t = a->w_dtype, .each = (sqz__qgemm_scratch_bytes(a->k) + 63) / 64 * 64,
                    .g = {.w = a->w, .row_bytes = J->row_bytes, .m = a->m, .n = a->n, .k = a->k, .xq = J->xq,
                          .xq_bytes = J->xq_bytes, .y = a->y, .bias = a->bias}};
     void *owned = NULL;
@@ -321,8 +320,8 @@ static sqz_status qgemm(sqz__pool *pool, const qmm_ijob *J) {
         if (!Q.g.xs) return SQZ_ERR_NOMEM;
         run_inline(pool, a->m, 8, rows_xsums, &Q);
     }
-    void *owned2;
-    Q.panels = scratch(pool, 2, (size_t)sqz__pool_threads(pool) * Q.each, &owned2);
+    void *owned_panels;
+    Q.panels = scratch(pool, 2, (size_t)sqz__pool_threads(pool) * Q.each, &owned_panels);
     if (!Q.panels) {
         free(owned);
         return SQZ_ERR_NOMEM;
@@ -330,7 +329,7 @@ static sqz_status qgemm(sqz__pool *pool, const qmm_ijob *J) {
     /* ~1M multiply-adds at least per chunk of panels */
     run_inline(pool, (a->n + 15) / 16, 1048576 / (16 * a->k * a->m) + 1, panels_qgemm, &Q);
     free(owned);
-    free(owned2);
+    free(owned_panels);
     return SQZ_OK;
 #else
     (void)pool, (void)J;
