@@ -1,7 +1,8 @@
 /*
  * kernels/cpu/qidot_gemm_vnni.c - many tokens against the 32-element block types (Q8_0, Q4_0, Q5_0,
- * IQ4_NL against Q8_0 activations; Q4_1, Q5_1 against Q8_1) with AVX-512 VNNI, packed in panels
- * of 16 weight rows (qidot.h: sqz__qgemm_vnni_rows).
+ * IQ4_NL, MXFP4 against Q8_0 activations; Q4_1, Q5_1 against Q8_1) and the super-block types
+ * (Q2_K .. Q6_K, IQ4_XS, IQ3_S against Q8_K) with AVX-512 VNNI, packed in panels of 16 weight rows
+ * (qidot.h: sqz__qgemm_vnni_rows).
  *
  * The several-token kernels of qidot4_vnni.c read one weight row against 4 or 8 tokens: each
  * dpbusd gives the partial sums of one row and one token, and every block's sum must be reduced
@@ -13,7 +14,7 @@
  *
  * dpbusd multiplies unsigned bytes by signed ones, and the broadcast operand is the signed one:
  * the activations (int8 as quantized) are broadcast, and the weights stored unsigned, w + 128 for
- * the signed types (Q8_0 as stored, Q4_0 q - 8, Q5_0 q - 16, IQ4_NL's table), so each row's
+ * the signed types (Q8_0 as stored, Q4_0 q - 8, Q5_0 q - 16, IQ4_NL's and MXFP4's tables), so each row's
  * block sum starts at -128 sum(x) (sqz__qgemm_xsums, once per token and block) and ends at the
  * reference's integer sum(w x) exactly. Q4_1 / Q5_1 store q (0..15, 0..31) as it is, and add
  * m sum(x) d_x from the activation's s, as the reference does. Every integer block sum is the
@@ -50,6 +51,12 @@ INL __m256i fifth(__m256i u, const uint8_t *qh) {
     return _mm256_mask_add_epi8(u, (__mmask32)h, u, _mm256_set1_epi8(16));
 }
 INL __m256i decode(sqz_dtype t, const uint8_t *blk, float *d, float *m) {
+    if (t == SQZ_DTYPE_MXFP4) { /* e, then E2M1 codes: w = 2^(e-128) kvalues_fp4[q] */
+        *d = sqz__e8m0_half(blk[0]);
+        *m = 0.0f;
+        const __m256i lut = _mm256_broadcastsi128_si256(LD128(sqz__kvalues_fp4));
+        return _mm256_xor_si256(_mm256_shuffle_epi8(lut, nibbles(blk + 1)), _mm256_set1_epi8((char)0x80));
+    }
     uint16_t h;
     memcpy(&h, blk, 2);
     *d = _cvtsh_ss(h);
@@ -149,44 +156,68 @@ VNNI static void panel_tokens(const sqz__qgemm_args *a, const panel *p, bool q81
 }
 
 /* ---- 256-element super-blocks against Q8_K: Q4_K, Q5_K (8 sub-blocks of 32, scale and minimum
- * each), Q6_K (16 sub-blocks of 16, signed scales, codes q - 32) ---------------------------------
+ * each), Q6_K and Q3_K (16 sub-blocks of 16, signed scales, codes q - 32 and q - 4), Q2_K (16 of 16,
+ * scale and minimum each), IQ4_XS and IQ3_S (8 of 32, signed values stored + 128) -----------------
  * A sub-block's 16 row sums come whole out of its dpbusds as for the 32-blocks; they are multiplied
  * by the rows' integer scales (vpmulld) and summed in int32 over the super-block, as the reference
- * forms isum; Q4_K / Q5_K's minimums take the Q8_K's 16-element sums in pairs (vpdpwssd: m_j times
- * bsum[2j] and bsum[2j + 1]); Q6_K's offset 32 starts each sub-block at -32 bsum. Per super-block
- * and panel: codes[64][64 bytes], sc[16][16] int32, mn[8][16] (m_j twice as int16), d[16], dmin[16]. */
+ * forms isum. The minimums take the Q8_K's 16-element sums in pairs (vpdpwssd: m_2j and m_2j+1
+ * times bsum[2j] and bsum[2j + 1]; Q4_K / Q5_K's m_j twice); a type whose codes are stored with an
+ * offset (Q6_K 32, Q3_K 4, the IQ types 128) starts each sub-block of 16 at -offset bsum. Per
+ * super-block and panel: codes[64][64 bytes], sc[16][16] int32, mn[8][16] (two int16), d[16],
+ * dmin[16]. */
 enum { KB_CODES = 4096, KB_SC = 16 * PR * 4, KB_MN = 8 * PR * 4, KB_F = 2 * PR * 4 };
 enum { KB_BYTES = KB_CODES + KB_SC + KB_MN + KB_F };
 
-/* One row's super-block: its 256 codes (unsigned), 16 scales (Q4_K/Q5_K: each twice), 8 minimums. */
-VNNI static void kdecode(sqz_dtype t, const uint8_t *blk, uint8_t c[256], int32_t sc[16], int32_t mn[8], float *d,
-                         float *dmin) {
-    const __m256i f = _mm256_set1_epi8(15);
-    uint16_t h;
-    if (t == SQZ_DTYPE_Q6_K) { /* element 128 hh + 32 j + l: ql[64 hh + 32 (j % 2) + l] nibble j / 2, qh bits 2j */
-        const sqz_block_q6_K *w = (const sqz_block_q6_K *)(const void *)blk;
-        for (int hh = 0; hh < 2; hh++) {
-            const __m256i qh = LD256(w->qh + 32 * hh), l0 = LD256(w->ql + 64 * hh), l1 = LD256(w->ql + 64 * hh + 32);
-            for (int j = 0; j < 4; j++) {
-                const __m256i ql = j % 2 ? l1 : l0;
-                const __m256i lo = j < 2 ? _mm256_and_si256(ql, f) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), f);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), _mm256_set1_epi8(3));
-                _mm256_storeu_si256((__m256i *)(void *)(c + 128 * hh + 32 * j),
-                                    _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
-            }
-        }
-        for (int s = 0; s < 16; s++) sc[s] = w->scales[s];
-        memcpy(&h, &w->d, 2);
-        *d = _cvtsh_ss(h);
-        *dmin = 0.0f;
-        return;
+/* One row's super-block: its 256 codes (unsigned), a scale per sub-block of 16, the minimums in
+ * pairs (low half m_2j, high half m_2j+1), d and dmin. */
+typedef struct kblock {
+    uint8_t c[256];
+    int32_t sc[16], mn[8];
+    float d, dmin;
+} kblock;
+
+/* The code offset of a super-block type: 0 where it has minimums instead. */
+static int koffset(sqz_dtype t) {
+    switch (t) {
+    case SQZ_DTYPE_Q6_K: return 32;
+    case SQZ_DTYPE_Q3_K: return 4;
+    case SQZ_DTYPE_IQ4_XS: case SQZ_DTYPE_IQ3_S: return 128;
+    default: return 0; /* Q2_K, Q4_K, Q5_K */
     }
+}
+
+INL float h2f(const uint16_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* Q6_K: element 128 hh + 32 j + l is ql[64 hh + 32 (j % 2) + l]'s nibble j / 2 and qh's bits 2j. */
+VNNI static void kdecode_q6(const sqz_block_q6_K *w, kblock *o) {
+    const __m256i f = _mm256_set1_epi8(15);
+    for (int hh = 0; hh < 2; hh++) {
+        const __m256i qh = LD256(w->qh + 32 * hh), l0 = LD256(w->ql + 64 * hh), l1 = LD256(w->ql + 64 * hh + 32);
+        for (int j = 0; j < 4; j++) {
+            const __m256i ql = j % 2 ? l1 : l0;
+            const __m256i lo = j < 2 ? _mm256_and_si256(ql, f) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), f);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), _mm256_set1_epi8(3));
+            _mm256_storeu_si256((__m256i *)(void *)(o->c + 128 * hh + 32 * j),
+                                _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+        }
+    }
+    for (int s = 0; s < 16; s++) o->sc[s] = w->scales[s];
+    o->d = h2f(&w->d);
+}
+
+/* Q4_K / Q5_K: sub-blocks 2p (low nibbles of bytes 32p..) and 2p + 1 (high); Q5_K's qh adds 16. */
+VNNI static void kdecode_q45(sqz_dtype t, const uint8_t *blk, kblock *o) {
+    const __m256i f = _mm256_set1_epi8(15);
     const sqz_block_q4_K *w4 = (const sqz_block_q4_K *)(const void *)blk;
     const sqz_block_q5_K *w5 = (const sqz_block_q5_K *)(const void *)blk;
     const bool five = t == SQZ_DTYPE_Q5_K;
     const uint8_t *qs = five ? w5->qs : w4->qs, *scales = five ? w5->scales : w4->scales;
     const __m256i qh = five ? LD256(w5->qh) : _mm256_setzero_si256();
-    for (int p = 0; p < 4; p++) { /* sub-blocks 2p (low nibbles) and 2p + 1 (high) */
+    for (int p = 0; p < 4; p++) {
         const __m256i q = LD256(qs + 32 * p);
         __m256i lo = _mm256_and_si256(q, f), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), f);
         if (five) {
@@ -195,19 +226,93 @@ VNNI static void kdecode(sqz_dtype t, const uint8_t *blk, uint8_t c[256], int32_
             lo = _mm256_mask_add_epi8(lo, b0, lo, _mm256_set1_epi8(16));
             hi = _mm256_mask_add_epi8(hi, b1, hi, _mm256_set1_epi8(16));
         }
-        _mm256_storeu_si256((__m256i *)(void *)(c + 64 * p), lo);
-        _mm256_storeu_si256((__m256i *)(void *)(c + 64 * p + 32), hi);
+        _mm256_storeu_si256((__m256i *)(void *)(o->c + 64 * p), lo);
+        _mm256_storeu_si256((__m256i *)(void *)(o->c + 64 * p + 32), hi);
     }
     for (int s = 0; s < 8; s++) {
         uint8_t a, m;
         sqz__get_scale_min_k4(s, scales, &a, &m);
-        sc[2 * s] = sc[2 * s + 1] = a;
-        mn[s] = m | m << 16;
+        o->sc[2 * s] = o->sc[2 * s + 1] = a;
+        o->mn[s] = m | m << 16;
     }
-    memcpy(&h, &w4->d, 2);
-    *d = _cvtsh_ss(h);
-    memcpy(&h, &w4->dmin, 2);
-    *dmin = _cvtsh_ss(h);
+    o->d = h2f(&w4->d);
+    o->dmin = h2f(&w4->dmin);
+}
+
+/* Q2_K and Q3_K's 2 low bits: element 128 h + 32 j + l is bits 2j of qs[32 h + l]; Q3_K adds 4
+ * where bit 4h + j of hmask[l] is set (its code q - 4 stored as q). */
+VNNI static void kdecode_q23(const uint8_t *qs, const uint8_t *hmask, uint8_t c[256]) {
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i hm = hmask ? LD256(hmask) : _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = LD256(qs + 32 * h);
+        for (int j = 0; j < 4; j++) {
+            __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three);
+            u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one), 2));
+            _mm256_storeu_si256((__m256i *)(void *)(c + 128 * h + 32 * j), u);
+        }
+    }
+}
+
+VNNI static void kdecode_q2(const sqz_block_q2_K *w, kblock *o) {
+    kdecode_q23(w->qs, NULL, o->c);
+    for (int s = 0; s < 16; s++) o->sc[s] = w->scales[s] & 15;
+    for (int j = 0; j < 8; j++) o->mn[j] = (w->scales[2 * j] >> 4) | (w->scales[2 * j + 1] >> 4) << 16;
+    o->d = h2f(&w->d);
+    o->dmin = h2f(&w->dmin);
+}
+
+VNNI static void kdecode_q3(const sqz_block_q3_K *w, kblock *o) {
+    kdecode_q23(w->qs, w->hmask, o->c);
+    for (int i = 0; i < 16; i++) { /* 6 bits: 4 from scales[i % 8] (high nibble from 8 on), 2 from 8 + i % 4 */
+        const int lo = i < 8 ? w->scales[i] & 15 : w->scales[i - 8] >> 4;
+        o->sc[i] = (lo | ((w->scales[8 + i % 4] >> (2 * (i / 4))) & 3) << 4) - 32;
+    }
+    o->d = h2f(&w->d);
+}
+
+/* IQ4_XS: sub-block s of 32 is IQ4_NL's 16 bytes at 16 s, its scale 6 bits less 32. */
+VNNI static void kdecode_iq4xs(const sqz_block_iq4_xs *w, kblock *o) {
+    const __m256i lut = _mm256_broadcastsi128_si256(LD128(sqz__kvalues_iq4nl));
+    for (int s = 0; s < 8; s++) {
+        const __m256i v = _mm256_shuffle_epi8(lut, nibbles(w->qs + 16 * s));
+        _mm256_storeu_si256((__m256i *)(void *)(o->c + 32 * s), _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)));
+        uint16_t sh;
+        memcpy(&sh, &w->scales_h, 2);
+        const int ls = ((w->scales_l[s / 2] >> (4 * (s % 2))) & 15) | ((sh >> (2 * s)) & 3) << 4;
+        o->sc[2 * s] = o->sc[2 * s + 1] = ls - 32;
+    }
+    o->d = h2f(&w->d);
+}
+
+/* IQ3_S: sub-block s of 32 has scale 2 ls + 1, 8 groups of 4 grid magnitudes (9-bit index), a sign
+ * bit per weight; decoded once per panel, so plain C. */
+VNNI static void kdecode_iq3s(const sqz_block_iq3_s *w, kblock *o) {
+    for (int s = 0; s < 8; s++) {
+        for (int g = 0; g < 8; g++) {
+            const int idx = w->qs[8 * s + g] | (((w->qh[s] >> g) & 1) << 8);
+            for (int j = 0; j < 4; j++) {
+                const int e = 4 * g + j, mag = (int)((sqz__iq3s_grid[idx] >> (8 * j)) & 255);
+                const int neg = (w->signs[4 * s + e / 8] >> (e % 8)) & 1;
+                o->c[32 * s + e] = (uint8_t)(128 + (neg ? -mag : mag));
+            }
+        }
+        o->sc[2 * s] = o->sc[2 * s + 1] = 2 * ((w->scales[s / 2] >> (4 * (s % 2))) & 15) + 1;
+    }
+    o->d = h2f(&w->d);
+}
+
+VNNI static void kdecode(sqz_dtype t, const uint8_t *blk, kblock *o) {
+    memset(o->mn, 0, sizeof o->mn);
+    o->dmin = 0.0f;
+    switch (t) {
+    case SQZ_DTYPE_Q6_K: kdecode_q6((const sqz_block_q6_K *)(const void *)blk, o); break;
+    case SQZ_DTYPE_Q3_K: kdecode_q3((const sqz_block_q3_K *)(const void *)blk, o); break;
+    case SQZ_DTYPE_Q2_K: kdecode_q2((const sqz_block_q2_K *)(const void *)blk, o); break;
+    case SQZ_DTYPE_IQ4_XS: kdecode_iq4xs((const sqz_block_iq4_xs *)(const void *)blk, o); break;
+    case SQZ_DTYPE_IQ3_S: kdecode_iq3s((const sqz_block_iq3_s *)(const void *)blk, o); break;
+    default: kdecode_q45(t, blk, o); /* Q4_K, Q5_K */
+    }
 }
 
 VNNI static void kpack(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int rows, uint8_t *p) {
@@ -217,19 +322,20 @@ VNNI static void kpack(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int ro
     for (int r = 0; r < rows; r++) {
         const uint8_t *w = (const uint8_t *)a->w + (size_t)(j0 + r) * a->row_bytes;
         for (int64_t b = 0; b < nb; b++, w += bs) {
-            uint8_t *P = p + (size_t)b * KB_BYTES, c[256];
-            int32_t sc[16], mn[8] = {0};
+            uint8_t *P = p + (size_t)b * KB_BYTES;
+            kblock o;
             float *f = (float *)(void *)(P + KB_CODES + KB_SC + KB_MN);
-            kdecode(t, w, c, sc, mn, &f[r], &f[PR + r]);
-            for (int g = 0; g < 64; g++) memcpy(P + 64 * g + 4 * r, c + 4 * g, 4);
-            for (int s = 0; s < 16; s++) memcpy(P + KB_CODES + 4 * (PR * s + r), &sc[s], 4);
-            for (int s = 0; s < 8; s++) memcpy(P + KB_CODES + KB_SC + 4 * (PR * s + r), &mn[s], 4);
+            kdecode(t, w, &o);
+            f[r] = o.d, f[PR + r] = o.dmin;
+            for (int g = 0; g < 64; g++) memcpy(P + 64 * g + 4 * r, o.c + 4 * g, 4);
+            for (int s = 0; s < 16; s++) memcpy(P + KB_CODES + 4 * (PR * s + r), &o.sc[s], 4);
+            for (int s = 0; s < 8; s++) memcpy(P + KB_CODES + KB_SC + 4 * (PR * s + r), &o.mn[s], 4);
         }
     }
 }
 
-/* T tokens from t0 against a super-block panel (q6: Q6_K's layout of sub-blocks and offset). */
-INL void ktokens(const sqz__qgemm_args *a, const uint8_t *p, bool q6, int64_t t0, int T, int64_t j0,
+/* T tokens from t0 against a super-block panel; off: the codes' offset (0: minimums instead). */
+INL void ktokens(const sqz__qgemm_args *a, const uint8_t *p, int off, int64_t t0, int T, int64_t j0,
                  __mmask16 mask) {
     const int64_t nb = a->k / 256;
     const sqz__aq8_K *x[8];
@@ -245,7 +351,7 @@ INL void ktokens(const sqz__qgemm_args *a, const uint8_t *p, bool q6, int64_t t0
         for (int s = 0; s < 16; s++) { /* sub-blocks of 16: 4 groups of 4 codes */
             const __m512i sc = _mm512_loadu_si512((const void *)(P + KB_CODES + 64 * s));
             __m512i t[8];
-            for (int i = 0; i < T; i++) t[i] = q6 ? _mm512_set1_epi32(-32 * x[i][b].bsums[s]) : _mm512_setzero_si512();
+            for (int i = 0; i < T; i++) t[i] = _mm512_set1_epi32(-off * x[i][b].bsums[s]);
             for (int g = 0; g < 4; g++) {
                 const __m512i w = _mm512_loadu_si512((const void *)(P + 64 * (4 * s + g)));
                 for (int i = 0; i < T; i++) {
@@ -258,7 +364,7 @@ INL void ktokens(const sqz__qgemm_args *a, const uint8_t *p, bool q6, int64_t t0
         }
         const float *f = (const float *)(const void *)(P + KB_CODES + KB_SC + KB_MN);
         const __m512 d = _mm512_loadu_ps(f), dmin = _mm512_loadu_ps(f + PR);
-        for (int j = 0; !q6 && j < 8; j++) {
+        for (int j = 0; !off && j < 8; j++) {
             const __m512i mn = _mm512_loadu_si512((const void *)(P + KB_CODES + KB_SC + 64 * j));
             for (int i = 0; i < T; i++) {
                 int32_t bs2;
@@ -269,21 +375,24 @@ INL void ktokens(const sqz__qgemm_args *a, const uint8_t *p, bool q6, int64_t t0
         for (int i = 0; i < T; i++) {
             const __m512 da = _mm512_set1_ps(x[i][b].d);
             acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(d, da), acc[i]);
-            if (!q6) acc[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[i]), _mm512_mul_ps(dmin, da), acc[i]);
+            if (!off) acc[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[i]), _mm512_mul_ps(dmin, da), acc[i]);
         }
     }
     const __m512 bias = a->bias ? _mm512_maskz_loadu_ps(mask, a->bias + j0) : _mm512_setzero_ps();
     for (int i = 0; i < T; i++) _mm512_mask_storeu_ps(a->y + (t0 + i) * a->n + j0, mask, _mm512_add_ps(acc[i], bias));
 }
 
-VNNI static void kpanel_tokens(const sqz__qgemm_args *a, const uint8_t *p, bool q6, int64_t j0, __mmask16 mask) {
+VNNI static void kpanel_tokens(const sqz__qgemm_args *a, const uint8_t *p, int off, int64_t j0, __mmask16 mask) {
     int64_t t = 0;
-    for (; t + 8 <= a->m; t += 8) ktokens(a, p, q6, t, 8, j0, mask);
-    for (; t + 4 <= a->m; t += 4) ktokens(a, p, q6, t, 4, j0, mask);
-    for (; t < a->m; t++) ktokens(a, p, q6, t, 1, j0, mask);
+    for (; t + 8 <= a->m; t += 8) ktokens(a, p, off, t, 8, j0, mask);
+    for (; t + 4 <= a->m; t += 4) ktokens(a, p, off, t, 4, j0, mask);
+    for (; t < a->m; t++) ktokens(a, p, off, t, 1, j0, mask);
 }
 
-static bool is_k(sqz_dtype t) { return t == SQZ_DTYPE_Q4_K || t == SQZ_DTYPE_Q5_K || t == SQZ_DTYPE_Q6_K; }
+static bool is_k(sqz_dtype t) {
+    return t == SQZ_DTYPE_Q4_K || t == SQZ_DTYPE_Q5_K || t == SQZ_DTYPE_Q6_K || t == SQZ_DTYPE_Q3_K ||
+           t == SQZ_DTYPE_Q2_K || t == SQZ_DTYPE_IQ4_XS || t == SQZ_DTYPE_IQ3_S;
+}
 
 size_t sqz__qgemm_scratch_bytes(int64_t k) {
     const size_t b32 = (size_t)(k / 32) * (8 * 64 + 2 * PR * sizeof(float)), bk = (size_t)(k / 256) * KB_BYTES;
@@ -292,7 +401,7 @@ size_t sqz__qgemm_scratch_bytes(int64_t k) {
 
 bool sqz__qgemm_vnni_has(sqz_dtype t) {
     return t == SQZ_DTYPE_Q8_0 || t == SQZ_DTYPE_Q4_0 || t == SQZ_DTYPE_Q5_0 || t == SQZ_DTYPE_IQ4_NL ||
-           t == SQZ_DTYPE_Q4_1 || t == SQZ_DTYPE_Q5_1 || is_k(t);
+           t == SQZ_DTYPE_Q4_1 || t == SQZ_DTYPE_Q5_1 || t == SQZ_DTYPE_MXFP4 || is_k(t);
 }
 
 void sqz__qgemm_vnni_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int64_t j1, void *scratch) {
@@ -306,7 +415,7 @@ void sqz__qgemm_vnni_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int
         const __mmask16 mask = (__mmask16)((1u << rows) - 1u);
         if (is_k(t)) {
             kpack(t, a, j, rows, base);
-            kpanel_tokens(a, base, t == SQZ_DTYPE_Q6_K, j, mask);
+            kpanel_tokens(a, base, koffset(t), j, mask);
         } else {
             pack(t, a, j, rows, &p);
             panel_tokens(a, &p, q81, j, mask);

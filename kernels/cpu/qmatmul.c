@@ -283,7 +283,7 @@ static void rows_idot(void *c, int64_t b, int64_t e, int thread) {
     for (int64_t i0 = 0; i0 < m; i0 += tt) tile_idot(J, b, e, i0, m - i0 < tt ? m : i0 + tt);
 }
 
-/* Many tokens of a 32-block or Q4_K/Q5_K/Q6_K type with VNNI: panels of 16 rows packed once, against
+/* Many tokens of a 32-block or super-block type with VNNI: panels of 16 rows packed once, against
  * every token (qidot_gemm_vnni.c). Below this many tokens the one-row kernels (4 or 8 tokens a row)
  * serve. */
 enum { SQZ__QGEMM_MIN_TOKENS = 16 };

@@ -383,7 +383,7 @@ static void test_qgemm(void **state) {
                 if (shapes[si][2] % sqz_dtype_info(t)->block_size == 0)
                     check_qgemm(t, shapes[si][0], shapes[si][1], shapes[si][2], unit);
     }
-    assert_int_equal(types, 9); /* Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K */
+    assert_int_equal(types, 14); /* Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_1, Q5_1, Q2_K .. Q6_K, IQ4_XS, IQ3_S */
     /* through sqz__qmatmul: 40 tokens, 2 threads, against the one-row kernel */
     const int64_t m = 40, n = 70, k = 768;
     float *x = malloc(m * k * sizeof(float)), *y = malloc(m * n * sizeof(float));
