@@ -308,6 +308,19 @@ static sqz_status export_plain(const sqz_model *m, const st_plan *p, sqz_rope_la
     return SQZ_OK;
 }
 
+/* Plan row p's source pages once written (its last part; a mapping's pages only, heap data is never
+ * touched): a conversion holds one tensor, not the model. */
+static void release_source(const st_plan *p) {
+    if (p->part >= 0 && p->part != p->n_parts - 1) return;
+    if (p->expert >= 0) {
+        const size_t one = p->t->nbytes / (size_t)p->t->shape[0];
+        (void)sqz__mapping_release((const uint8_t *)p->t->data + (size_t)p->expert * one, one);
+        return;
+    }
+    (void)sqz__mapping_release(p->t->data, p->t->nbytes);
+    for (int k = 0; k < p->n_more; k++) (void)sqz__mapping_release(p->more[k]->data, p->more[k]->nbytes);
+}
+
 static sqz_status write_weights(const sqz_model *m, const sqz_save_opts *o, const sqz__st_layout *L,
                                 const st_plan *plan, size_t n, sqz_outdir *d) {
     sqz__bytebuf h = {0};
@@ -345,6 +358,7 @@ static sqz_status write_weights(const sqz_model *m, const sqz_save_opts *o, cons
             break;
         }
         st = sqz_outfile_write(f, bytes, plan[i].nbytes);
+        release_source(&plan[i]);
         if (plan[i].part >= 0 && plan[i].part == plan[i].n_parts - 1) sqz__st_parts_free(cur, n_cur);
         done += plan[i].nbytes;
         if (st == SQZ_OK && o->progress) o->progress(o->progress_user, (int64_t)done, (int64_t)total);
