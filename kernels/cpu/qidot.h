@@ -139,6 +139,15 @@ void sqz__qgemm_vnni_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int
 size_t sqz__qgemm_scratch_bytes(int64_t k);
 /* xs[t k/32 + b] = -128 sum of token t's block b (Q8_0 activation rows), tokens [t0, t1). */
 void sqz__qgemm_xsums(const uint8_t *xq, size_t xq_bytes, int64_t t0, int64_t t1, int64_t k, int32_t *xs);
+/* The AVX2 form (qidot_gemm_avx2.c), for the CPUs without VNNI: the same types, arguments and
+ * results (every block's integer sum the reference's), panels of 8 rows, maddubs/madd with no
+ * saturation (small unsigned codes, or the sign trick for Q8_0 / IQ4_NL). */
+bool sqz__qgemm_avx2_has(sqz_dtype t);
+/* Output rows [j0, j1) of every token; scratch: sqz__qgemm_avx2_scratch_bytes(k) bytes. Needs AVX2. */
+void sqz__qgemm_avx2_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int64_t j1, void *scratch);
+size_t sqz__qgemm_avx2_scratch_bytes(int64_t k);
+/* sqz__qgemm_xsums with AVX2 (the same values). */
+void sqz__qgemm_xsums_avx2(const uint8_t *xq, size_t xq_bytes, int64_t t0, int64_t t1, int64_t k, int32_t *xs);
 #endif
 
 /* Each variant file's table: the kernel of each weight type it has, NULL elsewhere. */
