@@ -86,15 +86,26 @@ static sqz__idot4_fn wide(sqz_dtype t, sqz__qmm_isa isa, bool eight) {
     return NULL;
 }
 
-bool sqz__qmm_qgemm(sqz_dtype t, sqz__qmm_isa isa) {
-    const char *name;
-    if ((unsigned)t >= SQZ_DTYPE_COUNT || !ref_rows[t]) return false;
 #if SQZ__QMM_X86
-    if (variant(isa, &name) == sqz__idot_vnni) return sqz__qgemm_vnni_has(t);
+static const sqz__qgemm_impl qgemm_vnni = {sqz__qgemm_vnni_rows, sqz__qgemm_scratch_bytes, sqz__qgemm_xsums,
+                                           "avx512vnni"};
+static const sqz__qgemm_impl qgemm_avx2 = {sqz__qgemm_avx2_rows, sqz__qgemm_avx2_scratch_bytes,
+                                           sqz__qgemm_xsums_avx2, "avx2"};
+#endif
+
+const sqz__qgemm_impl *sqz__qmm_qgemm_impl(sqz_dtype t, sqz__qmm_isa isa) {
+    const char *name;
+    if ((unsigned)t >= SQZ_DTYPE_COUNT || !ref_rows[t]) return NULL;
+#if SQZ__QMM_X86
+    const sqz__idot_fn *v = variant(isa, &name);
+    if (v == sqz__idot_vnni) return sqz__qgemm_vnni_has(t) ? &qgemm_vnni : NULL;
+    if (v == sqz__idot_avx2) return sqz__qgemm_avx2_has(t) ? &qgemm_avx2 : NULL;
 #endif
     (void)isa, (void)name;
-    return false;
+    return NULL;
 }
+
+bool sqz__qmm_qgemm(sqz_dtype t, sqz__qmm_isa isa) { return sqz__qmm_qgemm_impl(t, isa) != NULL; }
 
 sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa) { return wide(t, isa, false); }
 sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa) { return wide(t, isa, true); }

@@ -112,10 +112,9 @@ sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa);
  * (the K and IQ types with AVX-512 VNNI have one). */
 sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa);
 
-/* Whether isa multiplies many tokens of t through the panel GEMM below (VNNI, 32-blocks). */
-bool sqz__qmm_qgemm(sqz_dtype t, sqz__qmm_isa isa);
-/* Many tokens against the 32-element block types with AVX-512 VNNI (qidot_gemm_vnni.c): 16 weight
- * rows packed once per call, interleaved 4 bytes a lane, against every token. y (m x n, rows of
+/* Many tokens against the 32-element block types and Q4_K / Q5_K / Q6_K with AVX-512 VNNI
+ * (qidot_gemm_vnni.c: 16 weight rows a panel) or AVX2 (qidot_gemm_avx2.c: 8 rows a panel), each
+ * panel packed once per call, interleaved 4 bytes a lane, against every token. y (m x n, rows of
  * n) = the products of the m activation rows at xq (xq_bytes apart, quantized for w's type)
  * with the n weight rows at w (row_bytes apart), plus bias (or NULL). xs: -128 times each
  * block's sum of codes (sqz__qgemm_xsums; m x k/32), for the types against Q8_0; NULL for
@@ -131,6 +130,19 @@ typedef struct sqz__qgemm_args {
     float *y;
     const float *bias;
 } sqz__qgemm_args;
+/* A panel GEMM: rows(t, a, j0, j1, scratch) writes output rows [j0, j1) of every token, with
+ * scratch_bytes(k) bytes of scratch; xsums writes the xs of args (sqz__qgemm_xsums's values). */
+typedef struct sqz__qgemm_impl {
+    void (*rows)(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int64_t j1, void *scratch);
+    size_t (*scratch_bytes)(int64_t k);
+    void (*xsums)(const uint8_t *xq, size_t xq_bytes, int64_t t0, int64_t t1, int64_t k, int32_t *xs);
+    const char *name; /* "avx512vnni", "avx2" */
+} sqz__qgemm_impl;
+/* The panel GEMM isa multiplies many tokens of t with: VNNI where isa takes the VNNI kernels
+ * (sqz__qmm_idot), AVX2 where it takes the AVX2 ones; NULL where there is none. */
+const sqz__qgemm_impl *sqz__qmm_qgemm_impl(sqz_dtype t, sqz__qmm_isa isa);
+/* Whether isa multiplies many tokens of t through a panel GEMM (sqz__qmm_qgemm_impl not NULL). */
+bool sqz__qmm_qgemm(sqz_dtype t, sqz__qmm_isa isa);
 #if SQZ__QMM_X86
 /* Whether t has the panel GEMM (Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q5_1). */
 bool sqz__qgemm_vnni_has(sqz_dtype t);
@@ -139,6 +151,15 @@ void sqz__qgemm_vnni_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int
 size_t sqz__qgemm_scratch_bytes(int64_t k);
 /* xs[t k/32 + b] = -128 sum of token t's block b (Q8_0 activation rows), tokens [t0, t1). */
 void sqz__qgemm_xsums(const uint8_t *xq, size_t xq_bytes, int64_t t0, int64_t t1, int64_t k, int32_t *xs);
+/* The AVX2 form (qidot_gemm_avx2.c), for the CPUs without VNNI: the same types, arguments and
+ * results (every block's integer sum the reference's), panels of 8 rows, maddubs/madd with no
+ * saturation (small unsigned codes, or the sign trick for Q8_0 / IQ4_NL). */
+bool sqz__qgemm_avx2_has(sqz_dtype t);
+/* Output rows [j0, j1) of every token; scratch: sqz__qgemm_avx2_scratch_bytes(k) bytes. Needs AVX2. */
+void sqz__qgemm_avx2_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int64_t j1, void *scratch);
+size_t sqz__qgemm_avx2_scratch_bytes(int64_t k);
+/* sqz__qgemm_xsums with AVX2 (the same values). */
+void sqz__qgemm_xsums_avx2(const uint8_t *xq, size_t xq_bytes, int64_t t0, int64_t t1, int64_t k, int32_t *xs);
 #endif
 
 /* Each variant file's table: the kernel of each weight type it has, NULL elsewhere. */

@@ -283,13 +283,15 @@ static void rows_idot(void *c, int64_t b, int64_t e, int thread) {
     for (int64_t i0 = 0; i0 < m; i0 += tt) tile_idot(J, b, e, i0, m - i0 < tt ? m : i0 + tt);
 }
 
-/* Many tokens of a 32-block or super-block type with VNNI: panels of 16 rows packed once, against
- * every token (qidot_gemm_vnni.c). Below this many tokens the one-row kernels (4 or 8 tokens a row)
- * serve. */
+/* Many tokens of a block type with a panel GEMM (VNNI: the 32-blocks and super-blocks; AVX2: the
+ * 32-blocks and Q4_K/Q5_K/Q6_K): panels of rows packed once, against every token
+ * (qidot_gemm_vnni.c, qidot_gemm_avx2.c). Below this many tokens the one-row kernels (4 or 8 tokens
+ * a row) serve. */
 enum { SQZ__QGEMM_MIN_TOKENS = 16 };
 #if SQZ__QMM_X86
 typedef struct qgemm_job {
     sqz_dtype t;
+    const sqz__qgemm_impl *G;
     sqz__qgemm_args g;
     uint8_t *panels; /* each thread's panel: `each` bytes */
     size_t each;
@@ -298,20 +300,20 @@ typedef struct qgemm_job {
 static void rows_xsums(void *c, int64_t b, int64_t e, int thread) {
     (void)thread;
     qgemm_job *Q = c;
-    sqz__qgemm_xsums(Q->g.xq, Q->g.xq_bytes, b, e, Q->g.k, (int32_t *)(void *)Q->g.xs);
+    Q->G->xsums(Q->g.xq, Q->g.xq_bytes, b, e, Q->g.k, (int32_t *)(void *)Q->g.xs);
 }
 
-/* Panels [b, e) of 16 rows, packed into the thread's part of the scratch. */
+/* Units [b, e) of 16 rows (a VNNI panel, two AVX2 ones), packed into the thread's part of the scratch. */
 static void panels_qgemm(void *c, int64_t b, int64_t e, int thread) {
     qgemm_job *Q = c;
-    sqz__qgemm_vnni_rows(Q->t, &Q->g, b * 16, e * 16 < Q->g.n ? e * 16 : Q->g.n, Q->panels + (size_t)thread * Q->each);
+    Q->G->rows(Q->t, &Q->g, b * 16, e * 16 < Q->g.n ? e * 16 : Q->g.n, Q->panels + (size_t)thread * Q->each);
 }
 #endif
 
-static sqz_status qgemm(sqz__pool *pool, const qmm_ijob *J) {
+static sqz_status qgemm(sqz__pool *pool, const qmm_ijob *J, const sqz__qgemm_impl *G) {
 #if SQZ__QMM_X86
     const sqz_matmul_args *a = J->a;
-    qgemm_job Q = {.t = a->w_dtype, .each = (sqz__qgemm_scratch_bytes(a->k) + 63) / 64 * 64,
+    qgemm_job Q = {.t = a->w_dtype, .G = G, .each = (G->scratch_bytes(a->k) + 63) / 64 * 64,
                    .g = {.w = a->w, .row_bytes = J->row_bytes, .m = a->m, .n = a->n, .k = a->k, .xq = J->xq,
                          .xq_bytes = J->xq_bytes, .y = a->y, .bias = a->bias}};
     void *owned = NULL;
@@ -332,7 +334,7 @@ static sqz_status qgemm(sqz__pool *pool, const qmm_ijob *J) {
     free(owned_panels);
     return SQZ_OK;
 #else
-    (void)pool, (void)J;
+    (void)pool, (void)J, (void)G;
     return SQZ_ERR_UNSUPPORTED;
 #endif
 }
@@ -359,8 +361,9 @@ static sqz_status qmatmul_q8(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul
     } else {
         const sqz_dtype_traits *tr = sqz_dtype_info(a->w_dtype);
         J.row_bytes = (size_t)(a->k / tr->block_size) * tr->type_size;
-        if (a->m >= SQZ__QGEMM_MIN_TOKENS && sqz__qmm_qgemm(a->w_dtype, isa))
-            st = qgemm(pool, &J);
+        const sqz__qgemm_impl *G = a->m >= SQZ__QGEMM_MIN_TOKENS ? sqz__qmm_qgemm_impl(a->w_dtype, isa) : NULL;
+        if (G)
+            st = qgemm(pool, &J, G);
         else /* ~64k multiply-adds per chunk of rows: enough to be worth waking a thread */
             run_inline(pool, a->n, 65536 / (a->k * a->m) + 1, rows_idot, &J);
     }

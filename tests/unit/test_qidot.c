@@ -9,6 +9,8 @@
  *     sums are the same bits), within 1e-5 of sum |w x| with real scales; on random blocks and on
  *     real stories260K weights quantized to every type sqz writes;
  *   - the 4- and 8-token kernels (AVX-512 VNNI) against the scalar one on each of their rows, as above;
+ *   - the panel GEMMs (AVX-512 VNNI, AVX2) against the scalar one on every token and row, as above,
+ *     and through sqz__qmatmul; the AVX2 one at the saturation bounds and against the VNNI one's bits;
  *   - sqz__qmatmul with SQZ_ACTIVATIONS_Q8 (1, 5 and 9 tokens, 1 and 2 threads) equals the
  *     kernel applied row by row (each group of 4 tokens: the 4-token kernel where there is one);
  *     F16 weights take rounded inputs.
@@ -330,61 +332,73 @@ static void test_kernels_x4(void **state) {
     if (sqz__qmm_idot8(SQZ_DTYPE_Q4_K, SQZ__ISA_AVX512)) assert_int_equal(n8, 7); /* the seven K and IQ types */
 }
 
-/* The panel GEMM (qidot_gemm_vnni.c) against the scalar kernel on every token and row: bit for bit with
- * unit scales, within 1e-5 of sum |w x| with real ones; panels cut short (n not a multiple of 16),
- * token counts taking the 8-, 4- and 1-token paths, a bias; and through sqz__qmatmul with 2
- * threads, where many tokens of these types take it. */
-static void check_qgemm(sqz_dtype t, int64_t m, int64_t n, int64_t k, int unit) {
+/* The panel GEMM of isa (qidot_gemm_vnni.c, qidot_gemm_avx2.c) against the scalar kernel on every
+ * token and row: bit for bit with unit scales (exact), within 1e-5 of sum |w x| otherwise; xs
+ * (the types against Q8_0) equal to -128 times each block's sum; the scratch not written past
+ * scratch_bytes(k). */
+static void qgemm_compare(sqz__qmm_isa isa, sqz_dtype t, int64_t m, int64_t n, int64_t k, const uint8_t *w,
+                          const uint8_t *xq, const float *bias, bool exact) {
+    const sqz__qgemm_impl *G = sqz__qmm_qgemm_impl(t, isa);
+    assert_non_null(G);
     const sqz__aq_kind kind = sqz__aq_kind_of(t);
     const size_t ab = sqz__aq_row_bytes(kind, k),
                  rb = (size_t)(k / sqz_dtype_info(t)->block_size) * sqz_dtype_info(t)->type_size;
-    uint8_t *w = random_row(t, n * k, unit), *xq = malloc((size_t)m * ab);
-    float *y = malloc((size_t)(m * n) * sizeof(float)), *bias = malloc((size_t)n * sizeof(float));
+    const size_t sb = G->scratch_bytes(k);
+    float *y = malloc((size_t)(m * n) * sizeof(float));
     int32_t *xs = malloc((size_t)(m * (k / 32)) * sizeof(int32_t));
-    void *scr = malloc(sqz__qgemm_scratch_bytes(k));
-    assert_true(xq && y && bias && xs && scr);
+    uint8_t *scr = malloc(sb + 64);
+    assert_true(y && xs && scr);
+    memset(scr + sb, 0xA5, 64);
+    if (kind == SQZ__AQ_Q8_0) {
+        G->xsums(xq, ab, 0, m, k, xs);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t b = 0; b < k / 32; b++) {
+                int32_t sum = 0;
+                for (int j = 0; j < 32; j++) sum += ((const sqz__aq8_0 *)(const void *)(xq + i * ab))[b].qs[j];
+                assert_int_equal(xs[i * (k / 32) + b], -128 * sum);
+            }
+    }
+    const sqz__qgemm_args a = {.w = w, .row_bytes = rb, .m = m, .n = n, .k = k, .xq = xq, .xq_bytes = ab,
+                               .xs = kind == SQZ__AQ_Q8_0 ? xs : NULL, .y = y, .bias = bias};
+    G->rows(t, &a, 0, n, scr);
+    for (int i = 0; i < 64; i++)
+        if (scr[sb + i] != 0xA5) fail_msg("qgemm %s %s k %lld: scratch written past its size", G->name, sqz_dtype_name(t), (long long)k);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            const float ref = sqz__qmm_idot(t, SQZ__ISA_SCALAR)(w + j * rb, xq + i * ab, k) + (bias ? bias[j] : 0.0f);
+            double mag;
+            exact_dot(t, w + j * rb, xq + i * ab, k, &mag);
+            const float got = y[i * n + j];
+            const bool ok = exact && mag < 16777216.0 ? got == ref : fabs(got - ref) <= 1e-5 * (mag + 1.0);
+            if (!ok)
+                fail_msg("qgemm %s %s m %lld n %lld k %lld %s y[%lld][%lld] %.9g vs scalar %.9g (sum |w x| %g)", G->name,
+                         sqz_dtype_name(t), (long long)m, (long long)n, (long long)k, exact ? "unit" : "real",
+                         (long long)i, (long long)j, got, ref, mag);
+        }
+    free(y), free(xs), free(scr);
+}
+
+/* Random weights and activations (unit: unit scales, small codes), bias, through qgemm_compare:
+ * panels cut short (n not a multiple of the panel), token counts taking the several-token paths
+ * and their tails. */
+static void check_qgemm(sqz__qmm_isa isa, sqz_dtype t, int64_t m, int64_t n, int64_t k, int unit) {
+    const size_t ab = sqz__aq_row_bytes(sqz__aq_kind_of(t), k);
+    uint8_t *w = random_row(t, n * k, unit), *xq = malloc((size_t)m * ab);
+    float *bias = malloc((size_t)n * sizeof(float));
+    assert_true(xq && bias);
     for (int64_t i = 0; i < m; i++) {
         void *x = activation_row(t, k, unit);
         memcpy(xq + i * ab, x, ab);
         free(x);
     }
     for (int64_t j = 0; j < n; j++) bias[j] = unit ? (float)(j % 5) : 0.25f * rndf();
-    if (kind == SQZ__AQ_Q8_0) sqz__qgemm_xsums(xq, ab, 0, m, k, xs);
-    const sqz__qgemm_args a = {.w = w, .row_bytes = rb, .m = m, .n = n, .k = k, .xq = xq, .xq_bytes = ab,
-                               .xs = kind == SQZ__AQ_Q8_0 ? xs : NULL, .y = y, .bias = bias};
-    sqz__qgemm_vnni_rows(t, &a, 0, n, scr);
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            const float ref = sqz__qmm_idot(t, SQZ__ISA_SCALAR)(w + j * rb, xq + i * ab, k) + bias[j];
-            double mag;
-            exact_dot(t, w + j * rb, xq + i * ab, k, &mag);
-            const float got = y[i * n + j];
-            const bool ok = unit && mag < 16777216.0 ? got == ref : fabs(got - ref) <= 1e-5 * (mag + 1.0);
-            if (!ok)
-                fail_msg("qgemm %s m %lld n %lld k %lld %s y[%lld][%lld] %.9g vs scalar %.9g (sum |w x| %g)",
-                         sqz_dtype_name(t), (long long)m, (long long)n, (long long)k, unit ? "unit" : "real",
-                         (long long)i, (long long)j, got, ref, mag);
-        }
-    free(w), free(xq), free(y), free(bias), free(xs), free(scr);
+    qgemm_compare(isa, t, m, n, k, w, xq, bias, unit);
+    free(w), free(xq), free(bias);
 }
 
-static void test_qgemm(void **state) {
-    (void)state;
-    if (!sqz__qmm_isa_runs(SQZ__ISA_AVX512) || !sqz__qmm_qgemm(SQZ_DTYPE_Q4_0, SQZ__ISA_AVX512)) skip();
-    static const int64_t shapes[][3] = {{16, 16, 32}, {21, 37, 288}, {37, 5, 896}, {13, 48, 4352}, {1, 17, 64},
-                                        {19, 33, 256}, {9, 16, 512}, {24, 20, 2304}};
-    int types = 0;
-    for (size_t ti = 0; ti < N_TYPES; ti++) {
-        const sqz_dtype t = kTypes[ti];
-        if (!sqz__qmm_qgemm(t, SQZ__ISA_AVX512)) continue;
-        types++;
-        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-            for (int unit = 0; unit < 2; unit++)
-                if (shapes[si][2] % sqz_dtype_info(t)->block_size == 0)
-                    check_qgemm(t, shapes[si][0], shapes[si][1], shapes[si][2], unit);
-    }
-    assert_int_equal(types, 14); /* Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_1, Q5_1, Q2_K .. Q6_K, IQ4_XS, IQ3_S */
-    /* through sqz__qmatmul: 40 tokens, 2 threads, against the one-row kernel */
+/* Through sqz__qmatmul: 40 tokens, 2 threads, against the one-row kernel, for the types isa has a
+ * panel GEMM of. */
+static void qgemm_qmatmul(sqz__qmm_isa isa) {
     const int64_t m = 40, n = 70, k = 768;
     float *x = malloc(m * k * sizeof(float)), *y = malloc(m * n * sizeof(float));
     assert_true(x && y);
@@ -393,27 +407,164 @@ static void test_qgemm(void **state) {
     assert_int_equal(sqz__pool_new(2, &pool), SQZ_OK);
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         const sqz_dtype t = kTypes[ti];
-        if (!sqz__qmm_qgemm(t, SQZ__ISA_AVX512)) continue;
+        if (!sqz__qmm_qgemm(t, isa)) continue;
         const sqz__aq_kind kind = sqz__aq_kind_of(t);
         const size_t ab = sqz__aq_row_bytes(kind, k),
                      rb = (size_t)(k / sqz_dtype_info(t)->block_size) * sqz_dtype_info(t)->type_size;
         uint8_t *w = random_row(t, n * k, false), *xq = malloc(ab);
         assert_non_null(xq);
         sqz_matmul_args a = {.m = m, .n = n, .k = k, .x = x, .w = w, .w_dtype = t, .y = y, .acts = SQZ_ACTIVATIONS_Q8};
-        assert_int_equal(sqz__qmatmul(pool, SQZ__ISA_AVX512, &a), SQZ_OK);
+        assert_int_equal(sqz__qmatmul(pool, isa, &a), SQZ_OK);
         for (int64_t i = 0; i < m; i++) {
             sqz__aq_quantize(kind, x + i * k, xq, k);
             for (int64_t j = 0; j < n; j++) {
                 double mag;
                 exact_dot(t, w + j * rb, xq, k, &mag);
                 const float want = sqz__qmm_idot(t, SQZ__ISA_SCALAR)(w + j * rb, xq, k);
-                assert_true(fabs(y[i * n + j] - want) <= 1e-5 * (mag + 1.0));
+                if (!(fabs(y[i * n + j] - want) <= 1e-5 * (mag + 1.0)))
+                    fail_msg("qmatmul isa %d %s y[%lld][%lld] %.9g vs scalar %.9g", (int)isa, sqz_dtype_name(t),
+                             (long long)i, (long long)j, y[i * n + j], want);
             }
         }
         free(w), free(xq);
     }
     sqz__pool_free(pool);
     free(x), free(y);
+}
+
+static const int64_t kQgemmShapes[][3] = {{16, 16, 32}, {21, 37, 288}, {37, 5, 896}, {13, 48, 4352}, {1, 17, 64},
+                                          {19, 33, 256}, {9, 16, 512}, {24, 20, 2304}};
+
+static void test_qgemm(void **state) {
+    (void)state;
+    /* the VNNI form only: AVX-512 without VNNI takes the AVX2 one (test_qgemm_avx2) */
+    const sqz__qgemm_impl *vnni = sqz__qmm_qgemm_impl(SQZ_DTYPE_Q4_0, SQZ__ISA_AVX512);
+    if (!sqz__qmm_isa_runs(SQZ__ISA_AVX512) || !vnni || strcmp(vnni->name, "avx512vnni") != 0) skip();
+    static const int64_t (*shapes)[3] = kQgemmShapes;
+    const size_t n_shapes = sizeof kQgemmShapes / sizeof kQgemmShapes[0];
+    int types = 0;
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const sqz_dtype t = kTypes[ti];
+        if (!sqz__qmm_qgemm(t, SQZ__ISA_AVX512)) continue;
+        types++;
+        for (size_t si = 0; si < n_shapes; si++)
+            for (int unit = 0; unit < 2; unit++)
+                if (shapes[si][2] % sqz_dtype_info(t)->block_size == 0)
+                    check_qgemm(SQZ__ISA_AVX512, t, shapes[si][0], shapes[si][1], shapes[si][2], unit);
+    }
+    assert_int_equal(types, 14); /* Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_1, Q5_1, Q2_K .. Q6_K, IQ4_XS, IQ3_S */
+    qgemm_qmatmul(SQZ__ISA_AVX512);
+}
+
+/* The fp16 fields of a block of t (as random_row places them) set to 1.0. */
+static void unit_fields(sqz_dtype t, uint8_t *blk) {
+    const size_t ts = sqz_dtype_info(t)->type_size;
+    const uint16_t one = 0x3C00;
+    switch (t) {
+    case SQZ_DTYPE_Q6_K: memcpy(blk + ts - 2, &one, 2); break;
+    case SQZ_DTYPE_Q4_1: case SQZ_DTYPE_Q5_1: case SQZ_DTYPE_Q4_K: case SQZ_DTYPE_Q5_K:
+        memcpy(blk, &one, 2);
+        memcpy(blk + 2, &one, 2);
+        break;
+    default: memcpy(blk, &one, 2);
+    }
+}
+
+/* The saturation bounds of the AVX2 form: every weight byte one pattern (0xFF: the largest codes
+ * of Q4_*, Q5_*, Q6_K, Q4_K's largest scales and minimums; 0x7F: Q6_K's largest scale with its
+ * codes of 63, Q8_0 127; 0x80: Q8_0 -128, Q6_K scale -128; 0x00: IQ4_NL -127), unit scales, every
+ * activation code +127 or -127: a saturated int16 sum would be far off. */
+static void check_qgemm_extreme(sqz__qmm_isa isa, sqz_dtype t) {
+    static const uint8_t patterns[] = {0xFF, 0x7F, 0x80, 0x00};
+    const int64_t m = 9, n = 11, k = 512;
+    const sqz__aq_kind kind = sqz__aq_kind_of(t);
+    const sqz_dtype_traits *tr = sqz_dtype_info(t);
+    const size_t ab = sqz__aq_row_bytes(kind, k), rb = (size_t)(k / tr->block_size) * tr->type_size;
+    uint8_t *w = malloc(rb * n), *xq = calloc((size_t)m, ab);
+    assert_true(w && xq);
+    for (size_t pi = 0; pi < sizeof patterns; pi++) {
+        memset(w, patterns[pi], rb * n);
+        for (size_t b = 0; b < (size_t)n * (size_t)(k / tr->block_size); b++) unit_fields(t, w + b * tr->type_size);
+        for (int64_t i = 0; i < m; i++) { /* token i: codes +127, -127, or alternating by element (i % 3) */
+            for (int64_t e = 0; e < k; e++) {
+                const int8_t q = (int8_t)(i % 3 == 0 ? 127 : i % 3 == 1 ? -127 : e % 2 ? 127 : -127);
+                if (kind == SQZ__AQ_Q8_K) {
+                    sqz__aq8_K *x = (sqz__aq8_K *)(void *)(xq + i * ab) + e / 256;
+                    x->d = 1.0f;
+                    x->qs[e % 256] = q;
+                    x->bsums[(e % 256) / 16] = (int16_t)((e % 16 ? x->bsums[(e % 256) / 16] : 0) + q);
+                } else if (kind == SQZ__AQ_Q8_0) {
+                    sqz__aq8_0 *x = (sqz__aq8_0 *)(void *)(xq + i * ab) + e / 32;
+                    x->d = 1.0f;
+                    x->qs[e % 32] = q;
+                } else {
+                    sqz__aq8_1 *x = (sqz__aq8_1 *)(void *)(xq + i * ab) + e / 32;
+                    x->d = 1.0f;
+                    x->qs[e % 32] = q;
+                    x->s = (e % 32 ? x->s : 0.0f) + (float)q;
+                }
+            }
+        }
+        qgemm_compare(isa, t, m, n, k, w, xq, NULL, false);
+    }
+    free(w), free(xq);
+}
+
+/* Where this CPU runs the VNNI form too: the AVX2 form's outputs are its bits (the same integer
+ * sums, the same f32 operations per block in the same order), real scales and a bias. */
+static void check_qgemm_same(sqz_dtype t, int64_t m, int64_t n, int64_t k) {
+    const sqz__qgemm_impl *V = sqz__qmm_qgemm_impl(t, SQZ__ISA_AVX512), *A = sqz__qmm_qgemm_impl(t, SQZ__ISA_AVX2);
+    if (!V || !A || V == A) return;
+    const sqz__aq_kind kind = sqz__aq_kind_of(t);
+    const size_t ab = sqz__aq_row_bytes(kind, k),
+                 rb = (size_t)(k / sqz_dtype_info(t)->block_size) * sqz_dtype_info(t)->type_size;
+    uint8_t *w = random_row(t, n * k, false), *xq = malloc((size_t)m * ab);
+    float *y[2] = {malloc((size_t)(m * n) * sizeof(float)), malloc((size_t)(m * n) * sizeof(float))};
+    float *bias = malloc((size_t)n * sizeof(float));
+    int32_t *xs = malloc((size_t)(m * (k / 32)) * sizeof(int32_t));
+    void *scr = malloc(V->scratch_bytes(k) > A->scratch_bytes(k) ? V->scratch_bytes(k) : A->scratch_bytes(k));
+    assert_true(xq && y[0] && y[1] && bias && xs && scr);
+    for (int64_t i = 0; i < m; i++) {
+        void *x = activation_row(t, k, false);
+        memcpy(xq + i * ab, x, ab);
+        free(x);
+    }
+    for (int64_t j = 0; j < n; j++) bias[j] = 0.25f * rndf();
+    for (int v = 0; v < 2; v++) {
+        const sqz__qgemm_impl *G = v ? A : V;
+        if (kind == SQZ__AQ_Q8_0) G->xsums(xq, ab, 0, m, k, xs);
+        const sqz__qgemm_args a = {.w = w, .row_bytes = rb, .m = m, .n = n, .k = k, .xq = xq, .xq_bytes = ab,
+                                   .xs = kind == SQZ__AQ_Q8_0 ? xs : NULL, .y = y[v], .bias = bias};
+        G->rows(t, &a, 0, n, scr);
+    }
+    if (memcmp(y[0], y[1], (size_t)(m * n) * sizeof(float)) != 0)
+        fail_msg("qgemm %s m %lld n %lld k %lld: avx2 differs from avx512vnni", sqz_dtype_name(t), (long long)m,
+                 (long long)n, (long long)k);
+    free(w), free(xq), free(y[0]), free(y[1]), free(bias), free(xs), free(scr);
+}
+
+/* The AVX2 form (qidot_gemm_avx2.c), on every CPU with AVX2: as test_qgemm, plus two token tails
+ * (2 and 3 tokens past the groups of 4), the saturation bounds, and the VNNI form's bits. */
+static void test_qgemm_avx2(void **state) {
+    (void)state;
+    if (!sqz__qmm_isa_runs(SQZ__ISA_AVX2) || !sqz__qmm_qgemm(SQZ_DTYPE_Q4_0, SQZ__ISA_AVX2)) skip();
+    static const int64_t more[][3] = {{18, 8, 256}, {23, 9, 544}, {2, 24, 768}};
+    const size_t n_shapes = sizeof kQgemmShapes / sizeof kQgemmShapes[0], n_more = sizeof more / sizeof more[0];
+    int types = 0;
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const sqz_dtype t = kTypes[ti];
+        if (!sqz__qmm_qgemm(t, SQZ__ISA_AVX2)) continue;
+        types++;
+        for (size_t si = 0; si < n_shapes + n_more; si++) {
+            const int64_t *sh = si < n_shapes ? kQgemmShapes[si] : more[si - n_shapes];
+            for (int unit = 0; unit < 2; unit++)
+                if (sh[2] % sqz_dtype_info(t)->block_size == 0) check_qgemm(SQZ__ISA_AVX2, t, sh[0], sh[1], sh[2], unit);
+        }
+        check_qgemm_extreme(SQZ__ISA_AVX2, t);
+        check_qgemm_same(t, 21, 37, 2304);
+    }
+    assert_int_equal(types, 9); /* Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K */
+    qgemm_qmatmul(SQZ__ISA_AVX2);
 }
 
 /* Real weights: stories260K's w1 (860 rows of 64 as 215 rows of 256) quantized to each type sqz
@@ -524,6 +675,7 @@ int main(void) {
         cmocka_unit_test(test_kernels_x4),
         cmocka_unit_test(test_kernels_real),
         cmocka_unit_test(test_qgemm),
+        cmocka_unit_test(test_qgemm_avx2),
         cmocka_unit_test(test_qmatmul_q8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
