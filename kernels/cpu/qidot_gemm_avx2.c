@@ -1,7 +1,8 @@
 /*
  * kernels/cpu/qidot_gemm_avx2.c - the panel GEMM of qidot_gemm_vnni.c with AVX2 (qidot.h:
- * sqz__qgemm_avx2_rows): many tokens against Q8_0, Q4_0, Q5_0, IQ4_NL (Q8_0 activations), Q4_1,
- * Q5_1 (Q8_1), Q4_K, Q5_K, Q6_K (Q8_K), for the CPUs without AVX-512 VNNI.
+ * sqz__qgemm_avx2_rows): many tokens against Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4 (Q8_0 activations),
+ * Q4_1, Q5_1 (Q8_1), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_S (Q8_K): the 14 types of the VNNI
+ * form, for the CPUs without AVX-512 VNNI.
  *
  * The weights of 8 rows are interleaved 4 bytes at a time (lane r of a 32-byte vector holds 4
  * codes of row r), so that one _mm256_maddubs_epi16 against 4 activation bytes broadcast to every
@@ -18,9 +19,11 @@
  *     -16 sum(x) (from the xs of qidot.h: -128 sum(x), divided exactly), Q6_K -32 sum(sc bsums)
  *     (Q8_K's sums of 16); Q4_1 / Q5_1 add m s, Q4_K / Q5_K subtract dmin sum(m bsums), as the
  *     reference.
- *   - the sign trick for the types whose codes span int8 (Q8_0 as stored, IQ4_NL's table):
- *     |w| unsigned times x with w's sign; a pair is at most 2 * 128 * 127 = 32512 (x >= -127),
- *     widened to int32 after every maddubs.
+ *   - the sign trick for the types whose codes span int8 (Q8_0 as stored, IQ4_NL's table, and
+ *     MXFP4's, -12..12): |w| unsigned times x with w's sign; a pair is at most 2 * 128 * 127 =
+ *     32512 (x >= -127), widened to int32 after every maddubs.
+ *   - the other super-block types (Q2_K codes 0..3, Q3_K q + 4 in 0..7, IQ4_XS's signed table
+ *     and IQ3_S's odd -15..15 with the sign trick): their bounds at the super-block section.
  * The int32 sums cannot overflow where the reference's do not: a K super-block's sum of
  * sc * q_u * x (q_u the unsigned code) is at most 16 * 128 * 63 * 16 * 127 < 2^28, and every
  * other partial sum is smaller.
@@ -92,8 +95,13 @@ INL __m256i fifth(__m256i u, const uint8_t *qh) {
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
     return _mm256_add_epi8(u, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit), _mm256_set1_epi8(16)));
 }
-/* One block's 32 codes as stored in the panel (signed for Q8_0 / IQ4_NL, else unsigned), d, m. */
+/* One block's 32 codes as stored in the panel (signed for Q8_0 / IQ4_NL / MXFP4, else unsigned), d, m. */
 INL __m256i decode(sqz_dtype t, const uint8_t *blk, float *d, float *m) {
+    if (t == SQZ_DTYPE_MXFP4) { /* e, then E2M1 codes: w = 2^(e-128) kvalues_fp4[q], -12..12 */
+        *d = sqz__e8m0_half(blk[0]);
+        *m = 0.0f;
+        return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(LD128(sqz__kvalues_fp4)), nibbles(blk + 1));
+    }
     uint16_t h;
     memcpy(&h, blk, 2);
     *d = _cvtsh_ss(h);
@@ -200,69 +208,166 @@ INL void tokens(const sqz__qgemm_args *a, const panel *p, codes c, int div, bool
         for (; t + 4 <= a->m; t += 4) tokens(a, p, C, DIV, Q81, t, 4, j0, rows);                 \
         for (; t < a->m; t++) tokens(a, p, C, DIV, Q81, t, 1, j0, rows);                         \
     }
-PANEL_TOKENS(tokens_signed, SIGNED, 0, false) /* Q8_0, IQ4_NL */
+PANEL_TOKENS(tokens_signed, SIGNED, 0, false) /* Q8_0, IQ4_NL, MXFP4 */
 PANEL_TOKENS(tokens_q4_0, U4, 16, false)
 PANEL_TOKENS(tokens_q5_0, U5, 8, false)
 PANEL_TOKENS(tokens_q4_1, U4, 0, true)
 PANEL_TOKENS(tokens_q5_1, U5, 0, true)
 
-/* ---- 256-element super-blocks against Q8_K: Q4_K, Q5_K (8 sub-blocks of 32, a scale and a
- * minimum each), Q6_K (16 sub-blocks of 16, signed scales, codes q + 32 stored) ------------------
+/* ---- 256-element super-blocks against Q8_K ------------------------------------------------------
+ *   Q4_K, Q5_K: 8 sub-blocks of 32, a scale and a minimum each, codes 0..15 / 0..31;
+ *   Q6_K, Q3_K: 16 sub-blocks of 16, signed scales, codes q + 32 (0..63) / q + 4 (0..7) stored;
+ *   Q2_K: 16 sub-blocks of 16, a scale and a minimum each, codes 0..3;
+ *   IQ4_XS, IQ3_S: 8 sub-blocks of 32, signed scales, signed values stored as they are (IQ4_XS
+ *   -127..113, IQ3_S odd, -15..15), multiplied with the sign trick.
  * Per super-block and panel: codes[64][32 bytes] (element order), sc[16][8] int32 (each the row's
  * sub-block scale twice as int16: _mm256_madd_epi16 times the int16 sums of a row's two halves),
  * mn[8][8] int32 (Q4_K / Q5_K: minimums 2j and 2j + 1 as int16, against the Q8_K sums of 32
- * elements 2j and 2j + 1; Q6_K: scales 2j and 2j + 1, against bsums 2j and 2j + 1), d[8], dmin[8]. */
+ * elements 2j and 2j + 1; Q2_K: minimums 2j and 2j + 1 against bsums 2j and 2j + 1; Q6_K / Q3_K:
+ * scales 2j and 2j + 1, against bsums 2j and 2j + 1, times the offset), d[8], dmin[8].
+ * int16 bounds of a lane's sum of G maddubs (2G products, activations >= -128 in magnitude):
+ * Q4_K G 8: 16 * 15 * 128 = 30720; Q5_K G 4: 8 * 31 * 128 = 31744; Q6_K G 2: 4 * 63 * 128 = 32256;
+ * Q3_K G 4: 8 * 7 * 128 = 7168; Q2_K G 4: 8 * 3 * 128 = 3072 (G 4: a sub-block of 16 is 4 groups);
+ * IQ4_XS G 1: 2 * 127 * 128 = 32512; IQ3_S G 8: 16 * 15 * 128 = 30720. */
 enum { KB_CODES = 2048, KB_SC = 16 * PR * 4, KB_MN = 8 * PR * 4, KB_F = 2 * PR * 4 };
 enum { KB_BYTES = KB_CODES + KB_SC + KB_MN + KB_F };
 
 static int32_t pair16(int lo, int hi) { return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16); }
 
-/* One row's super-block: its 256 unsigned codes, the sc and mn words of its lane, d, dmin. */
-AVX2 static void kdecode(sqz_dtype t, const uint8_t *blk, uint8_t c[256], int32_t sc[16], int32_t mn[8], float *d,
-                         float *dmin) {
-    const __m256i f = _mm256_set1_epi8(15);
+/* One row's super-block: its 256 codes, the sc and mn words of its lane, d, dmin. */
+typedef struct kblock {
+    uint8_t c[256];
+    int32_t sc[16], mn[8];
+    float d, dmin;
+} kblock;
+
+INL float h2f(const uint16_t *p) {
     uint16_t h;
-    if (t == SQZ_DTYPE_Q6_K) { /* element 128 hh + 32 j + l: ql[64 hh + 32 (j % 2) + l] nibble j / 2, qh bits 2j */
-        const sqz_block_q6_K *w = (const sqz_block_q6_K *)(const void *)blk;
-        for (int hh = 0; hh < 2; hh++) {
-            const __m256i qh = LD256(w->qh + 32 * hh), l0 = LD256(w->ql + 64 * hh), l1 = LD256(w->ql + 64 * hh + 32);
-            for (int j = 0; j < 4; j++) {
-                const __m256i ql = j % 2 ? l1 : l0;
-                const __m256i lo = j < 2 ? _mm256_and_si256(ql, f) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), f);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), _mm256_set1_epi8(3));
-                _mm256_storeu_si256((__m256i *)(void *)(c + 128 * hh + 32 * j), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
-            }
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* Q6_K: element 128 hh + 32 j + l is ql[64 hh + 32 (j % 2) + l]'s nibble j / 2 and qh's bits 2j. */
+AVX2 static void kdecode_q6(const sqz_block_q6_K *w, kblock *o) {
+    const __m256i f = _mm256_set1_epi8(15);
+    for (int hh = 0; hh < 2; hh++) {
+        const __m256i qh = LD256(w->qh + 32 * hh), l0 = LD256(w->ql + 64 * hh), l1 = LD256(w->ql + 64 * hh + 32);
+        for (int j = 0; j < 4; j++) {
+            const __m256i ql = j % 2 ? l1 : l0;
+            const __m256i lo = j < 2 ? _mm256_and_si256(ql, f) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), f);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), _mm256_set1_epi8(3));
+            _mm256_storeu_si256((__m256i *)(void *)(o->c + 128 * hh + 32 * j), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
         }
-        for (int s = 0; s < 16; s++) sc[s] = pair16(w->scales[s], w->scales[s]);
-        for (int j = 0; j < 8; j++) mn[j] = pair16(w->scales[2 * j], w->scales[2 * j + 1]);
-        memcpy(&h, &w->d, 2);
-        *d = _cvtsh_ss(h);
-        *dmin = 0.0f;
-        return;
     }
+    for (int s = 0; s < 16; s++) o->sc[s] = pair16(w->scales[s], w->scales[s]);
+    for (int j = 0; j < 8; j++) o->mn[j] = pair16(w->scales[2 * j], w->scales[2 * j + 1]);
+    o->d = h2f(&w->d);
+}
+
+/* Q4_K / Q5_K: sub-blocks 2p (low nibbles of bytes 32p..) and 2p + 1 (high); Q5_K: bit s of qh[l] adds 16. */
+AVX2 static void kdecode_q45(sqz_dtype t, const uint8_t *blk, kblock *o) {
+    const __m256i f = _mm256_set1_epi8(15);
     const sqz_block_q4_K *w4 = (const sqz_block_q4_K *)(const void *)blk;
     const sqz_block_q5_K *w5 = (const sqz_block_q5_K *)(const void *)blk;
     const bool five = t == SQZ_DTYPE_Q5_K;
     const uint8_t *qs = five ? w5->qs : w4->qs, *scales = five ? w5->scales : w4->scales;
     const __m256i qh = five ? LD256(w5->qh) : _mm256_setzero_si256(), b4 = _mm256_set1_epi8(16);
-    for (int p = 0; p < 4; p++) { /* sub-blocks 2p (low nibbles) and 2p + 1 (high); Q5_K: bit s of qh[l] adds 16 */
+    for (int p = 0; p < 4; p++) {
         const __m256i q = LD256(qs + 32 * p);
         __m256i lo = _mm256_and_si256(q, f), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), f);
         if (five) {
             lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * p), 4), b4));
             hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * p + 1), 4), b4));
         }
-        _mm256_storeu_si256((__m256i *)(void *)(c + 64 * p), lo);
-        _mm256_storeu_si256((__m256i *)(void *)(c + 64 * p + 32), hi);
+        _mm256_storeu_si256((__m256i *)(void *)(o->c + 64 * p), lo);
+        _mm256_storeu_si256((__m256i *)(void *)(o->c + 64 * p + 32), hi);
     }
     uint8_t s8[8], m8[8];
     for (int s = 0; s < 8; s++) sqz__get_scale_min_k4(s, scales, &s8[s], &m8[s]);
-    for (int s = 0; s < 8; s++) sc[s] = pair16(s8[s], s8[s]);
-    for (int j = 0; j < 4; j++) mn[j] = pair16(m8[2 * j], m8[2 * j + 1]);
-    memcpy(&h, &w4->d, 2);
-    *d = _cvtsh_ss(h);
-    memcpy(&h, &w4->dmin, 2);
-    *dmin = _cvtsh_ss(h);
+    for (int s = 0; s < 8; s++) o->sc[s] = pair16(s8[s], s8[s]);
+    for (int j = 0; j < 4; j++) o->mn[j] = pair16(m8[2 * j], m8[2 * j + 1]);
+    o->d = h2f(&w4->d);
+    o->dmin = h2f(&w4->dmin);
+}
+
+/* Q2_K and Q3_K's 2 low bits: element 128 h + 32 j + l is bits 2j of qs[32 h + l]; Q3_K adds 4
+ * where bit 4h + j of hmask[l] is set (its code q - 4 stored as q: 0..7). */
+AVX2 static void kdecode_q23(const uint8_t *qs, const uint8_t *hmask, uint8_t c[256]) {
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i hm = hmask ? LD256(hmask) : _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = LD256(qs + 32 * h);
+        for (int j = 0; j < 4; j++) {
+            __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three);
+            u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one), 2));
+            _mm256_storeu_si256((__m256i *)(void *)(c + 128 * h + 32 * j), u);
+        }
+    }
+}
+
+AVX2 static void kdecode_q2(const sqz_block_q2_K *w, kblock *o) {
+    kdecode_q23(w->qs, NULL, o->c);
+    for (int s = 0; s < 16; s++) o->sc[s] = pair16(w->scales[s] & 15, w->scales[s] & 15);
+    for (int j = 0; j < 8; j++) o->mn[j] = pair16(w->scales[2 * j] >> 4, w->scales[2 * j + 1] >> 4);
+    o->d = h2f(&w->d);
+    o->dmin = h2f(&w->dmin);
+}
+
+AVX2 static void kdecode_q3(const sqz_block_q3_K *w, kblock *o) {
+    int sc[16];
+    kdecode_q23(w->qs, w->hmask, o->c);
+    for (int i = 0; i < 16; i++) { /* 6 bits: 4 from scales[i % 8] (high nibble from 8 on), 2 from 8 + i % 4 */
+        const int lo = i < 8 ? w->scales[i] & 15 : w->scales[i - 8] >> 4;
+        sc[i] = (lo | ((w->scales[8 + i % 4] >> (2 * (i / 4))) & 3) << 4) - 32;
+    }
+    for (int s = 0; s < 16; s++) o->sc[s] = pair16(sc[s], sc[s]);
+    for (int j = 0; j < 8; j++) o->mn[j] = pair16(sc[2 * j], sc[2 * j + 1]);
+    o->d = h2f(&w->d);
+}
+
+/* IQ4_XS: sub-block s of 32 is IQ4_NL's 16 bytes at 16 s (signed values), its scale 6 bits less 32. */
+AVX2 static void kdecode_iq4xs(const sqz_block_iq4_xs *w, kblock *o) {
+    const __m256i lut = _mm256_broadcastsi128_si256(LD128(sqz__kvalues_iq4nl));
+    uint16_t sh;
+    memcpy(&sh, &w->scales_h, 2);
+    for (int s = 0; s < 8; s++) {
+        _mm256_storeu_si256((__m256i *)(void *)(o->c + 32 * s), _mm256_shuffle_epi8(lut, nibbles(w->qs + 16 * s)));
+        const int ls = ((w->scales_l[s / 2] >> (4 * (s % 2))) & 15) | ((sh >> (2 * s)) & 3) << 4;
+        o->sc[s] = pair16(ls - 32, ls - 32);
+    }
+    o->d = h2f(&w->d);
+}
+
+/* IQ3_S: sub-block s of 32 has scale 2 ls + 1, 8 groups of 4 grid magnitudes (9-bit index), a sign
+ * bit per weight; the signed values stored; decoded once per panel, so plain C. */
+AVX2 static void kdecode_iq3s(const sqz_block_iq3_s *w, kblock *o) {
+    for (int s = 0; s < 8; s++) {
+        for (int g = 0; g < 8; g++) {
+            const int idx = w->qs[8 * s + g] | (((w->qh[s] >> g) & 1) << 8);
+            for (int j = 0; j < 4; j++) {
+                const int e = 4 * g + j, mag = (int)((sqz__iq3s_grid[idx] >> (8 * j)) & 255);
+                const int neg = (w->signs[4 * s + e / 8] >> (e % 8)) & 1;
+                o->c[32 * s + e] = (uint8_t)(int8_t)(neg ? -mag : mag);
+            }
+        }
+        const int sc = 2 * ((w->scales[s / 2] >> (4 * (s % 2))) & 15) + 1;
+        o->sc[s] = pair16(sc, sc);
+    }
+    o->d = h2f(&w->d);
+}
+
+AVX2 static void kdecode(sqz_dtype t, const uint8_t *blk, kblock *o) {
+    memset(o->sc, 0, sizeof o->sc);
+    memset(o->mn, 0, sizeof o->mn);
+    o->dmin = 0.0f;
+    switch (t) {
+    case SQZ_DTYPE_Q6_K: kdecode_q6((const sqz_block_q6_K *)(const void *)blk, o); break;
+    case SQZ_DTYPE_Q3_K: kdecode_q3((const sqz_block_q3_K *)(const void *)blk, o); break;
+    case SQZ_DTYPE_Q2_K: kdecode_q2((const sqz_block_q2_K *)(const void *)blk, o); break;
+    case SQZ_DTYPE_IQ4_XS: kdecode_iq4xs((const sqz_block_iq4_xs *)(const void *)blk, o); break;
+    case SQZ_DTYPE_IQ3_S: kdecode_iq3s((const sqz_block_iq3_s *)(const void *)blk, o); break;
+    default: kdecode_q45(t, blk, o); /* Q4_K, Q5_K */
+    }
 }
 
 AVX2 static void kpack(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int rows, uint8_t *p) {
@@ -272,23 +377,44 @@ AVX2 static void kpack(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int ro
     for (int r = 0; r < rows; r++) {
         const uint8_t *w = (const uint8_t *)a->w + (size_t)(j0 + r) * a->row_bytes;
         for (int64_t b = 0; b < nb; b++, w += bs) {
-            uint8_t *P = p + (size_t)b * KB_BYTES, c[256];
-            int32_t sc[16] = {0}, mn[8] = {0};
+            uint8_t *P = p + (size_t)b * KB_BYTES;
+            kblock o;
             float *f = (float *)(void *)(P + KB_CODES + KB_SC + KB_MN);
-            kdecode(t, w, c, sc, mn, &f[r], &f[PR + r]);
-            for (int g = 0; g < 64; g++) memcpy(P + 32 * g + 4 * r, c + 4 * g, 4);
-            for (int s = 0; s < 16; s++) memcpy(P + KB_CODES + 4 * (PR * s + r), &sc[s], 4);
-            for (int s = 0; s < 8; s++) memcpy(P + KB_CODES + KB_SC + 4 * (PR * s + r), &mn[s], 4);
+            kdecode(t, w, &o);
+            f[r] = o.d, f[PR + r] = o.dmin;
+            for (int g = 0; g < 64; g++) memcpy(P + 32 * g + 4 * r, o.c + 4 * g, 4);
+            for (int s = 0; s < 16; s++) memcpy(P + KB_CODES + 4 * (PR * s + r), &o.sc[s], 4);
+            for (int s = 0; s < 8; s++) memcpy(P + KB_CODES + KB_SC + 4 * (PR * s + r), &o.mn[s], 4);
         }
     }
 }
 
-/* T tokens from t0 against a super-block panel; c: U4 (Q4_K), U5 (Q5_K) or U6 (Q6_K). Groups of
- * G_OF(c) codes add up in int16, then times the sub-block's scale (S groups a scale) into isum. */
-INL void ktokens(const sqz__qgemm_args *a, const uint8_t *p, codes c, int64_t t0, int T, int64_t j0, int rows) {
+/* How a super-block type's codes are multiplied: G groups of 4 codes add up in int16 (the bounds
+ * above), S groups share a scale, signed (the sign trick) or not; its mn words: 4 (Q4_K / Q5_K's
+ * minimums against sums of 32), 8 (against bsums pairs), 0; the codes' offset as a shift of the
+ * mn sum (Q6_K 32: 5, Q3_K 4: 2), -1 for none; dmin: the mn sum is a minimum's, times dmin. */
+typedef struct kkind {
+    int G, S, pairs, shift;
+    bool sign, dmin;
+} kkind;
+
+static inline kkind kkind_of(sqz_dtype t) {
+    switch (t) {
+    case SQZ_DTYPE_Q4_K: return (kkind){8, 8, 4, -1, false, true};
+    case SQZ_DTYPE_Q5_K: return (kkind){4, 8, 4, -1, false, true};
+    case SQZ_DTYPE_Q6_K: return (kkind){2, 4, 8, 5, false, false};
+    case SQZ_DTYPE_Q3_K: return (kkind){4, 4, 8, 2, false, false};
+    case SQZ_DTYPE_Q2_K: return (kkind){4, 4, 8, -1, false, true};
+    case SQZ_DTYPE_IQ4_XS: return (kkind){1, 8, 0, -1, true, false};
+    default: return (kkind){8, 8, 0, -1, true, false}; /* IQ3_S */
+    }
+}
+
+/* T tokens from t0 against a super-block panel of type t: groups of G codes add up in int16, then
+ * times the sub-block's scale into isum; the mn words against the activation's sums into msum. */
+INL void ktokens(const sqz__qgemm_args *a, const uint8_t *p, sqz_dtype t, int64_t t0, int T, int64_t j0, int rows) {
     const int64_t nb = a->k / 256;
-    const bool q6 = c == U6;
-    const int G = G_OF(c), S = q6 ? 4 : 8;
+    const kkind K = kkind_of(t);
     const sqz__aq8_K *x[4];
     __m256 acc[4];
     for (int i = 0; i < T; i++) {
@@ -299,22 +425,25 @@ INL void ktokens(const sqz__qgemm_args *a, const uint8_t *p, codes c, int64_t t0
         const uint8_t *P = p + (size_t)b * KB_BYTES;
         __m256i isum[4], msum[4];
         for (int i = 0; i < T; i++) isum[i] = msum[i] = _mm256_setzero_si256();
-        for (int g0 = 0; g0 < 64; g0 += G) {
+        for (int g0 = 0; g0 < 64; g0 += K.G) {
             __m256i h[4];
             for (int i = 0; i < T; i++) h[i] = _mm256_setzero_si256();
 #pragma GCC unroll 4
-            for (int g = g0; g < g0 + G; g++) {
-                const __m256i w = LD256(P + 32 * g);
-                for (int i = 0; i < T; i++) h[i] = _mm256_add_epi16(h[i], _mm256_maddubs_epi16(w, bcast4(x[i][b].qs + 4 * g)));
+            for (int g = g0; g < g0 + K.G; g++) {
+                const __m256i w = LD256(P + 32 * g), aw = K.sign ? _mm256_abs_epi8(w) : w;
+                for (int i = 0; i < T; i++) {
+                    const __m256i xb = bcast4(x[i][b].qs + 4 * g);
+                    h[i] = _mm256_add_epi16(h[i], _mm256_maddubs_epi16(aw, K.sign ? _mm256_sign_epi8(xb, w) : xb));
+                }
             }
-            const __m256i sc = _mm256_load_si256((const __m256i *)(const void *)(P + KB_CODES + 32 * (g0 / S)));
+            const __m256i sc = _mm256_load_si256((const __m256i *)(const void *)(P + KB_CODES + 32 * (g0 / K.S)));
             for (int i = 0; i < T; i++) isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(h[i], sc));
         }
-        for (int j = 0; j < (q6 ? 8 : 4); j++) { /* Q6_K: sum(sc bsums); Q4_K / Q5_K: sum(m (bsums 2s + 2s+1)) */
+        for (int j = 0; j < K.pairs; j++) { /* 8: mn against bsums 2j, 2j + 1; 4: against the sums of 32 */
             const __m256i mn = _mm256_load_si256((const __m256i *)(const void *)(P + KB_CODES + KB_SC + 32 * j));
             for (int i = 0; i < T; i++) {
                 int32_t pr;
-                if (q6) {
+                if (K.pairs == 8) {
                     memcpy(&pr, &x[i][b].bsums[2 * j], 4);
                 } else {
                     const int16_t *bs = x[i][b].bsums + 4 * j;
@@ -327,25 +456,45 @@ INL void ktokens(const sqz__qgemm_args *a, const uint8_t *p, codes c, int64_t t0
         const __m256 d = _mm256_load_ps(f), dmin = _mm256_load_ps(f + PR);
         for (int i = 0; i < T; i++) {
             const __m256 da = _mm256_set1_ps(x[i][b].d);
-            if (q6) isum[i] = _mm256_sub_epi32(isum[i], _mm256_slli_epi32(msum[i], 5)); /* the codes' offset 32 */
+            if (K.shift >= 0) isum[i] = _mm256_sub_epi32(isum[i], _mm256_slli_epi32(msum[i], K.shift)); /* the offset */
             acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, da), acc[i]);
-            if (!q6) acc[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[i]), _mm256_mul_ps(dmin, da), acc[i]);
+            if (K.dmin) acc[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[i]), _mm256_mul_ps(dmin, da), acc[i]);
         }
     }
     for (int i = 0; i < T; i++) store_rows(a->y + (t0 + i) * a->n + j0, a->bias ? a->bias + j0 : NULL, acc[i], rows);
 }
 
-#define KPANEL_TOKENS(name, C)                                                                   \
+#define KPANEL_TOKENS(name, TYPE)                                                                \
     AVX2 static void name(const sqz__qgemm_args *a, const uint8_t *p, int64_t j0, int rows) {  \
         int64_t t = 0;                                                                           \
-        for (; t + 4 <= a->m; t += 4) ktokens(a, p, C, t, 4, j0, rows);                          \
-        for (; t < a->m; t++) ktokens(a, p, C, t, 1, j0, rows);                                  \
+        for (; t + 4 <= a->m; t += 4) ktokens(a, p, TYPE, t, 4, j0, rows);                       \
+        for (; t < a->m; t++) ktokens(a, p, TYPE, t, 1, j0, rows);                               \
     }
-KPANEL_TOKENS(ktokens_q4_K, U4)
-KPANEL_TOKENS(ktokens_q5_K, U5)
-KPANEL_TOKENS(ktokens_q6_K, U6)
+KPANEL_TOKENS(ktokens_q2_K, SQZ_DTYPE_Q2_K)
+KPANEL_TOKENS(ktokens_q3_K, SQZ_DTYPE_Q3_K)
+KPANEL_TOKENS(ktokens_q4_K, SQZ_DTYPE_Q4_K)
+KPANEL_TOKENS(ktokens_q5_K, SQZ_DTYPE_Q5_K)
+KPANEL_TOKENS(ktokens_q6_K, SQZ_DTYPE_Q6_K)
+KPANEL_TOKENS(ktokens_iq4_xs, SQZ_DTYPE_IQ4_XS)
+KPANEL_TOKENS(ktokens_iq3_s, SQZ_DTYPE_IQ3_S)
 
-static bool is_k(sqz_dtype t) { return t == SQZ_DTYPE_Q4_K || t == SQZ_DTYPE_Q5_K || t == SQZ_DTYPE_Q6_K; }
+static bool is_k(sqz_dtype t) {
+    return t == SQZ_DTYPE_Q4_K || t == SQZ_DTYPE_Q5_K || t == SQZ_DTYPE_Q6_K || t == SQZ_DTYPE_Q3_K ||
+           t == SQZ_DTYPE_Q2_K || t == SQZ_DTYPE_IQ4_XS || t == SQZ_DTYPE_IQ3_S;
+}
+
+/* Every token against a super-block panel of type t. */
+AVX2 static void kpanel_tokens(sqz_dtype t, const sqz__qgemm_args *a, const uint8_t *p, int64_t j0, int rows) {
+    switch (t) {
+    case SQZ_DTYPE_Q2_K: ktokens_q2_K(a, p, j0, rows); break;
+    case SQZ_DTYPE_Q3_K: ktokens_q3_K(a, p, j0, rows); break;
+    case SQZ_DTYPE_Q4_K: ktokens_q4_K(a, p, j0, rows); break;
+    case SQZ_DTYPE_Q5_K: ktokens_q5_K(a, p, j0, rows); break;
+    case SQZ_DTYPE_Q6_K: ktokens_q6_K(a, p, j0, rows); break;
+    case SQZ_DTYPE_IQ4_XS: ktokens_iq4_xs(a, p, j0, rows); break;
+    default: ktokens_iq3_s(a, p, j0, rows); /* IQ3_S */
+    }
+}
 
 size_t sqz__qgemm_avx2_scratch_bytes(int64_t k) {
     const size_t b32 = (size_t)(k / 32) * (8 * 32 + 2 * PR * sizeof(float)), bk = (size_t)(k / 256) * KB_BYTES;
@@ -354,7 +503,7 @@ size_t sqz__qgemm_avx2_scratch_bytes(int64_t k) {
 
 bool sqz__qgemm_avx2_has(sqz_dtype t) {
     return t == SQZ_DTYPE_Q8_0 || t == SQZ_DTYPE_Q4_0 || t == SQZ_DTYPE_Q5_0 || t == SQZ_DTYPE_IQ4_NL ||
-           t == SQZ_DTYPE_Q4_1 || t == SQZ_DTYPE_Q5_1 || is_k(t);
+           t == SQZ_DTYPE_Q4_1 || t == SQZ_DTYPE_Q5_1 || t == SQZ_DTYPE_MXFP4 || is_k(t);
 }
 
 AVX2 void sqz__qgemm_avx2_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int64_t j1, void *scratch) {
@@ -366,9 +515,7 @@ AVX2 void sqz__qgemm_avx2_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0
         const int rows = j1 - j < PR ? (int)(j1 - j) : PR;
         if (is_k(t)) {
             kpack(t, a, j, rows, base);
-            if (t == SQZ_DTYPE_Q4_K) ktokens_q4_K(a, base, j, rows);
-            else if (t == SQZ_DTYPE_Q5_K) ktokens_q5_K(a, base, j, rows);
-            else ktokens_q6_K(a, base, j, rows);
+            kpanel_tokens(t, a, base, j, rows);
             continue;
         }
         pack(t, a, j, rows, &p);
@@ -377,7 +524,7 @@ AVX2 void sqz__qgemm_avx2_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0
         case SQZ_DTYPE_Q5_0: tokens_q5_0(a, &p, j, rows); break;
         case SQZ_DTYPE_Q4_1: tokens_q4_1(a, &p, j, rows); break;
         case SQZ_DTYPE_Q5_1: tokens_q5_1(a, &p, j, rows); break;
-        default: tokens_signed(a, &p, j, rows); /* Q8_0, IQ4_NL */
+        default: tokens_signed(a, &p, j, rows); /* Q8_0, IQ4_NL, MXFP4 */
         }
     }
 }

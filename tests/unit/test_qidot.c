@@ -461,7 +461,12 @@ static void unit_fields(sqz_dtype t, uint8_t *blk) {
     const size_t ts = sqz_dtype_info(t)->type_size;
     const uint16_t one = 0x3C00;
     switch (t) {
-    case SQZ_DTYPE_Q6_K: memcpy(blk + ts - 2, &one, 2); break;
+    case SQZ_DTYPE_Q6_K: case SQZ_DTYPE_Q3_K: memcpy(blk + ts - 2, &one, 2); break;
+    case SQZ_DTYPE_Q2_K: /* scales and qs, then d and dmin */
+        memcpy(blk + ts - 4, &one, 2);
+        memcpy(blk + ts - 2, &one, 2);
+        break;
+    case SQZ_DTYPE_MXFP4: blk[0] = 128; break; /* e: 2^0 */
     case SQZ_DTYPE_Q4_1: case SQZ_DTYPE_Q5_1: case SQZ_DTYPE_Q4_K: case SQZ_DTYPE_Q5_K:
         memcpy(blk, &one, 2);
         memcpy(blk + 2, &one, 2);
@@ -473,7 +478,10 @@ static void unit_fields(sqz_dtype t, uint8_t *blk) {
 /* The saturation bounds of the AVX2 form: every weight byte one pattern (0xFF: the largest codes
  * of Q4_*, Q5_*, Q6_K, Q4_K's largest scales and minimums; 0x7F: Q6_K's largest scale with its
  * codes of 63, Q8_0 127; 0x80: Q8_0 -128, Q6_K scale -128; 0x00: IQ4_NL -127), unit scales, every
- * activation code +127 or -127: a saturated int16 sum would be far off. */
+ * activation code +127 or -127: a saturated int16 sum would be far off. The other types: 0xFF
+ * Q2_K's codes 3 with scales and minimums 15, Q3_K's codes 3 (stored 7) with scales 31, IQ4_XS's
+ * 113 with scale 31, MXFP4's -12 (0x7F: -12 and 12); 0x00 Q3_K's -4 (stored 0) with scales -32,
+ * IQ4_XS's -127 with scale -32; 0xFF IQ3_S's grid entry 511 (15, 15, 1, 1), all negative; 0x7F / 0x80 mixed. */
 static void check_qgemm_extreme(sqz__qmm_isa isa, sqz_dtype t) {
     static const uint8_t patterns[] = {0xFF, 0x7F, 0x80, 0x00};
     const int64_t m = 9, n = 11, k = 512;
@@ -563,7 +571,7 @@ static void test_qgemm_avx2(void **state) {
         check_qgemm_extreme(SQZ__ISA_AVX2, t);
         check_qgemm_same(t, 21, 37, 2304);
     }
-    assert_int_equal(types, 9); /* Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K */
+    assert_int_equal(types, 14); /* Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_1, Q5_1, Q2_K .. Q6_K, IQ4_XS, IQ3_S */
     qgemm_qmatmul(SQZ__ISA_AVX2);
 }
 
