@@ -56,6 +56,7 @@ sqz__aq_quantize_fn sqz__qmm_aq_quantizer(sqz__qmm_isa isa) {
     __builtin_cpu_init();
     if (isa == SQZ__ISA_AVX512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
         return sqz__aq_quantize_avx512;
+    if ((isa == SQZ__ISA_AVX512 || isa == SQZ__ISA_AVX2) && __builtin_cpu_supports("avx2")) return sqz__aq_quantize_avx2;
 #endif
     (void)isa;
     return sqz__aq_quantize;

@@ -66,8 +66,8 @@ void sqz__aq_quantize(sqz__aq_kind kind, const float *x, void *dst, int64_t k);
 
 /* A quantizer with sqz__aq_quantize's signature and results (bit for bit). */
 typedef void (*sqz__aq_quantize_fn)(sqz__aq_kind kind, const float *x, void *dst, int64_t k);
-/* The fastest such quantizer for isa on this CPU (AVX-512: aquant_avx512.c), else
- * sqz__aq_quantize itself. */
+/* The fastest such quantizer for isa on this CPU (AVX-512: aquant_avx512.c; AVX2, or AVX-512
+ * without AVX-512BW: aquant_avx2.c), else sqz__aq_quantize itself. */
 sqz__aq_quantize_fn sqz__qmm_aq_quantizer(sqz__qmm_isa isa);
 
 /* sum_i w_i * x_i over k weights (a multiple of the block size) stored at row, against one
@@ -169,6 +169,7 @@ extern const sqz__idot_fn sqz__idot_vnni[SQZ_DTYPE_COUNT]; /* qidot_vnni.c: AVX-
 extern const sqz__idot4_fn sqz__idot4_vnni[SQZ_DTYPE_COUNT]; /* qidot4_vnni.c: 4 tokens at a time */
 extern const sqz__idot4_fn sqz__idot8_vnni[SQZ_DTYPE_COUNT]; /* qidot4_vnni.c: 8 tokens at a time */
 extern const sqz__aq_quantize_fn sqz__aq_quantize_avx512; /* aquant_avx512.c: AVX-512F/BW */
+extern const sqz__aq_quantize_fn sqz__aq_quantize_avx2;   /* aquant_avx2.c: AVX2 */
 #endif
 #if SQZ__QMM_NEON
 extern const sqz__idot_fn sqz__idot_neon[SQZ_DTYPE_COUNT]; /* qidot_neon.c: NEON + dotprod */

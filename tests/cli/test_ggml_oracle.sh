@@ -14,7 +14,7 @@ lsrc=${SQZ_LLAMA_CPP_SRC:-$bin/../..}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gcc -std=gnu11 -O2 -Wall -Wextra -Werror -ffp-contract=off -D_DEFAULT_SOURCE -I"$src" -I"$src/include" \
-    -I"$lsrc/ggml/include" "$src/tests/unit/ggml_oracle.c" "$src"/kernels/cpu/qidot*.c "$src/kernels/cpu/aquant_avx512.c" "$src/core/fp16.c" \
+    -I"$lsrc/ggml/include" "$src/tests/unit/ggml_oracle.c" "$src"/kernels/cpu/qidot*.c "$src/kernels/cpu/aquant_avx512.c" "$src/kernels/cpu/aquant_avx2.c" "$src/core/fp16.c" \
     "$src/core/dtype.c" "$src/core/status.c" "$src"/core/dequant*.c "$src/core/fp8.c" "$src/tests/unit/qdot_stubs.c" \
     "$src"/kernels/cpu/{qmatmul,qdot,pool,qdequant_x86,qfused_x86,qfused_avx512,qfused_neon}.c \
     "$src"/quant/gguf/{quant_ref,kquant,kquant_search,kquant_x8,iq4,iq3,fp4}.c \

@@ -4,7 +4,9 @@
  * For each of the 14 weight types sqz multiplies in integers, on random rows (k = 1536, 4096) of
  * weights quantized by ggml and activations with outliers:
  *   - the activation codes sqz__aq_quantize writes equal those of ggml's from_float of the
- *     weight type's vec_dot_type (Q8_0, Q8_1, Q8_K), code for code, and the scales;
+ *     weight type's vec_dot_type (Q8_0, Q8_1, Q8_K), code for code, and the scales; so do the
+ *     bytes of every fast quantizer this CPU runs (sqz__qmm_aq_quantizer of each instruction set:
+ *     aquant_avx512.c, aquant_avx2.c), which equal sqz__aq_quantize's;
  *   - every kernel variant this CPU runs gives ggml's vec_dot within 1e-5 of sum |w x| (the
  *     float sums in another order). Q4_1/Q5_1: ggml keeps the activation sums s in fp16, sqz in
  *     f32 (llama.cpp PR #22571); the comparison gives sqz ggml's fp16 s, and reports how far
@@ -80,9 +82,10 @@ static int check_type(int ti, int64_t k, int rows) {
     const sqz__aq_kind kind = sqz__aq_kind_of(t);
     float *w = malloc((size_t)k * 4), *wd = malloc((size_t)k * 4), *x = malloc((size_t)k * 4);
     uint8_t *wq = malloc(ggml_row_size(gt, k)), *xg = malloc(ggml_row_size(tc->vec_dot_type, k));
-    uint8_t *xs = malloc(sqz__aq_row_bytes(kind, k)), *xf = malloc(sqz__aq_row_bytes(kind, k));
+    const size_t xb = sqz__aq_row_bytes(kind, k);
+    uint8_t *xs = malloc(xb), *xf = malloc(xb), *xv = malloc(xb);
     double worst = 0, moved = 0;
-    int ok = w && wd && x && wq && xg && xs && xf;
+    int ok = w && wd && x && wq && xg && xs && xf && xv;
     for (int r = 0; ok && r < rows; r++) {
         for (int64_t i = 0; i < k; i++) {
             w[i] = (float)(rnd() - 0.5) * 0.1f;
@@ -93,7 +96,16 @@ static int check_type(int ti, int64_t k, int rows) {
         float g;
         tc->vec_dot((int)k, &g, 0, wq, 0, xg, 0, 1);
         sqz__aq_quantize(kind, x, xs, k);
-        memcpy(xf, xs, sqz__aq_row_bytes(kind, k));
+        memcpy(xf, xs, xb);
+        for (int isa = 0; ok && isa < SQZ__ISA_COUNT; isa++) { /* the fast quantizers: the same bytes */
+            if (!sqz__qmm_isa_runs((sqz__qmm_isa)isa)) continue;
+            sqz__qmm_aq_quantizer((sqz__qmm_isa)isa)(kind, x, xv, k);
+            if (memcmp(xv, xs, xb) != 0) {
+                printf("%s k %lld: the %s quantizer's bytes differ\n", sqz_dtype_name(t), (long long)k,
+                       sqz__qmm_isa_name((sqz__qmm_isa)isa));
+                ok = 0;
+            }
+        }
         if (!same_codes(t, tc->vec_dot_type, xg, xs, k)) { ok = 0; break; }
         sqz_dtype_info(t)->to_f32(wq, wd, k);
         double mag = 0;
@@ -119,7 +131,7 @@ static int check_type(int ti, int64_t k, int rows) {
         if (kind == SQZ__AQ_Q8_1) printf("; sqz's f32 sums s move it by up to %.2g", moved);
         printf(")\n");
     }
-    free(w); free(wd); free(x); free(wq); free(xg); free(xs); free(xf);
+    free(w); free(wd); free(x); free(wq); free(xg); free(xs); free(xf); free(xv);
     return ok;
 }
 

@@ -104,8 +104,8 @@ static void test_quantize_q8_K(void **state) {
     for (int i = 0; i < 4; i++) assert_true(r[i] == sqz_bf16_to_fp32(sqz_fp32_to_bf16(h[i])));
 }
 
-/* The fastest quantizer this CPU runs (sqz__qmm_aq_quantizer) writes the reference's bytes:
- * rows of random values with exact ties (x.5 steps), the largest magnitude repeated and of either
+/* The quantizer of every instruction set this CPU runs (sqz__qmm_aq_quantizer: AVX-512's,
+ * AVX2's) writes the reference's bytes: rows of random values with exact ties (x.5 steps), the largest magnitude repeated and of either
  * sign, all-zero and tiny blocks, a NaN, an infinity, huge values. */
 static void test_quantize_fast(void **state) {
     (void)state;
@@ -113,7 +113,12 @@ static void test_quantize_fast(void **state) {
     static float x[K];
     static uint8_t a[K * sizeof(float)], b[K * sizeof(float)]; /* the largest row: F16/BF16 rows are f32 */
     const sqz__aq_kind kinds[] = {SQZ__AQ_Q8_0, SQZ__AQ_Q8_1, SQZ__AQ_Q8_K, SQZ__AQ_F16, SQZ__AQ_BF16};
-    const sqz__aq_quantize_fn fast = sqz__qmm_aq_quantizer(sqz__qmm_isa_best());
+    int n_fast = 0;
+    sqz__aq_quantize_fn fast[SQZ__ISA_COUNT];
+    for (int isa = 0; isa < SQZ__ISA_COUNT; isa++)
+        if (sqz__qmm_isa_runs((sqz__qmm_isa)isa)) fast[n_fast++] = sqz__qmm_aq_quantizer((sqz__qmm_isa)isa);
+    if (SQZ__QMM_X86 && sqz__qmm_isa_runs(SQZ__ISA_AVX2)) /* aquant_avx2.c, not the reference */
+        assert_true(sqz__qmm_aq_quantizer(SQZ__ISA_AVX2) != sqz__aq_quantize);
     for (int trial = 0; trial < 200; trial++) {
         for (int i = 0; i < K; i++) x[i] = trial % 3 == 0 ? (float)((int)(rnd() % 509) - 254) * 0.5f : rndf();
         const int t = trial % 10;
@@ -127,10 +132,12 @@ static void test_quantize_fast(void **state) {
             const size_t n = sqz__aq_row_bytes(kinds[k], K);
             assert_true(n <= sizeof a);
             memset(a, 0xAB, sizeof a);
-            memset(b, 0xAB, sizeof b);
             sqz__aq_quantize(kinds[k], x, a, K);
-            fast(kinds[k], x, b, K);
-            if (memcmp(a, b, n) != 0) fail_msg("trial %d kind %d: the fast quantizer differs", trial, (int)kinds[k]);
+            for (int f = 0; f < n_fast; f++) {
+                memset(b, 0xAB, sizeof b);
+                fast[f](kinds[k], x, b, K);
+                if (memcmp(a, b, n) != 0) fail_msg("trial %d kind %d: fast quantizer %d differs", trial, (int)kinds[k], f);
+            }
         }
     }
 }
