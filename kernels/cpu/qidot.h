@@ -112,7 +112,7 @@ sqz__idot4_fn sqz__qmm_idot4(sqz_dtype t, sqz__qmm_isa isa);
  * (the K and IQ types with AVX-512 VNNI have one). */
 sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa);
 
-/* Many tokens against the 32-element block types and Q4_K / Q5_K / Q6_K with AVX-512 VNNI
+/* Many tokens against the 14 types of qidot.c's table (32-element blocks, super-blocks) with AVX-512 VNNI
  * (qidot_gemm_vnni.c: 16 weight rows a panel) or AVX2 (qidot_gemm_avx2.c: 8 rows a panel), each
  * panel packed once per call, interleaved 4 bytes a lane, against every token. y (m x n, rows of
  * n) = the products of the m activation rows at xq (xq_bytes apart, quantized for w's type)
@@ -153,7 +153,7 @@ size_t sqz__qgemm_scratch_bytes(int64_t k);
 void sqz__qgemm_xsums(const uint8_t *xq, size_t xq_bytes, int64_t t0, int64_t t1, int64_t k, int32_t *xs);
 /* The AVX2 form (qidot_gemm_avx2.c), for the CPUs without VNNI: the same types, arguments and
  * results (every block's integer sum the reference's), panels of 8 rows, maddubs/madd with no
- * saturation (small unsigned codes, or the sign trick for Q8_0 / IQ4_NL). */
+ * saturation (small unsigned codes, or the sign trick for Q8_0 / IQ4_NL / MXFP4 / IQ4_XS / IQ3_S). */
 bool sqz__qgemm_avx2_has(sqz_dtype t);
 /* Output rows [j0, j1) of every token; scratch: sqz__qgemm_avx2_scratch_bytes(k) bytes. Needs AVX2. */
 void sqz__qgemm_avx2_rows(sqz_dtype t, const sqz__qgemm_args *a, int64_t j0, int64_t j1, void *scratch);
