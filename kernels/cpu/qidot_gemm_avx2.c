@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "core/dequant.h"
+#include "kernels/cpu/qidot_kcodes.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define INL AVX2 static inline __attribute__((always_inline))
@@ -81,11 +82,6 @@ INL void store_rows(float *y, const float *bias, __m256 v, int rows) {
 
 /* ---- 32-element blocks against Q8_0 / Q8_1 ------------------------------------------------ */
 
-/* The 32 nibbles of a block as bytes (elements 0..15 the low nibbles, 16..31 the high). */
-INL __m256i nibbles(const uint8_t *qs) {
-    const __m128i q = LD128(qs), f = _mm_set1_epi8(15);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), f), _mm_and_si128(q, f));
-}
 /* u plus 16 where bit j of the 32 bits at qh is set (Q5's fifth bits). */
 INL __m256i fifth(__m256i u, const uint8_t *qh) {
     uint32_t v;
@@ -100,7 +96,7 @@ INL __m256i decode(sqz_dtype t, const uint8_t *blk, float *d, float *m) {
     if (t == SQZ_DTYPE_MXFP4) { /* e, then E2M1 codes: w = 2^(e-128) kvalues_fp4[q], -12..12 */
         *d = sqz__e8m0_half(blk[0]);
         *m = 0.0f;
-        return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(LD128(sqz__kvalues_fp4)), nibbles(blk + 1));
+        return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(LD128(sqz__kvalues_fp4)), kc_nibbles(blk + 1));
     }
     uint16_t h;
     memcpy(&h, blk, 2);
@@ -112,11 +108,11 @@ INL __m256i decode(sqz_dtype t, const uint8_t *blk, float *d, float *m) {
     }
     switch (t) {
     case SQZ_DTYPE_Q8_0: return LD256(blk + 2);
-    case SQZ_DTYPE_Q4_0: return nibbles(blk + 2);
-    case SQZ_DTYPE_Q5_0: return fifth(nibbles(blk + 6), blk + 2);
-    case SQZ_DTYPE_IQ4_NL: return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(LD128(sqz__kvalues_iq4nl)), nibbles(blk + 2));
-    case SQZ_DTYPE_Q4_1: return nibbles(blk + 4);
-    default: return fifth(nibbles(blk + 8), blk + 4); /* Q5_1 */
+    case SQZ_DTYPE_Q4_0: return kc_nibbles(blk + 2);
+    case SQZ_DTYPE_Q5_0: return fifth(kc_nibbles(blk + 6), blk + 2);
+    case SQZ_DTYPE_IQ4_NL: return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(LD128(sqz__kvalues_iq4nl)), kc_nibbles(blk + 2));
+    case SQZ_DTYPE_Q4_1: return kc_nibbles(blk + 4);
+    default: return fifth(kc_nibbles(blk + 8), blk + 4); /* Q5_1 */
     }
 }
 
@@ -247,66 +243,29 @@ INL float h2f(const uint16_t *p) {
     return _cvtsh_ss(h);
 }
 
-/* Q6_K: element 128 hh + 32 j + l is ql[64 hh + 32 (j % 2) + l]'s nibble j / 2 and qh's bits 2j. */
 AVX2 static void kdecode_q6(const sqz_block_q6_K *w, kblock *o) {
-    const __m256i f = _mm256_set1_epi8(15);
-    for (int hh = 0; hh < 2; hh++) {
-        const __m256i qh = LD256(w->qh + 32 * hh), l0 = LD256(w->ql + 64 * hh), l1 = LD256(w->ql + 64 * hh + 32);
-        for (int j = 0; j < 4; j++) {
-            const __m256i ql = j % 2 ? l1 : l0;
-            const __m256i lo = j < 2 ? _mm256_and_si256(ql, f) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), f);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), _mm256_set1_epi8(3));
-            _mm256_storeu_si256((__m256i *)(void *)(o->c + 128 * hh + 32 * j), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
-        }
-    }
+    kc_q6(w, o->c);
     for (int s = 0; s < 16; s++) o->sc[s] = pair16(w->scales[s], w->scales[s]);
     for (int j = 0; j < 8; j++) o->mn[j] = pair16(w->scales[2 * j], w->scales[2 * j + 1]);
     o->d = h2f(&w->d);
 }
 
-/* Q4_K / Q5_K: sub-blocks 2p (low nibbles of bytes 32p..) and 2p + 1 (high); Q5_K: bit s of qh[l] adds 16. */
+/* Q4_K / Q5_K: a scale per sub-block of 32, the minimums of sub-blocks 2j and 2j + 1 paired. */
 AVX2 static void kdecode_q45(sqz_dtype t, const uint8_t *blk, kblock *o) {
-    const __m256i f = _mm256_set1_epi8(15);
     const sqz_block_q4_K *w4 = (const sqz_block_q4_K *)(const void *)blk;
     const sqz_block_q5_K *w5 = (const sqz_block_q5_K *)(const void *)blk;
     const bool five = t == SQZ_DTYPE_Q5_K;
-    const uint8_t *qs = five ? w5->qs : w4->qs, *scales = five ? w5->scales : w4->scales;
-    const __m256i qh = five ? LD256(w5->qh) : _mm256_setzero_si256(), b4 = _mm256_set1_epi8(16);
-    for (int p = 0; p < 4; p++) {
-        const __m256i q = LD256(qs + 32 * p);
-        __m256i lo = _mm256_and_si256(q, f), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), f);
-        if (five) {
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * p), 4), b4));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * p + 1), 4), b4));
-        }
-        _mm256_storeu_si256((__m256i *)(void *)(o->c + 64 * p), lo);
-        _mm256_storeu_si256((__m256i *)(void *)(o->c + 64 * p + 32), hi);
-    }
+    kc_q45(five ? w5->qs : w4->qs, five ? w5->qh : NULL, o->c);
     uint8_t s8[8], m8[8];
-    for (int s = 0; s < 8; s++) sqz__get_scale_min_k4(s, scales, &s8[s], &m8[s]);
+    for (int s = 0; s < 8; s++) sqz__get_scale_min_k4(s, five ? w5->scales : w4->scales, &s8[s], &m8[s]);
     for (int s = 0; s < 8; s++) o->sc[s] = pair16(s8[s], s8[s]);
     for (int j = 0; j < 4; j++) o->mn[j] = pair16(m8[2 * j], m8[2 * j + 1]);
     o->d = h2f(&w4->d);
     o->dmin = h2f(&w4->dmin);
 }
 
-/* Q2_K and Q3_K's 2 low bits: element 128 h + 32 j + l is bits 2j of qs[32 h + l]; Q3_K adds 4
- * where bit 4h + j of hmask[l] is set (its code q - 4 stored as q: 0..7). */
-AVX2 static void kdecode_q23(const uint8_t *qs, const uint8_t *hmask, uint8_t c[256]) {
-    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    const __m256i hm = hmask ? LD256(hmask) : _mm256_setzero_si256();
-    for (int h = 0; h < 2; h++) {
-        const __m256i q = LD256(qs + 32 * h);
-        for (int j = 0; j < 4; j++) {
-            __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three);
-            u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one), 2));
-            _mm256_storeu_si256((__m256i *)(void *)(c + 128 * h + 32 * j), u);
-        }
-    }
-}
-
 AVX2 static void kdecode_q2(const sqz_block_q2_K *w, kblock *o) {
-    kdecode_q23(w->qs, NULL, o->c);
+    kc_q23(w->qs, NULL, o->c);
     for (int s = 0; s < 16; s++) o->sc[s] = pair16(w->scales[s] & 15, w->scales[s] & 15);
     for (int j = 0; j < 8; j++) o->mn[j] = pair16(w->scales[2 * j] >> 4, w->scales[2 * j + 1] >> 4);
     o->d = h2f(&w->d);
@@ -314,45 +273,24 @@ AVX2 static void kdecode_q2(const sqz_block_q2_K *w, kblock *o) {
 }
 
 AVX2 static void kdecode_q3(const sqz_block_q3_K *w, kblock *o) {
-    int sc[16];
-    kdecode_q23(w->qs, w->hmask, o->c);
-    for (int i = 0; i < 16; i++) { /* 6 bits: 4 from scales[i % 8] (high nibble from 8 on), 2 from 8 + i % 4 */
-        const int lo = i < 8 ? w->scales[i] & 15 : w->scales[i - 8] >> 4;
-        sc[i] = (lo | ((w->scales[8 + i % 4] >> (2 * (i / 4))) & 3) << 4) - 32;
-    }
+    int32_t sc[16];
+    kc_q23(w->qs, w->hmask, o->c);
+    kc_q3_scales(w->scales, sc);
     for (int s = 0; s < 16; s++) o->sc[s] = pair16(sc[s], sc[s]);
     for (int j = 0; j < 8; j++) o->mn[j] = pair16(sc[2 * j], sc[2 * j + 1]);
     o->d = h2f(&w->d);
 }
 
-/* IQ4_XS: sub-block s of 32 is IQ4_NL's 16 bytes at 16 s (signed values), its scale 6 bits less 32. */
+/* IQ4_XS and IQ3_S: the signed values stored (the sign trick), a scale per sub-block of 32. */
 AVX2 static void kdecode_iq4xs(const sqz_block_iq4_xs *w, kblock *o) {
-    const __m256i lut = _mm256_broadcastsi128_si256(LD128(sqz__kvalues_iq4nl));
-    uint16_t sh;
-    memcpy(&sh, &w->scales_h, 2);
-    for (int s = 0; s < 8; s++) {
-        _mm256_storeu_si256((__m256i *)(void *)(o->c + 32 * s), _mm256_shuffle_epi8(lut, nibbles(w->qs + 16 * s)));
-        const int ls = ((w->scales_l[s / 2] >> (4 * (s % 2))) & 15) | ((sh >> (2 * s)) & 3) << 4;
-        o->sc[s] = pair16(ls - 32, ls - 32);
-    }
+    kc_iq4xs(w, o->c);
+    for (int s = 0; s < 8; s++) o->sc[s] = pair16(kc_iq4xs_scale(w, s), kc_iq4xs_scale(w, s));
     o->d = h2f(&w->d);
 }
 
-/* IQ3_S: sub-block s of 32 has scale 2 ls + 1, 8 groups of 4 grid magnitudes (9-bit index), a sign
- * bit per weight; the signed values stored; decoded once per panel, so plain C. */
 AVX2 static void kdecode_iq3s(const sqz_block_iq3_s *w, kblock *o) {
-    for (int s = 0; s < 8; s++) {
-        for (int g = 0; g < 8; g++) {
-            const int idx = w->qs[8 * s + g] | (((w->qh[s] >> g) & 1) << 8);
-            for (int j = 0; j < 4; j++) {
-                const int e = 4 * g + j, mag = (int)((sqz__iq3s_grid[idx] >> (8 * j)) & 255);
-                const int neg = (w->signs[4 * s + e / 8] >> (e % 8)) & 1;
-                o->c[32 * s + e] = (uint8_t)(int8_t)(neg ? -mag : mag);
-            }
-        }
-        const int sc = 2 * ((w->scales[s / 2] >> (4 * (s % 2))) & 15) + 1;
-        o->sc[s] = pair16(sc, sc);
-    }
+    kc_iq3s(w, o->c);
+    for (int s = 0; s < 8; s++) o->sc[s] = pair16(kc_iq3s_scale(w, s), kc_iq3s_scale(w, s));
     o->d = h2f(&w->d);
 }
 

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "core/dequant.h"
+#include "kernels/cpu/qidot_kcodes.h"
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define INL VNNI static inline __attribute__((always_inline))
@@ -41,10 +42,6 @@
 enum { PR = 16 }; /* rows per panel */
 
 /* The 32 codes of one block as unsigned bytes (w + 128, or Q4_1 / Q5_1's q), its d and m. */
-INL __m256i nibbles(const uint8_t *qs) {
-    const __m128i q = LD128(qs), f = _mm_set1_epi8(15);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), f), _mm_and_si128(q, f));
-}
 INL __m256i fifth(__m256i u, const uint8_t *qh) {
     uint32_t h;
     memcpy(&h, qh, 4);
@@ -55,7 +52,7 @@ INL __m256i decode(sqz_dtype t, const uint8_t *blk, float *d, float *m) {
         *d = sqz__e8m0_half(blk[0]);
         *m = 0.0f;
         const __m256i lut = _mm256_broadcastsi128_si256(LD128(sqz__kvalues_fp4));
-        return _mm256_xor_si256(_mm256_shuffle_epi8(lut, nibbles(blk + 1)), _mm256_set1_epi8((char)0x80));
+        return _mm256_xor_si256(_mm256_shuffle_epi8(lut, kc_nibbles(blk + 1)), _mm256_set1_epi8((char)0x80));
     }
     uint16_t h;
     memcpy(&h, blk, 2);
@@ -67,14 +64,14 @@ INL __m256i decode(sqz_dtype t, const uint8_t *blk, float *d, float *m) {
     }
     switch (t) {
     case SQZ_DTYPE_Q8_0: return _mm256_xor_si256(LD256(blk + 2), _mm256_set1_epi8((char)0x80));
-    case SQZ_DTYPE_Q4_0: return _mm256_add_epi8(nibbles(blk + 2), _mm256_set1_epi8(120));
-    case SQZ_DTYPE_Q5_0: return _mm256_add_epi8(fifth(nibbles(blk + 6), blk + 2), _mm256_set1_epi8(112));
+    case SQZ_DTYPE_Q4_0: return _mm256_add_epi8(kc_nibbles(blk + 2), _mm256_set1_epi8(120));
+    case SQZ_DTYPE_Q5_0: return _mm256_add_epi8(fifth(kc_nibbles(blk + 6), blk + 2), _mm256_set1_epi8(112));
     case SQZ_DTYPE_IQ4_NL: {
         const __m256i lut = _mm256_broadcastsi128_si256(LD128(sqz__kvalues_iq4nl));
-        return _mm256_xor_si256(_mm256_shuffle_epi8(lut, nibbles(blk + 2)), _mm256_set1_epi8((char)0x80));
+        return _mm256_xor_si256(_mm256_shuffle_epi8(lut, kc_nibbles(blk + 2)), _mm256_set1_epi8((char)0x80));
     }
-    case SQZ_DTYPE_Q4_1: return nibbles(blk + 4);
-    default: return fifth(nibbles(blk + 8), blk + 4); /* Q5_1 */
+    case SQZ_DTYPE_Q4_1: return kc_nibbles(blk + 4);
+    default: return fifth(kc_nibbles(blk + 8), blk + 4); /* Q5_1 */
     }
 }
 
@@ -192,46 +189,26 @@ INL float h2f(const uint16_t *p) {
     return _cvtsh_ss(h);
 }
 
-/* Q6_K: element 128 hh + 32 j + l is ql[64 hh + 32 (j % 2) + l]'s nibble j / 2 and qh's bits 2j. */
+/* The IQ types' signed values stored + 128. */
+INL void plus128(uint8_t c[256]) {
+    for (int i = 0; i < 256; i += 32) kc_store(c + i, _mm256_xor_si256(LD256(c + i), _mm256_set1_epi8((char)0x80)));
+}
+
 VNNI static void kdecode_q6(const sqz_block_q6_K *w, kblock *o) {
-    const __m256i f = _mm256_set1_epi8(15);
-    for (int hh = 0; hh < 2; hh++) {
-        const __m256i qh = LD256(w->qh + 32 * hh), l0 = LD256(w->ql + 64 * hh), l1 = LD256(w->ql + 64 * hh + 32);
-        for (int j = 0; j < 4; j++) {
-            const __m256i ql = j % 2 ? l1 : l0;
-            const __m256i lo = j < 2 ? _mm256_and_si256(ql, f) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), f);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), _mm256_set1_epi8(3));
-            _mm256_storeu_si256((__m256i *)(void *)(o->c + 128 * hh + 32 * j),
-                                _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
-        }
-    }
+    kc_q6(w, o->c);
     for (int s = 0; s < 16; s++) o->sc[s] = w->scales[s];
     o->d = h2f(&w->d);
 }
 
-/* Q4_K / Q5_K: sub-blocks 2p (low nibbles of bytes 32p..) and 2p + 1 (high); Q5_K's qh adds 16. */
+/* Q4_K / Q5_K: 8 sub-blocks of 32, a scale and a minimum each (the minimum twice in its pair). */
 VNNI static void kdecode_q45(sqz_dtype t, const uint8_t *blk, kblock *o) {
-    const __m256i f = _mm256_set1_epi8(15);
     const sqz_block_q4_K *w4 = (const sqz_block_q4_K *)(const void *)blk;
     const sqz_block_q5_K *w5 = (const sqz_block_q5_K *)(const void *)blk;
     const bool five = t == SQZ_DTYPE_Q5_K;
-    const uint8_t *qs = five ? w5->qs : w4->qs, *scales = five ? w5->scales : w4->scales;
-    const __m256i qh = five ? LD256(w5->qh) : _mm256_setzero_si256();
-    for (int p = 0; p < 4; p++) {
-        const __m256i q = LD256(qs + 32 * p);
-        __m256i lo = _mm256_and_si256(q, f), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), f);
-        if (five) {
-            const __mmask32 b0 = _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << (2 * p))));
-            const __mmask32 b1 = _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << (2 * p + 1))));
-            lo = _mm256_mask_add_epi8(lo, b0, lo, _mm256_set1_epi8(16));
-            hi = _mm256_mask_add_epi8(hi, b1, hi, _mm256_set1_epi8(16));
-        }
-        _mm256_storeu_si256((__m256i *)(void *)(o->c + 64 * p), lo);
-        _mm256_storeu_si256((__m256i *)(void *)(o->c + 64 * p + 32), hi);
-    }
+    kc_q45(five ? w5->qs : w4->qs, five ? w5->qh : NULL, o->c);
     for (int s = 0; s < 8; s++) {
         uint8_t a, m;
-        sqz__get_scale_min_k4(s, scales, &a, &m);
+        sqz__get_scale_min_k4(s, five ? w5->scales : w4->scales, &a, &m);
         o->sc[2 * s] = o->sc[2 * s + 1] = a;
         o->mn[s] = m | m << 16;
     }
@@ -239,23 +216,8 @@ VNNI static void kdecode_q45(sqz_dtype t, const uint8_t *blk, kblock *o) {
     o->dmin = h2f(&w4->dmin);
 }
 
-/* Q2_K and Q3_K's 2 low bits: element 128 h + 32 j + l is bits 2j of qs[32 h + l]; Q3_K adds 4
- * where bit 4h + j of hmask[l] is set (its code q - 4 stored as q). */
-VNNI static void kdecode_q23(const uint8_t *qs, const uint8_t *hmask, uint8_t c[256]) {
-    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    const __m256i hm = hmask ? LD256(hmask) : _mm256_setzero_si256();
-    for (int h = 0; h < 2; h++) {
-        const __m256i q = LD256(qs + 32 * h);
-        for (int j = 0; j < 4; j++) {
-            __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three);
-            u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one), 2));
-            _mm256_storeu_si256((__m256i *)(void *)(c + 128 * h + 32 * j), u);
-        }
-    }
-}
-
 VNNI static void kdecode_q2(const sqz_block_q2_K *w, kblock *o) {
-    kdecode_q23(w->qs, NULL, o->c);
+    kc_q23(w->qs, NULL, o->c);
     for (int s = 0; s < 16; s++) o->sc[s] = w->scales[s] & 15;
     for (int j = 0; j < 8; j++) o->mn[j] = (w->scales[2 * j] >> 4) | (w->scales[2 * j + 1] >> 4) << 16;
     o->d = h2f(&w->d);
@@ -263,42 +225,22 @@ VNNI static void kdecode_q2(const sqz_block_q2_K *w, kblock *o) {
 }
 
 VNNI static void kdecode_q3(const sqz_block_q3_K *w, kblock *o) {
-    kdecode_q23(w->qs, w->hmask, o->c);
-    for (int i = 0; i < 16; i++) { /* 6 bits: 4 from scales[i % 8] (high nibble from 8 on), 2 from 8 + i % 4 */
-        const int lo = i < 8 ? w->scales[i] & 15 : w->scales[i - 8] >> 4;
-        o->sc[i] = (lo | ((w->scales[8 + i % 4] >> (2 * (i / 4))) & 3) << 4) - 32;
-    }
+    kc_q23(w->qs, w->hmask, o->c);
+    kc_q3_scales(w->scales, o->sc);
     o->d = h2f(&w->d);
 }
 
-/* IQ4_XS: sub-block s of 32 is IQ4_NL's 16 bytes at 16 s, its scale 6 bits less 32. */
 VNNI static void kdecode_iq4xs(const sqz_block_iq4_xs *w, kblock *o) {
-    const __m256i lut = _mm256_broadcastsi128_si256(LD128(sqz__kvalues_iq4nl));
-    for (int s = 0; s < 8; s++) {
-        const __m256i v = _mm256_shuffle_epi8(lut, nibbles(w->qs + 16 * s));
-        _mm256_storeu_si256((__m256i *)(void *)(o->c + 32 * s), _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)));
-        uint16_t sh;
-        memcpy(&sh, &w->scales_h, 2);
-        const int ls = ((w->scales_l[s / 2] >> (4 * (s % 2))) & 15) | ((sh >> (2 * s)) & 3) << 4;
-        o->sc[2 * s] = o->sc[2 * s + 1] = ls - 32;
-    }
+    kc_iq4xs(w, o->c);
+    plus128(o->c);
+    for (int s = 0; s < 8; s++) o->sc[2 * s] = o->sc[2 * s + 1] = kc_iq4xs_scale(w, s);
     o->d = h2f(&w->d);
 }
 
-/* IQ3_S: sub-block s of 32 has scale 2 ls + 1, 8 groups of 4 grid magnitudes (9-bit index), a sign
- * bit per weight; decoded once per panel, so plain C. */
 VNNI static void kdecode_iq3s(const sqz_block_iq3_s *w, kblock *o) {
-    for (int s = 0; s < 8; s++) {
-        for (int g = 0; g < 8; g++) {
-            const int idx = w->qs[8 * s + g] | (((w->qh[s] >> g) & 1) << 8);
-            for (int j = 0; j < 4; j++) {
-                const int e = 4 * g + j, mag = (int)((sqz__iq3s_grid[idx] >> (8 * j)) & 255);
-                const int neg = (w->signs[4 * s + e / 8] >> (e % 8)) & 1;
-                o->c[32 * s + e] = (uint8_t)(128 + (neg ? -mag : mag));
-            }
-        }
-        o->sc[2 * s] = o->sc[2 * s + 1] = 2 * ((w->scales[s / 2] >> (4 * (s % 2))) & 15) + 1;
-    }
+    kc_iq3s(w, o->c);
+    plus128(o->c);
+    for (int s = 0; s < 8; s++) o->sc[2 * s] = o->sc[2 * s + 1] = kc_iq3s_scale(w, s);
     o->d = h2f(&w->d);
 }
 
