@@ -283,10 +283,9 @@ static void rows_idot(void *c, int64_t b, int64_t e, int thread) {
     for (int64_t i0 = 0; i0 < m; i0 += tt) tile_idot(J, b, e, i0, m - i0 < tt ? m : i0 + tt);
 }
 
-/* Many tokens of a block type with a panel GEMM (VNNI: the 32-blocks and super-blocks; AVX2: the
- * 32-blocks and Q4_K/Q5_K/Q6_K): panels of rows packed once, against every token
- * (qidot_gemm_vnni.c, qidot_gemm_avx2.c). Below this many tokens the one-row kernels (4 or 8 tokens
- * a row) serve. */
+/* Many tokens of a block type with a panel GEMM (the 14 types with integer products, VNNI or AVX2):
+ * panels of rows packed once, against every token (qidot_gemm_vnni.c, qidot_gemm_avx2.c). Below
+ * this many tokens the one-row kernels (4 or 8 tokens a row) serve. */
 enum { SQZ__QGEMM_MIN_TOKENS = 16 };
 #if SQZ__QMM_X86
 typedef struct qgemm_job {
