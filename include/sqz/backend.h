@@ -178,8 +178,9 @@ typedef struct sqz_blas_info {
 } sqz_blas_info;
 SQZ_API void sqz_blas_info_get(sqz_blas_info *out);
 /* The instruction sets the CPU backend's own kernels run here (after SQZ_QMM_ISA): the float
- * products on stored weights and the integer ones of --activations q8, e.g. "stored weights
- * avx512, q8 integer products avx512vnni" (kernels/cpu/qidot.c). A static string. */
+ * products on stored weights (and which GEMM multiplies many tokens) and the integer ones of
+ * --activations q8, e.g. "stored weights avx512 (many tokens: sqz's GEMM avx512), q8 integer
+ * products avx512vnni" (kernels/cpu/qidot.c). A static string. */
 SQZ_API const char *sqz_cpu_kernels(void);
 /* The BLAS's sgemm of two n x n matrices (n <= 8192) on the threads it has: GFLOP/s, the best of
  * three runs; 0 when out of memory. */

@@ -13,6 +13,7 @@
 #endif
 
 #include "core/internal.h"
+#include "kernels/cpu/fgemm.h"
 #include "kernels/cpu/qidot.h"
 
 #if SQZ__QMM_X86
@@ -389,7 +390,11 @@ sqz_status sqz__qmatmul(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args
             for (int64_t j = 0; j < a->n; j++) a->y[i * a->n + j] = a->bias ? a->bias[j] : 0.0f;
         return SQZ_OK;
     }
-    if (a->m >= SQZ__QMM_TILE_M) return panels_sgemm(pool, &J);
+    if (a->m >= SQZ__QMM_TILE_M) { /* many tokens: sqz's own GEMM where the ISA has one (fgemm.h), else sgemm */
+        const sqz__fgemm_impl *G =
+            isa != SQZ__ISA_SCALAR && sqz__fgemm_enabled() ? sqz__fgemm_impl_for(isa) : NULL;
+        return G ? sqz__fgemm(pool, G, J.dq, a) : panels_sgemm(pool, &J);
+    }
     float xs_stack[1024], *xs = NULL;
     if (J.dot1) { /* the fused kernels' sums of x, once for every row */
         const int64_t nc = a->k / SQZ__XS_BLOCK;

@@ -12,8 +12,10 @@
  *     (Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ4_NL/XS, MXFP4 on AVX2, AVX-512 and NEON); otherwise the row is dequantized
  *     SQZ__QMM_CHUNK elements at a time into an L1 tile and dotted with every token (each
  *     weight block is read once per call);
- *   - many tokens: SQZ__QMM_PANEL rows at a time are dequantized (split over the threads)
- *     into one f32 panel that sgemm multiplies (each block read once per call).
+ *   - many tokens: sqz's own GEMM (fgemm.h: the weights dequantized 48 rows x 256 columns at a
+ *     time per thread into register tiles against packed tokens) on AVX2 and AVX-512; on other
+ *     machines, or with SQZ_F32_GEMM=blas, SQZ__QMM_PANEL rows at a time are dequantized (split over
+ *     the threads) into one f32 panel that sgemm multiplies (each block read once per call).
  *
  * The kernels are rows of one table per dtype (qmatmul.c): the dequantizer and the fused
  * one-token kernel for each instruction set (NULL: the scalar dequantizer of core's dtype table,
@@ -42,7 +44,7 @@
 #endif
 
 enum {
-    SQZ__QMM_TILE_M = 8,   /* from this many tokens on, panels + sgemm */
+    SQZ__QMM_TILE_M = 8,   /* from this many tokens on, the GEMM (fgemm.h, or panels + sgemm) */
     SQZ__QMM_CHUNK = 512,  /* elements of a row dequantized at once (a multiple of every block size) */
     SQZ__QMM_PANEL = 1024,  /* rows of a dequantized panel (the CPU backend's f16 panel before) */
 };
@@ -93,8 +95,8 @@ sqz__dot1_fn sqz__qmm_dot1(sqz_dtype t, sqz__qmm_isa isa);
 sqz__dot_fn sqz__qmm_dot(sqz__qmm_isa isa);
 
 /* Y = X . W^T + bias on the pool (NULL: the calling thread only) with the kernels of isa.
- * a->w_dtype must be supported; m, n, k >= 0, k a multiple of the block size. sgemm (OpenBLAS,
- * its own threads) multiplies the panels of many tokens. Returns SQZ_ERR_NOMEM or
+ * a->w_dtype must be supported; m, n, k >= 0, k a multiple of the block size. Many tokens: fgemm.h
+ * on AVX2/AVX-512, else sgemm (OpenBLAS, its own threads) on dequantized panels. Returns SQZ_ERR_NOMEM or
  * SQZ_ERR_INVALID_ARG (a bad shape), with the message set. */
 sqz_status sqz__qmatmul(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args *a);
 

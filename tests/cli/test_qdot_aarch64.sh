@@ -41,7 +41,7 @@ blas=$(pkg-config --cflags openblas 2> /dev/null) || { echo "FAIL: pkg-config fi
 for f in qfused_neon qidot_ref qidot_neon; do
     "${cc[@]}" -ffp-contract=off -c "$src/kernels/cpu/$f.c" -o "$tmp/$f.o" || { echo "FAIL: cross-build of $f.c"; exit 1; }
 done
-"${cc[@]}" -D_DEFAULT_SOURCE $blas "$src/kernels/cpu/qdot.c" "$src/kernels/cpu/qmatmul.c" "$src/kernels/cpu/qidot.c" \
+"${cc[@]}" -D_DEFAULT_SOURCE $blas "$src/kernels/cpu/qdot.c" "$src/kernels/cpu/qmatmul.c" "$src/kernels/cpu/fgemm.c" "$src/kernels/cpu/qidot.c" \
         "$src/kernels/cpu/pool.c" "$src/core/dtype.c" "$src/core/status.c" "$src/core/dequant.c" \
         "$src/core/dequant_more.c" "$src/core/dequant_iq3.c" "$src/core/dequant_fp4.c" "$src/core/fp8.c" "$src/core/fp16.c" \
         "$src"/quant/gguf/{quant_ref,kquant,kquant_search,kquant_x8,iq4,iq3,fp4}.c \
