@@ -13,7 +13,7 @@
 
 
 enum { F_INT8, F_W8A8, F_INT4, F_Q8_0, F_Q4_0, F_Q4_1, F_Q2_K, F_Q3_K, F_Q4_K, F_Q5_K, F_Q6_K, F_Q5_0, F_Q5_1,
-       F_IQ4_NL, F_IQ4_XS, F_IQ3_S, F_MXFP4, F_FP8, F_FP8_DYNAMIC, F_NVFP4, F_Q3_K_M, F_Q4_K_M, F_Q5_K_M, F_Q3_K_S, F_Q3_K_L, F_Q4_K_S, F_Q5_K_S,
+       F_IQ4_NL, F_IQ4_XS, F_IQ3_S, F_MXFP4, F_FP8, F_FP8_DYNAMIC, F_FP8_STATIC, F_NVFP4, F_Q3_K_M, F_Q4_K_M, F_Q5_K_M, F_Q3_K_S, F_Q3_K_L, F_Q4_K_S, F_Q5_K_S,
        F_IQ3_M, F_MXFP4_MOE, F_AUTO, N_FORMATS };
 /* The format rows: the SPEC's name and the quantization format it writes (a mix: its base type's;
  * auto: the type it measures from). The choices of the format option are these names, joined once. */
@@ -25,6 +25,7 @@ static const struct { const char *name; sqz_qformat fmt; } formats[N_FORMATS] = 
     [F_Q5_1] = {"q5_1", SQZ_QFMT_Q5_1},      [F_IQ4_NL] = {"iq4_nl", SQZ_QFMT_IQ4_NL},
     [F_IQ4_XS] = {"iq4_xs", SQZ_QFMT_IQ4_XS}, [F_IQ3_S] = {"iq3_s", SQZ_QFMT_IQ3_S}, [F_MXFP4] = {"mxfp4", SQZ_QFMT_MXFP4},
     [F_FP8] = {"fp8", SQZ_QFMT_FP8},         [F_FP8_DYNAMIC] = {"fp8_dynamic", SQZ_QFMT_FP8},
+    [F_FP8_STATIC] = {"fp8_static", SQZ_QFMT_FP8},
     [F_NVFP4] = {"nvfp4", SQZ_QFMT_NVFP4},
     [F_Q3_K_M] = {"q3_k_m", SQZ_QFMT_Q3_K},  [F_Q4_K_M] = {"q4_k_m", SQZ_QFMT_Q4_K}, [F_Q5_K_M] = {"q5_k_m", SQZ_QFMT_Q5_K},
     [F_Q3_K_S] = {"q3_k_s", SQZ_QFMT_Q3_K},  [F_Q3_K_L] = {"q3_k_l", SQZ_QFMT_Q3_K}, [F_Q4_K_S] = {"q4_k_s", SQZ_QFMT_Q4_K},
@@ -72,7 +73,9 @@ static sqz_opt quant_opts[] = {
                 "E2M1 values times a power of two per 32, 4.25 bits; rtn is llama.cpp's bytes, imatrix searches the "
                 "scale, gptq), fp8 (FP8 E4M3 weights, a scale per output channel: compressed-tensors' naive-quantized, "
                 "W8A16-FP8; rtn or gptq), fp8_dynamic (the same with activations quantized to FP8 per token at run time, "
-                "W8A8-FP8, llm-compressor's FP8_DYNAMIC), nvfp4 (E2M1 values, an FP8 scale per 16 columns and a global scale "
+                "W8A8-FP8, llm-compressor's FP8_DYNAMIC), fp8_static (the same with one FP8 activation scale per layer, "
+                "absmax / 448 of its calibration inputs: llm-compressor's FP8 scheme, what vLLM runs as static "
+                "W8A8-FP8; needs --calib or --stats), nvfp4 (E2M1 values, an FP8 scale per 16 columns and a global scale "
                 "shared by q/k/v and by gate/up: compressed-tensors' nvfp4-pack-quantized, NVFP4A16, 4.5 bits; rtn, imatrix or gptq), iq3_s (GGUF 3.44-bit lattice codebook: groups "
                 "of 4 weights, super-blocks of 256; rtn, imatrix and gptq), q3_k_s / q3_k_m / q3_k_l / q4_k_s / "
                 "q4_k_m / q5_k_s / q5_k_m / iq3_m (llama.cpp's whole-model mixes of those names; iq3_m: IQ3_S with "
@@ -261,6 +264,7 @@ static sqz_status quant_check(void *args, uint64_t given, const char *spec) {
                   formats[a->format].name);
     if (a->format == F_W8A8) q.act_mode = SQZ_ACT_STATIC_TENSOR;
     if (a->format == F_FP8_DYNAMIC) q.act_mode = SQZ_ACT_DYNAMIC_TOKEN; /* W8A8-FP8: per token at run time */
+    if (a->format == F_FP8_STATIC) q.act_mode = SQZ_ACT_STATIC_TENSOR;  /* W8A8-FP8: one calibrated scale */
     if (a->format == F_INT4) q.target = (sqz_qtarget){a->asym ? SQZ_QFMT_I4_ASYM : SQZ_QFMT_I4_SYM, a->group};
     if (GIVEN(R_ACT)) {
         if (a->act == ACT_DYNAMIC) q.act_mode = SQZ_ACT_DYNAMIC_TOKEN;

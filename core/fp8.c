@@ -22,7 +22,14 @@ float sqz_fp8_e4m3_to_fp32(uint8_t b) {
     return (b & 0x80) ? -v : v;
 }
 
-void sqz__fp8_act_rows(float *x, int64_t m, int64_t k) {
+void sqz__fp8_act_rows(float *x, int64_t m, int64_t k, float scale) {
+    if (scale > 0) {
+        for (int64_t i = 0; i < m * k; i++) {
+            const float v = isnan(x[i]) ? x[i] : fminf(fmaxf(x[i] / scale, -448.0f), 448.0f);
+            x[i] = sqz_fp8_e4m3_to_fp32(sqz_fp32_to_fp8_e4m3(v)) * scale;
+        }
+        return;
+    }
     for (int64_t i = 0; i < m; i++) {
         float *q = x + i * k, amax = 0;
         bool finite = true;

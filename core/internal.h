@@ -30,10 +30,13 @@ sqz_status sqz__error(sqz_status s, const char *file, int line, const char *fmt,
 /* Prepends "prefix: " to the thread's current message (adds context on the way up). */
 void sqz__error_prefix(const char *fmt, ...) SQZ__PRINTF(1, 2);
 
-/* core/fp8.c: W8A8-FP8's activations (SQZ_ACT_GRID_FP8) in place, m rows of k: per row s = absmax / 448,
- * each value fp8(clamp(x / s, -448, 448)) * s as compressed-tensors' dynamic per-token fake quantization
- * computes it (0 where s is 0; a row holding a NaN or an infinity becomes NaN). */
-void sqz__fp8_act_rows(float *x, int64_t m, int64_t k);
+/* core/fp8.c: W8A8-FP8's activations (SQZ_ACT_GRID_FP8) in place, m rows of k, each value
+ * fp8(clamp(x / s, -448, 448)) * s as compressed-tensors' fake quantization computes it:
+ *   - scale 0 (dynamic, per token): per row s = absmax / 448 (0 where s is 0; a row holding a NaN or an
+ *     infinity becomes NaN);
+ *   - scale > 0 (static, per tensor: the file's input_scale): s = scale for every value; a NaN stays NaN,
+ *     an infinity saturates to +-448 s, as torch's clamp. */
+void sqz__fp8_act_rows(float *x, int64_t m, int64_t k, float scale);
 /* E2M1 (FP4: bit 3 the sign, bits 0-2 index 0, 0.5, 1, 1.5, 2, 3, 4, 6): the value of a code, and the
  * code of x rounded to the nearest value, ties to even (compressed-tensors' cast_to_fp4 on x clamped to
  * +-6; a negative x that rounds to 0 keeps its sign bit, -0.0 does not). */

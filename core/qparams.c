@@ -101,11 +101,11 @@ sqz_status sqz_qparams_check(const sqz_qparams *qp, sqz_dtype dtype, size_t nbyt
                       w);
     SQZ_RETURN_IF(qp->act_grid != SQZ_ACT_GRID_SYM127 &&
                       (qp->act_grid != SQZ_ACT_GRID_CTENSORS || qp->act_mode == SQZ_ACT_FLOAT) &&
-                      (qp->act_grid != SQZ_ACT_GRID_FP8 || qp->act_mode != SQZ_ACT_DYNAMIC_TOKEN),
+                      (qp->act_grid != SQZ_ACT_GRID_FP8 || qp->act_mode == SQZ_ACT_FLOAT),
                   SQZ_ERR_INVALID_ARG, "%s: activation grid %d is unknown or set on a weight-only layer", w,
                   (int)qp->act_grid);
     SQZ_RETURN_IF((qp->act_grid == SQZ_ACT_GRID_FP8) != (qp->scheme == SQZ_QSCHEME_F8_ROW && qp->act_mode != SQZ_ACT_FLOAT),
-                  SQZ_ERR_INVALID_ARG, "%s: FP8 activations go with FP8 weights (dynamic per token), and FP8 weights "
+                  SQZ_ERR_INVALID_ARG, "%s: FP8 activations go with FP8 weights (dynamic per token or static per tensor), and FP8 weights "
                   "quantize activations to FP8 only", w);
     if (qp->in_scale)
         SQZ_RETURN_IF(!finite_nonneg_count(qp->in_scale, qp->n_in, true), SQZ_ERR_INVALID_ARG,

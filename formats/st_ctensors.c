@@ -22,7 +22,8 @@
  *   W8A8, format "int-quantized": P.weight I8 [n, k], P.weight_scale F32 [n, 1], and for a static
  *     activation scale P.input_scale F32 [1] (dynamic: per-token scales, no tensor).
  *   FP8 E4M3 per channel, "naive-quantized" (W8A16-FP8; what compressed-tensors itself labels it) or
- *     "float-quantized" (W8A8-FP8, dynamic per-token FP8 activations): P.weight F8_E4M3 [n, k],
+ *     "float-quantized" (W8A8-FP8, dynamic per-token FP8 activations, or static with P.input_scale
+ *     F32 [1]: llm-compressor's FP8): P.weight F8_E4M3 [n, k],
  *     P.weight_scale F32 [n, 1] (F32: compressed-tensors' decompressor multiplies in the scale's
  *     dtype, and fp8 * f32 is exact, so it gives sqz's values).
  *   NVFP4 (weight-only, NVFP4A16), "nvfp4-pack-quantized": P.weight_packed U8 [n, k / 2] (two E2M1
@@ -153,7 +154,7 @@ static sqz_status ct_i8g_parts(const sqz__st_layout *L, const sqz_tensor *t, con
 }
 
 /* FP8 per channel: P.weight F8_E4M3 [n, k] (sqz's bytes), P.weight_scale F32 [n, 1]; W8A8-FP8's
- * activations are dynamic per token: no tensor. */
+ * activations dynamic per token: no tensor; static: P.input_scale F32 [1]. */
 static sqz_status fp8_parts(const sqz_tensor *t, sqz__st_part *p, int *n) {
     const sqz_qparams *qp = t->qp;
     sqz__st_part *w = sqz__st_part_new(p, n, "weight", SQZ_DTYPE_F8_E4M3, qp->n_out, qp->n_in);
@@ -162,6 +163,11 @@ static sqz_status fp8_parts(const sqz_tensor *t, sqz__st_part *p, int *n) {
     sqz__st_part *s = sqz__st_part_new(p, n, "weight_scale", SQZ_DTYPE_F32, qp->n_out, 1);
     SQZ_TRY(sqz__st_part_alloc(s));
     for (int64_t r = 0; r < qp->n_out; r++) put_f32((uint8_t *)s->data + 4 * r, qp->scales[r]);
+    if (qp->act_mode == SQZ_ACT_STATIC_TENSOR) {
+        sqz__st_part *a = sqz__st_part_new(p, n, "input_scale", SQZ_DTYPE_F32, 1, 0);
+        SQZ_TRY(sqz__st_part_alloc(a));
+        put_f32(a->data, qp->act_scale);
+    }
     return SQZ_OK;
 }
 

@@ -11,7 +11,8 @@
  * exactly (8-bit groups or zero points, other bit widths, other sparsity formats) is refused naming
  * the tensor. "float-quantized" / "naive-quantized" FP8 E4M3 weights with per-channel or per-tensor
  * scales become SQZ_QSCHEME_F8_ROW (W8A8-FP8 when the config quantizes the inputs dynamically:
- * SQZ_ACT_GRID_FP8); a static FP8 input scale is refused. "nvfp4-pack-quantized" (U8 weight_packed,
+ * SQZ_ACT_GRID_FP8, and with a static one when the layer has an input_scale: llm-compressor's FP8).
+ * "nvfp4-pack-quantized" (U8 weight_packed,
  * F8_E4M3 weight_scale per 16, weight_global_scale) becomes SQZ_QSCHEME_NVFP4; W4A4's
  * input_global_scale is refused.
  */
@@ -296,7 +297,8 @@ static sqz_status attach_int8(sqz_model *m, sqz_tensor *t, const char *prefix, b
 
 /* A float-quantized (or naive-quantized) FP8 weight: t (F8_E4M3, added as it is) with P.weight_scale per
  * channel [n, 1] or per tensor [1] (read as the same scale on every row); dyn: W8A8-FP8, activations
- * quantized to FP8 per token. A static input_scale is refused (sqz runs FP8 activations per token). */
+ * quantized to FP8 per token; a P.input_scale [1] (llm-compressor's FP8 scheme): W8A8-FP8 with that one
+ * static activation scale. */
 static sqz_status attach_fp8(sqz_model *m, sqz_tensor *t, const char *prefix, bool dyn, const sqz__st_view *v,
                              size_t n) {
     const sqz__st_view *sc = sqz__st_view_find(v, n, prefix, "weight_scale");
@@ -306,16 +308,26 @@ static sqz_status attach_fp8(sqz_model *m, sqz_tensor *t, const char *prefix, bo
     if (t->ndim != 2 || !is_float_view(sc) || (!per_row && !per_tensor))
         return CT_BAD("%s: tensor '%s.weight_scale': FP8 scales must be per channel [%lld, 1] or per tensor [1]",
                       sc->file, prefix, (long long)no);
-    SQZ_RETURN_IF(sqz__st_view_find(v, n, prefix, "input_scale"), SQZ_ERR_UNSUPPORTED, "%s: tensor '%s': a static FP8 "
-                  "activation scale (input_scale): sqz runs FP8 activations dynamic per token (FP8_DYNAMIC)", sc->file,
-                  t->name);
+    const sqz__st_view *is = sqz__st_view_find(v, n, prefix, "input_scale");
+    float act = 0.0f;
+    if (is) {
+        if (!is_float_view(is) || !sqz__st_view_is(is, is->dtype, 1, 1))
+            return CT_BAD("%s: tensor '%s.input_scale': a static FP8 activation scale is one value", is->file, prefix);
+        act = sqz__st_view_f32(is, 0);
+        if (!(act > 0.0f) || !isfinite(act))
+            return CT_BAD("%s: tensor '%s.input_scale' = %g is not a scale (finite, > 0)", is->file, prefix,
+                          (double)act);
+        SQZ_RETURN_IF(dyn, SQZ_ERR_FORMAT, "%s: tensor '%s.input_scale': a static activation scale where config.json "
+                      "declares dynamic activations", is->file, prefix);
+    }
     float *s = sqz__malloc((size_t)no * sizeof(float));
     if (!s) return SQZ_ERR_NOMEM;
     for (int64_t r = 0; r < no; r++) s[r] = sqz__st_view_f32(sc, per_row ? (size_t)r : 0);
     const sqz__st_view one = {sc->name, SQZ_DTYPE_F32, 2, (const int64_t[2]){no, 1}, (const uint8_t *)s, sc->file};
     sqz_qparams qp = {.scheme = SQZ_QSCHEME_F8_ROW, .n_out = no, .n_in = t->shape[1], .n_groups = 1,
-                      .group_size = (int32_t)t->shape[1], .act_mode = dyn ? SQZ_ACT_DYNAMIC_TOKEN : SQZ_ACT_FLOAT,
-                      .act_grid = dyn ? SQZ_ACT_GRID_FP8 : SQZ_ACT_GRID_SYM127};
+                      .group_size = (int32_t)t->shape[1],
+                      .act_mode = is ? SQZ_ACT_STATIC_TENSOR : dyn ? SQZ_ACT_DYNAMIC_TOKEN : SQZ_ACT_FLOAT,
+                      .act_scale = act, .act_grid = is || dyn ? SQZ_ACT_GRID_FP8 : SQZ_ACT_GRID_SYM127};
     const sqz_qparams *kept = NULL;
     sqz_status st = make_qp(m, &qp, &one, NULL, NULL, &kept);
     free(s);

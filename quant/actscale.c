@@ -233,6 +233,6 @@ sqz_status sqz__act_scale_for(const sqz_qstats *st, const sqz_quant_opts *o, con
         SQZ_TRY(s);
     }
     if (!(thr > 0.0f) || !isfinite(thr)) thr = 1.0f; /* an all-zero input: any scale is exact */
-    *scale = thr / 127.0f;
+    *scale = thr / (o->target.fmt == SQZ_QFMT_FP8 ? 448.0f : 127.0f); /* FP8 E4M3's largest value, or INT8's */
     return SQZ_OK;
 }

@@ -58,7 +58,7 @@ sqz_status sqz_qmatrix_forward(const sqz_qmatrix *q, const float *x, int64_t m, 
         float *xf = xs ? xs : sqz__malloc(xn * sizeof(float));
         if (!xf) return SQZ_ERR_NOMEM;
         if (!xs) memcpy(xf, x, xn * sizeof(float));
-        sqz__fp8_act_rows(xf, m, n_in);
+        sqz__fp8_act_rows(xf, m, n_in, q->qp.act_mode == SQZ_ACT_STATIC_TENSOR ? q->qp.act_scale : 0.0f);
         xin = xs = xf;
     }
     if (q->qp.act_mode == SQZ_ACT_FLOAT || q->qp.scheme != SQZ_QSCHEME_I8_ROW) {

@@ -137,10 +137,9 @@ sqz_status sqz__check_method_args(const char *method, const sqz_qlinear *lin, in
     for (unsigned bit = 1; bit <= SQZ_QSTAT_DXXT; bit <<= 1)
         SQZ_RETURN_IF((needs & bit) && !has_stat(st, bit), SQZ_ERR_INVALID_ARG,
                       "%s: needs %s of the input", method, stat_name(bit));
-    SQZ_RETURN_IF(o->act_mode != SQZ_ACT_FLOAT && t.fmt != SQZ_QFMT_I8 &&
-                      (t.fmt != SQZ_QFMT_FP8 || o->act_mode != SQZ_ACT_DYNAMIC_TOKEN),
-                  SQZ_ERR_UNSUPPORTED, "%s: activation quantization needs the i8 target (W8A8) or fp8 with dynamic "
-                  "per-token activations (W8A8-FP8), not %s", method, sqz_qformat_name(t.fmt));
+    SQZ_RETURN_IF(o->act_mode != SQZ_ACT_FLOAT && t.fmt != SQZ_QFMT_I8 && t.fmt != SQZ_QFMT_FP8,
+                  SQZ_ERR_UNSUPPORTED, "%s: activation quantization needs the i8 target (W8A8) or fp8 (W8A8-FP8), "
+                  "not %s", method, sqz_qformat_name(t.fmt));
     SQZ_RETURN_IF((unsigned)o->act_mode > SQZ_ACT_STATIC_TENSOR || (unsigned)o->act_calib > SQZ_ACT_CALIB_KL,
                   SQZ_ERR_INVALID_ARG, "%s: unknown activation mode or calibration", method);
     return SQZ_OK;

@@ -120,7 +120,7 @@ static sqz_status layer_input(sqz_session *s, const sqz_tensor *w, const float *
         for (int64_t c = 0; c < k; c++) q[c] = qp->in_scale ? xr[c] / qp->in_scale[c] : xr[c];
         if (qp->act_mode == SQZ_ACT_FLOAT) continue;
         if (qp->act_grid == SQZ_ACT_GRID_FP8) {
-            sqz__fp8_act_rows(q, 1, k);
+            sqz__fp8_act_rows(q, 1, k, qp->act_mode == SQZ_ACT_STATIC_TENSOR ? qp->act_scale : 0.0f);
             continue;
         }
         /* the grid the layer's file declares: sqz's [-127, 127] and absmax / 127, or

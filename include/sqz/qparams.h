@@ -85,9 +85,10 @@ typedef enum sqz_act_grid {
     SQZ_ACT_GRID_CTENSORS = 1, /* compressed-tensors' (what its int-quantized files declare and
                                   its fake quantization computes): clamp(rint(x / s), -128, 127),
                                   dynamic s = absmax / 127.5 (docs/formats.md, W8A8) */
-    SQZ_ACT_GRID_FP8 = 2,      /* FP8 E4M3 activations (W8A8-FP8, SQZ_QSCHEME_F8_ROW only): per token
-                                  s = absmax / 448, x = fp8(clamp(x / s, -448, 448)) * s, as
-                                  compressed-tensors' float-quantized files declare and compute */
+    SQZ_ACT_GRID_FP8 = 2,      /* FP8 E4M3 activations (W8A8-FP8, SQZ_QSCHEME_F8_ROW only):
+                                  x = fp8(clamp(x / s, -448, 448)) * s with s = absmax / 448 per token
+                                  (dynamic) or s = act_scale (static per tensor), as compressed-tensors'
+                                  float-quantized files declare and compute */
 } sqz_act_grid;
 
 typedef struct sqz_qparams {

@@ -44,20 +44,35 @@ python3 -c "import sys; r, q, g = map(float, sys.argv[1:]); sys.exit(not (r > 1 
   echo "ok:   mxfp4 evaluates (f32 and q8 activations); gptq below rtn" || { echo "FAIL: mxfp4 perplexities"; fail=1; }
 
 # 2. FP8 and NVFP4 in compressed-tensors
-for spec in fp8 fp8_dynamic nvfp4 nvfp4:gptq fp8:gptq nvfp4:imatrix; do
+for spec in fp8 fp8_dynamic fp8_static nvfp4 nvfp4:gptq fp8:gptq nvfp4:imatrix; do
   out=$tmp/$(echo "$spec" | tr ':' '_')
   expect 0 "wrote" -- "$SQZ" compress "$M" -o "$out" --quant "$spec" "${cal[@]}"
   expect 0 "wrote" -- "$SQZ" convert "$out" -o "${out}_f32" --dtype f32
 done
 fmt() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['quantization_config']['format'])" "$1/config.json"; }
 [ "$(fmt "$tmp/nvfp4")" = nvfp4-pack-quantized ] && [ "$(fmt "$tmp/fp8_dynamic")" = float-quantized ] &&
+  [ "$(fmt "$tmp/fp8_static")" = float-quantized ] &&
   [ "$(fmt "$tmp/fp8")" = naive-quantized ] &&
   echo "ok:   config.json formats" || { echo "FAIL: config.json formats"; fail=1; }
-p8=$(ppl "$tmp/fp8"); p8d=$(ppl "$tmp/fp8_dynamic"); pnv=$(ppl "$tmp/nvfp4"); pnvg=$(ppl "$tmp/nvfp4_gptq")
-echo "ppl: fp8 $p8, fp8_dynamic $p8d, nvfp4 $pnv, nvfp4:gptq $pnvg"
-python3 -c "import sys; a, b, c, d = map(float, sys.argv[1:]); sys.exit(not (a > 1 and b > 1 and a != b and c > 1 and d < c))" \
-  "$p8" "$p8d" "$pnv" "$pnvg" && echo "ok:   read back and evaluated; FP8 activations change the result; nvfp4 gptq below rtn" ||
+p8=$(ppl "$tmp/fp8"); p8d=$(ppl "$tmp/fp8_dynamic"); p8s=$(ppl "$tmp/fp8_static"); pnv=$(ppl "$tmp/nvfp4")
+pnvg=$(ppl "$tmp/nvfp4_gptq")
+echo "ppl: fp8 $p8, fp8_dynamic $p8d, fp8_static $p8s, nvfp4 $pnv, nvfp4:gptq $pnvg"
+python3 -c "import sys; a, b, s, c, d = map(float, sys.argv[1:]); sys.exit(not (a > 1 and b > 1 and a != b and s > 1 and
+  s not in (a, b) and c > 1 and d < c))" "$p8" "$p8d" "$p8s" "$pnv" "$pnvg" &&
+  echo "ok:   read back and evaluated; FP8 activations (dynamic, static) change the result; nvfp4 gptq below rtn" ||
   { echo "FAIL: fp8 / nvfp4 perplexities"; fail=1; }
+# fp8_static: one positive input_scale F32 [1] per quantized layer (llm-compressor's FP8)
+python3 - "$tmp/fp8_static/model.safetensors" <<'PY' && echo "ok:   fp8_static: an input_scale per layer" || { echo "FAIL: fp8_static input_scale"; fail=1; }
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+w = [k for k in h if k.endswith("proj.weight")]
+s = [k for k in h if k.endswith(".input_scale")]
+ok = len(s) == len(w) > 0 and all(h[k]["dtype"] == "F32" and h[k]["shape"] == [1] for k in s)
+o = 8 + struct.unpack("<Q", b[:8])[0]
+ok = ok and all(struct.unpack("<f", b[o + h[k]["data_offsets"][0]:o + h[k]["data_offsets"][0] + 4])[0] > 0 for k in s)
+sys.exit(not ok)
+PY
 
 # 3. refusals
 expect 1 "tensor 'model.layers.0.*NVFP4 weights have no GPTQ form" -- "$SQZ" convert "$tmp/nvfp4" -o "$tmp/r1" --hf-format gptq
@@ -68,6 +83,10 @@ expect 1 "NVFP4 codes" -- "$SQZ" export "$tmp/nvfp4" -o "$tmp/r3.sqzb" --to bund
 nothing "$tmp/r3.sqzb"
 expect 1 "NVFP4 has no ONNX form" -- "$SQZ" export "$tmp/nvfp4" -o "$tmp/r4" --to onnx
 nothing "$tmp/r4"
+expect 1 "only weight-only FP8 and dynamic per-token FP8 activations have an ONNX form" -- "$SQZ" export "$tmp/fp8_static" -o "$tmp/r4s" --to onnx
+nothing "$tmp/r4s"
+expect 2 "'fp8_static' needs calibration" -- "$SQZ" compress "$M" -o "$tmp/r4c" --quant fp8_static
+nothing "$tmp/r4c"
 expect 1 "mxfp4 is not written to an HF directory quantized.*E2M1" -- "$SQZ" convert "$tmp/mxfp4.gguf" -o "$tmp/r5" --to safetensors
 nothing "$tmp/r5"
 expect 2 "method 'imatrix' does not produce fp8" -- "$SQZ" compress "$M" -o "$tmp/r6" --quant fp8:imatrix "${cal[@]}"

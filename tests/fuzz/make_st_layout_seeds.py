@@ -4,8 +4,8 @@ one-block llama (hidden 64, FFN 128, 2 heads, 1 KV head, vocab 64, random weight
 HF layout sqz writes: compressed-tensors int4 g32 (sym, asym), int8, FP8 (weight-only and W8A8-FP8),
 NVFP4, GPTQ v1 / v2, sqz's own (written
 by `sqz compress` / `sqz convert`), and W8A8 int-quantized with a static input scale and its 2:4
-sparse-24-bitmask form (built here with numpy: W8A8 needs calibration text the random model has no
-tokenizer for). Usage: SQZ_BIN=build/sqz python3 tests/fuzz/make_st_layout_seeds.py"""
+sparse-24-bitmask form, and static W8A8-FP8 (the fp8_dynamic seed with an input_scale per layer) (built
+here with numpy: static scales need calibration text the random model has no tokenizer for). Usage: SQZ_BIN=build/sqz python3 tests/fuzz/make_st_layout_seeds.py"""
 import json
 import os
 import subprocess
@@ -90,6 +90,26 @@ def w8a8(tmp, t, sparse):
     return d
 
 
+def fp8_static(tmp, dyn):
+    """The fp8_dynamic directory with one input_scale per layer and static per-tensor inputs (llm-compressor's FP8)."""
+    d = os.path.join(tmp, "fp8_static")
+    os.makedirs(d)
+    b = open(os.path.join(dyn, "model.safetensors"), "rb").read()  # F8_E4M3: not a numpy dtype, so bytes
+    n = int.from_bytes(b[:8], "little")
+    h, data = json.loads(b[8:8 + n]), bytearray(b[8 + n:])
+    for k in SHAPES:
+        h["model.layers.0.%s.input_scale" % k] = {"dtype": "F32", "shape": [1], "data_offsets": [len(data), len(data) + 4]}
+        data += np.array([0.01], "<f4").tobytes()
+    hb = json.dumps(h, separators=(",", ":")).encode()
+    hb += b" " * (-len(hb) % 8)
+    open(os.path.join(d, "model.safetensors"), "wb").write(len(hb).to_bytes(8, "little") + hb + bytes(data))
+    cfg = json.load(open(os.path.join(dyn, "config.json")))
+    for g in cfg["quantization_config"]["config_groups"].values():
+        g["input_activations"].update(strategy="tensor", dynamic=False, observer="minmax")
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    return d
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,6 +127,7 @@ def main():
             seed(name, d)
         seed("ct_w8a8", w8a8(tmp, t, False))
         seed("ct_w8a8_sp24", w8a8(tmp, t, True))
+        seed("ct_fp8_static", fp8_static(tmp, os.path.join(tmp, "ct_fp8_dynamic")))
     for f in sorted(os.listdir(OUT)):
         print(f, os.path.getsize(os.path.join(OUT, f)))
 

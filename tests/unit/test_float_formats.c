@@ -98,11 +98,38 @@ static void test_qparams(void **state) {
     assert_int_equal(sqz_qparams_check(&f8, SQZ_DTYPE_F8_E4M3, 6, "t"), SQZ_ERR_INVALID_ARG);
     f8.act_grid = SQZ_ACT_GRID_FP8;
     assert_int_equal(sqz_qparams_check(&f8, SQZ_DTYPE_F8_E4M3, 6, "t"), SQZ_OK);
+    f8.act_mode = SQZ_ACT_STATIC_TENSOR; /* static W8A8-FP8 (llm-compressor's FP8): a positive scale */
+    assert_int_equal(sqz_qparams_check(&f8, SQZ_DTYPE_F8_E4M3, 6, "t"), SQZ_ERR_INVALID_ARG);
+    f8.act_scale = 0.25f;
+    assert_int_equal(sqz_qparams_check(&f8, SQZ_DTYPE_F8_E4M3, 6, "t"), SQZ_OK);
+    f8.act_mode = SQZ_ACT_FLOAT; /* weight-only FP8 cannot say an FP8 grid */
+    f8.act_scale = 0;
+    assert_int_equal(sqz_qparams_check(&f8, SQZ_DTYPE_F8_E4M3, 6, "t"), SQZ_ERR_INVALID_ARG);
     float s1[2] = {1, 1};
     int8_t q1[6] = {0};
     sqz_qparams i8 = {.scheme = SQZ_QSCHEME_I8_ROW, .n_out = 2, .n_in = 3, .group_size = 3, .n_groups = 1,
                       .scales = s1, .act_mode = SQZ_ACT_DYNAMIC_TOKEN, .act_grid = SQZ_ACT_GRID_FP8};
     assert_int_equal(sqz_qparams_check(&i8, SQZ_DTYPE_I8, sizeof q1, "t"), SQZ_ERR_INVALID_ARG);
+}
+
+/* W8A8-FP8's activations, dynamic (per row absmax / 448) and static (one scale): fp8(clamp(x / s)) * s. */
+static void test_fp8_act_rows(void **state) {
+    (void)state;
+    /* static, s = 0.5: 1.1 / 0.5 = 2.2 -> 2.25 (3 mantissa bits); 1000 and +inf saturate at 448 * 0.5;
+     * NaN stays NaN; -0.3 / 0.5 = -0.6 -> -0.625; 1e-4 / 0.5 = 2e-4 -> 2^-12 (E4M3's subnormal step 2^-9:
+     * 0) */
+    float x[6] = {1.1f, 1000.0f, INFINITY, NAN, -0.3f, 1e-4f};
+    sqz__fp8_act_rows(x, 2, 3, 0.5f);
+    const float want[6] = {1.125f, 224.0f, 224.0f, NAN, -0.3125f, 0.0f};
+    for (int i = 0; i < 6; i++) assert_true(isnan(want[i]) ? isnan(x[i]) : x[i] == want[i]);
+    /* dynamic: a row of absmax 448 has s = 1 (its FP8 values stay); -3 / (6 / 448) = -224 and 1 -> 74.67
+     * -> 72 (step 4 in [64, 128)); a row with a NaN becomes NaN */
+    float y[9] = {448.0f, -2.0f, 0.5f, 1.0f, NAN, 2.0f, 6.0f, -3.0f, 1.0f};
+    sqz__fp8_act_rows(y, 3, 3, 0.0f);
+    assert_true(y[0] == 448.0f && y[1] == -2.0f && y[2] == 0.5f);
+    const float s6 = 6.0f / 448.0f;
+    assert_true(y[6] == 448.0f * s6 && y[7] == -224.0f * s6 && y[8] == 72.0f * s6);
+    assert_true(isnan(y[3]) && isnan(y[4]) && isnan(y[5]));
 }
 
 /* RTN of (n_out, n_in) w onto fmt: every value within half of its neighbourhood's step of w. */
@@ -252,6 +279,7 @@ static void test_gptq_beats_rtn(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp8_codes),        cmocka_unit_test(test_e2m1),
+        cmocka_unit_test(test_fp8_act_rows),
         cmocka_unit_test(test_qparams),          cmocka_unit_test(test_rtn_real),
         cmocka_unit_test(test_nvfp4_imatrix),    cmocka_unit_test(test_gptq_beats_rtn),
     };
