@@ -44,6 +44,7 @@ typedef struct gb {
     int n_consts;
     bool nbits;       /* a com.microsoft operator was used */
     nm fp8_in, fp8_out; /* the last input fp8_act rounded and its result: q/k/v and gate/up share one */
+    float fp8_scale;    /* and its static scale (0: dynamic) */
 } gb;
 
 static const char *fresh(gb *b, char *out) {
@@ -180,25 +181,36 @@ static const char *rmsnorm(gb *b, char *out, const char *x, sqz_role r, int32_t 
     return OP(b, fresh(b, out), "Mul", nx, weight(b, r, layer, SQZ_PARAM_WEIGHT));
 }
 
-/* W8A8-FP8's input, as core/fp8.c rounds it: per token s = absmax / 448, x_q = fp8(clamp(x / s, +-448)) * s
- * (Cast's saturate clamps, rounding to nearest even); s is raised to the least subnormal only where it is 0,
- * where x is 0 too and stays so. The layers that read one input share its rounding. */
-static const char *fp8_act(gb *b, const char *x) {
-    if (strcmp(x, b->fp8_in) == 0) return b->fp8_out;
+/* W8A8-FP8's input, as core/fp8.c rounds it: x_q = fp8(clamp(x / s, +-448)) * s (Cast's saturate clamps,
+ * rounding to nearest even) with s = absmax / 448 per token (scale 0; s is raised to the least subnormal
+ * only where it is 0, where x is 0 too and stays so) or s = scale, a constant "c_fp8_in_XXXXXXXX" named by
+ * its bits (static). The layers that read one input with one scale share its rounding. */
+static const char *fp8_act(gb *b, const char *x, float scale) {
+    if (strcmp(x, b->fp8_in) == 0 && b->fp8_scale == scale) return b->fp8_out;
     static const int64_t last[1] = {-1};
-    nm ax, am, s0, s, xs, x8, xf;
+    nm ax, am, s0, sd, xs, x8, xf;
+    const char *s = sd;
     const attr keep[] = {{.name = "keepdims", .type = ATTR_INT, .i = 1}};
     const attr to8[] = {{.name = "to", .type = ATTR_INT, .i = SQZ__ONNX_FLOAT8E4M3FN},
                         {.name = "saturate", .type = ATTR_INT, .i = 1}};
     const attr to32[] = {{.name = "to", .type = ATTR_INT, .i = SQZ__ONNX_FLOAT}};
-    OP(b, fresh(b, ax), "Abs", x);
-    OPA(b, fresh(b, am), "ReduceMax", keep, ax, const_i64s(b, last, 1));
-    OP(b, fresh(b, s0), "Div", am, const_f32(b, "c_fp8_max", 448.0f));
-    OP(b, fresh(b, s), "Max", s0, const_f32(b, "c_fp8_tiny", 1.40129846e-45f));
+    if (scale > 0) {
+        char name[32];
+        uint32_t bits;
+        memcpy(&bits, &scale, 4);
+        snprintf(name, sizeof name, "c_fp8_in_%08x", (unsigned)bits);
+        s = const_f32(b, name, scale);
+    } else {
+        OP(b, fresh(b, ax), "Abs", x);
+        OPA(b, fresh(b, am), "ReduceMax", keep, ax, const_i64s(b, last, 1));
+        OP(b, fresh(b, s0), "Div", am, const_f32(b, "c_fp8_max", 448.0f));
+        OP(b, fresh(b, sd), "Max", s0, const_f32(b, "c_fp8_tiny", 1.40129846e-45f));
+    }
     OP(b, fresh(b, xs), "Div", x, s);
     OPA(b, fresh(b, x8), "Cast", to8, xs);
     OPA(b, fresh(b, xf), "Cast", to32, x8);
     snprintf(b->fp8_in, sizeof b->fp8_in, "%s", x);
+    b->fp8_scale = scale;
     return OP(b, fresh(b, b->fp8_out), "Mul", xf, s);
 }
 
@@ -221,7 +233,7 @@ static const char *linear(gb *b, char *out, const char *x, sqz_role r, int32_t l
         if (e->lin == SQZ__LIN_FP8) {
             const attr a[] = {{.name = "axis", .type = ATTR_INT, .i = 1}};
             wt = OPA(b, fresh(b, w), "DequantizeLinear", a, e->part[0].name, e->part[1].name);
-            if (e->act_fp8) x = fp8_act(b, x);
+            if (e->act_fp8) x = fp8_act(b, x, e->act_scale);
         } else if (e->lin == SQZ__LIN_QDQ) {
             const attr a[] = {{.name = "axis", .type = ATTR_INT, .i = 0},
                               {.name = "block_size", .type = ATTR_INT, .i = e->block}};

@@ -141,7 +141,8 @@ typedef struct sqz__onnx_entry {
     sqz_dtype dtype;     /* linear weights: the dtype whose values are written (the tensor's, or --dtype) */
     int bits, block;     /* NBITS / QDQ */
     bool zp_float;       /* NBITS zero points in f32 (Q4_1/Q5_1 minimums) */
-    bool act_fp8;        /* FP8: W8A8-FP8, the input rounded to FP8 per token first (core/fp8.c's semantics) */
+    bool act_fp8;        /* FP8: W8A8-FP8, the input rounded to FP8 first (core/fp8.c's semantics) */
+    float act_scale;     /* act_fp8: > 0 the static scale of every value (fp8_static), 0 absmax / 448 per token */
     int n_parts;
     sqz__onnx_part part[SQZ__ONNX_MAX_PARTS];
 } sqz__onnx_entry;

@@ -82,16 +82,17 @@ static sqz_status quant_form(const sqz_tensor *t, sqz_dtype d, sqz__onnx_ops ops
     }
 }
 
-/* FP8 E4M3 rows with a scale each: W8A16-FP8, or W8A8-FP8 with dynamic per-token FP8 activations. */
+/* FP8 E4M3 rows with a scale each: W8A16-FP8, or W8A8-FP8 with FP8 activations, dynamic per token or
+ * static. */
 static sqz_status plan_fp8(const sqz_tensor *t, const char *stem, sqz__onnx_entry *e) {
     const sqz_qparams *qp = t->qp;
     const int64_t N = t->shape[0], K = t->shape[1];
-    const bool dyn8 = qp->act_mode == SQZ_ACT_DYNAMIC_TOKEN && qp->act_grid == SQZ_ACT_GRID_FP8;
-    SQZ_RETURN_IF(qp->in_scale || (qp->act_mode != SQZ_ACT_FLOAT && !dyn8), SQZ_ERR_UNSUPPORTED, "tensor '%s': "
-                  "only weight-only FP8 and dynamic per-token FP8 activations have an ONNX form here; export with "
-                  "--dtype f16", t->name);
+    const bool act8 = qp->act_mode != SQZ_ACT_FLOAT && qp->act_grid == SQZ_ACT_GRID_FP8;
+    SQZ_RETURN_IF(qp->in_scale || (qp->act_mode != SQZ_ACT_FLOAT && !act8), SQZ_ERR_UNSUPPORTED, "tensor '%s': "
+                  "only weight-only FP8 and FP8 activations have an ONNX form here; export with --dtype f16", t->name);
     e->lin = SQZ__LIN_FP8;
-    e->act_fp8 = dyn8;
+    e->act_fp8 = act8;
+    e->act_scale = qp->act_mode == SQZ_ACT_STATIC_TENSOR ? qp->act_scale : 0.0f;
     e->n_parts = 2;
     set_part(&e->part[0], stem, "_Q", SQZ__ONNX_FLOAT8E4M3FN, 2, K, N, 0, (uint64_t)(K * N));
     set_part(&e->part[1], stem, "_scales", SQZ__ONNX_FLOAT, 1, N, 0, 0, (uint64_t)N * 4u);

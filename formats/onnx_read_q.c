@@ -4,7 +4,8 @@
  *     or f32, or none (2^(bits-1));
  *   DequantizeLinear (axis 0, block_size) W^T (K, N) int4/uint4/int8/uint8, scales and zero points (K/block, N);
  *   DequantizeLinear (axis 1) W^T (K, N) FLOAT8E4M3FN, scales (N): sqz's FP8 per row, W8A8-FP8 when the
- *     MatMul's input is Cast to FLOAT8E4M3FN and back first (the graph's fp8_act).
+ *     MatMul's input is Cast to FLOAT8E4M3FN and back first (the graph's fp8_act), static when its scale
+ *     is a one-value initializer (fp8_static).
  * Every integer form is read as codes 0..255 with a scale and a zero point per (row, block), w = (code - zp) *
  * scale, and becomes the sqz type with exactly those values:
  *   4 bits, no zero point:   Q4_0 when the blocks are 32 and every scale is an fp16 value (the same bytes as
@@ -298,15 +299,21 @@ static sqz_status from_qdq(sqz__onnx_rd *rd, const sqz__onnx_node *nd, const sqz
     return SQZ_OK;
 }
 
-/* W8A8-FP8: the MatMul reading the dequantized weight takes Mul(Cast(Cast(x / s, FLOAT8E4M3FN), FLOAT), s). */
-static bool fp8_input(const sqz__onnx_rd *rd, const sqz__onnx_node *dq) {
+/* W8A8-FP8: the MatMul reading the dequantized weight takes Mul(Cast(Cast(x / s, FLOAT8E4M3FN), FLOAT), s);
+ * *scale: s when it is an initializer (one f32: static, fp8_static), else 0 (per token). */
+static bool fp8_input(const sqz__onnx_rd *rd, const sqz__onnx_node *dq, float *scale) {
+    *scale = 0.0f;
     const sqz__onnx_node *mm = sqz__onnx_rd_consumer(rd, dq->out, 1, "MatMul");
     const sqz__onnx_node *mul = mm ? sqz__onnx_rd_producer(rd, mm->in[0]) : NULL;
     if (!mul || !sqz__pb_is(mul->op, "Mul")) return false;
     const sqz__onnx_node *back = sqz__onnx_rd_producer(rd, mul->in[0]);
     if (!back || !sqz__pb_is(back->op, "Cast") || back->attr[SQZ__ONNX_ATTR_TO] != SQZ__ONNX_FLOAT) return false;
     const sqz__onnx_node *to8 = sqz__onnx_rd_producer(rd, back->in[0]);
-    return to8 && sqz__pb_is(to8->op, "Cast") && to8->attr[SQZ__ONNX_ATTR_TO] == SQZ__ONNX_FLOAT8E4M3FN;
+    if (!to8 || !sqz__pb_is(to8->op, "Cast") || to8->attr[SQZ__ONNX_ATTR_TO] != SQZ__ONNX_FLOAT8E4M3FN) return false;
+    int64_t i;
+    const sqz__onnx_init *s = sqz__onnx_rd_init(rd, mul->in[1], &i); /* a graph constant: raw_data inline */
+    if (s && s->data_type == SQZ__ONNX_FLOAT && s->ndim == 0 && s->has_raw && s->raw_n == 4) *scale = sqz__rd_f32(s->raw);
+    return true;
 }
 
 static sqz_status from_fp8(sqz__onnx_rd *rd, const sqz__onnx_node *nd, const sqz__onnx_init *x, int64_t i,
@@ -320,7 +327,8 @@ static sqz_status from_fp8(sqz__onnx_rd *rd, const sqz__onnx_node *nd, const sqz
     const uint8_t *sd;
     SQZ_TRY(part(rd, nd, 1, "scales", SQZ__ONNX_FLOAT, N, &sc, &sd));
     SQZ_RETURN_IF(!sc, SQZ_ERR_FORMAT, "%s: tensor '%s': FP8 weight without scales", rd->file, t->name);
-    const bool dyn = fp8_input(rd, nd);
+    float act = 0.0f;
+    const bool act8 = fp8_input(rd, nd, &act);
     const size_t off_s = (sizeof(sqz_qparams) + 15) & ~(size_t)15;
     uint8_t *blk = sqz__malloc(off_s + (size_t)N * sizeof(float));
     if (!blk) return SQZ_ERR_NOMEM;
@@ -329,8 +337,9 @@ static sqz_status from_fp8(sqz__onnx_rd *rd, const sqz__onnx_node *nd, const sqz
     for (int64_t r = 0; r < N; r++) s[r] = sqz__rd_f32(sd + 4 * r);
     sqz_qparams *qp = (sqz_qparams *)(void *)blk;
     *qp = (sqz_qparams){.scheme = SQZ_QSCHEME_F8_ROW, .n_out = N, .n_in = K, .n_groups = 1, .group_size = (int32_t)K,
-                        .scales = s, .act_mode = dyn ? SQZ_ACT_DYNAMIC_TOKEN : SQZ_ACT_FLOAT,
-                        .act_grid = dyn ? SQZ_ACT_GRID_FP8 : SQZ_ACT_GRID_SYM127};
+                        .scales = s, .act_scale = act,
+                        .act_mode = !act8 ? SQZ_ACT_FLOAT : act > 0 ? SQZ_ACT_STATIC_TENSOR : SQZ_ACT_DYNAMIC_TOKEN,
+                        .act_grid = act8 ? SQZ_ACT_GRID_FP8 : SQZ_ACT_GRID_SYM127};
     t->dtype = SQZ_DTYPE_F8_E4M3;
     t->nbytes = (size_t)(N * K);
     uint8_t *w = sqz__malloc(t->nbytes + 1);

@@ -146,18 +146,22 @@ def genai_tokenizer(label, d, src, tmp):
 
 def fp8_act_semantics(label, path, ids):
     """W8A8-FP8: every MatMul input the graph rounds to FP8 equals, on the activations onnxruntime really
-    computes, x_q = fp8(clamp(x / s, +-448)) * s with s = absmax / 448 per token (core/fp8.c's semantics;
-    ml_dtypes' float8_e4m3fn rounds to nearest even as torch and compressed-tensors do)."""
+    computes, x_q = fp8(clamp(x / s, +-448)) * s with s = absmax / 448 per token, or s the layer's constant
+    (fp8_static) (core/fp8.c's semantics; ml_dtypes' float8_e4m3fn rounds to nearest even as torch and
+    compressed-tensors do)."""
     import ml_dtypes
     m = onnx.load(path, load_external_data=False)
     prod = {o: n for n in m.graph.node for o in n.output}
-    pairs = []
+    consts = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer if t.name.startswith("c_fp8_in_")}
+    pairs, scales = [], {}
     for n in m.graph.node:  # MatMul <- Mul(Cast(Cast(Div(x, s))), s): the pair (x, x_q)
         mul = prod.get(n.input[0])
         if n.op_type != "MatMul" or mul is None or mul.op_type != "Mul" or prod.get(mul.input[0], mul).op_type != "Cast":
             continue
         div = prod[prod[prod[mul.input[0]].input[0]].input[0]]
         pairs.append((div.input[0], n.input[0]))
+        if mul.input[1] in consts:
+            scales[n.input[0]] = np.float32(consts[mul.input[1]])
     names = sorted({t for p in pairs for t in p})
     m.graph.ClearField("output")
     m.graph.output.extend(onnx.helper.make_tensor_value_info(t, onnx.TensorProto.FLOAT, None) for t in names)
@@ -172,12 +176,12 @@ def fp8_act_semantics(label, path, ids):
     bad = 0
     for x, xq in pairs:
         v = got[x].astype(np.float32)
-        sc = np.abs(v).max(axis=-1, keepdims=True) / np.float32(448.0)
+        sc = scales[xq] if xq in scales else np.abs(v).max(axis=-1, keepdims=True) / np.float32(448.0)
         q = np.clip(v / sc, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * sc
         bad += int(np.count_nonzero(q != got[xq]))
     n = sum(got[x].size for x, _ in pairs)
-    check(len(pairs) > 0 and bad == 0, "%s: the graph rounds each of %d MatMul inputs to FP8 per token exactly as sqz "
-          "(%d values, %d differ)" % (label, len(pairs), n, bad))
+    check(len(pairs) > 0 and bad == 0, "%s: the graph rounds each of %d MatMul inputs to FP8 %s exactly as sqz "
+          "(%d values, %d differ)" % (label, len(pairs), "with its static scale" if scales else "per token", n, bad))
 
 
 def check_export(label, tool, model, d, tmp, export_args=(), tokenizer_src=None, ref_model=None, act_fp8=False):
@@ -279,7 +283,8 @@ def main():
         forms += [("int4:g32:asym", "int4:g32:asym")] if not heavy else []  # the CI models cover int4
         if not heavy:  # the other weight paths: f16 (Cast), MatMulNBits 8 bits, float zero points, int4 sym, int8
             forms += [("f16", "convert"), ("q8_0", "q8_0"), ("q5_0", "q5_0"), ("q4_1", "q4_1"),
-                      ("int4:g64:sym", "int4:g64"), ("int8", "int8"), ("fp8", "fp8"), ("fp8_dynamic", "fp8_dynamic")]
+                      ("int4:g64:sym", "int4:g64"), ("int8", "int8"), ("fp8", "fp8"), ("fp8_dynamic", "fp8_dynamic"),
+                      ("fp8_static", "fp8_static")]
         for form, spec in forms:
             label = "%s %s" % (name, form)
             model = src
@@ -291,9 +296,9 @@ def main():
                 else:
                     pure = spec.split(":")[0] in ("q4_0", "q4_1", "q5_0", "q8_0")  # every block matrix in the type
                     sqz("compress", src, "--quant", spec + ":pure" if pure else spec, "-o", model,
-                        *(calib() if heavy else ()))
+                        *(calib() if heavy or spec == "fp8_static" else ()))
             check_export(label, tool, model, os.path.join(tmp, label.replace(" ", "_").replace(":", "_")), tmp,
-                         tokenizer_src=src if form in ("f32", "q4_1 as it is") else None, act_fp8=form == "fp8_dynamic")
+                         tokenizer_src=src if form in ("f32", "q4_1 as it is") else None, act_fp8=form in ("fp8_dynamic", "fp8_static"))
             if form == "f32" and not heavy:  # --dtype on export = the same model converted first
                 conv = os.path.join(tmp, "%s-conv-q4_0.gguf" % name)
                 sqz("convert", src, "--dtype", "q4_0", "-o", conv)

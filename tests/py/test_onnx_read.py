@@ -5,7 +5,7 @@ usage: test_onnx_read.py REF_TOOL
 
 For stories260K (llama2.c: interleaved rotary rows) and tinystories-656K (HF), in every form
 test_onnx_export.py exports (f32; q4_0 as MatMulNBits and as QDQ; int4:g32:asym; f16; q8_0, q5_0, q4_1;
-int4:g64 sym; int8 per row; fp8; fp8_dynamic; and q5_1, which MatMulNBits holds as 8 bits with float zero points):
+int4:g64 sym; int8 per row; fp8; fp8_dynamic; fp8_static; and q5_1, which MatMulNBits holds as 8 bits with float zero points):
   (and `export --dtype q4_0` of stories260K, against `sqz convert --dtype q4_0` of it)
   1. sqz's logits (REF_TOOL: libsqz's sqz_forward, a 64-token prompt) on the exported directory against
      sqz's logits on the source model: equal bit for bit where the source keeps q/k rows in HF's
@@ -124,7 +124,8 @@ def main():
     tool = sys.argv[1]
     s260 = os.path.join(DATA, "models", "stories260K", "stories260K.bin")
     t656 = os.path.join(DATA, "models", "tinystories-656K")
-    for p in (s260, t656):
+    text = os.path.join(DATA, "data", "wiki.test.raw")  # fp8_static's calibration
+    for p in (s260, t656, text):
         if not os.path.exists(p):
             print("skipping: %s not found" % p)
             sys.exit(77)
@@ -139,7 +140,7 @@ def main():
         forms = [("f32", None), ("q4_0", "q4_0"), ("q4_0 qdq", "q4_0"), ("int4:g32:asym", "int4:g32:asym"),
                  ("f16", "convert"), ("q8_0", "q8_0"), ("q5_0", "q5_0"), ("q4_1", "q4_1"), ("q5_1", "q5_1"),
                  ("int4:g64", "int4:g64"),
-                 ("int8", "int8"), ("fp8", "fp8"), ("fp8_dynamic", "fp8_dynamic")]
+                 ("int8", "int8"), ("fp8", "fp8"), ("fp8_dynamic", "fp8_dynamic"), ("fp8_static", "fp8_static")]
         made = {}
         for form, spec in forms:
             label = "%s %s" % (name, form)
@@ -154,7 +155,8 @@ def main():
                         sqz("convert", src, "--dtype", "f16", "-o", model)
                     else:
                         pure = spec in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0")
-                        sqz("compress", src, "--quant", spec + ":pure" if pure else spec, "-o", model)
+                        cal = ("--calib", text, "--calib-samples", "8", "--calib-ctx", "128") if spec == "fp8_static" else ()
+                        sqz("compress", src, "--quant", spec + ":pure" if pure else spec, "-o", model, *cal)
                     made[base] = model
             interleaved = is_gguf or (spec is None and src_interleaved)
             d = os.path.join(tmp, label.replace(" ", "_").replace(":", "_"))
