@@ -1,5 +1,6 @@
 /* cli/main.c - `sqz`: dispatch to the subcommands registered in one table. */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,18 +140,33 @@ static int help(int argc, char **argv) {
     return 0;
 }
 
-/* An OpenBLAS older than the CPU runs its oldest kernels (4-7x slower sgemm): when the user set no
- * OPENBLAS_CORETYPE and the BLAS chose less than the CPU's feature bits allow, the program runs
- * itself again with the right core named (OpenBLAS reads the variable only when it loads).
- * SQZ_BLAS_KEEP=1 keeps the BLAS's own choice. */
-static void blas_core(char **argv) {
-    if (getenv("OPENBLAS_CORETYPE") || getenv("SQZ_BLAS_KEEP")) return;
+#define SQZ_BLAS_THREAD_TIMEOUT "18"
+
+/* OpenBLAS reads its settings only when it loads, so the program runs itself again (once) with them set
+ * where the user set none (SQZ_BLAS_KEEP=1 keeps the BLAS as it is):
+ *   - OPENBLAS_CORETYPE when the BLAS chose less than the CPU's feature bits allow: an OpenBLAS older
+ *     than the CPU runs its oldest kernels (4-7x slower sgemm);
+ *   - OPENBLAS_THREAD_TIMEOUT=18 (idle threads poll 2^18 cycles, ~0.1 ms as sqz's pool does, then
+ *     sleep; OpenBLAS's own default is 2^28, ~0.1 s): its polling threads, calling sched_yield, took
+ *     the cores from sqz's pool between BLAS calls (SmolLM2 compress q4_0:gptq on 2 cores: 46-51 s ->
+ *     36-38 s; the 1.5B's eval 35 -> 33 s). */
+static void blas_env(char **argv) {
+    if (getenv("SQZ_BLAS_KEEP")) return;
+    bool again = false;
+    if (!getenv("OPENBLAS_THREAD_TIMEOUT") && setenv("OPENBLAS_THREAD_TIMEOUT", SQZ_BLAS_THREAD_TIMEOUT, 1) == 0) {
+        setenv("SQZ_BLAS_TIMEOUT_BY", "1", 1); /* for --version --verbose */
+        again = true;
+    }
     sqz_blas_info b;
     sqz_blas_info_get(&b);
-    if (!b.better[0] || setenv("OPENBLAS_CORETYPE", b.better, 1) != 0) return;
-    setenv("SQZ_BLAS_CHOSEN_BY", b.core, 1); /* what OpenBLAS chose itself: for --version --verbose */
+    if (!getenv("OPENBLAS_CORETYPE") && b.better[0] && setenv("OPENBLAS_CORETYPE", b.better, 1) == 0) {
+        setenv("SQZ_BLAS_CHOSEN_BY", b.core, 1); /* what OpenBLAS chose itself: for --version --verbose */
+        again = true;
+    }
+    if (!again) return;
     execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE"); /* exec failed: go on with the BLAS's own choice */
+    unsetenv("OPENBLAS_CORETYPE"); /* exec failed: go on with the BLAS as it is */
+    unsetenv("OPENBLAS_THREAD_TIMEOUT");
 }
 
 /* `sqz --version [--verbose]`: the version; verbose: the BLAS, its kernels, sgemm's speed and the
@@ -166,13 +182,16 @@ static int version(int argc, char **argv) {
     printf("blas core    %s (%s); this CPU allows %s", b.core, tiers[b.core_tier], tiers[b.cpu_tier]);
     if (chosen) printf("; OpenBLAS chose %s itself, sqz set OPENBLAS_CORETYPE=%s", chosen, getenv("OPENBLAS_CORETYPE"));
     else if (getenv("OPENBLAS_CORETYPE")) printf("; OPENBLAS_CORETYPE=%s given", getenv("OPENBLAS_CORETYPE"));
-    printf("\nsgemm        %.1f GFLOP/s (2048 x 2048 x 2048, the best of 3)\n", sqz_blas_sgemm_gflops(2048));
+    const char *to = getenv("OPENBLAS_THREAD_TIMEOUT");
+    printf("\nblas waits   %s%s%s\n", to ? "OPENBLAS_THREAD_TIMEOUT=" : "OpenBLAS's default (2^28 cycles)", to ? to : "",
+           to && getenv("SQZ_BLAS_TIMEOUT_BY") ? " (set by sqz: idle threads sleep after 2^18 cycles)" : "");
+    printf("sgemm        %.1f GFLOP/s (2048 x 2048 x 2048, the best of 3)\n", sqz_blas_sgemm_gflops(2048));
     printf("kernels      %s\n", sqz_cpu_kernels());
     return 0;
 }
 
 int main(int argc, char **argv) {
-    blas_core(argv);
+    blas_env(argv);
     if (argc >= 2 && strcmp(argv[1], "help") == 0) return help(argc, argv);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
