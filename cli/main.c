@@ -164,7 +164,12 @@ static void blas_env(char **argv) {
         again = true;
     }
     if (!again) return;
-    execv("/proc/self/exe", argv);
+    /* the binary's own path, not /proc/self/exe: the process keeps its name ("sqz", not "exe") for ps,
+     * pgrep and mpirun's messages */
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) self[n] = 0;
+    execv(n > 0 ? self : "/proc/self/exe", argv);
     unsetenv("OPENBLAS_CORETYPE"); /* exec failed: go on with the BLAS as it is */
     unsetenv("OPENBLAS_THREAD_TIMEOUT");
 }
