@@ -152,26 +152,26 @@ static int help(int argc, char **argv) {
  *     36-38 s; the 1.5B's eval 35 -> 33 s). */
 static void blas_env(char **argv) {
     if (getenv("SQZ_BLAS_KEEP")) return;
-    bool again = false;
+    bool timeout = false, core = false;
     if (!getenv("OPENBLAS_THREAD_TIMEOUT") && setenv("OPENBLAS_THREAD_TIMEOUT", SQZ_BLAS_THREAD_TIMEOUT, 1) == 0) {
         setenv("SQZ_BLAS_TIMEOUT_BY", "1", 1); /* for --version --verbose */
-        again = true;
+        timeout = true;
     }
     sqz_blas_info b;
     sqz_blas_info_get(&b);
     if (!getenv("OPENBLAS_CORETYPE") && b.better[0] && setenv("OPENBLAS_CORETYPE", b.better, 1) == 0) {
         setenv("SQZ_BLAS_CHOSEN_BY", b.core, 1); /* what OpenBLAS chose itself: for --version --verbose */
-        again = true;
+        core = true;
     }
-    if (!again) return;
+    if (!timeout && !core) return;
     /* the binary's own path, not /proc/self/exe: the process keeps its name ("sqz", not "exe") for ps,
      * pgrep and mpirun's messages */
     char self[4096];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n > 0) self[n] = 0;
     execv(n > 0 ? self : "/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE"); /* exec failed: go on with the BLAS as it is */
-    unsetenv("OPENBLAS_THREAD_TIMEOUT");
+    if (core) unsetenv("OPENBLAS_CORETYPE"); /* exec failed: go on with the BLAS as it is (the user's own */
+    if (timeout) unsetenv("OPENBLAS_THREAD_TIMEOUT"); /* settings stay) */
 }
 
 /* `sqz --version [--verbose]`: the version; verbose: the BLAS, its kernels, sgemm's speed and the

@@ -45,6 +45,10 @@ bool sqz__fgemm_enabled(void) {
     return !(v && strcmp(v, "blas") == 0);
 }
 
+const sqz__fgemm_impl *sqz__fgemm_for(sqz__qmm_isa isa) {
+    return isa != SQZ__ISA_SCALAR && sqz__fgemm_enabled() ? sqz__fgemm_impl_for(isa) : NULL;
+}
+
 /* ---- the product ------------------------------------------------------------------------------ */
 
 typedef struct fg_job {

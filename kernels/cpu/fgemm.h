@@ -50,6 +50,9 @@ const sqz__fgemm_impl *sqz__fgemm_impl_for(sqz__qmm_isa isa);
 const sqz__fgemm_impl *sqz__fgemm_scalar(void);
 /* True unless SQZ_F32_GEMM=blas is set. */
 bool sqz__fgemm_enabled(void);
+/* The form that multiplies many tokens with isa's kernels: sqz__fgemm_impl_for(isa) unless isa is scalar
+ * (sgemm beats the scalar form) or SQZ_F32_GEMM=blas; NULL: panels + sgemm. */
+const sqz__fgemm_impl *sqz__fgemm_for(sqz__qmm_isa isa);
 
 /* Y = X . W^T + bias with form G, dequantizing W's rows with dq. a->w_dtype has a float view and
  * is not F32; m >= 1, k a multiple of its block size (checked by sqz__qmatmul). */

@@ -115,7 +115,7 @@ sqz__idot4_fn sqz__qmm_idot8(sqz_dtype t, sqz__qmm_isa isa) { return wide(t, isa
 const char *sqz_cpu_kernels(void) {
     static char text[160];
     const sqz__qmm_isa isa = sqz__qmm_isa_best();
-    const sqz__fgemm_impl *G = isa != SQZ__ISA_SCALAR && sqz__fgemm_enabled() ? sqz__fgemm_impl_for(isa) : NULL;
+    const sqz__fgemm_impl *G = sqz__fgemm_for(isa);
     snprintf(text, sizeof text, "stored weights %s (many tokens: %s%s), q8 integer products %s",
              sqz__qmm_isa_name(isa), G ? "sqz's GEMM " : "sgemm", G ? G->name : "", sqz__qmm_idot_name(SQZ_DTYPE_Q4_K, isa));
     return text;

@@ -391,8 +391,7 @@ sqz_status sqz__qmatmul(sqz__pool *pool, sqz__qmm_isa isa, const sqz_matmul_args
         return SQZ_OK;
     }
     if (a->m >= SQZ__QMM_TILE_M) { /* many tokens: sqz's own GEMM where the ISA has one (fgemm.h), else sgemm */
-        const sqz__fgemm_impl *G =
-            isa != SQZ__ISA_SCALAR && sqz__fgemm_enabled() ? sqz__fgemm_impl_for(isa) : NULL;
+        const sqz__fgemm_impl *G = sqz__fgemm_for(isa);
         return G ? sqz__fgemm(pool, G, J.dq, a) : panels_sgemm(pool, &J);
     }
     float xs_stack[1024], *xs = NULL;
